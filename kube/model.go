@@ -1,0 +1,455 @@
+package kube
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	kvv1 "kubevirt.io/api/core/v1"
+)
+
+// Labels sitecon reads on Kubernetes objects.
+const (
+	// LabelNodeUUID carries the EVE device UUID on its Node.
+	LabelNodeUUID = "node-uuid"
+	// LabelAppUUID carries the EVE app instance UUID on an app's pods and VMIs.
+	LabelAppUUID = "sitecon.io/app-uuid"
+	// LabelAppName carries the app's display name.
+	LabelAppName = "sitecon.io/app-name"
+	// LabelEdgeworker marks a generic Linux host joined as a k3s agent.
+	LabelEdgeworker = "node-role.sitecon.io/edgeworker"
+
+	nodeRolePrefix = "node-role.kubernetes.io/"
+	// virtLauncherPrefix names the pod KubeVirt runs each VMI in.
+	virtLauncherPrefix = "virt-launcher-"
+)
+
+// Keys of the sitecon-cluster ConfigMap.
+const (
+	ClusterKeyName         = "cluster_name"
+	ClusterKeyID           = "cluster_id"
+	ClusterKeyJoinServerIP = "join_server_ip"
+	ClusterKeyVIPAddress   = "vip_address"
+)
+
+// Node readiness as the Ready condition says it.
+const (
+	NodeReady    = "Ready"
+	NodeNotReady = "NotReady"
+	NodeUnknown  = "Unknown"
+)
+
+// ClusterStatus is everything `sitecon status` and the console show, derived
+// from one Data read.
+type ClusterStatus struct {
+	Cluster    ClusterIdentity   `json:"cluster"`
+	VIP        VIPStatus         `json:"vip"`
+	NodesReady int               `json:"nodesReady"`
+	NodesTotal int               `json:"nodesTotal"`
+	Nodes      []NodeStatus      `json:"nodes"`
+	Namespaces []NamespaceHealth `json:"namespaces"`
+	Resources  ResourceTotals    `json:"resources"`
+	Volumes    []VolumeStatus    `json:"volumes"`
+	Apps       []AppStatus       `json:"apps"`
+	// Longhorn and KubeVirt say whether those APIs are installed.
+	Longhorn bool   `json:"longhorn"`
+	KubeVirt bool   `json:"kubevirt"`
+	API      Health `json:"api"`
+}
+
+// ClusterIdentity names the cluster and its seed server, when known.
+type ClusterIdentity struct {
+	Name string `json:"name,omitempty"`
+	UUID string `json:"uuid,omitempty"`
+	// SeedAddress is join_server_ip; SeedNode is the node that has it.
+	SeedAddress string `json:"seedAddress,omitempty"`
+	SeedNode    string `json:"seedNode,omitempty"`
+}
+
+// VIPStatus is the control-plane virtual IP and the node holding it.
+type VIPStatus struct {
+	Address string     `json:"address,omitempty"`
+	Owner   string     `json:"owner,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+}
+
+// NodeStatus is one node's readiness and identity.
+type NodeStatus struct {
+	Name  string `json:"name"`
+	UUID  string `json:"uuid,omitempty"`
+	Ready bool   `json:"ready"`
+	// Status is Ready, NotReady or Unknown (the node stopped reporting).
+	Status string `json:"status"`
+	// Since is when the Ready condition last changed.
+	Since          time.Time `json:"since"`
+	Reason         string    `json:"reason,omitempty"`
+	Roles          []string  `json:"roles"`
+	Seed           bool      `json:"seed,omitempty"`
+	Schedulable    bool      `json:"schedulable"`
+	KubeletVersion string    `json:"kubeletVersion"`
+	InternalIP     string    `json:"internalIP,omitempty"`
+	Pods           int       `json:"pods"`
+}
+
+// NamespaceHealth counts the pods of one namespace by health.
+type NamespaceHealth struct {
+	Name     string `json:"name"`
+	Ready    int    `json:"ready"`
+	NotReady int    `json:"notReady"`
+	Failed   int    `json:"failed"`
+}
+
+// ResourceTotals adds up what the nodes offer and what the volumes hold.
+type ResourceTotals struct {
+	MemoryCapacity     int64 `json:"memoryCapacityBytes"`
+	MemoryAllocatable  int64 `json:"memoryAllocatableBytes"`
+	StorageCapacity    int64 `json:"storageCapacityBytes"`
+	StorageAllocatable int64 `json:"storageAllocatableBytes"`
+	VolumeSize         int64 `json:"volumeSizeBytes"`
+	VolumeActualSize   int64 `json:"volumeActualSizeBytes"`
+}
+
+// VolumeStatus is one Longhorn volume with its replicas.
+type VolumeStatus struct {
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	Robustness string `json:"robustness"`
+	// Since is when the volume entered its robustness; SinceExact is false
+	// when it was already so when sitecon started watching (a lower bound).
+	Since      time.Time       `json:"since"`
+	SinceExact bool            `json:"sinceExact"`
+	Size       int64           `json:"sizeBytes"`
+	ActualSize int64           `json:"actualSizeBytes"`
+	Node       string          `json:"node,omitempty"`
+	PVC        string          `json:"pvc,omitempty"`
+	Replicas   []ReplicaStatus `json:"replicas"`
+	// WantReplicas is the replica count the volume asks for.
+	WantReplicas int `json:"wantReplicas"`
+}
+
+// Replica states as sitecon reports them.
+const (
+	ReplicaHealthy    = "healthy"
+	ReplicaRebuilding = "rebuilding"
+	ReplicaFailed     = "failed"
+	ReplicaStopped    = "stopped"
+)
+
+// ReplicaStatus is one replica of a volume and the node holding it.
+type ReplicaStatus struct {
+	Name  string `json:"name"`
+	Node  string `json:"node"`
+	State string `json:"state"`
+}
+
+// App kinds.
+const (
+	AppKindVM        = "vm"
+	AppKindContainer = "container"
+)
+
+// AppStatus is one user app (VMI or container pod) and where it runs.
+type AppStatus struct {
+	Name      string `json:"name"`
+	UUID      string `json:"uuid,omitempty"`
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Node      string `json:"node,omitempty"`
+	Phase     string `json:"phase"`
+	Ready     bool   `json:"ready"`
+	// Object is the pod or VMI name.
+	Object string `json:"object"`
+}
+
+// Derive computes the cluster status from one read of the snapshot. It is a
+// pure function: same data and clock, same result.
+func Derive(d Data, now time.Time) ClusterStatus {
+	st := ClusterStatus{
+		Longhorn: d.HasLonghorn,
+		KubeVirt: d.HasKubeVirt,
+		API:      d.Health,
+	}
+	st.Cluster = clusterIdentity(d)
+	st.VIP = vipStatus(d)
+	podsPerNode := map[string]int{}
+	for _, p := range d.Pods {
+		if p.Spec.NodeName != "" && !podFinished(p) {
+			podsPerNode[p.Spec.NodeName]++
+		}
+	}
+	for _, n := range d.Nodes {
+		ns := nodeStatus(n)
+		ns.Pods = podsPerNode[n.Name]
+		ns.Seed = st.Cluster.SeedAddress != "" && ns.InternalIP == st.Cluster.SeedAddress
+		if ns.Seed {
+			st.Cluster.SeedNode = ns.Name
+		}
+		if ns.Ready {
+			st.NodesReady++
+		}
+		st.Nodes = append(st.Nodes, ns)
+		st.Resources.MemoryCapacity += quantity(n.Status.Capacity, corev1.ResourceMemory)
+		st.Resources.MemoryAllocatable += quantity(n.Status.Allocatable, corev1.ResourceMemory)
+		st.Resources.StorageCapacity += quantity(n.Status.Capacity, corev1.ResourceEphemeralStorage)
+		st.Resources.StorageAllocatable += quantity(n.Status.Allocatable, corev1.ResourceEphemeralStorage)
+	}
+	st.NodesTotal = len(st.Nodes)
+	slices.SortFunc(st.Nodes, func(a, b NodeStatus) int { return cmp.Compare(a.Name, b.Name) })
+	st.Namespaces = namespaceHealth(d.Pods)
+	st.Volumes = volumeStatuses(d, now)
+	for _, v := range st.Volumes {
+		st.Resources.VolumeSize += v.Size
+		st.Resources.VolumeActualSize += v.ActualSize
+	}
+	st.Apps = appStatuses(d)
+	return st
+}
+
+func clusterIdentity(d Data) ClusterIdentity {
+	for _, cm := range d.ConfigMaps {
+		if cm.Namespace == AppNamespace && cm.Name == ClusterConfigMapName {
+			return ClusterIdentity{
+				Name:        cm.Data[ClusterKeyName],
+				UUID:        cm.Data[ClusterKeyID],
+				SeedAddress: cm.Data[ClusterKeyJoinServerIP],
+			}
+		}
+	}
+	return ClusterIdentity{}
+}
+
+func vipStatus(d Data) VIPStatus {
+	var v VIPStatus
+	for _, cm := range d.ConfigMaps {
+		if cm.Namespace == AppNamespace && cm.Name == ClusterConfigMapName {
+			v.Address = cm.Data[ClusterKeyVIPAddress]
+		}
+	}
+	for _, l := range d.Leases {
+		if l.Namespace != VIPLeaseNamespace || l.Name != VIPLeaseName || l.Spec.HolderIdentity == nil {
+			continue
+		}
+		v.Owner = *l.Spec.HolderIdentity
+		if l.Spec.AcquireTime != nil {
+			t := l.Spec.AcquireTime.Time
+			v.Since = &t
+		}
+	}
+	return v
+}
+
+func nodeStatus(n *corev1.Node) NodeStatus {
+	ns := NodeStatus{
+		Name:           n.Name,
+		UUID:           n.Labels[LabelNodeUUID],
+		Status:         NodeUnknown,
+		Roles:          NodeRoles(n),
+		Schedulable:    !n.Spec.Unschedulable,
+		KubeletVersion: n.Status.NodeInfo.KubeletVersion,
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && ns.InternalIP == "" {
+			ns.InternalIP = a.Address
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		ns.Since = c.LastTransitionTime.Time
+		switch c.Status {
+		case corev1.ConditionTrue:
+			ns.Ready, ns.Status = true, NodeReady
+		case corev1.ConditionFalse:
+			ns.Status = NodeNotReady
+			ns.Reason = c.Message
+		default:
+			ns.Reason = c.Message
+		}
+	}
+	return ns
+}
+
+// NodeRoles lists a node's roles from its node-role labels, sorted, with
+// "edgeworker" for a generic host; a node with none is a plain "agent".
+func NodeRoles(n *corev1.Node) []string {
+	var roles []string
+	for k, v := range n.Labels {
+		if k == LabelEdgeworker && v == "true" {
+			roles = append(roles, "edgeworker")
+		} else if role, ok := strings.CutPrefix(k, nodeRolePrefix); ok && role != "" {
+			roles = append(roles, role)
+		}
+	}
+	if len(roles) == 0 {
+		roles = []string{"agent"}
+	}
+	slices.Sort(roles)
+	return roles
+}
+
+// IsServer reports whether a node runs the control plane (k3s server).
+func IsServer(n *corev1.Node) bool {
+	for _, r := range NodeRoles(n) {
+		if r == "control-plane" || r == "master" {
+			return true
+		}
+	}
+	return false
+}
+
+func quantity(list corev1.ResourceList, name corev1.ResourceName) int64 {
+	if q, ok := list[name]; ok {
+		return q.Value()
+	}
+	return 0
+}
+
+func podFinished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// PodReady reports the pod's Ready condition.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// namespaceHealth counts pods for each namespace sitecon watches over.
+// Completed pods (jobs) are neither ready nor a problem, so they are not counted.
+func namespaceHealth(pods []*corev1.Pod) []NamespaceHealth {
+	out := make([]NamespaceHealth, len(Namespaces))
+	index := map[string]int{}
+	for i, ns := range Namespaces {
+		out[i].Name = ns
+		index[ns] = i
+	}
+	for _, p := range pods {
+		i, ok := index[p.Namespace]
+		if !ok {
+			continue
+		}
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded:
+		case p.Status.Phase == corev1.PodFailed:
+			out[i].Failed++
+		case PodReady(p) && p.DeletionTimestamp == nil:
+			out[i].Ready++
+		default:
+			out[i].NotReady++
+		}
+	}
+	return out
+}
+
+func volumeStatuses(d Data, now time.Time) []VolumeStatus {
+	replicas := map[string][]ReplicaStatus{}
+	for _, r := range d.Replicas {
+		replicas[r.Spec.VolumeName] = append(replicas[r.Spec.VolumeName], ReplicaStatus{
+			Name:  r.Name,
+			Node:  r.Spec.NodeID,
+			State: ReplicaState(r),
+		})
+	}
+	out := make([]VolumeStatus, 0, len(d.Volumes))
+	for _, v := range d.Volumes {
+		vs := VolumeStatus{
+			Name:         v.Name,
+			State:        string(v.Status.State),
+			Robustness:   string(v.Status.Robustness),
+			Size:         v.Spec.Size,
+			ActualSize:   v.Status.ActualSize,
+			Node:         v.Status.CurrentNodeID,
+			PVC:          v.Status.KubernetesStatus.PVCName,
+			Replicas:     replicas[v.Name],
+			WantReplicas: v.Spec.NumberOfReplicas,
+		}
+		if vs.Robustness == "" {
+			vs.Robustness = string(lhv1beta2.VolumeRobustnessUnknown)
+		}
+		since, ok := d.RobustnessSince[v.Name]
+		if !ok && v.Status.Robustness == lhv1beta2.VolumeRobustnessDegraded {
+			if t, err := time.Parse(time.RFC3339, v.Status.LastDegradedAt); err == nil {
+				since = Since{Time: t, Exact: true}
+				ok = true
+			}
+		}
+		if !ok {
+			since = Since{Time: now}
+		}
+		vs.Since, vs.SinceExact = since.Time, since.Exact
+		slices.SortFunc(vs.Replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.Node, b.Node) })
+		out = append(out, vs)
+	}
+	slices.SortFunc(out, func(a, b VolumeStatus) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ReplicaState reduces a Longhorn replica to what a technician needs: failed
+// (failedAt set), rebuilding (running but never yet healthy), healthy, or stopped.
+func ReplicaState(r *lhv1beta2.Replica) string {
+	switch {
+	case r.Spec.FailedAt != "" || r.Status.CurrentState == lhv1beta2.InstanceStateError:
+		return ReplicaFailed
+	case r.Status.CurrentState == lhv1beta2.InstanceStateRunning && r.Spec.HealthyAt == "":
+		return ReplicaRebuilding
+	case r.Status.CurrentState == lhv1beta2.InstanceStateRunning:
+		return ReplicaHealthy
+	default:
+		return ReplicaStopped
+	}
+}
+
+func appStatuses(d Data) []AppStatus {
+	var out []AppStatus
+	for _, vmi := range d.VMIs {
+		out = append(out, AppStatus{
+			Name:      appName(vmi.Labels, vmi.Name),
+			UUID:      vmi.Labels[LabelAppUUID],
+			Namespace: vmi.Namespace,
+			Kind:      AppKindVM,
+			Node:      vmi.Status.NodeName,
+			Phase:     string(vmi.Status.Phase),
+			Ready:     vmi.Status.Phase == kvv1.Running,
+			Object:    vmi.Name,
+		})
+	}
+	for _, p := range d.Pods {
+		// VM apps are reported through their VMI, not their launcher pod.
+		if p.Namespace != AppNamespace || strings.HasPrefix(p.Name, virtLauncherPrefix) {
+			continue
+		}
+		phase := string(p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			phase = "Terminating"
+		}
+		out = append(out, AppStatus{
+			Name:      appName(p.Labels, p.Name),
+			UUID:      p.Labels[LabelAppUUID],
+			Namespace: p.Namespace,
+			Kind:      AppKindContainer,
+			Node:      p.Spec.NodeName,
+			Phase:     phase,
+			Ready:     PodReady(p) && p.DeletionTimestamp == nil,
+			Object:    p.Name,
+		})
+	}
+	slices.SortFunc(out, func(a, b AppStatus) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Object, b.Object))
+	})
+	return out
+}
+
+func appName(labels map[string]string, fallback string) string {
+	if n := labels[LabelAppName]; n != "" {
+		return n
+	}
+	return fallback
+}

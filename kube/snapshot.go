@@ -1,0 +1,475 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhinformers "github.com/longhorn/longhorn-manager/k8s/pkg/client/informers/externalversions"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	kvv1 "kubevirt.io/api/core/v1"
+)
+
+// Namespaces sitecon reports pod health for, in display order.
+var Namespaces = []string{"kube-system", "longhorn-system", "kubevirt", "cdi", AppNamespace}
+
+const (
+	// AppNamespace holds the user apps (pods, VMIs) and sitecon's own objects.
+	AppNamespace = "eve-kube-app"
+	// LonghornNamespace holds Longhorn's volumes and replicas.
+	LonghornNamespace = "longhorn-system"
+	// VIPLeaseName is kube-vip's control-plane Lease; its holder owns the VIP.
+	VIPLeaseName = "plndr-cp-lock"
+	// VIPLeaseNamespace is where kube-vip keeps that Lease.
+	VIPLeaseNamespace = "kube-system"
+	// ClusterConfigMapName describes the cluster (name, UUID, seed, VIP address),
+	// written by formation and read by every node.
+	ClusterConfigMapName = "sitecon-cluster"
+)
+
+// Health says whether the snapshot is live: whether the last request to the
+// API server succeeded, since when, and the error that made it stale.
+type Health struct {
+	Connected bool      `json:"connected"`
+	Since     time.Time `json:"since"`
+	LastError string    `json:"lastError,omitempty"`
+}
+
+// Data is one consistent read of the snapshot: plain objects from the informer
+// caches plus what the snapshot tracked itself. The model is derived from it by
+// pure functions, so tests can build a Data by hand.
+type Data struct {
+	Nodes      []*corev1.Node
+	Pods       []*corev1.Pod
+	Leases     []*coordinationv1.Lease
+	Events     []*corev1.Event
+	ConfigMaps []*corev1.ConfigMap
+	VMIs       []*kvv1.VirtualMachineInstance
+	Volumes    []*lhv1beta2.Volume
+	Replicas   []*lhv1beta2.Replica
+	// RobustnessSince is when each volume (by name) entered its current robustness.
+	RobustnessSince map[string]Since
+	// HasLonghorn and HasKubeVirt say whether those APIs are installed at all;
+	// without them the volume and VMI lists are empty, not unknown.
+	HasLonghorn bool
+	HasKubeVirt bool
+	Health      Health
+}
+
+// Since is a time something started. Exact is false when sitecon only saw it
+// already in that state: the time is then a lower bound ("at least since").
+type Since struct {
+	Time  time.Time `json:"time"`
+	Exact bool      `json:"exact"`
+}
+
+// Snapshot is the informer-backed view of the cluster shared by everything in
+// a process: one watch per resource kind, no polling after the initial sync.
+// Subscribers get a coalesced notification on every change.
+type Snapshot struct {
+	clients *Clients
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu          sync.Mutex
+	health      Health
+	synced      bool
+	hasLonghorn bool
+	hasKubeVirt bool
+	robustness  map[string]robustnessMark
+	subscribers map[chan struct{}]struct{}
+	syncedCh    chan struct{}
+
+	core      informers.SharedInformerFactory
+	leases    informers.SharedInformerFactory
+	appConfig informers.SharedInformerFactory
+	longhorn  lhinformers.SharedInformerFactory
+	vmis      cache.SharedIndexInformer
+}
+
+type robustnessMark struct {
+	robustness lhv1beta2.VolumeRobustness
+	since      Since
+}
+
+// NewSnapshot prepares a snapshot over a cluster. Nothing talks to the API
+// server until Start.
+func NewSnapshot(cfg *rest.Config, log *slog.Logger) (*Snapshot, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Snapshot{
+		log:         log,
+		now:         time.Now,
+		robustness:  map[string]robustnessMark{},
+		subscribers: map[chan struct{}]struct{}{},
+		syncedCh:    make(chan struct{}),
+	}
+	// Every response tells whether the API server is reachable, watches
+	// included, so health needs no polling of its own.
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &healthTransport{next: rt, s: s} })
+	clients, err := NewClients(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.clients = clients
+	return s, nil
+}
+
+// Clients returns the clients the snapshot watches with, for callers that act
+// on what they read.
+func (s *Snapshot) Clients() *Clients { return s.clients }
+
+// Start finds which APIs the cluster serves and starts one informer per
+// resource kind. It returns at once; until the API server answers, the
+// snapshot retries in the background and reports why in Health.
+func (s *Snapshot) Start(ctx context.Context) {
+	go s.run(ctx)
+}
+
+func (s *Snapshot) run(ctx context.Context) {
+	backoff := 500 * time.Millisecond
+	for {
+		err := s.discover(ctx)
+		if err == nil {
+			break
+		}
+		s.markError(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+	s.startInformers(ctx)
+	if !s.waitInformers(ctx) {
+		return
+	}
+	s.mu.Lock()
+	s.synced = true
+	s.mu.Unlock()
+	close(s.syncedCh)
+	s.notify()
+}
+
+// discover asks the API server which optional APIs (Longhorn, KubeVirt) exist,
+// so an informer is never started for a resource that is not there (it would
+// never sync).
+func (s *Snapshot) discover(ctx context.Context) error {
+	disc := s.clients.Core.Discovery()
+	if _, err := disc.ServerVersion(); err != nil {
+		return fmt.Errorf("cannot reach the API server at %s: %w", s.clients.Config.Host, err)
+	}
+	has := func(groupVersion, resource string) (bool, error) {
+		list, err := disc.ServerResourcesForGroupVersion(groupVersion)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("discovery of %s: %w", groupVersion, err)
+		}
+		for _, r := range list.APIResources {
+			if r.Name == resource {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	lh, err := has(lhv1beta2.SchemeGroupVersion.String(), "volumes")
+	if err != nil {
+		return err
+	}
+	kv, err := has(kvv1.SchemeGroupVersion.String(), "virtualmachineinstances")
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.hasLonghorn, s.hasKubeVirt = lh, kv
+	s.mu.Unlock()
+	_ = ctx
+	return nil
+}
+
+func (s *Snapshot) startInformers(ctx context.Context) {
+	c := s.clients
+	s.core = informers.NewSharedInformerFactory(c.Core, 0)
+	// Kubelet leases in kube-node-lease renew every few seconds per node and
+	// say nothing the Node objects do not: leave them out of the watch.
+	s.leases = informers.NewSharedInformerFactoryWithOptions(c.Core, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = "metadata.namespace!=" + corev1.NamespaceNodeLease
+		}))
+	s.appConfig = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithNamespace(AppNamespace))
+
+	watched := []cache.SharedIndexInformer{
+		s.core.Core().V1().Nodes().Informer(),
+		s.core.Core().V1().Pods().Informer(),
+		s.core.Core().V1().Events().Informer(),
+		s.leases.Coordination().V1().Leases().Informer(),
+		s.appConfig.Core().V1().ConfigMaps().Informer(),
+	}
+	s.mu.Lock()
+	hasLonghorn, hasKubeVirt := s.hasLonghorn, s.hasKubeVirt
+	s.mu.Unlock()
+	if hasLonghorn {
+		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace))
+		volumes := s.longhorn.Longhorn().V1beta2().Volumes().Informer()
+		_, _ = volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.trackRobustness(obj) },
+			UpdateFunc: func(_, obj any) { s.trackRobustness(obj) },
+			DeleteFunc: func(obj any) { s.forgetRobustness(obj) },
+		})
+		watched = append(watched, volumes, s.longhorn.Longhorn().V1beta2().Replicas().Informer())
+	}
+	if hasKubeVirt {
+		// KubeVirt ships no generated informers: build one from the typed client.
+		vmis := c.KubeVirt.KubevirtV1().VirtualMachineInstances(metav1.NamespaceAll)
+		s.vmis = cache.NewSharedIndexInformer(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return vmis.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return vmis.Watch(ctx, o)
+			},
+		}, &kvv1.VirtualMachineInstance{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		watched = append(watched, s.vmis)
+	}
+	notify := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.notify() },
+		UpdateFunc: func(any, any) { s.notify() },
+		DeleteFunc: func(any) { s.notify() },
+	}
+	for _, inf := range watched {
+		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			s.markError(err)
+		})
+		_, _ = inf.AddEventHandler(notify)
+	}
+	s.core.Start(ctx.Done())
+	s.leases.Start(ctx.Done())
+	s.appConfig.Start(ctx.Done())
+	if s.longhorn != nil {
+		s.longhorn.Start(ctx.Done())
+	}
+	if s.vmis != nil {
+		go s.vmis.Run(ctx.Done())
+	}
+}
+
+func (s *Snapshot) waitInformers(ctx context.Context) bool {
+	synced := []cache.InformerSynced{}
+	for _, f := range []informers.SharedInformerFactory{s.core, s.leases, s.appConfig} {
+		for _, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return false
+			}
+		}
+	}
+	if s.longhorn != nil {
+		for _, ok := range s.longhorn.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return false
+			}
+		}
+	}
+	if s.vmis != nil {
+		synced = append(synced, s.vmis.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// WaitForSync blocks until every informer has synced once or ctx ends. On
+// failure the error says why the API server could not be read.
+func (s *Snapshot) WaitForSync(ctx context.Context) error {
+	select {
+	case <-s.syncedCh:
+		return nil
+	case <-ctx.Done():
+		h := s.Health()
+		if h.LastError != "" {
+			return errors.New(h.LastError)
+		}
+		return fmt.Errorf("cluster state not read from %s in time: %w", s.clients.Config.Host, ctx.Err())
+	}
+}
+
+// Synced reports whether the initial sync has completed.
+func (s *Snapshot) Synced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.synced
+}
+
+// Subscribe returns a channel that receives a value after any change. Bursts
+// coalesce into one pending notification, so a slow reader never blocks the
+// informers. Call the returned function to unsubscribe.
+func (s *Snapshot) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.subscribers[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.subscribers, ch)
+		s.mu.Unlock()
+	}
+}
+
+func (s *Snapshot) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subscribers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Health reports whether the API server answered the last request.
+func (s *Snapshot) Health() Health {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.health
+}
+
+func (s *Snapshot) markError(err error) {
+	s.mu.Lock()
+	changed := s.health.Connected || s.health.LastError != err.Error()
+	if s.health.Connected || s.health.Since.IsZero() {
+		s.health.Since = s.now()
+	}
+	s.health.Connected = false
+	s.health.LastError = err.Error()
+	s.mu.Unlock()
+	if changed {
+		s.log.Warn("API server unreachable", "err", err)
+		s.notify()
+	}
+}
+
+func (s *Snapshot) markConnected() {
+	s.mu.Lock()
+	if s.health.Connected {
+		s.mu.Unlock()
+		return
+	}
+	s.health = Health{Connected: true, Since: s.now(), LastError: ""}
+	s.mu.Unlock()
+	s.log.Info("API server reachable")
+	s.notify()
+}
+
+// healthTransport records every round trip's outcome in the snapshot's health.
+type healthTransport struct {
+	next http.RoundTripper
+	s    *Snapshot
+}
+
+func (t *healthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	switch {
+	case err != nil:
+		if req.Context().Err() == nil { // a caller giving up is not the server's fault
+			t.s.markError(fmt.Errorf("cannot reach the API server at %s: %w", req.URL.Host, err))
+		}
+	case resp.StatusCode >= 500:
+		t.s.markError(fmt.Errorf("API server %s answered %s", req.URL.Host, resp.Status))
+	default:
+		t.s.markConnected()
+	}
+	return resp, err
+}
+
+func (t *healthTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+// trackRobustness remembers when each volume entered its robustness: Longhorn
+// records only lastDegradedAt, and nothing for healthy or faulted.
+func (s *Snapshot) trackRobustness(obj any) {
+	v, ok := obj.(*lhv1beta2.Volume)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, seen := s.robustness[v.Name]
+	if seen && prev.robustness == v.Status.Robustness {
+		return
+	}
+	since := Since{Time: s.now(), Exact: seen}
+	if v.Status.Robustness == lhv1beta2.VolumeRobustnessDegraded {
+		if t, err := time.Parse(time.RFC3339, v.Status.LastDegradedAt); err == nil {
+			since = Since{Time: t, Exact: true}
+		}
+	}
+	s.robustness[v.Name] = robustnessMark{robustness: v.Status.Robustness, since: since}
+}
+
+func (s *Snapshot) forgetRobustness(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if v, ok := obj.(*lhv1beta2.Volume); ok {
+		s.mu.Lock()
+		delete(s.robustness, v.Name)
+		s.mu.Unlock()
+	}
+}
+
+// Data reads the caches. Objects are shared with the informers: read only.
+func (s *Snapshot) Data() Data {
+	s.mu.Lock()
+	d := Data{
+		HasLonghorn:     s.hasLonghorn,
+		HasKubeVirt:     s.hasKubeVirt,
+		Health:          s.health,
+		RobustnessSince: make(map[string]Since, len(s.robustness)),
+	}
+	for name, m := range s.robustness {
+		d.RobustnessSince[name] = m.since
+	}
+	synced := s.synced
+	s.mu.Unlock()
+	if !synced {
+		return d
+	}
+	all := labels.Everything()
+	d.Nodes, _ = s.core.Core().V1().Nodes().Lister().List(all)
+	d.Pods, _ = s.core.Core().V1().Pods().Lister().List(all)
+	d.Events, _ = s.core.Core().V1().Events().Lister().List(all)
+	d.Leases, _ = s.leases.Coordination().V1().Leases().Lister().List(all)
+	d.ConfigMaps, _ = s.appConfig.Core().V1().ConfigMaps().Lister().List(all)
+	if s.longhorn != nil {
+		d.Volumes, _ = s.longhorn.Longhorn().V1beta2().Volumes().Lister().List(all)
+		d.Replicas, _ = s.longhorn.Longhorn().V1beta2().Replicas().Lister().List(all)
+	}
+	if s.vmis != nil {
+		for _, obj := range s.vmis.GetStore().List() {
+			if vmi, ok := obj.(*kvv1.VirtualMachineInstance); ok {
+				d.VMIs = append(d.VMIs, vmi)
+			}
+		}
+	}
+	return d
+}
+
+// Status derives the cluster status from the current data.
+func (s *Snapshot) Status() ClusterStatus {
+	return Derive(s.Data(), s.now())
+}

@@ -1,0 +1,146 @@
+// Command sitebox runs a real local Kubernetes control plane with simulated
+// EVE nodes, for sitecon's tests and demo.
+//
+//	sitebox up --nodes 3 --dir DIR     start a site; returns once it is ready
+//	sitebox fail node-b --dir DIR      stop node-b's kubelet (kwok)
+//	sitebox recover node-b --dir DIR   start it again
+//	sitebox down --dir DIR             stop everything the site started
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+func main() {
+	if err := root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "sitebox:", err)
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:           "sitebox",
+		Short:         "A real local Kubernetes control plane with simulated EVE nodes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", envOr("SITEBOX_DIR", ".sitebox"), "site directory (certificates, data, logs, PIDs, kubeconfig); env SITEBOX_DIR")
+
+	var opts sitebox.Options
+	var noSimulators bool
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start a site and return once every node is Ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Dir = dir
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Minute)
+			defer cancel()
+			site, err := sitebox.Up(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if !noSimulators {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				if err := site.StartProcess("simulators", self, "simulate", "--dir", site.Dir); err != nil {
+					_ = site.Down()
+					return err
+				}
+			}
+			fmt.Printf("site up in %.1fs: %d nodes, kubeconfig %s\n", time.Since(start).Seconds(), len(site.Nodes), site.Kubeconfig())
+			fmt.Printf("  export KUBECONFIG=%s\n", site.Kubeconfig())
+			return nil
+		},
+	}
+	up.Flags().IntVar(&opts.Nodes, "nodes", 3, "number of simulated nodes (node-a, node-b, ...)")
+	up.Flags().StringVar(&opts.BinDir, "bin", "", "control-plane binaries (default: the build cache, env SITEBOX_BIN)")
+	up.Flags().DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a silent node stays Ready (controller-manager); shorten to see failures sooner")
+	up.Flags().DurationVar(&opts.NodeLeaseDuration, "node-lease-duration", 40*time.Second, "simulated kubelet node-lease duration")
+	up.Flags().DurationVar(&opts.EvictionToleration, "eviction-toleration", 300*time.Second, "default not-ready/unreachable toleration of pods (apiserver)")
+	up.Flags().StringVar(&opts.ClusterName, "cluster-name", "sitebox", "cluster name recorded in the sitecon-cluster ConfigMap")
+	up.Flags().BoolVar(&noSimulators, "no-simulators", false, "do not run the Longhorn, KubeVirt and kube-vip simulators")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every process the site started",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			site, err := sitebox.Load(dir)
+			if err != nil {
+				return err
+			}
+			return site.Down()
+		},
+	}
+	fail := &cobra.Command{
+		Use:   "fail NODE",
+		Short: "Fail a node: stop its simulated kubelet",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			site, err := sitebox.Load(dir)
+			if err != nil {
+				return err
+			}
+			return site.Fail(args[0])
+		},
+	}
+	recover := &cobra.Command{
+		Use:   "recover NODE",
+		Short: "Recover a failed node: start its simulated kubelet again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			site, err := sitebox.Load(dir)
+			if err != nil {
+				return err
+			}
+			return site.Recover(args[0])
+		},
+	}
+	var rebuild time.Duration
+	simulate := &cobra.Command{
+		Use:    "simulate",
+		Short:  "Run the Longhorn, KubeVirt and kube-vip simulators against a site (started by up)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			site, err := sitebox.Load(dir)
+			if err != nil {
+				return err
+			}
+			cfg, err := site.RESTConfig()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			return sitebox.RunSimulators(ctx, cfg, sitebox.SimulatorOptions{RebuildTime: rebuild}, log)
+		},
+	}
+	simulate.Flags().DurationVar(&rebuild, "rebuild-time", 3*time.Second, "how long a simulated replica rebuild takes")
+	cmd.AddCommand(up, down, fail, recover, simulate)
+	return cmd
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,632 @@
+package sitebox
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	lhinformers "github.com/longhorn/longhorn-manager/k8s/pkg/client/informers/externalversions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	kvv1 "kubevirt.io/api/core/v1"
+	kvclientset "kubevirt.io/client-go/kubevirt"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// SimulatorOptions tune the simulators.
+type SimulatorOptions struct {
+	// RebuildTime is how long a simulated Longhorn replica rebuild takes.
+	RebuildTime time.Duration
+}
+
+// RunSimulators runs the node-component simulators until ctx ends:
+//   - a Longhorn manager simulator (replicas follow node readiness; volume
+//     robustness follows the replicas),
+//   - a KubeVirt virt-controller simulator (a VMI gets a virt-launcher pod that
+//     the real scheduler places; VMI status follows the pod; VMI replica sets
+//     keep their count),
+//   - a kube-vip simulator (the plndr-cp-lock Lease moves off a lost node).
+//
+// They stand in for components that need real nodes; they never ship in sitecon.
+func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions, log *slog.Logger) error {
+	if opts.RebuildTime <= 0 {
+		opts.RebuildTime = 3 * time.Second
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	lh, err := lhclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	kv, err := kvclientset.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	coreInf := informers.NewSharedInformerFactory(core, 0)
+	lhInf := lhinformers.NewSharedInformerFactoryWithOptions(lh, 0, lhinformers.WithNamespace(kube.LonghornNamespace))
+	vmiInf := listWatchInformer(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return kv.KubevirtV1().VirtualMachineInstances("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return kv.KubevirtV1().VirtualMachineInstances("").Watch(ctx, o)
+		}, &kvv1.VirtualMachineInstance{})
+	rsInf := listWatchInformer(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return kv.KubevirtV1().VirtualMachineInstanceReplicaSets("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return kv.KubevirtV1().VirtualMachineInstanceReplicaSets("").Watch(ctx, o)
+		}, &kvv1.VirtualMachineInstanceReplicaSet{})
+
+	longhorn := &longhornSimulator{
+		lh: lh, opts: opts, log: log.With("simulator", "longhorn"),
+		nodes:    coreInf.Core().V1().Nodes().Lister(),
+		volumes:  lhInf.Longhorn().V1beta2().Volumes().Lister(),
+		replicas: lhInf.Longhorn().V1beta2().Replicas().Lister(),
+		rebuild:  map[string]time.Time{},
+	}
+	kubevirt := &kubevirtSimulator{
+		core: core, kv: kv, log: log.With("simulator", "kubevirt"),
+		pods: coreInf.Core().V1().Pods().Lister(),
+		vmis: vmiInf.GetStore(), replicaSets: rsInf.GetStore(),
+	}
+	vip := &vipSimulator{core: core, log: log.With("simulator", "kube-vip"), nodes: coreInf.Core().V1().Nodes().Lister()}
+
+	lhTrigger, kvTrigger, vipTrigger := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	on := func(inf cache.SharedIndexInformer, triggers ...chan struct{}) {
+		poke := func() {
+			for _, t := range triggers {
+				select {
+				case t <- struct{}{}:
+				default:
+				}
+			}
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() },
+		})
+	}
+	on(coreInf.Core().V1().Nodes().Informer(), lhTrigger, vipTrigger)
+	on(coreInf.Core().V1().Pods().Informer(), kvTrigger)
+	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger)
+	on(lhInf.Longhorn().V1beta2().Replicas().Informer(), lhTrigger)
+	on(vmiInf, kvTrigger)
+	on(rsInf, kvTrigger)
+
+	coreInf.Start(ctx.Done())
+	lhInf.Start(ctx.Done())
+	go vmiInf.Run(ctx.Done())
+	go rsInf.Run(ctx.Done())
+	coreInf.WaitForCacheSync(ctx.Done())
+	lhInf.WaitForCacheSync(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), vmiInf.HasSynced, rsInf.HasSynced) {
+		return ctx.Err()
+	}
+	log.Info("simulators running")
+
+	var wg sync.WaitGroup
+	loop := func(trigger chan struct{}, reconcile func(context.Context) time.Duration) {
+		defer wg.Done()
+		timer := time.NewTimer(0)
+		defer timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-trigger:
+			case <-timer.C:
+			}
+			// A reconcile may ask to run again after a delay (a rebuild in
+			// progress); otherwise it waits for the next watch event.
+			if again := reconcile(ctx); again > 0 {
+				timer.Reset(again)
+			}
+		}
+	}
+	wg.Add(3)
+	go loop(lhTrigger, longhorn.reconcile)
+	go loop(kvTrigger, kubevirt.reconcile)
+	go loop(vipTrigger, vip.reconcile)
+	wg.Wait()
+	return nil
+}
+
+func listWatchInformer(list cache.ListWithContextFunc, watchFn cache.WatchFuncWithContext, obj runtime.Object) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformer(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, obj, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
+type nodeLister interface {
+	List(labels.Selector) ([]*corev1.Node, error)
+}
+
+func readyNodes(l nodeLister) map[string]bool {
+	nodes, _ := l.List(labels.Everything())
+	ready := map[string]bool{}
+	for _, n := range nodes {
+		ready[n.Name] = nodeReady(n) && !hasUnreachableTaint(n)
+	}
+	return ready
+}
+
+func hasUnreachableTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
+			return true
+		}
+	}
+	return false
+}
+
+// longhornSimulator stands in for longhorn-manager: it keeps each volume's
+// replicas on distinct nodes, fails the replicas of a lost node, rebuilds them
+// when the node returns, and sets the volume's state and robustness.
+type longhornSimulator struct {
+	lh    lhclientset.Interface
+	opts  SimulatorOptions
+	log   *slog.Logger
+	nodes nodeLister
+	volumes interface {
+		List(labels.Selector) ([]*lhv1beta2.Volume, error)
+	}
+	replicas interface {
+		List(labels.Selector) ([]*lhv1beta2.Replica, error)
+	}
+	// rebuild records when each rebuilding replica started its rebuild.
+	rebuild map[string]time.Time
+}
+
+func (s *longhornSimulator) reconcile(ctx context.Context) time.Duration {
+	ready := readyNodes(s.nodes)
+	volumes, _ := s.volumes.List(labels.Everything())
+	all, _ := s.replicas.List(labels.Everything())
+	byVolume := map[string][]*lhv1beta2.Replica{}
+	for _, r := range all {
+		byVolume[r.Spec.VolumeName] = append(byVolume[r.Spec.VolumeName], r)
+	}
+	var again time.Duration
+	for _, v := range volumes {
+		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready); d > 0 && (again == 0 || d < again) {
+			again = d
+		}
+	}
+	return again
+}
+
+func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool) time.Duration {
+	now := time.Now()
+	want := v.Spec.NumberOfReplicas
+	if want <= 0 {
+		want = 3
+	}
+	var again time.Duration
+	replicas := s.lh.LonghornV1beta2().Replicas(kube.LonghornNamespace)
+	hasReplica := map[string]bool{}
+	healthy, usable := 0, 0
+	for _, r := range reps {
+		hasReplica[r.Spec.NodeID] = true
+		state := kube.ReplicaState(r)
+		switch {
+		case !ready[r.Spec.NodeID] && state != kube.ReplicaFailed:
+			// The node is gone: Longhorn marks its replica failed.
+			r = r.DeepCopy()
+			r.Spec.FailedAt = now.UTC().Format(time.RFC3339)
+			r.Spec.LastFailedAt = r.Spec.FailedAt
+			s.updateReplica(ctx, replicas, r, lhv1beta2.InstanceStateError)
+			s.log.Info("replica failed", "volume", v.Name, "replica", r.Name, "node", r.Spec.NodeID)
+		case ready[r.Spec.NodeID] && state == kube.ReplicaFailed:
+			// The node is back: the replica is rebuilt from a healthy one.
+			r = r.DeepCopy()
+			r.Spec.FailedAt, r.Spec.HealthyAt = "", ""
+			r.Spec.RebuildRetryCount++
+			s.rebuild[r.Name] = now
+			s.updateReplica(ctx, replicas, r, lhv1beta2.InstanceStateRunning)
+			s.log.Info("replica rebuilding", "volume", v.Name, "replica", r.Name, "node", r.Spec.NodeID)
+			usable++
+			again = s.opts.RebuildTime
+		case state == kube.ReplicaRebuilding:
+			started, ok := s.rebuild[r.Name]
+			if !ok {
+				started, s.rebuild[r.Name] = now, now
+			}
+			if left := s.opts.RebuildTime - now.Sub(started); left > 0 {
+				usable++
+				again = left
+				continue
+			}
+			r = r.DeepCopy()
+			r.Spec.HealthyAt = now.UTC().Format(time.RFC3339)
+			r.Spec.LastHealthyAt = r.Spec.HealthyAt
+			delete(s.rebuild, r.Name)
+			s.updateReplica(ctx, replicas, r, lhv1beta2.InstanceStateRunning)
+			s.log.Info("replica rebuilt", "volume", v.Name, "replica", r.Name)
+			healthy++
+			usable++
+		case state == kube.ReplicaHealthy:
+			healthy++
+			usable++
+		}
+	}
+	// A new volume gets its replicas on distinct ready nodes, healthy at once
+	// (nothing to rebuild from yet).
+	if len(reps) == 0 {
+		nodes := sortedReady(ready)
+		for _, node := range nodes[:min(want, len(nodes))] {
+			if err := s.createReplica(ctx, v, node, now); err != nil {
+				s.log.Warn("create replica", "volume", v.Name, "node", node, "err", err)
+				continue
+			}
+			healthy++
+		}
+	}
+	robustness := lhv1beta2.VolumeRobustnessFaulted
+	switch {
+	case healthy >= want:
+		robustness = lhv1beta2.VolumeRobustnessHealthy
+	case healthy > 0:
+		robustness = lhv1beta2.VolumeRobustnessDegraded
+	}
+	st := v.Status.DeepCopy()
+	st.Robustness = robustness
+	st.State = lhv1beta2.VolumeStateAttached
+	if robustness == lhv1beta2.VolumeRobustnessFaulted {
+		st.State = lhv1beta2.VolumeStateDetached
+	}
+	if st.CurrentNodeID == "" || !ready[st.CurrentNodeID] {
+		st.CurrentNodeID = ""
+		for _, r := range reps {
+			if ready[r.Spec.NodeID] {
+				st.CurrentNodeID = r.Spec.NodeID
+				break
+			}
+		}
+		if st.CurrentNodeID == "" && len(reps) == 0 {
+			if nodes := sortedReady(ready); len(nodes) > 0 {
+				st.CurrentNodeID = nodes[0]
+			}
+		}
+	}
+	if robustness == lhv1beta2.VolumeRobustnessDegraded {
+		if v.Status.Robustness != lhv1beta2.VolumeRobustnessDegraded || st.LastDegradedAt == "" {
+			st.LastDegradedAt = now.UTC().Format(time.RFC3339)
+		}
+	} else {
+		st.LastDegradedAt = ""
+	}
+	if st.ActualSize == 0 {
+		st.ActualSize = v.Spec.Size / 4
+	}
+	if !statusEqual(&v.Status, st) {
+		nv := v.DeepCopy()
+		nv.Status = *st
+		if _, err := s.lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).UpdateStatus(ctx, nv, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			s.log.Warn("update volume status", "volume", v.Name, "err", err)
+		} else if v.Status.Robustness != robustness {
+			s.log.Info("volume robustness", "volume", v.Name, "robustness", robustness, "healthy", healthy, "want", want)
+		}
+	}
+	_ = usable
+	return again
+}
+
+func statusEqual(a, b *lhv1beta2.VolumeStatus) bool {
+	return a.Robustness == b.Robustness && a.State == b.State && a.CurrentNodeID == b.CurrentNodeID &&
+		a.LastDegradedAt == b.LastDegradedAt && a.ActualSize == b.ActualSize
+}
+
+func sortedReady(ready map[string]bool) []string {
+	var nodes []string
+	for n, ok := range ready {
+		if ok {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+func (s *longhornSimulator) createReplica(ctx context.Context, v *lhv1beta2.Volume, node string, now time.Time) error {
+	stamp := now.UTC().Format(time.RFC3339)
+	r := &lhv1beta2.Replica{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s-r-%s", v.Name, rand.String(8)),
+			Namespace: kube.LonghornNamespace,
+			Labels:    map[string]string{"longhornvolume": v.Name, "longhornnode": node},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: lhv1beta2.SchemeGroupVersion.String(), Kind: "Volume", Name: v.Name, UID: v.UID,
+			}},
+		},
+		Spec: lhv1beta2.ReplicaSpec{
+			InstanceSpec: lhv1beta2.InstanceSpec{
+				VolumeName: v.Name, VolumeSize: v.Spec.Size, NodeID: node,
+				DesireState: lhv1beta2.InstanceStateRunning, DataEngine: lhv1beta2.DataEngineTypeV1,
+			},
+			HealthyAt: stamp, LastHealthyAt: stamp, Active: true,
+		},
+	}
+	created, err := s.lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).Create(ctx, r, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	created.Status.CurrentState = lhv1beta2.InstanceStateRunning
+	created.Status.OwnerID = node
+	_, err = s.lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	return err
+}
+
+type replicaClient interface {
+	Update(context.Context, *lhv1beta2.Replica, metav1.UpdateOptions) (*lhv1beta2.Replica, error)
+	UpdateStatus(context.Context, *lhv1beta2.Replica, metav1.UpdateOptions) (*lhv1beta2.Replica, error)
+}
+
+func (s *longhornSimulator) updateReplica(ctx context.Context, c replicaClient, r *lhv1beta2.Replica, state lhv1beta2.InstanceState) {
+	updated, err := c.Update(ctx, r, metav1.UpdateOptions{})
+	if err != nil {
+		if !apierrors.IsConflict(err) {
+			s.log.Warn("update replica", "replica", r.Name, "err", err)
+		}
+		return
+	}
+	if updated.Status.CurrentState == state {
+		return
+	}
+	updated.Status.CurrentState = state
+	if _, err := c.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		s.log.Warn("update replica status", "replica", r.Name, "err", err)
+	}
+}
+
+// kubevirtSimulator stands in for virt-controller and virt-handler: each VMI
+// gets a virt-launcher pod that the real scheduler places, the VMI's node and
+// phase follow that pod, and VMI replica sets keep their replica count.
+type kubevirtSimulator struct {
+	core        kubernetes.Interface
+	kv          kvclientset.Interface
+	log         *slog.Logger
+	pods        interface{ List(labels.Selector) ([]*corev1.Pod, error) }
+	vmis        cache.Store
+	replicaSets cache.Store
+}
+
+const launcherLabel = "kubevirt.io"
+
+func (s *kubevirtSimulator) reconcile(ctx context.Context) time.Duration {
+	pods, _ := s.pods.List(labels.SelectorFromSet(labels.Set{launcherLabel: "virt-launcher"}))
+	launchers := map[string][]*corev1.Pod{} // by VMI UID
+	for _, p := range pods {
+		uid := p.Labels["kubevirt.io/created-by"]
+		launchers[uid] = append(launchers[uid], p)
+	}
+	var vmis []*kvv1.VirtualMachineInstance
+	for _, obj := range s.vmis.List() {
+		vmis = append(vmis, obj.(*kvv1.VirtualMachineInstance))
+	}
+	for _, vmi := range vmis {
+		s.reconcileVMI(ctx, vmi, launchers[string(vmi.UID)])
+	}
+	for _, obj := range s.replicaSets.List() {
+		s.reconcileReplicaSet(ctx, obj.(*kvv1.VirtualMachineInstanceReplicaSet), vmis)
+	}
+	return 0
+}
+
+func vmiFinal(vmi *kvv1.VirtualMachineInstance) bool {
+	return vmi.Status.Phase == kvv1.Failed || vmi.Status.Phase == kvv1.Succeeded
+}
+
+func (s *kubevirtSimulator) reconcileVMI(ctx context.Context, vmi *kvv1.VirtualMachineInstance, pods []*corev1.Pod) {
+	if vmiFinal(vmi) || vmi.DeletionTimestamp != nil {
+		return
+	}
+	var pod *corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+			pod = p
+		}
+	}
+	st := vmi.Status.DeepCopy()
+	switch {
+	case pod == nil && (vmi.Status.Phase == "" || vmi.Status.Phase == kvv1.Pending):
+		if len(pods) == 0 {
+			if err := s.createLauncher(ctx, vmi); err != nil {
+				s.log.Warn("create virt-launcher pod", "vmi", vmi.Name, "err", err)
+				return
+			}
+		}
+		st.Phase = kvv1.Scheduling
+	case pod == nil:
+		// The launcher pod is gone or terminating (its node was lost): the VMI
+		// has failed, as virt-controller decides when virt-handler goes silent.
+		st.Phase = kvv1.Failed
+	case pod.Spec.NodeName == "":
+		st.Phase = kvv1.Scheduling
+	case pod.Status.Phase == corev1.PodRunning && podReady(pod):
+		st.Phase, st.NodeName = kvv1.Running, pod.Spec.NodeName
+	default:
+		st.Phase, st.NodeName = kvv1.Scheduled, pod.Spec.NodeName
+	}
+	if st.Phase == vmi.Status.Phase && st.NodeName == vmi.Status.NodeName {
+		return
+	}
+	// VMIs have no status subresource in KubeVirt: status and the node label
+	// are written together.
+	nv := vmi.DeepCopy()
+	nv.Status = *st
+	if st.NodeName != "" {
+		if nv.Labels == nil {
+			nv.Labels = map[string]string{}
+		}
+		nv.Labels[kvv1.NodeNameLabel] = st.NodeName
+	}
+	if _, err := s.kv.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Update(ctx, nv, metav1.UpdateOptions{}); err != nil {
+		if !apierrors.IsConflict(err) {
+			s.log.Warn("update vmi", "vmi", vmi.Name, "err", err)
+		}
+		return
+	}
+	s.log.Info("vmi", "vmi", vmi.Name, "phase", st.Phase, "node", st.NodeName)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (s *kubevirtSimulator) createLauncher(ctx context.Context, vmi *kvv1.VirtualMachineInstance) error {
+	podLabels := map[string]string{
+		launcherLabel:            "virt-launcher",
+		"kubevirt.io/created-by": string(vmi.UID),
+		"vm.kubevirt.io/name":    vmi.Name,
+	}
+	for k, v := range vmi.Labels {
+		if !strings.HasPrefix(k, "kubevirt.io") {
+			podLabels[k] = v
+		}
+	}
+	requests := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}
+	for name, q := range vmi.Spec.Domain.Resources.Requests {
+		requests[name] = q
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "virt-launcher-" + vmi.Name + "-",
+			Namespace:    vmi.Namespace,
+			Labels:       podLabels,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance",
+				Name: vmi.Name, UID: vmi.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			Affinity:     vmi.Spec.Affinity,
+			NodeSelector: vmi.Spec.NodeSelector,
+			Tolerations:  vmi.Spec.Tolerations,
+			Containers: []corev1.Container{{
+				Name:      "compute",
+				Image:     "quay.io/kubevirt/virt-launcher:v1.7.0",
+				Resources: corev1.ResourceRequirements{Requests: requests},
+			}},
+		},
+	}
+	_, err := s.core.CoreV1().Pods(vmi.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	return err
+}
+
+func (s *kubevirtSimulator) reconcileReplicaSet(ctx context.Context, rs *kvv1.VirtualMachineInstanceReplicaSet, vmis []*kvv1.VirtualMachineInstance) {
+	if rs.DeletionTimestamp != nil || rs.Spec.Template == nil || rs.Spec.Selector == nil {
+		return
+	}
+	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil {
+		return
+	}
+	want := int(ptr.Deref(rs.Spec.Replicas, 1))
+	var live []*kvv1.VirtualMachineInstance
+	ready := 0
+	vmiClient := s.kv.KubevirtV1().VirtualMachineInstances(rs.Namespace)
+	for _, vmi := range vmis {
+		if vmi.Namespace != rs.Namespace || !selector.Matches(labels.Set(vmi.Labels)) || !metav1.IsControlledBy(vmi, rs) {
+			continue
+		}
+		if vmiFinal(vmi) {
+			// A finished VMI is replaced, as KubeVirt's replica set does.
+			if vmi.DeletionTimestamp == nil {
+				_ = vmiClient.Delete(ctx, vmi.Name, metav1.DeleteOptions{})
+			}
+			continue
+		}
+		if vmi.DeletionTimestamp != nil {
+			continue
+		}
+		live = append(live, vmi)
+		if vmi.Status.Phase == kvv1.Running {
+			ready++
+		}
+	}
+	for i := len(live); i < want; i++ {
+		vmi := &kvv1.VirtualMachineInstance{
+			ObjectMeta: *rs.Spec.Template.ObjectMeta.DeepCopy(),
+			Spec:       *rs.Spec.Template.Spec.DeepCopy(),
+		}
+		vmi.Name, vmi.GenerateName, vmi.Namespace = "", rs.Name, rs.Namespace
+		vmi.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstanceReplicaSet",
+			Name: rs.Name, UID: rs.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		}}
+		if _, err := vmiClient.Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
+			s.log.Warn("create vmi for replica set", "replicaset", rs.Name, "err", err)
+		}
+	}
+	slices.SortFunc(live, func(a, b *kvv1.VirtualMachineInstance) int {
+		return cmp.Compare(b.CreationTimestamp.UnixNano(), a.CreationTimestamp.UnixNano())
+	})
+	for i := want; i < len(live); i++ {
+		_ = vmiClient.Delete(ctx, live[i].Name, metav1.DeleteOptions{})
+	}
+	if rs.Status.Replicas != int32(min(len(live), want)) || rs.Status.ReadyReplicas != int32(ready) {
+		nrs := rs.DeepCopy()
+		nrs.Status.Replicas, nrs.Status.ReadyReplicas = int32(min(len(live), want)), int32(ready)
+		_, _ = s.kv.KubevirtV1().VirtualMachineInstanceReplicaSets(rs.Namespace).UpdateStatus(ctx, nrs, metav1.UpdateOptions{})
+	}
+}
+
+// vipSimulator stands in for kube-vip's leader election: when the node holding
+// the plndr-cp-lock Lease is lost, the first Ready server takes it.
+type vipSimulator struct {
+	core  kubernetes.Interface
+	log   *slog.Logger
+	nodes nodeLister
+}
+
+func (s *vipSimulator) reconcile(ctx context.Context) time.Duration {
+	leases := s.core.CoordinationV1().Leases(kube.VIPLeaseNamespace)
+	lease, err := leases.Get(ctx, kube.VIPLeaseName, metav1.GetOptions{})
+	if err != nil {
+		return 0
+	}
+	ready := readyNodes(s.nodes)
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	if ready[holder] {
+		return 0
+	}
+	candidates := sortedReady(ready)
+	if len(candidates) == 0 {
+		return 0
+	}
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity = ptr.To(candidates[0])
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+	lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		s.log.Warn("move VIP", "err", err)
+		return time.Second
+	}
+	s.log.Info("VIP moved", "from", holder, "to", candidates[0])
+	return 0
+}

@@ -1,0 +1,827 @@
+// Package sitebox runs a real Kubernetes control plane (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler) on loopback with one kwok process per
+// simulated node, installs the real Longhorn and KubeVirt CRDs, and injects node
+// failures. It is test and demo infrastructure: nothing in the product imports it.
+package sitebox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// Versions of the control plane sitebox runs; build/build.sh builds the same.
+const (
+	K8sVersion  = "v1.34.4"
+	EtcdVersion = "v3.6.4"
+	KwokVersion = "v0.8.0"
+	// KubeletVersion is what the simulated nodes report: the k3s line EVE ships.
+	KubeletVersion = "v1.34.4+k3s1"
+
+	serviceClusterIP    = "10.43.0.1"
+	serviceClusterRange = "10.43.0.0/16"
+)
+
+//go:embed crds/longhorn.yaml
+var longhornCRDs []byte
+
+//go:embed crds/kubevirt.yaml
+var kubevirtCRDs []byte
+
+//go:embed kwok/stages.yaml
+var kwokStages []byte
+
+// Options say what site to start.
+type Options struct {
+	// Dir holds the site's certificates, data, logs, PIDs and kubeconfig.
+	Dir string
+	// Nodes is the number of simulated nodes (node-a, node-b, ...).
+	Nodes int
+	// BinDir holds the control-plane binaries; empty: DefaultBinDir().
+	BinDir string
+	// NodeMonitorGracePeriod is how long the node-lifecycle controller waits for
+	// a silent node before marking it Unknown (Kubernetes default: 40s; k3s
+	// uses the same). Tests shorten it to see failures quickly.
+	NodeMonitorGracePeriod time.Duration
+	// NodeLeaseDuration is the kubelet (kwok) node lease duration.
+	NodeLeaseDuration time.Duration
+	// EvictionToleration is the apiserver's default not-ready/unreachable
+	// toleration added to pods that set none (Kubernetes default: 300s).
+	EvictionToleration time.Duration
+	// ClusterName names the cluster in the sitecon-cluster ConfigMap.
+	ClusterName string
+	// DieWithParent kills the site's processes if the starting process dies,
+	// so a crashed test leaves nothing running.
+	DieWithParent bool
+}
+
+// Node is one simulated node.
+type Node struct {
+	Name string `json:"name"`
+	UUID string `json:"uuid"`
+	IP   string `json:"ip"`
+	CIDR string `json:"cidr"`
+}
+
+// State is what a running site records in DIR/site.json, so that later
+// commands (fail, recover, down) act on the same processes.
+type State struct {
+	Dir                    string `json:"dir"`
+	BinDir                 string `json:"binDir"`
+	EtcdPort               int    `json:"etcdPort"`
+	EtcdPeerPort           int    `json:"etcdPeerPort"`
+	APIPort                int    `json:"apiPort"`
+	Nodes                  []Node `json:"nodes"`
+	NodeLeaseSeconds       int    `json:"nodeLeaseSeconds"`
+	NodeMonitorGracePeriod string `json:"nodeMonitorGracePeriod"`
+	EvictionToleration     int    `json:"evictionTolerationSeconds"`
+	ClusterName            string `json:"clusterName"`
+	ClusterID              string `json:"clusterID"`
+	DieWithParent          bool   `json:"dieWithParent,omitempty"`
+}
+
+// Site is a started (or loaded) sitebox.
+type Site struct {
+	State
+	// children are processes this process started, reaped when they exit.
+	children map[int]*exec.Cmd
+}
+
+// DefaultBinDir is where build/build.sh caches the control-plane binaries:
+// $SITEBOX_BIN, else under the user's cache directory.
+func DefaultBinDir() string {
+	if d := os.Getenv("SITEBOX_BIN"); d != "" {
+		return d
+	}
+	cache := os.Getenv("SITEBOX_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = filepath.Join(os.TempDir(), "cache")
+		}
+		cache = filepath.Join(base, "sitecon", "sitebox")
+	}
+	return filepath.Join(cache, fmt.Sprintf("k8s-%s-etcd-%s-kwok-%s", K8sVersion, EtcdVersion, KwokVersion), "bin")
+}
+
+// NodeName is the name of the i-th simulated node: node-a, node-b, ...
+func NodeName(i int) string { return "node-" + string(rune('a'+i)) }
+
+// NodeUUID is a stable UUID for a node name, so configs naming a node's UUID
+// (an app's designated node) stay valid across site restarts.
+func NodeUUID(name string) string {
+	h := sha1.Sum([]byte("sitebox/" + name))
+	h[6] = (h[6] & 0x0f) | 0x50 // version 5
+	h[8] = (h[8] & 0x3f) | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// Kubeconfig is the admin kubeconfig of the site.
+func (s *Site) Kubeconfig() string { return filepath.Join(s.Dir, "kubeconfig") }
+
+// RESTConfig returns an admin config for the site.
+func (s *Site) RESTConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
+}
+
+// Up starts a site and returns once the API server is ready, the CRDs are
+// established and every node is Ready. The processes keep running after Up
+// returns; Down stops them.
+func Up(ctx context.Context, opts Options) (site *Site, err error) {
+	if opts.Nodes < 1 || opts.Nodes > 26 {
+		return nil, fmt.Errorf("--nodes must be between 1 and 26, got %d", opts.Nodes)
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("a site directory is required (--dir)")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if prev, err := Load(dir); err == nil && prev.running("kube-apiserver") {
+		return nil, fmt.Errorf("a site is already running in %s: run 'sitebox down --dir %s' first", dir, dir)
+	}
+	bin := opts.BinDir
+	if bin == "" {
+		bin = DefaultBinDir()
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return nil, fmt.Errorf("control-plane binary %s missing in %s: run 'make sitebox' (it builds them once)", b, bin)
+		}
+	}
+	// A previous site's data in the same directory would resurrect its objects.
+	for _, sub := range []string{"etcd", "pki", "logs", "run"} {
+		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			return nil, err
+		}
+	}
+	for _, sub := range []string{"logs", "run"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	withDefault := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	clusterName := opts.ClusterName
+	if clusterName == "" {
+		clusterName = "sitebox"
+	}
+	site = &Site{State: State{
+		Dir:                    dir,
+		BinDir:                 bin,
+		EtcdPort:               ports[0],
+		EtcdPeerPort:           ports[1],
+		APIPort:                ports[2],
+		NodeLeaseSeconds:       int(withDefault(opts.NodeLeaseDuration, 40*time.Second).Seconds()),
+		NodeMonitorGracePeriod: withDefault(opts.NodeMonitorGracePeriod, 40*time.Second).String(),
+		EvictionToleration:     int(withDefault(opts.EvictionToleration, 300*time.Second).Seconds()),
+		ClusterName:            clusterName,
+		ClusterID:              randomUUID(),
+		DieWithParent:          opts.DieWithParent,
+	}, children: map[int]*exec.Cmd{}}
+	for i := range opts.Nodes {
+		name := NodeName(i)
+		site.Nodes = append(site.Nodes, Node{
+			Name: name,
+			UUID: NodeUUID(name),
+			// Addresses in the default cluster prefix; only ever written into
+			// API objects, never dialled.
+			IP:   fmt.Sprintf("10.244.244.%d", i+1),
+			CIDR: fmt.Sprintf("10.42.%d.0/24", i),
+		})
+	}
+	defer func() {
+		if err != nil {
+			_ = site.Down()
+		}
+	}()
+	if err := (pki{dir: filepath.Join(dir, "pki")}).generate(); err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	if err := site.writeFiles(); err != nil {
+		return nil, err
+	}
+	if err := site.save(); err != nil {
+		return nil, err
+	}
+	if err := site.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := site.startAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	cfg, err := site.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := site.startControllers(); err != nil {
+		return nil, err
+	}
+	if err := site.bootstrapObjects(ctx, cfg); err != nil {
+		return nil, err
+	}
+	for _, n := range site.Nodes {
+		if err := site.startKwok(n); err != nil {
+			return nil, err
+		}
+	}
+	if err := site.waitNodesReady(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return site, nil
+}
+
+// Load reads the state of a site started earlier in dir.
+func Load(dir string) (*Site, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "site.json"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no site in %s (start one with 'sitebox up --dir %s')", dir, dir)
+		}
+		return nil, err
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("%s/site.json: %w", dir, err)
+	}
+	return &Site{State: st, children: map[int]*exec.Cmd{}}, nil
+}
+
+func (s *Site) save() error {
+	data, err := json.MarshalIndent(s.State, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.Dir, "site.json"), data, 0o644)
+}
+
+func (s *Site) pki(name string) string { return filepath.Join(s.Dir, "pki", name) }
+
+func (s *Site) writeFiles() error {
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: sitebox
+  cluster:
+    server: https://127.0.0.1:%d
+    certificate-authority: %s
+users:
+- name: admin
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: sitebox
+  context: {cluster: sitebox, user: admin}
+current-context: sitebox
+`, s.APIPort, s.pki("ca.crt"), s.pki("admin.crt"), s.pki("admin.key"))
+	if err := os.WriteFile(s.Kubeconfig(), []byte(kubeconfig), 0o600); err != nil {
+		return err
+	}
+	// kwok needs its parallelism spelled out when run standalone.
+	kwokConfig := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseDurationSeconds: %d
+  nodeLeaseParallelism: 2
+  podPlayStageParallelism: 4
+  nodePlayStageParallelism: 2
+  podsOnNodeSyncParallelism: 2
+  enablePodsOnNodeSyncListPager: true
+---
+%s`, s.NodeLeaseSeconds, kwokStages)
+	return os.WriteFile(filepath.Join(s.Dir, "kwok.yaml"), []byte(kwokConfig), 0o644)
+}
+
+func (s *Site) startEtcd(ctx context.Context) error {
+	client := fmt.Sprintf("http://127.0.0.1:%d", s.EtcdPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", s.EtcdPeerPort)
+	if err := s.start("etcd",
+		"--name=sitebox",
+		"--data-dir="+filepath.Join(s.Dir, "etcd"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=sitebox="+peer,
+		"--listen-metrics-urls=",
+		"--log-level=warn",
+		// Test data: losing it on a host crash costs nothing, and fsync is
+		// most of etcd's latency on a shared disk.
+		"--unsafe-no-fsync",
+	); err != nil {
+		return err
+	}
+	return s.waitHTTP(ctx, "etcd", client+"/health", nil)
+}
+
+func (s *Site) startAPIServer(ctx context.Context) error {
+	tol := strconv.Itoa(s.EvictionToleration)
+	if err := s.start("kube-apiserver",
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", s.EtcdPort),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", s.APIPort),
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file="+s.pki("apiserver.crt"), "--tls-private-key-file="+s.pki("apiserver.key"),
+		"--client-ca-file="+s.pki("ca.crt"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+s.pki("sa.pub"),
+		"--service-account-signing-key-file="+s.pki("sa.key"),
+		"--service-cluster-ip-range="+serviceClusterRange,
+		"--authorization-mode=Node,RBAC",
+		"--default-not-ready-toleration-seconds="+tol,
+		"--default-unreachable-toleration-seconds="+tol,
+		"--profiling=false",
+	); err != nil {
+		return err
+	}
+	tlsCfg, err := s.adminTLS()
+	if err != nil {
+		return err
+	}
+	return s.waitHTTP(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", s.APIPort), tlsCfg)
+}
+
+func (s *Site) adminTLS() (*http.Transport, error) {
+	cfg, err := s.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Transport{TLSClientConfig: tlsConfig}, nil
+}
+
+func (s *Site) startControllers() error {
+	kubeconfig := "--kubeconfig=" + s.Kubeconfig()
+	if err := s.start("kube-controller-manager", kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--service-account-private-key-file="+s.pki("sa.key"),
+		"--root-ca-file="+s.pki("ca.crt"),
+		"--cluster-signing-cert-file="+s.pki("ca.crt"),
+		"--cluster-signing-key-file="+s.pki("ca.key"),
+		"--use-service-account-credentials=false",
+		"--node-monitor-grace-period="+s.NodeMonitorGracePeriod,
+		"--node-monitor-period=1s",
+		"--profiling=false",
+	); err != nil {
+		return err
+	}
+	return s.start("kube-scheduler", kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--profiling=false",
+	)
+}
+
+func (s *Site) kwokArgs(n Node) []string {
+	return []string{
+		"--kubeconfig=" + s.Kubeconfig(),
+		"--config=" + filepath.Join(s.Dir, "kwok.yaml"),
+		"--manage-single-node=" + n.Name,
+		"--node-ip=" + n.IP,
+		"--cidr=" + n.CIDR,
+		"--node-lease-duration-seconds=" + strconv.Itoa(s.NodeLeaseSeconds),
+	}
+}
+
+func (s *Site) startKwok(n Node) error {
+	return s.start("kwok-"+n.Name, s.kwokArgs(n)...)
+}
+
+// bootstrapObjects creates what a k3s cluster with Longhorn and KubeVirt has
+// before sitecon looks at it: namespaces, CRDs, the simulated nodes, the
+// kube-vip Lease and the sitecon-cluster ConfigMap formation would write.
+func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, ns := range []string{"kube-system", "longhorn-system", "kubevirt", "cdi", kube.AppNamespace} {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("namespace %s: %w", ns, err)
+		}
+	}
+	if err := installCRDs(ctx, cfg, longhornCRDs, kubevirtCRDs); err != nil {
+		return err
+	}
+	for _, n := range s.Nodes {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, s.nodeObject(n), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := cs.CoordinationV1().Leases(kube.VIPLeaseNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: kube.VIPLeaseName},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(s.Nodes[0].Name),
+			LeaseDurationSeconds: ptr.To[int32](15),
+			AcquireTime:          &now,
+			RenewTime:            &now,
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kube-vip lease: %w", err)
+	}
+	_, err = cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: kube.ClusterConfigMapName},
+		Data: map[string]string{
+			kube.ClusterKeyName:         s.ClusterName,
+			kube.ClusterKeyID:           s.ClusterID,
+			kube.ClusterKeyJoinServerIP: s.Nodes[0].IP,
+			kube.ClusterKeyVIPAddress:   "10.244.244.14",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("cluster configmap: %w", err)
+	}
+	return nil
+}
+
+// nodeObject is a Node as a k3s server on EVE registers it. Nodes may set
+// their status on create, so capacity and the kubelet version are there from
+// the start (kwok keeps what is set).
+func (s *Site) nodeObject(n Node) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname":                n.Name,
+				"kubernetes.io/os":                      "linux",
+				"kubernetes.io/arch":                    "amd64",
+				"node-role.kubernetes.io/control-plane": "true",
+				"node-role.kubernetes.io/etcd":          "true",
+				"node-role.kubernetes.io/master":        "true",
+				kube.LabelNodeUUID:                      n.UUID,
+				"type":                                  "kwok",
+			},
+			Annotations: map[string]string{
+				// kwok manages only nodes carrying this annotation.
+				"kwok.x-k8s.io/node": "fake",
+			},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: n.CIDR},
+		Status: corev1.NodeStatus{
+			Capacity: corev1.ResourceList{
+				corev1.ResourceCPU:              resource.MustParse("4"),
+				corev1.ResourceMemory:           resource.MustParse("8Gi"),
+				corev1.ResourcePods:             resource.MustParse("110"),
+				corev1.ResourceEphemeralStorage: resource.MustParse("128Gi"),
+			},
+			Allocatable: corev1.ResourceList{
+				corev1.ResourceCPU:              resource.MustParse("4"),
+				corev1.ResourceMemory:           resource.MustParse("7Gi"),
+				corev1.ResourcePods:             resource.MustParse("110"),
+				corev1.ResourceEphemeralStorage: resource.MustParse("120Gi"),
+			},
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: n.IP},
+				{Type: corev1.NodeHostName, Address: n.Name},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				KubeletVersion:          KubeletVersion,
+				ContainerRuntimeVersion: "containerd://2.0.5-k3s1",
+				OperatingSystem:         "linux",
+				Architecture:            "amd64",
+				OSImage:                 "EVE (sitebox simulated node)",
+			},
+		},
+	}
+}
+
+// installCRDs creates every CRD in the YAML streams and waits until each is established.
+func installCRDs(ctx context.Context, cfg *rest.Config, streams ...[]byte) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, stream := range streams {
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(stream), 4096)
+		for {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := dec.Decode(&crd); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("decode CRD: %w", err)
+			}
+			if crd.Name == "" {
+				continue
+			}
+			if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("CRD %s: %w", crd.Name, err)
+			}
+			names = append(names, crd.Name)
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			established := false
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					established = true
+				}
+			}
+			if !established {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func (s *Site) waitNodesReady(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var notReady []string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		notReady = notReady[:0]
+		for _, n := range s.Nodes {
+			node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil || !nodeReady(node) {
+				notReady = append(notReady, n.Name)
+			}
+		}
+		return len(notReady) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes not Ready in time: %s (see %s/logs/kwok-*.log)", strings.Join(notReady, ", "), s.Dir)
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Fail stops the named node's kwok: its heartbeats stop, and the real
+// node-lifecycle controller marks it Unknown and taints it unreachable after
+// the node-monitor grace period.
+func (s *Site) Fail(node string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	if !s.running("kwok-" + node) {
+		return fmt.Errorf("node %s is already failed", node)
+	}
+	return s.stop("kwok-" + node)
+}
+
+// Recover restarts the named node's kwok; the node turns Ready again.
+func (s *Site) Recover(node string) error {
+	n, err := s.node(node)
+	if err != nil {
+		return err
+	}
+	if s.running("kwok-" + node) {
+		return fmt.Errorf("node %s is not failed", node)
+	}
+	return s.startKwok(n)
+}
+
+func (s *Site) node(name string) (Node, error) {
+	var names []string
+	for _, n := range s.Nodes {
+		if n.Name == name {
+			return n, nil
+		}
+		names = append(names, n.Name)
+	}
+	return Node{}, fmt.Errorf("unknown node %q (this site has %s)", name, strings.Join(names, ", "))
+}
+
+// processOrder is the order Down stops processes in: node simulators and
+// controllers first, etcd last, so nothing logs a storm of errors on the way.
+func (s *Site) processOrder() []string {
+	order := []string{"simulators"}
+	for _, n := range s.Nodes {
+		order = append(order, "kwok-"+n.Name)
+	}
+	return append(order, "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+}
+
+// Down stops every process the site started, by PID, and keeps the directory
+// (logs stay for a look afterwards).
+func (s *Site) Down() error {
+	var errs []error
+	for _, name := range s.processOrder() {
+		if s.running(name) {
+			if err := s.stop(name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		_ = os.Remove(s.pidFile(name))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Site) pidFile(name string) string { return filepath.Join(s.Dir, "run", name+".pid") }
+
+// Start runs a site process detached from the caller's terminal, with its output
+// in DIR/logs/NAME.log and its PID in DIR/run/NAME.pid.
+func (s *Site) start(name string, args ...string) error {
+	path := filepath.Join(s.BinDir, name)
+	if strings.HasPrefix(name, "kwok-") {
+		path = filepath.Join(s.BinDir, "kwok")
+	}
+	return s.StartProcess(name, path, args...)
+}
+
+// StartProcess starts any program as one of the site's processes.
+func (s *Site) StartProcess(name, path string, args ...string) error {
+	logFile, err := os.OpenFile(filepath.Join(s.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if s.DieWithParent {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	if s.children == nil {
+		s.children = map[int]*exec.Cmd{}
+	}
+	s.children[cmd.Process.Pid] = cmd
+	// Reap it if it exits while this process lives, so it does not linger as
+	// a zombie that still looks alive.
+	go func() { _ = cmd.Wait() }()
+	return os.WriteFile(s.pidFile(name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+// pid returns the PID of a site process if it is alive and still the process
+// the site started (its command line names the site directory), else 0.
+func (s *Site) pid(name string) int {
+	data, err := os.ReadFile(s.pidFile(name))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if !alive(pid) {
+		return 0
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(cmdline, []byte(s.Dir)) {
+		return 0 // the PID was reused by something else: never signal it
+	}
+	return pid
+}
+
+func (s *Site) running(name string) bool { return s.pid(name) != 0 }
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X')
+}
+
+// stop sends SIGTERM, waits up to 10 s for the process to exit, then SIGKILL.
+func (s *Site) stop(name string) error {
+	pid := s.pid(name)
+	if pid == 0 {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if waitExit(ctx, pid) {
+		return os.Remove(s.pidFile(name))
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	if !waitExit(ctx2, pid) {
+		return fmt.Errorf("%s (pid %d) did not exit", name, pid)
+	}
+	return os.Remove(s.pidFile(name))
+}
+
+func waitExit(ctx context.Context, pid int) bool {
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return !alive(pid), nil
+	})
+	return err == nil
+}
+
+// waitHTTP waits until url answers 200.
+func (s *Site) waitHTTP(ctx context.Context, name, url string, transport *http.Transport) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	if transport != nil {
+		client.Transport = transport
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if !s.running(name) {
+			return false, fmt.Errorf("%s exited; see %s", name, filepath.Join(s.Dir, "logs", name+".log"))
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not ready (%s): %w", name, last, err)
+	}
+	return nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randomUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = (b[6] & 0x0f) | 0x40
+	b[8] = (b[8] & 0x3f) | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
