@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -145,7 +146,7 @@ func (s *Snapshot) Start(ctx context.Context) {
 func (s *Snapshot) run(ctx context.Context) {
 	backoff := 500 * time.Millisecond
 	for {
-		err := s.discover(ctx)
+		err := s.discover()
 		if err == nil {
 			break
 		}
@@ -171,10 +172,10 @@ func (s *Snapshot) run(ctx context.Context) {
 // discover asks the API server which optional APIs (Longhorn, KubeVirt) exist,
 // so an informer is never started for a resource that is not there (it would
 // never sync).
-func (s *Snapshot) discover(ctx context.Context) error {
+func (s *Snapshot) discover() error {
 	disc := s.clients.Core.Discovery()
 	if _, err := disc.ServerVersion(); err != nil {
-		return fmt.Errorf("cannot reach the API server at %s: %w", s.clients.Config.Host, err)
+		return unreachable(s.clients.Config.Host, err)
 	}
 	has := func(groupVersion, resource string) (bool, error) {
 		list, err := disc.ServerResourcesForGroupVersion(groupVersion)
@@ -202,7 +203,6 @@ func (s *Snapshot) discover(ctx context.Context) error {
 	s.mu.Lock()
 	s.hasLonghorn, s.hasKubeVirt = lh, kv
 	s.mu.Unlock()
-	_ = ctx
 	return nil
 }
 
@@ -305,7 +305,7 @@ func (s *Snapshot) WaitForSync(ctx context.Context) error {
 		if h.LastError != "" {
 			return errors.New(h.LastError)
 		}
-		return fmt.Errorf("cluster state not read from %s in time: %w", s.clients.Config.Host, ctx.Err())
+		return fmt.Errorf("no answer from the API server at %s in time: %w", s.clients.Config.Host, ctx.Err())
 	}
 }
 
@@ -387,7 +387,7 @@ func (t *healthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case err != nil:
 		if req.Context().Err() == nil { // a caller giving up is not the server's fault
-			t.s.markError(fmt.Errorf("cannot reach the API server at %s: %w", req.URL.Host, err))
+			t.s.markError(unreachable(req.URL.Scheme+"://"+req.URL.Host, err))
 		}
 	case resp.StatusCode >= 500:
 		t.s.markError(fmt.Errorf("API server %s answered %s", req.URL.Host, resp.Status))
@@ -472,4 +472,14 @@ func (s *Snapshot) Data() Data {
 // Status derives the cluster status from the current data.
 func (s *Snapshot) Status() ClusterStatus {
 	return Derive(s.Data(), s.now())
+}
+
+// unreachable says which API server could not be reached and why, without the
+// request URL noise of a *url.Error.
+func unreachable(host string, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return fmt.Errorf("cannot reach the API server at %s: %w", host, err)
 }

@@ -152,7 +152,13 @@ func (s *Site) Kubeconfig() string { return filepath.Join(s.Dir, "kubeconfig") }
 
 // RESTConfig returns an admin config for the site.
 func (s *Site) RESTConfig() (*rest.Config, error) {
-	return clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	// Longhorn's CRDs draw "unrecognized format" warnings on every write.
+	cfg.WarningHandler = rest.NoWarnings{}
+	return cfg, nil
 }
 
 // Up starts a site and returns once the API server is ready, the CRDs are

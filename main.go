@@ -1,0 +1,126 @@
+// Command sitecon is the on-site agent and console of an EVE edge-node cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/views"
+)
+
+func main() {
+	// client-go logs through klog to stderr; sitecon logs through slog to a
+	// file it chooses, so klog is silenced for every command.
+	klog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sitecon:", err)
+		os.Exit(1)
+	}
+}
+
+// globalFlags are shared by every command.
+type globalFlags struct {
+	kubeconfig string
+	context    string
+	logFile    string
+	logLevel   slog.Level
+}
+
+func newRoot() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "sitecon",
+		Short:         "On-site agent and console for an EVE edge-node cluster",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, "+kube.K3sKubeconfig+", ~/.kube/config)")
+	pf.StringVar(&g.context, "context", "", "kubeconfig context (default: the current one)")
+	pf.StringVar(&g.logFile, "log-file", "", "write logs to this file (default: none for commands)")
+	pf.TextVar(&g.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
+	root.AddCommand(newStatusCmd(g))
+	return root
+}
+
+// logger returns the slog logger the flags ask for. Without --log-file it
+// discards: a command's output is its result, not its logs.
+func (g *globalFlags) logger() (*slog.Logger, func(), error) {
+	if g.logFile == "" {
+		return slog.New(slog.DiscardHandler), func() {}, nil
+	}
+	f, err := os.OpenFile(g.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log file: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: g.logLevel})), func() { f.Close() }, nil
+}
+
+func (g *globalFlags) restConfig() (*rest.Config, error) {
+	cfg, err := kube.LoadRESTConfig(g.kubeconfig, g.context)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WarningHandler = rest.NoWarnings{}
+	return cfg, nil
+}
+
+func newStatusCmd(g *globalFlags) *cobra.Command {
+	var output string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print the cluster's status: nodes, VIP, pod health, volumes, apps",
+		Long: `Print the cluster's status once: node readiness, the VIP owner, pod health
+per namespace, Longhorn volumes with their robustness and since when, and apps
+with the node they run on.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := views.ParseFormat(output)
+			if err != nil {
+				return err
+			}
+			log, closeLog, err := g.logger()
+			if err != nil {
+				return err
+			}
+			defer closeLog()
+			cfg, err := g.restConfig()
+			if err != nil {
+				return err
+			}
+			snap, err := kube.NewSnapshot(cfg, log)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			snap.Start(ctx)
+			if err := snap.WaitForSync(ctx); err != nil {
+				if errors.Is(cmd.Context().Err(), context.Canceled) {
+					return errors.New("interrupted")
+				}
+				return err
+			}
+			return views.WriteStatus(cmd.OutOrStdout(), snap.Status(), time.Now(), format)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up reading the cluster after this long")
+	return cmd
+}

@@ -1,0 +1,266 @@
+// Package e2e runs the sitecon binary against a sitebox, the way a technician
+// runs it against a real cluster.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kvv1 "kubevirt.io/api/core/v1"
+	kvclientset "kubevirt.io/client-go/kubevirt"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+var sitecon string // path of the sitecon binary under test
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sitecon-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	sitecon = filepath.Join(dir, "sitecon")
+	build := exec.Command("go", "build", "-o", sitecon, "github.com/sitecon/sitecon")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sitecon:", err)
+		return 1
+	}
+	return sitebox.RunMain(m)
+}
+
+// runSitecon runs the binary and returns stdout, stderr and the exit error.
+func runSitecon(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sitecon, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+func statusJSON(t *testing.T, kubeconfig string) kube.ClusterStatus {
+	t.Helper()
+	out, errOut, err := runSitecon(t, "status", "-o", "json", "--kubeconfig", kubeconfig)
+	if err != nil {
+		t.Fatalf("sitecon status: %v\n%s", err, errOut)
+	}
+	var st kube.ClusterStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, out)
+	}
+	return st
+}
+
+// eventually runs sitecon status until cond holds or the deadline passes.
+func eventually(t *testing.T, kubeconfig string, within time.Duration, what string, cond func(kube.ClusterStatus) bool) kube.ClusterStatus {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last kube.ClusterStatus
+	for {
+		last = statusJSON(t, kubeconfig)
+		if cond(last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			dump, _ := json.MarshalIndent(last, "", "  ")
+			t.Fatalf("%s: not within %s; last status:\n%s", what, within, dump)
+		}
+		time.Sleep(250 * time.Millisecond) // pacing between polls of a condition, not synchronisation
+	}
+}
+
+func findNode(st kube.ClusterStatus, name string) (kube.NodeStatus, bool) {
+	for _, n := range st.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return kube.NodeStatus{}, false
+}
+
+func findVolume(st kube.ClusterStatus, name string) (kube.VolumeStatus, bool) {
+	for _, v := range st.Volumes {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return kube.VolumeStatus{}, false
+}
+
+func TestStatusFollowsNodeFailure(t *testing.T) {
+	site := sitebox.Shared(t)
+	ctx := t.Context()
+	kubeconfig := site.Kubeconfig()
+
+	lh, err := lhclientset.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := kvclientset.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, sitebox.LonghornVolume("vol-e2e", 10<<30, 3), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kv.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Create(ctx, &kvv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "hmi", Labels: map[string]string{kube.LabelAppName: "hmi"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st := eventually(t, kubeconfig, 30*time.Second, "3 ready nodes, a healthy volume and a running VM", func(st kube.ClusterStatus) bool {
+		v, ok := findVolume(st, "vol-e2e")
+		running := false
+		for _, a := range st.Apps {
+			running = running || (a.Name == "hmi" && a.Kind == kube.AppKindVM && a.Phase == "Running" && a.Node != "")
+		}
+		return st.NodesReady == 3 && ok && v.Robustness == "healthy" && len(v.Replicas) == 3 && running
+	})
+	if st.NodesTotal != 3 {
+		t.Errorf("nodesTotal = %d, want 3", st.NodesTotal)
+	}
+	if st.VIP.Owner != "node-a" || st.VIP.Address == "" {
+		t.Errorf("vip = %+v, want an address owned by node-a", st.VIP)
+	}
+	if st.Cluster.Name != "sitebox-test" || st.Cluster.SeedNode != "node-a" {
+		t.Errorf("cluster = %+v, want sitebox-test seeded by node-a", st.Cluster)
+	}
+	if len(st.Namespaces) != len(kube.Namespaces) {
+		t.Errorf("namespaces = %+v, want one entry per watched namespace", st.Namespaces)
+	}
+	for _, ns := range st.Namespaces {
+		if ns.Name == kube.AppNamespace && ns.Ready < 1 {
+			t.Errorf("%s ready = %d, want the VM's launcher pod counted", ns.Name, ns.Ready)
+		}
+	}
+
+	failedAt := time.Now()
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	site.RecoverOnCleanup(t, "node-b")
+	st = eventually(t, kubeconfig, 45*time.Second, "node-b not ready and vol-e2e degraded", func(st kube.ClusterStatus) bool {
+		n, _ := findNode(st, "node-b")
+		v, _ := findVolume(st, "vol-e2e")
+		return !n.Ready && v.Robustness == "degraded"
+	})
+	n, _ := findNode(st, "node-b")
+	if n.Status == kube.NodeReady || n.Since.Before(failedAt.Add(-time.Second)) {
+		t.Errorf("node-b = %+v, want not Ready since after the failure at %s", n, failedAt)
+	}
+	if st.NodesReady != 2 {
+		t.Errorf("nodesReady = %d, want 2", st.NodesReady)
+	}
+	v, _ := findVolume(st, "vol-e2e")
+	if !v.SinceExact || v.Since.Before(failedAt.Add(-time.Second)) || v.Since.After(time.Now()) {
+		t.Errorf("vol-e2e degraded since %s (exact %v), want an exact time after the failure at %s", v.Since, v.SinceExact, failedAt)
+	}
+	for _, r := range v.Replicas {
+		want := kube.ReplicaHealthy
+		if r.Node == "node-b" {
+			want = kube.ReplicaFailed
+		}
+		if r.State != want {
+			t.Errorf("replica on %s is %s, want %s", r.Node, r.State, want)
+		}
+	}
+	table, _, err := runSitecon(t, "status", "--kubeconfig", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table, "node-b:failed") || !strings.Contains(table, "degraded") {
+		t.Errorf("table output misses the failure:\n%s", table)
+	}
+
+	if err := site.Recover("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, kubeconfig, 45*time.Second, "node-b ready and vol-e2e healthy again", func(st kube.ClusterStatus) bool {
+		n, _ := findNode(st, "node-b")
+		v, _ := findVolume(st, "vol-e2e")
+		return n.Ready && v.Robustness == "healthy"
+	})
+}
+
+func TestStatusUnreachableAPIServer(t *testing.T) {
+	site := sitebox.Shared(t)
+	data, err := os.ReadFile(site.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Port 1 on loopback: nothing listens, the connection is refused.
+	closed := strings.Replace(string(data), fmt.Sprintf("127.0.0.1:%d", site.APIPort), "127.0.0.1:1", 1)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(closed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, errOut, err := runSitecon(t, "status", "--kubeconfig", path)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatalf("status against a closed port succeeded:\n%s", out)
+	}
+	if took > 10*time.Second {
+		t.Errorf("took %s, want under 10s", took)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if len(lines) != 1 || !strings.Contains(errOut, "cannot reach the API server at https://127.0.0.1:1") {
+		t.Errorf("stderr = %q, want one line naming the unreachable API server", errOut)
+	}
+	if out != "" {
+		t.Errorf("stdout = %q, want nothing", out)
+	}
+}
+
+func TestStatusBadInput(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("clusters: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing kubeconfig", []string{"status", "--kubeconfig", filepath.Join(dir, "nope")}, "no such file"},
+		{"malformed kubeconfig", []string{"status", "--kubeconfig", garbage}, "error loading config file"},
+		{"no kubeconfig at all", []string{"status"}, "no kubeconfig found"},
+		{"unknown output format", []string{"status", "-o", "xml", "--kubeconfig", garbage}, `unknown output format "xml"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, err := runSitecon(t, tc.args...)
+			if err == nil || !strings.Contains(errOut, tc.want) {
+				t.Errorf("err = %v, stderr = %q, want failure mentioning %q", err, errOut, tc.want)
+			}
+			if strings.Contains(errOut, "goroutine ") {
+				t.Errorf("stack trace on bad input: %s", errOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package sitebox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// TestOptions are the site settings tests use: failures are noticed in
+// seconds, not minutes, so tests can wait on them with short deadlines.
+func TestOptions(dir string) Options {
+	return Options{
+		Dir:                    dir,
+		Nodes:                  3,
+		NodeMonitorGracePeriod: 8 * time.Second,
+		NodeLeaseDuration:      8 * time.Second,
+		EvictionToleration:     10 * time.Second,
+		ClusterName:            "sitebox-test",
+		DieWithParent:          true,
+	}
+}
+
+// TestSite is a site shared by the tests of one package, with the
+// simulators running inside the test process.
+type TestSite struct {
+	*Site
+	Config *rest.Config
+	stop   context.CancelFunc
+	done   sync.WaitGroup
+}
+
+var shared *TestSite
+
+// RunMain starts one site for a package's tests, runs them, and tears the
+// site down: call it from TestMain as os.Exit(sitebox.RunMain(m)). The site's
+// logs stay in a temporary directory named on failure.
+func RunMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sitebox-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sitebox:", err)
+		return 1
+	}
+	site, err := StartTestSite(TestOptions(dir))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sitebox:", err)
+		return 1
+	}
+	shared = site
+	code := m.Run()
+	site.Stop()
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "sitebox: logs kept in %s\n", filepath.Join(dir, "logs"))
+	}
+	return code
+}
+
+// Shared returns the package's site started by RunMain.
+func Shared(t testing.TB) *TestSite {
+	t.Helper()
+	if shared == nil {
+		t.Fatal("no sitebox: call sitebox.RunMain from TestMain")
+	}
+	return shared
+}
+
+// StartTestSite starts a site with the simulators running in this process,
+// logging to DIR/logs/simulators.log.
+func StartTestSite(opts Options) (*TestSite, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	site, err := Up(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := site.RESTConfig()
+	if err != nil {
+		_ = site.Down()
+		return nil, err
+	}
+	cfg.WarningHandler = rest.NoWarnings{}
+	logFile, err := os.OpenFile(filepath.Join(site.Dir, "logs", "simulators.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		_ = site.Down()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ts := &TestSite{Site: site, Config: cfg, stop: stop}
+	ts.done.Add(1)
+	go func() {
+		defer ts.done.Done()
+		defer logFile.Close()
+		log := slog.New(slog.NewTextHandler(io.Writer(logFile), nil))
+		if err := RunSimulators(runCtx, cfg, SimulatorOptions{RebuildTime: 2 * time.Second}, log); err != nil {
+			log.Error("simulators stopped", "err", err)
+		}
+	}()
+	return ts, nil
+}
+
+// Stop stops the simulators and every process of the site.
+func (ts *TestSite) Stop() {
+	ts.stop()
+	ts.done.Wait()
+	_ = ts.Down()
+}
+
+// RecoverOnCleanup makes sure a node failed by a test is back for the next one.
+func (ts *TestSite) RecoverOnCleanup(t testing.TB, node string) {
+	t.Cleanup(func() {
+		if !ts.running("kwok-" + node) {
+			if err := ts.Recover(node); err != nil {
+				t.Errorf("recover %s: %v", node, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,189 @@
+// Package views holds what sitecon shows: the plain-text status of
+// `sitecon status` and the console's screens.
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// Format is an output format of `sitecon status`.
+type Format string
+
+// Output formats.
+const (
+	FormatTable Format = "table"
+	FormatJSON  Format = "json"
+	FormatYAML  Format = "yaml"
+)
+
+// ParseFormat checks an -o value.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(strings.ToLower(s)); f {
+	case FormatTable, FormatJSON, FormatYAML:
+		return f, nil
+	case "wide", "":
+		return FormatTable, nil
+	}
+	return "", fmt.Errorf("unknown output format %q: use table, json or yaml", s)
+}
+
+// WriteStatus prints the cluster status in the given format. Times in the
+// table are ages relative to now.
+func WriteStatus(w io.Writer, st kube.ClusterStatus, now time.Time, f Format) error {
+	switch f {
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	case FormatYAML:
+		data, err := yaml.Marshal(st)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	return writeTable(w, st, now)
+}
+
+// Age formats how long ago t was, the way kubectl does ("5m", "3d4h"); a
+// lower bound is marked with ">".
+func Age(t time.Time, now time.Time, exact bool) string {
+	if t.IsZero() {
+		return "n/a"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		d = 0
+	}
+	s := duration.HumanDuration(d)
+	if !exact {
+		s = ">" + s
+	}
+	return s
+}
+
+// Bytes formats a byte count in binary units ("10Gi").
+func Bytes(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	q := resource.NewQuantity(n, resource.BinarySI)
+	// Round to a readable unit: 10.5Gi reads better than 11274289152.
+	units := []struct {
+		suffix string
+		size   int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}}
+	for _, u := range units {
+		if n >= u.size {
+			v := float64(n) / float64(u.size)
+			if v == float64(int64(v)) {
+				return fmt.Sprintf("%d%s", int64(v), u.suffix)
+			}
+			return fmt.Sprintf("%.1f%s", v, u.suffix)
+		}
+	}
+	return q.String()
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "n/a"
+	}
+	return s
+}
+
+func writeTable(out io.Writer, st kube.ClusterStatus, now time.Time) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+
+	name := orNA(st.Cluster.Name)
+	if st.Cluster.UUID != "" {
+		name += " (" + st.Cluster.UUID + ")"
+	}
+	p("Cluster:\t%s\n", name)
+	seed := "n/a"
+	if st.Cluster.SeedAddress != "" {
+		seed = orNA(st.Cluster.SeedNode) + " (" + st.Cluster.SeedAddress + ")"
+	}
+	p("Seed server:\t%s\n", seed)
+	vip := orNA(st.VIP.Address)
+	if st.VIP.Owner != "" {
+		vip += " on " + st.VIP.Owner
+		if st.VIP.Since != nil {
+			vip += " for " + Age(*st.VIP.Since, now, true)
+		}
+	} else {
+		vip += ", no owner"
+	}
+	p("VIP:\t%s\n", vip)
+	p("Nodes ready:\t%d/%d\n", st.NodesReady, st.NodesTotal)
+	p("Memory:\t%s allocatable of %s\n", Bytes(st.Resources.MemoryAllocatable), Bytes(st.Resources.MemoryCapacity))
+	p("Storage:\t%s in volumes (%s used), %s node storage\n", Bytes(st.Resources.VolumeSize), Bytes(st.Resources.VolumeActualSize), Bytes(st.Resources.StorageAllocatable))
+	p("\n")
+
+	p("NODE\tSTATUS\tSINCE\tROLES\tSCHEDULABLE\tVERSION\tINTERNAL-IP\tPODS\n")
+	for _, n := range st.Nodes {
+		roles := strings.Join(n.Roles, ",")
+		if n.Seed {
+			roles += " (seed)"
+		}
+		sched := "yes"
+		if !n.Schedulable {
+			sched = "cordoned"
+		}
+		p("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", n.Name, n.Status, Age(n.Since, now, true), roles, sched, orNA(n.KubeletVersion), orNA(n.InternalIP), n.Pods)
+	}
+	p("\n")
+
+	p("NAMESPACE\tREADY\tNOT-READY\tFAILED\n")
+	for _, ns := range st.Namespaces {
+		p("%s\t%d\t%d\t%d\n", ns.Name, ns.Ready, ns.NotReady, ns.Failed)
+	}
+	p("\n")
+
+	if !st.Longhorn {
+		p("Volumes:\tLonghorn is not installed\n")
+	} else {
+		p("VOLUME\tSTATE\tROBUSTNESS\tSINCE\tSIZE\tNODE\tREPLICAS\n")
+		for _, v := range st.Volumes {
+			var reps []string
+			for _, r := range v.Replicas {
+				reps = append(reps, r.Node+":"+r.State)
+			}
+			replicas := strings.Join(reps, " ")
+			if len(v.Replicas) < v.WantReplicas {
+				replicas += fmt.Sprintf(" (%d of %d)", len(v.Replicas), v.WantReplicas)
+			}
+			p("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, orNA(v.State), v.Robustness, Age(v.Since, now, v.SinceExact), Bytes(v.Size), orNA(v.Node), orNA(replicas))
+		}
+		if len(st.Volumes) == 0 {
+			p("(no volumes)\n")
+		}
+	}
+	p("\n")
+
+	p("APP\tKIND\tNODE\tPHASE\tREADY\n")
+	for _, a := range st.Apps {
+		ready := "no"
+		if a.Ready {
+			ready = "yes"
+		}
+		p("%s\t%s\t%s\t%s\t%s\n", a.Name, a.Kind, orNA(a.Node), orNA(a.Phase), ready)
+	}
+	if len(st.Apps) == 0 {
+		p("(no apps)\n")
+	}
+	return w.Flush()
+}
