@@ -2,9 +2,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -83,6 +85,7 @@ func (g *globalFlags) restConfig() (*rest.Config, error) {
 func newStatusCmd(g *globalFlags) *cobra.Command {
 	var output string
 	var timeout time.Duration
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Print the cluster's status: nodes, VIP, pod health, volumes, apps",
@@ -108,6 +111,10 @@ with the node they run on.`,
 			if err != nil {
 				return err
 			}
+			if watch {
+				snap.Start(cmd.Context())
+				return watchStatus(cmd.Context(), cmd.OutOrStdout(), snap, format)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			snap.Start(ctx)
@@ -122,5 +129,53 @@ with the node they run on.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up reading the cluster after this long")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep the status on screen, redrawn on every change; survives the API server going away")
 	return cmd
+}
+
+// watchStatus redraws the status on every change of the snapshot, at most
+// twice a second, and once a second so ages stay current. It keeps going when
+// the API server goes away, showing the last data and how stale it is.
+func watchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, format views.Format) error {
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	const minInterval = 500 * time.Millisecond
+	var last time.Time
+	for {
+		if wait := minInterval - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		var buf bytes.Buffer
+		buf.WriteString("\x1b[H\x1b[2J") // home and clear: a full redraw, like watch(1)
+		fmt.Fprintf(&buf, "sitecon status, %s   (Ctrl-C to quit)\n\n", last.Format("15:04:05"))
+		if !snap.Synced() {
+			h := snap.Health()
+			fmt.Fprintf(&buf, "waiting for the API server: %s\n", orDefault(h.LastError, "connecting"))
+		} else if err := views.WriteStatus(&buf, snap.Status(), last, format); err != nil {
+			return err
+		}
+		if _, err := out.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+		case <-tick.C:
+		}
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -107,6 +107,9 @@ func orNA(s string) string {
 func writeTable(out io.Writer, st kube.ClusterStatus, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	if !st.API.Connected && !st.API.Since.IsZero() {
+		p("STALE for %s: %s. Showing the last known state.\n\n", Age(st.API.Since, now, true), st.API.LastError)
+	}
 
 	name := orNA(st.Cluster.Name)
 	if st.Cluster.UUID != "" {

@@ -138,7 +138,11 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 		for _, a := range st.Apps {
 			running = running || (a.Name == "hmi" && a.Kind == kube.AppKindVM && a.Phase == "Running" && a.Node != "")
 		}
-		return st.NodesReady == 3 && ok && v.Robustness == "healthy" && len(v.Replicas) == 3 && running
+		settled := true
+		for _, ns := range st.Namespaces {
+			settled = settled && ns.Ready > 0 && ns.NotReady == 0
+		}
+		return st.NodesReady == 3 && ok && v.Robustness == "healthy" && len(v.Replicas) == 3 && running && settled
 	})
 	if st.NodesTotal != 3 {
 		t.Errorf("nodesTotal = %d, want 3", st.NodesTotal)
@@ -152,9 +156,11 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 	if len(st.Namespaces) != len(kube.Namespaces) {
 		t.Errorf("namespaces = %+v, want one entry per watched namespace", st.Namespaces)
 	}
+	// sitebox runs k3s/Longhorn/KubeVirt-like system workloads: every
+	// namespace but eve-kube-app has some, and the VM's launcher pod is an app pod.
 	for _, ns := range st.Namespaces {
-		if ns.Name == kube.AppNamespace && ns.Ready < 1 {
-			t.Errorf("%s ready = %d, want the VM's launcher pod counted", ns.Name, ns.Ready)
+		if ns.Ready < 1 || ns.NotReady != 0 || ns.Failed != 0 {
+			t.Errorf("namespace %+v, want ready pods and no others", ns)
 		}
 	}
 
@@ -163,10 +169,17 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	site.RecoverOnCleanup(t, "node-b")
-	st = eventually(t, kubeconfig, 45*time.Second, "node-b not ready and vol-e2e degraded", func(st kube.ClusterStatus) bool {
+	st = eventually(t, kubeconfig, 45*time.Second, "node-b not ready, its pods not ready, vol-e2e degraded", func(st kube.ClusterStatus) bool {
+		notReady := 0
+		for _, ns := range st.Namespaces {
+			if ns.Name == kube.LonghornNamespace {
+				notReady = ns.NotReady
+			}
+		}
 		n, _ := findNode(st, "node-b")
 		v, _ := findVolume(st, "vol-e2e")
-		return !n.Ready && v.Robustness == "degraded"
+		// node-b's longhorn-manager, csi-plugin and engine-image pods.
+		return !n.Ready && v.Robustness == "degraded" && notReady == 3
 	})
 	n, _ := findNode(st, "node-b")
 	if n.Status == kube.NodeReady || n.Since.Before(failedAt.Add(-time.Second)) {
@@ -196,14 +209,18 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 		t.Errorf("table output misses the failure:\n%s", table)
 	}
 
+	recoveredAt := time.Now()
 	if err := site.Recover("node-b"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, kubeconfig, 45*time.Second, "node-b ready and vol-e2e healthy again", func(st kube.ClusterStatus) bool {
+	st = eventually(t, kubeconfig, 45*time.Second, "node-b ready and vol-e2e healthy again", func(st kube.ClusterStatus) bool {
 		n, _ := findNode(st, "node-b")
 		v, _ := findVolume(st, "vol-e2e")
 		return n.Ready && v.Robustness == "healthy"
 	})
+	if n, _ := findNode(st, "node-b"); n.Since.Before(recoveredAt.Add(-time.Second)) {
+		t.Errorf("node-b Ready since %s, want the recovery at %s", n.Since, recoveredAt)
+	}
 }
 
 func TestStatusUnreachableAPIServer(t *testing.T) {

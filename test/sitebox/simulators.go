@@ -184,10 +184,10 @@ func hasUnreachableTaint(n *corev1.Node) bool {
 // replicas on distinct nodes, fails the replicas of a lost node, rebuilds them
 // when the node returns, and sets the volume's state and robustness.
 type longhornSimulator struct {
-	lh    lhclientset.Interface
-	opts  SimulatorOptions
-	log   *slog.Logger
-	nodes nodeLister
+	lh      lhclientset.Interface
+	opts    SimulatorOptions
+	log     *slog.Logger
+	nodes   nodeLister
 	volumes interface {
 		List(labels.Selector) ([]*lhv1beta2.Volume, error)
 	}
@@ -402,10 +402,12 @@ func (s *longhornSimulator) updateReplica(ctx context.Context, c replicaClient, 
 // gets a virt-launcher pod that the real scheduler places, the VMI's node and
 // phase follow that pod, and VMI replica sets keep their replica count.
 type kubevirtSimulator struct {
-	core        kubernetes.Interface
-	kv          kvclientset.Interface
-	log         *slog.Logger
-	pods        interface{ List(labels.Selector) ([]*corev1.Pod, error) }
+	core kubernetes.Interface
+	kv   kvclientset.Interface
+	log  *slog.Logger
+	pods interface {
+		List(labels.Selector) ([]*corev1.Pod, error)
+	}
 	vmis        cache.Store
 	replicaSets cache.Store
 }

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -457,6 +458,9 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 	if err := installCRDs(ctx, cfg, longhornCRDs, kubevirtCRDs); err != nil {
 		return err
 	}
+	if err := createSystemWorkloads(ctx, cs); err != nil {
+		return err
+	}
 	for _, n := range s.Nodes {
 		if _, err := cs.CoreV1().Nodes().Create(ctx, s.nodeObject(n), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
@@ -830,4 +834,54 @@ func randomUUID() string {
 	b[6] = (b[6] & 0x0f) | 0x40
 	b[8] = (b[8] & 0x3f) | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// createSystemWorkloads stands up the pods a k3s cluster with Longhorn and
+// KubeVirt runs in its system namespaces, so per-namespace health has
+// something real to count: per-node DaemonSets lose a pod with their node,
+// Deployments move.
+func createSystemWorkloads(ctx context.Context, cs kubernetes.Interface) error {
+	podSpec := func(name string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "registry.local/" + name}}},
+		}
+	}
+	selector := func(name string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
+	}
+	daemonSets := map[string][]string{
+		"kube-system":     {"svclb-traefik", "kube-vip"},
+		"longhorn-system": {"longhorn-manager", "longhorn-csi-plugin", "engine-image"},
+		"kubevirt":        {"virt-handler"},
+	}
+	for ns, names := range daemonSets {
+		for _, name := range names {
+			_, err := cs.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       appsv1.DaemonSetSpec{Selector: selector(name), Template: podSpec(name)},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("daemonset %s/%s: %w", ns, name, err)
+			}
+		}
+	}
+	deployments := map[string][]string{
+		"kube-system":     {"coredns", "metrics-server"},
+		"longhorn-system": {"longhorn-driver-deployer"},
+		"kubevirt":        {"virt-api", "virt-controller"},
+		"cdi":             {"cdi-deployment", "cdi-apiserver"},
+	}
+	for ns, names := range deployments {
+		for _, name := range names {
+			_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: selector(name), Template: podSpec(name)},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("deployment %s/%s: %w", ns, name, err)
+			}
+		}
+	}
+	return nil
 }

@@ -16,12 +16,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
 func main() {
+	klog.SetLogger(logr.Discard())
 	if err := root().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "sitebox:", err)
 		os.Exit(1)
@@ -39,7 +42,7 @@ func root() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&dir, "dir", envOr("SITEBOX_DIR", ".sitebox"), "site directory (certificates, data, logs, PIDs, kubeconfig); env SITEBOX_DIR")
 
 	var opts sitebox.Options
-	var noSimulators bool
+	var noSimulators, demo bool
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start a site and return once every node is Ready",
@@ -52,6 +55,16 @@ func root() *cobra.Command {
 			site, err := sitebox.Up(ctx, opts)
 			if err != nil {
 				return err
+			}
+			if demo {
+				cfg, err := site.RESTConfig()
+				if err == nil {
+					err = sitebox.SeedDemo(ctx, cfg)
+				}
+				if err != nil {
+					_ = site.Down()
+					return fmt.Errorf("demo site: %w", err)
+				}
 			}
 			if !noSimulators {
 				self, err := os.Executable()
@@ -74,6 +87,7 @@ func root() *cobra.Command {
 	up.Flags().DurationVar(&opts.NodeLeaseDuration, "node-lease-duration", 40*time.Second, "simulated kubelet node-lease duration")
 	up.Flags().DurationVar(&opts.EvictionToleration, "eviction-toleration", 300*time.Second, "default not-ready/unreachable toleration of pods (apiserver)")
 	up.Flags().StringVar(&opts.ClusterName, "cluster-name", "sitebox", "cluster name recorded in the sitecon-cluster ConfigMap")
+	up.Flags().BoolVar(&demo, "demo", false, "create the demo site's apps and volumes (two VMs, two containers, one pinned)")
 	up.Flags().BoolVar(&noSimulators, "no-simulators", false, "do not run the Longhorn, KubeVirt and kube-vip simulators")
 
 	down := &cobra.Command{

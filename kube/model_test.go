@@ -1,0 +1,296 @@
+package kube
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kvv1 "kubevirt.io/api/core/v1"
+)
+
+var t0 = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+
+func node(name, ip string, ready corev1.ConditionStatus, since time.Time, labels map[string]string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(since), Message: "kubelet stopped posting"}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}},
+			Capacity:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
+			Allocatable: corev1.ResourceList{
+				corev1.ResourceMemory:           resource.MustParse("7Gi"),
+				corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+			},
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.34.4+k3s1"},
+		},
+	}
+}
+
+func pod(ns, name, nodeName string, phase corev1.PodPhase, ready bool) *corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.PodSpec{NodeName: nodeName},
+		Status:     corev1.PodStatus{Phase: phase, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+	}
+}
+
+func replica(name, volume, nodeName, failedAt, healthyAt string, state lhv1beta2.InstanceState) *lhv1beta2.Replica {
+	r := &lhv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	r.Spec.VolumeName, r.Spec.NodeID = volume, nodeName
+	r.Spec.FailedAt, r.Spec.HealthyAt = failedAt, healthyAt
+	r.Status.CurrentState = state
+	return r
+}
+
+var serverLabels = map[string]string{
+	"node-role.kubernetes.io/control-plane": "true",
+	"node-role.kubernetes.io/etcd":          "true",
+	"node-role.kubernetes.io/master":        "true",
+	LabelNodeUUID:                           "0d1c2b3a-0000-4000-8000-000000000001",
+}
+
+func TestDeriveNodes(t *testing.T) {
+	d := Data{
+		Nodes: []*corev1.Node{
+			node("node-b", "10.244.244.2", corev1.ConditionUnknown, t0.Add(-time.Minute), serverLabels),
+			node("node-a", "10.244.244.1", corev1.ConditionTrue, t0.Add(-time.Hour), serverLabels),
+			node("worker", "10.244.244.5", corev1.ConditionFalse, t0, nil),
+		},
+		Pods: []*corev1.Pod{
+			pod("kube-system", "coredns", "node-a", corev1.PodRunning, true),
+			pod("kube-system", "done", "node-a", corev1.PodSucceeded, false),
+			pod("default", "x", "node-b", corev1.PodRunning, true),
+		},
+		ConfigMaps: []*corev1.ConfigMap{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: AppNamespace, Name: ClusterConfigMapName},
+			Data:       map[string]string{ClusterKeyName: "site1", ClusterKeyID: "7f3e2a10", ClusterKeyJoinServerIP: "10.244.244.1", ClusterKeyVIPAddress: "10.244.244.14"},
+		}},
+		Leases: []*coordinationv1.Lease{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: VIPLeaseNamespace, Name: VIPLeaseName},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-a"), AcquireTime: &metav1.MicroTime{Time: t0.Add(-time.Hour)}},
+		}},
+	}
+	d.Nodes[2].Spec.Unschedulable = true
+	st := Derive(d, t0)
+
+	if st.NodesReady != 1 || st.NodesTotal != 3 {
+		t.Errorf("ready %d/%d, want 1/3", st.NodesReady, st.NodesTotal)
+	}
+	want := []struct {
+		name, status string
+		ready, seed  bool
+		schedulable  bool
+		roles        string
+		pods         int
+		since        time.Time
+	}{
+		{"node-a", NodeReady, true, true, true, "[control-plane etcd master]", 1, t0.Add(-time.Hour)},
+		{"node-b", NodeUnknown, false, false, true, "[control-plane etcd master]", 1, t0.Add(-time.Minute)},
+		{"worker", NodeNotReady, false, false, false, "[agent]", 0, t0},
+	}
+	for i, w := range want {
+		n := st.Nodes[i]
+		if n.Name != w.name || n.Status != w.status || n.Ready != w.ready || n.Seed != w.seed ||
+			n.Schedulable != w.schedulable || fmt.Sprint(n.Roles) != w.roles || n.Pods != w.pods || !n.Since.Equal(w.since) {
+			t.Errorf("node %d = %+v, want %+v", i, n, w)
+		}
+	}
+	if st.Nodes[1].Reason == "" {
+		t.Errorf("an Unknown node should carry the condition's message")
+	}
+	if st.Cluster != (ClusterIdentity{Name: "site1", UUID: "7f3e2a10", SeedAddress: "10.244.244.1", SeedNode: "node-a"}) {
+		t.Errorf("cluster = %+v", st.Cluster)
+	}
+	if st.VIP.Address != "10.244.244.14" || st.VIP.Owner != "node-a" || st.VIP.Since == nil || !st.VIP.Since.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("vip = %+v", st.VIP)
+	}
+	if st.Resources.MemoryCapacity != 3*8<<30 || st.Resources.MemoryAllocatable != 3*7<<30 {
+		t.Errorf("memory = %+v", st.Resources)
+	}
+}
+
+func TestDeriveNoClusterConfigMapOrLease(t *testing.T) {
+	st := Derive(Data{Nodes: []*corev1.Node{node("n", "1.2.3.4", corev1.ConditionTrue, t0, nil)}}, t0)
+	if st.Cluster != (ClusterIdentity{}) || st.VIP.Owner != "" || st.VIP.Since != nil || st.Nodes[0].Seed {
+		t.Errorf("without formation data nothing should be invented: cluster %+v vip %+v", st.Cluster, st.VIP)
+	}
+}
+
+func TestNamespaceHealth(t *testing.T) {
+	terminating := pod("kube-system", "old", "node-a", corev1.PodRunning, true)
+	terminating.DeletionTimestamp = &metav1.Time{Time: t0}
+	pods := []*corev1.Pod{
+		pod("kube-system", "a", "node-a", corev1.PodRunning, true),
+		pod("kube-system", "b", "node-a", corev1.PodPending, false),
+		pod("kube-system", "c", "node-a", corev1.PodFailed, false),
+		pod("kube-system", "job", "node-a", corev1.PodSucceeded, false),
+		terminating,
+		pod("longhorn-system", "m", "node-b", corev1.PodRunning, false),
+		pod("elsewhere", "z", "node-a", corev1.PodRunning, true),
+	}
+	got := namespaceHealth(pods)
+	want := map[string]NamespaceHealth{
+		"kube-system":     {Name: "kube-system", Ready: 1, NotReady: 2, Failed: 1},
+		"longhorn-system": {Name: "longhorn-system", NotReady: 1},
+		"kubevirt":        {Name: "kubevirt"},
+		"cdi":             {Name: "cdi"},
+		AppNamespace:      {Name: AppNamespace},
+	}
+	if len(got) != len(Namespaces) {
+		t.Fatalf("got %d namespaces, want %d", len(got), len(Namespaces))
+	}
+	for i, ns := range got {
+		if ns.Name != Namespaces[i] || ns != want[ns.Name] {
+			t.Errorf("%s = %+v, want %+v", Namespaces[i], ns, want[ns.Name])
+		}
+	}
+}
+
+func TestReplicaState(t *testing.T) {
+	cases := []struct {
+		failedAt, healthyAt string
+		state               lhv1beta2.InstanceState
+		want                string
+	}{
+		{"", "2026-11-22T03:00:00Z", lhv1beta2.InstanceStateRunning, ReplicaHealthy},
+		{"", "", lhv1beta2.InstanceStateRunning, ReplicaRebuilding},
+		{"2026-11-22T03:00:00Z", "2026-11-22T02:00:00Z", lhv1beta2.InstanceStateRunning, ReplicaFailed},
+		{"", "2026-11-22T03:00:00Z", lhv1beta2.InstanceStateError, ReplicaFailed},
+		{"", "2026-11-22T03:00:00Z", lhv1beta2.InstanceStateStopped, ReplicaStopped},
+	}
+	for _, c := range cases {
+		if got := ReplicaState(replica("r", "v", "n", c.failedAt, c.healthyAt, c.state)); got != c.want {
+			t.Errorf("failedAt=%q healthyAt=%q state=%s: got %s, want %s", c.failedAt, c.healthyAt, c.state, got, c.want)
+		}
+	}
+}
+
+func TestDeriveVolumes(t *testing.T) {
+	vol := func(name string, robustness lhv1beta2.VolumeRobustness, lastDegraded string) *lhv1beta2.Volume {
+		v := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		v.Spec.Size, v.Spec.NumberOfReplicas = 10<<30, 3
+		v.Status.State, v.Status.Robustness, v.Status.LastDegradedAt = lhv1beta2.VolumeStateAttached, robustness, lastDegraded
+		return v
+	}
+	tracked := t0.Add(-10 * time.Minute)
+	d := Data{
+		HasLonghorn: true,
+		Volumes: []*lhv1beta2.Volume{
+			vol("vol-tracked", lhv1beta2.VolumeRobustnessHealthy, ""),
+			vol("vol-degraded", lhv1beta2.VolumeRobustnessDegraded, "2026-11-15T03:00:00Z"),
+			vol("vol-new", lhv1beta2.VolumeRobustnessHealthy, ""),
+			vol("vol-blank", "", ""),
+		},
+		Replicas: []*lhv1beta2.Replica{
+			replica("r3", "vol-degraded", "node-c", "", "x", lhv1beta2.InstanceStateRunning),
+			replica("r1", "vol-degraded", "node-a", "", "x", lhv1beta2.InstanceStateRunning),
+			replica("r2", "vol-degraded", "node-b", "2026-11-15T03:00:00Z", "x", lhv1beta2.InstanceStateError),
+		},
+		RobustnessSince: map[string]Since{"vol-tracked": {Time: tracked, Exact: true}},
+	}
+	st := Derive(d, t0)
+	byName := map[string]VolumeStatus{}
+	for _, v := range st.Volumes {
+		byName[v.Name] = v
+	}
+	if v := byName["vol-tracked"]; !v.Since.Equal(tracked) || !v.SinceExact {
+		t.Errorf("tracked transition lost: %+v", v)
+	}
+	// Degraded for a week is not degraded for a minute: lastDegradedAt counts.
+	if v := byName["vol-degraded"]; !v.Since.Equal(time.Date(2026, 11, 15, 3, 0, 0, 0, time.UTC)) || !v.SinceExact {
+		t.Errorf("degraded since = %s exact %v, want lastDegradedAt", v.Since, v.SinceExact)
+	}
+	if v := byName["vol-new"]; !v.Since.Equal(t0) || v.SinceExact {
+		t.Errorf("an untracked healthy volume's since must be a lower bound: %+v", v)
+	}
+	if v := byName["vol-blank"]; v.Robustness != "unknown" {
+		t.Errorf("empty robustness = %q, want unknown", v.Robustness)
+	}
+	reps := byName["vol-degraded"].Replicas
+	if len(reps) != 3 || reps[0].Node != "node-a" || reps[1].State != ReplicaFailed || reps[2].Node != "node-c" {
+		t.Errorf("replicas = %+v, want sorted by node with node-b failed", reps)
+	}
+	if st.Volumes[0].Name != "vol-blank" || st.Resources.VolumeSize != 4*10<<30 {
+		t.Errorf("volumes unsorted or sizes not added: %+v", st.Resources)
+	}
+}
+
+func TestDeriveApps(t *testing.T) {
+	launcher := pod(AppNamespace, "virt-launcher-hmi-abcde", "node-a", corev1.PodRunning, true)
+	container := pod(AppNamespace, "plc-gateway-7d9f-x2", "node-b", corev1.PodRunning, true)
+	container.Labels = map[string]string{LabelAppName: "plc-gateway", LabelAppUUID: "5b0f"}
+	gone := pod(AppNamespace, "plc-gateway-7d9f-old", "node-c", corev1.PodRunning, true)
+	gone.Labels = container.Labels
+	gone.DeletionTimestamp = &metav1.Time{Time: t0}
+	vmi := &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: AppNamespace, Name: "hmi-xyz", Labels: map[string]string{LabelAppName: "hmi"}}}
+	vmi.Status.Phase, vmi.Status.NodeName = kvv1.Running, "node-a"
+	d := Data{
+		Pods: []*corev1.Pod{launcher, container, gone, pod("kube-system", "coredns", "node-a", corev1.PodRunning, true)},
+		VMIs: []*kvv1.VirtualMachineInstance{vmi},
+	}
+	apps := Derive(d, t0).Apps
+	want := []AppStatus{
+		{Name: "hmi", Namespace: AppNamespace, Kind: AppKindVM, Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-xyz"},
+		{Name: "plc-gateway", UUID: "5b0f", Namespace: AppNamespace, Kind: AppKindContainer, Node: "node-c", Phase: "Terminating", Ready: false, Object: "plc-gateway-7d9f-old"},
+		{Name: "plc-gateway", UUID: "5b0f", Namespace: AppNamespace, Kind: AppKindContainer, Node: "node-b", Phase: "Running", Ready: true, Object: "plc-gateway-7d9f-x2"},
+	}
+	if len(apps) != len(want) {
+		t.Fatalf("apps = %+v, want %d (launcher pods are reported through their VMI)", apps, len(want))
+	}
+	for i := range want {
+		if apps[i] != want[i] {
+			t.Errorf("app %d = %+v, want %+v", i, apps[i], want[i])
+		}
+	}
+}
+
+func TestNodeRoles(t *testing.T) {
+	cases := []struct {
+		labels map[string]string
+		want   string
+		server bool
+	}{
+		{serverLabels, "[control-plane etcd master]", true},
+		{map[string]string{LabelEdgeworker: "true"}, "[edgeworker]", false},
+		{map[string]string{"node-role.kubernetes.io/master": "true"}, "[master]", true},
+		{nil, "[agent]", false},
+	}
+	for _, c := range cases {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: c.labels}}
+		if got := fmt.Sprint(NodeRoles(n)); got != c.want || IsServer(n) != c.server {
+			t.Errorf("labels %v: roles %s server %v, want %s %v", c.labels, got, IsServer(n), c.want, c.server)
+		}
+	}
+}
+
+func BenchmarkDerive(b *testing.B) {
+	d := Data{HasLonghorn: true, RobustnessSince: map[string]Since{}}
+	for i := range 3 {
+		d.Nodes = append(d.Nodes, node(fmt.Sprintf("node-%d", i), fmt.Sprintf("10.0.0.%d", i), corev1.ConditionTrue, t0, serverLabels))
+	}
+	for i := range 1000 {
+		d.Pods = append(d.Pods, pod(Namespaces[i%len(Namespaces)], fmt.Sprintf("p%d", i), fmt.Sprintf("node-%d", i%3), corev1.PodRunning, i%7 != 0))
+	}
+	for i := range 200 {
+		v := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vol-%d", i)}}
+		v.Status.Robustness = lhv1beta2.VolumeRobustnessHealthy
+		d.Volumes = append(d.Volumes, v)
+		for j := range 3 {
+			d.Replicas = append(d.Replicas, replica(fmt.Sprintf("r-%d-%d", i, j), v.Name, fmt.Sprintf("node-%d", j), "", "x", lhv1beta2.InstanceStateRunning))
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Derive(d, t0)
+	}
+}
