@@ -374,22 +374,32 @@ func volumeStatuses(d Data, now time.Time) []VolumeStatus {
 		if vs.Robustness == "" {
 			vs.Robustness = string(lhv1beta2.VolumeRobustnessUnknown)
 		}
-		since, ok := d.RobustnessSince[v.Name]
-		if !ok && v.Status.Robustness == lhv1beta2.VolumeRobustnessDegraded {
-			if t, err := time.Parse(time.RFC3339, v.Status.LastDegradedAt); err == nil {
-				since = Since{Time: t, Exact: true}
-				ok = true
-			}
-		}
-		if !ok {
-			since = Since{Time: now}
-		}
-		vs.Since, vs.SinceExact = since.Time, since.Exact
+		vs.Since, vs.SinceExact = robustnessSince(d, v, now)
 		slices.SortFunc(vs.Replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.Node, b.Node) })
 		out = append(out, vs)
 	}
 	slices.SortFunc(out, func(a, b VolumeStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return out
+}
+
+// robustnessSince is when the volume entered its robustness: the transition
+// the snapshot saw; else Longhorn's lastDegradedAt for a degraded volume; else
+// now as a lower bound (it was already so when watching began).
+func robustnessSince(d Data, v *lhv1beta2.Volume, now time.Time) (time.Time, bool) {
+	if m, ok := d.Robustness[v.Name]; ok {
+		if m.Robustness == v.Status.Robustness {
+			return m.Since.Time, m.Since.Exact
+		}
+		// The cache already holds a change whose event handler has not run
+		// yet: the transition is happening now.
+		return now, true
+	}
+	if v.Status.Robustness == lhv1beta2.VolumeRobustnessDegraded {
+		if t, err := time.Parse(time.RFC3339, v.Status.LastDegradedAt); err == nil {
+			return t, true
+		}
+	}
+	return now, false
 }
 
 // ReplicaState reduces a Longhorn replica to what a technician needs: failed

@@ -196,7 +196,11 @@ func TestDeriveVolumes(t *testing.T) {
 			replica("r1", "vol-degraded", "node-a", "", "x", lhv1beta2.InstanceStateRunning),
 			replica("r2", "vol-degraded", "node-b", "2026-11-15T03:00:00Z", "x", lhv1beta2.InstanceStateError),
 		},
-		RobustnessSince: map[string]Since{"vol-tracked": {Time: tracked, Exact: true}},
+		Robustness: map[string]RobustnessMark{
+			"vol-tracked": {Robustness: lhv1beta2.VolumeRobustnessHealthy, Since: Since{Time: tracked, Exact: true}},
+			// The cache moved on before the handler recorded it.
+			"vol-new": {Robustness: lhv1beta2.VolumeRobustnessDegraded, Since: Since{Time: tracked, Exact: true}},
+		},
 	}
 	st := Derive(d, t0)
 	byName := map[string]VolumeStatus{}
@@ -210,8 +214,12 @@ func TestDeriveVolumes(t *testing.T) {
 	if v := byName["vol-degraded"]; !v.Since.Equal(time.Date(2026, 11, 15, 3, 0, 0, 0, time.UTC)) || !v.SinceExact {
 		t.Errorf("degraded since = %s exact %v, want lastDegradedAt", v.Since, v.SinceExact)
 	}
-	if v := byName["vol-new"]; !v.Since.Equal(t0) || v.SinceExact {
-		t.Errorf("an untracked healthy volume's since must be a lower bound: %+v", v)
+	if v := byName["vol-new"]; !v.Since.Equal(t0) || !v.SinceExact {
+		t.Errorf("a transition not yet recorded is happening now: %+v", v)
+	}
+	untracked := Derive(Data{Volumes: []*lhv1beta2.Volume{vol("vol-x", lhv1beta2.VolumeRobustnessHealthy, "")}}, t0).Volumes[0]
+	if !untracked.Since.Equal(t0) || untracked.SinceExact {
+		t.Errorf("an untracked healthy volume's since must be a lower bound: %+v", untracked)
 	}
 	if v := byName["vol-blank"]; v.Robustness != "unknown" {
 		t.Errorf("empty robustness = %q, want unknown", v.Robustness)
@@ -274,7 +282,7 @@ func TestNodeRoles(t *testing.T) {
 }
 
 func BenchmarkDerive(b *testing.B) {
-	d := Data{HasLonghorn: true, RobustnessSince: map[string]Since{}}
+	d := Data{HasLonghorn: true}
 	for i := range 3 {
 		d.Nodes = append(d.Nodes, node(fmt.Sprintf("node-%d", i), fmt.Sprintf("10.0.0.%d", i), corev1.ConditionTrue, t0, serverLabels))
 	}

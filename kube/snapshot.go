@@ -62,8 +62,9 @@ type Data struct {
 	VMIs       []*kvv1.VirtualMachineInstance
 	Volumes    []*lhv1beta2.Volume
 	Replicas   []*lhv1beta2.Replica
-	// RobustnessSince is when each volume (by name) entered its current robustness.
-	RobustnessSince map[string]Since
+	// Robustness is, per volume name, the robustness the snapshot last saw and
+	// when the volume entered it.
+	Robustness map[string]RobustnessMark
 	// HasLonghorn and HasKubeVirt say whether those APIs are installed at all;
 	// without them the volume and VMI lists are empty, not unknown.
 	HasLonghorn bool
@@ -76,6 +77,12 @@ type Data struct {
 type Since struct {
 	Time  time.Time `json:"time"`
 	Exact bool      `json:"exact"`
+}
+
+// RobustnessMark is a volume's robustness and since when it has held.
+type RobustnessMark struct {
+	Robustness lhv1beta2.VolumeRobustness
+	Since      Since
 }
 
 // Snapshot is the informer-backed view of the cluster shared by everything in
@@ -91,7 +98,7 @@ type Snapshot struct {
 	synced      bool
 	hasLonghorn bool
 	hasKubeVirt bool
-	robustness  map[string]robustnessMark
+	robustness  map[string]RobustnessMark
 	subscribers map[chan struct{}]struct{}
 	syncedCh    chan struct{}
 
@@ -100,11 +107,6 @@ type Snapshot struct {
 	appConfig informers.SharedInformerFactory
 	longhorn  lhinformers.SharedInformerFactory
 	vmis      cache.SharedIndexInformer
-}
-
-type robustnessMark struct {
-	robustness lhv1beta2.VolumeRobustness
-	since      Since
 }
 
 // NewSnapshot prepares a snapshot over a cluster. Nothing talks to the API
@@ -116,7 +118,7 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger) (*Snapshot, error) {
 	s := &Snapshot{
 		log:         log,
 		now:         time.Now,
-		robustness:  map[string]robustnessMark{},
+		robustness:  map[string]RobustnessMark{},
 		subscribers: map[chan struct{}]struct{}{},
 		syncedCh:    make(chan struct{}),
 	}
@@ -409,7 +411,7 @@ func (s *Snapshot) trackRobustness(obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, seen := s.robustness[v.Name]
-	if seen && prev.robustness == v.Status.Robustness {
+	if seen && prev.Robustness == v.Status.Robustness {
 		return
 	}
 	since := Since{Time: s.now(), Exact: seen}
@@ -418,7 +420,7 @@ func (s *Snapshot) trackRobustness(obj any) {
 			since = Since{Time: t, Exact: true}
 		}
 	}
-	s.robustness[v.Name] = robustnessMark{robustness: v.Status.Robustness, since: since}
+	s.robustness[v.Name] = RobustnessMark{Robustness: v.Status.Robustness, Since: since}
 }
 
 func (s *Snapshot) forgetRobustness(obj any) {
@@ -436,13 +438,13 @@ func (s *Snapshot) forgetRobustness(obj any) {
 func (s *Snapshot) Data() Data {
 	s.mu.Lock()
 	d := Data{
-		HasLonghorn:     s.hasLonghorn,
-		HasKubeVirt:     s.hasKubeVirt,
-		Health:          s.health,
-		RobustnessSince: make(map[string]Since, len(s.robustness)),
+		HasLonghorn: s.hasLonghorn,
+		HasKubeVirt: s.hasKubeVirt,
+		Health:      s.health,
+		Robustness:  make(map[string]RobustnessMark, len(s.robustness)),
 	}
 	for name, m := range s.robustness {
-		d.RobustnessSince[name] = m.since
+		d.Robustness[name] = m
 	}
 	synced := s.synced
 	s.mu.Unlock()

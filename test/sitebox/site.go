@@ -657,6 +657,17 @@ func (s *Site) node(name string) (Node, error) {
 	return Node{}, fmt.Errorf("unknown node %q (this site has %s)", name, strings.Join(names, ", "))
 }
 
+// StopAPIServer stops the API server, as a k3s restart or a crash does.
+func (s *Site) StopAPIServer() error { return s.stop("kube-apiserver") }
+
+// StartAPIServer starts a stopped API server again and waits until it is ready.
+func (s *Site) StartAPIServer(ctx context.Context) error {
+	if s.running("kube-apiserver") {
+		return errors.New("kube-apiserver is already running")
+	}
+	return s.startAPIServer(ctx)
+}
+
 // processOrder is the order Down stops processes in: node simulators and
 // controllers first, etcd last, so nothing logs a storm of errors on the way.
 func (s *Site) processOrder() []string {

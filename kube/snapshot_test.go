@@ -1,0 +1,257 @@
+package kube_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+func TestMain(m *testing.M) { os.Exit(sitebox.RunMain(m)) }
+
+// requestCounter counts the requests a client makes, by kind.
+type requestCounter struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	// reads are GETs that are not watches: LISTs and single-object GETs.
+	reads   []string
+	watches int
+}
+
+func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	if req.Method == http.MethodGet {
+		if req.URL.Query().Get("watch") == "true" {
+			c.watches++
+		} else {
+			c.reads = append(c.reads, req.URL.Path)
+		}
+	}
+	c.mu.Unlock()
+	return c.next.RoundTrip(req)
+}
+
+func (c *requestCounter) snapshot() (reads []string, watches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.reads...), c.watches
+}
+
+func startSnapshot(t *testing.T, cfg *rest.Config) *kube.Snapshot {
+	t.Helper()
+	snap, err := kube.NewSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	snap.Start(ctx)
+	syncCtx, cancelSync := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelSync()
+	if err := snap.WaitForSync(syncCtx); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// waitFor waits on the snapshot's change notifications until cond holds.
+func waitFor(t *testing.T, snap *kube.Snapshot, within time.Duration, what string, cond func(kube.ClusterStatus) bool) kube.ClusterStatus {
+	t.Helper()
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	deadline := time.After(within)
+	for {
+		st := snap.Status()
+		if cond(st) {
+			return st
+		}
+		select {
+		case <-changes:
+		case <-deadline:
+			t.Fatalf("%s: not within %s", what, within)
+		}
+	}
+}
+
+func volume(st kube.ClusterStatus, name string) kube.VolumeStatus {
+	for _, v := range st.Volumes {
+		if v.Name == name {
+			return v
+		}
+	}
+	return kube.VolumeStatus{}
+}
+
+// The snapshot reads everything by watching: once synced, changes arrive
+// without a single LIST or GET, and each notification reflects them.
+func TestSnapshotWatchesWithoutPolling(t *testing.T) {
+	site := sitebox.Shared(t)
+	counter := &requestCounter{}
+	cfg := rest.CopyConfig(site.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	snap := startSnapshot(t, cfg)
+
+	st := snap.Status()
+	if !st.Longhorn || !st.KubeVirt {
+		t.Fatalf("discovery missed the CRDs: longhorn=%v kubevirt=%v", st.Longhorn, st.KubeVirt)
+	}
+	if st.NodesTotal != 3 {
+		t.Fatalf("nodes = %d, want 3", st.NodesTotal)
+	}
+	readsAtSync, _ := counter.snapshot()
+
+	admin, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, name := range []string{"watch-1", "watch-2", "watch-3"} {
+		_, err := admin.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, "node-c", "application/merge-patch+json", []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.CoreV1().Nodes().Patch(context.Background(), "node-c", "application/merge-patch+json", []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{})
+	})
+	waitFor(t, snap, 10*time.Second, "node-c cordoned", func(st kube.ClusterStatus) bool {
+		for _, n := range st.Nodes {
+			if n.Name == "node-c" {
+				return !n.Schedulable
+			}
+		}
+		return false
+	})
+	data := snap.Data()
+	seen := 0
+	for _, cm := range data.ConfigMaps {
+		if strings.HasPrefix(cm.Name, "watch-") {
+			seen++
+		}
+	}
+	if seen != 3 {
+		t.Errorf("snapshot has %d of the 3 new ConfigMaps", seen)
+	}
+	reads, watches := counter.snapshot()
+	if extra := reads[len(readsAtSync):]; len(extra) > 0 {
+		t.Errorf("after sync the snapshot made %d non-watch reads (polling): %v", len(extra), extra)
+	}
+	if watches < 7 {
+		t.Errorf("watches = %d, want one per resource kind", watches)
+	}
+}
+
+// Longhorn keeps only lastDegradedAt; the snapshot tracks the other
+// transitions from watch events, so a volume that turns healthy again has an
+// exact since.
+func TestSnapshotTracksRobustnessTransitions(t *testing.T) {
+	site := sitebox.Shared(t)
+	snap := startSnapshot(t, site.Config)
+	lh := snap.Clients().Longhorn
+	ctx := t.Context()
+	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, sitebox.LonghornVolume("vol-track", 1<<30, 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, snap, 20*time.Second, "vol-track healthy", func(st kube.ClusterStatus) bool {
+		return volume(st, "vol-track").Robustness == string(lhv1beta2.VolumeRobustnessHealthy)
+	})
+
+	failed := time.Now()
+	if err := site.Fail("node-a"); err != nil {
+		t.Fatal(err)
+	}
+	site.RecoverOnCleanup(t, "node-a")
+	st := waitFor(t, snap, 40*time.Second, "vol-track degraded", func(st kube.ClusterStatus) bool {
+		return volume(st, "vol-track").Robustness == string(lhv1beta2.VolumeRobustnessDegraded)
+	})
+	if v := volume(st, "vol-track"); !v.SinceExact || v.Since.Before(failed.Add(-time.Second)) {
+		t.Errorf("degraded since %s exact=%v, want after %s", v.Since, v.SinceExact, failed)
+	}
+	if st.VIP.Owner == "node-a" {
+		t.Errorf("VIP still owned by the failed node-a")
+	}
+	recovered := time.Now()
+	if err := site.Recover("node-a"); err != nil {
+		t.Fatal(err)
+	}
+	st = waitFor(t, snap, 40*time.Second, "vol-track healthy again", func(st kube.ClusterStatus) bool {
+		return volume(st, "vol-track").Robustness == string(lhv1beta2.VolumeRobustnessHealthy)
+	})
+	if v := volume(st, "vol-track"); !v.SinceExact || v.Since.Before(recovered) {
+		t.Errorf("healthy since %s exact=%v, want the transition after %s", v.Since, v.SinceExact, recovered)
+	}
+
+	// A fresh snapshot never saw the transition: its since is a lower bound.
+	fresh := startSnapshot(t, site.Config)
+	if v := volume(fresh.Status(), "vol-track"); v.SinceExact {
+		t.Errorf("a snapshot started after the transition claims an exact since: %+v", v)
+	}
+}
+
+// When the API server goes away the snapshot keeps its data and says it is
+// stale and why; when it returns the snapshot reconnects by itself.
+func TestSnapshotSurvivesAPIServerRestart(t *testing.T) {
+	site := sitebox.Shared(t)
+	snap := startSnapshot(t, site.Config)
+	before := snap.Status()
+	if !before.API.Connected {
+		t.Fatalf("health after sync = %+v, want connected", before.API)
+	}
+	if err := site.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = site.StartAPIServer(context.Background())
+		}
+	})
+	st := waitFor(t, snap, 30*time.Second, "snapshot marked stale", func(st kube.ClusterStatus) bool { return !st.API.Connected })
+	if st.API.LastError == "" || st.NodesTotal != before.NodesTotal {
+		t.Errorf("stale snapshot = %+v with %d nodes, want the error and the last data (%d nodes)", st.API, st.NodesTotal, before.NodesTotal)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := site.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	waitFor(t, snap, 60*time.Second, "snapshot reconnected", func(st kube.ClusterStatus) bool { return st.API.Connected })
+
+	// And it is live again: a change made now arrives.
+	admin, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restart"}}, metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, snap, 30*time.Second, "change after restart seen", func(kube.ClusterStatus) bool {
+		for _, cm := range snap.Data().ConfigMaps {
+			if cm.Name == "after-restart" {
+				return true
+			}
+		}
+		return false
+	})
+}

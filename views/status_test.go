@@ -1,0 +1,137 @@
+package views
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+var now = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+
+func sample() kube.ClusterStatus {
+	since := now.Add(-3 * time.Hour)
+	return kube.ClusterStatus{
+		Cluster:    kube.ClusterIdentity{Name: "site1", UUID: "7f3e2a10", SeedAddress: "10.244.244.1", SeedNode: "node-a"},
+		VIP:        kube.VIPStatus{Address: "10.244.244.14", Owner: "node-a", Since: &since},
+		NodesReady: 1, NodesTotal: 2,
+		Nodes: []kube.NodeStatus{
+			{Name: "node-a", Ready: true, Status: kube.NodeReady, Since: since, Roles: []string{"control-plane", "etcd"}, Seed: true, Schedulable: true},
+			{Name: "node-b", Status: kube.NodeUnknown, Since: now.Add(-90 * time.Second), Roles: []string{"agent"}},
+		},
+		Longhorn: true,
+		Volumes: []kube.VolumeStatus{{
+			Name: "vol-1", State: "attached", Robustness: "degraded", Since: now.Add(-7 * 24 * time.Hour), SinceExact: true,
+			Size: 10 << 30, WantReplicas: 3,
+			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-b", State: kube.ReplicaFailed}},
+		}},
+		Apps: []kube.AppStatus{{Name: "hmi", Kind: kube.AppKindVM, Node: "node-a", Phase: "Running", Ready: true}},
+		API:  kube.Health{Connected: true},
+	}
+}
+
+func TestWriteStatusTable(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteStatus(&buf, sample(), now, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"site1 (7f3e2a10)", "node-a (10.244.244.1)", "10.244.244.14 on node-a for 3h",
+		"1/2", "(seed)", "cordoned", "Unknown", "90s",
+		"degraded", "7d", "node-a:healthy node-b:failed (2 of 3)", "10Gi",
+		"hmi", "Running",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "STALE") {
+		t.Errorf("a connected status must not say stale:\n%s", out)
+	}
+}
+
+func TestWriteStatusStale(t *testing.T) {
+	st := sample()
+	st.API = kube.Health{Connected: false, Since: now.Add(-42 * time.Second), LastError: "connection refused"}
+	var buf bytes.Buffer
+	if err := WriteStatus(&buf, st, now, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(buf.String(), "STALE for 42s: connection refused") {
+		t.Errorf("stale status should lead with its age and reason:\n%s", buf.String())
+	}
+}
+
+func TestWriteStatusJSONAndYAML(t *testing.T) {
+	for _, f := range []Format{FormatJSON, FormatYAML} {
+		var buf bytes.Buffer
+		if err := WriteStatus(&buf, sample(), now, f); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		if f == FormatYAML {
+			var err error
+			if data, err = yaml.YAMLToJSON(data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got map[string]any
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		nodes := got["nodes"].([]any)
+		first := nodes[0].(map[string]any)
+		for _, key := range []string{"name", "ready", "roles", "since"} {
+			if _, ok := first[key]; !ok {
+				t.Errorf("%s: nodes[] lacks %q", f, key)
+			}
+		}
+		vip := got["vip"].(map[string]any)
+		if vip["address"] != "10.244.244.14" || vip["owner"] != "node-a" {
+			t.Errorf("%s: vip = %v", f, vip)
+		}
+		vol := got["volumes"].([]any)[0].(map[string]any)
+		for _, key := range []string{"name", "state", "robustness", "since", "replicas"} {
+			if _, ok := vol[key]; !ok {
+				t.Errorf("%s: volumes[] lacks %q", f, key)
+			}
+		}
+		if _, ok := got["namespaces"]; !ok {
+			t.Errorf("%s: no namespaces", f)
+		}
+		if _, ok := got["apps"]; !ok {
+			t.Errorf("%s: no apps", f)
+		}
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	for in, want := range map[string]Format{"table": FormatTable, "JSON": FormatJSON, "yaml": FormatYAML, "": FormatTable} {
+		if got, err := ParseFormat(in); err != nil || got != want {
+			t.Errorf("ParseFormat(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseFormat("xml"); err == nil {
+		t.Error("xml accepted")
+	}
+}
+
+func TestAgeAndBytes(t *testing.T) {
+	if got := Age(now.Add(-5*time.Minute), now, false); got != ">5m" {
+		t.Errorf("lower-bound age = %q", got)
+	}
+	if got := Age(time.Time{}, now, true); got != "n/a" {
+		t.Errorf("zero age = %q", got)
+	}
+	for n, want := range map[int64]string{0: "0", 512: "512", 10 << 30: "10Gi", 3 << 29: "1.5Gi"} {
+		if got := Bytes(n); got != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
