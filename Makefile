@@ -8,7 +8,7 @@ SITE_DIR ?= .sitebox
 # Fuzz targets run for this long each in `make test`.
 FUZZTIME ?= 10s
 
-.PHONY: all build sitebox controlplane test unit e2e lint bench demo demo-down crds clean
+.PHONY: all build sitebox controlplane test fuzz lint bench demo demo-down crds clean
 
 all: build
 
@@ -29,8 +29,15 @@ lint:
 
 # Unit tests, fuzzing for a bounded time, and the end-to-end tests against a
 # real control plane. Packages run one at a time: each e2e package starts its own site.
-test: lint controlplane
+test: lint controlplane fuzz
 	$(GO) test -count=1 -p 1 -timeout 30m ./...
+
+# Each fuzz target runs for FUZZTIME from its checked-in corpus (agent/testdata/fuzz).
+FUZZ_TARGETS := FuzzParseAndValidateConfig FuzzDecodeBundle
+fuzz:
+	@set -o pipefail; for t in $(FUZZ_TARGETS); do \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./agent/ | tail -1 || exit 1; \
+	done
 
 bench: controlplane
 	$(GO) test -run '^$$' -bench . -benchmem ./...
