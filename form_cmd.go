@@ -19,8 +19,8 @@ const DefaultConfigDir = "/persist/sitecon"
 func newFormCmd() *cobra.Command {
 	var (
 		clusterName, iface, prefix, seed, thisNode, dir, join string
-		servers, workers                                     []string
-		force, dryRun, noHostChecks                          bool
+		servers, workers                                      []string
+		force, dryRun, noHostChecks                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "form",
