@@ -2,17 +2,53 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/agent"
 )
 
-func newAgentCmd() *cobra.Command {
+// DefaultAgentSocket is where the agent serves its local API.
+const DefaultAgentSocket = "/run/sitecon/agent.sock"
+
+func newAgentCmd(g *globalFlags) *cobra.Command {
+	var opts agent.Options
+	var k3sConfig, k3sDataDir string
 	cmd := &cobra.Command{
-		Use:   "agent",
-		Short: "The node agent: cluster formation and app placement on this node",
+		Use:   "agent --config FILE",
+		Short: "Run the node agent: cluster address and firewall, /status, k3s in its role",
+		Long: `Run the node agent. It validates the cluster config (re-read when it
+changes; an invalid one is reported and the running state kept), puts the
+cluster address on the cluster interface with sitecon's firewall table, serves
+GET /status on <cluster IP>:12346, writes the k3s config for this node's role,
+waits for the seed when joining, and supervises k3s. Removing the config file
+takes the node out (k3s stopped, address and firewall table removed).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, closeLog, err := g.logger()
+			if err != nil {
+				return err
+			}
+			defer closeLog()
+			if g.logFile == "" {
+				log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: g.logLevel}))
+			}
+			opts.Log = log
+			opts.Kubeconfig = g.kubeconfig
+			opts.K3sPaths = agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
+			return agent.New(opts).Run(cmd.Context())
+		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ConfigPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "cluster config file (JSON, EVE API field names)")
+	f.StringVar(&opts.K3sBin, "k3s-bin", "k3s", "k3s binary")
+	f.StringVar(&k3sConfig, "k3s-config", agent.DefaultK3sPaths.ConfigFile, "k3s config file")
+	f.StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory")
+	f.StringVar(&opts.K3sLogFile, "k3s-log", "/var/log/sitecon-k3s.log", "where k3s's output goes")
+	f.StringVar(&opts.SocketPath, "socket", DefaultAgentSocket, "local API socket (mode 0600)")
 	cmd.AddCommand(newAgentRenderCmd())
 	return cmd
 }

@@ -1,0 +1,576 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/netcfg"
+)
+
+// Phase is where bootstrap stands.
+type Phase string
+
+// Bootstrap phases, in order; PhaseError when the current step keeps failing.
+const (
+	PhaseStarting    Phase = "starting"
+	PhaseConfiguring Phase = "configuring-address"
+	PhaseWaitingSeed Phase = "waiting-for-seed"
+	PhaseStartingK3s Phase = "starting-k3s"
+	PhaseJoined      Phase = "joined"
+	PhaseError       Phase = "error"
+	PhaseLeft        Phase = "left"
+)
+
+// State is what the agent publishes about bootstrap on its local API.
+type State struct {
+	Node      string `json:"node"`
+	Cluster   string `json:"cluster,omitempty"`
+	ClusterID string `json:"clusterID,omitempty"`
+	Role      Role   `json:"role,omitempty"`
+	Phase     Phase  `json:"phase"`
+	// Attempts counts tries of the current phase (seed checks, address setup).
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"lastError,omitempty"`
+	Since     time.Time `json:"since"`
+	// ClusterIP is this node's cluster address; ClusterIPReady says it is on
+	// the interface and the firewall table is in place.
+	ClusterIP      string `json:"clusterIP,omitempty"`
+	ClusterIPReady bool   `json:"clusterIPReady"`
+	// ConfigError is the last config that failed validation; the agent keeps
+	// running what it applied before.
+	ConfigError string `json:"configError,omitempty"`
+	K3sStarts   int    `json:"k3sStarts"`
+}
+
+// Options configure an agent.
+type Options struct {
+	ConfigPath string
+	K3sBin     string
+	K3sPaths   K3sPaths
+	K3sLogFile string
+	// SocketPath is the local API's unix socket; empty: none.
+	SocketPath string
+	// Kubeconfig reaches this node's cluster; empty: k3s's own kubeconfig
+	// once k3s has written it.
+	Kubeconfig string
+	Env        Environment
+	// InNetNS runs host-network work (addresses, firewall, listening,
+	// dialling, starting k3s). Tests run it inside a network namespace.
+	InNetNS func(func() error) error
+	// ConfigPollInterval is how often the config file is checked for change.
+	ConfigPollInterval time.Duration
+	// SeedBackoff bounds the wait between seed checks.
+	SeedBackoffMin, SeedBackoffMax time.Duration
+	// K3sBackoffMin bounds k3s restarts (tests shorten it).
+	K3sBackoffMin time.Duration
+	Log           *slog.Logger
+}
+
+// Agent is the node agent's bootstrap part.
+type Agent struct {
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	state   State
+	applied *Validated
+	// prefix is the cluster address applied to the interface.
+	prefix netip.Prefix
+	super  *Supervisor
+}
+
+// New prepares an agent.
+func New(opts Options) *Agent {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.InNetNS == nil {
+		opts.InNetNS = func(fn func() error) error { return fn() }
+	}
+	if opts.ConfigPollInterval == 0 {
+		opts.ConfigPollInterval = 2 * time.Second
+	}
+	if opts.SeedBackoffMin == 0 {
+		opts.SeedBackoffMin = time.Second
+	}
+	if opts.SeedBackoffMax == 0 {
+		opts.SeedBackoffMax = 30 * time.Second
+	}
+	if opts.K3sBin == "" {
+		opts.K3sBin = "k3s"
+	}
+	if opts.K3sPaths == (K3sPaths{}) {
+		opts.K3sPaths = DefaultK3sPaths
+	}
+	if opts.K3sLogFile == "" {
+		opts.K3sLogFile = filepath.Join(os.TempDir(), "sitecon-k3s.log")
+	}
+	if opts.Env.ReadFile == nil {
+		opts.Env = HostEnvironment()
+	}
+	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now()}}
+}
+
+// State returns the published state.
+func (a *Agent) State() State {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.state
+	if a.super != nil {
+		st.K3sStarts, _ = a.super.Stats()
+	}
+	return st
+}
+
+func (a *Agent) setPhase(p Phase, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state.Phase != p {
+		a.state.Phase, a.state.Since, a.state.Attempts = p, time.Now(), 0
+		a.log.Info("bootstrap phase", "phase", p)
+	}
+	a.state.LastError = ""
+	if err != nil {
+		a.state.LastError = err.Error()
+	}
+}
+
+func (a *Agent) attempt(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.state.Attempts++
+	a.state.LastError = ""
+	if err != nil {
+		a.state.LastError = err.Error()
+	}
+}
+
+// Run runs the agent until ctx ends: it applies the config, re-reads it when
+// it changes, and serves the local API.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.opts.SocketPath != "" {
+		srv, err := a.serveLocalAPI()
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	// current is the bring-up of the applied config, stopped before another
+	// config is applied or the node leaves.
+	var current struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	stopBringUp := func() {
+		if current.cancel != nil {
+			current.cancel()
+			<-current.done
+			current.cancel = nil
+		}
+	}
+	defer stopBringUp()
+	lastStamp := ""
+	tick := time.NewTicker(a.opts.ConfigPollInterval)
+	defer tick.Stop()
+	for {
+		stamp, present := fileStamp(a.opts.ConfigPath)
+		if stamp != lastStamp {
+			lastStamp = stamp
+			switch v, err := a.load(present); {
+			case err != nil:
+				a.configError(err)
+			case v == nil:
+				stopBringUp()
+				a.leave()
+			case !a.sameAsApplied(v):
+				stopBringUp()
+				a.mu.Lock()
+				a.applied = v
+				a.state.Node, a.state.Cluster, a.state.ClusterID = v.NodeName, v.ClusterName, v.ClusterID
+				a.state.Role, a.state.ClusterIP, a.state.ConfigError = DecideRole(v), v.NodeIP.String(), ""
+				a.mu.Unlock()
+				bctx, cancel := context.WithCancel(ctx)
+				current.cancel, current.done = cancel, make(chan struct{})
+				go func(done chan struct{}) {
+					defer close(done)
+					a.bringUp(bctx, v)
+				}(current.done)
+			default:
+				a.mu.Lock()
+				a.state.ConfigError = ""
+				a.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func fileStamp(path string) (string, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "absent", false
+	}
+	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), true
+}
+
+// load reads and validates the config; nil, nil means there is none (leave).
+func (a *Agent) load(present bool) (*Validated, error) {
+	if !present {
+		return nil, nil
+	}
+	c, err := LoadConfig(a.opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	return Validate(c, a.opts.Env)
+}
+
+func (a *Agent) configError(err error) {
+	a.log.Error("cluster config rejected; keeping the previous one", "err", err)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.state.ConfigError = err.Error()
+	if a.applied == nil {
+		a.state.Phase, a.state.Since, a.state.LastError = PhaseError, time.Now(), err.Error()
+	}
+}
+
+func (a *Agent) sameAsApplied(v *Validated) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.applied == nil {
+		return false
+	}
+	x, _ := json.Marshal(a.applied.Config)
+	y, _ := json.Marshal(v.Config)
+	return bytes.Equal(x, y) && a.applied.Token == v.Token
+}
+
+// leave takes this node out: k3s is stopped (by the caller), the cluster
+// address and the firewall table removed.
+func (a *Agent) leave() {
+	a.mu.Lock()
+	applied, prefix := a.applied, a.prefix
+	a.applied, a.prefix = nil, netip.Prefix{}
+	a.mu.Unlock()
+	if applied == nil {
+		return
+	}
+	err := a.opts.InNetNS(func() error {
+		_, err := netcfg.RemoveClusterAddress(applied.ClusterInterface, prefix)
+		return errors.Join(err, netcfg.RemoveFirewall())
+	})
+	a.mu.Lock()
+	a.state.ClusterIPReady = false
+	a.mu.Unlock()
+	a.setPhase(PhaseLeft, err)
+	a.log.Info("left the cluster", "err", err)
+}
+
+// bringUp takes a validated config to a running k3s: address and firewall,
+// /status server, k3s config, the wait for the seed, k3s.
+func (a *Agent) bringUp(ctx context.Context, v *Validated) {
+	role := DecideRole(v)
+	a.setPhase(PhaseConfiguring, nil)
+	a.attempt(nil)
+	backoff := a.opts.SeedBackoffMin
+	for {
+		a.mu.Lock()
+		previous := a.prefix
+		a.mu.Unlock()
+		err := a.opts.InNetNS(func() error {
+			if _, err := netcfg.EnsureClusterAddress(v.ClusterInterface, v.Prefix, previous); err != nil {
+				return err
+			}
+			return netcfg.ApplyFirewall(v.ClusterInterface, v.Network)
+		})
+		if err == nil {
+			break
+		}
+		a.setPhase(PhaseError, err)
+		a.attempt(err)
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, a.opts.SeedBackoffMax)
+	}
+	a.mu.Lock()
+	a.prefix, a.state.ClusterIPReady = v.Prefix, true
+	a.mu.Unlock()
+
+	member := a.watchMembership(ctx, v)
+	if err := a.serveStatus(ctx, v, member.isMember); err != nil {
+		a.setPhase(PhaseError, err)
+		return
+	}
+	k := RenderK3s(v, a.opts.K3sPaths, a.opts.K3sPaths.EtcdMemberDataPresent())
+	if err := k.Write(); err != nil {
+		a.setPhase(PhaseError, fmt.Errorf("write k3s config: %w", err))
+		return
+	}
+	// The seed starts at once: there is nobody to wait for, and on a restart
+	// its own /status stays empty until its k3s runs.
+	if role != RoleSeed {
+		a.setPhase(PhaseWaitingSeed, nil)
+		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer()}
+		backoff := a.opts.SeedBackoffMin
+		for {
+			err := probe.Check(ctx)
+			if err == nil {
+				break
+			}
+			// Another cluster at the join address is an error, never a
+			// reason to join; the check goes on in case the site is fixed.
+			if errors.Is(err, ErrForeignCluster) {
+				a.setPhase(PhaseError, err)
+			} else {
+				a.setPhase(PhaseWaitingSeed, err)
+			}
+			a.attempt(err)
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, a.opts.SeedBackoffMax)
+		}
+	}
+	a.setPhase(PhaseStartingK3s, nil)
+	super := &Supervisor{
+		Bin: a.opts.K3sBin, Args: k.Args, LogFile: a.opts.K3sLogFile, Log: a.log.With("component", "k3s"),
+		MinBackoff: a.opts.K3sBackoffMin,
+		Start: func(c *exec.Cmd) error {
+			return a.opts.InNetNS(c.Start)
+		},
+	}
+	a.mu.Lock()
+	a.super = super
+	a.mu.Unlock()
+	superDone := make(chan struct{})
+	go func() {
+		defer close(superDone)
+		_ = super.Run(ctx)
+	}()
+	member.waitJoined(ctx, func() { a.setPhase(PhaseJoined, nil) })
+	<-superDone
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		err = a.opts.InNetNS(func() error {
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+}
+
+// serveStatus serves GET /status on the cluster address.
+func (a *Agent) serveStatus(ctx context.Context, v *Validated, member Membership) error {
+	var l net.Listener
+	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(StatusPort))
+	err := a.opts.InNetNS(func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("/status server on %s: %w", addr, err)
+	}
+	srv := NewStatusServer(StatusHandler(v.ClusterID, member))
+	go func() { _ = srv.Serve(l) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	a.log.Info("serving /status", "addr", addr)
+	return nil
+}
+
+// membership follows this node's Node object through the snapshot.
+type membership struct {
+	a    *Agent
+	node string
+	mu   sync.Mutex
+	snap *kube.Snapshot
+}
+
+func (a *Agent) watchMembership(ctx context.Context, v *Validated) *membership {
+	m := &membership{a: a, node: v.NodeName}
+	go m.connect(ctx)
+	return m
+}
+
+// connect starts the snapshot once a kubeconfig exists: k3s writes its own
+// only after it started.
+func (m *membership) connect(ctx context.Context) {
+	path := m.a.opts.Kubeconfig
+	if path == "" {
+		path = kube.K3sKubeconfig
+	}
+	for {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		if !sleepCtx(ctx, time.Second) {
+			return
+		}
+	}
+	cfg, err := kube.LoadRESTConfig(path, "")
+	if err != nil {
+		m.a.log.Error("kubeconfig", "err", err)
+		return
+	}
+	snap, err := kube.NewSnapshot(cfg, m.a.log.With("component", "snapshot"))
+	if err != nil {
+		m.a.log.Error("snapshot", "err", err)
+		return
+	}
+	snap.Start(ctx)
+	m.mu.Lock()
+	m.snap = snap
+	m.mu.Unlock()
+}
+
+func (m *membership) ownNode() (*corev1.Node, bool) {
+	m.mu.Lock()
+	snap := m.snap
+	m.mu.Unlock()
+	if snap == nil || !snap.Synced() || !snap.Health().Connected {
+		return nil, false
+	}
+	for _, n := range snap.Data().Nodes {
+		if n.Name == m.node {
+			return n, true
+		}
+	}
+	return nil, false
+}
+
+// isMember: this node's live Node object has control-plane (or master) and
+// etcd roles. Unknown (API down, not synced) is not a member.
+func (m *membership) isMember() bool {
+	n, ok := m.ownNode()
+	if !ok {
+		return false
+	}
+	etcd := n.Labels["node-role.kubernetes.io/etcd"] == "true"
+	return etcd && kube.IsServer(n)
+}
+
+// waitJoined calls joined once this node's Node object is Ready.
+func (m *membership) waitJoined(ctx context.Context, joined func()) {
+	for {
+		m.mu.Lock()
+		snap := m.snap
+		m.mu.Unlock()
+		if snap != nil {
+			changes, unsubscribe := snap.Subscribe()
+			defer unsubscribe()
+			for {
+				if n, ok := m.ownNode(); ok && nodeIsReady(n) {
+					joined()
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-changes:
+				}
+			}
+		}
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return
+		}
+	}
+}
+
+func nodeIsReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// serveLocalAPI serves the agent's state on its unix socket, mode 0600.
+func (a *Agent) serveLocalAPI() (*http.Server, error) {
+	path := a.opts.SocketPath
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	// A socket left by a previous run would make Listen fail.
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(path)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.State())
+	})
+	srv := NewStatusServer(mux)
+	go func() { _ = srv.Serve(l) }()
+	return srv, nil
+}
+
+// ReadState asks a running agent for its state over its socket.
+func ReadState(ctx context.Context, socketPath string) (State, error) {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socketPath)
+		},
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/v1/agent", nil)
+	if err != nil {
+		return State{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return State{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return State{}, fmt.Errorf("agent answered %s", resp.Status)
+	}
+	var st State
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return State{}, fmt.Errorf("agent state: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StatusPort is where every node answers GET /status on its cluster address.
+const StatusPort = 12346
+
+// Membership says whether this node is a control-plane + etcd member right
+// now, as the live Node object says. It returns false whenever that cannot be
+// known (API server down).
+type Membership func() bool
+
+// StatusHandler answers GET /status with "cluster:<uuid>" while this node is
+// a control-plane + etcd member, and an empty body otherwise: a joiner then
+// knows this node can take it in.
+func StatusHandler(clusterID string, member Membership) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		if member() {
+			_, _ = io.WriteString(w, "cluster:"+clusterID)
+		}
+	})
+	return mux
+}
+
+// NewStatusServer serves the handler with timeouts that keep a slow or
+// hostile client from holding connections; request bodies are never read.
+func NewStatusServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    8 << 10,
+	}
+}
+
+// ErrForeignCluster means the join address answers for another cluster: this
+// node must never join it.
+var ErrForeignCluster = errors.New("another cluster owns the join address")
+
+// SeedProbe checks whether the seed is ready to take this node in.
+type SeedProbe struct {
+	JoinIP    netip.Addr
+	ClusterID string
+	// Dial opens connections (tests dial from a network namespace).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Timeout bounds each check.
+	Timeout time.Duration
+}
+
+// Check returns nil once https://<join IP>:6443 answers and
+// http://<join IP>:12346/status says cluster:<our UUID>. A different UUID is
+// ErrForeignCluster; anything else is a reason to wait.
+func (p SeedProbe) Check(ctx context.Context) error {
+	timeout := p.Timeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	dial := p.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: timeout}).DialContext
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	statusURL := "http://" + net.JoinHostPort(p.JoinIP.String(), strconv.Itoa(StatusPort)) + "/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("seed %s: /status: %w", p.JoinIP, unwrapURL(err))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256))
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("seed %s: /status: %w", p.JoinIP, err)
+	}
+	answer := strings.TrimSpace(string(body))
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("seed %s: /status answered %s", p.JoinIP, resp.Status)
+	case answer == "":
+		return fmt.Errorf("seed %s is not a cluster member yet (empty /status)", p.JoinIP)
+	case answer != "cluster:"+p.ClusterID:
+		return fmt.Errorf("%w: %s answers %q, this node belongs to cluster:%s", ErrForeignCluster, p.JoinIP, answer, p.ClusterID)
+	}
+	// The API server has to answer TLS; its certificate is checked by k3s
+	// itself, against the CA hash in the token.
+	conn, err := dial(ctx, "tcp", net.JoinHostPort(p.JoinIP.String(), "6443"))
+	if err != nil {
+		return fmt.Errorf("seed %s: API server port 6443: %w", p.JoinIP, err)
+	}
+	defer conn.Close()
+	tlsConn := tls.Client(conn, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reachability only
+	if err := tlsConn.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("seed %s: API server port 6443 does not answer TLS: %w", p.JoinIP, err)
+	}
+	return nil
+}
+
+func unwrapURL(err error) error {
+	var u interface{ Unwrap() error }
+	if errors.As(err, &u) {
+		if inner := u.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}

@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/netcfg"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// nodeAgent is one agent running in-process for a netns host.
+type nodeAgent struct {
+	host    *netns.Host
+	dir     string
+	agent   *agent.Agent
+	config  string
+	dataDir string
+	socket  string
+}
+
+// starts reads the stand-in's record of its starts.
+func (n *nodeAgent) starts(t *testing.T) []time.Time {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(n.dataDir, "standin-starts"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []time.Time
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		ts, err := time.Parse(time.RFC3339Nano, strings.Fields(line)[0])
+		if err != nil {
+			t.Fatalf("stand-in record %q: %v", line, err)
+		}
+		out = append(out, ts)
+	}
+	return out
+}
+
+func buildStandin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "k3s")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sitecon/sitecon/test/k3sstandin").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build k3s stand-in: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func setServerRoles(ctx context.Context, cs kubernetes.Interface, node string, on bool) error {
+	value := `"true"`
+	if !on {
+		value = "null"
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":%s,"node-role.kubernetes.io/etcd":%s,"node-role.kubernetes.io/master":%s}}}`, value, value, value)
+	_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+func waitState(t *testing.T, n *nodeAgent, within time.Duration, what string, cond func(agent.State) bool) agent.State {
+	t.Helper()
+	var st agent.State
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		st = n.agent.State()
+		return cond(st), nil
+	})
+	if err != nil {
+		dump, _ := json.MarshalIndent(st, "", "  ")
+		t.Fatalf("%s (%s): not within %s; state:\n%s", n.host.Name, what, within, dump)
+	}
+	return st
+}
+
+// Three agents form a cluster in network namespaces: the joiners start k3s
+// only once the seed's /status names the cluster; an agent pointed at a seed
+// of another cluster never starts k3s; a node that leaves takes its address
+// and firewall table with it.
+func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	cs, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "a", "b", "c", "d")
+
+	// node-a has not registered yet: its Node has no server roles, so its
+	// /status is empty until the test plays k3s registering it.
+	if err := setServerRoles(ctx, cs, "node-a", false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = setServerRoles(context.Background(), cs, "node-a", true) })
+
+	plan, err := agent.Plan(agent.FormRequest{
+		ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// node-d belongs to another cluster whose seed would be at the same address.
+	foreign, err := agent.Plan(agent.FormRequest{
+		ClusterName: "other", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-x"}, {Name: "node-y"}, {Name: "node-z"}, {Name: "node-d"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundles := append(slices.Clone(plan.Nodes), foreign.Nodes[3])
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	agents := make([]*nodeAgent, len(hosts))
+	for i, h := range hosts {
+		dir := t.TempDir()
+		files, err := bundles[i].Files(dir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := files.Write(); err != nil {
+			t.Fatal(err)
+		}
+		n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data"), socket: filepath.Join(dir, "agent.sock")}
+		h := h
+		n.agent = agent.New(agent.Options{
+			ConfigPath: files.ConfigPath,
+			K3sBin:     standin,
+			K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
+			K3sLogFile: filepath.Join(dir, "k3s.log"),
+			SocketPath: n.socket,
+			Kubeconfig: site.Kubeconfig(),
+			Env: agent.Environment{
+				InterfaceExists: func(name string) bool {
+					err := h.Do(func() error { _, err := net.InterfaceByName(name); return err })
+					return err == nil
+				},
+				ReadFile: os.ReadFile,
+			},
+			InNetNS:            h.Do,
+			ConfigPollInterval: 100 * time.Millisecond,
+			SeedBackoffMin:     100 * time.Millisecond,
+			SeedBackoffMax:     500 * time.Millisecond,
+			K3sBackoffMin:      100 * time.Millisecond,
+		})
+		agents[i] = n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.agent.Run(ctx); err != nil {
+				t.Errorf("agent %s: %v", h.Name, err)
+			}
+		}()
+	}
+	seed, joiners, outsider := agents[0], agents[1:3], agents[3]
+
+	// The seed starts its k3s at once, in the seed role.
+	waitState(t, seed, 20*time.Second, "seed starts k3s", func(st agent.State) bool {
+		return st.Role == agent.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
+	})
+	if got := seed.starts(t); len(got) != 1 {
+		t.Fatalf("seed k3s starts = %d, want 1", len(got))
+	}
+	seedConfig, err := os.ReadFile(filepath.Join(seed.dir, "k3s", "config.yaml"))
+	if err != nil || !strings.Contains(string(seedConfig), "cluster-init: true") {
+		t.Errorf("seed's k3s config lacks cluster-init (err %v):\n%s", err, seedConfig)
+	}
+	// The joiners wait: the seed's /status is still empty.
+	for _, j := range joiners {
+		st := waitState(t, j, 10*time.Second, "waiting for the seed", func(st agent.State) bool {
+			return st.Phase == agent.PhaseWaitingSeed && st.Attempts >= 2 && strings.Contains(st.LastError, "not a cluster member yet")
+		})
+		if st.K3sStarts != 0 || len(j.starts(t)) != 0 {
+			t.Fatalf("%s started k3s before the seed said cluster:<uuid>", j.host.Name)
+		}
+	}
+
+	// k3s on the seed registers node-a as a server: /status names the cluster.
+	registered := time.Now()
+	if err := setServerRoles(ctx, cs, "node-a", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range joiners {
+		waitState(t, j, 20*time.Second, "joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
+		starts := j.starts(t)
+		if len(starts) != 1 || starts[0].Before(registered) {
+			t.Errorf("%s started k3s at %v, want once, after the seed registered at %s", j.host.Name, starts, registered.Format(time.RFC3339Nano))
+		}
+	}
+	waitState(t, seed, 20*time.Second, "seed joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
+
+	// The agent's state on its socket says the same.
+	st, err := agent.ReadState(ctx, joiners[0].socket)
+	if err != nil || st.Phase != agent.PhaseJoined || st.Role != agent.RoleServer || st.ClusterIP != "10.244.244.2" {
+		t.Errorf("socket state = %+v, %v", st, err)
+	}
+	if info, err := os.Stat(joiners[0].socket); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode: %v %v", info, err)
+	}
+
+	// An agent whose seed answers for another cluster never starts k3s.
+	st = waitState(t, outsider, 20*time.Second, "foreign cluster refused", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "another cluster owns the join address")
+	})
+	if st.K3sStarts != 0 || len(outsider.starts(t)) != 0 {
+		t.Errorf("node-d started k3s against a foreign seed")
+	}
+
+	// Addresses and firewall tables are in place on every member.
+	for i, n := range agents[:3] {
+		want := netip.MustParsePrefix(fmt.Sprintf("10.244.244.%d/28", i+1))
+		var have []netip.Prefix
+		if err := n.host.Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(have, want) {
+			t.Errorf("%s addresses %v lack %s", n.host.Name, have, want)
+		}
+		if out, err := n.host.Exec("nft", "list", "table", "ip", netcfg.TableName); err != nil || !strings.Contains(out, "10.244.244.0/28 tcp dport 12346") {
+			t.Errorf("%s firewall: %v\n%s", n.host.Name, err, out)
+		}
+	}
+
+	// node-c leaves: its config is removed.
+	leaver := joiners[1]
+	if err := os.Remove(leaver.config); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, leaver, 20*time.Second, "left", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })
+	var have []netip.Prefix
+	if err := leaver.host.Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(have, []netip.Prefix{netip.MustParsePrefix(leaver.host.LANAddr + "/24")}) {
+		t.Errorf("after leaving, %s still has %v", leaver.host.Name, have)
+	}
+	if out, err := leaver.host.Exec("nft", "list", "table", "ip", netcfg.TableName); err == nil {
+		t.Errorf("after leaving the firewall table is still there:\n%s", out)
+	}
+}

@@ -1,0 +1,113 @@
+// Command k3sstandin stands in for k3s in the agent's end-to-end tests: it
+// records when and how it was started, and as a server it answers TLS on
+// <node-ip>:6443 the way k3s's API server port does. It is test-only; the
+// product always runs the real k3s.
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "k3sstandin:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: k3sstandin server|agent [--config FILE] [--data-dir DIR]")
+	}
+	sub := args[0]
+	config, dataDir := "/etc/rancher/k3s/config.yaml", "/var/lib/rancher/k3s"
+	for i := 1; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "--config":
+			config = args[i+1]
+		case "--data-dir":
+			dataDir = args[i+1]
+		}
+	}
+	settings := map[string]any{}
+	files, _ := filepath.Glob(config + ".d/*.yaml")
+	for _, f := range append([]string{config}, files...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		m := map[string]any{}
+		if err := yaml.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		for k, v := range m {
+			settings[k] = v
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	record := fmt.Sprintf("%s %s keys=%s\n", time.Now().UTC().Format(time.RFC3339Nano), strings.Join(args, " "), strings.Join(keys, ","))
+	f, err := os.OpenFile(filepath.Join(dataDir, "standin-starts"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, _ = f.WriteString(record)
+	f.Close()
+
+	if sub == "server" {
+		ip, _ := settings["node-ip"].(string)
+		cert, err := selfSigned()
+		if err != nil {
+			return err
+		}
+		l, err := tls.Listen("tcp", net.JoinHostPort(ip, "6443"), &tls.Config{Certificates: []tls.Certificate{cert}})
+		if err != nil {
+			return err
+		}
+		go func() {
+			_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }))
+		}()
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	<-stop
+	return nil
+}
+
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "k3s-standin"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
