@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/views"
 )
@@ -86,6 +87,7 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 	var output string
 	var timeout time.Duration
 	var watch bool
+	var agentSocket string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Print the cluster's status: nodes, VIP, pod health, volumes, apps",
@@ -113,7 +115,7 @@ with the node they run on.`,
 			}
 			if watch {
 				snap.Start(cmd.Context())
-				return watchStatus(cmd.Context(), cmd.OutOrStdout(), snap, format)
+				return watchStatus(cmd.Context(), cmd.OutOrStdout(), snap, agentSocket, format)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -124,11 +126,13 @@ with the node they run on.`,
 				}
 				return err
 			}
-			return views.WriteStatus(cmd.OutOrStdout(), snap.Status(), time.Now(), format)
+			report := views.StatusReport{ClusterStatus: snap.Status(), Agent: agentSummary(cmd.Context(), agentSocket)}
+			return views.WriteStatus(cmd.OutOrStdout(), report, time.Now(), format)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up reading the cluster after this long")
+	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep the status on screen, redrawn on every change; survives the API server going away")
 	return cmd
 }
@@ -136,7 +140,7 @@ with the node they run on.`,
 // watchStatus redraws the status on every change of the snapshot, at most
 // twice a second, and once a second so ages stay current. It keeps going when
 // the API server goes away, showing the last data and how stale it is.
-func watchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, format views.Format) error {
+func watchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, agentSocket string, format views.Format) error {
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
 	tick := time.NewTicker(time.Second)
@@ -158,7 +162,7 @@ func watchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, format
 		if !snap.Synced() {
 			h := snap.Health()
 			fmt.Fprintf(&buf, "waiting for the API server: %s\n", orDefault(h.LastError, "connecting"))
-		} else if err := views.WriteStatus(&buf, snap.Status(), last, format); err != nil {
+		} else if err := views.WriteStatus(&buf, views.StatusReport{ClusterStatus: snap.Status(), Agent: agentSummary(ctx, agentSocket)}, last, format); err != nil {
 			return err
 		}
 		if _, err := out.Write(buf.Bytes()); err != nil {
@@ -178,4 +182,26 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// agentSummary asks this node's agent for its state over its socket, and says
+// plainly why when it cannot.
+func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
+	sum := &views.AgentSummary{Socket: socket}
+	if _, err := os.Stat(socket); err != nil {
+		sum.Problem = "no agent socket at " + socket
+		return sum
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	st, err := agent.ReadState(ctx, socket)
+	if err != nil {
+		sum.Problem = fmt.Sprintf("its socket %s does not answer: %v", socket, err)
+		return sum
+	}
+	sum.Running = true
+	sum.Node, sum.Role, sum.Phase, sum.Since = st.Node, string(st.Role), string(st.Phase), st.Since
+	sum.Attempts, sum.LastError, sum.ConfigError = st.Attempts, st.LastError, st.ConfigError
+	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
+	return sum
 }

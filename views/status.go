@@ -38,23 +38,75 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("unknown output format %q: use table, json or yaml", s)
 }
 
-// WriteStatus prints the cluster status in the given format. Times in the
-// table are ages relative to now.
-func WriteStatus(w io.Writer, st kube.ClusterStatus, now time.Time, f Format) error {
+// AgentSummary is this node's agent as `sitecon status` shows it: its
+// bootstrap phase, or why it cannot be asked.
+type AgentSummary struct {
+	Running        bool      `json:"running"`
+	Socket         string    `json:"socket"`
+	Problem        string    `json:"problem,omitempty"`
+	Node           string    `json:"node,omitempty"`
+	Role           string    `json:"role,omitempty"`
+	Phase          string    `json:"phase,omitempty"`
+	Since          time.Time `json:"since,omitzero"`
+	Attempts       int       `json:"attempts,omitempty"`
+	LastError      string    `json:"lastError,omitempty"`
+	ClusterIP      string    `json:"clusterIP,omitempty"`
+	ClusterIPReady bool      `json:"clusterIPReady,omitempty"`
+	ConfigError    string    `json:"configError,omitempty"`
+}
+
+// StatusReport is what `sitecon status` prints: the cluster, and this node's
+// agent when there is one to ask.
+type StatusReport struct {
+	kube.ClusterStatus
+	Agent *AgentSummary `json:"agent,omitempty"`
+}
+
+// WriteStatus prints the status in the given format. Times in the table are
+// ages relative to now.
+func WriteStatus(w io.Writer, r StatusReport, now time.Time, f Format) error {
 	switch f {
 	case FormatJSON:
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return enc.Encode(r)
 	case FormatYAML:
-		data, err := yaml.Marshal(st)
+		data, err := yaml.Marshal(r)
 		if err != nil {
 			return err
 		}
 		_, err = w.Write(data)
 		return err
 	}
-	return writeTable(w, st, now)
+	return writeTable(w, r, now)
+}
+
+func writeAgent(p func(string, ...any), a *AgentSummary, now time.Time) {
+	if a == nil {
+		return
+	}
+	if !a.Running {
+		p("Agent:\tnot running on this node (%s)\n", a.Problem)
+		return
+	}
+	line := fmt.Sprintf("%s, %s for %s", orNA(a.Role), a.Phase, Age(a.Since, now, true))
+	if a.Attempts > 1 {
+		line += fmt.Sprintf(", %d attempts", a.Attempts)
+	}
+	p("Agent:\t%s\n", line)
+	if a.ClusterIP != "" {
+		ready := "not configured yet"
+		if a.ClusterIPReady {
+			ready = "on the interface, firewall in place"
+		}
+		p("Cluster IP:\t%s (%s)\n", a.ClusterIP, ready)
+	}
+	if a.LastError != "" {
+		p("Last error:\t%s\n", a.LastError)
+	}
+	if a.ConfigError != "" {
+		p("Config rejected:\t%s\n", strings.ReplaceAll(a.ConfigError, "\n", " "))
+	}
 }
 
 // Age formats how long ago t was, the way kubectl does ("5m", "3d4h"); a
@@ -104,7 +156,8 @@ func orNA(s string) string {
 	return s
 }
 
-func writeTable(out io.Writer, st kube.ClusterStatus, now time.Time) error {
+func writeTable(out io.Writer, r StatusReport, now time.Time) error {
+	st := r.ClusterStatus
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	if !st.API.Connected && !st.API.Since.IsZero() {
@@ -132,6 +185,7 @@ func writeTable(out io.Writer, st kube.ClusterStatus, now time.Time) error {
 	}
 	p("VIP:\t%s\n", vip)
 	p("Nodes ready:\t%d/%d\n", st.NodesReady, st.NodesTotal)
+	writeAgent(p, r.Agent, now)
 	p("Memory:\t%s allocatable of %s\n", Bytes(st.Resources.MemoryAllocatable), Bytes(st.Resources.MemoryCapacity))
 	p("Storage:\t%s in volumes (%s used), %s node storage\n", Bytes(st.Resources.VolumeSize), Bytes(st.Resources.VolumeActualSize), Bytes(st.Resources.StorageAllocatable))
 	p("\n")

@@ -37,7 +37,7 @@ func sample() kube.ClusterStatus {
 
 func TestWriteStatusTable(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteStatus(&buf, sample(), now, FormatTable); err != nil {
+	if err := WriteStatus(&buf, StatusReport{ClusterStatus: sample()}, now, FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -60,7 +60,7 @@ func TestWriteStatusStale(t *testing.T) {
 	st := sample()
 	st.API = kube.Health{Connected: false, Since: now.Add(-42 * time.Second), LastError: "connection refused"}
 	var buf bytes.Buffer
-	if err := WriteStatus(&buf, st, now, FormatTable); err != nil {
+	if err := WriteStatus(&buf, StatusReport{ClusterStatus: st}, now, FormatTable); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(buf.String(), "STALE for 42s: connection refused") {
@@ -71,7 +71,7 @@ func TestWriteStatusStale(t *testing.T) {
 func TestWriteStatusJSONAndYAML(t *testing.T) {
 	for _, f := range []Format{FormatJSON, FormatYAML} {
 		var buf bytes.Buffer
-		if err := WriteStatus(&buf, sample(), now, f); err != nil {
+		if err := WriteStatus(&buf, StatusReport{ClusterStatus: sample(), Agent: &AgentSummary{Running: true, Phase: "joined"}}, now, f); err != nil {
 			t.Fatal(err)
 		}
 		data := buf.Bytes()
@@ -108,6 +108,9 @@ func TestWriteStatusJSONAndYAML(t *testing.T) {
 		if _, ok := got["apps"]; !ok {
 			t.Errorf("%s: no apps", f)
 		}
+		if a, _ := got["agent"].(map[string]any); a["phase"] != "joined" {
+			t.Errorf("%s: agent = %v", f, got["agent"])
+		}
 	}
 }
 
@@ -132,6 +135,30 @@ func TestAgeAndBytes(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 512: "512", 10 << 30: "10Gi", 3 << 29: "1.5Gi"} {
 		if got := Bytes(n); got != want {
 			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestWriteStatusAgent(t *testing.T) {
+	cases := []struct {
+		agent *AgentSummary
+		want  []string
+	}{
+		{&AgentSummary{Running: false, Problem: "no agent socket at /run/sitecon/agent.sock"}, []string{"not running on this node (no agent socket at /run/sitecon/agent.sock)"}},
+		{&AgentSummary{Running: true, Role: "server", Phase: "waiting-for-seed", Since: now.Add(-2 * time.Minute), Attempts: 7,
+			LastError: "seed 10.244.244.1 is not a cluster member yet (empty /status)", ClusterIP: "10.244.244.2", ClusterIPReady: true},
+			[]string{"server, waiting-for-seed for 2m, 7 attempts", "10.244.244.2 (on the interface, firewall in place)", "not a cluster member yet"}},
+		{&AgentSummary{Running: true, Role: "seed", Phase: "joined", ConfigError: "invalid cluster config, 1 problem(s):\n  - x"}, []string{"Config rejected:", "problem(s):   - x"}},
+	}
+	for _, c := range cases {
+		var buf bytes.Buffer
+		if err := WriteStatus(&buf, StatusReport{ClusterStatus: sample(), Agent: c.agent}, now, FormatTable); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("lacks %q:\n%s", want, buf.String())
+			}
 		}
 	}
 }

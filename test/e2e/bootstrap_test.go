@@ -198,6 +198,30 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		}
 	}
 
+	// A technician sees the wait in sitecon status.
+	out, errOut, err := runSitecon(t, "status", "-o", "json", "--kubeconfig", site.Kubeconfig(), "--agent-socket", joiners[0].socket)
+	if err != nil {
+		t.Fatalf("sitecon status: %v\n%s", err, errOut)
+	}
+	var report struct {
+		Agent struct {
+			Running   bool   `json:"running"`
+			Phase     string `json:"phase"`
+			LastError string `json:"lastError"`
+			Attempts  int    `json:"attempts"`
+		} `json:"agent"`
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatal(err)
+	}
+	if a := report.Agent; !a.Running || a.Phase != string(agent.PhaseWaitingSeed) || !strings.Contains(a.LastError, "not a cluster member yet") || a.Attempts < 2 {
+		t.Errorf("sitecon status agent = %+v, want waiting-for-seed with the reason", a)
+	}
+	table, _, _ := runSitecon(t, "status", "--kubeconfig", site.Kubeconfig(), "--agent-socket", filepath.Join(t.TempDir(), "none.sock"))
+	if !strings.Contains(table, "Agent:") || !strings.Contains(table, "not running on this node (no agent socket at") {
+		t.Errorf("status without an agent should say so:\n%s", table)
+	}
+
 	// k3s on the seed registers node-a as a server: /status names the cluster.
 	registered := time.Now()
 	if err := setServerRoles(ctx, cs, "node-a", true); err != nil {

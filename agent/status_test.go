@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+func TestStatusHandler(t *testing.T) {
+	member := false
+	h := StatusHandler("7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", func() bool { return member })
+	get := func(method string) (*http.Response, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, "/status", strings.NewReader("ignored body")))
+		return rec.Result(), rec.Body.String()
+	}
+	if resp, body := get(http.MethodGet); resp.StatusCode != 200 || body != "" {
+		t.Errorf("not a member: %d %q, want 200 and an empty body", resp.StatusCode, body)
+	}
+	member = true
+	if resp, body := get(http.MethodGet); resp.StatusCode != 200 || body != "cluster:7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60" {
+		t.Errorf("member: %d %q", resp.StatusCode, body)
+	}
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if resp, _ := get(m); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
+			t.Errorf("%s: %d, want 405 with Allow: GET", m, resp.StatusCode)
+		}
+	}
+	srv := NewStatusServer(h)
+	if srv.ReadHeaderTimeout == 0 || srv.IdleTimeout == 0 {
+		t.Error("the status server needs read-header and idle timeouts")
+	}
+}
+
+// seedAt fakes a seed: /status answers body, 6443 answers TLS if tlsOK.
+func seedAt(t *testing.T, body string, tlsOK bool) SeedProbe {
+	t.Helper()
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) }))
+	t.Cleanup(status.Close)
+	var api *httptest.Server
+	if tlsOK {
+		api = httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	} else {
+		api = httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	}
+	t.Cleanup(api.Close)
+	return SeedProbe{
+		JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60",
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			target := map[string]string{"10.244.244.1:12346": status.Listener.Addr().String(), "10.244.244.1:6443": api.Listener.Addr().String()}[addr]
+			return (&net.Dialer{}).DialContext(ctx, network, target)
+		},
+		Timeout: 2 * time.Second,
+	}
+}
+
+func TestSeedProbe(t *testing.T) {
+	ctx := context.Background()
+	if err := seedAt(t, "cluster:7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", true).Check(ctx); err != nil {
+		t.Errorf("ready seed: %v", err)
+	}
+	err := seedAt(t, "cluster:00000000-0000-4000-8000-000000000000", true).Check(ctx)
+	if !errors.Is(err, ErrForeignCluster) {
+		t.Errorf("foreign seed: %v, want ErrForeignCluster", err)
+	}
+	if err := seedAt(t, "", true).Check(ctx); err == nil || errors.Is(err, ErrForeignCluster) || !strings.Contains(err.Error(), "not a cluster member yet") {
+		t.Errorf("empty /status: %v", err)
+	}
+	if err := seedAt(t, "cluster:7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", false).Check(ctx); err == nil || !strings.Contains(err.Error(), "does not answer TLS") {
+		t.Errorf("6443 without TLS: %v", err)
+	}
+}
+
+func TestSupervisorRestartsWithBackoffAndStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	marks := filepath.Join(dir, "marks")
+	log := slog.New(slog.DiscardHandler)
+	crashing := &Supervisor{Bin: "/bin/sh", Args: []string{"-c", "echo start >> " + marks + "; exit 3"},
+		LogFile: filepath.Join(dir, "log"), Log: log, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- crashing.Run(ctx) }()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		starts, _ := crashing.Stats()
+		return starts >= 4, nil
+	})
+	cancel()
+	if err != nil {
+		t.Fatal("a crashing k3s was not restarted")
+	}
+	<-done
+	if _, last := crashing.Stats(); last == nil || !strings.Contains(last.Error(), "exit status 3") {
+		t.Errorf("last exit = %v", last)
+	}
+
+	// A running k3s gets SIGTERM on shutdown and its output reaches the log.
+	running := &Supervisor{Bin: "/bin/sh", Args: []string{"-c", "trap 'echo stopping; exit 0' TERM; echo up; while :; do sleep 0.05; done"},
+		LogFile: filepath.Join(dir, "k3s.log"), Log: log, StopTimeout: 5 * time.Second}
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { done <- running.Run(ctx) }()
+	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		data, _ := os.ReadFile(running.LogFile)
+		return strings.Contains(string(data), "up"), nil
+	})
+	if err != nil {
+		t.Fatal("k3s output not captured")
+	}
+	cancel()
+	<-done
+	if data, _ := os.ReadFile(running.LogFile); !strings.Contains(string(data), "stopping") {
+		t.Errorf("k3s was not stopped with SIGTERM: %q", data)
+	}
+	if starts, _ := running.Stats(); starts != 1 {
+		t.Errorf("a healthy k3s was started %d times", starts)
+	}
+}
