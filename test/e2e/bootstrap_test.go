@@ -181,6 +181,12 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	waitState(t, seed, 20*time.Second, "seed starts k3s", func(st agent.State) bool {
 		return st.Role == agent.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
 	})
+	// The stand-in records its start as its first act; wait for the record.
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(seed.starts(t)) > 0, nil
+	}); err != nil {
+		t.Fatal("the seed's k3s never recorded its start")
+	}
 	if got := seed.starts(t); len(got) != 1 {
 		t.Fatalf("seed k3s starts = %d, want 1", len(got))
 	}
@@ -229,6 +235,11 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	}
 	for _, j := range joiners {
 		waitState(t, j, 20*time.Second, "joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return len(j.starts(t)) > 0, nil
+		}); err != nil {
+			t.Fatalf("%s's k3s never recorded its start", j.host.Name)
+		}
 		starts := j.starts(t)
 		if len(starts) != 1 || starts[0].Before(registered) {
 			t.Errorf("%s started k3s at %v, want once, after the seed registered at %s", j.host.Name, starts, registered.Format(time.RFC3339Nano))
@@ -266,6 +277,19 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		if out, err := n.host.Exec("nft", "list", "table", "ip", netcfg.TableName); err != nil || !strings.Contains(out, "10.244.244.0/28 tcp dport 12346") {
 			t.Errorf("%s firewall: %v\n%s", n.host.Name, err, out)
 		}
+	}
+
+	// A broken config on a member is reported and changes nothing.
+	before := joiners[0].agent.State()
+	if err := os.WriteFile(joiners[0].config, []byte(`{"cluster_name": "site1", "cluster_ip_prefix": "10.244.244.99/28"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st = waitState(t, joiners[0], 10*time.Second, "config rejected", func(st agent.State) bool { return st.ConfigError != "" })
+	if st.Phase != agent.PhaseJoined || st.K3sStarts != before.K3sStarts || st.ClusterIP != before.ClusterIP || !strings.Contains(st.ConfigError, "cluster_id: missing") {
+		t.Errorf("an invalid config disturbed the running node: before %+v after %+v", before, st)
+	}
+	if len(joiners[0].starts(t)) != 1 {
+		t.Errorf("k3s restarted after an invalid config")
 	}
 
 	// node-c leaves: its config is removed.
