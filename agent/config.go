@@ -38,6 +38,11 @@ type Config struct {
 	NodeName              string            `json:"node_name"`
 	NodeUUID              string            `json:"node_uuid"`
 	ResourceLabels        map[string]string `json:"resource_labels,omitempty"`
+	// DeviceKeyFile is this device's ECDH private key (PEM; default
+	// /persist/certs/ecdh.key.pem) and ControllerCertFile the controller's
+	// ECDH certificate (PEM): together they decrypt encrypted_cluster_token.
+	DeviceKeyFile      string `json:"device_key_file,omitempty"`
+	ControllerCertFile string `json:"controller_cert_file,omitempty"`
 }
 
 // Cluster types EVE knows; empty means k3s.
@@ -266,13 +271,57 @@ func Validate(c *Config, env Environment) (*Validated, error) {
 		}
 		v.Token = Secret(token)
 	default:
-		add("encrypted_cluster_token", "encrypted tokens are not supported by this build yet", "use token_file")
+		token, field, problem, fix := decryptConfigToken(c, env)
+		if problem != "" {
+			add(field, problem, fix)
+			break
+		}
+		if bits := EntropyBits(token.Reveal()); bits < MinTokenEntropyBytes*8 {
+			add("encrypted_cluster_token", fmt.Sprintf("the decrypted token carries about %d bits of entropy, %d needed", int(bits), MinTokenEntropyBytes*8), "have the controller issue a stronger token")
+			break
+		}
+		v.Token = token
 	}
 
 	if len(problems) > 0 {
 		return nil, &ValidationError{Problems: problems}
 	}
 	return v, nil
+}
+
+// DefaultDeviceKeyFile is where EVE keeps the device's ECDH private key.
+const DefaultDeviceKeyFile = "/persist/certs/ecdh.key.pem"
+
+// decryptConfigToken decrypts encrypted_cluster_token, or names the field at
+// fault and what to do.
+func decryptConfigToken(c *Config, env Environment) (token Secret, field, problem, fix string) {
+	var block CipherBlock
+	if err := json.Unmarshal(c.EncryptedClusterToken, &block); err != nil {
+		return "", "encrypted_cluster_token", "not a cipher block: " + err.Error(), "pass the controller's CipherBlock (cipherContextId, initialValue, cipherData, clearTextSha256)"
+	}
+	if c.ControllerCertFile == "" {
+		return "", "controller_cert_file", "missing: needed to decrypt encrypted_cluster_token", "name the controller's ECDH certificate (PEM)"
+	}
+	keyFile := c.DeviceKeyFile
+	if keyFile == "" {
+		keyFile = DefaultDeviceKeyFile
+	}
+	if env.ReadFile == nil {
+		return "", "", "", ""
+	}
+	key, err := env.ReadFile(keyFile)
+	if err != nil {
+		return "", "device_key_file", fmt.Sprintf("cannot read %s: %v", keyFile, errors.Unwrap(err)), "check the path and its permissions"
+	}
+	cert, err := env.ReadFile(c.ControllerCertFile)
+	if err != nil {
+		return "", "controller_cert_file", fmt.Sprintf("cannot read %s: %v", c.ControllerCertFile, errors.Unwrap(err)), "check the path and its permissions"
+	}
+	token, err = DecryptClusterToken(block, key, cert)
+	if err != nil {
+		return "", "encrypted_cluster_token", err.Error(), "check device_key_file and controller_cert_file, or ask the controller to re-send the token"
+	}
+	return token, "", "", ""
 }
 
 func broadcast(p netip.Prefix) netip.Addr {

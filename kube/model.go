@@ -54,6 +54,8 @@ type ClusterStatus struct {
 	Resources  ResourceTotals    `json:"resources"`
 	Volumes    []VolumeStatus    `json:"volumes"`
 	Apps       []AppStatus       `json:"apps"`
+	// ServerVersion is the API server's version.
+	ServerVersion string `json:"serverVersion,omitempty"`
 	// Longhorn and KubeVirt say whether those APIs are installed.
 	Longhorn bool   `json:"longhorn"`
 	KubeVirt bool   `json:"kubevirt"`
@@ -92,6 +94,9 @@ type NodeStatus struct {
 	KubeletVersion string    `json:"kubeletVersion"`
 	InternalIP     string    `json:"internalIP,omitempty"`
 	Pods           int       `json:"pods"`
+	// VersionSkew names a kubelet outside the Kubernetes version skew
+	// policy relative to the API server (an edgeworker with its own k3s).
+	VersionSkew string `json:"versionSkew,omitempty"`
 }
 
 // NamespaceHealth counts the pods of one namespace by health.
@@ -168,7 +173,8 @@ type AppStatus struct {
 // pure function: same data and clock, same result.
 func Derive(d Data, now time.Time) ClusterStatus {
 	st := ClusterStatus{
-		Longhorn: d.HasLonghorn,
+		ServerVersion: d.ServerVersion,
+		Longhorn:      d.HasLonghorn,
 		KubeVirt: d.HasKubeVirt,
 		API:      d.Health,
 	}
@@ -183,6 +189,7 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	for _, n := range d.Nodes {
 		ns := nodeStatus(n)
 		ns.Pods = podsPerNode[n.Name]
+		ns.VersionSkew = KubeletSkew(ns.KubeletVersion, d.ServerVersion)
 		ns.Seed = st.Cluster.SeedAddress != "" && ns.InternalIP == st.Cluster.SeedAddress
 		if ns.Seed {
 			st.Cluster.SeedNode = ns.Name

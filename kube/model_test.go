@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,5 +301,32 @@ func BenchmarkDerive(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Derive(d, t0)
+	}
+}
+
+func TestKubeletSkew(t *testing.T) {
+	cases := []struct {
+		kubelet, server string
+		problem         string
+	}{
+		{"v1.34.4+k3s1", "v1.34.4+k3s1", ""},
+		{"v1.31.2+k3s1", "v1.34.4+k3s1", ""}, // three behind: allowed
+		{"v1.30.9", "v1.34.4+k3s1", "4 minor versions behind"},
+		{"v1.35.0", "v1.34.4", "newer than the API server"},
+		{"kwok-v0.8.0", "v1.34.4", ""}, // unknown: not a finding
+		{"v1.34.0", "", ""},
+	}
+	for _, c := range cases {
+		got := KubeletSkew(c.kubelet, c.server)
+		if (c.problem == "") != (got == "") || !strings.Contains(got, c.problem) {
+			t.Errorf("KubeletSkew(%s, %s) = %q, want %q", c.kubelet, c.server, got, c.problem)
+		}
+	}
+	// The node fixture's kubelet is v1.34.4+k3s1: newer than a v1.30 server.
+	if skew := Derive(Data{ServerVersion: "v1.30.0", Nodes: []*corev1.Node{node("edge", "x", corev1.ConditionTrue, t0, nil)}}, t0).Nodes[0].VersionSkew; skew == "" {
+		t.Errorf("a v1.34 kubelet under a v1.30 API server: want a skew problem, got none")
+	}
+	if skew := Derive(Data{ServerVersion: "v1.34.4+k3s1", Nodes: []*corev1.Node{node("edge", "x", corev1.ConditionTrue, t0, nil)}}, t0).Nodes[0].VersionSkew; skew != "" {
+		t.Errorf("same version: %q", skew)
 	}
 }

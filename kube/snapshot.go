@@ -69,7 +69,9 @@ type Data struct {
 	// without them the volume and VMI lists are empty, not unknown.
 	HasLonghorn bool
 	HasKubeVirt bool
-	Health      Health
+	// ServerVersion is the API server's git version (v1.34.4+k3s1).
+	ServerVersion string
+	Health        Health
 }
 
 // Since is a time something started. Exact is false when sitecon only saw it
@@ -93,8 +95,9 @@ type Snapshot struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	mu          sync.Mutex
-	health      Health
+	mu            sync.Mutex
+	serverVersion string
+	health        Health
 	synced      bool
 	hasLonghorn bool
 	hasKubeVirt bool
@@ -176,7 +179,8 @@ func (s *Snapshot) run(ctx context.Context) {
 // never sync).
 func (s *Snapshot) discover() error {
 	disc := s.clients.Core.Discovery()
-	if _, err := disc.ServerVersion(); err != nil {
+	info, err := disc.ServerVersion()
+	if err != nil {
 		return unreachable(s.clients.Config.Host, err)
 	}
 	has := func(groupVersion, resource string) (bool, error) {
@@ -203,7 +207,7 @@ func (s *Snapshot) discover() error {
 		return err
 	}
 	s.mu.Lock()
-	s.hasLonghorn, s.hasKubeVirt = lh, kv
+	s.hasLonghorn, s.hasKubeVirt, s.serverVersion = lh, kv, info.GitVersion
 	s.mu.Unlock()
 	return nil
 }
@@ -439,8 +443,9 @@ func (s *Snapshot) Data() Data {
 	s.mu.Lock()
 	d := Data{
 		HasLonghorn: s.hasLonghorn,
-		HasKubeVirt: s.hasKubeVirt,
-		Health:      s.health,
+		HasKubeVirt:   s.hasKubeVirt,
+		ServerVersion: s.serverVersion,
+		Health:        s.health,
 		Robustness:  make(map[string]RobustnessMark, len(s.robustness)),
 	}
 	for name, m := range s.robustness {

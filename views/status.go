@@ -200,7 +200,16 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 		if !n.Schedulable {
 			sched = "cordoned"
 		}
-		p("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", n.Name, n.Status, Age(n.Since, now, true), roles, sched, orNA(n.KubeletVersion), orNA(n.InternalIP), n.Pods)
+		version := orNA(n.KubeletVersion)
+		if n.VersionSkew != "" {
+			version += " (skew!)"
+		}
+		p("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", n.Name, n.Status, Age(n.Since, now, true), roles, sched, version, orNA(n.InternalIP), n.Pods)
+	}
+	for _, n := range st.Nodes {
+		if n.VersionSkew != "" {
+			p("Version skew on %s:\t%s\n", n.Name, n.VersionSkew)
+		}
 	}
 	p("\n")
 

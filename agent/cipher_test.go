@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io/fs"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+)
+
+type cipherFixture struct {
+	deviceKeyPEM, otherKeyPEM, controllerCertPEM []byte
+	block                                         CipherBlock
+}
+
+func pemKey(t *testing.T, k *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
+// encryptLikeAController encrypts a token for a device the way EVE's
+// controllers do: ECDH(controller private, device public), same KDF, CFB.
+func encryptLikeAController(t *testing.T, token string) cipherFixture {
+	t.Helper()
+	ctrl, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	dev, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "controller-ecdh"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &ctrl.PublicKey, ctrl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := SharedAESKey(ctrl.D, &dev.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear := EncodeEncryptionBlock(token)
+	iv := make([]byte, aes.BlockSize)
+	_, _ = rand.Read(iv)
+	blockCipher, _ := aes.NewCipher(key[:])
+	data := make([]byte, len(clear))
+	cipher.NewCFBEncrypter(blockCipher, iv).XORKeyStream(data, clear)
+	sum := sha256.Sum256(clear)
+	return cipherFixture{
+		deviceKeyPEM:      pemKey(t, dev),
+		otherKeyPEM:       pemKey(t, other),
+		controllerCertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		block:             CipherBlock{CipherContextID: "ctx-1", InitialValue: iv, CipherData: data, ClearTextSha256: sum[:]},
+	}
+}
+
+func TestDecryptClusterToken(t *testing.T) {
+	f := encryptLikeAController(t, goodToken)
+	got, err := DecryptClusterToken(f.block, f.deviceKeyPEM, f.controllerCertPEM)
+	if err != nil || got.Reveal() != goodToken {
+		t.Fatalf("decrypt = %v, %v", got, err)
+	}
+	corrupted := f.block
+	corrupted.CipherData = append([]byte(nil), f.block.CipherData...)
+	corrupted.CipherData[3] ^= 0x40
+	shortIV := f.block
+	shortIV.InitialValue = shortIV.InitialValue[:8]
+	cases := map[string]struct {
+		block CipherBlock
+		key   []byte
+		cert  []byte
+		say   string
+	}{
+		"wrong device key": {f.block, f.otherKeyPEM, f.controllerCertPEM, "does not match its SHA-256"},
+		"corrupted block":  {corrupted, f.deviceKeyPEM, f.controllerCertPEM, "does not match its SHA-256"},
+		"short IV":         {shortIV, f.deviceKeyPEM, f.controllerCertPEM, "initial value is 8 bytes"},
+		"key not PEM":      {f.block, []byte("nope"), f.controllerCertPEM, "device key: not PEM"},
+		"cert not PEM":     {f.block, f.deviceKeyPEM, []byte("nope"), "controller certificate: not PEM"},
+		"empty block":      {CipherBlock{}, f.deviceKeyPEM, f.controllerCertPEM, "no data"},
+	}
+	for name, c := range cases {
+		tok, err := DecryptClusterToken(c.block, c.key, c.cert)
+		if !errors.Is(err, ErrDecrypt) || !strings.Contains(err.Error(), c.say) || tok != "" {
+			t.Errorf("%s: token %q err %v, want ErrDecrypt saying %q and no token", name, tok.Reveal(), err, c.say)
+		}
+	}
+}
+
+func TestValidateEncryptedToken(t *testing.T) {
+	f := encryptLikeAController(t, goodToken)
+	blockJSON, err := json.Marshal(f.block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"/persist/certs/ecdh.key.pem": f.deviceKeyPEM, "/persist/ctrl.pem": f.controllerCertPEM, "/persist/other.pem": f.otherKeyPEM}
+	env := Environment{
+		InterfaceExists: func(string) bool { return true },
+		ReadFile: func(p string) ([]byte, error) {
+			if d, ok := files[p]; ok {
+				return d, nil
+			}
+			return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+		},
+	}
+	c := validConfig()
+	c.TokenFile, c.EncryptedClusterToken, c.ControllerCertFile = "", blockJSON, "/persist/ctrl.pem"
+	v, err := Validate(c, env)
+	if err != nil || v.Token.Reveal() != goodToken {
+		t.Fatalf("validate: %v", err)
+	}
+	c.DeviceKeyFile = "/persist/other.pem"
+	_, err = Validate(c, env)
+	if err == nil || !strings.Contains(err.Error(), "encrypted_cluster_token: cannot decrypt") || strings.Contains(err.Error(), goodToken) {
+		t.Errorf("wrong key: %v", err)
+	}
+	c.DeviceKeyFile, c.ControllerCertFile = "", ""
+	if _, err = Validate(c, env); err == nil || !strings.Contains(err.Error(), "controller_cert_file: missing") {
+		t.Errorf("no controller cert: %v", err)
+	}
+}
