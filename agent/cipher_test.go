@@ -21,7 +21,7 @@ import (
 
 type cipherFixture struct {
 	deviceKeyPEM, otherKeyPEM, controllerCertPEM []byte
-	block                                         CipherBlock
+	block                                        CipherBlock
 }
 
 func pemKey(t *testing.T, k *ecdsa.PrivateKey) []byte {

@@ -175,8 +175,8 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	st := ClusterStatus{
 		ServerVersion: d.ServerVersion,
 		Longhorn:      d.HasLonghorn,
-		KubeVirt: d.HasKubeVirt,
-		API:      d.Health,
+		KubeVirt:      d.HasKubeVirt,
+		API:           d.Health,
 	}
 	st.Cluster = clusterIdentity(d)
 	st.VIP = vipStatus(d)

@@ -98,12 +98,12 @@ type Snapshot struct {
 	mu            sync.Mutex
 	serverVersion string
 	health        Health
-	synced      bool
-	hasLonghorn bool
-	hasKubeVirt bool
-	robustness  map[string]RobustnessMark
-	subscribers map[chan struct{}]struct{}
-	syncedCh    chan struct{}
+	synced        bool
+	hasLonghorn   bool
+	hasKubeVirt   bool
+	robustness    map[string]RobustnessMark
+	subscribers   map[chan struct{}]struct{}
+	syncedCh      chan struct{}
 
 	core      informers.SharedInformerFactory
 	leases    informers.SharedInformerFactory
@@ -442,11 +442,11 @@ func (s *Snapshot) forgetRobustness(obj any) {
 func (s *Snapshot) Data() Data {
 	s.mu.Lock()
 	d := Data{
-		HasLonghorn: s.hasLonghorn,
+		HasLonghorn:   s.hasLonghorn,
 		HasKubeVirt:   s.hasKubeVirt,
 		ServerVersion: s.serverVersion,
 		Health:        s.health,
-		Robustness:  make(map[string]RobustnessMark, len(s.robustness)),
+		Robustness:    make(map[string]RobustnessMark, len(s.robustness)),
 	}
 	for name, m := range s.robustness {
 		d.Robustness[name] = m
