@@ -57,7 +57,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default: the current one)")
 	pf.StringVar(&g.logFile, "log-file", "", "write logs to this file (default: none for commands)")
 	pf.TextVar(&g.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
-	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd())
+	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(), newJoinInfoCmd(g))
 	return root
 }
 

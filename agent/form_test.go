@@ -189,3 +189,39 @@ func FuzzDecodeBundle(f *testing.F) {
 		}
 	})
 }
+
+func TestNextFreeAddress(t *testing.T) {
+	network := netip.MustParsePrefix("10.244.244.0/29")
+	used := []netip.Addr{netip.MustParseAddr("10.244.244.1"), netip.MustParseAddr("10.244.244.2"), netip.MustParseAddr("10.244.244.4")}
+	if got, err := NextFreeAddress(network, used); err != nil || got.String() != "10.244.244.3" {
+		t.Errorf("got %s, %v", got, err)
+	}
+	for i := 3; i <= 6; i++ {
+		used = append(used, netip.AddrFrom4([4]byte{10, 244, 244, byte(i)}))
+	}
+	if _, err := NextFreeAddress(network, used); err == nil {
+		t.Error("a full prefix (broadcast excluded) must be an error")
+	}
+}
+
+func TestEdgeworkerInstructions(t *testing.T) {
+	v := validated(t, nil)
+	out := EdgeworkerInstructions(v, "edge-1", netip.MustParseAddr("10.244.244.5"), "v1.34.4+k3s1")
+	for _, want := range []string{`server: "https://10.244.244.1:6443"`, `token-file: "/etc/rancher/k3s/cluster-token"`, `node-ip: "10.244.244.5"`,
+		`- "node-role.sitecon.io/edgeworker=true"`, "k3s agent", "10.244.244.5/28", "v1.34.4+k3s1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, goodToken) {
+		t.Error("the token was printed")
+	}
+	// Every key is a k3s agent flag (token-file included).
+	for _, line := range strings.Split(out, "\n") {
+		if key, _, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, " ") {
+			if !slices.Contains(append(k3sFlags["agent"], "token-file"), key) {
+				t.Errorf("%s is not a k3s agent flag", key)
+			}
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// NextFreeAddress is the first host address of the cluster prefix not in use.
+func NextFreeAddress(network netip.Prefix, used []netip.Addr) (netip.Addr, error) {
+	taken := map[netip.Addr]bool{}
+	for _, a := range used {
+		taken[a] = true
+	}
+	last := broadcast(network)
+	for a := network.Masked().Addr().Next(); a.IsValid() && a != last; a = a.Next() {
+		if !taken[a] {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no free address left in %s", network)
+}
+
+// EdgeworkerLabel marks a generic Linux host joined as a k3s agent
+// (StarlingX's edgeworker personality).
+const EdgeworkerLabel = "node-role.sitecon.io/edgeworker=true"
+
+// EdgeworkerInstructions tells how to join a generic Linux host, not running
+// EVE, as a k3s agent: the config it needs and the command. The token is not
+// printed: it is copied from this node's token file.
+func EdgeworkerInstructions(v *Validated, nodeName string, addr netip.Addr, serverVersion string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Join a generic Linux host as edgeworker %s of cluster %s.\n", nodeName, v.ClusterName)
+	fmt.Fprintf(&b, "# On that host, with k3s installed")
+	if serverVersion != "" {
+		fmt.Fprintf(&b, " (kubelet no newer than the API server %s and at most 3 minor versions older)", serverVersion)
+	}
+	fmt.Fprintf(&b, ":\n#  1. Put %s/%d on its cluster-LAN interface.\n", addr, v.Prefix.Bits())
+	fmt.Fprintf(&b, "#  2. Copy the cluster token from %s:%s to /etc/rancher/k3s/cluster-token (mode 0600).\n", v.NodeName, tokenSource(v))
+	b.WriteString("#  3. Write /etc/rancher/k3s/config.yaml:\n")
+	doc := &yamlDoc{}
+	doc.scalar("server", fmt.Sprintf("%q", "https://"+v.JoinIP.String()+":6443"))
+	doc.scalar("token-file", `"/etc/rancher/k3s/cluster-token"`)
+	doc.scalar("node-name", fmt.Sprintf("%q", nodeName))
+	doc.scalar("node-ip", fmt.Sprintf("%q", addr.String()))
+	doc.list("node-label", []string{EdgeworkerLabel})
+	b.Write(doc.bytes())
+	b.WriteString("#  4. Start it:\nk3s agent\n")
+	return b.String()
+}

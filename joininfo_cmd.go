@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sitecon/sitecon/agent"
+)
+
+func newJoinInfoCmd(g *globalFlags) *cobra.Command {
+	var configPath, role, nodeName, nodeIP, nodeUUID string
+	cmd := &cobra.Command{
+		Use:   "join-info --role server|agent|edgeworker --node-name NAME",
+		Short: "What a new node needs to join this cluster",
+		Long: `Print what a new node needs to join the cluster this node belongs to.
+server and agent (EVE nodes): a join bundle for 'sitecon form --join' (it
+carries the cluster token: keep it private). edgeworker (a generic Linux host
+running k3s, not EVE): the k3s agent config and command; the token is copied
+from this node's token file, never printed. The address is the first free one
+in the cluster prefix unless --node-ip says otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if role != "server" && role != "agent" && role != "edgeworker" {
+				return fmt.Errorf("--role must be server, agent or edgeworker, not %q", role)
+			}
+			if nodeName == "" {
+				return fmt.Errorf("--node-name is required")
+			}
+			cfg, err := agent.LoadConfig(configPath)
+			if err != nil {
+				return err
+			}
+			env := agent.HostEnvironment()
+			env.InterfaceExists = nil
+			v, err := agent.Validate(cfg, env)
+			if err != nil {
+				return err
+			}
+			used, serverVersion := clusterAddresses(cmd.Context(), g)
+			used = append(used, v.JoinIP, v.NodeIP)
+			var addr netip.Addr
+			if nodeIP != "" {
+				if addr, err = netip.ParseAddr(nodeIP); err != nil || !v.Network.Contains(addr) {
+					return fmt.Errorf("--node-ip %q is not an address in the cluster prefix %s", nodeIP, v.Network)
+				}
+			} else if addr, err = agent.NextFreeAddress(v.Network, used); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if role == "edgeworker" {
+				_, err := fmt.Fprint(out, agent.EdgeworkerInstructions(v, nodeName, addr, serverVersion))
+				return err
+			}
+			bundle := agent.JoinBundle{
+				Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,
+				ClusterIPPrefix: netip.PrefixFrom(addr, v.Prefix.Bits()).String(), IsWorkerNode: role == "agent",
+				JoinServerIP: v.JoinIP.String(), Token: v.Token, NodeName: nodeName, NodeUUID: nodeUUID,
+			}
+			if bundle.NodeUUID == "" {
+				return fmt.Errorf("--node-uuid is required for an EVE node (its device UUID)")
+			}
+			line, err := bundle.Encode()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "# %s joins %s as a %s at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n", nodeName, v.ClusterName, role, bundle.ClusterIPPrefix, line)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
+	f.StringVar(&role, "role", "", "server, agent or edgeworker")
+	f.StringVar(&nodeName, "node-name", "", "the new node's name")
+	f.StringVar(&nodeIP, "node-ip", "", "the new node's cluster address (default: the first free one)")
+	f.StringVar(&nodeUUID, "node-uuid", "", "the new EVE node's device UUID (server and agent)")
+	return cmd
+}
+
+// clusterAddresses asks the cluster, briefly, which addresses its nodes use
+// and its version; an unreachable cluster gives nothing (the caller still
+// avoids the addresses it knows).
+func clusterAddresses(ctx context.Context, g *globalFlags) ([]netip.Addr, string) {
+	cfg, err := g.restConfig()
+	if err != nil {
+		return nil, ""
+	}
+	cfg.Timeout = 3 * time.Second // one-shot requests only
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var used []netip.Addr
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, n := range nodes.Items {
+			for _, a := range n.Status.Addresses {
+				if ip, err := netip.ParseAddr(a.Address); err == nil {
+					used = append(used, ip)
+				}
+			}
+		}
+	}
+	version := ""
+	if info, err := cs.Discovery().ServerVersion(); err == nil {
+		version = info.GitVersion
+	}
+	return used, version
+}
