@@ -42,13 +42,14 @@ fuzz:
 bench: controlplane
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The demo: a three-node site with the simulators, then sitecon against it.
+# The demo: a three-node site with the simulators and a demo site, then the
+# console on it. q (or Ctrl-C) stops everything it started.
 demo: build sitebox
 	@$(BIN)/sitebox down --dir $(SITE_DIR) 2>/dev/null || true
 	$(BIN)/sitebox up --demo --nodes 3 --dir $(SITE_DIR) --node-monitor-grace-period 10s --node-lease-duration 10s --eviction-toleration 20s
 	@echo "In another terminal: $(BIN)/sitebox fail node-b --dir $(SITE_DIR)   (and: recover node-b)"
 	@trap '$(BIN)/sitebox down --dir $(SITE_DIR)' EXIT; \
-	  $(BIN)/sitecon status --watch --kubeconfig $(SITE_DIR)/kubeconfig
+	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --log-file $(SITE_DIR)/logs/console.log
 
 demo-down:
 	$(BIN)/sitebox down --dir $(SITE_DIR)

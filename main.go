@@ -10,9 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
 )
 
@@ -57,6 +61,18 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default: the current one)")
 	pf.StringVar(&g.logFile, "log-file", "", "write logs to this file (default: none for commands)")
 	pf.TextVar(&g.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
+	var readOnly bool
+	var agentSocket string
+	root.Long = `sitecon with no command opens the site console: nodes, VIP owner, pod
+health per namespace, Longhorn volumes and how long each has been in its
+state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
+/ to filter, s to sort, enter and esc to drill in and out, ? for help, q to quit.`
+	root.Flags().BoolVar(&readOnly, "readonly", false, "hide every action: look, do not touch")
+	root.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runConsole(cmd.Context(), g, readOnly, agentSocket)
+	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(), newJoinInfoCmd(g))
 	return root
 }
@@ -204,4 +220,45 @@ func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
 	sum.Attempts, sum.LastError, sum.ConfigError = st.Attempts, st.LastError, st.ConfigError
 	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
 	return sum
+}
+
+// runConsole opens the console. It starts even when the cluster cannot be
+// read (it shows why, and the agent's local state) and never exits on its
+// own: only q or Ctrl-C end it.
+func runConsole(ctx context.Context, g *globalFlags, readOnly bool, agentSocket string) error {
+	if g.logFile == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		_ = os.MkdirAll(filepath.Join(dir, "sitecon"), 0o700)
+		g.logFile = filepath.Join(dir, "sitecon", "console.log")
+	}
+	log, closeLog, err := g.logger()
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var snap *kube.Snapshot
+	problem := ""
+	if cfg, err := g.restConfig(); err != nil {
+		problem = err.Error()
+	} else if snap, err = kube.NewSnapshot(cfg, log.With("component", "snapshot")); err != nil {
+		problem = err.Error()
+	} else {
+		snap.Start(ctx)
+	}
+	uiCtx := ui.NewContext(lipgloss.DefaultRenderer(), time.Now, log)
+	uiCtx.ReadOnly = readOnly
+	app := views.NewApp(uiCtx)
+	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
+	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary { return agentSummary(ctx, agentSocket) }, problem, prog.Send)
+	log.Info("console started", "readonly", readOnly)
+	_, err = prog.Run()
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
 }

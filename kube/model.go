@@ -167,6 +167,10 @@ type AppStatus struct {
 	Ready     bool   `json:"ready"`
 	// Object is the pod or VMI name.
 	Object string `json:"object"`
+	// Mode is auto (may move: preferred affinity) or pinned (required);
+	// DesignatedNode is the node its affinity names.
+	Mode           string `json:"mode,omitempty"`
+	DesignatedNode string `json:"designatedNode,omitempty"`
 }
 
 // Derive computes the cluster status from one read of the snapshot. It is a
@@ -427,7 +431,9 @@ func ReplicaState(r *lhv1beta2.Replica) string {
 func appStatuses(d Data) []AppStatus {
 	var out []AppStatus
 	for _, vmi := range d.VMIs {
+		designated, mode := affinityTarget(vmi.Spec.Affinity)
 		out = append(out, AppStatus{
+			Mode: mode, DesignatedNode: designated,
 			Name:      appName(vmi.Labels, vmi.Name),
 			UUID:      vmi.Labels[LabelAppUUID],
 			Namespace: vmi.Namespace,
@@ -447,7 +453,9 @@ func appStatuses(d Data) []AppStatus {
 		if p.DeletionTimestamp != nil {
 			phase = "Terminating"
 		}
+		designated, mode := affinityTarget(p.Spec.Affinity)
 		out = append(out, AppStatus{
+			Mode: mode, DesignatedNode: designated,
 			Name:      appName(p.Labels, p.Name),
 			UUID:      p.Labels[LabelAppUUID],
 			Namespace: p.Namespace,

@@ -1,0 +1,57 @@
+// Package keymap holds every key binding of the console and its help text.
+// Views match keys only through these bindings, never by raw strings.
+package keymap
+
+import "github.com/charmbracelet/bubbles/key"
+
+// KeyMap is the console's key bindings.
+type KeyMap struct {
+	Up, Down, PageUp, PageDown, Top, Bottom key.Binding
+	NextScreen, PrevScreen                  key.Binding
+	Screens                                 []key.Binding
+	Command, Filter, Sort, Enter, Back      key.Binding
+	Help, Quit                              key.Binding
+}
+
+// ScreenNames are the screens in tab order; number keys 1..6 jump to them.
+var ScreenNames = []string{"overview", "nodes", "pods", "volumes", "apps", "events"}
+
+// Default is the console's key map.
+func Default() KeyMap {
+	km := KeyMap{
+		Up:         key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:       key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		PageUp:     key.NewBinding(key.WithKeys("pgup", "ctrl+b"), key.WithHelp("pgup", "page up")),
+		PageDown:   key.NewBinding(key.WithKeys("pgdown", "ctrl+f"), key.WithHelp("pgdn", "page down")),
+		Top:        key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g", "top")),
+		Bottom:     key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G", "bottom")),
+		NextScreen: key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next screen")),
+		PrevScreen: key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous screen")),
+		Command:    key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command (:nodes, :volumes ...)")),
+		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Sort:       key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort column")),
+		Enter:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
+		Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+	}
+	for i, name := range ScreenNames {
+		n := string(rune('1' + i))
+		km.Screens = append(km.Screens, key.NewBinding(key.WithKeys(n), key.WithHelp(n, name)))
+	}
+	return km
+}
+
+// ShortHelp is the one-line help in the footer.
+func (k KeyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.NextScreen, k.Command, k.Filter, k.Sort, k.Enter, k.Help, k.Quit}
+}
+
+// FullHelp is the help screen, in columns.
+func (k KeyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom},
+		append([]key.Binding{k.NextScreen, k.PrevScreen}, k.Screens...),
+		{k.Command, k.Filter, k.Sort, k.Enter, k.Back, k.Help, k.Quit},
+	}
+}

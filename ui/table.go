@@ -1,0 +1,305 @@
+package ui
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// Column is a table column. Width is its minimum; Flex columns share what
+// the terminal has left.
+type Column struct {
+	Title string
+	Width int
+	Flex  bool
+	// HideBelow hides the column on terminals narrower than this, so the
+	// columns that matter keep their room at 80 columns.
+	HideBelow int
+}
+
+// Cell is one table cell: its text, an optional style (severity colour) and
+// an optional sort key (durations and sizes sort by value, not by text).
+type Cell struct {
+	Text  string
+	Style *lipgloss.Style
+	Key   string
+}
+
+// Row is one table row; ID identifies it across refreshes, so the cursor
+// stays on the same object when data changes.
+type Row struct {
+	ID    string
+	Cells []Cell
+}
+
+// Table is a scrollable, filterable, sortable table with a cursor.
+type Table struct {
+	ctx     *Context
+	Columns []Column
+	rows    []Row // all rows, as set
+	visible []Row // filtered and sorted
+	cursor  int
+	offset  int
+	filter  string
+	sortCol int // -1: the order rows were given in
+	sortAsc bool
+}
+
+// NewTable makes an empty table.
+func NewTable(ctx *Context, cols []Column) *Table {
+	return &Table{ctx: ctx, Columns: cols, sortCol: -1, sortAsc: true}
+}
+
+// SetRows replaces the rows, keeping the cursor on the same row ID.
+func (t *Table) SetRows(rows []Row) {
+	selected := t.SelectedID()
+	t.rows = rows
+	t.refresh(selected)
+}
+
+// SetFilter shows only rows whose text contains f (any case).
+func (t *Table) SetFilter(f string) {
+	selected := t.SelectedID()
+	t.filter = strings.ToLower(f)
+	t.refresh(selected)
+}
+
+// Filter is the current filter.
+func (t *Table) Filter() string { return t.filter }
+
+// CycleSort sorts by the next column; after the last column, back to the
+// natural order.
+func (t *Table) CycleSort() {
+	selected := t.SelectedID()
+	t.sortCol++
+	if t.sortCol >= len(t.Columns) {
+		t.sortCol = -1
+	}
+	t.refresh(selected)
+}
+
+// SortColumn is the column sorted by, or "" for the natural order.
+func (t *Table) SortColumn() string {
+	if t.sortCol < 0 {
+		return ""
+	}
+	return t.Columns[t.sortCol].Title
+}
+
+func (t *Table) refresh(selected string) {
+	t.visible = t.visible[:0]
+	for _, r := range t.rows {
+		if t.filter == "" || t.matches(r) {
+			t.visible = append(t.visible, r)
+		}
+	}
+	if t.sortCol >= 0 {
+		col := t.sortCol
+		slices.SortStableFunc(t.visible, func(a, b Row) int {
+			return cmp.Compare(sortKey(a, col), sortKey(b, col))
+		})
+	}
+	t.cursor = 0
+	for i, r := range t.visible {
+		if r.ID == selected {
+			t.cursor = i
+		}
+	}
+	t.clamp()
+}
+
+func sortKey(r Row, col int) string {
+	if col >= len(r.Cells) {
+		return ""
+	}
+	if r.Cells[col].Key != "" {
+		return r.Cells[col].Key
+	}
+	return strings.ToLower(r.Cells[col].Text)
+}
+
+func (t *Table) matches(r Row) bool {
+	for _, c := range r.Cells {
+		if strings.Contains(strings.ToLower(c.Text), t.filter) {
+			return true
+		}
+	}
+	return false
+}
+
+// Len is the number of visible rows.
+func (t *Table) Len() int { return len(t.visible) }
+
+// SelectedID is the ID of the row under the cursor, or "".
+func (t *Table) SelectedID() string {
+	if t.cursor < 0 || t.cursor >= len(t.visible) {
+		return ""
+	}
+	return t.visible[t.cursor].ID
+}
+
+// Update moves the cursor for navigation keys; it reports whether the key was one.
+func (t *Table) Update(msg tea.KeyMsg, height int) bool {
+	k := t.ctx.Keys
+	page := max(height-1, 1)
+	switch {
+	case key.Matches(msg, k.Up):
+		t.cursor--
+	case key.Matches(msg, k.Down):
+		t.cursor++
+	case key.Matches(msg, k.PageUp):
+		t.cursor -= page
+	case key.Matches(msg, k.PageDown):
+		t.cursor += page
+	case key.Matches(msg, k.Top):
+		t.cursor = 0
+	case key.Matches(msg, k.Bottom):
+		t.cursor = len(t.visible) - 1
+	default:
+		return false
+	}
+	t.clamp()
+	return true
+}
+
+func (t *Table) clamp() {
+	t.cursor = max(0, min(t.cursor, len(t.visible)-1))
+}
+
+// View renders the table in width x height (header included).
+func (t *Table) View(width, height int) string {
+	if height < 2 || width < 10 {
+		return ""
+	}
+	st := t.ctx.Styles
+	widths := t.widths(width)
+	var b strings.Builder
+	first := true
+	for i, c := range t.Columns {
+		if widths[i] < 0 {
+			continue
+		}
+		if !first {
+			b.WriteString(" ")
+		}
+		first = false
+		title := c.Title
+		if i == t.sortCol {
+			title += "↑"
+		}
+		b.WriteString(st.Header.Render(pad(title, widths[i])))
+	}
+	b.WriteString("\n")
+	body := height - 1
+	if t.cursor < t.offset {
+		t.offset = t.cursor
+	}
+	if t.cursor >= t.offset+body {
+		t.offset = t.cursor - body + 1
+	}
+	t.offset = max(0, min(t.offset, max(len(t.visible)-body, 0)))
+	if len(t.visible) == 0 {
+		msg := "(nothing to show)"
+		if t.filter != "" {
+			msg = "(no match for /" + t.filter + ")"
+		}
+		b.WriteString(st.Muted.Render(msg))
+		return b.String()
+	}
+	for i := t.offset; i < len(t.visible) && i < t.offset+body; i++ {
+		r := t.visible[i]
+		var line strings.Builder
+		first := true
+		for j := range t.Columns {
+			if widths[j] < 0 {
+				continue
+			}
+			if !first {
+				line.WriteString(" ")
+			}
+			first = false
+			cell := Cell{}
+			if j < len(r.Cells) {
+				cell = r.Cells[j]
+			}
+			text := pad(cell.Text, widths[j])
+			if cell.Style != nil && i != t.cursor {
+				text = cell.Style.Render(text)
+			}
+			line.WriteString(text)
+		}
+		if i == t.cursor {
+			b.WriteString(st.Selected.Render(line.String()))
+		} else {
+			b.WriteString(line.String())
+		}
+		if i < t.offset+body-1 && i < len(t.visible)-1 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// widths fits the columns to the width: minimums first, the rest shared by
+// the flex columns; a narrow terminal truncates the last columns.
+func (t *Table) widths(width int) []int {
+	w := make([]int, len(t.Columns))
+	used := -1 // separators: one fewer than the shown columns
+	flex := 0
+	for i, c := range t.Columns {
+		if width < c.HideBelow {
+			w[i] = -1
+			continue
+		}
+		w[i] = max(c.Width, ansi.StringWidth(c.Title)+1)
+		used += w[i] + 1
+		if c.Flex {
+			flex++
+		}
+	}
+	if extra := width - used; extra > 0 && flex > 0 {
+		for i, c := range t.Columns {
+			if c.Flex && w[i] >= 0 {
+				w[i] += extra / flex
+			}
+		}
+	}
+	// Too narrow: shrink from the right.
+	for i := len(w) - 1; i >= 0 && shownWidth(w) > width; i-- {
+		if w[i] >= 0 {
+			w[i] = max(w[i]-(shownWidth(w)-width), 0)
+		}
+	}
+	return w
+}
+
+// shownWidth is the width of the shown columns with their separators.
+func shownWidth(w []int) int {
+	total, shown := 0, 0
+	for _, x := range w {
+		if x >= 0 {
+			total += x
+			shown++
+		}
+	}
+	return total + max(shown-1, 0)
+}
+
+// pad fits s into exactly w cells, truncating with an ellipsis.
+func pad(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if ansi.StringWidth(s) > w {
+		return ansi.Truncate(s, w, "…")
+	}
+	return s + strings.Repeat(" ", w-ansi.StringWidth(s))
+}
+
+// Fit truncates or pads a line to exactly w cells.
+func Fit(s string, w int) string { return pad(s, w) }

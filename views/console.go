@@ -1,0 +1,356 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/sitecon/sitecon/keymap"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// Frame is one consistent picture of the site for the console, computed off
+// the UI goroutine by the feed.
+type Frame struct {
+	Status kube.ClusterStatus
+	Pods   []kube.PodRow
+	Events []kube.EventRow
+	Agent  *AgentSummary
+	// Problem is why there is no cluster data at all (no kubeconfig, API not
+	// reached yet); the console shows it and keeps going.
+	Problem string
+	// Synced is false until the cluster has been read once.
+	Synced bool
+}
+
+// FrameMsg delivers a new frame to the console.
+type FrameMsg Frame
+
+// TickMsg redraws ages and the stale badge once a second.
+type TickMsg time.Time
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return TickMsg(t) })
+}
+
+type inputMode int
+
+const (
+	modeNormal inputMode = iota
+	modeCommand
+	modeFilter
+)
+
+// screen is one console screen.
+type screen interface {
+	// setFrame rebuilds the screen's rows from a frame.
+	setFrame(f *Frame, now time.Time)
+	view(width, height int) string
+	// key handles a key the root did not; it reports whether it used it.
+	key(msg tea.KeyMsg, height int) bool
+	table() *ui.Table
+	// title may change on drill-in (pods of a namespace).
+	title() string
+}
+
+// App is the console's root model: it owns the context, switches screens,
+// and handles command and filter input, help and quit.
+type App struct {
+	ctx     *ui.Context
+	screens []screen
+	current int
+	frame   Frame
+	mode    inputMode
+	input   textinput.Model
+	help    help.Model
+	full    bool // full help shown
+	message string
+}
+
+// NewApp builds the console.
+func NewApp(ctx *ui.Context) *App {
+	in := textinput.New()
+	in.Prompt = ""
+	a := &App{ctx: ctx, input: in, help: help.New()}
+	a.screens = []screen{
+		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
+	}
+	return a
+}
+
+// Init starts the clock.
+func (a *App) Init() tea.Cmd { return tick() }
+
+// Screen is the name of the current screen.
+func (a *App) Screen() string { return keymap.ScreenNames[a.current] }
+
+// Update handles messages. It never blocks: data arrives as FrameMsg.
+func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		a.ctx.Width, a.ctx.Height = msg.Width, msg.Height
+		a.help.Width = msg.Width
+		return a, nil
+	case FrameMsg:
+		a.frame = Frame(msg)
+		now := a.ctx.Now()
+		for _, s := range a.screens {
+			s.setFrame(&a.frame, now)
+		}
+		return a, nil
+	case TickMsg:
+		now := a.ctx.Now()
+		for _, s := range a.screens {
+			s.setFrame(&a.frame, now)
+		}
+		return a, tick()
+	case tea.KeyMsg:
+		return a.handleKey(msg)
+	}
+	return a, nil
+}
+
+func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	k := a.ctx.Keys
+	if a.mode != modeNormal {
+		switch msg.Type {
+		case tea.KeyEsc:
+			if a.mode == modeFilter {
+				a.screens[a.current].table().SetFilter("")
+			}
+			a.mode = modeNormal
+			a.input.Blur()
+			return a, nil
+		case tea.KeyEnter:
+			value := strings.TrimSpace(a.input.Value())
+			if a.mode == modeCommand {
+				a.runCommand(value)
+			}
+			a.mode = modeNormal
+			a.input.Blur()
+			return a, nil
+		}
+		var cmd tea.Cmd
+		a.input, cmd = a.input.Update(msg)
+		if a.mode == modeFilter {
+			a.screens[a.current].table().SetFilter(a.input.Value())
+		}
+		return a, cmd
+	}
+	if a.full {
+		// Any key leaves the help screen; q still quits.
+		a.full = false
+		if key.Matches(msg, k.Quit) {
+			return a, tea.Quit
+		}
+		return a, nil
+	}
+	a.message = ""
+	switch {
+	case key.Matches(msg, k.Quit):
+		return a, tea.Quit
+	case key.Matches(msg, k.Help):
+		a.full = true
+	case key.Matches(msg, k.NextScreen):
+		a.current = (a.current + 1) % len(a.screens)
+	case key.Matches(msg, k.PrevScreen):
+		a.current = (a.current + len(a.screens) - 1) % len(a.screens)
+	case key.Matches(msg, k.Command):
+		a.mode = modeCommand
+		a.input.SetValue("")
+		return a, a.input.Focus()
+	case key.Matches(msg, k.Filter):
+		if a.screens[a.current].table() == nil {
+			return a, nil
+		}
+		a.mode = modeFilter
+		a.input.SetValue(a.screens[a.current].table().Filter())
+		return a, a.input.Focus()
+	case key.Matches(msg, k.Sort):
+		if t := a.screens[a.current].table(); t != nil {
+			t.CycleSort()
+		}
+	default:
+		for i, b := range k.Screens {
+			if key.Matches(msg, b) {
+				a.current = i
+				return a, nil
+			}
+		}
+		a.screens[a.current].key(msg, a.bodyHeight())
+	}
+	return a, nil
+}
+
+// runCommand handles :nodes, :volumes ... (any unique prefix) and :q.
+func (a *App) runCommand(cmd string) {
+	cmd = strings.TrimPrefix(strings.ToLower(cmd), ":")
+	if cmd == "" {
+		return
+	}
+	if cmd == "q" || cmd == "quit" {
+		a.message = "press q to quit"
+		return
+	}
+	var matches []int
+	for i, name := range keymap.ScreenNames {
+		if strings.HasPrefix(name, cmd) || (cmd == "vol" && name == "volumes") || (cmd == "no" && name == "nodes") {
+			matches = append(matches, i)
+		}
+	}
+	if len(matches) == 1 {
+		a.current = matches[0]
+		return
+	}
+	a.message = fmt.Sprintf("unknown command :%s (try :%s)", cmd, strings.Join(keymap.ScreenNames, ", :"))
+}
+
+// bodyHeight is what the header, tab and footer lines leave, less the stale
+// banner when there is one.
+func (a *App) bodyHeight() int {
+	h := a.ctx.Height - 3
+	if a.banner() != "" {
+		h--
+	}
+	return max(h, 1)
+}
+
+// banner explains stale or missing data above the screen, in full.
+func (a *App) banner() string {
+	s := a.frame.Status
+	switch {
+	case a.frame.Problem != "" && !a.frame.Synced:
+		return "No cluster data: " + a.frame.Problem
+	case a.frame.Synced && !s.API.Connected && !s.API.Since.IsZero():
+		return fmt.Sprintf("API server unreachable for %s: %s. Showing the last data; reconnecting.", Age(s.API.Since, a.ctx.Now(), true), s.API.LastError)
+	}
+	return ""
+}
+
+// View draws the whole screen: header, tabs, the screen, footer.
+func (a *App) View() string {
+	w, h := a.ctx.Width, a.ctx.Height
+	if w <= 0 || h <= 0 {
+		return ""
+	}
+	st := a.ctx.Styles
+	if a.full {
+		return lipgloss.NewStyle().MaxWidth(w).MaxHeight(h).Render(
+			st.Title.Render("sitecon — keys") + "\n\n" + a.help.FullHelpView(a.ctx.Keys.FullHelp()) + "\n\n" + st.Muted.Render("any key to go back"))
+	}
+	header := a.header(w)
+	tabs := a.tabs(w)
+	footer := a.footer(w)
+	if b := a.banner(); b != "" {
+		tabs += "\n" + ui.Fit(st.Bad.Render(b), w)
+	}
+	body := a.screens[a.current].view(w, a.bodyHeight())
+	lines := strings.Split(body, "\n")
+	for len(lines) < a.bodyHeight() {
+		lines = append(lines, "")
+	}
+	lines = lines[:a.bodyHeight()]
+	for i, l := range lines {
+		lines[i] = ui.Fit(l, w)
+	}
+	return strings.Join(append([]string{header, tabs}, append(lines, footer)...), "\n")
+}
+
+func (a *App) header(w int) string {
+	st := a.ctx.Styles
+	s := a.frame.Status
+	now := a.ctx.Now()
+	parts := []string{st.Title.Render("sitecon")}
+	name := s.Cluster.Name
+	if name == "" {
+		name = "cluster n/a"
+	}
+	parts = append(parts, name)
+	nodes := fmt.Sprintf("nodes %d/%d", s.NodesReady, s.NodesTotal)
+	switch {
+	case !a.frame.Synced:
+	case s.NodesReady < s.NodesTotal:
+		nodes = st.Bad.Render(nodes)
+	default:
+		nodes = st.OK.Render(nodes)
+	}
+	parts = append(parts, nodes)
+	if s.VIP.Owner != "" {
+		parts = append(parts, "VIP "+s.VIP.Owner)
+	}
+	if ag := a.frame.Agent; ag != nil && ag.Running {
+		parts = append(parts, "agent "+ag.Phase)
+	}
+	line := strings.Join(parts, st.Muted.Render(" │ "))
+	var badge string
+	switch {
+	case a.frame.Problem != "" && !a.frame.Synced:
+		badge = st.Badge.Render(" NO DATA ")
+	case !s.API.Connected && !s.API.Since.IsZero():
+		badge = st.Badge.Render(" STALE " + Age(s.API.Since, now, true) + " ")
+	}
+	clock := now.Format("15:04:05")
+	if badge != "" {
+		line = badge + " " + line
+	}
+	gap := w - lipgloss.Width(line) - len(clock)
+	if gap < 1 {
+		return ui.Fit(line, w)
+	}
+	return line + strings.Repeat(" ", gap) + st.Muted.Render(clock)
+}
+
+func (a *App) tabs(w int) string {
+	st := a.ctx.Styles
+	var parts []string
+	for i, name := range keymap.ScreenNames {
+		label := fmt.Sprintf(" %d %s ", i+1, name)
+		if i == a.current {
+			parts = append(parts, st.ActiveTab.Render(label))
+		} else {
+			parts = append(parts, st.Tab.Render(label))
+		}
+	}
+	line := strings.Join(parts, "")
+	if t := a.screens[a.current].title(); t != "" {
+		line += "  " + st.Section.Render(t)
+	}
+	return ui.Fit(line, w)
+}
+
+func (a *App) footer(w int) string {
+	st := a.ctx.Styles
+	switch a.mode {
+	case modeCommand:
+		return ui.Fit(st.Key.Render(":")+a.input.View(), w)
+	case modeFilter:
+		return ui.Fit(st.Key.Render("/")+a.input.View(), w)
+	}
+	if a.message != "" {
+		return ui.Fit(st.Warn.Render(a.message), w)
+	}
+	var extra []string
+	if t := a.screens[a.current].table(); t != nil {
+		if f := t.Filter(); f != "" {
+			extra = append(extra, "filter /"+f)
+		}
+		if c := t.SortColumn(); c != "" {
+			extra = append(extra, "sorted by "+c)
+		}
+	}
+	if a.ctx.ReadOnly {
+		extra = append(extra, "read-only")
+	}
+	line := a.help.ShortHelpView(a.ctx.Keys.ShortHelp())
+	if len(extra) > 0 {
+		line = st.Warn.Render(strings.Join(extra, " · ")) + "  " + line
+	}
+	return ui.Fit(line, w)
+}

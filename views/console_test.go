@@ -1,0 +1,335 @@
+package views
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"github.com/sitecon/sitecon/keymap"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// updateGolden reads -update, the flag teatest's golden package defines.
+func updateGolden() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+// sampleFrame is a site mid-failure: node-b lost a minute ago, a volume
+// degraded for a week, one app not running.
+func sampleFrame() Frame {
+	st := sample()
+	st.Nodes = append(st.Nodes, kube.NodeStatus{Name: "node-c", Ready: true, Status: kube.NodeReady, Since: now.Add(-50 * time.Hour),
+		Roles: []string{"control-plane", "etcd", "master"}, Schedulable: false, KubeletVersion: "v1.34.4+k3s1", InternalIP: "10.244.244.3", Pods: 12})
+	st.NodesTotal = 3
+	st.Namespaces = []kube.NamespaceHealth{{Name: "kube-system", Ready: 9, NotReady: 2}, {Name: "longhorn-system", Ready: 7, NotReady: 3, Failed: 1},
+		{Name: "kubevirt", Ready: 4}, {Name: "cdi", Ready: 2}, {Name: "eve-kube-app", Ready: 3, NotReady: 1}}
+	st.Volumes = append(st.Volumes,
+		kube.VolumeStatus{Name: "vol-hmi", State: "attached", Robustness: "degraded", Since: now.Add(-70 * time.Second), SinceExact: true, Size: 20 << 30, ActualSize: 3 << 30, Node: "node-a", WantReplicas: 3,
+			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-b", State: kube.ReplicaFailed}, {Node: "node-c", State: kube.ReplicaRebuilding}}},
+		kube.VolumeStatus{Name: "vol-plc", State: "attached", Robustness: "healthy", Since: now.Add(-3 * time.Hour), Size: 10 << 30, ActualSize: 1 << 30, Node: "node-c", WantReplicas: 3,
+			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-c", State: kube.ReplicaHealthy}}})
+	st.Apps = []kube.AppStatus{
+		{Name: "hmi", Kind: kube.AppKindVM, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-x"},
+		{Name: "historian", Kind: kube.AppKindVM, Mode: kube.AppModePinned, DesignatedNode: "node-b", Node: "node-b", Phase: "Scheduled", Object: "historian"},
+		{Name: "plc-gateway", Kind: kube.AppKindContainer, Mode: kube.AppModeAuto, DesignatedNode: "node-c", Node: "node-c", Phase: "Running", Ready: true, Object: "plc-gateway-1"},
+	}
+	var pods []kube.PodRow
+	for i, ns := range []string{"kube-system", "kube-system", "longhorn-system", "eve-kube-app"} {
+		pods = append(pods, kube.PodRow{Namespace: ns, Name: fmt.Sprintf("pod-%d", i), Phase: "Running", Ready: "1/1", Node: "node-a", Created: now.Add(-time.Hour), Healthy: true})
+	}
+	pods = append(pods, kube.PodRow{Namespace: "kube-system", Name: "coredns-x", Phase: "Running", Ready: "0/1", Restarts: 4, Node: "node-b", Created: now.Add(-2 * time.Hour)})
+	events := []kube.EventRow{
+		{Time: now.Add(-10 * time.Second), Type: "Warning", Reason: "NodeNotReady", Object: "Node/node-b", Message: "Node is not ready"},
+		{Time: now.Add(-5 * time.Minute), Type: "Normal", Reason: "Scheduled", Object: "Pod/hmi-x", Namespace: "eve-kube-app", Message: "Successfully assigned eve-kube-app/hmi-x to node-a"},
+	}
+	return Frame{Status: st, Pods: pods, Events: events, Synced: true,
+		Agent: &AgentSummary{Running: true, Node: "node-a", Role: "seed", Phase: "joined", Since: now.Add(-48 * time.Hour), ClusterIP: "10.244.244.1", ClusterIPReady: true}}
+}
+
+// testContext renders without colour so golden frames are plain text.
+func testContext(w, h int) *ui.Context {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	ctx := ui.NewContext(r, func() time.Time { return now }, nil)
+	ctx.Width, ctx.Height = w, h
+	return ctx
+}
+
+func newTestApp(w, h int) *App {
+	a := NewApp(testContext(w, h))
+	a.Update(FrameMsg(sampleFrame()))
+	return a
+}
+
+func press(a *App, keys ...string) tea.Cmd {
+	var cmd tea.Cmd
+	for _, k := range keys {
+		var msg tea.KeyMsg
+		switch k {
+		case "enter":
+			msg = tea.KeyMsg{Type: tea.KeyEnter}
+		case "esc":
+			msg = tea.KeyMsg{Type: tea.KeyEsc}
+		case "tab":
+			msg = tea.KeyMsg{Type: tea.KeyTab}
+		case "shift+tab":
+			msg = tea.KeyMsg{Type: tea.KeyShiftTab}
+		case "down":
+			msg = tea.KeyMsg{Type: tea.KeyDown}
+		default:
+			msg = tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+		}
+		_, cmd = a.Update(msg)
+	}
+	return cmd
+}
+
+func TestNavigation(t *testing.T) {
+	a := newTestApp(80, 24)
+	if a.Screen() != "overview" {
+		t.Fatalf("starts on %s", a.Screen())
+	}
+	press(a, "tab")
+	if a.Screen() != "nodes" {
+		t.Errorf("tab: %s", a.Screen())
+	}
+	press(a, "shift+tab", "shift+tab")
+	if a.Screen() != "events" {
+		t.Errorf("shift+tab wraps: %s", a.Screen())
+	}
+	press(a, "4")
+	if a.Screen() != "volumes" {
+		t.Errorf("4: %s", a.Screen())
+	}
+	press(a, ":", "a", "p", "p", "enter")
+	if a.Screen() != "apps" {
+		t.Errorf(":app: %s", a.Screen())
+	}
+	press(a, ":", "b", "o", "g", "u", "s", "enter")
+	if a.Screen() != "apps" || !strings.Contains(a.View(), "unknown command :bogus") {
+		t.Errorf(":bogus should stay and say so:\n%s", a.View())
+	}
+	press(a, "?")
+	if !strings.Contains(a.View(), "keys") || !strings.Contains(a.View(), "filter") {
+		t.Errorf("? shows no help:\n%s", a.View())
+	}
+	press(a, "x")
+	if strings.Contains(a.View(), "any key to go back") {
+		t.Error("a key should leave the help screen")
+	}
+	if cmd := press(a, "q"); cmd == nil || cmd() != tea.Quit() {
+		t.Error("q does not quit")
+	}
+}
+
+func TestFilterAndSort(t *testing.T) {
+	a := newTestApp(80, 24)
+	press(a, "4", "/", "h", "m", "i")
+	vols := a.screens[3].table()
+	if vols.Len() != 1 || vols.SelectedID() != "vol-hmi" {
+		t.Errorf("filter 'hmi' shows %d rows", vols.Len())
+	}
+	press(a, "enter")
+	if !strings.Contains(a.View(), "filter /hmi") {
+		t.Errorf("the footer should show the active filter:\n%s", a.View())
+	}
+	press(a, "/", "esc")
+	if vols.Len() != 3 {
+		t.Errorf("esc clears the filter: %d rows", vols.Len())
+	}
+	press(a, "s") // sort by NAME
+	if vols.SortColumn() != "NAME" || vols.SelectedID() != "vol-hmi" {
+		t.Errorf("sort: column %q, cursor on %s", vols.SortColumn(), vols.SelectedID())
+	}
+	press(a, "s", "s", "s") // by SINCE: shortest-lived state first
+	if vols.SortColumn() != "SINCE" {
+		t.Fatalf("sort column %q", vols.SortColumn())
+	}
+	press(a, "g")
+	if vols.SelectedID() != "vol-hmi" {
+		t.Errorf("sorted by since, the first row is %s, want vol-hmi (70s)", vols.SelectedID())
+	}
+}
+
+func TestPodsDrillIn(t *testing.T) {
+	a := newTestApp(80, 24)
+	press(a, "3", "enter")
+	if !strings.Contains(a.View(), "pods in kube-system") || !strings.Contains(a.View(), "coredns-x") {
+		t.Fatalf("enter on kube-system:\n%s", a.View())
+	}
+	if strings.Contains(a.View(), "pod-2") {
+		t.Error("pods of another namespace shown")
+	}
+	press(a, "esc")
+	if strings.Contains(a.View(), "pods in") || !strings.Contains(a.View(), "longhorn-system") {
+		t.Errorf("esc goes back to the namespaces:\n%s", a.View())
+	}
+}
+
+func TestStaleAndNoData(t *testing.T) {
+	a := newTestApp(80, 24)
+	f := sampleFrame()
+	f.Status.API = kube.Health{Connected: false, Since: now.Add(-42 * time.Second), LastError: "connection refused"}
+	a.Update(FrameMsg(f))
+	if v := a.View(); !strings.Contains(v, "STALE 42s") || !strings.Contains(v, "connection refused") || !strings.Contains(v, "vol-hmi") {
+		t.Errorf("stale data must stay on screen with its age and reason:\n%s", v)
+	}
+	a.Update(FrameMsg(Frame{Problem: "no kubeconfig found", Agent: &AgentSummary{Problem: "no agent socket"}}))
+	if v := a.View(); !strings.Contains(v, "NO DATA") || !strings.Contains(v, "no kubeconfig found") {
+		t.Errorf("no data must say why:\n%s", v)
+	}
+}
+
+func TestResizeReflows(t *testing.T) {
+	a := newTestApp(160, 48)
+	wide := a.View()
+	a.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	narrow := a.View()
+	for name, v := range map[string]string{"160x48": wide, "80x24": narrow} {
+		lines := strings.Split(v, "\n")
+		w, h := 160, 48
+		if name == "80x24" {
+			w, h = 80, 24
+		}
+		if len(lines) != h {
+			t.Errorf("%s: %d lines", name, len(lines))
+		}
+		for i, l := range lines {
+			if lipgloss.Width(l) != w {
+				t.Errorf("%s line %d is %d wide: %q", name, i, lipgloss.Width(l), l)
+				break
+			}
+		}
+	}
+}
+
+func TestAlertsOrder(t *testing.T) {
+	f := sampleFrame()
+	alerts := Alerts(&f, now)
+	if len(alerts) == 0 || !alerts[0].Bad {
+		t.Fatalf("alerts = %+v", alerts)
+	}
+	// Degraded for a week (bad) comes before a node lost 90s ago.
+	if !strings.Contains(alerts[0].Text, "vol-1 degraded for 7d") {
+		t.Errorf("first alert %q, want the week-old degraded volume", alerts[0].Text)
+	}
+	var texts []string
+	for _, a := range alerts {
+		texts = append(texts, a.Text)
+	}
+	joined := strings.Join(texts, "\n")
+	for _, want := range []string{"node node-b Unknown", "vol-hmi degraded for 70s (2 of 3 replicas not healthy)", "longhorn-system: 1 pod(s) failed", "app historian (vm) not running"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("alerts lack %q:\n%s", want, joined)
+		}
+	}
+}
+
+func TestThisNodeStatus(t *testing.T) {
+	f := sampleFrame()
+	if got := ThisNodeStatus(&f); got != "READY" {
+		t.Errorf("node-a: %s", got)
+	}
+	f.Agent.Node = "node-b"
+	if got := ThisNodeStatus(&f); got != "NOTREADY" {
+		t.Errorf("node-b: %s", got)
+	}
+	f.Status.API.Connected = false
+	if got := ThisNodeStatus(&f); got != "DOWN" {
+		t.Errorf("API down: %s", got)
+	}
+}
+
+// Golden frames: every screen at 80x24 and 160x48, fixed clock and data.
+// go test ./views -run Golden -update rewrites them.
+func TestGoldenFrames(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {160, 48}} {
+		for i, name := range keymap.ScreenNames {
+			a := newTestApp(size[0], size[1])
+			press(a, fmt.Sprint(i+1))
+			got := a.View() + "\n"
+			path := filepath.Join("testdata", fmt.Sprintf("%s-%dx%d.golden", name, size[0], size[1]))
+			if updateGolden() {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
+			}
+		}
+	}
+}
+
+// The whole program: frames in, keys in, a clean quit.
+func TestProgram(t *testing.T) {
+	app := NewApp(testContext(0, 0))
+	tm := teatest.NewTestModel(t, app, teatest.WithInitialTermSize(80, 24))
+	tm.Send(FrameMsg(sampleFrame()))
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("vol-1 degraded for 7d")) },
+		teatest.WithDuration(5*time.Second))
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2")})
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		return bytes.Contains(b, []byte("ROLES"))
+	},
+		teatest.WithDuration(5*time.Second))
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*App)
+	if final.Screen() != "nodes" {
+		t.Errorf("final screen %s", final.Screen())
+	}
+}
+
+func BenchmarkView(b *testing.B) {
+	f := sampleFrame()
+	for i := range 1000 {
+		f.Pods = append(f.Pods, kube.PodRow{Namespace: kube.Namespaces[i%5], Name: fmt.Sprintf("pod-%04d", i), Phase: "Running", Ready: "1/1", Node: "node-a", Created: now.Add(-time.Hour), Healthy: true})
+	}
+	f.Status.Volumes = nil
+	for i := range 200 {
+		f.Status.Volumes = append(f.Status.Volumes, kube.VolumeStatus{Name: fmt.Sprintf("vol-%03d", i), State: "attached", Robustness: "healthy", Since: now.Add(-time.Hour),
+			Size: 10 << 30, WantReplicas: 3, Replicas: []kube.ReplicaStatus{{Node: "node-a", State: "healthy"}, {Node: "node-b", State: "healthy"}, {Node: "node-c", State: "healthy"}}})
+	}
+	for _, name := range []string{"overview", "pods", "volumes"} {
+		b.Run(name, func(b *testing.B) {
+			a := NewApp(testContext(160, 48))
+			a.Update(FrameMsg(f))
+			press(a, map[string]string{"overview": "1", "pods": "3", "volumes": "4"}[name])
+			if name == "pods" {
+				press(a, "enter")
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = a.View()
+			}
+		})
+	}
+	b.Run("frame", func(b *testing.B) {
+		a := NewApp(testContext(160, 48))
+		b.ReportAllocs()
+		for b.Loop() {
+			a.Update(FrameMsg(f))
+		}
+	})
+}

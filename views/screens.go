@@ -1,0 +1,447 @@
+package views
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// cell helpers keep severity colouring in one place.
+func plain(s string) ui.Cell { return ui.Cell{Text: s} }
+
+func styled(s string, st lipgloss.Style) ui.Cell { return ui.Cell{Text: s, Style: &st} }
+
+// durationKey sorts ages by value: zero-padded seconds.
+func durationKey(t, now time.Time) string { return fmt.Sprintf("%015d", int64(now.Sub(t).Seconds())) }
+
+func numberKey(n int64) string { return fmt.Sprintf("%020d", n) }
+
+// tableScreen is a screen that is one table built from the frame.
+type tableScreen struct {
+	ctx   *ui.Context
+	t     *ui.Table
+	build func(f *Frame, now time.Time) []ui.Row
+	name  string
+}
+
+func (s *tableScreen) setFrame(f *Frame, now time.Time) { s.t.SetRows(s.build(f, now)) }
+func (s *tableScreen) view(w, h int) string             { return s.t.View(w, h) }
+func (s *tableScreen) key(msg tea.KeyMsg, h int) bool   { return s.t.Update(msg, h) }
+func (s *tableScreen) table() *ui.Table                 { return s.t }
+func (s *tableScreen) title() string                    { return s.name }
+
+// nodeStatusCell colours a node's readiness.
+func nodeStatusCell(ctx *ui.Context, n kube.NodeStatus) ui.Cell {
+	switch n.Status {
+	case kube.NodeReady:
+		return styled(n.Status, ctx.Styles.OK)
+	default:
+		return styled(n.Status, ctx.Styles.Bad)
+	}
+}
+
+func newNodes(ctx *ui.Context) screen {
+	cols := []ui.Column{{Title: "NAME", Width: 10, Flex: true}, {Title: "ROLES", Width: 16}, {Title: "STATUS", Width: 8}, {Title: "SINCE", Width: 6},
+		{Title: "SCHED", Width: 8}, {Title: "VERSION", Width: 13, HideBelow: 90}, {Title: "IP", Width: 13}, {Title: "PODS", Width: 5}}
+	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
+		var rows []ui.Row
+		for _, n := range f.Status.Nodes {
+			roles := shortRoles(n.Roles)
+			if n.Seed {
+				roles += ",seed"
+			}
+			sched := styled("yes", ctx.Styles.Muted)
+			if !n.Schedulable {
+				sched = styled("cordoned", ctx.Styles.Warn)
+			}
+			version := plain(n.KubeletVersion)
+			if n.VersionSkew != "" {
+				version = styled(n.KubeletVersion+"!", ctx.Styles.Bad)
+			}
+			rows = append(rows, ui.Row{ID: n.Name, Cells: []ui.Cell{
+				plain(n.Name), plain(roles), nodeStatusCell(ctx, n),
+				{Text: Age(n.Since, now, true), Key: durationKey(n.Since, now)},
+				sched, version, plain(n.InternalIP), {Text: fmt.Sprint(n.Pods), Key: numberKey(int64(n.Pods))},
+			}})
+		}
+		return rows
+	}}
+}
+
+// replicaMark keeps the replicas column readable at 80 columns:
+// node-a✓ healthy, node-b✗ failed, node-c↻ rebuilding, node-d■ stopped.
+func replicaMark(s string) string {
+	switch s {
+	case kube.ReplicaHealthy:
+		return "✓"
+	case kube.ReplicaRebuilding:
+		return "↻"
+	case kube.ReplicaFailed:
+		return "✗"
+	}
+	return "■"
+}
+
+// shortRoles abbreviates k3s's three server roles to "server".
+func shortRoles(roles []string) string {
+	if slices.Contains(roles, "control-plane") && slices.Contains(roles, "etcd") {
+		rest := slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return r == "control-plane" || r == "etcd" || r == "master" })
+		return strings.Join(append([]string{"server"}, rest...), ",")
+	}
+	return strings.Join(roles, ",")
+}
+
+// robustnessCell colours a volume's robustness and how long it has held:
+// degraded for a minute is a warning, for an hour or more an alarm.
+func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Cell, ui.Cell) {
+	st := ctx.Styles
+	since := ui.Cell{Text: Age(v.Since, now, v.SinceExact), Key: durationKey(v.Since, now)}
+	switch v.Robustness {
+	case "healthy":
+		return styled(v.Robustness, st.OK), since
+	case "degraded":
+		sev := st.Warn
+		if now.Sub(v.Since) >= time.Hour {
+			sev = st.Bad
+		}
+		since.Style = &sev
+		return styled(v.Robustness, sev), since
+	case "faulted":
+		since.Style = &st.Bad
+		return styled(v.Robustness, st.Bad), since
+	}
+	return styled(v.Robustness, st.Muted), since
+}
+
+func newVolumes(ctx *ui.Context) screen {
+	cols := []ui.Column{{Title: "NAME", Width: 13}, {Title: "STATE", Width: 9}, {Title: "ROBUSTNESS", Width: 10}, {Title: "SINCE", Width: 5},
+		{Title: "SIZE", Width: 5}, {Title: "USED", Width: 6, HideBelow: 100}, {Title: "NODE", Width: 7}, {Title: "REPLICAS ✓✗↻", Width: 18, Flex: true}}
+	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
+		var rows []ui.Row
+		for _, v := range f.Status.Volumes {
+			rob, since := robustnessCells(ctx, v, now)
+			var reps []string
+			for _, r := range v.Replicas {
+				reps = append(reps, r.Node+replicaMark(r.State))
+			}
+			replicas := strings.Join(reps, " ")
+			if len(v.Replicas) < v.WantReplicas {
+				replicas += fmt.Sprintf(" (%d/%d)", len(v.Replicas), v.WantReplicas)
+			}
+			rows = append(rows, ui.Row{ID: v.Name, Cells: []ui.Cell{
+				plain(v.Name), plain(v.State), rob, since,
+				{Text: Bytes(v.Size), Key: numberKey(v.Size)}, {Text: Bytes(v.ActualSize), Key: numberKey(v.ActualSize)},
+				plain(orNA(v.Node)), plain(replicas),
+			}})
+		}
+		return rows
+	}}
+}
+
+func newApps(ctx *ui.Context) screen {
+	cols := []ui.Column{{Title: "NAME", Width: 12, Flex: true}, {Title: "KIND", Width: 9}, {Title: "MODE", Width: 6}, {Title: "DESIGNATED", Width: 10},
+		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 11}}
+	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
+		var rows []ui.Row
+		for _, a := range f.Status.Apps {
+			status := styled(a.Phase, ctx.Styles.OK)
+			if !a.Ready {
+				status = styled(orNA(a.Phase), ctx.Styles.Bad)
+			}
+			node := plain(orNA(a.Node))
+			if a.DesignatedNode != "" && a.Node != "" && a.Node != a.DesignatedNode {
+				node = styled(a.Node, ctx.Styles.Warn) // running away from its designated node
+			}
+			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
+				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status,
+			}})
+		}
+		return rows
+	}}
+}
+
+func newEvents(ctx *ui.Context) screen {
+	cols := []ui.Column{{Title: "AGE", Width: 5}, {Title: "TYPE", Width: 7}, {Title: "REASON", Width: 14}, {Title: "OBJECT", Width: 24}, {Title: "MESSAGE", Width: 20, Flex: true}}
+	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
+		var rows []ui.Row
+		for i, e := range f.Events {
+			typ := plain(e.Type)
+			if e.Type == "Warning" {
+				typ = styled(e.Type, ctx.Styles.Warn)
+			}
+			rows = append(rows, ui.Row{ID: fmt.Sprintf("%d/%s/%s", i, e.Object, e.Reason), Cells: []ui.Cell{
+				{Text: Age(e.Time, now, true), Key: durationKey(e.Time, now)}, typ, plain(e.Reason), plain(e.Object), plain(e.Message),
+			}})
+		}
+		return rows
+	}}
+}
+
+// podsScreen lists namespaces; enter opens one namespace's pods, esc goes back.
+type podsScreen struct {
+	ctx        *ui.Context
+	namespaces *ui.Table
+	pods       *ui.Table
+	open       string // namespace drilled into, "" for the list
+	frame      *Frame
+	now        time.Time
+}
+
+func newPods(ctx *ui.Context) screen {
+	return &podsScreen{
+		ctx: ctx,
+		namespaces: ui.NewTable(ctx, []ui.Column{{Title: "NAMESPACE", Width: 16, Flex: true}, {Title: "READY", Width: 6},
+			{Title: "NOT-READY", Width: 10}, {Title: "FAILED", Width: 7}}),
+		pods: ui.NewTable(ctx, []ui.Column{{Title: "NAME", Width: 20, Flex: true}, {Title: "PHASE", Width: 11}, {Title: "READY", Width: 6},
+			{Title: "RESTARTS", Width: 9}, {Title: "NODE", Width: 7}, {Title: "AGE", Width: 5}}),
+	}
+}
+
+func (s *podsScreen) setFrame(f *Frame, now time.Time) {
+	s.frame, s.now = f, now
+	st := s.ctx.Styles
+	var rows []ui.Row
+	for _, ns := range f.Status.Namespaces {
+		notReady := plain(fmt.Sprint(ns.NotReady))
+		if ns.NotReady > 0 {
+			notReady = styled(fmt.Sprint(ns.NotReady), st.Warn)
+		}
+		failed := plain(fmt.Sprint(ns.Failed))
+		if ns.Failed > 0 {
+			failed = styled(fmt.Sprint(ns.Failed), st.Bad)
+		}
+		rows = append(rows, ui.Row{ID: ns.Name, Cells: []ui.Cell{plain(ns.Name), plain(fmt.Sprint(ns.Ready)), notReady, failed}})
+	}
+	s.namespaces.SetRows(rows)
+	s.buildPods()
+}
+
+func (s *podsScreen) buildPods() {
+	if s.frame == nil {
+		return
+	}
+	st := s.ctx.Styles
+	var rows []ui.Row
+	for _, p := range s.frame.Pods {
+		if p.Namespace != s.open {
+			continue
+		}
+		phase := styled(p.Phase, st.OK)
+		if !p.Healthy {
+			phase = styled(p.Phase, st.Bad)
+		}
+		rows = append(rows, ui.Row{ID: p.Name, Cells: []ui.Cell{
+			plain(p.Name), phase, plain(p.Ready), {Text: fmt.Sprint(p.Restarts), Key: numberKey(int64(p.Restarts))},
+			plain(orNA(p.Node)), {Text: Age(p.Created, s.now, true), Key: durationKey(p.Created, s.now)},
+		}})
+	}
+	s.pods.SetRows(rows)
+}
+
+func (s *podsScreen) table() *ui.Table {
+	if s.open != "" {
+		return s.pods
+	}
+	return s.namespaces
+}
+
+func (s *podsScreen) title() string {
+	if s.open != "" {
+		return "pods in " + s.open + " (esc: back)"
+	}
+	return ""
+}
+
+func (s *podsScreen) key(msg tea.KeyMsg, h int) bool {
+	k := s.ctx.Keys
+	switch {
+	case key.Matches(msg, k.Enter) && s.open == "":
+		if ns := s.namespaces.SelectedID(); ns != "" {
+			s.open = ns
+			s.buildPods()
+		}
+		return true
+	case key.Matches(msg, k.Back) && s.open != "":
+		s.open = ""
+		return true
+	}
+	return s.table().Update(msg, h)
+}
+
+func (s *podsScreen) view(w, h int) string { return s.table().View(w, h) }
+
+// Alert is one thing on the site that needs attention.
+type Alert struct {
+	Bad   bool // false: a warning
+	Text  string
+	Since time.Time
+}
+
+// Alerts lists what needs attention, worst and longest first: faulted and
+// long-degraded volumes, nodes not ready, version skew, failed pods, apps not
+// running.
+func Alerts(f *Frame, now time.Time) []Alert {
+	var out []Alert
+	s := f.Status
+	for _, v := range s.Volumes {
+		switch v.Robustness {
+		case "faulted":
+			out = append(out, Alert{Bad: true, Since: v.Since, Text: fmt.Sprintf("volume %s faulted for %s", v.Name, Age(v.Since, now, v.SinceExact))})
+		case "degraded":
+			failed := 0
+			for _, r := range v.Replicas {
+				if r.State != kube.ReplicaHealthy {
+					failed++
+				}
+			}
+			out = append(out, Alert{Bad: now.Sub(v.Since) >= time.Hour, Since: v.Since,
+				Text: fmt.Sprintf("volume %s degraded for %s (%d of %d replicas not healthy)", v.Name, Age(v.Since, now, v.SinceExact), failed, len(v.Replicas))})
+		}
+	}
+	for _, n := range s.Nodes {
+		if !n.Ready {
+			out = append(out, Alert{Bad: true, Since: n.Since, Text: fmt.Sprintf("node %s %s for %s %s", n.Name, n.Status, Age(n.Since, now, true), n.Reason)})
+		}
+		if n.VersionSkew != "" {
+			out = append(out, Alert{Since: n.Since, Text: fmt.Sprintf("node %s: %s", n.Name, n.VersionSkew)})
+		}
+	}
+	for _, ns := range s.Namespaces {
+		if ns.Failed > 0 {
+			out = append(out, Alert{Since: now, Text: fmt.Sprintf("%s: %d pod(s) failed", ns.Name, ns.Failed)})
+		}
+	}
+	for _, a := range s.Apps {
+		if !a.Ready && a.Phase != "Terminating" {
+			out = append(out, Alert{Since: now, Text: fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, orNA(a.Phase), orNA(a.Node))})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Alert) int {
+		if a.Bad != b.Bad {
+			if a.Bad {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Since.UnixNano(), b.Since.UnixNano()) // longest first
+	})
+	return out
+}
+
+// overview is the first screen: the site at a glance and its alerts.
+type overview struct {
+	ctx   *ui.Context
+	frame *Frame
+	now   time.Time
+}
+
+func newOverview(ctx *ui.Context) screen { return &overview{ctx: ctx} }
+
+func (o *overview) setFrame(f *Frame, now time.Time) { o.frame, o.now = f, now }
+func (o *overview) key(tea.KeyMsg, int) bool         { return false }
+func (o *overview) table() *ui.Table                 { return nil }
+func (o *overview) title() string                    { return "" }
+
+// ThisNodeStatus is READY, NOTREADY or DOWN (API server unreachable) for the
+// node this console runs on, or "" when that node is not known.
+func ThisNodeStatus(f *Frame) string {
+	if f.Agent == nil || f.Agent.Node == "" {
+		return ""
+	}
+	if !f.Synced || !f.Status.API.Connected {
+		return "DOWN"
+	}
+	for _, n := range f.Status.Nodes {
+		if n.Name == f.Agent.Node {
+			if n.Ready {
+				return "READY"
+			}
+			return "NOTREADY"
+		}
+	}
+	return "NOTREADY"
+}
+
+func (o *overview) view(w, h int) string {
+	st := o.ctx.Styles
+	if o.frame == nil {
+		return st.Muted.Render("waiting for data…")
+	}
+	f, now := o.frame, o.now
+	s := f.Status
+	var b strings.Builder
+	row := func(label, value string) { fmt.Fprintf(&b, "%s %s\n", st.Section.Render(ui.Fit(label, 13)), value) }
+	name := orNA(s.Cluster.Name)
+	if s.Cluster.UUID != "" {
+		name += st.Muted.Render(" " + s.Cluster.UUID)
+	}
+	row("Cluster", name)
+	seed := "n/a"
+	if s.Cluster.SeedAddress != "" {
+		seed = orNA(s.Cluster.SeedNode) + " (" + s.Cluster.SeedAddress + ")"
+	}
+	row("Seed server", seed)
+	vip := orNA(s.VIP.Address)
+	if s.VIP.Owner != "" {
+		vip += " on " + st.Section.Render(s.VIP.Owner)
+		if s.VIP.Since != nil {
+			vip += " for " + Age(*s.VIP.Since, now, true)
+		}
+	} else if f.Synced {
+		vip += st.Bad.Render(" no owner")
+	}
+	row("VIP", vip)
+	nodes := fmt.Sprintf("%d/%d ready", s.NodesReady, s.NodesTotal)
+	if s.NodesReady < s.NodesTotal {
+		nodes = st.Bad.Render(nodes)
+	} else if f.Synced {
+		nodes = st.OK.Render(nodes)
+	}
+	row("Nodes", nodes)
+	if a := f.Agent; a != nil {
+		if a.Running {
+			status := ThisNodeStatus(f)
+			style := st.OK
+			if status != "READY" {
+				style = st.Bad
+			}
+			line := fmt.Sprintf("%s %s · %s %s for %s", a.Node, style.Render(status), orNA(a.Role), a.Phase, Age(a.Since, now, true))
+			if a.LastError != "" {
+				line += st.Warn.Render(" · " + a.LastError)
+			}
+			row("This node", line)
+		} else {
+			row("This node", st.Muted.Render("agent not running ("+a.Problem+")"))
+		}
+	}
+	row("Stats leader", st.Muted.Render("n/a"))
+	b.WriteString("\n" + st.Section.Render("Alerts") + "\n")
+	alerts := Alerts(f, now)
+	if !f.Synced {
+		b.WriteString(st.Muted.Render("  no cluster data yet: "+orNA(f.Problem)) + "\n")
+	} else if len(alerts) == 0 {
+		b.WriteString(st.OK.Render("  none: every node ready, every volume healthy, every app running") + "\n")
+	}
+	room := max(h-8, 1)
+	for i, a := range alerts {
+		if i == room-1 && len(alerts) > room {
+			fmt.Fprintf(&b, "  … %d more\n", len(alerts)-i)
+			break
+		}
+		mark := st.Warn.Render("  ! ")
+		if a.Bad {
+			mark = st.Bad.Render("  ✖ ")
+		}
+		b.WriteString(mark + a.Text + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
