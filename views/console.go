@@ -118,6 +118,26 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	// Keys typed faster than they are read (over SSH, or scripted) arrive as
+	// one message with several runes: handle them one by one, so ":nodes"
+	// opens the command line and types "nodes" into it.
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && a.mode == modeNormal {
+		var cmds []tea.Cmd
+		for i, r := range msg.Runes {
+			_, cmd := a.handleKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			cmds = append(cmds, cmd)
+			if a.mode != modeNormal {
+				// The rest is typed into the command or filter line.
+				rest := tea.KeyMsg{Type: tea.KeyRunes, Runes: msg.Runes[i+1:]}
+				if len(rest.Runes) > 0 {
+					_, cmd = a.handleKey(rest)
+					cmds = append(cmds, cmd)
+				}
+				break
+			}
+		}
+		return a, tea.Batch(cmds...)
+	}
 	k := a.ctx.Keys
 	if a.mode != modeNormal {
 		switch msg.Type {

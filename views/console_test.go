@@ -333,3 +333,18 @@ func BenchmarkView(b *testing.B) {
 		}
 	})
 }
+
+// Keys that arrive together (fast typing over SSH) act one by one.
+func TestBatchedRunes(t *testing.T) {
+	a := newTestApp(80, 24)
+	a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(":vol")})
+	a.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if a.Screen() != "volumes" {
+		t.Errorf(":vol typed at once: screen %s", a.Screen())
+	}
+	a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2")})
+	a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/node-c")})
+	if tbl := a.screens[1].table(); tbl.Len() != 1 || tbl.SelectedID() != "node-c" {
+		t.Errorf("/node-c typed at once: %d rows", tbl.Len())
+	}
+}

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// tmuxConsole runs the console in a detached tmux session, as a technician
+// on an 80x24 terminal would see it.
+type tmuxConsole struct {
+	t       *testing.T
+	session string
+}
+
+func startConsole(t *testing.T, args ...string) *tmuxConsole {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("the console end-to-end test needs tmux")
+	}
+	session := fmt.Sprintf("sitecon-e2e-%d", time.Now().UnixNano())
+	// One shell command: tmux runs it with sh -c.
+	cmdline := append([]string{"env", "HOME=" + t.TempDir(), "KUBECONFIG=", "TERM=xterm-256color", sitecon}, args...)
+	cmd := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", strings.Join(cmdline, " "))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
+	return &tmuxConsole{t: t, session: session}
+}
+
+func (c *tmuxConsole) keys(keys ...string) {
+	c.t.Helper()
+	if out, err := exec.Command("tmux", append([]string{"send-keys", "-t", c.session}, keys...)...).CombinedOutput(); err != nil {
+		c.t.Fatalf("send-keys: %v\n%s", err, out)
+	}
+}
+
+func (c *tmuxConsole) screen() string {
+	out, err := exec.Command("tmux", "capture-pane", "-p", "-t", c.session).CombinedOutput()
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
+
+// waitScreen waits until the screen satisfies cond.
+func (c *tmuxConsole) waitScreen(within time.Duration, what string, cond func(string) bool) string {
+	c.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(c.t.Context(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		last = c.screen()
+		return cond(last), nil
+	})
+	if err != nil {
+		c.t.Fatalf("%s: not within %s; screen:\n%s", what, within, last)
+	}
+	return last
+}
+
+func lineWith(screen, word string) string {
+	for _, l := range strings.Split(screen, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), word) {
+			return l
+		}
+	}
+	return ""
+}
+
+func TestConsoleFollowsNodeFailure(t *testing.T) {
+	site := sitebox.Shared(t)
+	lh, err := lhclientset.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(t.Context(), sitebox.LonghornVolume("vol-console", 5<<30, 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log")
+	c.waitScreen(10*time.Second, "overview with 3/3 nodes", func(s string) bool {
+		return strings.Contains(s, "sitebox-test") && strings.Contains(s, "3/3 ready")
+	})
+	c.keys("2")
+	c.waitScreen(5*time.Second, "nodes screen", func(s string) bool {
+		return strings.Contains(s, "ROLES") && strings.Contains(lineWith(s, "node-b"), "Ready")
+	})
+	c.keys("4")
+	c.waitScreen(15*time.Second, "volumes screen with vol-console healthy", func(s string) bool {
+		return strings.Contains(lineWith(s, "vol-console"), "healthy")
+	})
+
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	site.RecoverOnCleanup(t, "node-b")
+	s := c.waitScreen(45*time.Second, "vol-console degraded", func(s string) bool {
+		return strings.Contains(lineWith(s, "vol-console"), "degraded")
+	})
+	if !strings.Contains(lineWith(s, "vol-console"), "node-b✗") {
+		t.Errorf("the failed replica is not marked:\n%s", s)
+	}
+	c.keys(":", "nodes", "Enter")
+	s = c.waitScreen(10*time.Second, "node-b not ready", func(s string) bool {
+		l := lineWith(s, "node-b")
+		return strings.Contains(l, "Unknown") || strings.Contains(l, "NotReady")
+	})
+	if !strings.Contains(s, "nodes 2/3") {
+		t.Errorf("the header should count 2/3 nodes:\n%s", s)
+	}
+	c.keys("1")
+	c.waitScreen(5*time.Second, "alerts name the failure", func(s string) bool {
+		return strings.Contains(s, "node node-b") && strings.Contains(s, "volume vol-console degraded for")
+	})
+
+	if err := site.Recover("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	c.keys("4")
+	c.waitScreen(45*time.Second, "vol-console healthy again", func(s string) bool {
+		return strings.Contains(lineWith(s, "vol-console"), "healthy")
+	})
+	c.keys("q")
+	c.waitScreen(5*time.Second, "console quit", func(s string) bool { return !strings.Contains(s, "1 overview") })
+}
