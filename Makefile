@@ -8,7 +8,7 @@ SITE_DIR ?= .sitebox
 # Fuzz targets run for this long each in `make test`.
 FUZZTIME ?= 10s
 
-.PHONY: all build sitebox controlplane test fuzz lint bench demo demo-down crds clean
+.PHONY: all build sitebox controlplane test fuzz lint bench demo demo-down crds screenshots clean
 
 all: build
 
@@ -50,6 +50,23 @@ demo: build sitebox
 	@echo "In another terminal: $(BIN)/sitebox fail node-b --dir $(SITE_DIR)   (and: recover node-b)"
 	@trap '$(BIN)/sitebox down --dir $(SITE_DIR)' EXIT; \
 	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --log-file $(SITE_DIR)/logs/console.log
+
+# PNGs of the console's real frames (the golden-frame path, in colour) for
+# the README, through charmbracelet/freeze (built once into the cache) and
+# rsvg-convert (Debian's librsvg2-bin).
+FREEZE   := $(HOME)/.cache/sitecon/tools/freeze-v0.2.2
+MONOFONT := /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf
+screenshots:
+	@command -v rsvg-convert >/dev/null || { echo "make screenshots needs rsvg-convert: apt-get install librsvg2-bin"; exit 1; }
+	@test -x $(FREEZE) || (cd test/screenshots/tools && $(GO) build -o $(FREEZE) github.com/charmbracelet/freeze)
+	@frames=$$(mktemp -d); trap 'rm -rf $$frames' EXIT; \
+	  SITECON_SCREENSHOT_DIR=$$frames $(GO) test -count=1 -run '^TestWriteScreenshotFrames$$' ./views >/dev/null && \
+	  mkdir -p screenshots && for f in $$frames/*.ansi; do \
+	    name=$$(basename $$f .ansi); \
+	    font=""; test -f $(MONOFONT) && font="--font.file $(MONOFONT) --font.family DejaVuSansMono"; \
+	    $(FREEZE) -x "cat $$f" -o screenshots/$$name.png --window $$font </dev/null >/dev/null || exit 1; \
+	    echo "screenshots/$$name.png"; \
+	  done
 
 demo-down:
 	$(BIN)/sitebox down --dir $(SITE_DIR)

@@ -213,6 +213,7 @@ func (t *Table) View(width, height int) string {
 	}
 	for i := t.offset; i < len(t.visible) && i < t.offset+body; i++ {
 		r := t.visible[i]
+		selected := i == t.cursor
 		var line strings.Builder
 		first := true
 		for j := range t.Columns {
@@ -220,7 +221,11 @@ func (t *Table) View(width, height int) string {
 				continue
 			}
 			if !first {
-				line.WriteString(" ")
+				if selected {
+					line.WriteString(st.Selected.Render(" "))
+				} else {
+					line.WriteString(" ")
+				}
 			}
 			first = false
 			cell := Cell{}
@@ -228,16 +233,19 @@ func (t *Table) View(width, height int) string {
 				cell = r.Cells[j]
 			}
 			text := pad(cell.Text, widths[j])
-			if cell.Style != nil && i != t.cursor {
+			// Each cell is styled on its own, the cursor row reversed on
+			// top, so severity colours survive the selection.
+			switch {
+			case cell.Style != nil && selected:
+				text = cell.Style.Reverse(true).Render(text)
+			case cell.Style != nil:
 				text = cell.Style.Render(text)
+			case selected:
+				text = st.Selected.Render(text)
 			}
 			line.WriteString(text)
 		}
-		if i == t.cursor {
-			b.WriteString(st.Selected.Render(line.String()))
-		} else {
-			b.WriteString(line.String())
-		}
+		b.WriteString(line.String())
 		if i < t.offset+body-1 && i < len(t.visible)-1 {
 			b.WriteString("\n")
 		}

@@ -348,3 +348,24 @@ func TestBatchedRunes(t *testing.T) {
 		t.Errorf("/node-c typed at once: %d rows", tbl.Len())
 	}
 }
+
+// TestWriteScreenshotFrames writes every screen's real frame, in colour, to
+// $SITECON_SCREENSHOT_DIR for `make screenshots` (skipped otherwise).
+func TestWriteScreenshotFrames(t *testing.T) {
+	dir := os.Getenv("SITECON_SCREENSHOT_DIR")
+	if dir == "" {
+		t.Skip("SITECON_SCREENSHOT_DIR not set")
+	}
+	for i, name := range keymap.ScreenNames {
+		r := lipgloss.NewRenderer(io.Discard)
+		r.SetColorProfile(termenv.ANSI)
+		ctx := ui.NewContext(r, func() time.Time { return now }, nil)
+		ctx.Width, ctx.Height = 100, 24
+		a := NewApp(ctx)
+		a.Update(FrameMsg(sampleFrame()))
+		press(a, fmt.Sprint(i+1))
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%s.ansi", i+1, name)), []byte(a.View()+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

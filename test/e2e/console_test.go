@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -11,10 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/charmbracelet/lipgloss"
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/ui"
+	"github.com/sitecon/sitecon/views"
 )
 
 // tmuxConsole runs the console in a detached tmux session, as a technician
@@ -132,4 +136,30 @@ func TestConsoleFollowsNodeFailure(t *testing.T) {
 	})
 	c.keys("q")
 	c.waitScreen(5*time.Second, "console quit", func(s string) bool { return !strings.Contains(s, "1 overview") })
+}
+
+// BenchmarkFirstFrame measures the console's start against a real API
+// server: snapshot started, every informer synced, the first frame built
+// and drawn.
+func BenchmarkFirstFrame(b *testing.B) {
+	site := sitebox.Shared(b)
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		snap, err := kube.NewSnapshot(site.Config, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap.Start(ctx)
+		if err := snap.WaitForSync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		uiCtx := ui.NewContext(lipgloss.NewRenderer(io.Discard), time.Now, nil)
+		uiCtx.Width, uiCtx.Height = 80, 24
+		app := views.NewApp(uiCtx)
+		app.Update(views.FrameMsg(views.BuildFrame(snap, nil, "", time.Now())))
+		if !strings.Contains(app.View(), "3/3 ready") {
+			b.Fatal("first frame lacks the nodes")
+		}
+		cancel()
+	}
 }
