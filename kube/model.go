@@ -97,6 +97,12 @@ type NodeStatus struct {
 	// VersionSkew names a kubelet outside the Kubernetes version skew
 	// policy relative to the API server (an edgeworker with its own k3s).
 	VersionSkew string `json:"versionSkew,omitempty"`
+	// CPU in millicores and memory in bytes: what the node offers to pods
+	// and what the pods on it request.
+	CPUAllocatable    int64 `json:"cpuAllocatableMilli"`
+	CPURequested      int64 `json:"cpuRequestedMilli"`
+	MemoryAllocatable int64 `json:"memoryAllocatableBytes"`
+	MemoryRequested   int64 `json:"memoryRequestedBytes"`
 }
 
 // NamespaceHealth counts the pods of one namespace by health.
@@ -171,6 +177,16 @@ type AppStatus struct {
 	// DesignatedNode is the node its affinity names.
 	Mode           string `json:"mode,omitempty"`
 	DesignatedNode string `json:"designatedNode,omitempty"`
+	// LastMove is the last time the snapshot saw the app start running on
+	// another node than before.
+	LastMove *AppMove `json:"lastMove,omitempty"`
+}
+
+// AppMove is an app seen running on a new node.
+type AppMove struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
 }
 
 // Derive computes the cluster status from one read of the snapshot. It is a
@@ -185,14 +201,23 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	st.Cluster = clusterIdentity(d)
 	st.VIP = vipStatus(d)
 	podsPerNode := map[string]int{}
+	cpuRequested, memRequested := map[string]int64{}, map[string]int64{}
 	for _, p := range d.Pods {
 		if p.Spec.NodeName != "" && !podFinished(p) {
 			podsPerNode[p.Spec.NodeName]++
+			cpu, mem := podRequests(p)
+			cpuRequested[p.Spec.NodeName] += cpu
+			memRequested[p.Spec.NodeName] += mem
 		}
 	}
 	for _, n := range d.Nodes {
 		ns := nodeStatus(n)
 		ns.Pods = podsPerNode[n.Name]
+		ns.CPURequested, ns.MemoryRequested = cpuRequested[n.Name], memRequested[n.Name]
+		if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
+			ns.CPUAllocatable = q.MilliValue()
+		}
+		ns.MemoryAllocatable = quantity(n.Status.Allocatable, corev1.ResourceMemory)
 		ns.VersionSkew = KubeletSkew(ns.KubeletVersion, d.ServerVersion)
 		ns.Seed = st.Cluster.SeedAddress != "" && ns.InternalIP == st.Cluster.SeedAddress
 		if ns.Seed {
@@ -319,6 +344,21 @@ func quantity(list corev1.ResourceList, name corev1.ResourceName) int64 {
 	return 0
 }
 
+// podRequests adds up a pod's CPU (millicores) and memory requests the way
+// the scheduler counts them: the containers' sum, or the largest init
+// container if that is more.
+func podRequests(p *corev1.Pod) (cpu, mem int64) {
+	for _, c := range p.Spec.Containers {
+		cpu += c.Resources.Requests.Cpu().MilliValue()
+		mem += c.Resources.Requests.Memory().Value()
+	}
+	for _, c := range p.Spec.InitContainers {
+		cpu = max(cpu, c.Resources.Requests.Cpu().MilliValue())
+		mem = max(mem, c.Resources.Requests.Memory().Value())
+	}
+	return cpu, mem
+}
+
 func podFinished(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
@@ -433,7 +473,7 @@ func appStatuses(d Data) []AppStatus {
 	for _, vmi := range d.VMIs {
 		designated, mode := affinityTarget(vmi.Spec.Affinity)
 		out = append(out, AppStatus{
-			Mode: mode, DesignatedNode: designated,
+			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(vmi.Labels, vmi.Name)),
 			Name:      appName(vmi.Labels, vmi.Name),
 			UUID:      vmi.Labels[LabelAppUUID],
 			Namespace: vmi.Namespace,
@@ -455,7 +495,7 @@ func appStatuses(d Data) []AppStatus {
 		}
 		designated, mode := affinityTarget(p.Spec.Affinity)
 		out = append(out, AppStatus{
-			Mode: mode, DesignatedNode: designated,
+			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(p.Labels, p.Name)),
 			Name:      appName(p.Labels, p.Name),
 			UUID:      p.Labels[LabelAppUUID],
 			Namespace: p.Namespace,
@@ -470,6 +510,25 @@ func appStatuses(d Data) []AppStatus {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Object, b.Object))
 	})
 	return out
+}
+
+func lastMove(d Data, key string) *AppMove {
+	if m, ok := d.AppMoves[key]; ok {
+		return &m
+	}
+	return nil
+}
+
+// AppKey identifies an app across the pods and VMIs that run it: its UUID
+// label, else its name label, else the object's own name.
+func AppKey(labels map[string]string, object string) string {
+	if u := labels[LabelAppUUID]; u != "" {
+		return u
+	}
+	if n := labels[LabelAppName]; n != "" {
+		return n
+	}
+	return object
 }
 
 func appName(labels map[string]string, fallback string) string {

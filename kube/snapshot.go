@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,7 +72,9 @@ type Data struct {
 	HasKubeVirt bool
 	// ServerVersion is the API server's git version (v1.34.4+k3s1).
 	ServerVersion string
-	Health        Health
+	// AppMoves is, per app key (AppKey), the last move the snapshot saw.
+	AppMoves map[string]AppMove
+	Health   Health
 }
 
 // Since is a time something started. Exact is false when sitecon only saw it
@@ -102,8 +105,11 @@ type Snapshot struct {
 	hasLonghorn   bool
 	hasKubeVirt   bool
 	robustness    map[string]RobustnessMark
-	subscribers   map[chan struct{}]struct{}
-	syncedCh      chan struct{}
+	// appNodes is where each app (by AppKey) was last seen running.
+	appNodes    map[string]string
+	appMoves    map[string]AppMove
+	subscribers map[chan struct{}]struct{}
+	syncedCh    chan struct{}
 
 	core      informers.SharedInformerFactory
 	leases    informers.SharedInformerFactory
@@ -122,6 +128,8 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger) (*Snapshot, error) {
 		log:         log,
 		now:         time.Now,
 		robustness:  map[string]RobustnessMark{},
+		appNodes:    map[string]string{},
+		appMoves:    map[string]AppMove{},
 		subscribers: map[chan struct{}]struct{}{},
 		syncedCh:    make(chan struct{}),
 	}
@@ -223,9 +231,14 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		}))
 	s.appConfig = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithNamespace(AppNamespace))
 
+	pods := s.core.Core().V1().Pods().Informer()
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.trackPod(obj) },
+		UpdateFunc: func(_, obj any) { s.trackPod(obj) },
+	})
 	watched := []cache.SharedIndexInformer{
 		s.core.Core().V1().Nodes().Informer(),
-		s.core.Core().V1().Pods().Informer(),
+		pods,
 		s.core.Core().V1().Events().Informer(),
 		s.leases.Coordination().V1().Leases().Informer(),
 		s.appConfig.Core().V1().ConfigMaps().Informer(),
@@ -254,6 +267,10 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 				return vmis.Watch(ctx, o)
 			},
 		}, &kvv1.VirtualMachineInstance{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		_, _ = s.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.trackVMI(obj) },
+			UpdateFunc: func(_, obj any) { s.trackVMI(obj) },
+		})
 		watched = append(watched, s.vmis)
 	}
 	notify := cache.ResourceEventHandlerFuncs{
@@ -427,6 +444,35 @@ func (s *Snapshot) trackRobustness(obj any) {
 	s.robustness[v.Name] = RobustnessMark{Robustness: v.Status.Robustness, Since: since}
 }
 
+// trackPod notes where an app's container pod runs, to see it move. VM apps
+// are followed through their VMI, not their launcher pod.
+func (s *Snapshot) trackPod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Namespace != AppNamespace || strings.HasPrefix(p.Name, virtLauncherPrefix) {
+		return
+	}
+	if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+		s.appRunsOn(AppKey(p.Labels, p.Name), p.Spec.NodeName)
+	}
+}
+
+func (s *Snapshot) trackVMI(obj any) {
+	vmi, ok := obj.(*kvv1.VirtualMachineInstance)
+	if !ok || vmi.DeletionTimestamp != nil || vmi.Status.Phase != kvv1.Running || vmi.Status.NodeName == "" {
+		return
+	}
+	s.appRunsOn(AppKey(vmi.Labels, vmi.Name), vmi.Status.NodeName)
+}
+
+func (s *Snapshot) appRunsOn(app, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, seen := s.appNodes[app]; seen && prev != node {
+		s.appMoves[app] = AppMove{At: s.now(), From: prev, To: node}
+	}
+	s.appNodes[app] = node
+}
+
 func (s *Snapshot) forgetRobustness(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -450,6 +496,10 @@ func (s *Snapshot) Data() Data {
 	}
 	for name, m := range s.robustness {
 		d.Robustness[name] = m
+	}
+	d.AppMoves = make(map[string]AppMove, len(s.appMoves))
+	for app, m := range s.appMoves {
+		d.AppMoves[app] = m
 	}
 	synced := s.synced
 	s.mu.Unlock()

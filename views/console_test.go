@@ -32,7 +32,8 @@ func updateGolden() bool {
 func sampleFrame() Frame {
 	st := sample()
 	st.Nodes = append(st.Nodes, kube.NodeStatus{Name: "node-c", Ready: true, Status: kube.NodeReady, Since: now.Add(-50 * time.Hour),
-		Roles: []string{"control-plane", "etcd", "master"}, Schedulable: false, KubeletVersion: "v1.34.4+k3s1", InternalIP: "10.244.244.3", Pods: 12})
+		Roles: []string{"control-plane", "etcd", "master"}, Schedulable: false, KubeletVersion: "v1.34.4+k3s1", InternalIP: "10.244.244.3", Pods: 12,
+		CPUAllocatable: 4000, CPURequested: 1500, MemoryAllocatable: 7 << 30, MemoryRequested: 3 << 29})
 	st.NodesTotal = 3
 	st.Namespaces = []kube.NamespaceHealth{{Name: "kube-system", Ready: 9, NotReady: 2}, {Name: "longhorn-system", Ready: 7, NotReady: 3, Failed: 1},
 		{Name: "kubevirt", Ready: 4}, {Name: "cdi", Ready: 2}, {Name: "eve-kube-app", Ready: 3, NotReady: 1}}
@@ -42,7 +43,8 @@ func sampleFrame() Frame {
 		kube.VolumeStatus{Name: "vol-plc", State: "attached", Robustness: "healthy", Since: now.Add(-3 * time.Hour), Size: 10 << 30, ActualSize: 1 << 30, Node: "node-c", WantReplicas: 3,
 			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-c", State: kube.ReplicaHealthy}}})
 	st.Apps = []kube.AppStatus{
-		{Name: "hmi", Kind: kube.AppKindVM, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-x"},
+		{Name: "hmi", Kind: kube.AppKindVM, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-x",
+			LastMove: &kube.AppMove{At: now.Add(-75 * time.Second), From: "node-b", To: "node-a"}},
 		{Name: "historian", Kind: kube.AppKindVM, Mode: kube.AppModePinned, DesignatedNode: "node-b", Node: "node-b", Phase: "Scheduled", Object: "historian"},
 		{Name: "plc-gateway", Kind: kube.AppKindContainer, Mode: kube.AppModeAuto, DesignatedNode: "node-c", Node: "node-c", Phase: "Running", Ready: true, Object: "plc-gateway-1"},
 	}

@@ -51,7 +51,8 @@ func nodeStatusCell(ctx *ui.Context, n kube.NodeStatus) ui.Cell {
 
 func newNodes(ctx *ui.Context) screen {
 	cols := []ui.Column{{Title: "NAME", Width: 10, Flex: true}, {Title: "ROLES", Width: 16}, {Title: "STATUS", Width: 8}, {Title: "SINCE", Width: 6},
-		{Title: "SCHED", Width: 8}, {Title: "VERSION", Width: 13, HideBelow: 90}, {Title: "IP", Width: 13}, {Title: "PODS", Width: 5}}
+		{Title: "SCHED", Width: 8}, {Title: "VERSION", Width: 13, HideBelow: 90}, {Title: "IP", Width: 13}, {Title: "PODS", Width: 5},
+		{Title: "CPU REQ/ALLOC", Width: 13, HideBelow: 120}, {Title: "MEM REQ/ALLOC", Width: 14, HideBelow: 120}}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, n := range f.Status.Nodes {
@@ -71,10 +72,20 @@ func newNodes(ctx *ui.Context) screen {
 				plain(n.Name), plain(roles), nodeStatusCell(ctx, n),
 				{Text: Age(n.Since, now, true), Key: durationKey(n.Since, now)},
 				sched, version, plain(n.InternalIP), {Text: fmt.Sprint(n.Pods), Key: numberKey(int64(n.Pods))},
+				{Text: fmt.Sprintf("%s/%s", cores(n.CPURequested), cores(n.CPUAllocatable)), Key: numberKey(n.CPURequested)},
+				{Text: fmt.Sprintf("%s/%s", Bytes(n.MemoryRequested), Bytes(n.MemoryAllocatable)), Key: numberKey(n.MemoryRequested)},
 			}})
 		}
 		return rows
 	}}
+}
+
+// cores formats millicores as kubectl does: "500m", "2".
+func cores(milli int64) string {
+	if milli%1000 == 0 {
+		return fmt.Sprint(milli / 1000)
+	}
+	return fmt.Sprintf("%dm", milli)
 }
 
 // replicaMark keeps the replicas column readable at 80 columns:
@@ -149,7 +160,7 @@ func newVolumes(ctx *ui.Context) screen {
 
 func newApps(ctx *ui.Context) screen {
 	cols := []ui.Column{{Title: "NAME", Width: 12, Flex: true}, {Title: "KIND", Width: 9}, {Title: "MODE", Width: 6}, {Title: "DESIGNATED", Width: 10},
-		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 11}}
+		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10}, {Title: "LAST MOVE", Width: 20}}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, a := range f.Status.Apps {
@@ -161,8 +172,12 @@ func newApps(ctx *ui.Context) screen {
 			if a.DesignatedNode != "" && a.Node != "" && a.Node != a.DesignatedNode {
 				node = styled(a.Node, ctx.Styles.Warn) // running away from its designated node
 			}
+			move := ui.Cell{Text: "-"}
+			if m := a.LastMove; m != nil {
+				move = ui.Cell{Text: fmt.Sprintf("%s %s→%s", Age(m.At, now, true), m.From, m.To), Key: durationKey(m.At, now)}
+			}
 			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
-				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status,
+				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move,
 			}})
 		}
 		return rows
