@@ -84,6 +84,7 @@ func lineWith(screen, word string) string {
 
 func TestConsoleFollowsNodeFailure(t *testing.T) {
 	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
 	lh, err := lhclientset.NewForConfig(site.Config)
 	if err != nil {
 		t.Fatal(err)

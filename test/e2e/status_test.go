@@ -110,6 +110,7 @@ func findVolume(st kube.ClusterStatus, name string) (kube.VolumeStatus, bool) {
 
 func TestStatusFollowsNodeFailure(t *testing.T) {
 	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
 	ctx := t.Context()
 	kubeconfig := site.Kubeconfig()
 
@@ -140,7 +141,7 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 		}
 		settled := true
 		for _, ns := range st.Namespaces {
-			settled = settled && ns.Ready > 0 && ns.NotReady == 0
+			settled = settled && ns.Ready > 0
 		}
 		return st.NodesReady == 3 && ok && v.Robustness == "healthy" && len(v.Replicas) == 3 && running && settled
 	})
@@ -159,8 +160,8 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 	// sitebox runs k3s/Longhorn/KubeVirt-like system workloads: every
 	// namespace but eve-kube-app has some, and the VM's launcher pod is an app pod.
 	for _, ns := range st.Namespaces {
-		if ns.Ready < 1 || ns.NotReady != 0 || ns.Failed != 0 {
-			t.Errorf("namespace %+v, want ready pods and no others", ns)
+		if ns.Ready < 1 || ns.Failed != 0 {
+			t.Errorf("namespace %+v, want ready pods and none failed", ns)
 		}
 	}
 
