@@ -165,7 +165,7 @@ func (s *Site) RESTConfig() (*rest.Config, error) {
 // Up starts a site and returns once the API server is ready, the CRDs are
 // established and every node is Ready. The processes keep running after Up
 // returns; Down stops them.
-func Up(ctx context.Context, opts Options) (site *Site, err error) {
+func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	if opts.Nodes < 1 || opts.Nodes > 26 {
 		return nil, fmt.Errorf("--nodes must be between 1 and 26, got %d", opts.Nodes)
 	}
@@ -176,8 +176,13 @@ func Up(ctx context.Context, opts Options) (site *Site, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if prev, err := Load(dir); err == nil && prev.running("kube-apiserver") {
-		return nil, fmt.Errorf("a site is already running in %s: run 'sitebox down --dir %s' first", dir, dir)
+	if prev, err := Load(dir); err == nil {
+		if prev.running("kube-apiserver") {
+			return nil, fmt.Errorf("a site is already running in %s: run 'sitebox down --dir %s' first", dir, dir)
+		}
+		// A half-dead earlier site (a crash between its starts) may have left
+		// processes behind: stop them before their PID files are wiped.
+		_ = prev.Down()
 	}
 	bin := opts.BinDir
 	if bin == "" {
@@ -213,7 +218,7 @@ func Up(ctx context.Context, opts Options) (site *Site, err error) {
 	if clusterName == "" {
 		clusterName = "sitebox"
 	}
-	site = &Site{State: State{
+	site := &Site{State: State{
 		Dir:                    dir,
 		BinDir:                 bin,
 		EtcdPort:               ports[0],
