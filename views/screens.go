@@ -400,11 +400,7 @@ func (o *overview) view(w, h int) string {
 		name += st.Muted.Render(" " + s.Cluster.UUID)
 	}
 	row("Cluster", name)
-	seed := "n/a"
-	if s.Cluster.SeedAddress != "" {
-		seed = orNA(s.Cluster.SeedNode) + " (" + s.Cluster.SeedAddress + ")"
-	}
-	row("Seed server", seed)
+	row("Seed server", SeedText(s.Cluster))
 	vip := orNA(s.VIP.Address)
 	if s.VIP.Owner != "" {
 		vip += " on " + st.Section.Render(s.VIP.Owner)

@@ -149,6 +149,14 @@ func Bytes(n int64) string {
 	return q.String()
 }
 
+// SeedText names the seed server and its address, or n/a.
+func SeedText(c kube.ClusterIdentity) string {
+	if c.SeedAddress == "" {
+		return "n/a"
+	}
+	return orNA(c.SeedNode) + " (" + c.SeedAddress + ")"
+}
+
 func orNA(s string) string {
 	if s == "" {
 		return "n/a"
@@ -169,11 +177,7 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 		name += " (" + st.Cluster.UUID + ")"
 	}
 	p("Cluster:\t%s\n", name)
-	seed := "n/a"
-	if st.Cluster.SeedAddress != "" {
-		seed = orNA(st.Cluster.SeedNode) + " (" + st.Cluster.SeedAddress + ")"
-	}
-	p("Seed server:\t%s\n", seed)
+	p("Seed server:\t%s\n", SeedText(st.Cluster))
 	vip := orNA(st.VIP.Address)
 	if st.VIP.Owner != "" {
 		vip += " on " + st.VIP.Owner

@@ -5,15 +5,12 @@ import (
 	"fmt"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
-	kvclientset "kubevirt.io/client-go/kubevirt"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -64,18 +61,11 @@ var DemoApps = []DemoApp{
 // them out: auto-migration apps prefer their designated node, the pinned one
 // requires it; each app has a Longhorn volume with three replicas.
 func SeedDemo(ctx context.Context, cfg *rest.Config) error {
-	core, err := kubernetes.NewForConfig(cfg)
+	clients, err := kube.NewClients(cfg)
 	if err != nil {
 		return err
 	}
-	lh, err := lhclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	kv, err := kvclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+	core, lh, kv := clients.Core, clients.Longhorn, clients.KubeVirt
 	for i, app := range DemoApps {
 		vol := LonghornVolume("vol-"+app.Name, int64(10*(i+1))<<30, 3)
 		if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil {

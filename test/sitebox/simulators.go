@@ -51,18 +51,11 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	if opts.RebuildTime <= 0 {
 		opts.RebuildTime = 3 * time.Second
 	}
-	core, err := kubernetes.NewForConfig(cfg)
+	clients, err := kube.NewClients(cfg)
 	if err != nil {
 		return err
 	}
-	lh, err := lhclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	kv, err := kvclientset.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+	core, lh, kv := clients.Core, clients.Longhorn, clients.KubeVirt
 	coreInf := informers.NewSharedInformerFactory(core, 0)
 	lhInf := lhinformers.NewSharedInformerFactoryWithOptions(lh, 0, lhinformers.WithNamespace(kube.LonghornNamespace))
 	vmiInf := listWatchInformer(
