@@ -69,7 +69,9 @@ type Options struct {
 	// Kubeconfig reaches this node's cluster; empty: k3s's own kubeconfig
 	// once k3s has written it.
 	Kubeconfig string
-	Env        Environment
+	// LeaderDurations time the stats-leader election (zero: defaults).
+	LeaderDurations LeaderDurations
+	Env             Environment
 	// InNetNS runs host-network work (addresses, firewall, listening,
 	// dialling, starting k3s). Tests run it inside a network namespace.
 	InNetNS func(func() error) error
@@ -93,6 +95,7 @@ type Agent struct {
 	// prefix is the cluster address applied to the interface.
 	prefix netip.Prefix
 	super  *Supervisor
+	leader *StatsLeader
 }
 
 // New prepares an agent.
@@ -125,6 +128,18 @@ func New(opts Options) *Agent {
 		opts.Env = HostEnvironment()
 	}
 	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now()}}
+}
+
+// LeaderState is this node's view of the stats-leader election; empty until
+// the node can reach its cluster.
+func (a *Agent) LeaderState() LeaderState {
+	a.mu.Lock()
+	leader := a.leader
+	a.mu.Unlock()
+	if leader == nil {
+		return LeaderState{Identity: a.State().Node}
+	}
+	return leader.State()
 }
 
 // State returns the published state.
@@ -457,6 +472,13 @@ func (m *membership) connect(ctx context.Context) {
 	m.mu.Lock()
 	m.snap = snap
 	m.mu.Unlock()
+	// Every member stands for stats leader once it can reach the cluster.
+	leader := &StatsLeader{Client: snap.Clients().Core, Identity: m.node, Durations: m.a.opts.LeaderDurations,
+		Log: m.a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
+	m.a.mu.Lock()
+	m.a.leader = leader
+	m.a.mu.Unlock()
+	go func() { _ = leader.Run(ctx) }()
 }
 
 func (m *membership) ownNode() (*corev1.Node, bool) {
@@ -543,6 +565,10 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(a.State())
+	})
+	mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.LeaderState())
 	})
 	srv := NewStatusServer(mux)
 	go func() { _ = srv.Serve(l) }()

@@ -45,15 +45,17 @@ const (
 // ClusterStatus is everything `sitecon status` and the console show, derived
 // from one Data read.
 type ClusterStatus struct {
-	Cluster    ClusterIdentity   `json:"cluster"`
-	VIP        VIPStatus         `json:"vip"`
-	NodesReady int               `json:"nodesReady"`
-	NodesTotal int               `json:"nodesTotal"`
-	Nodes      []NodeStatus      `json:"nodes"`
-	Namespaces []NamespaceHealth `json:"namespaces"`
-	Resources  ResourceTotals    `json:"resources"`
-	Volumes    []VolumeStatus    `json:"volumes"`
-	Apps       []AppStatus       `json:"apps"`
+	Cluster ClusterIdentity `json:"cluster"`
+	VIP     VIPStatus       `json:"vip"`
+	// StatsLeader is the node whose agent publishes cluster-wide stats.
+	StatsLeader LeaseHolder       `json:"statsLeader"`
+	NodesReady  int               `json:"nodesReady"`
+	NodesTotal  int               `json:"nodesTotal"`
+	Nodes       []NodeStatus      `json:"nodes"`
+	Namespaces  []NamespaceHealth `json:"namespaces"`
+	Resources   ResourceTotals    `json:"resources"`
+	Volumes     []VolumeStatus    `json:"volumes"`
+	Apps        []AppStatus       `json:"apps"`
 	// ServerVersion is the API server's version.
 	ServerVersion string `json:"serverVersion,omitempty"`
 	// Longhorn and KubeVirt say whether those APIs are installed.
@@ -76,6 +78,14 @@ type VIPStatus struct {
 	Address string     `json:"address,omitempty"`
 	Owner   string     `json:"owner,omitempty"`
 	Since   *time.Time `json:"since,omitempty"`
+}
+
+// LeaseHolder is who holds a Lease, since when, and whether the lease is
+// still being renewed.
+type LeaseHolder struct {
+	Holder  string     `json:"holder,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+	Expired bool       `json:"expired,omitempty"`
 }
 
 // NodeStatus is one node's readiness and identity.
@@ -200,6 +210,7 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	}
 	st.Cluster = clusterIdentity(d)
 	st.VIP = vipStatus(d)
+	st.StatsLeader = leaseHolder(d, AppNamespace, StatsLeaderLeaseName, now)
 	podsPerNode := map[string]int{}
 	cpuRequested, memRequested := map[string]int64{}, map[string]int64{}
 	for _, p := range d.Pods {
@@ -275,6 +286,24 @@ func vipStatus(d Data) VIPStatus {
 		}
 	}
 	return v
+}
+
+func leaseHolder(d Data, namespace, name string, now time.Time) LeaseHolder {
+	for _, l := range d.Leases {
+		if l.Namespace != namespace || l.Name != name || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			continue
+		}
+		h := LeaseHolder{Holder: *l.Spec.HolderIdentity}
+		if l.Spec.AcquireTime != nil {
+			t := l.Spec.AcquireTime.Time
+			h.Since = &t
+		}
+		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+			h.Expired = now.After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+		}
+		return h
+	}
+	return LeaseHolder{}
 }
 
 func nodeStatus(n *corev1.Node) NodeStatus {

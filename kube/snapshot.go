@@ -38,6 +38,9 @@ const (
 	VIPLeaseName = "plndr-cp-lock"
 	// VIPLeaseNamespace is where kube-vip keeps that Lease.
 	VIPLeaseNamespace = "kube-system"
+	// StatsLeaderLeaseName is the Lease whose holder publishes cluster-wide
+	// stats (EVE: the stats leader), in AppNamespace.
+	StatsLeaderLeaseName = "eve-kube-stats-leader"
 	// ClusterConfigMapName describes the cluster (name, UUID, seed, VIP address),
 	// written by formation and read by every node.
 	ClusterConfigMapName = "sitecon-cluster"

@@ -434,7 +434,17 @@ func (o *overview) view(w, h int) string {
 			row("This node", st.Muted.Render("agent not running ("+a.Problem+")"))
 		}
 	}
-	row("Stats leader", st.Muted.Render("n/a"))
+	leader := st.Muted.Render("n/a")
+	if l := s.StatsLeader; l.Holder != "" {
+		leader = l.Holder
+		if l.Since != nil {
+			leader += " for " + Age(*l.Since, now, true)
+		}
+		if l.Expired {
+			leader += st.Warn.Render(" (lease expired: no agent renews it)")
+		}
+	}
+	row("Stats leader", leader)
 	b.WriteString("\n" + st.Section.Render("Alerts") + "\n")
 	alerts := Alerts(f, now)
 	if !f.Synced {

@@ -189,6 +189,9 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 	}
 	p("VIP:\t%s\n", vip)
 	p("Nodes ready:\t%d/%d\n", st.NodesReady, st.NodesTotal)
+	if l := st.StatsLeader; l.Holder != "" {
+		p("Stats leader:\t%s\n", l.Holder)
+	}
 	writeAgent(p, r.Agent, now)
 	p("Memory:\t%s allocatable of %s\n", Bytes(st.Resources.MemoryAllocatable), Bytes(st.Resources.MemoryCapacity))
 	p("Storage:\t%s in volumes (%s used), %s node storage\n", Bytes(st.Resources.VolumeSize), Bytes(st.Resources.VolumeActualSize), Bytes(st.Resources.StorageAllocatable))

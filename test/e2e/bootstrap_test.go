@@ -165,6 +165,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 			SeedBackoffMin:     100 * time.Millisecond,
 			SeedBackoffMax:     500 * time.Millisecond,
 			K3sBackoffMin:      100 * time.Millisecond,
+			LeaderDurations:    agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
 		})
 		agents[i] = n
 		wg.Add(1)
@@ -251,6 +252,19 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	st, err := agent.ReadState(ctx, joiners[0].socket)
 	if err != nil || st.Phase != agent.PhaseJoined || st.Role != agent.RoleServer || st.ClusterIP != "10.244.244.2" {
 		t.Errorf("socket state = %+v, %v", st, err)
+	}
+	// The agents that reach the cluster elect one stats leader among them.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		leaders := 0
+		for _, n := range agents {
+			if n.agent.LeaderState().IsLeader {
+				leaders++
+			}
+		}
+		return leaders == 1, nil
+	})
+	if err != nil {
+		t.Errorf("the three members did not elect one stats leader")
 	}
 	if info, err := os.Stat(joiners[0].socket); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode: %v %v", info, err)
