@@ -79,6 +79,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		volumes:  lhInf.Longhorn().V1beta2().Volumes().Lister(),
 		replicas: lhInf.Longhorn().V1beta2().Replicas().Lister(),
 		rebuild:  map[string]time.Time{},
+		seeded:   map[string]bool{},
 	}
 	kubevirt := &kubevirtSimulator{
 		core: core, kv: kv, log: log.With("simulator", "kubevirt"),
@@ -86,8 +87,10 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		vmis: vmiInf.GetStore(), replicaSets: rsInf.GetStore(),
 	}
 	vip := &vipSimulator{core: core, log: log.With("simulator", "kube-vip"), nodes: coreInf.Core().V1().Nodes().Lister()}
+	kubelet := &kubeletReadinessSimulator{core: core, log: log.With("simulator", "kubelet-readiness"),
+		nodes: coreInf.Core().V1().Nodes().Lister(), pods: coreInf.Core().V1().Pods().Lister()}
 
-	lhTrigger, kvTrigger, vipTrigger := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	lhTrigger, kvTrigger, vipTrigger, kubeletTrigger := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
 	on := func(inf cache.SharedIndexInformer, triggers ...chan struct{}) {
 		poke := func() {
 			for _, t := range triggers {
@@ -101,8 +104,8 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 			AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() },
 		})
 	}
-	on(coreInf.Core().V1().Nodes().Informer(), lhTrigger, vipTrigger)
-	on(coreInf.Core().V1().Pods().Informer(), kvTrigger)
+	on(coreInf.Core().V1().Nodes().Informer(), lhTrigger, vipTrigger, kubeletTrigger)
+	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger)
 	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Replicas().Informer(), lhTrigger)
 	on(vmiInf, kvTrigger)
@@ -138,10 +141,11 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 			}
 		}
 	}
-	wg.Add(3)
+	wg.Add(4)
 	go loop(lhTrigger, longhorn.reconcile)
 	go loop(kvTrigger, kubevirt.reconcile)
 	go loop(vipTrigger, vip.reconcile)
+	go loop(kubeletTrigger, kubelet.reconcile)
 	wg.Wait()
 	return nil
 }
@@ -189,6 +193,9 @@ type longhornSimulator struct {
 	}
 	// rebuild records when each rebuilding replica started its rebuild.
 	rebuild map[string]time.Time
+	// seeded are the volumes (by UID) given their first replicas: the
+	// informer may not show them yet on the next pass.
+	seeded map[string]bool
 }
 
 func (s *longhornSimulator) reconcile(ctx context.Context) time.Duration {
@@ -264,7 +271,13 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	}
 	// A new volume gets its replicas on distinct ready nodes, healthy at once
 	// (nothing to rebuild from yet).
+	if len(reps) == 0 && s.seeded[string(v.UID)] {
+		// Replicas were created but the informer does not show them yet:
+		// judge the volume once it does.
+		return 200 * time.Millisecond
+	}
 	if len(reps) == 0 {
+		s.seeded[string(v.UID)] = true
 		nodes := sortedReady(ready)
 		for _, node := range nodes[:min(want, len(nodes))] {
 			if err := s.createReplica(ctx, v, node, now); err != nil {
@@ -295,7 +308,7 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 				break
 			}
 		}
-		if st.CurrentNodeID == "" && len(reps) == 0 {
+		if st.CurrentNodeID == "" && len(reps) == 0 && healthy > 0 {
 			if nodes := sortedReady(ready); len(nodes) > 0 {
 				st.CurrentNodeID = nodes[0]
 			}
@@ -624,4 +637,51 @@ func (s *vipSimulator) reconcile(ctx context.Context) time.Duration {
 	}
 	s.log.Info("VIP moved", "from", holder, "to", candidates[0])
 	return 0
+}
+
+// kubeletReadinessSimulator does what a kubelet does when its node comes back
+// and kwok does not: pods the node-lifecycle controller marked not ready while
+// the node (or the API server) was away are ready again once the node is.
+type kubeletReadinessSimulator struct {
+	core  kubernetes.Interface
+	log   *slog.Logger
+	nodes nodeLister
+	pods  interface {
+		List(labels.Selector) ([]*corev1.Pod, error)
+	}
+}
+
+func (s *kubeletReadinessSimulator) reconcile(ctx context.Context) time.Duration {
+	ready := readyNodes(s.nodes)
+	pods, _ := s.pods.List(labels.Everything())
+	var again time.Duration
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !ready[p.Spec.NodeName] || podReady(p) {
+			continue
+		}
+		// Only pods the node controller flipped: kwok has started them.
+		if len(p.Status.ContainerStatuses) == 0 {
+			continue
+		}
+		np := p.DeepCopy()
+		now := metav1.Now()
+		for i, c := range np.Status.Conditions {
+			if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+				np.Status.Conditions[i].Status, np.Status.Conditions[i].LastTransitionTime = corev1.ConditionTrue, now
+				np.Status.Conditions[i].Reason, np.Status.Conditions[i].Message = "", ""
+			}
+		}
+		for i := range np.Status.ContainerStatuses {
+			np.Status.ContainerStatuses[i].Ready = true
+		}
+		if _, err := s.core.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, np, metav1.UpdateOptions{}); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				s.log.Warn("re-ready pod", "pod", p.Namespace+"/"+p.Name, "err", err)
+			}
+			again = time.Second
+			continue
+		}
+		s.log.Info("pod ready again", "pod", p.Namespace+"/"+p.Name, "node", p.Spec.NodeName)
+	}
+	return again
 }
