@@ -136,8 +136,6 @@ func (ts *TestSite) RecoverOnCleanup(t testing.TB, node string) {
 
 // WaitSettled waits until every node is Ready and no pod is terminating: a
 // test that failed a node may leave the site like that for the next one.
-// (Pods the node-lifecycle controller marked not ready while their node was
-// lost can stay so for a while after it returns; tests do not count on them.)
 func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(ts.Config)
