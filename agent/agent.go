@@ -485,15 +485,10 @@ func (m *membership) ownNode() (*corev1.Node, bool) {
 	m.mu.Lock()
 	snap := m.snap
 	m.mu.Unlock()
-	if snap == nil || !snap.Synced() || !snap.Health().Connected {
+	if snap == nil || !snap.Health().Connected {
 		return nil, false
 	}
-	for _, n := range snap.Data().Nodes {
-		if n.Name == m.node {
-			return n, true
-		}
-	}
-	return nil, false
+	return snap.Node(m.node)
 }
 
 // isMember: this node's live Node object has control-plane (or master) and

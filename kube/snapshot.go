@@ -487,6 +487,16 @@ func (s *Snapshot) forgetRobustness(obj any) {
 	}
 }
 
+// Node reads one node from the cache (read only); false until synced or
+// when there is no such node.
+func (s *Snapshot) Node(name string) (*corev1.Node, bool) {
+	if !s.Synced() {
+		return nil, false
+	}
+	n, err := s.core.Core().V1().Nodes().Lister().Get(name)
+	return n, err == nil
+}
+
 // Data reads the caches. Objects are shared with the informers: read only.
 func (s *Snapshot) Data() Data {
 	s.mu.Lock()
