@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 )
@@ -28,13 +29,19 @@ func link(name string) (netlink.Link, error) {
 
 // InterfacePrefixes lists the IPv4 addresses on an interface with their prefix length.
 func InterfacePrefixes(name string) ([]netip.Prefix, error) {
+	_, have, err := linkPrefixes(name)
+	return have, err
+}
+
+// linkPrefixes looks the interface up once and lists its IPv4 prefixes.
+func linkPrefixes(name string) (netlink.Link, []netip.Prefix, error) {
 	l, err := link(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
 	if err != nil {
-		return nil, fmt.Errorf("addresses of %s: %w", name, err)
+		return nil, nil, fmt.Errorf("addresses of %s: %w", name, err)
 	}
 	out := make([]netip.Prefix, 0, len(addrs))
 	for _, a := range addrs {
@@ -42,7 +49,7 @@ func InterfacePrefixes(name string) ([]netip.Prefix, error) {
 			out = append(out, p)
 		}
 	}
-	return out, nil
+	return l, out, nil
 }
 
 func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
@@ -59,6 +66,17 @@ func toAddr(p netip.Prefix) *netlink.Addr {
 	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a[:]), Mask: net.CIDRMask(p.Bits(), 32)}}
 }
 
+// removeIfPresent deletes addr from the link when have lists it.
+func removeIfPresent(l netlink.Link, iface string, have []netip.Prefix, addr netip.Prefix) (bool, error) {
+	if !slices.Contains(have, addr) {
+		return false, nil
+	}
+	if err := netlink.AddrDel(l, toAddr(addr)); err != nil {
+		return false, fmt.Errorf("remove cluster address %s from %s: %w", addr, iface, err)
+	}
+	return true, nil
+}
+
 // EnsureClusterAddress puts the cluster address (this node's IP with the
 // cluster prefix length) on the interface as an additional address. It is
 // idempotent: already there, nothing changes. previous is the cluster address
@@ -66,32 +84,17 @@ func toAddr(p netip.Prefix) *netlink.Addr {
 // interface's other addresses are never touched. It reports whether anything
 // changed.
 func EnsureClusterAddress(iface string, want netip.Prefix, previous netip.Prefix) (bool, error) {
-	l, err := link(iface)
+	l, have, err := linkPrefixes(iface)
 	if err != nil {
 		return false, err
-	}
-	have, err := InterfacePrefixes(iface)
-	if err != nil {
-		return false, err
-	}
-	present := false
-	for _, p := range have {
-		if p == want {
-			present = true
-		}
 	}
 	changed := false
 	if previous.IsValid() && previous != want {
-		for _, p := range have {
-			if p == previous {
-				if err := netlink.AddrDel(l, toAddr(previous)); err != nil {
-					return false, fmt.Errorf("remove old cluster address %s from %s: %w", previous, iface, err)
-				}
-				changed = true
-			}
+		if changed, err = removeIfPresent(l, iface, have, previous); err != nil {
+			return false, err
 		}
 	}
-	if !present {
+	if !slices.Contains(have, want) {
 		if err := netlink.AddrAdd(l, toAddr(want)); err != nil {
 			return changed, fmt.Errorf("add cluster address %s to %s: %w", want, iface, err)
 		}
@@ -103,23 +106,11 @@ func EnsureClusterAddress(iface string, want netip.Prefix, previous netip.Prefix
 // RemoveClusterAddress takes the cluster address off the interface (leaving
 // the cluster). Absent already: nothing to do.
 func RemoveClusterAddress(iface string, addr netip.Prefix) (bool, error) {
-	l, err := link(iface)
+	l, have, err := linkPrefixes(iface)
 	if err != nil {
 		return false, err
 	}
-	have, err := InterfacePrefixes(iface)
-	if err != nil {
-		return false, err
-	}
-	for _, p := range have {
-		if p == addr {
-			if err := netlink.AddrDel(l, toAddr(addr)); err != nil {
-				return false, fmt.Errorf("remove cluster address %s from %s: %w", addr, iface, err)
-			}
-			return true, nil
-		}
-	}
-	return false, nil
+	return removeIfPresent(l, iface, have, addr)
 }
 
 // HasAddress reports whether the interface carries ip.

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
@@ -131,7 +130,6 @@ func Bytes(n int64) string {
 	if n == 0 {
 		return "0"
 	}
-	q := resource.NewQuantity(n, resource.BinarySI)
 	// Round to a readable unit: 10.5Gi reads better than 11274289152.
 	units := []struct {
 		suffix string
@@ -146,7 +144,7 @@ func Bytes(n int64) string {
 			return fmt.Sprintf("%.1f%s", v, u.suffix)
 		}
 	}
-	return q.String()
+	return fmt.Sprint(n)
 }
 
 // SeedText names the seed server and its address, or n/a.
