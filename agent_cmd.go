@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +26,17 @@ changes; an invalid one is reported and the running state kept), puts the
 cluster address on the cluster interface with sitecon's firewall table, serves
 GET /status on <cluster IP>:12346, writes the k3s config for this node's role,
 waits for the seed when joining, and supervises k3s. Removing the config file
-takes the node out (k3s stopped, address and firewall table removed).`,
+takes the node out (k3s stopped, address and firewall table removed).
+
+With --apps-dir the agent also runs the apps: it reads apps/*.json and
+volumes/*.json there (EVE API field names; watched), gates each app on this
+node by its designated node (DNId), lays out the apps it is the DNId of
+(server-side apply, field manager "sitecon"), follows where Kubernetes runs
+them, and publishes that on the socket (/v1/apps, /v1/events, /v1/node), in
+--state-dir and on --metrics-addr.
+
+--no-bootstrap runs only that apps part, as --node-name, against a cluster
+that already exists (--kubeconfig): no address, firewall or k3s work.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, closeLog, err := g.logger()
@@ -39,6 +50,12 @@ takes the node out (k3s stopped, address and firewall table removed).`,
 			opts.Log = log
 			opts.Kubeconfig = g.kubeconfig
 			opts.K3sPaths = agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
+			if opts.NoBootstrap && opts.NodeName == "" {
+				return fmt.Errorf("--no-bootstrap needs --node-name")
+			}
+			if opts.NoBootstrap && opts.Apps.AppsDir == "" {
+				return fmt.Errorf("--no-bootstrap runs only the apps part: give --apps-dir")
+			}
 			return agent.New(opts).Run(cmd.Context())
 		},
 	}
@@ -49,6 +66,17 @@ takes the node out (k3s stopped, address and firewall table removed).`,
 	f.StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory")
 	f.StringVar(&opts.K3sLogFile, "k3s-log", "/var/log/sitecon-k3s.log", "where k3s's output goes")
 	f.StringVar(&opts.SocketPath, "socket", DefaultAgentSocket, "local API socket (mode 0600)")
+	f.BoolVar(&opts.NoBootstrap, "no-bootstrap", false, "run only the apps part against an existing cluster (needs --node-name, --apps-dir)")
+	f.StringVar(&opts.NodeName, "node-name", "", "this node's Kubernetes name (with --no-bootstrap)")
+	f.StringVar(&opts.Apps.NodeUUID, "node-uuid", "", "this node's UUID (default: from the config, else its Node's node-uuid label)")
+	f.StringVar(&opts.Apps.AppsDir, "apps-dir", "", "directory of app and volume configs (apps/*.json, volumes/*.json); empty: no apps part")
+	f.StringVar(&opts.Apps.StateDir, "state-dir", "", "directory for JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
+	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
+	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", 60*time.Second, "how long auto-migration apps tolerate an unreachable or not-ready node")
+	f.DurationVar(&opts.Apps.FailoverTimeout, "failover-timeout", 60*time.Second, "how long a pod may hang terminating on a lost node before the leader force-deletes it")
+	f.DurationVar(&opts.LeaderDurations.LeaseDuration, "leader-lease-duration", agent.DefaultLeaderDurations.LeaseDuration, "stats-leader lease duration")
+	f.DurationVar(&opts.LeaderDurations.RenewDeadline, "leader-renew-deadline", agent.DefaultLeaderDurations.RenewDeadline, "stats-leader renew deadline")
+	f.DurationVar(&opts.LeaderDurations.RetryPeriod, "leader-retry-period", agent.DefaultLeaderDurations.RetryPeriod, "stats-leader retry period")
 	cmd.AddCommand(newAgentRenderCmd())
 	return cmd
 }

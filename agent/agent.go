@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,9 @@ const (
 	PhaseJoined      Phase = "joined"
 	PhaseError       Phase = "error"
 	PhaseLeft        Phase = "left"
+	// PhaseExternal: the agent runs against a cluster it did not form
+	// (--no-bootstrap); only the apps part runs.
+	PhaseExternal Phase = "no-bootstrap"
 )
 
 // State is what the agent publishes about bootstrap on its local API.
@@ -71,6 +75,14 @@ type Options struct {
 	Kubeconfig string
 	// LeaderDurations time the stats-leader election (zero: defaults).
 	LeaderDurations LeaderDurations
+	// NoBootstrap runs only the apps part against an existing cluster
+	// (Kubeconfig), as NodeName: no address, firewall or k3s work.
+	NoBootstrap bool
+	NodeName    string
+	// Apps configures the apps part; it runs when Apps.AppsDir is set.
+	Apps AppsOptions
+	// MetricsAddr serves Prometheus metrics (empty: none).
+	MetricsAddr string
 	Env             Environment
 	// InNetNS runs host-network work (addresses, firewall, listening,
 	// dialling, starting k3s). Tests run it inside a network namespace.
@@ -96,6 +108,7 @@ type Agent struct {
 	prefix netip.Prefix
 	super  *Supervisor
 	leader *StatsLeader
+	apps   *AppsAgent
 }
 
 // New prepares an agent.
@@ -176,6 +189,14 @@ func (a *Agent) attempt(err error) {
 	}
 }
 
+// Apps is the apps part, nil until the agent reaches its cluster (or when
+// no apps directory is configured).
+func (a *Agent) Apps() *AppsAgent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.apps
+}
+
 // Run runs the agent until ctx ends: it applies the config, re-reads it when
 // it changes, and serves the local API.
 func (a *Agent) Run(ctx context.Context) error {
@@ -185,6 +206,20 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		defer srv.Close()
+	}
+	if a.opts.MetricsAddr != "" {
+		if a.opts.Apps.Metrics == nil {
+			a.opts.Apps.Metrics = NewMetrics()
+		}
+		srv, addr, err := a.opts.Apps.Metrics.Serve(a.opts.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics on %s: %w", a.opts.MetricsAddr, err)
+		}
+		defer srv.Close()
+		a.log.Info("serving metrics", "addr", addr.String())
+	}
+	if a.opts.NoBootstrap {
+		return a.runExternal(ctx)
 	}
 	// current is the bring-up of the applied config, stopped before another
 	// config is applied or the node leaves.
@@ -431,14 +466,15 @@ func (a *Agent) serveStatus(ctx context.Context, v *Validated, member Membership
 
 // membership follows this node's Node object through the snapshot.
 type membership struct {
-	a    *Agent
-	node string
+	a        *Agent
+	node     string
+	nodeUUID string
 	mu   sync.Mutex
 	snap *kube.Snapshot
 }
 
 func (a *Agent) watchMembership(ctx context.Context, v *Validated) *membership {
-	m := &membership{a: a, node: v.NodeName}
+	m := &membership{a: a, node: v.NodeName, nodeUUID: v.NodeUUID}
 	go m.connect(ctx)
 	return m
 }
@@ -472,13 +508,60 @@ func (m *membership) connect(ctx context.Context) {
 	m.mu.Lock()
 	m.snap = snap
 	m.mu.Unlock()
-	// Every member stands for stats leader once it can reach the cluster.
-	leader := &StatsLeader{Client: snap.Clients().Core, Identity: m.node, Durations: m.a.opts.LeaderDurations,
-		Log: m.a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
-	m.a.mu.Lock()
-	m.a.leader = leader
-	m.a.mu.Unlock()
+	m.a.startClusterWork(ctx, snap, m.node, m.nodeUUID)
+}
+
+// startClusterWork starts what needs the cluster: the stats-leader election
+// (every node stands) and the apps part.
+func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string) {
+	leader := &StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
+		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
+	a.mu.Lock()
+	a.leader = leader
+	a.mu.Unlock()
 	go func() { _ = leader.Run(ctx) }()
+	if a.opts.Apps.AppsDir == "" {
+		return
+	}
+	opts := a.opts.Apps
+	opts.NodeName, opts.NodeUUID = node, cmp.Or(opts.NodeUUID, nodeUUID)
+	opts.Log = a.log.With("component", "apps")
+	opts.Leader = leader.State
+	apps, err := NewAppsAgent(opts, snap)
+	if err != nil {
+		a.log.Error("apps agent", "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.apps = apps
+	a.mu.Unlock()
+	go func() {
+		if err := apps.Run(ctx); err != nil {
+			a.log.Error("apps agent stopped", "err", err)
+		}
+	}()
+}
+
+// runExternal runs the apps part against a cluster the agent did not form.
+func (a *Agent) runExternal(ctx context.Context) error {
+	if a.opts.NodeName == "" {
+		return errors.New("--no-bootstrap needs --node-name")
+	}
+	cfg, err := kube.LoadRESTConfig(a.opts.Kubeconfig, "")
+	if err != nil {
+		return err
+	}
+	snap, err := kube.NewSnapshot(cfg, a.log.With("component", "snapshot"))
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.state = State{Node: a.opts.NodeName, Phase: PhaseExternal, Since: time.Now()}
+	a.mu.Unlock()
+	snap.Start(ctx)
+	a.startClusterWork(ctx, snap, a.opts.NodeName, "")
+	<-ctx.Done()
+	return nil
 }
 
 func (m *membership) ownNode() (*corev1.Node, bool) {
@@ -564,6 +647,32 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 	mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(a.LeaderState())
+	})
+	// The apps part's endpoints answer empty lists until it runs, so a
+	// reader never has to tell "none" from "not yet" by an error.
+	mux.HandleFunc("GET /v1/apps", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		out := []AppState{}
+		if apps := a.Apps(); apps != nil {
+			out = append(out, apps.Apps()...)
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		out := []TimelineEvent{}
+		if apps := a.Apps(); apps != nil {
+			out = append(out, apps.Timeline()...)
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		node := NodeState{Node: a.State().Node, Status: NodeDown, Reason: "not connected to the cluster yet"}
+		if apps := a.Apps(); apps != nil {
+			node = apps.Node()
+		}
+		_ = json.NewEncoder(w).Encode(node)
 	})
 	srv := NewStatusServer(mux)
 	go func() { _ = srv.Serve(l) }()

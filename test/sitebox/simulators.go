@@ -44,6 +44,8 @@ type SimulatorOptions struct {
 //   - a KubeVirt virt-controller simulator (a VMI gets a virt-launcher pod that
 //     the real scheduler places; VMI status follows the pod; VMI replica sets
 //     keep their count),
+//   - a Longhorn CSI provisioner simulator (a PVC on a Longhorn class gets a
+//     Longhorn volume and a bound PV),
 //   - a kube-vip simulator (the plndr-cp-lock Lease moves off a lost node).
 //
 // They stand in for components that need real nodes; they never ship in sitecon.
@@ -87,10 +89,14 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		vmis: vmiInf.GetStore(), replicaSets: rsInf.GetStore(),
 	}
 	vip := &vipSimulator{core: core, log: log.With("simulator", "kube-vip"), nodes: coreInf.Core().V1().Nodes().Lister()}
+	provisioner := &provisionerSimulator{core: core, lh: lh, log: log.With("simulator", "longhorn-csi"),
+		claims: coreInf.Core().V1().PersistentVolumeClaims().Lister(), volumes: coreInf.Core().V1().PersistentVolumes().Lister(),
+		classes: coreInf.Storage().V1().StorageClasses().Lister(), nodes: coreInf.Core().V1().Nodes().Lister(), made: map[string]bool{}}
 	kubelet := &kubeletReadinessSimulator{core: core, log: log.With("simulator", "kubelet-readiness"),
 		nodes: coreInf.Core().V1().Nodes().Lister(), pods: coreInf.Core().V1().Pods().Lister()}
 
 	lhTrigger, kvTrigger, vipTrigger, kubeletTrigger := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	csiTrigger := make(chan struct{}, 1)
 	on := func(inf cache.SharedIndexInformer, triggers ...chan struct{}) {
 		poke := func() {
 			for _, t := range triggers {
@@ -109,6 +115,9 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Replicas().Informer(), lhTrigger)
 	on(vmiInf, kvTrigger)
+	on(coreInf.Core().V1().PersistentVolumeClaims().Informer(), csiTrigger)
+	on(coreInf.Core().V1().PersistentVolumes().Informer(), csiTrigger)
+	on(coreInf.Storage().V1().StorageClasses().Informer(), csiTrigger)
 	on(rsInf, kvTrigger)
 
 	coreInf.Start(ctx.Done())
@@ -141,7 +150,8 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 			}
 		}
 	}
-	wg.Add(4)
+	wg.Add(5)
+	go loop(csiTrigger, provisioner.reconcile)
 	go loop(lhTrigger, longhorn.reconcile)
 	go loop(kvTrigger, kubevirt.reconcile)
 	go loop(vipTrigger, vip.reconcile)
@@ -279,6 +289,10 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	if len(reps) == 0 {
 		s.seeded[string(v.UID)] = true
 		nodes := sortedReady(ready)
+		// Data locality: the node that wrote the claim holds the first replica.
+		if first := v.Annotations[annotationFirstReplica]; ready[first] {
+			nodes = append([]string{first}, slices.DeleteFunc(nodes, func(n string) bool { return n == first })...)
+		}
 		for _, node := range nodes[:min(want, len(nodes))] {
 			if err := s.createReplica(ctx, v, node, now); err != nil {
 				s.log.Warn("create replica", "volume", v.Name, "node", node, "err", err)
@@ -324,6 +338,7 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	if st.ActualSize == 0 {
 		st.ActualSize = v.Spec.Size / 4
 	}
+	st.KubernetesStatus = kubernetesStatus(v)
 	if !statusEqual(&v.Status, st) {
 		nv := v.DeepCopy()
 		nv.Status = *st
@@ -339,7 +354,8 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 
 func statusEqual(a, b *lhv1beta2.VolumeStatus) bool {
 	return a.Robustness == b.Robustness && a.State == b.State && a.CurrentNodeID == b.CurrentNodeID &&
-		a.LastDegradedAt == b.LastDegradedAt && a.ActualSize == b.ActualSize
+		a.LastDegradedAt == b.LastDegradedAt && a.ActualSize == b.ActualSize &&
+		a.KubernetesStatus.PVCName == b.KubernetesStatus.PVCName && a.KubernetesStatus.Namespace == b.KubernetesStatus.Namespace
 }
 
 func sortedReady(ready map[string]bool) []string {

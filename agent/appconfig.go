@@ -1,0 +1,303 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// App kinds and affinities as EVE's AppInstanceConfig names them.
+const (
+	KindContainer     = "container"
+	KindVM            = "vm"
+	AffinityPreferred = "preferred" // auto-migration
+	AffinityRequired  = "required"  // pinned
+)
+
+// AppConfig is one app instance as the controller (or a technician) describes
+// it, with EVE API field names.
+type AppConfig struct {
+	UUID        string `json:"uuid"`
+	DisplayName string `json:"displayname"`
+	Activate    bool   `json:"activate"`
+	Kind        string `json:"kind"`
+	Image       string `json:"image"`
+	// DesignatedNodeID is the UUID of the node that should run the app (DNId).
+	DesignatedNodeID string            `json:"designated_node_id"`
+	Affinity         string            `json:"affinity,omitempty"`
+	NodeSelectLabels map[string]string `json:"node_select_labels,omitempty"`
+	VolumeRefs       []string          `json:"volume_refs,omitempty"`
+	Resources        AppResources      `json:"resources,omitzero"`
+}
+
+// AppResources are an app's requests, as Kubernetes quantities.
+type AppResources struct {
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+}
+
+// Pinned says the app must stay on its designated node.
+func (a AppConfig) Pinned() bool { return a.Affinity == AffinityRequired }
+
+// VolumeConfig is one volume, with EVE API field names.
+type VolumeConfig struct {
+	UUID             string `json:"uuid"`
+	Name             string `json:"name"`
+	DesignatedNodeID string `json:"designated_node_id"`
+	Size             string `json:"size"`
+	ReplicaCount     int    `json:"replica_count"`
+}
+
+// AppFiles is what an apps directory held at one read: the apps and volumes
+// that parsed, and per file what did not.
+type AppFiles struct {
+	Apps    map[string]AppConfig    // by file path
+	Volumes map[string]VolumeConfig // by file path
+	Errors  map[string]string       // by file path
+}
+
+// AppSet is the config the agent acts on: apps and volumes by UUID, and the
+// files it could not use (their last good version, if any, is kept).
+type AppSet struct {
+	Apps    map[string]AppConfig
+	Volumes map[string]VolumeConfig
+	Errors  map[string]string
+}
+
+// The apps directory holds one JSON object per file: apps/<any>.json and
+// volumes/<any>.json.
+const (
+	appsSubdir    = "apps"
+	volumesSubdir = "volumes"
+)
+
+// ReadAppFiles reads every app and volume file under dir. A missing directory
+// is an empty config; a bad file is an error for that file only.
+func ReadAppFiles(dir string) AppFiles {
+	out := AppFiles{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: map[string]string{}}
+	read := func(sub string, parse func(path string, data []byte) error) {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				out.Errors[filepath.Join(dir, sub)] = err.Error()
+			}
+			return
+		}
+		for _, e := range entries {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+				continue // editors' temp files and the like
+			}
+			path := filepath.Join(dir, sub, e.Name())
+			data, err := os.ReadFile(path)
+			if err == nil {
+				err = parse(path, data)
+			}
+			if err != nil {
+				out.Errors[path] = err.Error()
+			}
+		}
+	}
+	read(appsSubdir, func(path string, data []byte) error {
+		app, err := ParseAppConfig(data)
+		if err == nil {
+			out.Apps[path] = app
+		}
+		return err
+	})
+	read(volumesSubdir, func(path string, data []byte) error {
+		vol, err := ParseVolumeConfig(data)
+		if err == nil {
+			out.Volumes[path] = vol
+		}
+		return err
+	})
+	return out
+}
+
+func decodeStrict(data []byte, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value in the file")
+	}
+	return nil
+}
+
+var labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+
+// ParseAppConfig decodes and checks one app; the error lists every problem.
+func ParseAppConfig(data []byte) (AppConfig, error) {
+	var a AppConfig
+	if err := decodeStrict(data, &a); err != nil {
+		return AppConfig{}, fmt.Errorf("not an app config: %w", err)
+	}
+	if a.Affinity == "" {
+		a.Affinity = AffinityPreferred
+	}
+	var problems []string
+	add := func(field, msg string) { problems = append(problems, field+": "+msg) }
+	if !uuidPattern.MatchString(a.UUID) {
+		add("uuid", fmt.Sprintf("%q is not a UUID", a.UUID))
+	}
+	if a.DisplayName == "" {
+		add("displayname", "missing")
+	} else if !labelValue.MatchString(a.DisplayName) || len(a.DisplayName) > 63 {
+		add("displayname", fmt.Sprintf("%q: use up to 63 letters, digits, '-', '_' or '.'", a.DisplayName))
+	}
+	if a.Kind != KindContainer && a.Kind != KindVM {
+		add("kind", fmt.Sprintf("%q: use %q or %q", a.Kind, KindContainer, KindVM))
+	}
+	if a.Image == "" {
+		add("image", "missing")
+	}
+	if !uuidPattern.MatchString(a.DesignatedNodeID) {
+		add("designated_node_id", fmt.Sprintf("%q is not a node UUID", a.DesignatedNodeID))
+	}
+	if a.Affinity != AffinityPreferred && a.Affinity != AffinityRequired {
+		add("affinity", fmt.Sprintf("%q: use %q (auto-migration) or %q (pinned)", a.Affinity, AffinityPreferred, AffinityRequired))
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.NodeSelectLabels)) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			add("node_select_labels", fmt.Sprintf("key %q: %s", k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(a.NodeSelectLabels[k]) {
+			add("node_select_labels", fmt.Sprintf("value of %q: %s", k, msg))
+		}
+	}
+	for _, ref := range a.VolumeRefs {
+		if !uuidPattern.MatchString(ref) {
+			add("volume_refs", fmt.Sprintf("%q is not a volume UUID", ref))
+		}
+	}
+	for field, q := range map[string]string{"resources.cpu": a.Resources.CPU, "resources.memory": a.Resources.Memory} {
+		if q == "" {
+			continue
+		}
+		if _, err := resource.ParseQuantity(q); err != nil {
+			add(field, fmt.Sprintf("%q is not a quantity like 500m or 256Mi", q))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		return AppConfig{}, errors.New(strings.Join(problems, "; "))
+	}
+	a.UUID, a.DesignatedNodeID = strings.ToLower(a.UUID), strings.ToLower(a.DesignatedNodeID)
+	for i := range a.VolumeRefs {
+		a.VolumeRefs[i] = strings.ToLower(a.VolumeRefs[i])
+	}
+	return a, nil
+}
+
+// ParseVolumeConfig decodes and checks one volume.
+func ParseVolumeConfig(data []byte) (VolumeConfig, error) {
+	var v VolumeConfig
+	if err := decodeStrict(data, &v); err != nil {
+		return VolumeConfig{}, fmt.Errorf("not a volume config: %w", err)
+	}
+	var problems []string
+	if !uuidPattern.MatchString(v.UUID) {
+		problems = append(problems, fmt.Sprintf("uuid: %q is not a UUID", v.UUID))
+	}
+	if v.Name == "" {
+		problems = append(problems, "name: missing")
+	}
+	if !uuidPattern.MatchString(v.DesignatedNodeID) {
+		problems = append(problems, fmt.Sprintf("designated_node_id: %q is not a node UUID", v.DesignatedNodeID))
+	}
+	if q, err := resource.ParseQuantity(v.Size); err != nil || q.Sign() <= 0 {
+		problems = append(problems, fmt.Sprintf("size: %q is not a positive quantity like 10Gi", v.Size))
+	}
+	if v.ReplicaCount < 1 || v.ReplicaCount > 5 {
+		problems = append(problems, fmt.Sprintf("replica_count: %d, use 1 to 5", v.ReplicaCount))
+	}
+	if len(problems) > 0 {
+		return VolumeConfig{}, errors.New(strings.Join(problems, "; "))
+	}
+	v.UUID, v.DesignatedNodeID = strings.ToLower(v.UUID), strings.ToLower(v.DesignatedNodeID)
+	return v, nil
+}
+
+// MergeAppFiles turns a fresh read into the set the agent acts on. A file
+// that fails keeps its last good version from previous, so a typo in one app
+// never stops it; two files claiming one UUID: the first path wins and the
+// other is an error.
+func MergeAppFiles(read AppFiles, lastGood AppFiles) (AppSet, AppFiles) {
+	good := AppFiles{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: map[string]string{}}
+	set := AppSet{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: maps.Clone(read.Errors)}
+	for path, msg := range read.Errors {
+		set.Errors[path] = msg
+		if a, ok := lastGood.Apps[path]; ok {
+			good.Apps[path] = a
+		}
+		if v, ok := lastGood.Volumes[path]; ok {
+			good.Volumes[path] = v
+		}
+	}
+	maps.Copy(good.Apps, read.Apps)
+	maps.Copy(good.Volumes, read.Volumes)
+	owner := map[string]string{}
+	for _, path := range slices.Sorted(maps.Keys(good.Apps)) {
+		a := good.Apps[path]
+		if first, dup := owner[a.UUID]; dup {
+			set.Errors[path] = fmt.Sprintf("app %s is already defined in %s", a.UUID, first)
+			continue
+		}
+		owner[a.UUID] = path
+		set.Apps[a.UUID] = a
+	}
+	for _, path := range slices.Sorted(maps.Keys(good.Volumes)) {
+		v := good.Volumes[path]
+		if first, dup := owner[v.UUID]; dup {
+			set.Errors[path] = fmt.Sprintf("volume %s is already defined in %s", v.UUID, first)
+			continue
+		}
+		owner[v.UUID] = path
+		set.Volumes[v.UUID] = v
+	}
+	return set, good
+}
+
+// WorkloadName is the Kubernetes name of an app's workload: its display name
+// made DNS-safe, plus the start of its UUID so two apps may share a name.
+func WorkloadName(a AppConfig) string {
+	return dnsName(a.DisplayName, 50) + "-" + a.UUID[:8]
+}
+
+// ClaimName is the PVC name of a volume.
+func ClaimName(v VolumeConfig) string {
+	return dnsName(v.Name, 40) + "-" + v.UUID[:8]
+}
+
+func dnsName(s string, max int) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > max {
+		out = strings.Trim(out[:max], "-")
+	}
+	if out == "" {
+		out = "app"
+	}
+	return out
+}

@@ -1,0 +1,819 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// AppsOptions configure the apps part of the agent.
+type AppsOptions struct {
+	NodeName string
+	// NodeUUID is this node's UUID; empty: read from its Node's node-uuid label.
+	NodeUUID string
+	// AppsDir holds apps/*.json and volumes/*.json; watched for changes.
+	AppsDir string
+	// StateDir receives apps.json, node.json, events.json and, on the
+	// stats leader only, cluster.json. Empty: no files.
+	StateDir  string
+	Placement PlacementOptions
+	// FailoverTimeout is how long a pod may hang terminating on an
+	// unreachable node before the leader force-deletes it (default 60 s).
+	FailoverTimeout time.Duration
+	Metrics         *Metrics
+	// Leader reports the stats-leader election; only the leader acts on
+	// failover and writes cluster-wide stats.
+	Leader func() LeaderState
+	Log    *slog.Logger
+}
+
+// AppState is what this node publishes about one app.
+type AppState struct {
+	UUID                string             `json:"uuid"`
+	Name                string             `json:"name"`
+	Kind                string             `json:"kind"`
+	Pinned              bool               `json:"pinned"`
+	EffectiveDNId       string             `json:"effective_dnid"`
+	DNIdNode            string             `json:"dnid_node,omitempty"`
+	Override            *PlacementOverride `json:"override,omitempty"`
+	Activate            bool               `json:"activate"`
+	IsDNIdNode          bool               `json:"is_dnid_node"`
+	ScheduledOnThisNode bool               `json:"scheduled_on_this_node"`
+	KubeStatus          KubeStatus         `json:"kube_status"`
+	ClusterAppRunning   bool               `json:"cluster_app_running"`
+	// Node is where Kubernetes runs the app (or has scheduled it).
+	Node    string `json:"node,omitempty"`
+	VMIName string `json:"vmi_name,omitempty"`
+	// Lost reports a pinned app whose node is gone: it is not moved.
+	Lost *LostApp `json:"lost,omitempty"`
+	// Failover is the last failover verdict that was not "wait".
+	Failover string `json:"failover,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// ChangedAt is when cluster_app_running last changed on this node.
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// LostApp says where a pinned app is stranded and since when.
+type LostApp struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
+}
+
+// NodeState is this node's cluster status: READY, NOTREADY (the cluster says
+// so) or DOWN (the API server does not answer).
+type NodeState struct {
+	Node   string    `json:"node"`
+	UUID   string    `json:"uuid,omitempty"`
+	Status string    `json:"status"`
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason,omitempty"`
+	// ConfigErrors are the app and volume files that could not be used, by path.
+	ConfigErrors map[string]string `json:"config_errors,omitempty"`
+}
+
+// Node statuses.
+const (
+	NodeReady    = "READY"
+	NodeNotReady = "NOTREADY"
+	NodeDown     = "DOWN"
+)
+
+// AppsAgent gates, places and follows the apps from the watch-driven snapshot.
+type AppsAgent struct {
+	opts     AppsOptions
+	snap     *kube.Snapshot
+	dyn      dynamic.Interface
+	log      *slog.Logger
+	recorder record.EventRecorder
+	timeline *Timeline
+	kick     chan struct{}
+
+	mu          sync.Mutex
+	set         AppSet
+	lastGood    AppFiles
+	apps        []AppState
+	node        NodeState
+	subscribers map[chan struct{}]struct{}
+
+	// Only the reconcile loop touches these.
+	placed      *placedCache
+	lastRunning map[string]string
+	nodeReady   map[string]bool
+	reported    map[types.UID]FailoverAction
+	lostSeen    map[string]bool
+	leaderSeen  string
+	failedApply map[string]time.Time
+}
+
+// NewAppsAgent prepares the apps agent over a started snapshot.
+func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.FailoverTimeout == 0 {
+		opts.FailoverTimeout = 60 * time.Second
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	if opts.Leader == nil {
+		opts.Leader = func() LeaderState { return LeaderState{} }
+	}
+	dyn, err := dynamic.NewForConfig(snap.Clients().Config)
+	if err != nil {
+		return nil, err
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: snap.Clients().Core.CoreV1().Events("")})
+	return &AppsAgent{
+		opts: opts, snap: snap, dyn: dyn, log: opts.Log,
+		recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName}),
+		timeline:    NewTimeline(500),
+		kick:        make(chan struct{}, 1),
+		subscribers: map[chan struct{}]struct{}{},
+		lastRunning: map[string]string{},
+		nodeReady:   map[string]bool{},
+		reported:    map[types.UID]FailoverAction{},
+		lostSeen:    map[string]bool{},
+		failedApply: map[string]time.Time{},
+		node:        NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
+	}, nil
+}
+
+// Apps returns the published app states, sorted by name.
+func (a *AppsAgent) Apps() []AppState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.apps)
+}
+
+// Node returns this node's published status.
+func (a *AppsAgent) Node() NodeState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.node
+	n.ConfigErrors = maps.Clone(a.set.Errors)
+	return n
+}
+
+// Timeline returns the agent's events, newest first.
+func (a *AppsAgent) Timeline() []TimelineEvent { return a.timeline.Events() }
+
+// Subscribe returns a channel that receives a value after the published
+// state changed (coalesced), and a function to unsubscribe.
+func (a *AppsAgent) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	a.mu.Lock()
+	a.subscribers[ch] = struct{}{}
+	a.mu.Unlock()
+	return ch, func() {
+		a.mu.Lock()
+		delete(a.subscribers, ch)
+		a.mu.Unlock()
+	}
+}
+
+func (a *AppsAgent) notify() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for ch := range a.subscribers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (a *AppsAgent) wake() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run follows the config directory and the cluster until ctx ends.
+func (a *AppsAgent) Run(ctx context.Context) error {
+	for _, sub := range []string{appsSubdir, volumesSubdir} {
+		if err := os.MkdirAll(filepath.Join(a.opts.AppsDir, sub), 0o755); err != nil {
+			return fmt.Errorf("apps directory: %w", err)
+		}
+	}
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch apps directory: %w", err)
+	}
+	defer watcher.Close()
+	for _, sub := range []string{appsSubdir, volumesSubdir} {
+		if err := watcher.Add(filepath.Join(a.opts.AppsDir, sub)); err != nil {
+			return fmt.Errorf("watch apps directory: %w", err)
+		}
+	}
+	a.loadFiles()
+	changes, unsubscribe := a.snap.Subscribe()
+	defer unsubscribe()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	// Editors write a file in several steps: read once things settle.
+	var settle <-chan time.Time
+	woke := time.Now()
+	for {
+		if next := a.reconcile(ctx, woke); next > 0 {
+			timer.Reset(next)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+		case <-a.kick:
+		case <-timer.C:
+		case ev := <-watcher.Events:
+			if ev.Op != fsnotify.Chmod {
+				settle = time.After(100 * time.Millisecond)
+			}
+			continue
+		case err := <-watcher.Errors:
+			a.log.Warn("apps directory watch", "err", err)
+			continue
+		case <-settle:
+			settle = nil
+			a.loadFiles()
+		}
+		woke = time.Now()
+	}
+}
+
+func (a *AppsAgent) loadFiles() {
+	read := ReadAppFiles(a.opts.AppsDir)
+	a.mu.Lock()
+	prevErrors := a.set.Errors
+	a.set, a.lastGood = MergeAppFiles(read, a.lastGood)
+	errs := maps.Clone(a.set.Errors)
+	a.mu.Unlock()
+	a.opts.Metrics.AppConfigFailures.Set(float64(len(errs)))
+	for _, path := range slices.Sorted(maps.Keys(errs)) {
+		if prevErrors[path] != errs[path] {
+			a.log.Error("app config file rejected; keeping its last good version", "file", path, "err", errs[path])
+			a.timeline.Add(TimelineEvent{Time: time.Now(), Kind: EventConfig, Message: filepath.Base(path) + ": " + errs[path], Warning: true})
+		}
+	}
+}
+
+// reconcile publishes the state, lays out this node's apps and acts on
+// failover. It returns when it wants to run again without a change (0: no).
+func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration {
+	d := a.snap.Data()
+	synced := a.snap.Synced()
+	now := time.Now()
+	a.mu.Lock()
+	set := a.set
+	a.mu.Unlock()
+
+	nodes := map[string]*corev1.Node{}
+	nodeByUUID := map[string]string{}
+	for _, n := range d.Nodes {
+		nodes[n.Name] = n
+		if u := n.Labels[kube.LabelNodeUUID]; u != "" {
+			nodeByUUID[strings.ToLower(u)] = n.Name
+		}
+	}
+	myUUID := strings.ToLower(a.opts.NodeUUID)
+	if own, ok := nodes[a.opts.NodeName]; ok && myUUID == "" {
+		myUUID = strings.ToLower(own.Labels[kube.LabelNodeUUID])
+	}
+	a.followNodes(d, synced, now)
+	a.followLeader(now)
+
+	var placementCM *corev1.ConfigMap
+	for _, cm := range d.ConfigMaps {
+		if cm.Name == PlacementConfigMapName {
+			placementCM = cm
+		}
+	}
+	overrides, badOverrides := ParseOverrides(placementCM)
+	for uuid, msg := range badOverrides {
+		set.Errors = maps.Clone(set.Errors)
+		set.Errors[PlacementConfigMapName+"/"+uuid] = msg
+	}
+	observed := ObserveApps(d)
+	var states []AppState
+	var staleOverrides []string
+	decisions := map[string]AppDecision{}
+	for _, uuid := range slices.Sorted(maps.Keys(set.Apps)) {
+		app := set.Apps[uuid]
+		o := observed[uuid]
+		o.Synced, o.Connected = synced, d.Health.Connected
+		var ov *PlacementOverride
+		if x, ok := overrides[uuid]; ok {
+			ov = &x
+		}
+		dnid, active, stale := EffectiveDNId(app, ov)
+		if stale && app.DesignatedNodeID == myUUID {
+			staleOverrides = append(staleOverrides, uuid)
+		}
+		dec := DecideApp(app, dnid, myUUID, a.opts.NodeName, o)
+		decisions[uuid] = dec
+		st := AppState{
+			UUID: uuid, Name: app.DisplayName, Kind: app.Kind, Pinned: app.Pinned(),
+			EffectiveDNId: dnid, DNIdNode: nodeByUUID[dnid], Override: active,
+			Activate: dec.Activate, IsDNIdNode: dec.IsDNIdNode, ScheduledOnThisNode: dec.ScheduledOnThisNode,
+			KubeStatus: dec.KubeStatus, ClusterAppRunning: dec.ClusterAppRunning,
+			Node: cmp.Or(o.RunningNode, o.ScheduledNode), VMIName: o.VMIName,
+		}
+		if dec.Place && synced && st.DNIdNode == "" {
+			st.Error = fmt.Sprintf("designated node %s is not in the cluster", dnid)
+		}
+		if app.Pinned() && st.Node != "" {
+			if n, ok := nodes[st.Node]; ok && !nodeIsReady(n) {
+				st.Lost = &LostApp{Node: st.Node, Since: readySince(n)}
+			}
+		}
+		states = append(states, st)
+	}
+	next := time.Duration(0)
+	if synced && d.Health.Connected {
+		if retry := a.place(ctx, set, decisions, states, myUUID, now); retry > 0 {
+			next = retry
+		}
+		for _, uuid := range staleOverrides {
+			a.removeOverride(ctx, uuid)
+		}
+		if a.opts.Leader().IsLeader {
+			if wait := a.failover(ctx, set, observed, nodes, d, states, now); wait > 0 && (next == 0 || wait < next) {
+				next = wait
+			}
+		}
+	}
+	a.publish(states, d, nodes, synced, woke)
+	return next
+}
+
+func readySince(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// followNodes records node readiness transitions and this node's status.
+func (a *AppsAgent) followNodes(d kube.Data, synced bool, now time.Time) {
+	st := NodeState{Node: a.opts.NodeName, UUID: a.opts.NodeUUID}
+	switch {
+	case !d.Health.Connected:
+		st.Status, st.Since, st.Reason = NodeDown, d.Health.Since, d.Health.LastError
+		if st.Reason == "" {
+			st.Reason = "not connected yet"
+		}
+	case !synced:
+		st.Status, st.Since, st.Reason = NodeDown, now, "reading the cluster"
+	default:
+		st.Status, st.Since, st.Reason = NodeNotReady, now, "no Node object named "+a.opts.NodeName
+	}
+	for _, n := range d.Nodes {
+		ready := nodeIsReady(n)
+		if synced && d.Health.Connected && n.Name == a.opts.NodeName {
+			st.Status, st.Since, st.Reason = NodeNotReady, readySince(n), "the cluster marks it not ready"
+			if ready {
+				st.Status, st.Reason = NodeReady, ""
+			}
+			st.UUID = cmp.Or(st.UUID, n.Labels[kube.LabelNodeUUID])
+		}
+		if was, seen := a.nodeReady[n.Name]; seen && was != ready {
+			msg := n.Name + " is Ready"
+			if !ready {
+				msg = n.Name + " is not Ready"
+			}
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventNode, Node: n.Name, Message: msg, Warning: !ready})
+		}
+		if synced {
+			a.nodeReady[n.Name] = ready
+		}
+	}
+	a.mu.Lock()
+	if a.node.Status == st.Status && a.node.Reason == st.Reason {
+		st.Since = a.node.Since
+	}
+	changed := !reflect.DeepEqual(a.node, st)
+	a.node = st
+	a.mu.Unlock()
+	if changed {
+		a.writeState("node.json", a.Node())
+		a.notify()
+	}
+}
+
+func (a *AppsAgent) followLeader(now time.Time) {
+	l := a.opts.Leader()
+	if l.IsLeader {
+		a.opts.Metrics.Leader.Set(1)
+	} else {
+		a.opts.Metrics.Leader.Set(0)
+	}
+	if l.Leader != a.leaderSeen {
+		if l.Leader != "" {
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventLeader, Node: l.Leader, Message: "stats leader is " + l.Leader})
+		}
+		a.leaderSeen = l.Leader
+	}
+	if !l.IsLeader && a.opts.StateDir != "" {
+		// Only the leader's cluster-wide stats are to be trusted.
+		_ = os.Remove(filepath.Join(a.opts.StateDir, "cluster.json"))
+	}
+}
+
+// publish stores the app states, notes moves, and writes the state files.
+func (a *AppsAgent) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
+	now := time.Now()
+	a.mu.Lock()
+	prev := map[string]AppState{}
+	for _, st := range a.apps {
+		prev[st.UUID] = st
+	}
+	runningChanged := false
+	for i := range states {
+		st := &states[i]
+		p, had := prev[st.UUID]
+		st.ChangedAt = now
+		if had && p.ClusterAppRunning == st.ClusterAppRunning {
+			st.ChangedAt = p.ChangedAt
+		} else if had {
+			runningChanged = true
+		}
+		if st.Failover == "" && had {
+			st.Failover = p.Failover
+		}
+	}
+	changed := !reflect.DeepEqual(a.apps, states)
+	a.apps = states
+	a.mu.Unlock()
+
+	counts := map[KubeStatus]int{}
+	for _, st := range states {
+		counts[st.KubeStatus]++
+		a.noteMove(st, now)
+		if st.Lost != nil && !a.lostSeen[st.UUID] {
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: st.Name, Node: st.Lost.Node, Warning: true,
+				Message: fmt.Sprintf("pinned app %s is on lost node %s (since %s); not moved", st.Name, st.Lost.Node, st.Lost.Since.Format(time.TimeOnly))})
+		}
+		a.lostSeen[st.UUID] = st.Lost != nil
+	}
+	for _, s := range []KubeStatus{KubeUnknown, KubeAPIUnreachable, KubeNotInCluster, KubeNotRunning, KubeRunning} {
+		a.opts.Metrics.Apps.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+	if runningChanged {
+		a.opts.Metrics.DetectionLatency.Observe(now.Sub(woke).Seconds())
+	}
+	if changed {
+		a.writeState("apps.json", states)
+		a.notify()
+	}
+	a.writeState("events.json", a.timeline.Events())
+	if synced && a.opts.Leader().IsLeader {
+		a.writeState("cluster.json", kube.Derive(d, now))
+	}
+}
+
+// noteMove records an app starting to run on another node than before.
+func (a *AppsAgent) noteMove(st AppState, now time.Time) {
+	running := ""
+	if st.KubeStatus == KubeRunning {
+		running = st.Node
+	}
+	if running == "" {
+		return
+	}
+	prev := a.lastRunning[st.UUID]
+	a.lastRunning[st.UUID] = running
+	if prev == "" || prev == running {
+		return
+	}
+	a.opts.Metrics.Migrations.Inc()
+	msg := fmt.Sprintf("%s moved from %s to %s", st.Name, prev, running)
+	a.timeline.Add(TimelineEvent{Time: now, Kind: EventMove, App: st.Name, Node: running, Message: msg})
+	// One Kubernetes Event per move: from the node it moved to.
+	if st.ClusterAppRunning {
+		if obj := a.placed.workload(st.UUID); obj != nil {
+			a.recorder.Event(obj, corev1.EventTypeNormal, "AppMoved", msg)
+		}
+	}
+}
+
+func (a *AppsAgent) writeState(name string, v any) {
+	if a.opts.StateDir == "" {
+		return
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return
+	}
+	if err := WriteFileAtomic(filepath.Join(a.opts.StateDir, name), append(data, '\n'), 0o644); err != nil {
+		a.log.Warn("state file", "file", name, "err", err)
+	}
+}
+
+// place lays out the apps and volumes this node is the DNId of. It returns
+// when to retry a failed write (0: nothing to retry).
+func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, now time.Time) time.Duration {
+	if a.placed == nil {
+		a.placed = newPlacedCache(a.dyn, a.snap.Data().HasKubeVirt, a.wake)
+		a.placed.start(ctx)
+	}
+	if !a.placed.synced() || myUUID == "" {
+		return 0
+	}
+	desired := map[string]Layout{}
+	appErr := map[string]string{}
+	var classes []int
+	dnidNodes := map[string]string{}
+	for _, st := range states {
+		dnidNodes[st.UUID] = st.DNIdNode
+	}
+	for uuid, dec := range decisions {
+		app, dnidNode := set.Apps[uuid], dnidNodes[uuid]
+		if !dec.Place || !app.Activate || dnidNode == "" {
+			continue
+		}
+		l, err := LayoutApp(app, myUUID, dnidNode, set.Volumes, a.opts.Placement)
+		if err != nil {
+			appErr[uuid] = err.Error()
+			continue
+		}
+		desired[layoutKey(l.GVR, l.Namespace(), l.Name())] = l
+	}
+	for _, v := range set.Volumes {
+		if !DecideVolume(v, myUUID).Create {
+			continue
+		}
+		l, err := LayoutVolume(v)
+		if err != nil {
+			continue
+		}
+		desired[layoutKey(l.GVR, l.Namespace(), l.Name())] = l
+		classes = append(classes, v.ReplicaCount)
+	}
+	for _, r := range classes {
+		if l, err := LayoutStorageClass(r); err == nil {
+			desired[layoutKey(l.GVR, "", l.Name())] = l
+		}
+	}
+	retry := time.Duration(0)
+	for _, key := range slices.Sorted(maps.Keys(desired)) {
+		l := desired[key]
+		if live := a.placed.get(l.GVR, l.Namespace(), l.Name()); live != nil && live.GetAnnotations()[AnnotationSpecHash] == l.Hash() {
+			delete(a.failedApply, key)
+			continue
+		}
+		if at, failed := a.failedApply[key]; failed && now.Sub(at) < 5*time.Second {
+			retry = 5*time.Second - now.Sub(at)
+			continue
+		}
+		var err error
+		if l.GVR == GVRStorageClass {
+			_, err = a.dyn.Resource(l.GVR).Apply(ctx, l.Name(), l.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		} else {
+			_, err = a.dyn.Resource(l.GVR).Namespace(l.Namespace()).Apply(ctx, l.Name(), l.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		}
+		a.opts.Metrics.PlacementApplies.Inc()
+		if err != nil {
+			a.opts.Metrics.APIErrors.Inc()
+			a.failedApply[key] = now
+			retry = 5 * time.Second
+			if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
+				appErr[uuid] = fmt.Sprintf("apply %s: %v", l.Name(), err)
+			}
+			a.log.Error("apply", "object", key, "err", err)
+			continue
+		}
+		delete(a.failedApply, key)
+		a.log.Info("applied", "object", key)
+		if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: l.Object.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName,
+				Message: fmt.Sprintf("laid out %s %s for %s", strings.ToLower(l.Object.GetKind()), l.Name(), l.Object.GetLabels()[kube.LabelAppName])})
+		}
+	}
+	// Remove workloads this node laid out that no longer have a place: the
+	// app left the config, was deactivated, or changed kind. An app another
+	// node now places is that node's business, never this one's.
+	for _, gvr := range a.placed.workloadGVRs() {
+		for _, obj := range a.placed.list(gvr) {
+			uuid := obj.GetLabels()[kube.LabelAppUUID]
+			if obj.GetAnnotations()[AnnotationDNId] != myUUID || desired[layoutKey(gvr, obj.GetNamespace(), obj.GetName())].Object != nil {
+				continue
+			}
+			_, inConfig := set.Apps[uuid]
+			if inConfig && !decisions[uuid].Place {
+				continue
+			}
+			err := a.dyn.Resource(gvr).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: ptr.To(obj.GetUID())}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				a.opts.Metrics.APIErrors.Inc()
+				a.log.Error("remove workload", "object", obj.GetName(), "err", err)
+				continue
+			}
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: obj.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName,
+				Message: fmt.Sprintf("removed %s %s", strings.ToLower(obj.GetKind()), obj.GetName())})
+		}
+	}
+	for i := range states {
+		if msg, ok := appErr[states[i].UUID]; ok {
+			states[i].Error = msg
+		}
+	}
+	return retry
+}
+
+func layoutKey(gvr schema.GroupVersionResource, ns, name string) string {
+	return gvr.Resource + "/" + ns + "/" + name
+}
+
+// removeOverride drops a placement override the controller has overruled.
+func (a *AppsAgent) removeOverride(ctx context.Context, uuid string) {
+	patch, _ := json.Marshal(map[string]any{"data": map[string]any{uuid: nil}})
+	_, err := a.snap.Clients().Core.CoreV1().ConfigMaps(kube.AppNamespace).Patch(ctx, PlacementConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil && !apierrors.IsNotFound(err) {
+		a.opts.Metrics.APIErrors.Inc()
+		a.log.Error("remove stale placement override", "app", uuid, "err", err)
+		return
+	}
+	a.timeline.Add(TimelineEvent{Time: time.Now(), Kind: EventPlacement, App: uuid,
+		Message: "on-site placement override cleared: the controller set a new designated node"})
+}
+
+// failover judges app pods stuck terminating on lost nodes (leader only).
+// It returns when the next verdict could change (0: none pending).
+func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
+	next := time.Duration(0)
+	for uuid, o := range observed {
+		app, ok := set.Apps[uuid]
+		if !ok {
+			continue
+		}
+		for _, pod := range o.Stuck {
+			v := DecideFailover(app, pod, nodes[pod.Spec.NodeName], AppVolumes(app, set.Volumes, d), a.opts.FailoverTimeout, now)
+			switch v.Action {
+			case FailoverWait:
+				if !v.Since.IsZero() {
+					if wait := v.Since.Add(a.opts.FailoverTimeout).Sub(now) + 10*time.Millisecond; next == 0 || wait < next {
+						next = wait
+					}
+				}
+				continue
+			case FailoverForceDelete:
+				err := a.snap.Clients().Core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+					GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}})
+				if err != nil && !apierrors.IsNotFound(err) {
+					a.opts.Metrics.APIErrors.Inc()
+					a.log.Error("force delete", "pod", pod.Name, "err", err)
+					next = 5 * time.Second
+					continue
+				}
+			}
+			for i := range states {
+				if states[i].UUID == uuid {
+					states[i].Failover = v.Reason
+				}
+			}
+			if a.reported[pod.UID] == v.Action {
+				continue
+			}
+			a.reported[pod.UID] = v.Action
+			a.opts.Metrics.FailoverActions.WithLabelValues(string(v.Action)).Inc()
+			kind, evType, reason := EventFailover, corev1.EventTypeNormal, "ForceDeleted"
+			if v.Action != FailoverForceDelete {
+				kind, evType, reason = EventRefusal, corev1.EventTypeWarning, "FailoverRefused"
+			}
+			a.log.Info("failover", "app", app.DisplayName, "pod", pod.Name, "action", v.Action, "reason", v.Reason)
+			a.timeline.Add(TimelineEvent{Time: now, Kind: kind, App: app.DisplayName, Node: pod.Spec.NodeName, Message: v.Reason, Warning: v.Action != FailoverForceDelete})
+			a.recorder.Event(pod, evType, reason, v.Reason)
+		}
+	}
+	return next
+}
+
+// placedCache watches the objects sitecon laid out (by its managed-by label).
+type placedCache struct {
+	kinds     []schema.GroupVersionResource
+	namespace dynamicinformer.DynamicSharedInformerFactory
+	cluster   dynamicinformer.DynamicSharedInformerFactory
+	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+}
+
+func newPlacedCache(dyn dynamic.Interface, hasKubeVirt bool, changed func()) *placedCache {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + FieldManager }
+	c := &placedCache{
+		namespace: dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, kube.AppNamespace, tweak),
+		cluster:   dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, tweak),
+		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+	}
+	c.kinds = []schema.GroupVersionResource{GVRDeployment, GVRPVC}
+	if hasKubeVirt {
+		c.kinds = append(c.kinds, GVRVMIRS, GVRVMI)
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() }, UpdateFunc: func(any, any) { changed() }, DeleteFunc: func(any) { changed() },
+	}
+	for _, gvr := range c.kinds {
+		inf := c.namespace.ForResource(gvr).Informer()
+		_, _ = inf.AddEventHandler(handler)
+		c.informers[gvr] = inf
+	}
+	sc := c.cluster.ForResource(GVRStorageClass).Informer()
+	_, _ = sc.AddEventHandler(handler)
+	c.informers[GVRStorageClass] = sc
+	return c
+}
+
+func (c *placedCache) start(ctx context.Context) {
+	c.namespace.Start(ctx.Done())
+	c.cluster.Start(ctx.Done())
+}
+
+func (c *placedCache) synced() bool {
+	for _, inf := range c.informers {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *placedCache) workloadGVRs() []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	for _, gvr := range WorkloadGVRs {
+		if _, ok := c.informers[gvr]; ok {
+			out = append(out, gvr)
+		}
+	}
+	return out
+}
+
+func (c *placedCache) get(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	inf, ok := c.informers[gvr]
+	if !ok {
+		return nil
+	}
+	key := name
+	if ns != "" {
+		key = ns + "/" + name
+	}
+	obj, exists, err := inf.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return nil
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+func (c *placedCache) list(gvr schema.GroupVersionResource) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, obj := range c.informers[gvr].GetStore().List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// workload is the object an app is laid out as, for Kubernetes Events.
+func (c *placedCache) workload(uuid string) *unstructured.Unstructured {
+	if c == nil {
+		return nil
+	}
+	for _, gvr := range c.workloadGVRs() {
+		for _, obj := range c.list(gvr) {
+			if obj.GetLabels()[kube.LabelAppUUID] == uuid {
+				return obj
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,273 @@
+package agent
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+const (
+	nodeA = "11111111-1111-4111-8111-111111111111"
+	nodeB = "22222222-2222-4222-8222-222222222222"
+	appID = "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d03"
+	volID = "9a7e0000-0000-4000-8000-000000000001"
+)
+
+func testApp() AppConfig {
+	return AppConfig{UUID: appID, DisplayName: "plc-gateway", Activate: true, Kind: KindContainer,
+		Image: "registry.local/plc-gateway:1.4", DesignatedNodeID: nodeA, Affinity: AffinityPreferred, VolumeRefs: []string{volID}}
+}
+
+func TestParseAppConfig(t *testing.T) {
+	good := `{"uuid":"` + appID + `","displayname":"plc-gateway","activate":true,"kind":"container",
+	 "image":"registry.local/plc-gateway:1.4","designated_node_id":"` + nodeA + `",
+	 "affinity":"preferred","node_select_labels":{"site.io/line":"2"},"volume_refs":["` + volID + `"],
+	 "resources":{"cpu":"500m","memory":"256Mi"}}`
+	app, err := ParseAppConfig([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Pinned() || app.Resources.CPU != "500m" || app.NodeSelectLabels["site.io/line"] != "2" {
+		t.Fatalf("parsed %+v", app)
+	}
+	for name, tc := range map[string]struct{ edit, want string }{
+		"unknown field":  {`"activate":true`, `unknown field`},
+		"bad kind":       {`"kind":"container"`, `kind: "pod"`},
+		"bad affinity":   {`"affinity":"preferred"`, `affinity: "soft"`},
+		"bad dnid":       {`"designated_node_id":"` + nodeA + `"`, `designated_node_id: "node-a" is not a node UUID`},
+		"bad quantity":   {`"cpu":"500m"`, `resources.cpu: "half"`},
+		"bad label":      {`"site.io/line":"2"`, `node_select_labels: key "bad key!"`},
+		"bad volume ref": {`"volume_refs":["` + volID + `"]`, `volume_refs: "vol1"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			repl := map[string]string{
+				"unknown field": `"activate":true,"colour":"blue"`, "bad kind": `"kind":"pod"`,
+				"bad affinity": `"affinity":"soft"`, "bad dnid": `"designated_node_id":"node-a"`,
+				"bad quantity": `"cpu":"half"`, "bad label": `"bad key!":"2"`, "bad volume ref": `"volume_refs":["vol1"]`,
+			}[name]
+			_, err := ParseAppConfig([]byte(strings.Replace(good, tc.edit, repl, 1)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMergeAppFilesKeepsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		path := filepath.Join(dir, "apps", name)
+		_ = os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := testApp()
+	a.VolumeRefs = nil
+	data, _ := json.Marshal(a)
+	write("plc.json", string(data))
+	set, good := MergeAppFiles(ReadAppFiles(dir), AppFiles{})
+	if len(set.Apps) != 1 || len(set.Errors) != 0 {
+		t.Fatalf("first read: %+v", set)
+	}
+	write("plc.json", `{"uuid": broken`)
+	set, good = MergeAppFiles(ReadAppFiles(dir), good)
+	if set.Apps[appID].DisplayName != "plc-gateway" {
+		t.Fatalf("a broken file lost its app's last good version: %+v", set)
+	}
+	if msg := set.Errors[filepath.Join(dir, "apps", "plc.json")]; msg == "" {
+		t.Fatalf("no per-file error: %+v", set.Errors)
+	}
+	write("copy.json", string(data))
+	set, _ = MergeAppFiles(ReadAppFiles(dir), good)
+	if !strings.Contains(set.Errors[filepath.Join(dir, "apps", "plc.json")], "already defined") {
+		t.Fatalf("duplicate UUID not reported: %+v", set.Errors)
+	}
+}
+
+func TestEffectiveDNId(t *testing.T) {
+	app := testApp()
+	for name, tc := range map[string]struct {
+		o         *PlacementOverride
+		want      string
+		active    bool
+		wantStale bool
+	}{
+		"no override":        {nil, nodeA, false, false},
+		"override holds":     {&PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeA}, nodeB, true, false},
+		"controller changed": {&PlacementOverride{NodeUUID: nodeB, ConfigDNId: "33333333-3333-4333-8333-333333333333"}, nodeA, false, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, active, stale := EffectiveDNId(app, tc.o)
+			if got != tc.want || (active != nil) != tc.active || stale != tc.wantStale {
+				t.Fatalf("got %s active=%v stale=%v", got, active != nil, stale)
+			}
+		})
+	}
+}
+
+func TestDecideApp(t *testing.T) {
+	live := func(sched, running string) AppObservation {
+		return AppObservation{Synced: true, Connected: true, Exists: sched != "", ScheduledNode: sched, RunningNode: running}
+	}
+	for name, tc := range map[string]struct {
+		thisUUID, thisNode string
+		activate           bool
+		obs                AppObservation
+		want               AppDecision
+	}{
+		"dnid, nothing yet": {nodeA, "node-a", true, live("", ""),
+			AppDecision{Activate: true, Place: true, IsDNIdNode: true, KubeStatus: KubeNotInCluster}},
+		"dnid, running here": {nodeA, "node-a", true, live("node-a", "node-a"),
+			AppDecision{Activate: true, Place: true, IsDNIdNode: true, ScheduledOnThisNode: true, ClusterAppRunning: true, KubeStatus: KubeRunning}},
+		"dnid, running elsewhere": {nodeA, "node-a", true, live("node-b", "node-b"),
+			AppDecision{Activate: false, Place: true, IsDNIdNode: true, KubeStatus: KubeRunning}},
+		"dnid, user deactivated": {nodeA, "node-a", false, live("node-a", "node-a"),
+			AppDecision{Activate: false, Place: true, IsDNIdNode: true, ScheduledOnThisNode: true, ClusterAppRunning: true, KubeStatus: KubeRunning}},
+		"other node, scheduled here (moved)": {nodeB, "node-b", true, live("node-b", "node-b"),
+			AppDecision{Activate: true, ScheduledOnThisNode: true, ClusterAppRunning: true, KubeStatus: KubeRunning}},
+		"other node, scheduled here, not running yet": {nodeB, "node-b", true, live("node-b", ""),
+			AppDecision{Activate: true, ScheduledOnThisNode: true, KubeStatus: KubeNotRunning}},
+		"other node, elsewhere": {nodeB, "node-b", true, live("node-a", "node-a"),
+			AppDecision{KubeStatus: KubeRunning}},
+		"not synced":      {nodeA, "node-a", true, AppObservation{}, AppDecision{Activate: true, Place: true, IsDNIdNode: true, KubeStatus: KubeUnknown}},
+		"api unreachable": {nodeA, "node-a", true, AppObservation{Synced: true}, AppDecision{Activate: true, Place: true, IsDNIdNode: true, KubeStatus: KubeAPIUnreachable}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			app := testApp()
+			app.Activate = tc.activate
+			if got := DecideApp(app, nodeA, tc.thisUUID, tc.thisNode, tc.obs); got != tc.want {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestObserveAppsIgnoresTerminatingPods(t *testing.T) {
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plc-1", Namespace: kube.AppNamespace, Labels: map[string]string{kube.LabelAppUUID: appID}},
+		Spec: corev1.PodSpec{NodeName: "node-c"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	dying := running.DeepCopy()
+	dying.Name, dying.Spec.NodeName, dying.DeletionTimestamp = "plc-0", "node-b", &metav1.Time{Time: time.Now()}
+	vmi := &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "hmi-x", Namespace: kube.AppNamespace, Labels: map[string]string{kube.LabelAppUUID: nodeB}},
+		Status: kvv1.VirtualMachineInstanceStatus{Phase: kvv1.Running, NodeName: "node-a"}}
+	obs := ObserveApps(kube.Data{Pods: []*corev1.Pod{dying, running}, VMIs: []*kvv1.VirtualMachineInstance{vmi}, Health: kube.Health{Connected: true}})
+	if o := obs[appID]; o.RunningNode != "node-c" || o.ScheduledNode != "node-c" || len(o.Stuck) != 1 {
+		t.Fatalf("container app: %+v", o)
+	}
+	if o := obs[nodeB]; o.RunningNode != "node-a" || o.VMIName != "hmi-x" {
+		t.Fatalf("vm app: %+v", o)
+	}
+}
+
+func TestDecideFailover(t *testing.T) {
+	now := time.Now()
+	deleted := metav1.NewTime(now.Add(-2 * time.Minute))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plc-0", DeletionTimestamp: &deleted}, Spec: corev1.PodSpec{NodeName: "node-b"}}
+	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-90 * time.Second)}}}}}
+	healthy := func(node string) *lhv1beta2.Replica {
+		return &lhv1beta2.Replica{Spec: lhv1beta2.ReplicaSpec{InstanceSpec: lhv1beta2.InstanceSpec{NodeID: node}, HealthyAt: "x"},
+			Status: lhv1beta2.ReplicaStatus{InstanceStatus: lhv1beta2.InstanceStatus{CurrentState: lhv1beta2.InstanceStateRunning}}}
+	}
+	vol := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}}
+	safe := []AppVolume{{Claim: "data", Volume: vol, Replicas: []*lhv1beta2.Replica{healthy("node-b"), healthy("node-a")}}}
+	onlyOnLost := []AppVolume{{Claim: "data", Volume: vol, Replicas: []*lhv1beta2.Replica{healthy("node-b")}}}
+	pinned := testApp()
+	pinned.Affinity = AffinityRequired
+	for name, tc := range map[string]struct {
+		app     AppConfig
+		node    *corev1.Node
+		volumes []AppVolume
+		timeout time.Duration
+		want    FailoverAction
+		mention string
+	}{
+		"node reachable":         {testApp(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}, safe, time.Minute, FailoverWait, "not unreachable"},
+		"timeout not passed":     {testApp(), lost, safe, 5 * time.Minute, FailoverWait, "unreachable for 1m30s"},
+		"replica elsewhere":      {testApp(), lost, safe, time.Minute, FailoverForceDelete, "healthy replica elsewhere"},
+		"only replica on lost":   {testApp(), lost, onlyOnLost, time.Minute, FailoverRefuse, "pvc-1"},
+		"volume not in longhorn": {testApp(), lost, []AppVolume{{Claim: "data-x"}}, time.Minute, FailoverRefuse, "data-x (no Longhorn volume found)"},
+		"pinned":                 {pinned, lost, safe, time.Minute, FailoverPinned, "stays"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := DecideFailover(tc.app, pod, tc.node, tc.volumes, tc.timeout, now)
+			if v.Action != tc.want || !strings.Contains(v.Reason, tc.mention) {
+				t.Fatalf("got %s %q, want %s mentioning %q", v.Action, v.Reason, tc.want, tc.mention)
+			}
+		})
+	}
+}
+
+func TestLayoutApp(t *testing.T) {
+	vols := map[string]VolumeConfig{volID: {UUID: volID, Name: "plc-data", DesignatedNodeID: nodeA, Size: "1Gi", ReplicaCount: 3}}
+	auto, err := LayoutApp(testApp(), nodeA, "node-a", vols, PlacementOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auto.GVR != GVRDeployment || auto.Name() != "plc-gateway-5b0f7c1e" {
+		t.Fatalf("auto container: %v %s", auto.GVR, auto.Name())
+	}
+	affinity := nested(t, auto.Object, "spec", "template", "spec", "affinity", "nodeAffinity")
+	if _, ok := affinity["preferredDuringSchedulingIgnoredDuringExecution"]; !ok {
+		t.Fatalf("auto app does not prefer its node: %v", affinity)
+	}
+	tolerations, _, _ := unstructured.NestedSlice(auto.Object.Object, "spec", "template", "spec", "tolerations")
+	if len(tolerations) != 2 || tolerations[0].(map[string]any)["tolerationSeconds"] != int64(60) {
+		t.Fatalf("auto app tolerations: %v", tolerations)
+	}
+	again, _ := LayoutApp(testApp(), nodeA, "node-a", vols, PlacementOptions{})
+	if again.Hash() != auto.Hash() || auto.Hash() == "" {
+		t.Fatal("the same app hashes differently: every pass would write")
+	}
+	moved, _ := LayoutApp(testApp(), nodeB, "node-b", vols, PlacementOptions{})
+	if moved.Hash() == auto.Hash() {
+		t.Fatal("a new DNId does not change the hash: the move would never be applied")
+	}
+
+	pinned := testApp()
+	pinned.Kind, pinned.Affinity, pinned.NodeSelectLabels = KindVM, AffinityRequired, map[string]string{"gpu": "yes"}
+	vmi, err := LayoutApp(pinned, nodeA, "node-a", vols, PlacementOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vmi.GVR != GVRVMI {
+		t.Fatalf("pinned VM laid out as %v", vmi.GVR)
+	}
+	terms, _, _ := unstructured.NestedSlice(vmi.Object.Object, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+	exprs := terms[0].(map[string]any)["matchExpressions"].([]any)
+	if len(exprs) != 2 || exprs[0].(map[string]any)["key"] != corev1.LabelHostname || exprs[1].(map[string]any)["key"] != "gpu" {
+		t.Fatalf("pinned VM must require its node and the node-select labels: %v", exprs)
+	}
+	if _, found, _ := unstructured.NestedSlice(vmi.Object.Object, "spec", "tolerations"); found {
+		t.Fatal("pinned apps keep the cluster's default tolerations")
+	}
+	pinned.Affinity = AffinityPreferred
+	rs, _ := LayoutApp(pinned, nodeA, "node-a", vols, PlacementOptions{MoveAfter: 5 * time.Second})
+	if rs.GVR != GVRVMIRS {
+		t.Fatalf("auto VM laid out as %v", rs.GVR)
+	}
+	if _, err := LayoutApp(testApp(), nodeA, "node-a", nil, PlacementOptions{}); err == nil || !strings.Contains(err.Error(), "no config") {
+		t.Fatalf("missing volume config: %v", err)
+	}
+}
+
+func nested(t *testing.T, obj *unstructured.Unstructured, path ...string) map[string]any {
+	t.Helper()
+	m, found, err := unstructured.NestedMap(obj.Object, path...)
+	if err != nil || !found {
+		t.Fatalf("%v not found: %v", path, err)
+	}
+	return m
+}

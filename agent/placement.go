@@ -1,0 +1,260 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// What sitecon writes on the objects it lays out.
+const (
+	// FieldManager is sitecon's server-side-apply field manager.
+	FieldManager = "sitecon"
+	// LabelManagedBy marks objects sitecon owns.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelVolumeUUID carries the EVE volume UUID on its PVC.
+	LabelVolumeUUID = "sitecon.io/volume-uuid"
+	// AnnotationSpecHash is the hash of what sitecon applied, so an unchanged
+	// app is never written again.
+	AnnotationSpecHash = "sitecon.io/spec-hash"
+	// AnnotationDNId is the node UUID that laid the object out; only that
+	// node removes it when its app goes away.
+	AnnotationDNId = "sitecon.io/dnid"
+	// LonghornProvisioner is Longhorn's CSI driver.
+	LonghornProvisioner = "driver.longhorn.io"
+)
+
+// Resources sitecon applies, for the dynamic client.
+var (
+	GVRDeployment   = appsv1.SchemeGroupVersion.WithResource("deployments")
+	GVRVMI          = kvv1.SchemeGroupVersion.WithResource("virtualmachineinstances")
+	GVRVMIRS        = kvv1.SchemeGroupVersion.WithResource("virtualmachineinstancereplicasets")
+	GVRPVC          = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	GVRStorageClass = storagev1.SchemeGroupVersion.WithResource("storageclasses")
+	// WorkloadGVRs are the kinds an app may be laid out as.
+	WorkloadGVRs = []schema.GroupVersionResource{GVRDeployment, GVRVMIRS, GVRVMI}
+)
+
+// PlacementOptions tune the layout.
+type PlacementOptions struct {
+	// MoveAfter is how long an auto-migration app tolerates its node being
+	// unreachable or not ready before Kubernetes moves it (default 60 s).
+	MoveAfter time.Duration
+}
+
+// Layout is the desired object for one app or volume.
+type Layout struct {
+	GVR    schema.GroupVersionResource
+	Object *unstructured.Unstructured
+}
+
+// Name and Namespace of the object.
+func (l Layout) Name() string      { return l.Object.GetName() }
+func (l Layout) Namespace() string { return l.Object.GetNamespace() }
+
+// Hash is the spec hash stamped on the object.
+func (l Layout) Hash() string { return l.Object.GetAnnotations()[AnnotationSpecHash] }
+
+// StorageClassName is the Longhorn storage class for a replica count.
+func StorageClassName(replicas int) string { return "sitecon-longhorn-r" + strconv.Itoa(replicas) }
+
+// LayoutStorageClass is the Longhorn storage class with that replica count.
+func LayoutStorageClass(replicas int) (Layout, error) {
+	sc := &storagev1.StorageClass{
+		TypeMeta:    metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta:  metav1.ObjectMeta{Name: StorageClassName(replicas), Labels: map[string]string{LabelManagedBy: FieldManager}},
+		Provisioner: LonghornProvisioner,
+		Parameters: map[string]string{
+			"numberOfReplicas":    strconv.Itoa(replicas),
+			"staleReplicaTimeout": "30",
+		},
+		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimRetain),
+		AllowVolumeExpansion: ptr.To(true),
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
+	}
+	return finish(GVRStorageClass, sc, "")
+}
+
+// LayoutVolume is a volume's PVC on the Longhorn class for its replica count.
+func LayoutVolume(v VolumeConfig) (Layout, error) {
+	size, err := resource.ParseQuantity(v.Size)
+	if err != nil {
+		return Layout{}, err
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClaimName(v), Namespace: kube.AppNamespace,
+			Labels: map[string]string{LabelManagedBy: FieldManager, LabelVolumeUUID: v.UUID, kube.LabelAppName: v.Name},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(StorageClassName(v.ReplicaCount)),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	return finish(GVRPVC, pvc, v.DesignatedNodeID)
+}
+
+// LayoutApp is the workload for an app whose effective DNId node is
+// dnidNode: a Deployment (container) or VMIRS (VM) preferring that node for
+// auto-migration apps, a Deployment or VMI requiring it for pinned ones.
+func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeConfig, opts PlacementOptions) (Layout, error) {
+	if opts.MoveAfter == 0 {
+		opts.MoveAfter = 60 * time.Second
+	}
+	labels := map[string]string{LabelManagedBy: FieldManager, kube.LabelAppUUID: app.UUID, kube.LabelAppName: app.DisplayName}
+	meta := metav1.ObjectMeta{Name: WorkloadName(app), Namespace: kube.AppNamespace, Labels: labels}
+	podLabels := map[string]string{kube.LabelAppUUID: app.UUID, kube.LabelAppName: app.DisplayName}
+	affinity := appAffinity(app, dnidNode)
+	var tolerations []corev1.Toleration
+	if !app.Pinned() {
+		secs := int64(opts.MoveAfter / time.Second)
+		for _, taint := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
+			tolerations = append(tolerations, corev1.Toleration{Key: taint, Operator: corev1.TolerationOpExists,
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(secs)})
+		}
+	}
+	requests := corev1.ResourceList{}
+	if app.Resources.CPU != "" {
+		requests[corev1.ResourceCPU] = resource.MustParse(app.Resources.CPU)
+	}
+	if app.Resources.Memory != "" {
+		requests[corev1.ResourceMemory] = resource.MustParse(app.Resources.Memory)
+	}
+	var claims []VolumeConfig
+	for _, ref := range app.VolumeRefs {
+		v, ok := volumes[ref]
+		if !ok {
+			return Layout{}, fmt.Errorf("app %s refers to volume %s, which has no config", app.DisplayName, ref)
+		}
+		claims = append(claims, v)
+	}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}}
+
+	if app.Kind == KindContainer {
+		pod := corev1.PodSpec{
+			Affinity: affinity, Tolerations: tolerations,
+			Containers: []corev1.Container{{Name: dnsName(app.DisplayName, 63), Image: app.Image,
+				Resources: corev1.ResourceRequirements{Requests: requests}}},
+		}
+		for _, v := range claims {
+			pod.Volumes = append(pod.Volumes, corev1.Volume{Name: dnsName(v.Name, 63),
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ClaimName(v)}}})
+			pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts,
+				corev1.VolumeMount{Name: dnsName(v.Name, 63), MountPath: "/data/" + dnsName(v.Name, 63)})
+		}
+		dep := &appsv1.Deployment{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: meta,
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: selector,
+				// A ReadWriteOnce volume cannot be held by two pods at once.
+				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: pod},
+			},
+		}
+		return finish(GVRDeployment, dep, dnid)
+	}
+
+	vmSpec := kvv1.VirtualMachineInstanceSpec{
+		Affinity: affinity, Tolerations: tolerations,
+		Domain: kvv1.DomainSpec{
+			Resources: kvv1.ResourceRequirements{Requests: requests},
+			Devices: kvv1.Devices{Disks: []kvv1.Disk{{Name: "rootdisk",
+				DiskDevice: kvv1.DiskDevice{Disk: &kvv1.DiskTarget{Bus: kvv1.DiskBusVirtio}}}}},
+		},
+		Volumes: []kvv1.Volume{{Name: "rootdisk", VolumeSource: kvv1.VolumeSource{ContainerDisk: &kvv1.ContainerDiskSource{Image: app.Image}}}},
+	}
+	for _, v := range claims {
+		name := dnsName(v.Name, 63)
+		vmSpec.Domain.Devices.Disks = append(vmSpec.Domain.Devices.Disks, kvv1.Disk{Name: name,
+			DiskDevice: kvv1.DiskDevice{Disk: &kvv1.DiskTarget{Bus: kvv1.DiskBusVirtio}}})
+		vmSpec.Volumes = append(vmSpec.Volumes, kvv1.Volume{Name: name, VolumeSource: kvv1.VolumeSource{
+			PersistentVolumeClaim: &kvv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: ClaimName(v)}}}})
+	}
+	if app.Pinned() {
+		vmi := &kvv1.VirtualMachineInstance{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance"},
+			ObjectMeta: meta, Spec: vmSpec,
+		}
+		return finish(GVRVMI, vmi, dnid)
+	}
+	rs := &kvv1.VirtualMachineInstanceReplicaSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstanceReplicaSet"},
+		ObjectMeta: meta,
+		Spec: kvv1.VirtualMachineInstanceReplicaSetSpec{
+			Replicas: ptr.To[int32](1), Selector: selector,
+			Template: &kvv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: vmSpec},
+		},
+	}
+	return finish(GVRVMIRS, rs, dnid)
+}
+
+// appAffinity: the DNId node preferred (auto-migration) or required (pinned);
+// node-select labels are always required.
+func appAffinity(app AppConfig, node string) *corev1.Affinity {
+	var selectTerms []corev1.NodeSelectorRequirement
+	for _, k := range slices.Sorted(maps.Keys(app.NodeSelectLabels)) {
+		selectTerms = append(selectTerms, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{app.NodeSelectLabels[k]}})
+	}
+	host := corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}
+	na := &corev1.NodeAffinity{}
+	if app.Pinned() {
+		selectTerms = append([]corev1.NodeSelectorRequirement{host}, selectTerms...)
+	} else {
+		na.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.PreferredSchedulingTerm{{
+			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{host}}}}
+	}
+	if len(selectTerms) > 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: selectTerms}}}
+	}
+	return &corev1.Affinity{NodeAffinity: na}
+}
+
+// finish turns a typed object into what server-side apply sends: no status,
+// no empty creationTimestamp, the DNId and the hash of the rest stamped on.
+func finish(gvr schema.GroupVersionResource, obj runtime.Object, dnid string) (Layout, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return Layout{}, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
+	ann := map[string]string{}
+	if dnid != "" {
+		ann[AnnotationDNId] = dnid
+	}
+	u.SetAnnotations(ann)
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return Layout{}, err
+	}
+	sum := sha256.Sum256(data)
+	ann[AnnotationSpecHash] = hex.EncodeToString(sum[:8])
+	u.SetAnnotations(ann)
+	return Layout{GVR: gvr, Object: u}, nil
+}
