@@ -83,7 +83,7 @@ type Options struct {
 	Apps AppsOptions
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
-	Env             Environment
+	Env         Environment
 	// InNetNS runs host-network work (addresses, firewall, listening,
 	// dialling, starting k3s). Tests run it inside a network namespace.
 	InNetNS func(func() error) error
@@ -469,8 +469,8 @@ type membership struct {
 	a        *Agent
 	node     string
 	nodeUUID string
-	mu   sync.Mutex
-	snap *kube.Snapshot
+	mu       sync.Mutex
+	snap     *kube.Snapshot
 }
 
 func (a *Agent) watchMembership(ctx context.Context, v *Validated) *membership {
