@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
@@ -75,6 +76,9 @@ type Options struct {
 	Kubeconfig string
 	// LeaderDurations time the stats-leader election (zero: defaults).
 	LeaderDurations LeaderDurations
+	// RESTConfig, when set, is used instead of Kubeconfig (tests wrap its
+	// transport to count requests).
+	RESTConfig *rest.Config
 	// NoBootstrap runs only the apps part against an existing cluster
 	// (Kubeconfig), as NodeName: no address, firewall or k3s work.
 	NoBootstrap bool
@@ -547,9 +551,12 @@ func (a *Agent) runExternal(ctx context.Context) error {
 	if a.opts.NodeName == "" {
 		return errors.New("--no-bootstrap needs --node-name")
 	}
-	cfg, err := kube.LoadRESTConfig(a.opts.Kubeconfig, "")
-	if err != nil {
-		return err
+	cfg := a.opts.RESTConfig
+	if cfg == nil {
+		var err error
+		if cfg, err = kube.LoadRESTConfig(a.opts.Kubeconfig, ""); err != nil {
+			return err
+		}
 	}
 	snap, err := kube.NewSnapshot(cfg, a.log.With("component", "snapshot"))
 	if err != nil {

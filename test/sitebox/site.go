@@ -6,6 +6,7 @@ package sitebox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
@@ -716,7 +717,6 @@ func (s *Site) StartProcess(name, path string, args ...string) error {
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = s.Dir
@@ -725,6 +725,7 @@ func (s *Site) StartProcess(name, path string, args ...string) error {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
 	if err := cmd.Start(); err != nil {
+		logFile.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	if s.children == nil {
@@ -733,7 +734,13 @@ func (s *Site) StartProcess(name, path string, args ...string) error {
 	s.children[cmd.Process.Pid] = cmd
 	// Reap it if it exits while this process lives, so it does not linger as
 	// a zombie that still looks alive.
-	go func() { _ = cmd.Wait() }()
+	// How it ended goes to its log: a process killed by a signal leaves no
+	// word of its own.
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(logFile, "sitebox: %s exited: %v\n", name, cmp.Or(err, error(errors.New("status 0"))))
+		logFile.Close()
+	}()
 	return os.WriteFile(s.pidFile(name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 

@@ -1,0 +1,511 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// requestCounter counts an agent's requests to the API server that are not
+// watches, by "VERB resource".
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Query().Get("watch") != "true" {
+				c.mu.Lock()
+				c.counts[req.Method+" "+resourceOf(req.URL.Path)]++
+				c.mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+func (c *requestCounter) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = map[string]int{}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// resourceOf turns /apis/apps/v1/namespaces/x/deployments/y into "deployments".
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			return parts[i+2]
+		}
+	}
+	if len(parts) >= 3 && parts[0] == "api" {
+		return parts[2]
+	}
+	if len(parts) >= 4 && parts[0] == "apis" {
+		return parts[3]
+	}
+	return path
+}
+
+// siteAgent is one node's agent, run in-process with --no-bootstrap.
+type siteAgent struct {
+	node    string
+	agent   *agent.Agent
+	counter *requestCounter
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func startSiteAgent(t *testing.T, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
+	t.Helper()
+	logFile, err := os.OpenFile(filepath.Join(logDir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &requestCounter{counts: map[string]int{}}
+	a := agent.New(agent.Options{
+		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
+		SocketPath:      filepath.Join(logDir, node+".sock"),
+		LeaderDurations: agent.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
+		Apps: agent.AppsOptions{
+			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
+			Placement: agent.PlacementOptions{MoveAfter: 3 * time.Second}, FailoverTimeout: 3 * time.Second,
+		},
+		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	sa := &siteAgent{node: node, agent: a, counter: counter, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(sa.done)
+		defer logFile.Close()
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("agent %s: %v", node, err)
+		}
+	}()
+	return sa
+}
+
+func (s *siteAgent) stop() {
+	s.cancel()
+	<-s.done
+}
+
+func (s *siteAgent) app(name string) (agent.AppState, bool) {
+	apps := s.agent.Apps()
+	if apps == nil {
+		return agent.AppState{}, false
+	}
+	for _, st := range apps.Apps() {
+		if st.Name == name {
+			return st, true
+		}
+	}
+	return agent.AppState{}, false
+}
+
+type agentView map[string]agent.AppState // by node
+
+func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
+	t.Helper()
+	var view agentView
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		view = agentView{}
+		for _, a := range agents {
+			if st, ok := a.app(app); ok {
+				view[a.node] = st
+			}
+		}
+		return len(view) == len(agents) && cond(view), nil
+	})
+	if err != nil {
+		var b strings.Builder
+		for node, st := range view {
+			fmt.Fprintf(&b, "\n  %s: dnid=%s is_dnid=%v sched=%v running=%v status=%s node=%s lost=%v err=%q",
+				node, st.DNIdNode, st.IsDNIdNode, st.ScheduledOnThisNode, st.ClusterAppRunning, st.KubeStatus, st.Node, st.Lost, st.Error)
+		}
+		t.Fatalf("%s: %s not within %s; agents see:%s", app, what, within, b.String())
+	}
+	return view
+}
+
+// runningOn: every agent agrees the app runs on node, and only node's agent
+// reports cluster_app_running.
+func runningOn(node string) func(agentView) bool {
+	return func(v agentView) bool {
+		for n, st := range v {
+			if st.KubeStatus != agent.KubeRunning || st.Node != node || st.ClusterAppRunning != (n == node) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.WriteFileAtomic(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	appWeb    = "e2e-web"
+	appVM     = "e2e-vm"
+	appPinned = "e2e-pinned"
+	appLocal  = "e2e-local"
+	appMoved  = "e2e-moved"
+)
+
+// writeTestApps writes the apps of TestAppsAgents: four on node-b (an auto
+// container and an auto VM with three-replica volumes, a pinned VM, an auto
+// container whose only replica lives on node-b) and one on node-c.
+func writeTestApps(t *testing.T, dir string) map[string]agent.AppConfig {
+	b, c := sitebox.NodeUUID("node-b"), sitebox.NodeUUID("node-c")
+	vols := []agent.VolumeConfig{
+		{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3},
+		{UUID: "e2e00000-0000-4000-8000-00000000000b", Name: "vm-disk", DesignatedNodeID: b, Size: "2Gi", ReplicaCount: 3},
+		{UUID: "e2e00000-0000-4000-8000-00000000000c", Name: "local-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 1},
+	}
+	apps := map[string]agent.AppConfig{
+		appWeb: {UUID: "e2e00000-0000-4000-8000-000000000001", DisplayName: appWeb, Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vols[0].UUID}},
+		appVM: {UUID: "e2e00000-0000-4000-8000-000000000002", DisplayName: appVM, Activate: true, Kind: agent.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vols[1].UUID},
+			Resources: agent.AppResources{CPU: "1", Memory: "512Mi"}},
+		appPinned: {UUID: "e2e00000-0000-4000-8000-000000000003", DisplayName: appPinned, Activate: true, Kind: agent.KindVM,
+			Image: "registry.local/pinned:1", DesignatedNodeID: b, Affinity: agent.AffinityRequired},
+		appLocal: {UUID: "e2e00000-0000-4000-8000-000000000004", DisplayName: appLocal, Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/local:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vols[2].UUID}},
+		appMoved: {UUID: "e2e00000-0000-4000-8000-000000000005", DisplayName: appMoved, Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/moved:1", DesignatedNodeID: c, Affinity: agent.AffinityPreferred},
+	}
+	for _, v := range vols {
+		writeJSON(t, filepath.Join(dir, "volumes", v.Name+".json"), v)
+	}
+	for name, a := range apps {
+		writeJSON(t, filepath.Join(dir, "apps", name+".json"), a)
+	}
+	return apps
+}
+
+// Three agents on sitebox run the apps: each on its designated node; a node
+// lost moves the auto apps and the agents agree where they run; the pinned
+// app is reported, not moved; the leader force-deletes a stuck pod only when
+// its volumes are safe; an on-site override moves an app and the old node's
+// agent coming back leaves it alone; an idle agent sends nothing but watches
+// and lease renewals.
+func TestAppsAgents(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"node-a", "node-b", "node-c"} {
+				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
+					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
+				}
+			}
+		}
+	})
+	apps := writeTestApps(t, appsDir)
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
+	}
+	all := func() []*siteAgent { return []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]} }
+	dyn, err := dynamic.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cleanupApps(t, cs, dyn, agents, appsDir, apps) })
+
+	// Each app runs on its designated node, laid out by that node's agent.
+	for _, name := range []string{appWeb, appVM, appPinned, appLocal} {
+		view := waitAgents(t, all(), name, 60*time.Second, "running on node-b", runningOn("node-b"))
+		if !view["node-b"].IsDNIdNode || view["node-a"].IsDNIdNode || !view["node-b"].Activate || view["node-a"].Activate {
+			t.Fatalf("%s: gating wrong: %+v", name, view)
+		}
+	}
+	waitAgents(t, all(), appMoved, 30*time.Second, "running on node-c", runningOn("node-c"))
+	dep, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(apps[appWeb]), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Annotations[agent.AnnotationDNId] != sitebox.NodeUUID("node-b") || !managedBySitecon(dep.ManagedFields) {
+		t.Fatalf("deployment not applied by sitecon from node-b: %v %v", dep.Annotations, dep.ManagedFields)
+	}
+
+	// Idle: after everything settled, the agents send no LIST or GET and no
+	// writes, only watches and their stats-leader lease renewals.
+	t.Run("idle agents make no requests", func(t *testing.T) {
+		waitQuiet(t, agents)
+		window := 60 * time.Second
+		if testing.Short() {
+			window = 10 * time.Second
+		}
+		for _, a := range agents {
+			a.counter.reset()
+		}
+		time.Sleep(window) // the measurement window itself, not a synchronisation
+		for _, a := range agents {
+			for req, n := range a.counter.reset() {
+				if !strings.HasSuffix(req, " leases") && !strings.HasSuffix(req, " events") {
+					t.Errorf("%s sent %d × %s while idle for %s", a.node, n, req, window)
+				}
+			}
+		}
+	})
+
+	// An on-site override moves appMoved to node-a: every agent agrees on
+	// the new DNId; node-c's agent, restarted, does not touch it.
+	t.Run("override moves an app", func(t *testing.T) {
+		override := agent.PlacementOverride{Node: "node-a", NodeUUID: sitebox.NodeUUID("node-a"), By: "e2e", At: time.Now().UTC(),
+			Reason: "test", ConfigDNId: sitebox.NodeUUID("node-c")}
+		raw, _ := json.Marshal(override)
+		_, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: agent.PlacementConfigMapName, Namespace: kube.AppNamespace},
+			Data:       map[string]string{apps[appMoved].UUID: string(raw)},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		view := waitAgents(t, all(), appMoved, 60*time.Second, "moved to node-a", runningOn("node-a"))
+		for n, st := range view {
+			if st.EffectiveDNId != sitebox.NodeUUID("node-a") || st.IsDNIdNode != (n == "node-a") || st.Override == nil {
+				t.Fatalf("%s disagrees on the effective DNId: %+v", n, st)
+			}
+		}
+		before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(apps[appMoved]), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents["node-c"].stop()
+		agents["node-c"] = startSiteAgent(t, site, "node-c", appsDir, logDir)
+		waitAgents(t, all(), appMoved, 30*time.Second, "seen running on node-a by the restarted agent", runningOn("node-a"))
+		waitQuiet(t, agents)
+		after, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, before.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.UID != before.UID || after.ResourceVersion != before.ResourceVersion {
+			t.Fatalf("the old DNId node's agent touched the moved app: rv %s → %s", before.ResourceVersion, after.ResourceVersion)
+		}
+	})
+
+	// node-b is lost (its agent with it): the auto apps come up elsewhere,
+	// the pinned one stays and is reported, the stuck pods are dealt with.
+	t.Run("node lost", func(t *testing.T) {
+		agents["node-b"].stop()
+		site.RecoverOnCleanup(t, "node-b")
+		if err := site.Fail("node-b"); err != nil {
+			t.Fatal(err)
+		}
+		live := []*siteAgent{agents["node-a"], agents["node-c"]}
+		for _, name := range []string{appWeb, appVM} {
+			view := waitAgents(t, live, name, 90*time.Second, "running on node-a or node-c", func(v agentView) bool {
+				st := v["node-a"]
+				return st.Node != "node-b" && (runningOn("node-a")(v) || runningOn("node-c")(v))
+			})
+			t.Logf("%s now runs on %s", name, view["node-a"].Node)
+		}
+		view := waitAgents(t, live, appPinned, 60*time.Second, "reported lost on node-b", func(v agentView) bool {
+			for _, st := range v {
+				if st.Lost == nil || st.Lost.Node != "node-b" || st.Lost.Since.IsZero() || st.KubeStatus == agent.KubeRunning {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("pinned app: lost on %s since %s", view["node-a"].Lost.Node, view["node-a"].Lost.Since)
+		// Exactly one live agent leads, and it judged the stuck pods.
+		var leader *siteAgent
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			leader = nil
+			for _, a := range live {
+				if a.agent.LeaderState().IsLeader {
+					if leader != nil {
+						return false, fmt.Errorf("two leaders: %s and %s", leader.node, a.node)
+					}
+					leader = a
+				}
+			}
+			return leader != nil, nil
+		})
+		if err != nil {
+			t.Fatalf("no single stats leader among the live agents: %v", err)
+		}
+		waitTimeline(t, leader, 60*time.Second, "force-deleted the web pod", func(e agent.TimelineEvent) bool {
+			return e.Kind == agent.EventFailover && e.App == appWeb
+		})
+		refusal := waitTimeline(t, leader, 30*time.Second, "refused the local pod", func(e agent.TimelineEvent) bool {
+			return e.Kind == agent.EventRefusal && e.App == appLocal
+		})
+		if !strings.Contains(refusal.Message, "no healthy replica off node-b") {
+			t.Fatalf("refusal does not say why: %q", refusal.Message)
+		}
+		pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[appLocal].UUID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stuck := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil && p.Spec.NodeName == "node-b" {
+				stuck++
+			}
+		}
+		if stuck != 1 {
+			t.Fatalf("the pod holding the only replica's app on node-b must be left alone: %d stuck pods", stuck)
+		}
+		pods, err = cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[appWeb].UUID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "node-b" {
+				t.Fatalf("web pod %s still on node-b after failover", p.Name)
+			}
+		}
+		events, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailoverRefused"})
+		if err != nil || len(events.Items) == 0 {
+			t.Fatalf("no Kubernetes Event for the refusal: %v", err)
+		}
+		if err := site.Recover("node-b"); err != nil {
+			t.Fatal(err)
+		}
+		agents["node-b"] = startSiteAgent(t, site, "node-b", appsDir, logDir)
+	})
+}
+
+func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
+	for _, f := range fields {
+		if f.Manager == agent.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// waitQuiet waits until no agent has sent a write for a while: the layout
+// is applied and the replies seen.
+func waitQuiet(t *testing.T, agents map[string]*siteAgent) {
+	t.Helper()
+	quietFor := 0
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		busy := false
+		for _, a := range agents {
+			for req := range a.counter.reset() {
+				if !strings.HasSuffix(req, " leases") && !strings.HasSuffix(req, " events") {
+					busy = true
+				}
+			}
+		}
+		if busy {
+			quietFor = 0
+		} else {
+			quietFor++
+		}
+		return quietFor >= 4, nil
+	})
+	if err != nil {
+		t.Fatal("agents did not go quiet")
+	}
+}
+
+func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string, match func(agent.TimelineEvent) bool) agent.TimelineEvent {
+	t.Helper()
+	var found agent.TimelineEvent
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		for _, e := range a.agent.Apps().Timeline() {
+			if match(e) {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		var b strings.Builder
+		for _, e := range a.agent.Apps().Timeline() {
+			fmt.Fprintf(&b, "\n  %s %s %s %s", e.Time.Format(time.TimeOnly), e.Kind, e.App, e.Message)
+		}
+		t.Fatalf("%s: %s not within %s; timeline:%s", a.node, what, within, b.String())
+	}
+	return found
+}
+
+// cleanupApps removes the test's apps through the agents (the config goes,
+// the DNId agents delete their workloads), then what is left of them.
+func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, agents map[string]*siteAgent, appsDir string, apps map[string]agent.AppConfig) {
+	ctx := context.Background()
+	for name := range apps {
+		_ = os.Remove(filepath.Join(appsDir, "apps", name+".json"))
+	}
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: agent.LabelManagedBy + "=" + agent.FieldManager})
+		return err == nil && len(deps.Items) == 0, nil
+	})
+	for _, a := range agents {
+		a.stop()
+	}
+	_ = cs.CoreV1().ConfigMaps(kube.AppNamespace).Delete(ctx, agent.PlacementConfigMapName, metav1.DeleteOptions{})
+	for _, a := range apps {
+		sel := metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID}
+		for _, gvr := range agent.WorkloadGVRs {
+			_ = dyn.Resource(gvr).Namespace(kube.AppNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
+		}
+		pods, _ := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, sel)
+		for _, p := range pods.Items {
+			err := cs.CoreV1().Pods(kube.AppNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Logf("cleanup pod %s: %v", p.Name, err)
+			}
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
