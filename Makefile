@@ -46,10 +46,10 @@ bench: controlplane
 # console on it. q (or Ctrl-C) stops everything it started.
 demo: build sitebox
 	@$(BIN)/sitebox down --dir $(SITE_DIR) 2>/dev/null || true
-	$(BIN)/sitebox up --demo --nodes 3 --dir $(SITE_DIR) --node-monitor-grace-period 10s --node-lease-duration 10s --eviction-toleration 20s
+	$(BIN)/sitebox up --demo --agents $(BIN)/sitecon --move-after 15s --nodes 3 --dir $(SITE_DIR) --node-monitor-grace-period 10s --node-lease-duration 10s --eviction-toleration 20s
 	@echo "In another terminal: $(BIN)/sitebox fail node-b --dir $(SITE_DIR)   (and: recover node-b)"
 	@trap '$(BIN)/sitebox down --dir $(SITE_DIR)' EXIT; \
-	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --log-file $(SITE_DIR)/logs/console.log
+	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --agent-socket $(SITE_DIR)/run/agent-node-a.sock --log-file $(SITE_DIR)/logs/console.log
 
 # PNGs of the console's real frames (the golden-frame path, in colour) for
 # the README, through charmbracelet/freeze (built once into the cache) and

@@ -3,6 +3,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -219,6 +220,12 @@ func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
 	sum.Node, sum.Role, sum.Phase, sum.Since = st.Node, string(st.Role), string(st.Phase), st.Since
 	sum.Attempts, sum.LastError, sum.ConfigError = st.Attempts, st.LastError, st.ConfigError
 	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
+	// An agent without the apps part answers an empty timeline.
+	if events, err := agent.ReadTimeline(ctx, socket); err == nil {
+		for _, e := range events {
+			sum.Events = append(sum.Events, views.AgentEvent{Time: e.Time, Kind: e.Kind, Subject: cmp.Or(e.App, e.Node), Message: e.Message, Warning: e.Warning})
+		}
+	}
 	return sum
 }
 

@@ -688,26 +688,42 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 
 // ReadState asks a running agent for its state over its socket.
 func ReadState(ctx context.Context, socketPath string) (State, error) {
+	var st State
+	return st, readLocal(ctx, socketPath, "/v1/agent", &st)
+}
+
+// ReadTimeline asks a running agent for its timeline, newest first.
+func ReadTimeline(ctx context.Context, socketPath string) ([]TimelineEvent, error) {
+	var events []TimelineEvent
+	return events, readLocal(ctx, socketPath, "/v1/events", &events)
+}
+
+// ReadApps asks a running agent for its app states.
+func ReadApps(ctx context.Context, socketPath string) ([]AppState, error) {
+	var apps []AppState
+	return apps, readLocal(ctx, socketPath, "/v1/apps", &apps)
+}
+
+func readLocal(ctx context.Context, socketPath, path string, into any) error {
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socketPath)
 		},
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/v1/agent", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+path, nil)
 	if err != nil {
-		return State{}, err
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return State{}, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return State{}, fmt.Errorf("agent answered %s", resp.Status)
+		return fmt.Errorf("agent answered %s for %s", resp.Status, path)
 	}
-	var st State
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return State{}, fmt.Errorf("agent state: %w", err)
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("agent %s: %w", path, err)
 	}
-	return st, nil
+	return nil
 }

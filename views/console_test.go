@@ -58,7 +58,12 @@ func sampleFrame() Frame {
 		{Time: now.Add(-5 * time.Minute), Type: "Normal", Reason: "Scheduled", Object: "Pod/hmi-x", Namespace: "eve-kube-app", Message: "Successfully assigned eve-kube-app/hmi-x to node-a"},
 	}
 	return Frame{Status: st, Pods: pods, Events: events, Synced: true,
-		Agent: &AgentSummary{Running: true, Node: "node-a", Role: "seed", Phase: "joined", Since: now.Add(-48 * time.Hour), ClusterIP: "10.244.244.1", ClusterIPReady: true}}
+		Agent: &AgentSummary{Running: true, Node: "node-a", Role: "seed", Phase: "joined", Since: now.Add(-48 * time.Hour), ClusterIP: "10.244.244.1", ClusterIPReady: true,
+			Events: []AgentEvent{
+				{Time: now.Add(-20 * time.Second), Kind: "refusal", Subject: "historian", Warning: true, Message: "pinned app historian is on lost node node-b; not moved"},
+				{Time: now.Add(-60 * time.Second), Kind: "move", Subject: "hmi", Message: "hmi moved from node-b to node-a"},
+				{Time: now.Add(-65 * time.Second), Kind: "node", Subject: "node-b", Warning: true, Message: "node-b is not Ready"},
+			}}}
 }
 
 // testContext renders without colour so golden frames are plain text.
@@ -257,6 +262,23 @@ func TestThisNodeStatus(t *testing.T) {
 
 // Golden frames: every screen at 80x24 and 160x48, fixed clock and data.
 // go test ./views -run Golden -update rewrites them.
+// The Events screen merges the agent's timeline with the cluster's events,
+// newest first.
+func TestEventsMergeAgentTimeline(t *testing.T) {
+	a := newTestApp(160, 48)
+	a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("6")})
+	v := a.View()
+	order := []string{"NodeNotReady", "agent:refusal", "agent:move", "agent:node", "Scheduled"}
+	last := -1
+	for _, want := range order {
+		i := strings.Index(v, want)
+		if i < 0 || i < last {
+			t.Fatalf("events not merged newest first (%v); %q at %d after %d:\n%s", order, want, i, last, v)
+		}
+		last = i
+	}
+}
+
 func TestGoldenFrames(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {160, 48}} {
 		for i, name := range keymap.ScreenNames {

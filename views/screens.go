@@ -184,17 +184,34 @@ func newApps(ctx *ui.Context) screen {
 	}}
 }
 
+// newEvents merges the agent's timeline (source "agent") with the cluster's
+// Kubernetes events, newest first.
 func newEvents(ctx *ui.Context) screen {
 	cols := []ui.Column{{Title: "AGE", Width: 5}, {Title: "TYPE", Width: 7}, {Title: "REASON", Width: 14}, {Title: "OBJECT", Width: 24}, {Title: "MESSAGE", Width: 20, Flex: true}}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
-		var rows []ui.Row
+		type entry struct {
+			at                          time.Time
+			warning                     bool
+			reason, object, message, id string
+		}
+		var all []entry
 		for i, e := range f.Events {
-			typ := plain(e.Type)
-			if e.Type == "Warning" {
-				typ = styled(e.Type, ctx.Styles.Warn)
+			all = append(all, entry{e.Time, e.Type == "Warning", e.Reason, e.Object, e.Message, fmt.Sprintf("k%d/%s/%s", i, e.Object, e.Reason)})
+		}
+		if f.Agent != nil {
+			for i, e := range f.Agent.Events {
+				all = append(all, entry{e.Time, e.Warning, "agent:" + e.Kind, e.Subject, e.Message, fmt.Sprintf("a%d/%s", i, e.Kind)})
 			}
-			rows = append(rows, ui.Row{ID: fmt.Sprintf("%d/%s/%s", i, e.Object, e.Reason), Cells: []ui.Cell{
-				{Text: Age(e.Time, now, true), Key: durationKey(e.Time, now)}, typ, plain(e.Reason), plain(e.Object), plain(e.Message),
+		}
+		slices.SortStableFunc(all, func(a, b entry) int { return b.at.Compare(a.at) })
+		var rows []ui.Row
+		for _, e := range all {
+			typ := plain("Normal")
+			if e.warning {
+				typ = styled("Warning", ctx.Styles.Warn)
+			}
+			rows = append(rows, ui.Row{ID: e.id, Cells: []ui.Cell{
+				{Text: Age(e.at, now, true), Key: durationKey(e.at, now)}, typ, plain(e.reason), plain(e.object), plain(e.message),
 			}})
 		}
 		return rows

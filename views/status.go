@@ -52,6 +52,18 @@ type AgentSummary struct {
 	ClusterIP      string    `json:"clusterIP,omitempty"`
 	ClusterIPReady bool      `json:"clusterIPReady,omitempty"`
 	ConfigError    string    `json:"configError,omitempty"`
+	// Events is the agent's timeline (moves, failovers, refusals, node and
+	// leader changes), newest first.
+	Events []AgentEvent `json:"-"`
+}
+
+// AgentEvent is one entry of the agent's timeline.
+type AgentEvent struct {
+	Time    time.Time
+	Kind    string
+	Subject string
+	Message string
+	Warning bool
 }
 
 // StatusReport is what `sitecon status` prints: the cluster, and this node's

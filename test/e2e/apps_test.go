@@ -87,7 +87,7 @@ type siteAgent struct {
 	done    chan struct{}
 }
 
-func startSiteAgent(t *testing.T, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
+func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
 	t.Helper()
 	logFile, err := os.OpenFile(filepath.Join(logDir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -172,7 +172,7 @@ func runningOn(node string) func(agentView) bool {
 	}
 }
 
-func writeJSON(t *testing.T, path string, v any) {
+func writeJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	data, err := json.Marshal(v)
 	if err != nil {

@@ -1,17 +1,15 @@
 package sitebox
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	kvv1 "kubevirt.io/api/core/v1"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -51,88 +49,78 @@ type DemoApp struct {
 
 // DemoApps are the demo site's apps: two VMs and two containers, one pinned.
 var DemoApps = []DemoApp{
-	{Name: "hmi", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d01", Kind: kube.AppKindVM, Node: "node-a"},
-	{Name: "historian", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d02", Kind: kube.AppKindVM, Node: "node-b", Pinned: true},
-	{Name: "plc-gateway", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d03", Kind: kube.AppKindContainer, Node: "node-b"},
-	{Name: "mqtt-broker", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d04", Kind: kube.AppKindContainer, Node: "node-c"},
+	{Name: "hmi", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d01", Kind: agent.KindVM, Node: "node-a"},
+	{Name: "historian", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d02", Kind: agent.KindVM, Node: "node-b", Pinned: true},
+	{Name: "plc-gateway", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d03", Kind: agent.KindContainer, Node: "node-b"},
+	{Name: "mqtt-broker", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d04", Kind: agent.KindContainer, Node: "node-c"},
 }
 
-// SeedDemo creates the demo site's workloads the way sitecon's agent lays
-// them out: auto-migration apps prefer their designated node, the pinned one
-// requires it; each app has a Longhorn volume with three replicas.
-func SeedDemo(ctx context.Context, cfg *rest.Config) error {
-	clients, err := kube.NewClients(cfg)
-	if err != nil {
-		return err
-	}
-	core, lh, kv := clients.Core, clients.Longhorn, clients.KubeVirt
+// WriteDemoApps writes the demo site's app and volume configs under dir, as
+// a controller would hand them to every node's agent: each app has a
+// three-replica volume and is designated to its node by UUID.
+func WriteDemoApps(dir string) error {
 	for i, app := range DemoApps {
-		vol := LonghornVolume("vol-"+app.Name, int64(10*(i+1))<<30, 3)
-		if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("volume for %s: %w", app.Name, err)
+		vol := agent.VolumeConfig{
+			UUID: fmt.Sprintf("9a7e0000-0000-4000-8000-%012d", i+1), Name: app.Name + "-data",
+			DesignatedNodeID: NodeUUID(app.Node), Size: fmt.Sprintf("%dGi", 10*(i+1)), ReplicaCount: 3,
 		}
-		labels := map[string]string{kube.LabelAppName: app.Name, kube.LabelAppUUID: app.UUID}
-		affinity := nodeAffinity(app.Node, app.Pinned)
-		// Auto-migration apps leave a lost node quickly; pinned ones stay.
-		var tolerations []corev1.Toleration
-		if !app.Pinned {
-			tolerations = []corev1.Toleration{
-				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
-				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
+		cfg := agent.AppConfig{
+			UUID: app.UUID, DisplayName: app.Name, Activate: true, Kind: app.Kind,
+			Image: "registry.local/" + app.Name + ":1.0", DesignatedNodeID: NodeUUID(app.Node),
+			Affinity: agent.AffinityPreferred, VolumeRefs: []string{vol.UUID},
+			Resources: agent.AppResources{CPU: "250m", Memory: "256Mi"},
+		}
+		if app.Pinned {
+			cfg.Affinity = agent.AffinityRequired
+		}
+		for path, v := range map[string]any{
+			filepath.Join(dir, "volumes", vol.Name+".json"): vol,
+			filepath.Join(dir, "apps", app.Name+".json"):    cfg,
+		} {
+			data, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				return err
 			}
-		}
-		meta := metav1.ObjectMeta{Name: app.Name, Namespace: kube.AppNamespace, Labels: labels}
-		switch {
-		case app.Kind == kube.AppKindContainer:
-			_, err = core.AppsV1().Deployments(kube.AppNamespace).Create(ctx, &appsv1.Deployment{
-				ObjectMeta: meta,
-				Spec: appsv1.DeploymentSpec{
-					Replicas: ptr.To[int32](1),
-					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}},
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec: corev1.PodSpec{
-							Affinity: affinity, Tolerations: tolerations,
-							Containers: []corev1.Container{{Name: app.Name, Image: "registry.local/" + app.Name + ":1.0"}},
-						},
-					},
-				},
-			}, metav1.CreateOptions{})
-		case app.Pinned:
-			_, err = kv.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Create(ctx, &kvv1.VirtualMachineInstance{
-				ObjectMeta: meta,
-				Spec:       kvv1.VirtualMachineInstanceSpec{Affinity: affinity, Tolerations: tolerations},
-			}, metav1.CreateOptions{})
-		default:
-			_, err = kv.KubevirtV1().VirtualMachineInstanceReplicaSets(kube.AppNamespace).Create(ctx, &kvv1.VirtualMachineInstanceReplicaSet{
-				ObjectMeta: meta,
-				Spec: kvv1.VirtualMachineInstanceReplicaSetSpec{
-					Replicas: ptr.To[int32](1),
-					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}},
-					Template: &kvv1.VirtualMachineInstanceTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec:       kvv1.VirtualMachineInstanceSpec{Affinity: affinity, Tolerations: tolerations},
-					},
-				},
-			}, metav1.CreateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("app %s: %w", app.Name, err)
+			if err := agent.WriteFileAtomic(path, append(data, '\n'), 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func nodeAffinity(node string, required bool) *corev1.Affinity {
-	term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-		Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node},
-	}}}
-	if required {
-		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}},
-		}}
+// StartAgents runs one sitecon agent per node (--no-bootstrap) as site
+// processes, so `sitebox down` stops them: apps from appsDir, sockets
+// DIR/run/agent-NODE.sock, state under DIR/state/NODE, metrics on
+// 127.0.0.1:9812 and up. Auto-migration apps move after moveAfter.
+func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) error {
+	// Site processes run in the site directory: every path must be absolute.
+	var err error
+	if sitecon, err = filepath.Abs(sitecon); err != nil {
+		return err
 	}
-	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: term}},
-	}}
+	if appsDir, err = filepath.Abs(appsDir); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(s.Dir)
+	if err != nil {
+		return err
+	}
+	for i, n := range s.Nodes {
+		err := s.StartProcess("agent-"+n.Name, sitecon, "agent", "--no-bootstrap",
+			"--node-name", n.Name, "--kubeconfig", filepath.Join(dir, "kubeconfig"),
+			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
+			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),
+			"--move-after", moveAfter.String(), "--failover-timeout", (2 * moveAfter).String(),
+			"--log-file", filepath.Join(dir, "logs", "agent-"+n.Name+".log"))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AgentSocket is the local API socket of a node's agent started by StartAgents.
+func (s *Site) AgentSocket(node string) string {
+	return filepath.Join(s.Dir, "run", "agent-"+node+".sock")
 }

@@ -677,7 +677,11 @@ func (s *Site) StartAPIServer(ctx context.Context) error {
 // processOrder is the order Down stops processes in: node simulators and
 // controllers first, etcd last, so nothing logs a storm of errors on the way.
 func (s *Site) processOrder() []string {
-	order := []string{"simulators"}
+	order := []string{}
+	for _, n := range s.Nodes {
+		order = append(order, "agent-"+n.Name)
+	}
+	order = append(order, "simulators")
 	for _, n := range s.Nodes {
 		order = append(order, "kwok-"+n.Name)
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"os/signal"
 	"syscall"
 	"time"
@@ -43,6 +44,8 @@ func root() *cobra.Command {
 
 	var opts sitebox.Options
 	var noSimulators, demo bool
+	var agents string
+	var moveAfter time.Duration
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start a site and return once every node is Ready",
@@ -56,15 +59,19 @@ func root() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			appsDir := filepath.Join(site.Dir, "apps")
 			if demo {
-				cfg, err := site.RESTConfig()
-				if err == nil {
-					err = sitebox.SeedDemo(ctx, cfg)
-				}
-				if err != nil {
+				if err := sitebox.WriteDemoApps(appsDir); err != nil {
 					_ = site.Down()
 					return fmt.Errorf("demo site: %w", err)
 				}
+			}
+			if agents != "" {
+				if err := site.StartAgents(agents, appsDir, moveAfter); err != nil {
+					_ = site.Down()
+					return fmt.Errorf("agents: %w", err)
+				}
+				fmt.Printf("agents: one per node, apps from %s, sockets %s\n", appsDir, site.AgentSocket("NODE"))
 			}
 			if !noSimulators {
 				self, err := os.Executable()
@@ -87,7 +94,9 @@ func root() *cobra.Command {
 	up.Flags().DurationVar(&opts.NodeLeaseDuration, "node-lease-duration", 40*time.Second, "simulated kubelet node-lease duration")
 	up.Flags().DurationVar(&opts.EvictionToleration, "eviction-toleration", 300*time.Second, "default not-ready/unreachable toleration of pods (apiserver)")
 	up.Flags().StringVar(&opts.ClusterName, "cluster-name", "sitebox", "cluster name recorded in the sitecon-cluster ConfigMap")
-	up.Flags().BoolVar(&demo, "demo", false, "create the demo site's apps and volumes (two VMs, two containers, one pinned)")
+	up.Flags().BoolVar(&demo, "demo", false, "write the demo site's app and volume configs to DIR/apps (two VMs, two containers, one pinned)")
+	up.Flags().StringVar(&agents, "agents", "", "sitecon binary: run one agent per node (--no-bootstrap) on DIR/apps")
+	up.Flags().DurationVar(&moveAfter, "move-after", 20*time.Second, "agents: how long auto-migration apps tolerate a lost node")
 	up.Flags().BoolVar(&noSimulators, "no-simulators", false, "do not run the Longhorn, KubeVirt and kube-vip simulators")
 
 	down := &cobra.Command{
