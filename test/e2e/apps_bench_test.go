@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -58,11 +59,11 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	factory.WaitForCacheSync(ctx.Done())
 
 	var apps *agent.AppsAgent
-	for apps == nil {
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		apps = sa.agent.Apps()
-		if apps == nil {
-			time.Sleep(50 * time.Millisecond) // the apps part exists once the snapshot does; no change to wait on before
-		}
+		return apps != nil, nil
+	}); err != nil {
+		b.Fatal("the agent's apps part never started")
 	}
 	changes, unsubscribe := apps.Subscribe()
 	defer unsubscribe()
