@@ -130,6 +130,8 @@ type AppsAgent struct {
 	lostSeen    map[string]bool
 	leaderSeen  string
 	failedApply map[string]time.Time
+	// timelineWritten is the timeline version last written to events.json.
+	timelineWritten int
 }
 
 // NewAppsAgent prepares the apps agent over a started snapshot.
@@ -358,7 +360,10 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 	}
 	next := time.Duration(0)
 	if synced && d.Health.Connected {
-		if retry := a.place(ctx, set, decisions, states, myUUID, now); retry > 0 {
+		if retry := a.place(ctx, set, decisions, states, myUUID, func(name string) bool {
+			n, ok := nodes[name]
+			return ok && nodeIsReady(n)
+		}, now); retry > 0 {
 			next = retry
 		}
 		for _, uuid := range staleOverrides {
@@ -480,8 +485,12 @@ func (a *AppsAgent) publish(states []AppState, d kube.Data, nodes map[string]*co
 		counts[st.KubeStatus]++
 		a.noteMove(st, now)
 		if st.Lost != nil && !a.lostSeen[st.UUID] {
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: st.Name, Node: st.Lost.Node, Warning: true,
-				Message: fmt.Sprintf("pinned app %s is on lost node %s (since %s); not moved", st.Name, st.Lost.Node, st.Lost.Since.Format(time.TimeOnly))})
+			msg := fmt.Sprintf("pinned app %s is on lost node %s (since %s); not moved", st.Name, st.Lost.Node, st.Lost.Since.Format(time.TimeOnly))
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: st.Name, Node: st.Lost.Node, Warning: true, Message: msg})
+			// One Kubernetes Event for the cluster: from the stats leader.
+			if obj := a.placed.workload(st.UUID); obj != nil && a.opts.Leader().IsLeader {
+				a.recorder.Event(obj, corev1.EventTypeWarning, "PinnedAppNodeLost", msg)
+			}
 		}
 		a.lostSeen[st.UUID] = st.Lost != nil
 	}
@@ -495,7 +504,10 @@ func (a *AppsAgent) publish(states []AppState, d kube.Data, nodes map[string]*co
 		a.writeState("apps.json", states)
 		a.notify()
 	}
-	a.writeState("events.json", a.timeline.Events())
+	if v := a.timeline.Version(); v != a.timelineWritten {
+		a.timelineWritten = v
+		a.writeState("events.json", a.timeline.Events())
+	}
 	if synced && a.opts.Leader().IsLeader {
 		a.writeState("cluster.json", kube.Derive(d, now))
 	}
@@ -541,7 +553,7 @@ func (a *AppsAgent) writeState(name string, v any) {
 
 // place lays out the apps and volumes this node is the DNId of. It returns
 // when to retry a failed write (0: nothing to retry).
-func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, now time.Time) time.Duration {
+func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, now time.Time) time.Duration {
 	if a.placed == nil {
 		a.placed = newPlacedCache(a.dyn, a.snap.Data().HasKubeVirt, a.wake)
 		a.placed.start(ctx)
@@ -618,6 +630,31 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: l.Object.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName,
 				Message: fmt.Sprintf("laid out %s %s for %s", strings.ToLower(l.Object.GetKind()), l.Name(), l.Object.GetLabels()[kube.LabelAppName])})
 		}
+	}
+	// A pinned VM's VMI that failed (its node was lost) is not restarted by
+	// KubeVirt: once its node is back, remove it so the next pass lays it
+	// out afresh there.
+	for key, l := range desired {
+		if l.GVR != GVRVMI {
+			continue
+		}
+		live := a.placed.get(l.GVR, l.Namespace(), l.Name())
+		if live == nil || live.GetDeletionTimestamp() != nil {
+			continue
+		}
+		phase, _, _ := unstructured.NestedString(live.Object, "status", "phase")
+		appName := l.Object.GetLabels()[kube.LabelAppName]
+		if (phase != "Failed" && phase != "Succeeded") || !nodeReady(dnidNodes[l.Object.GetLabels()[kube.LabelAppUUID]]) {
+			continue
+		}
+		err := a.dyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(ctx, l.Name(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(live.GetUID())}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			a.opts.Metrics.APIErrors.Inc()
+			a.log.Error("restart pinned VM", "object", key, "err", err)
+			continue
+		}
+		a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: appName, Node: a.opts.NodeName,
+			Message: fmt.Sprintf("pinned VM %s %s; its node is back, laying it out again", appName, strings.ToLower(phase))})
 	}
 	// Remove workloads this node laid out that no longer have a place: the
 	// app left the config, was deactivated, or changed kind. An app another

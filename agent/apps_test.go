@@ -2,6 +2,8 @@ package agent
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -270,4 +272,26 @@ func nested(t *testing.T, obj *unstructured.Unstructured, path ...string) map[st
 		t.Fatalf("%v not found: %v", path, err)
 	}
 	return m
+}
+
+func TestMetricsServed(t *testing.T) {
+	m := NewMetrics()
+	m.Migrations.Inc()
+	m.Apps.WithLabelValues(string(KubeRunning)).Set(3)
+	srv, addr, err := m.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	resp, err := http.Get("http://" + addr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"sitecon_migrations_detected_total 1", `sitecon_apps{kube_status="running"} 3`, "sitecon_detection_latency_seconds_bucket", "sitecon_stats_leader 0"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }

@@ -38,6 +38,9 @@ const (
 	// AnnotationDNId is the node UUID that laid the object out; only that
 	// node removes it when its app goes away.
 	AnnotationDNId = "sitecon.io/dnid"
+	// AnnotationConfigDNId is the app's designated_node_id in its config,
+	// which an on-site override must name to hold (see PlacementOverride).
+	AnnotationConfigDNId = "sitecon.io/config-dnid"
 	// LonghornProvisioner is Longhorn's CSI driver.
 	LonghornProvisioner = "driver.longhorn.io"
 )
@@ -90,7 +93,7 @@ func LayoutStorageClass(replicas int) (Layout, error) {
 		AllowVolumeExpansion: ptr.To(true),
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
 	}
-	return finish(GVRStorageClass, sc, "")
+	return finish(GVRStorageClass, sc, nil)
 }
 
 // LayoutVolume is a volume's PVC on the Longhorn class for its replica count.
@@ -111,7 +114,7 @@ func LayoutVolume(v VolumeConfig) (Layout, error) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	return finish(GVRPVC, pvc, v.DesignatedNodeID)
+	return finish(GVRPVC, pvc, map[string]string{AnnotationDNId: v.DesignatedNodeID})
 }
 
 // LayoutApp is the workload for an app whose effective DNId node is
@@ -149,6 +152,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 		claims = append(claims, v)
 	}
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}}
+	annotations := map[string]string{AnnotationDNId: dnid, AnnotationConfigDNId: app.DesignatedNodeID}
 
 	if app.Kind == KindContainer {
 		pod := corev1.PodSpec{
@@ -173,7 +177,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: pod},
 			},
 		}
-		return finish(GVRDeployment, dep, dnid)
+		return finish(GVRDeployment, dep, annotations)
 	}
 
 	vmSpec := kvv1.VirtualMachineInstanceSpec{
@@ -198,7 +202,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 			TypeMeta:   metav1.TypeMeta{APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance"},
 			ObjectMeta: meta, Spec: vmSpec,
 		}
-		return finish(GVRVMI, vmi, dnid)
+		return finish(GVRVMI, vmi, annotations)
 	}
 	rs := &kvv1.VirtualMachineInstanceReplicaSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstanceReplicaSet"},
@@ -208,7 +212,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 			Template: &kvv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: vmSpec},
 		},
 	}
-	return finish(GVRVMIRS, rs, dnid)
+	return finish(GVRVMIRS, rs, annotations)
 }
 
 // appAffinity: the DNId node preferred (auto-migration) or required (pinned);
@@ -234,8 +238,9 @@ func appAffinity(app AppConfig, node string) *corev1.Affinity {
 }
 
 // finish turns a typed object into what server-side apply sends: no status,
-// no empty creationTimestamp, the DNId and the hash of the rest stamped on.
-func finish(gvr schema.GroupVersionResource, obj runtime.Object, dnid string) (Layout, error) {
+// no empty creationTimestamp, the annotations and the hash of the rest
+// stamped on.
+func finish(gvr schema.GroupVersionResource, obj runtime.Object, annotations map[string]string) (Layout, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return Layout{}, err
@@ -245,9 +250,7 @@ func finish(gvr schema.GroupVersionResource, obj runtime.Object, dnid string) (L
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
 	ann := map[string]string{}
-	if dnid != "" {
-		ann[AnnotationDNId] = dnid
-	}
+	maps.Copy(ann, annotations)
 	u.SetAnnotations(ann)
 	data, err := json.Marshal(u.Object)
 	if err != nil {

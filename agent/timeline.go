@@ -30,9 +30,10 @@ type TimelineEvent struct {
 
 // Timeline keeps the latest events, newest first on read.
 type Timeline struct {
-	mu     sync.Mutex
-	max    int
-	events []TimelineEvent
+	mu      sync.Mutex
+	max     int
+	events  []TimelineEvent
+	version int
 }
 
 // NewTimeline keeps at most max events.
@@ -42,10 +43,18 @@ func NewTimeline(max int) *Timeline { return &Timeline{max: max} }
 func (t *Timeline) Add(e TimelineEvent) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.version++
 	t.events = append(t.events, e)
 	if len(t.events) > t.max {
 		t.events = slices.Delete(t.events, 0, len(t.events)-t.max)
 	}
+}
+
+// Version counts the events ever added, to tell whether anything is new.
+func (t *Timeline) Version() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.version
 }
 
 // Events returns the events, newest first.

@@ -413,6 +413,30 @@ func TestAppsAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		agents["node-b"] = startSiteAgent(t, site, "node-b", appsDir, logDir)
+		// The pinned VM failed with its node; back, its agent lays it out again.
+		waitAgents(t, all(), appPinned, 90*time.Second, "running on node-b again", runningOn("node-b"))
+	})
+
+	// A broken app file is reported per file; every other app is still
+	// served, and the broken app keeps its last good version.
+	t.Run("bad app file", func(t *testing.T) {
+		path := filepath.Join(appsDir, "apps", appMoved+".json")
+		if err := os.WriteFile(path, []byte(`{"uuid": "not-a-uuid", "displayname": "x"`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a := agents["node-a"]
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return a.agent.Apps().Node().ConfigErrors[path] != "", nil
+		})
+		if err != nil {
+			t.Fatalf("no per-file error for %s: %+v", path, a.agent.Apps().Node())
+		}
+		if len(a.agent.Apps().Apps()) != len(apps) {
+			t.Fatalf("a broken file dropped apps: %d of %d served", len(a.agent.Apps().Apps()), len(apps))
+		}
+		if st, ok := a.app(appMoved); !ok || st.KubeStatus != agent.KubeRunning {
+			t.Fatalf("the broken app lost its last good version: %+v", st)
+		}
 	})
 }
 
