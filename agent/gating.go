@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kvv1 "kubevirt.io/api/core/v1"
@@ -14,20 +13,12 @@ import (
 
 // PlacementConfigMapName holds the on-site placement overrides, in
 // kube.AppNamespace: data key = app UUID, value = a JSON PlacementOverride.
-const PlacementConfigMapName = "sitecon-placement"
+const PlacementConfigMapName = kube.PlacementConfigMapName
 
 // PlacementOverride moves an app on site, without a controller. It holds
 // while the app's designated_node_id is still ConfigDNId, the one the
 // technician overrode; a new one from the controller voids it.
-type PlacementOverride struct {
-	Node     string    `json:"node"`
-	NodeUUID string    `json:"node_uuid"`
-	By       string    `json:"by"`
-	At       time.Time `json:"at"`
-	Reason   string    `json:"reason,omitempty"`
-	// ConfigDNId is the app's designated_node_id when the override was made.
-	ConfigDNId string `json:"config_dnid"`
-}
+type PlacementOverride = kube.PlacementOverride
 
 // ParseOverrides reads the placement ConfigMap; entries that do not parse are
 // returned as errors by app UUID and otherwise ignored.

@@ -40,7 +40,7 @@ const (
 	AnnotationDNId = "sitecon.io/dnid"
 	// AnnotationConfigDNId is the app's designated_node_id in its config,
 	// which an on-site override must name to hold (see PlacementOverride).
-	AnnotationConfigDNId = "sitecon.io/config-dnid"
+	AnnotationConfigDNId = kube.AnnotationConfigDNId
 	// LonghornProvisioner is Longhorn's CSI driver.
 	LonghornProvisioner = "driver.longhorn.io"
 )

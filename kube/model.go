@@ -190,6 +190,9 @@ type AppStatus struct {
 	// LastMove is the last time the snapshot saw the app start running on
 	// another node than before.
 	LastMove *AppMove `json:"lastMove,omitempty"`
+	// Requires are the node requirements of its affinity besides the node
+	// name (its node-select labels): a node it moves to must meet them.
+	Requires []corev1.NodeSelectorRequirement `json:"requires,omitempty"`
 }
 
 // AppMove is an app seen running on a new node.
@@ -502,7 +505,7 @@ func appStatuses(d Data) []AppStatus {
 	for _, vmi := range d.VMIs {
 		designated, mode := affinityTarget(vmi.Spec.Affinity)
 		out = append(out, AppStatus{
-			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(vmi.Labels, vmi.Name)),
+			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(vmi.Labels, vmi.Name)), Requires: nodeRequirements(vmi.Spec.Affinity),
 			Name:      appName(vmi.Labels, vmi.Name),
 			UUID:      vmi.Labels[LabelAppUUID],
 			Namespace: vmi.Namespace,
@@ -524,7 +527,7 @@ func appStatuses(d Data) []AppStatus {
 		}
 		designated, mode := affinityTarget(p.Spec.Affinity)
 		out = append(out, AppStatus{
-			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(p.Labels, p.Name)),
+			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(p.Labels, p.Name)), Requires: nodeRequirements(p.Spec.Affinity),
 			Name:      appName(p.Labels, p.Name),
 			UUID:      p.Labels[LabelAppUUID],
 			Namespace: p.Namespace,

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -257,7 +258,7 @@ func TestDeriveApps(t *testing.T) {
 		t.Fatalf("apps = %+v, want %d (launcher pods are reported through their VMI)", apps, len(want))
 	}
 	for i := range want {
-		if apps[i] != want[i] {
+		if !reflect.DeepEqual(apps[i], want[i]) {
 			t.Errorf("app %d = %+v, want %+v", i, apps[i], want[i])
 		}
 	}

@@ -120,6 +120,25 @@ func affinityTarget(aff *corev1.Affinity) (node string, mode string) {
 	return node, mode
 }
 
+// nodeRequirements are the required node-affinity expressions other than the
+// node name (first term only: sitecon writes one).
+func nodeRequirements(aff *corev1.Affinity) []corev1.NodeSelectorRequirement {
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	terms := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) == 0 {
+		return nil
+	}
+	var out []corev1.NodeSelectorRequirement
+	for _, e := range terms[0].MatchExpressions {
+		if e.Key != corev1.LabelHostname {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func hostnameIn(term corev1.NodeSelectorTerm) string {
 	for _, e := range term.MatchExpressions {
 		if e.Key == corev1.LabelHostname && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {

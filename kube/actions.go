@@ -1,0 +1,456 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/drain"
+)
+
+// Labels and keys the actions read and write.
+const (
+	// LabelEtcd marks a node that runs an etcd member.
+	LabelEtcd = "node-role.kubernetes.io/etcd"
+	// PlacementConfigMapName holds on-site placement overrides (app UUID →
+	// JSON PlacementOverride), read by every agent.
+	PlacementConfigMapName = "sitecon-placement"
+	// AnnotationConfigDNId on an app's workload is its designated_node_id
+	// in the app config; an override must name it to hold.
+	AnnotationConfigDNId = "sitecon.io/config-dnid"
+	// ClusterKeyJoinIP is the seed's address in the sitecon-cluster ConfigMap.
+	ClusterKeyJoinIP = "join_server_ip"
+	// ClusterKeySeedNode names the seed node in the sitecon-cluster ConfigMap.
+	ClusterKeySeedNode = "seed_node"
+	// ClusterKeyNodes lists the cluster's nodes (comma-separated) in the
+	// sitecon-cluster ConfigMap.
+	ClusterKeyNodes = "nodes"
+	// LonghornDrainPolicySetting is Longhorn's node drain policy setting.
+	LonghornDrainPolicySetting = "node-drain-policy"
+)
+
+// ErrUnknownNode is returned for a node name the cluster does not have.
+var ErrUnknownNode = errors.New("no such node")
+
+// DrainCheck is what the drain preflight judges: the cluster as read, and
+// the pods the drain would evict (from kubectl's drain filters).
+type DrainCheck struct {
+	Node     string
+	Data     Data
+	Apps     []AppStatus
+	Evict    []corev1.Pod
+	Excluded []error // pods the drain filters refuse (unmanaged, local data)
+	// LonghornPolicy is Longhorn's node-drain-policy setting, if read.
+	LonghornPolicy string
+}
+
+// Preflight is the drain's verdict before anything changes. Refusals stop
+// it; Warnings need --force and the node name typed to go on.
+type Preflight struct {
+	Node     string   `json:"node"`
+	Refusals []string `json:"refusals,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// Evict are the pods that would be evicted, namespace/name.
+	Evict []string `json:"evict"`
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Refused reports whether the drain must not run.
+func (p Preflight) Refused() bool { return len(p.Refusals) > 0 }
+
+// NeedsForce reports whether the drain may only run with --force.
+func (p Preflight) NeedsForce() bool { return len(p.Warnings) > 0 }
+
+// DrainPreflight judges a drain. It refuses when draining would lose etcd
+// quorum (another server is NotReady or already cordoned), when the node
+// holds the last healthy replica of a Longhorn volume, or when kubectl's
+// filters refuse a pod; it warns (needs --force) when pinned apps would stop.
+func DrainPreflight(c DrainCheck) Preflight {
+	p := Preflight{Node: c.Node, Evict: []string{}}
+	var target *corev1.Node
+	for _, n := range c.Data.Nodes {
+		if n.Name == c.Node {
+			target = n
+		}
+	}
+	if target == nil {
+		p.Refusals = append(p.Refusals, fmt.Sprintf("%s: %v", c.Node, ErrUnknownNode))
+		return p
+	}
+	if IsServer(target) {
+		servers, healthy := 0, 0
+		for _, n := range c.Data.Nodes {
+			if !IsServer(n) {
+				continue
+			}
+			servers++
+			if n.Name == c.Node {
+				continue
+			}
+			switch {
+			case !nodeReady(n):
+				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is NotReady: draining %s too would leave etcd without quorum", n.Name, c.Node))
+			case n.Spec.Unschedulable:
+				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is cordoned or draining: take one server out at a time", n.Name))
+			default:
+				healthy++
+			}
+		}
+		if servers > 1 && healthy == 0 && len(p.Refusals) == 0 {
+			p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the only healthy server", c.Node))
+		}
+	}
+	var lastReplica []string
+	for _, v := range c.Data.Volumes {
+		here, elsewhere := 0, 0
+		for _, r := range c.Data.Replicas {
+			if r.Spec.VolumeName != v.Name || ReplicaState(r) != ReplicaHealthy {
+				continue
+			}
+			if r.Spec.NodeID == c.Node {
+				here++
+			} else {
+				elsewhere++
+			}
+		}
+		if here > 0 && elsewhere == 0 {
+			lastReplica = append(lastReplica, volumeLabel(v))
+		}
+	}
+	if len(lastReplica) > 0 {
+		slices.Sort(lastReplica)
+		p.Refusals = append(p.Refusals, fmt.Sprintf("%s holds the only healthy replica of %s", c.Node, strings.Join(lastReplica, ", ")))
+	}
+	for _, err := range c.Excluded {
+		p.Refusals = append(p.Refusals, err.Error())
+	}
+	for _, a := range c.Apps {
+		if a.Mode == AppModePinned && a.Node == c.Node && a.Ready {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("pinned app %s runs on %s and will stop until the node is back", a.Name, c.Node))
+		}
+	}
+	for _, pod := range c.Evict {
+		p.Evict = append(p.Evict, pod.Namespace+"/"+pod.Name)
+	}
+	slices.Sort(p.Evict)
+	if c.LonghornPolicy != "" {
+		p.Notes = append(p.Notes, "Longhorn node-drain-policy: "+c.LonghornPolicy+" (its PodDisruptionBudgets are honoured: pods are evicted, never deleted)")
+	}
+	return p
+}
+
+// volumeLabel names a volume by its claim when Longhorn knows it.
+func volumeLabel(v *lhv1beta2.Volume) string {
+	if ks := v.Status.KubernetesStatus; ks.PVCName != "" {
+		return v.Name + " (" + ks.Namespace + "/" + ks.PVCName + ")"
+	}
+	return v.Name
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// DrainOptions tune a drain.
+type DrainOptions struct {
+	// GracePeriod for each pod; negative: the pod's own.
+	GracePeriod time.Duration
+	// Timeout bounds the whole drain (0: none).
+	Timeout            time.Duration
+	DeleteEmptyDirData bool
+	// Progress receives one line per pod step (evicting, evicted, waiting
+	// on a disruption budget, failed).
+	Progress func(DrainStep)
+}
+
+// DrainStep is one step of a drain, for progress display.
+type DrainStep struct {
+	Pod     string `json:"pod,omitempty"`
+	Phase   string `json:"phase"` // evicting, evicted, waiting, failed
+	Message string `json:"message,omitempty"`
+}
+
+func (o DrainOptions) helper(ctx context.Context, cs kubernetes.Interface) *drain.Helper {
+	progress := o.Progress
+	if progress == nil {
+		progress = func(DrainStep) {}
+	}
+	grace := -1
+	if o.GracePeriod >= 0 {
+		grace = int(o.GracePeriod / time.Second)
+	}
+	return &drain.Helper{
+		Ctx: ctx, Client: cs, GracePeriodSeconds: grace, Timeout: o.Timeout,
+		IgnoreAllDaemonSets: true, DeleteEmptyDirData: o.DeleteEmptyDirData,
+		EvictErrorRetryDelay: 2 * time.Second,
+		Out:                  io.Discard,
+		// kubectl reports a budget that blocks an eviction only as text.
+		ErrOut: lineWriter(func(line string) { progress(DrainStep{Phase: "waiting", Message: line}) }),
+		OnPodDeletionOrEvictionStarted: func(pod *corev1.Pod, _ bool) {
+			progress(DrainStep{Pod: pod.Namespace + "/" + pod.Name, Phase: "evicting"})
+		},
+		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, _ bool, err error) {
+			step := DrainStep{Pod: pod.Namespace + "/" + pod.Name, Phase: "evicted"}
+			if err != nil {
+				step.Phase, step.Message = "failed", err.Error()
+			}
+			progress(step)
+		},
+	}
+}
+
+// CheckDrain reads what a drain of node would do and judges it. The reads
+// are one-shot: a drain is an action, not steady state.
+func CheckDrain(ctx context.Context, clients *Clients, d Data, node string) (Preflight, error) {
+	if !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == node }) {
+		return Preflight{}, fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, nodeNames(d.Nodes))
+	}
+	h := DrainOptions{}.helper(ctx, clients.Core)
+	list, errs := h.GetPodsForDeletion(node)
+	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d), Excluded: errs}
+	if list != nil {
+		check.Evict = list.Pods()
+	}
+	if d.HasLonghorn {
+		if s, err := clients.Longhorn.LonghornV1beta2().Settings(LonghornNamespace).Get(ctx, LonghornDrainPolicySetting, metav1.GetOptions{}); err == nil {
+			check.LonghornPolicy = s.Value
+		}
+	}
+	return DrainPreflight(check), nil
+}
+
+// Drain cordons the node and evicts its pods through kubectl's drain
+// library: PodDisruptionBudgets are respected (an eviction they block is
+// retried until Timeout), DaemonSet pods are left. Cancel ctx to stop.
+func Drain(ctx context.Context, cs kubernetes.Interface, node string, opts DrainOptions) error {
+	h := opts.helper(ctx, cs)
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := drain.RunCordonOrUncordon(h, n, true); err != nil {
+		return fmt.Errorf("cordon %s: %w", node, err)
+	}
+	list, errs := h.GetPodsForDeletion(node)
+	if len(errs) > 0 {
+		return fmt.Errorf("drain %s: %w", node, errors.Join(errs...))
+	}
+	return h.DeleteOrEvictPods(list.Pods())
+}
+
+// Cordon marks a node unschedulable (or schedulable again: uncordon).
+func Cordon(ctx context.Context, cs kubernetes.Interface, node string, unschedulable bool) (changed bool, err error) {
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("%s: %w", node, ErrUnknownNode)
+	}
+	if err != nil {
+		return false, err
+	}
+	h := drain.NewCordonHelper(n)
+	if !h.UpdateIfRequired(unschedulable) {
+		return false, nil
+	}
+	err, patchErr := h.PatchOrReplaceWithContext(ctx, cs, false)
+	return true, errors.Join(err, patchErr)
+}
+
+func nodeNames(nodes []*corev1.Node) string {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+type lineWriter func(string)
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	sc := bufio.NewScanner(strings.NewReader(string(p)))
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			w(line)
+		}
+	}
+	return len(p), nil
+}
+
+// MigrateTarget is a node an app could move to, or why not.
+type MigrateTarget struct {
+	Node     string `json:"node"`
+	Eligible bool   `json:"eligible"`
+	Why      string `json:"why,omitempty"`
+}
+
+// MigrateTargets lists every node with whether the app may move there:
+// Ready, schedulable, meets the app's node requirements, not where it is.
+func MigrateTargets(app AppStatus, nodes []*corev1.Node) []MigrateTarget {
+	var out []MigrateTarget
+	for _, n := range nodes {
+		t := MigrateTarget{Node: n.Name}
+		switch {
+		case n.Name == app.Node:
+			t.Why = "the app runs here"
+		case !nodeReady(n):
+			t.Why = "not Ready"
+		case n.Spec.Unschedulable:
+			t.Why = "cordoned"
+		default:
+			if miss := unmet(app.Requires, n.Labels); miss != "" {
+				t.Why = "lacks " + miss
+			} else {
+				t.Eligible = true
+			}
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b MigrateTarget) int { return strings.Compare(a.Node, b.Node) })
+	return out
+}
+
+// unmet names the first requirement the labels do not meet.
+func unmet(reqs []corev1.NodeSelectorRequirement, labels map[string]string) string {
+	for _, r := range reqs {
+		v, has := labels[r.Key]
+		ok := false
+		switch r.Operator {
+		case corev1.NodeSelectorOpIn:
+			ok = has && slices.Contains(r.Values, v)
+		case corev1.NodeSelectorOpNotIn:
+			ok = !has || !slices.Contains(r.Values, v)
+		case corev1.NodeSelectorOpExists:
+			ok = has
+		case corev1.NodeSelectorOpDoesNotExist:
+			ok = !has
+		default:
+			ok = true // Gt/Lt: left to the scheduler
+		}
+		if !ok {
+			return fmt.Sprintf("%s %s %s", r.Key, strings.ToLower(string(r.Operator)), strings.Join(r.Values, ","))
+		}
+	}
+	return ""
+}
+
+// PlacementOverride is an on-site move of an app (the agent's
+// PlacementOverride, as stored in the sitecon-placement ConfigMap).
+type PlacementOverride struct {
+	Node       string    `json:"node"`
+	NodeUUID   string    `json:"node_uuid"`
+	By         string    `json:"by"`
+	At         time.Time `json:"at"`
+	Reason     string    `json:"reason,omitempty"`
+	ConfigDNId string    `json:"config_dnid"`
+}
+
+// WriteOverride records an on-site move in the placement ConfigMap, creating
+// it when missing. Only the app's key changes.
+func WriteOverride(ctx context.Context, cs kubernetes.Interface, appUUID string, o PlacementOverride) error {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	cms := cs.CoreV1().ConfigMaps(AppNamespace)
+	patch, _ := json.Marshal(map[string]any{"data": map[string]string{appUUID: string(raw)}})
+	_, err = cms.Patch(ctx, PlacementConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon"})
+	if apierrors.IsNotFound(err) {
+		_, err = cms.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: PlacementConfigMapName, Namespace: AppNamespace},
+			Data:       map[string]string{appUUID: string(raw)},
+		}, metav1.CreateOptions{FieldManager: "sitecon"})
+	}
+	return err
+}
+
+// SeedCheck says why a node cannot be the seed server, or nil.
+func SeedCheck(d Data, node string) error {
+	for _, n := range d.Nodes {
+		if n.Name != node {
+			continue
+		}
+		switch {
+		case !nodeReady(n):
+			return fmt.Errorf("%s is not Ready: the seed must answer joiners now", node)
+		case n.Labels[LabelEtcd] != "true":
+			return fmt.Errorf("%s is not an etcd member: only a server with etcd can be the seed", node)
+		case internalIP(n) == "":
+			return fmt.Errorf("%s has no internal address to join through", node)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, nodeNames(d.Nodes))
+}
+
+// SetSeed makes node the seed server: the sitecon-cluster ConfigMap's
+// join_server_ip becomes its address; every agent re-renders its k3s config
+// from it.
+func SetSeed(ctx context.Context, cs kubernetes.Interface, d Data, node string) (string, error) {
+	if err := SeedCheck(d, node); err != nil {
+		return "", err
+	}
+	var ip string
+	for _, n := range d.Nodes {
+		if n.Name == node {
+			ip = internalIP(n)
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"data": map[string]string{ClusterKeyJoinIP: ip, ClusterKeySeedNode: node}})
+	_, err := cs.CoreV1().ConfigMaps(AppNamespace).Patch(ctx, ClusterConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon"})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("the cluster has no %s/%s ConfigMap: was it formed by sitecon?", AppNamespace, ClusterConfigMapName)
+	}
+	return ip, err
+}
+
+func internalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// RemoveNode deletes a drained node's Node object (k3s then drops its etcd
+// member) and takes it off the cluster's node list.
+func RemoveNode(ctx context.Context, cs kubernetes.Interface, node string) error {
+	if err := cs.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s: %w", node, ErrUnknownNode)
+		}
+		return err
+	}
+	cm, err := cs.CoreV1().ConfigMaps(AppNamespace).Get(ctx, ClusterConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	list := cm.Data[ClusterKeyNodes]
+	if list == "" {
+		return nil
+	}
+	kept := slices.DeleteFunc(strings.Split(list, ","), func(s string) bool { return strings.TrimSpace(s) == node })
+	patch, _ := json.Marshal(map[string]any{"data": map[string]string{ClusterKeyNodes: strings.Join(kept, ",")}})
+	_, err = cs.CoreV1().ConfigMaps(AppNamespace).Patch(ctx, ClusterConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon"})
+	return err
+}

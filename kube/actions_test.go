@@ -1,0 +1,121 @@
+package kube
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// site3 is three Ready servers, a volume replicated on all three and one
+// whose only healthy replica is on node-b.
+func site3() Data {
+	vol := func(name string) *lhv1beta2.Volume {
+		v := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		v.Status.KubernetesStatus.PVCName, v.Status.KubernetesStatus.Namespace = name+"-claim", AppNamespace
+		return v
+	}
+	return Data{
+		Nodes: []*corev1.Node{
+			node("node-a", "10.244.244.1", corev1.ConditionTrue, t0, serverLabels),
+			node("node-b", "10.244.244.2", corev1.ConditionTrue, t0, serverLabels),
+			node("node-c", "10.244.244.3", corev1.ConditionTrue, t0, serverLabels),
+		},
+		Volumes: []*lhv1beta2.Volume{vol("vol-safe"), vol("vol-single")},
+		Replicas: []*lhv1beta2.Replica{
+			replica("s-a", "vol-safe", "node-a", "", "t", lhv1beta2.InstanceStateRunning),
+			replica("s-b", "vol-safe", "node-b", "", "t", lhv1beta2.InstanceStateRunning),
+			replica("s-c", "vol-safe", "node-c", "", "t", lhv1beta2.InstanceStateRunning),
+			replica("x-b", "vol-single", "node-b", "", "t", lhv1beta2.InstanceStateRunning),
+			replica("x-c", "vol-single", "node-c", "t", "", lhv1beta2.InstanceStateError),
+		},
+	}
+}
+
+func TestDrainPreflight(t *testing.T) {
+	agentLabels := map[string]string{"node-role.kubernetes.io/agent": "true"}
+	for name, tc := range map[string]struct {
+		node     string
+		edit     func(*DrainCheck)
+		refusals []string // each must appear
+		warnings []string
+	}{
+		"all safe": {node: "node-a"},
+		"unknown node": {node: "node-z", refusals: []string{"node-z: no such node"}},
+		"last healthy replica": {node: "node-b", refusals: []string{"node-b holds the only healthy replica of vol-single (eve-kube-app/vol-single-claim)"}},
+		"another server not ready": {node: "node-a", edit: func(c *DrainCheck) {
+			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)
+		}, refusals: []string{"server node-c is NotReady: draining node-a too would leave etcd without quorum"}},
+		"another server draining": {node: "node-a", edit: func(c *DrainCheck) {
+			c.Data.Nodes[1].Spec.Unschedulable = true
+		}, refusals: []string{"server node-b is cordoned or draining"}},
+		"agent node ignores quorum": {node: "node-d", edit: func(c *DrainCheck) {
+			c.Data.Nodes = append(c.Data.Nodes, node("node-d", "10.244.244.4", corev1.ConditionTrue, t0, agentLabels))
+			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)
+		}},
+		"pods kubectl refuses": {node: "node-a", edit: func(c *DrainCheck) {
+			c.Excluded = []error{errors.New("cannot delete Pods that declare no controller (use --force to override): default/bare")}
+		}, refusals: []string{"default/bare"}},
+		"pinned app stops": {node: "node-a", edit: func(c *DrainCheck) {
+			c.Apps = []AppStatus{{Name: "historian", Mode: AppModePinned, Node: "node-a", Ready: true}, {Name: "hmi", Mode: AppModeAuto, Node: "node-a", Ready: true}}
+		}, warnings: []string{"pinned app historian runs on node-a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := DrainCheck{Node: tc.node, Data: site3()}
+			if tc.edit != nil {
+				tc.edit(&c)
+			}
+			p := DrainPreflight(c)
+			if p.Refused() != (len(tc.refusals) > 0) || p.NeedsForce() != (len(tc.warnings) > 0) {
+				t.Fatalf("refusals %q warnings %q", p.Refusals, p.Warnings)
+			}
+			for _, want := range tc.refusals {
+				if !strings.Contains(strings.Join(p.Refusals, "\n"), want) {
+					t.Errorf("refusals %q lack %q", p.Refusals, want)
+				}
+			}
+			for _, want := range tc.warnings {
+				if !strings.Contains(strings.Join(p.Warnings, "\n"), want) {
+					t.Errorf("warnings %q lack %q", p.Warnings, want)
+				}
+			}
+			if len(p.Warnings) > 1 {
+				t.Errorf("auto apps move; only pinned ones warn: %q", p.Warnings)
+			}
+		})
+	}
+}
+
+func TestMigrateTargets(t *testing.T) {
+	d := site3()
+	d.Nodes[0].Labels = map[string]string{"gpu": "yes"}
+	d.Nodes[1].Spec.Unschedulable = true
+	d.Nodes = append(d.Nodes, node("node-d", "10.244.244.4", corev1.ConditionFalse, t0, map[string]string{"gpu": "yes"}),
+		node("node-e", "10.244.244.5", corev1.ConditionTrue, t0, map[string]string{"gpu": "yes"}))
+	app := AppStatus{Name: "hmi", Node: "node-e", Requires: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"yes"}}}}
+	got := map[string]MigrateTarget{}
+	for _, tg := range MigrateTargets(app, d.Nodes) {
+		got[tg.Node] = tg
+	}
+	want := map[string]string{"node-a": "", "node-b": "cordoned", "node-c": "lacks gpu in yes", "node-d": "not Ready", "node-e": "the app runs here"}
+	for n, why := range want {
+		if got[n].Eligible != (why == "") || got[n].Why != why {
+			t.Errorf("%s: %+v, want why %q", n, got[n], why)
+		}
+	}
+}
+
+func TestSeedCheck(t *testing.T) {
+	d := site3()
+	d.Nodes[1] = node("node-b", "10.244.244.2", corev1.ConditionFalse, t0, serverLabels)
+	d.Nodes = append(d.Nodes, node("node-d", "10.244.244.4", corev1.ConditionTrue, t0, map[string]string{"node-role.kubernetes.io/control-plane": "true"}))
+	for n, want := range map[string]string{"node-a": "", "node-b": "not Ready", "node-d": "not an etcd member", "node-z": "no such node"} {
+		err := SeedCheck(d, n)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", n, err, want)
+		}
+	}
+}
