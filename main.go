@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
@@ -47,6 +48,10 @@ type globalFlags struct {
 	context    string
 	logFile    string
 	logLevel   slog.Level
+	// readOnly hides the console's actions and makes the action commands
+	// refuse (--readonly, or SITECON_READONLY set, e.g. for an SSH account).
+	readOnly bool
+	auditLog string
 }
 
 func newRoot() *cobra.Command {
@@ -62,19 +67,20 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default: the current one)")
 	pf.StringVar(&g.logFile, "log-file", "", "write logs to this file (default: none for commands)")
 	pf.TextVar(&g.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
-	var readOnly bool
+	pf.BoolVar(&g.readOnly, "readonly", os.Getenv("SITECON_READONLY") != "", "look, do not touch: no actions in the console, action commands refuse (env SITECON_READONLY)")
+	pf.StringVar(&g.auditLog, "audit-log", audit.DefaultPath, "where actions are recorded (JSON lines, 0600)")
 	var agentSocket string
 	root.Long = `sitecon with no command opens the site console: nodes, VIP owner, pod
 health per namespace, Longhorn volumes and how long each has been in its
 state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 / to filter, s to sort, enter and esc to drill in and out, ? for help, q to quit.`
-	root.Flags().BoolVar(&readOnly, "readonly", false, "hide every action: look, do not touch")
 	root.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runConsole(cmd.Context(), g, readOnly, agentSocket)
+		return runConsole(cmd.Context(), g, agentSocket)
 	}
-	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(), newJoinInfoCmd(g))
+	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(), newJoinInfoCmd(g),
+		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
 	return root
 }
 
@@ -232,7 +238,7 @@ func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
 // runConsole opens the console. It starts even when the cluster cannot be
 // read (it shows why, and the agent's local state) and never exits on its
 // own: only q or Ctrl-C end it.
-func runConsole(ctx context.Context, g *globalFlags, readOnly bool, agentSocket string) error {
+func runConsole(ctx context.Context, g *globalFlags, agentSocket string) error {
 	if g.logFile == "" {
 		dir, err := os.UserCacheDir()
 		if err != nil {
@@ -258,11 +264,11 @@ func runConsole(ctx context.Context, g *globalFlags, readOnly bool, agentSocket 
 		snap.Start(ctx)
 	}
 	uiCtx := ui.NewContext(lipgloss.DefaultRenderer(), time.Now, log)
-	uiCtx.ReadOnly = readOnly
+	uiCtx.ReadOnly = g.readOnly
 	app := views.NewApp(uiCtx)
 	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
 	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary { return agentSummary(ctx, agentSocket) }, problem, prog.Send)
-	log.Info("console started", "readonly", readOnly)
+	log.Info("console started", "readonly", g.readOnly)
 	_, err = prog.Run()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil

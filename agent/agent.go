@@ -61,6 +61,9 @@ type State struct {
 	// running what it applied before.
 	ConfigError string `json:"configError,omitempty"`
 	K3sStarts   int    `json:"k3sStarts"`
+	// SeedAddress is the seed the k3s config joins through when the
+	// cluster changed it after formation (sitecon seed).
+	SeedAddress string `json:"seedAddress,omitempty"`
 }
 
 // Options configure an agent.
@@ -473,12 +476,13 @@ type membership struct {
 	a        *Agent
 	node     string
 	nodeUUID string
+	v        *Validated
 	mu       sync.Mutex
 	snap     *kube.Snapshot
 }
 
 func (a *Agent) watchMembership(ctx context.Context, v *Validated) *membership {
-	m := &membership{a: a, node: v.NodeName, nodeUUID: v.NodeUUID}
+	m := &membership{a: a, node: v.NodeName, nodeUUID: v.NodeUUID, v: v}
 	go m.connect(ctx)
 	return m
 }
@@ -513,6 +517,14 @@ func (m *membership) connect(ctx context.Context) {
 	m.snap = snap
 	m.mu.Unlock()
 	m.a.startClusterWork(ctx, snap, m.node, m.nodeUUID)
+	// Later restarts must join through the cluster's current seed.
+	follower := &SeedFollower{Config: m.v, Paths: m.a.opts.K3sPaths, Log: m.a.log.With("component", "seed"),
+		OnRender: func(ip netip.Addr) {
+			m.a.mu.Lock()
+			m.a.state.SeedAddress = ip.String()
+			m.a.mu.Unlock()
+		}}
+	go follower.Run(ctx, snap)
 }
 
 // startClusterWork starts what needs the cluster: the stats-leader election

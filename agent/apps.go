@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -363,7 +364,7 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 		if retry := a.place(ctx, set, decisions, states, myUUID, func(name string) bool {
 			n, ok := nodes[name]
 			return ok && nodeIsReady(n)
-		}, now); retry > 0 {
+		}, d.VMIs, now); retry > 0 {
 			next = retry
 		}
 		for _, uuid := range staleOverrides {
@@ -553,7 +554,7 @@ func (a *AppsAgent) writeState(name string, v any) {
 
 // place lays out the apps and volumes this node is the DNId of. It returns
 // when to retry a failed write (0: nothing to retry).
-func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, now time.Time) time.Duration {
+func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
 	if a.placed == nil {
 		a.placed = newPlacedCache(a.dyn, a.snap.Data().HasKubeVirt, a.wake)
 		a.placed.start(ctx)
@@ -599,8 +600,25 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 	retry := time.Duration(0)
 	for _, key := range slices.Sorted(maps.Keys(desired)) {
 		l := desired[key]
-		if live := a.placed.get(l.GVR, l.Namespace(), l.Name()); live != nil && live.GetAnnotations()[AnnotationSpecHash] == l.Hash() {
+		live := a.placed.get(l.GVR, l.Namespace(), l.Name())
+		if live != nil && live.GetAnnotations()[AnnotationSpecHash] == l.Hash() {
 			delete(a.failedApply, key)
+			continue
+		}
+		// The effective DNId changed: a manual migration.
+		moved := live != nil && live.GetAnnotations()[AnnotationDNId] != l.Object.GetAnnotations()[AnnotationDNId]
+		appName := l.Object.GetLabels()[kube.LabelAppName]
+		if moved && l.GVR == GVRVMI {
+			// A running VMI's spec cannot change: a pinned VM moves by being
+			// laid out afresh on its new node.
+			err := a.dyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(ctx, l.Name(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(live.GetUID())}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				a.opts.Metrics.APIErrors.Inc()
+				retry = 5 * time.Second
+				continue
+			}
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: appName, Node: a.opts.NodeName,
+				Message: fmt.Sprintf("moving pinned VM %s to %s: stopped it to start it there", appName, a.opts.NodeName)})
 			continue
 		}
 		if at, failed := a.failedApply[key]; failed && now.Sub(at) < 5*time.Second {
@@ -626,6 +644,23 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 		}
 		delete(a.failedApply, key)
 		a.log.Info("applied", "object", key)
+		if moved && l.GVR == GVRVMIRS {
+			// A replica set keeps its running VMIs whatever its template
+			// says: restart the ones away from the new node.
+			uuid := l.Object.GetLabels()[kube.LabelAppUUID]
+			for _, vmi := range vmis {
+				if vmi.Labels[kube.LabelAppUUID] != uuid || vmi.DeletionTimestamp != nil || vmi.Status.NodeName == dnidNodes[uuid] {
+					continue
+				}
+				err := a.dyn.Resource(GVRVMI).Namespace(vmi.Namespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(vmi.UID)}})
+				if err != nil && !apierrors.IsNotFound(err) {
+					a.opts.Metrics.APIErrors.Inc()
+					continue
+				}
+				a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: appName, Node: a.opts.NodeName,
+					Message: fmt.Sprintf("moving VM %s from %s to %s: restarted it", appName, vmi.Status.NodeName, dnidNodes[uuid])})
+			}
+		}
 		if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
 			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: l.Object.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName,
 				Message: fmt.Sprintf("laid out %s %s for %s", strings.ToLower(l.Object.GetKind()), l.Name(), l.Object.GetLabels()[kube.LabelAppName])})

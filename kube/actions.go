@@ -30,8 +30,6 @@ const (
 	// AnnotationConfigDNId on an app's workload is its designated_node_id
 	// in the app config; an override must name it to hold.
 	AnnotationConfigDNId = "sitecon.io/config-dnid"
-	// ClusterKeyJoinIP is the seed's address in the sitecon-cluster ConfigMap.
-	ClusterKeyJoinIP = "join_server_ip"
 	// ClusterKeySeedNode names the seed node in the sitecon-cluster ConfigMap.
 	ClusterKeySeedNode = "seed_node"
 	// ClusterKeyNodes lists the cluster's nodes (comma-separated) in the
@@ -220,7 +218,7 @@ func (o DrainOptions) helper(ctx context.Context, cs kubernetes.Interface) *drai
 // are one-shot: a drain is an action, not steady state.
 func CheckDrain(ctx context.Context, clients *Clients, d Data, node string) (Preflight, error) {
 	if !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == node }) {
-		return Preflight{}, fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, nodeNames(d.Nodes))
+		return Preflight{}, fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, NodeNames(d.Nodes))
 	}
 	h := DrainOptions{}.helper(ctx, clients.Core)
 	list, errs := h.GetPodsForDeletion(node)
@@ -272,7 +270,8 @@ func Cordon(ctx context.Context, cs kubernetes.Interface, node string, unschedul
 	return true, errors.Join(err, patchErr)
 }
 
-func nodeNames(nodes []*corev1.Node) string {
+// NodeNames lists node names, sorted, for messages.
+func NodeNames(nodes []*corev1.Node) string {
 	var names []string
 	for _, n := range nodes {
 		names = append(names, n.Name)
@@ -396,7 +395,7 @@ func SeedCheck(d Data, node string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, nodeNames(d.Nodes))
+	return fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, NodeNames(d.Nodes))
 }
 
 // SetSeed makes node the seed server: the sitecon-cluster ConfigMap's
@@ -412,7 +411,7 @@ func SetSeed(ctx context.Context, cs kubernetes.Interface, d Data, node string) 
 			ip = internalIP(n)
 		}
 	}
-	patch, _ := json.Marshal(map[string]any{"data": map[string]string{ClusterKeyJoinIP: ip, ClusterKeySeedNode: node}})
+	patch, _ := json.Marshal(map[string]any{"data": map[string]string{ClusterKeyJoinServerIP: ip, ClusterKeySeedNode: node}})
 	_, err := cs.CoreV1().ConfigMaps(AppNamespace).Patch(ctx, ClusterConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon"})
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("the cluster has no %s/%s ConfigMap: was it formed by sitecon?", AppNamespace, ClusterConfigMapName)
@@ -453,4 +452,65 @@ func RemoveNode(ctx context.Context, cs kubernetes.Interface, node string) error
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{ClusterKeyNodes: strings.Join(kept, ",")}})
 	_, err = cs.CoreV1().ConfigMaps(AppNamespace).Patch(ctx, ClusterConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon"})
 	return err
+}
+
+// FindApp finds an app by name or UUID; of the objects running it (a
+// terminating pod and its replacement), the ready one wins.
+func FindApp(apps []AppStatus, ref string) (AppStatus, bool) {
+	var found AppStatus
+	ok := false
+	for _, a := range apps {
+		if a.Name != ref && !strings.EqualFold(a.UUID, ref) {
+			continue
+		}
+		if !ok || (a.Ready && !found.Ready) || (found.Phase == "Terminating" && a.Phase != "Terminating") {
+			found, ok = a, true
+		}
+	}
+	return found, ok
+}
+
+// AppNames lists app names, sorted and unique, for messages.
+func AppNames(apps []AppStatus) string {
+	var names []string
+	for _, a := range apps {
+		if !slices.Contains(names, a.Name) {
+			names = append(names, a.Name)
+		}
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// AppConfigDNId reads an app's designated node from the config (stamped by
+// its agent on the workload), which an override must name to hold.
+func AppConfigDNId(ctx context.Context, c *Clients, uuid string) (string, error) {
+	sel := metav1.ListOptions{LabelSelector: LabelAppUUID + "=" + uuid}
+	deps, err := c.Core.AppsV1().Deployments(AppNamespace).List(ctx, sel)
+	if err != nil {
+		return "", err
+	}
+	for _, d := range deps.Items {
+		if v := d.Annotations[AnnotationConfigDNId]; v != "" {
+			return v, nil
+		}
+	}
+	if rs, err := c.KubeVirt.KubevirtV1().VirtualMachineInstanceReplicaSets(AppNamespace).List(ctx, sel); err == nil {
+		for _, r := range rs.Items {
+			if v := r.Annotations[AnnotationConfigDNId]; v != "" {
+				return v, nil
+			}
+		}
+	}
+	if vmis, err := c.KubeVirt.KubevirtV1().VirtualMachineInstances(AppNamespace).List(ctx, sel); err == nil {
+		for _, v := range vmis.Items {
+			if dnid := v.Annotations[AnnotationConfigDNId]; dnid != "" {
+				return dnid, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("app %s has no workload laid out by a sitecon agent: an on-site move needs the agents to place it", uuid)
 }

@@ -43,8 +43,8 @@ func TestDrainPreflight(t *testing.T) {
 		refusals []string // each must appear
 		warnings []string
 	}{
-		"all safe": {node: "node-a"},
-		"unknown node": {node: "node-z", refusals: []string{"node-z: no such node"}},
+		"all safe":             {node: "node-a"},
+		"unknown node":         {node: "node-z", refusals: []string{"node-z: no such node"}},
 		"last healthy replica": {node: "node-b", refusals: []string{"node-b holds the only healthy replica of vol-single (eve-kube-app/vol-single-claim)"}},
 		"another server not ready": {node: "node-a", edit: func(c *DrainCheck) {
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)

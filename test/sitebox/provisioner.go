@@ -26,7 +26,7 @@ import (
 // that wrote the claim, named on the PVC by sitecon's dnid annotation).
 const (
 	annotationClaim        = "sitebox.sitecon.io/claim"
-	annotationFirstReplica = "sitebox.sitecon.io/first-replica-node"
+	AnnotationFirstReplica = "sitebox.sitecon.io/first-replica-node" // exported: tests place a volume
 	longhornProvisioner    = "driver.longhorn.io"
 	dnidAnnotation         = "sitecon.io/dnid"
 )
@@ -66,7 +66,7 @@ func (s *provisionerSimulator) reconcile(ctx context.Context) time.Duration {
 		vol := LonghornVolume(name, size.Value(), max(replicas, 1))
 		vol.Annotations = map[string]string{annotationClaim: pvc.Namespace + "/" + pvc.Name}
 		if node := s.nodeByUUID(pvc.Annotations[dnidAnnotation]); node != "" {
-			vol.Annotations[annotationFirstReplica] = node
+			vol.Annotations[AnnotationFirstReplica] = node
 		}
 		if _, err := s.lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			s.log.Warn("create longhorn volume", "claim", pvc.Name, "err", err)

@@ -290,7 +290,7 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 		s.seeded[string(v.UID)] = true
 		nodes := sortedReady(ready)
 		// Data locality: the node that wrote the claim holds the first replica.
-		if first := v.Annotations[annotationFirstReplica]; ready[first] {
+		if first := v.Annotations[AnnotationFirstReplica]; ready[first] {
 			nodes = append([]string{first}, slices.DeleteFunc(nodes, func(n string) bool { return n == first })...)
 		}
 		for _, node := range nodes[:min(want, len(nodes))] {

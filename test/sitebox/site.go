@@ -484,6 +484,10 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kube-vip lease: %w", err)
 	}
+	var names []string
+	for _, n := range s.Nodes {
+		names = append(names, n.Name)
+	}
 	_, err = cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: kube.ClusterConfigMapName},
 		Data: map[string]string{
@@ -491,6 +495,7 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 			kube.ClusterKeyID:           s.ClusterID,
 			kube.ClusterKeyJoinServerIP: s.Nodes[0].IP,
 			kube.ClusterKeyVIPAddress:   "10.244.244.14",
+			kube.ClusterKeyNodes:        strings.Join(names, ","),
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {

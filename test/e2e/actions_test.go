@@ -1,0 +1,548 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+func clientset(t *testing.T, site *sitebox.TestSite) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func dynClient(t *testing.T, site *sitebox.TestSite) dynamic.Interface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+func longhornClient(t *testing.T, site *sitebox.TestSite) lhclientset.Interface {
+	t.Helper()
+	c, err := kube.NewClients(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Longhorn
+}
+
+// runSiteconEnv runs the binary with extra environment; output combined.
+func runSiteconEnv(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(sitecon, args...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir()), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// act runs a sitecon action command against the site with its own audit log.
+func act(t *testing.T, site *sitebox.TestSite, auditLog string, args ...string) (string, error) {
+	t.Helper()
+	out, errOut, err := runSitecon(t, append(args, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)...)
+	return out + errOut, err
+}
+
+func lastAudit(t *testing.T, path string) audit.Record {
+	t.Helper()
+	recs, err := audit.Read(path)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("no audit record in %s: %v", path, err)
+	}
+	return recs[len(recs)-1]
+}
+
+// Migrate: sitecon migrate moves an auto VM and a pinned container app;
+// every agent agrees on the new designated node and where it runs.
+func TestMigrateApps(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	appsDir, logDir, auditLog := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "audit.jsonl")
+	a := sitebox.NodeUUID("node-a")
+	apps := map[string]agent.AppConfig{
+		"mig-vm": {UUID: "f1000000-0000-4000-8000-000000000001", DisplayName: "mig-vm", Activate: true, Kind: agent.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: a, Affinity: agent.AffinityPreferred},
+		"mig-pinned": {UUID: "f1000000-0000-4000-8000-000000000002", DisplayName: "mig-pinned", Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/pinned:1", DesignatedNodeID: a, Affinity: agent.AffinityRequired},
+	}
+	for name, app := range apps {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), app)
+	}
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
+	}
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	t.Cleanup(func() { cleanupApps(t, cs, dynClient(t, site), agents, appsDir, apps) })
+	for name := range apps {
+		waitAgents(t, all, name, 60*time.Second, "running on node-a", runningOn("node-a"))
+	}
+
+	// Refusals first: nothing changes.
+	if out, err := act(t, site, auditLog, "migrate", "mig-vm", "node-a", "--yes"); err == nil || !strings.Contains(out, "the app runs here") {
+		t.Fatalf("migrating to where it runs: %v\n%s", err, out)
+	}
+	if out, err := act(t, site, auditLog, "migrate", "no-such-app", "node-b", "--yes"); err == nil || !strings.Contains(out, `no app "no-such-app" (apps: `) {
+		t.Fatalf("unknown app: %v\n%s", err, out)
+	}
+	if out, err := act(t, site, auditLog, "migrate", "mig-vm", "node-c", "--dry-run"); err != nil || !strings.Contains(out, "would move mig-vm from node-a to node-c") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(context.Background(), kube.PlacementConfigMapName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("refusals and the dry run must write nothing: %v", err)
+	}
+
+	for name, target := range map[string]string{"mig-vm": "node-c", "mig-pinned": "node-b"} {
+		out, err := act(t, site, auditLog, "migrate", name, target, "--yes", "--timeout", "90s", "--reason", "e2e")
+		if err != nil || !strings.Contains(out, name+" runs on "+target) {
+			t.Fatalf("migrate %s: %v\n%s", name, err, out)
+		}
+		rec := lastAudit(t, auditLog)
+		if rec.Action != "migrate" || rec.Outcome != audit.OutcomeDone || !strings.Contains(rec.Detail, `"reason":"e2e"`) {
+			t.Fatalf("audit record: %+v", rec)
+		}
+		view := waitAgents(t, all, name, 30*time.Second, "agreed on "+target, runningOn(target))
+		for n, st := range view {
+			if st.DNIdNode != target || st.IsDNIdNode != (n == target) {
+				t.Fatalf("%s: %s does not agree on the designated node: %+v", name, n, st)
+			}
+		}
+	}
+}
+
+// Drain refused: node-b holds the only healthy replica of a volume. Nothing
+// is cordoned and not one pod is evicted.
+func TestDrainRefusedLastReplica(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	lh := longhornClient(t, site)
+	vol := sitebox.LonghornVolume("vol-only-b", 1<<30, 1)
+	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: "node-b"}
+	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Delete(ctx, vol.Name, metav1.DeleteOptions{}) })
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		v, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Get(ctx, vol.Name, metav1.GetOptions{})
+		return err == nil && v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy, nil
+	})
+	if err != nil {
+		t.Fatal("the single-replica volume never turned healthy")
+	}
+	// Every change to node-b's pods during the attempt is recorded.
+	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var disrupted []string
+	var mu sync.Mutex
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Deleted || p.DeletionTimestamp != nil) {
+				mu.Lock()
+				disrupted = append(disrupted, p.Namespace+"/"+p.Name)
+				mu.Unlock()
+			}
+		}
+	}()
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	out, err := act(t, site, auditLog, "drain", "node-b", "--yes", "--force", "--confirm", "node-b")
+	w.Stop()
+	if err == nil || !strings.Contains(out, "node-b holds the only healthy replica of vol-only-b") {
+		t.Fatalf("drain was not refused for the last replica: %v\n%s", err, out)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+	if err != nil || n.Spec.Unschedulable {
+		t.Fatalf("a refused drain cordoned node-b: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(disrupted) > 0 {
+		t.Fatalf("a refused drain evicted pods: %v", disrupted)
+	}
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeRefused || rec.Action != "drain" {
+		t.Fatalf("audit record: %+v", rec)
+	}
+}
+
+// Drain with a PodDisruptionBudget: kubectl drain (server dry run) and
+// sitecon drain --dry-run pick the same pods; the real drain evicts both
+// replicas of a budgeted Deployment, the second only once the first one's
+// replacement is Ready elsewhere.
+func TestDrainWithPDB(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	const ns, name, node = "default", "pdb-web", "node-c"
+	labels := map[string]string{"app": name}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+						Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+							{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}},
+					Containers: []corev1.Container{{Name: "web", Image: "registry.local/web:1"}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if _, err := kube.Cordon(ctx, cs, node, false); err != nil {
+			t.Errorf("uncordon %s: %v", node, err)
+		}
+	})
+	var originals []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		originals = originals[:0]
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node && kube.PodReady(&p) {
+				originals = append(originals, p.Name)
+			}
+		}
+		return err == nil && len(originals) == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("both replicas never ran on %s: %v", node, originals)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.DisruptionsAllowed == 1, nil
+	})
+	if err != nil {
+		t.Fatal("the disruption budget never allowed one disruption")
+	}
+
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	// The same pods as kubectl drain would evict (kubectl from the
+	// control-plane build; Debian's kubernetes-client behaves the same).
+	kubectl := filepath.Join(site.BinDir, "kubectl")
+	cmd := exec.Command(kubectl, "--kubeconfig", site.Kubeconfig(), "drain", node, "--ignore-daemonsets", "--dry-run=server")
+	var kout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &kout, &kout
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl drain --dry-run=server: %v\n%s", err, kout.String())
+	}
+	var kubectlPods []string
+	for _, line := range strings.Split(kout.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "evicting pod "); ok {
+			kubectlPods = append(kubectlPods, strings.TrimSuffix(rest, " (server dry run)"))
+		}
+	}
+	out, err := act(t, site, auditLog, "drain", node, "--dry-run")
+	if err != nil {
+		t.Fatalf("sitecon drain --dry-run: %v\n%s", err, out)
+	}
+	var sitePods []string
+	inList := false
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "pods to evict") {
+			inList = true
+			continue
+		}
+		if inList && strings.HasPrefix(line, "  ") {
+			sitePods = append(sitePods, strings.TrimSpace(line))
+		}
+	}
+	slices.Sort(kubectlPods)
+	slices.Sort(sitePods)
+	if len(sitePods) == 0 || !slices.Equal(kubectlPods, sitePods) {
+		t.Fatalf("kubectl drain and sitecon drain disagree on the pods:\nkubectl: %v\nsitecon: %v", kubectlPods, sitePods)
+	}
+	if n, _ := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); n.Spec.Unschedulable {
+		t.Fatal("a dry run cordoned the node")
+	}
+
+	// The real drain, with every pod transition of the Deployment timed.
+	type mark struct {
+		pod  string
+		what string // "evicted" (deletion begun) or "ready"
+		at   time.Time
+	}
+	var mu sync.Mutex
+	var marks []mark
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			switch {
+			case p.DeletionTimestamp != nil && !seen["del/"+p.Name]:
+				seen["del/"+p.Name] = true
+				marks = append(marks, mark{p.Name, "evicted", time.Now()})
+			case p.DeletionTimestamp == nil && p.Spec.NodeName != node && kube.PodReady(p) && !seen["ready/"+p.Name]:
+				seen["ready/"+p.Name] = true
+				marks = append(marks, mark{p.Name, "ready", time.Now()})
+			}
+			mu.Unlock()
+		}
+	}()
+	out, err = act(t, site, auditLog, "drain", node, "--yes", "--timeout", "2m")
+	w.Stop()
+	t.Logf("drain output:\n%s", out)
+	for _, m := range marks {
+		t.Logf("%s %s %s", m.at.Format("15:04:05.000"), m.what, m.pod)
+	}
+	if err != nil || !strings.Contains(out, node+" drained") {
+		t.Fatalf("drain: %v\n%s", err, out)
+	}
+	// Whether the budget shows as a "waiting" step depends on timing: the
+	// API server may hold the second eviction on a budget conflict until
+	// the replacement is Ready. The order below is what the budget promises.
+	mu.Lock()
+	defer mu.Unlock()
+	var evicted []mark
+	firstReady := time.Time{}
+	for _, m := range marks {
+		if m.what == "evicted" && slices.Contains(originals, m.pod) {
+			evicted = append(evicted, m)
+		}
+		if m.what == "ready" && firstReady.IsZero() {
+			firstReady = m.at
+		}
+	}
+	if len(evicted) != 2 {
+		t.Fatalf("want both replicas evicted, got %+v", marks)
+	}
+	if firstReady.IsZero() || evicted[1].at.Before(firstReady) {
+		t.Fatalf("the second replica was evicted before a replacement was ready: %+v", marks)
+	}
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeDone || rec.Action != "drain" {
+		t.Fatalf("audit record: %+v", rec)
+	}
+	pods, _ := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && !ownedByDaemonSet(&p) && p.Status.Phase == corev1.PodRunning {
+			t.Errorf("pod %s/%s still runs on the drained node", p.Namespace, p.Name)
+		}
+	}
+}
+
+func ownedByDaemonSet(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// Seed change: sitecon seed node-b; every node's seed follower re-renders
+// its k3s config to join through node-b. Refused for a NotReady node.
+func TestSeedChange(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := kube.NewSnapshot(site.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(ctx)
+	type rendered struct {
+		node string
+		file string
+	}
+	var files []rendered
+	for _, b := range plan.Nodes {
+		dir := t.TempDir()
+		nf, err := b.Files(dir, "")
+		if err == nil {
+			err = nf.Write()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := agent.LoadConfig(nf.ConfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := agent.Validate(cfg, agent.Environment{ReadFile: os.ReadFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths := agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
+		if err := agent.RenderK3s(v, paths, false).Write(); err != nil {
+			t.Fatal(err)
+		}
+		f := &agent.SeedFollower{Config: v, Paths: paths}
+		go f.Run(ctx, snap)
+		files = append(files, rendered{v.NodeName, paths.ConfigFile})
+	}
+	t.Cleanup(func() {
+		if _, err := act(t, site, auditLog, "seed", "node-a", "--yes"); err != nil {
+			t.Errorf("restore the seed: %v", err)
+		}
+	})
+
+	if err := site.Fail("node-c"); err != nil {
+		t.Fatal(err)
+	}
+	site.RecoverOnCleanup(t, "node-c")
+	waitNode(t, cs, "node-c", false)
+	if out, err := act(t, site, auditLog, "seed", "node-c", "--yes"); err == nil || !strings.Contains(out, "node-c is not Ready") {
+		t.Fatalf("seed on a NotReady node: %v\n%s", err, out)
+	}
+	if err := site.Recover("node-c"); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := act(t, site, auditLog, "seed", "node-b", "--yes")
+	if err != nil || !strings.Contains(out, "node-b is the seed: join_server_ip 10.244.244.2") {
+		t.Fatalf("seed node-b: %v\n%s", err, out)
+	}
+	for _, r := range files {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			data, _ := os.ReadFile(r.file)
+			return strings.Contains(string(data), `server: "https://10.244.244.2:6443"`), nil
+		})
+		if err != nil {
+			data, _ := os.ReadFile(r.file)
+			t.Fatalf("%s's k3s config does not join through node-b:\n%s", r.node, data)
+		}
+	}
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeDone || !strings.Contains(rec.Detail, "10.244.244.1 → 10.244.244.2") {
+		t.Fatalf("audit record: %+v", rec)
+	}
+}
+
+func waitNode(t *testing.T, cs kubernetes.Interface, name string, ready bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return (c.Status == corev1.ConditionTrue) == ready, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never turned ready=%v", name, ready)
+	}
+}
+
+// Remove node: the name must be typed; then the Node is deleted and it
+// leaves the cluster's node list. Read-only mode refuses every action.
+func TestRemoveNodeAndReadOnly(t *testing.T) {
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	spare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-spare", Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, spare, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(ctx, spare.Name, metav1.DeleteOptions{}) })
+	cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := cm.Data[kube.ClusterKeyNodes]
+	cm.Data[kube.ClusterKeyNodes] = before + ",node-spare"
+	if _, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runSiteconEnv(t, []string{"SITECON_READONLY=1"}, "cordon", "node-a", "--yes", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+	if err == nil || !strings.Contains(out, "read-only mode") {
+		t.Fatalf("read-only cordon: %v\n%s", err, out)
+	}
+	if out, err := act(t, site, auditLog, "node", "remove", "node-spare", "--yes"); err == nil || !strings.Contains(out, "--confirm node-spare") {
+		t.Fatalf("remove without the typed name: %v\n%s", err, out)
+	}
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-spare", metav1.GetOptions{}); err != nil {
+		t.Fatalf("an unconfirmed removal removed the node: %v", err)
+	}
+	if out, err := act(t, site, auditLog, "node", "remove", "node-spare", "--yes", "--confirm", "node-spare"); err != nil || !strings.Contains(out, "node-spare removed") {
+		t.Fatalf("remove: %v\n%s", err, out)
+	}
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-spare", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("node-spare still there: %v", err)
+	}
+	cm, _ = cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+	if cm.Data[kube.ClusterKeyNodes] != before {
+		t.Fatalf("node list %q, want %q", cm.Data[kube.ClusterKeyNodes], before)
+	}
+	recs, _ := audit.Read(auditLog)
+	var outcomes []string
+	for _, r := range recs {
+		outcomes = append(outcomes, r.Action+":"+r.Outcome)
+	}
+	if !slices.Equal(outcomes, []string{"remove-node:cancelled", "remove-node:done"}) {
+		t.Fatalf("audit outcomes %v", outcomes)
+	}
+	if st, err := os.Stat(auditLog); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("audit log mode: %v %v", st.Mode(), err)
+	}
+}
