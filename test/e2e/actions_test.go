@@ -156,7 +156,9 @@ func TestDrainRefusedLastReplica(t *testing.T) {
 	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Delete(ctx, vol.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Delete(ctx, vol.Name, metav1.DeleteOptions{})
+	})
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		v, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Get(ctx, vol.Name, metav1.GetOptions{})
 		return err == nil && v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy, nil
