@@ -3,14 +3,20 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/netcfg"
+	"github.com/sitecon/sitecon/ui"
+	"github.com/sitecon/sitecon/views"
 )
 
 // DefaultConfigDir is where a node keeps its cluster config and token.
@@ -20,7 +26,7 @@ func newFormCmd() *cobra.Command {
 	var (
 		clusterName, iface, prefix, seed, thisNode, dir, join string
 		servers, workers                                      []string
-		force, dryRun, noHostChecks                           bool
+		force, dryRun, noHostChecks, wizard                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "form",
@@ -64,6 +70,9 @@ The bundles carry the cluster token: treat them like the token itself.`,
 				fmt.Fprintf(out, "wrote %s for %s: cluster %s, address %s, seed %s\n", files.ConfigPath, bundle.NodeName, bundle.ClusterName, bundle.ClusterIPPrefix, bundle.JoinServerIP)
 				return nil
 			}
+			if wizard {
+				return runFormWizard(cmd, dir, force)
+			}
 			req := agent.FormRequest{ClusterName: clusterName, Interface: iface, Prefix: prefix, Seed: seed}
 			for _, spec := range servers {
 				name, uuid, _ := strings.Cut(spec, "=")
@@ -80,60 +89,11 @@ The bundles carry the cluster token: treat them like the token itself.`,
 				}
 				req.ExistingPrefixes = existing
 			}
-			plan, err := agent.Plan(req)
+			formed, err := formCluster(req, thisNode, dir, force, dryRun)
 			if err != nil {
 				return err
 			}
-			if thisNode == "" {
-				thisNode = plan.Nodes[0].NodeName // the seed
-			}
-			var mine *agent.JoinBundle
-			for i := range plan.Nodes {
-				if plan.Nodes[i].NodeName == thisNode {
-					mine = &plan.Nodes[i]
-				}
-			}
-			if mine == nil {
-				return fmt.Errorf("--this-node %s is not one of the nodes", thisNode)
-			}
-			files, err := mine.Files(dir, "")
-			if err != nil {
-				return err
-			}
-			if err := checkOverwrite(configPath, plan.ClusterID, force); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "cluster %s (%s), seed %s at %s\n\n", clusterName, plan.ClusterID, plan.Nodes[0].NodeName, plan.Nodes[0].JoinServerIP)
-			for _, n := range plan.Nodes {
-				role := "server"
-				if n.IsWorkerNode {
-					role = "worker"
-				}
-				if n.NodeName == plan.Nodes[0].NodeName {
-					role = "seed server"
-				}
-				fmt.Fprintf(out, "%-12s %-12s %-18s %s\n", n.NodeName, role, n.ClusterIPPrefix, n.NodeUUID)
-			}
-			fmt.Fprintln(out)
-			if dryRun {
-				fmt.Fprintf(out, "would write %s and %s for %s (dry run: nothing written, no bundles)\n", files.ConfigPath, files.TokenPath, thisNode)
-				return nil
-			}
-			if err := files.Write(); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "wrote %s for %s\n\n", files.ConfigPath, thisNode)
-			fmt.Fprintln(out, "On each other node run its line (the bundles carry the cluster token; keep them private):")
-			for _, n := range plan.Nodes {
-				if n.NodeName == thisNode {
-					continue
-				}
-				line, err := n.Encode()
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "\n# %s\nsitecon form --join %s\n", n.NodeName, line)
-			}
+			formed.print(out)
 			return nil
 		},
 	}
@@ -150,7 +110,98 @@ The bundles carry the cluster token: treat them like the token itself.`,
 	f.BoolVar(&force, "force", false, "replace this node's config for another cluster")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	f.BoolVar(&noHostChecks, "no-host-checks", false, "skip the overlap check against the interface's addresses")
+	f.BoolVar(&wizard, "wizard", false, "ask for everything in a form on the terminal, checked as you type")
 	return cmd
+}
+
+// formed is what forming a cluster did: the plan, this node's files, and
+// the join lines for the others.
+type formed struct {
+	plan     *agent.FormPlan
+	thisNode string
+	written  string // this node's config path; empty on a dry run
+	joins    []joinLine
+}
+
+type joinLine struct{ node, line string }
+
+// formCluster plans the cluster and writes this node's config (unless
+// dryRun). It refuses to move a node that belongs to another cluster.
+func formCluster(req agent.FormRequest, thisNode, dir string, force, dryRun bool) (*formed, error) {
+	plan, err := agent.Plan(req)
+	if err != nil {
+		return nil, err
+	}
+	if thisNode == "" {
+		thisNode = plan.Nodes[0].NodeName // the seed
+	}
+	var mine *agent.JoinBundle
+	for i := range plan.Nodes {
+		if plan.Nodes[i].NodeName == thisNode {
+			mine = &plan.Nodes[i]
+		}
+	}
+	if mine == nil {
+		return nil, fmt.Errorf("--this-node %s is not one of the nodes", thisNode)
+	}
+	files, err := mine.Files(dir, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOverwrite(files.ConfigPath, plan.ClusterID, force); err != nil {
+		return nil, err
+	}
+	f := &formed{plan: plan, thisNode: thisNode}
+	if dryRun {
+		return f, nil
+	}
+	if err := files.Write(); err != nil {
+		return nil, err
+	}
+	f.written = files.ConfigPath
+	for _, n := range plan.Nodes {
+		if n.NodeName == thisNode {
+			continue
+		}
+		line, err := n.Encode()
+		if err != nil {
+			return nil, err
+		}
+		f.joins = append(f.joins, joinLine{n.NodeName, "sitecon form --join " + line})
+	}
+	return f, nil
+}
+
+func (f *formed) summary() []string {
+	p := f.plan
+	out := []string{fmt.Sprintf("cluster %s (%s), seed %s at %s", p.Nodes[0].ClusterName, p.ClusterID, p.Nodes[0].NodeName, p.Nodes[0].JoinServerIP), ""}
+	for _, n := range p.Nodes {
+		role := "server"
+		if n.IsWorkerNode {
+			role = "worker"
+		}
+		if n.NodeName == p.Nodes[0].NodeName {
+			role = "seed server"
+		}
+		out = append(out, fmt.Sprintf("%-12s %-12s %-18s %s", n.NodeName, role, n.ClusterIPPrefix, n.NodeUUID))
+	}
+	return out
+}
+
+func (f *formed) print(out io.Writer) {
+	for _, l := range f.summary() {
+		fmt.Fprintln(out, l)
+	}
+	fmt.Fprintln(out)
+	if f.written == "" {
+		fmt.Fprintf(out, "would write the config for %s under its directory (dry run: nothing written, no bundles)\n", f.thisNode)
+		return
+	}
+	fmt.Fprintf(out, "wrote %s for %s\n\n", f.written, f.thisNode)
+	fmt.Fprintln(out, "On each other node run its line (the bundles carry the cluster token; keep them private):")
+	for _, j := range f.joins {
+		fmt.Fprintf(out, "\n# %s\n%s\n", j.node, j.line)
+	}
 }
 
 // checkOverwrite refuses to replace a node's config for another cluster
@@ -166,5 +217,84 @@ func checkOverwrite(path, clusterID string, force bool) error {
 	if existing.ClusterID != clusterID {
 		return fmt.Errorf("%s already makes this node a member of cluster %s (%s): use --force to replace it", path, existing.ClusterName, existing.ClusterID)
 	}
+	return nil
+}
+
+// formRequest turns the wizard's input into a formation request, with the
+// interface's current subnets for the overlap check.
+func formRequest(in views.FormInput) (agent.FormRequest, map[string][]string) {
+	req := agent.FormRequest{ClusterName: in.ClusterName, Interface: in.Interface, Prefix: in.Prefix, Seed: in.Seed}
+	for list, worker := range map[string]bool{in.Servers: false, in.Workers: true} {
+		for _, spec := range strings.Split(list, ",") {
+			if spec = strings.TrimSpace(spec); spec != "" {
+				name, uuid, _ := strings.Cut(spec, "=")
+				req.Nodes = append(req.Nodes, agent.FormNode{Name: strings.TrimSpace(name), UUID: strings.TrimSpace(uuid), Worker: worker})
+			}
+		}
+	}
+	problems := map[string][]string{}
+	if req.Interface != "" {
+		existing, err := netcfg.InterfacePrefixes(req.Interface)
+		if err != nil {
+			problems[views.FieldInterface] = append(problems[views.FieldInterface], err.Error())
+		}
+		req.ExistingPrefixes = existing
+	}
+	return req, problems
+}
+
+// newFormWizard builds the wizard over this device's interfaces; *formedOut
+// is set once the cluster is formed.
+func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force bool, formedOut **formed) *views.FormWizard {
+	w := views.NewFormWizard(uiCtx, interfaces, views.FormInput{Prefix: agent.DefaultClusterPrefix})
+	w.Check = func(in views.FormInput) map[string][]string {
+		req, problems := formRequest(in)
+		if _, err := agent.Plan(req); err != nil {
+			var verr *agent.ValidationError
+			if errors.As(err, &verr) {
+				for _, p := range verr.Problems {
+					problems[p.Field] = append(problems[p.Field], p.Problem+" — "+p.Fix)
+				}
+			} else {
+				problems[views.FieldNodes] = append(problems[views.FieldNodes], err.Error())
+			}
+		}
+		return problems
+	}
+	w.Submit = func(in views.FormInput) (*views.FormResult, error) {
+		req, _ := formRequest(in)
+		f, err := formCluster(req, in.Seed, dir, force, false)
+		if err != nil {
+			return nil, err
+		}
+		*formedOut = f
+		res := &views.FormResult{Summary: f.summary(), Written: f.written}
+		for _, j := range f.joins {
+			res.Joins = append(res.Joins, "# "+j.node, j.line)
+		}
+		return res, nil
+	}
+	return w
+}
+
+// runFormWizard asks for the cluster in a terminal form, checks it as it is
+// typed, writes this node's config (as the seed) and prints the join lines.
+func runFormWizard(cmd *cobra.Command, dir string, force bool) error {
+	var names []string
+	if ifaces, err := net.Interfaces(); err == nil {
+		for _, i := range ifaces {
+			names = append(names, i.Name)
+		}
+	}
+	var result *formed
+	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), names, dir, force, &result)
+	if _, err := tea.NewProgram(w, tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run(); err != nil {
+		return err
+	}
+	if result == nil {
+		fmt.Fprintln(cmd.OutOrStdout(), "no cluster formed; nothing written")
+		return nil
+	}
+	result.print(cmd.OutOrStdout())
 	return nil
 }

@@ -266,6 +266,15 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket string) error {
 	uiCtx := ui.NewContext(lipgloss.DefaultRenderer(), time.Now, log)
 	uiCtx.ReadOnly = g.readOnly
 	app := views.NewApp(uiCtx)
+	if snap != nil && !g.readOnly {
+		actions := &views.Actions{Snap: snap}
+		if auditLog, err := audit.Open(g.auditLog); err != nil {
+			actions.Unavailable = err.Error()
+		} else {
+			actions.Audit = auditLog
+		}
+		app.SetActions(actions)
+	}
 	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
 	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary { return agentSummary(ctx, agentSocket) }, problem, prog.Send)
 	log.Info("console started", "readonly", g.readOnly)

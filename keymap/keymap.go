@@ -11,6 +11,11 @@ type KeyMap struct {
 	Screens                                 []key.Binding
 	Command, Filter, Sort, Enter, Back      key.Binding
 	Help, Quit                              key.Binding
+	// Actions, on the nodes and apps screens; disabled (and so gone from
+	// the help) in read-only mode.
+	Cordon, Uncordon, Drain, Seed, Migrate key.Binding
+	// Confirm and Cancel answer a dialog.
+	Confirm, Cancel key.Binding
 }
 
 // ScreenNames are the screens in tab order; number keys 1..6 jump to them.
@@ -34,6 +39,13 @@ func Default() KeyMap {
 		Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Cordon:     key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cordon node")),
+		Uncordon:   key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "uncordon node")),
+		Drain:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "drain node")),
+		Seed:       key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "make node the seed")),
+		Migrate:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate app")),
+		Confirm:    key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
+		Cancel:     key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 	}
 	for i, name := range ScreenNames {
 		n := string(rune('1' + i))
@@ -47,11 +59,24 @@ func (k KeyMap) ShortHelp() []key.Binding {
 	return []key.Binding{k.NextScreen, k.Command, k.Filter, k.Sort, k.Enter, k.Help, k.Quit}
 }
 
-// FullHelp is the help screen, in columns.
+// FullHelp is the help screen, in columns; the actions column is empty (and
+// left out) in read-only mode.
 func (k KeyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{
+	cols := [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom},
 		append([]key.Binding{k.NextScreen, k.PrevScreen}, k.Screens...),
 		{k.Command, k.Filter, k.Sort, k.Enter, k.Back, k.Help, k.Quit},
+	}
+	if k.Cordon.Enabled() {
+		cols = append(cols, []key.Binding{k.Cordon, k.Uncordon, k.Drain, k.Seed, k.Migrate})
+	}
+	return cols
+}
+
+// ReadOnly disables every action binding: they no longer match a key and
+// the help no longer shows them.
+func (k *KeyMap) ReadOnly() {
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Seed, &k.Migrate} {
+		b.SetEnabled(false)
 	}
 }

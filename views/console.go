@@ -72,12 +72,22 @@ type App struct {
 	help    help.Model
 	full    bool // full help shown
 	message string
+	// actions acts on the cluster; dialog is the action in progress.
+	actions *Actions
+	dialog  *dialog
+	taskSeq int
 }
+
+// SetActions lets the console act on the cluster (nil: look only).
+func (a *App) SetActions(ac *Actions) { a.actions = ac }
 
 // NewApp builds the console.
 func NewApp(ctx *ui.Context) *App {
 	in := textinput.New()
 	in.Prompt = ""
+	if ctx.ReadOnly {
+		ctx.Keys.ReadOnly()
+	}
 	a := &App{ctx: ctx, input: in, help: help.New()}
 	a.screens = []screen{
 		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
@@ -113,6 +123,16 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return a, tick()
 	case tea.KeyMsg:
 		return a.handleKey(msg)
+	case preflightMsg:
+		if a.dialog != nil {
+			a.dialog.onPreflight(msg)
+		}
+		return a, nil
+	case ui.TaskProgressMsg, ui.TaskDoneMsg:
+		if a.dialog != nil && a.dialog.task != nil {
+			return a, a.dialog.onTask(msg)
+		}
+		return a, nil
 	}
 	return a, nil
 }
@@ -139,6 +159,16 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return a, tea.Batch(cmds...)
 	}
 	k := a.ctx.Keys
+	if a.dialog != nil {
+		if key.Matches(msg, k.Quit) && msg.String() == "ctrl+c" {
+			return a, tea.Quit
+		}
+		closeIt, cmd := a.dialog.key(msg, func() int { a.taskSeq++; return a.taskSeq })
+		if closeIt {
+			a.dialog = nil
+		}
+		return a, cmd
+	}
 	if a.mode != modeNormal {
 		switch msg.Type {
 		case tea.KeyEsc:
@@ -203,6 +233,9 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 				a.current = i
 				return a, nil
 			}
+		}
+		if handled, cmd := a.startAction(msg); handled {
+			return a, cmd
 		}
 		a.screens[a.current].key(msg, a.bodyHeight())
 	}
@@ -271,7 +304,12 @@ func (a *App) View() string {
 	if b := a.banner(); b != "" {
 		tabs += "\n" + ui.Fit(st.Bad.Render(b), w)
 	}
-	body := a.screens[a.current].view(w, a.bodyHeight())
+	body := ""
+	if a.dialog != nil {
+		body = a.dialog.view(w, a.bodyHeight())
+	} else {
+		body = a.screens[a.current].view(w, a.bodyHeight())
+	}
 	lines := strings.Split(body, "\n")
 	for len(lines) < a.bodyHeight() {
 		lines = append(lines, "")

@@ -393,3 +393,32 @@ func TestWriteScreenshotFrames(t *testing.T) {
 		}
 	}
 }
+
+// Read-only: the action keys do nothing and the help does not list them;
+// otherwise they say why they cannot act without a cluster connection.
+func TestReadOnlyHidesActions(t *testing.T) {
+	ctx := testContext(160, 48)
+	ctx.ReadOnly = true
+	ro := NewApp(ctx)
+	ro.Update(FrameMsg(sampleFrame()))
+	ro.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2")})
+	ro.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("c")})
+	if ro.dialog != nil || ro.message != "" {
+		t.Fatalf("read-only console reacted to cordon: dialog=%v message=%q", ro.dialog != nil, ro.message)
+	}
+	ro.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("?")})
+	if v := ro.View(); strings.Contains(v, "cordon") || strings.Contains(v, "drain") || !strings.Contains(v, "quit") {
+		t.Fatalf("read-only help lists actions:\n%s", v)
+	}
+
+	rw := newTestApp(160, 48)
+	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("?")})
+	if v := rw.View(); !strings.Contains(v, "cordon node") || !strings.Contains(v, "migrate app") {
+		t.Fatalf("help lacks the actions:\n%s", v)
+	}
+	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2")})
+	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("d")})
+	if rw.dialog != nil || !strings.Contains(rw.View(), "actions need a live cluster connection") {
+		t.Fatalf("drain without a cluster: dialog=%v\n%s", rw.dialog != nil, rw.View())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/ui"
@@ -162,5 +164,87 @@ func BenchmarkFirstFrame(b *testing.B) {
 			b.Fatal("first frame lacks the nodes")
 		}
 		cancel()
+	}
+}
+
+// The node actions through the console: cordon and uncordon, a drain the
+// preflight refuses (node-b holds a volume's only healthy replica), and a
+// drain that runs; each recorded in the audit log.
+func TestConsoleNodeActions(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := t.Context()
+	lh := longhornClient(t, site)
+	vol := sitebox.LonghornVolume("vol-console-b", 1<<30, 1)
+	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: "node-b"}
+	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Delete(context.Background(), vol.Name, metav1.DeleteOptions{})
+		_, _ = kube.Cordon(context.Background(), cs, "node-c", false)
+	})
+	auditLog := t.TempDir() + "/audit.jsonl"
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog)
+	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
+	c.keys("2")
+	c.waitScreen(5*time.Second, "nodes screen", func(s string) bool { return strings.Contains(lineWith(s, "node-c"), "Ready") })
+	unschedulable := func(node string) bool {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return err == nil && n.Spec.Unschedulable
+	}
+
+	c.keys("j", "j", "c") // node-a, node-b, node-c
+	c.waitScreen(5*time.Second, "cordon dialog", func(s string) bool { return strings.Contains(s, "Cordon node-c? y to go on") })
+	c.keys("y")
+	c.waitScreen(10*time.Second, "cordon done", func(s string) bool { return strings.Contains(s, "done: cordon node-c") })
+	if !unschedulable("node-c") {
+		t.Fatal("the console's cordon did not cordon node-c")
+	}
+	c.keys("Escape")
+	c.waitScreen(5*time.Second, "node-c cordoned on screen", func(s string) bool { return strings.Contains(lineWith(s, "node-c"), "cordoned") })
+	c.keys("u")
+	c.waitScreen(5*time.Second, "uncordon dialog", func(s string) bool { return strings.Contains(s, "Uncordon node-c?") })
+	c.keys("y")
+	c.waitScreen(10*time.Second, "uncordon done", func(s string) bool { return strings.Contains(s, "done: uncordon node-c") })
+	if unschedulable("node-c") {
+		t.Fatal("the console's uncordon left node-c cordoned")
+	}
+	c.keys("Escape")
+
+	c.keys("k", "d") // node-b
+	c.waitScreen(15*time.Second, "drain of node-b refused", func(s string) bool {
+		return strings.Contains(s, "refused") && strings.Contains(s, "only healthy replica")
+	})
+	if unschedulable("node-b") {
+		t.Fatal("a refused drain cordoned node-b")
+	}
+	c.keys("Escape", "j", "d") // node-c
+	c.waitScreen(15*time.Second, "drain of node-c asks", func(s string) bool { return strings.Contains(s, "Drain node-c? y to go on") })
+	c.keys("y")
+	c.waitScreen(60*time.Second, "drain of node-c done", func(s string) bool { return strings.Contains(s, "done: drain node-c") })
+	if !unschedulable("node-c") {
+		t.Fatal("a drained node must stay cordoned")
+	}
+	c.keys("Escape", "u")
+	c.waitScreen(5*time.Second, "uncordon dialog", func(s string) bool { return strings.Contains(s, "Uncordon node-c?") })
+	c.keys("y")
+	c.waitScreen(10*time.Second, "uncordon done", func(s string) bool { return strings.Contains(s, "done: uncordon node-c") })
+
+	recs, err := audit.Read(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if !strings.HasSuffix(r.User, "(console)") {
+			t.Errorf("record without the console session: %+v", r)
+		}
+		got = append(got, r.Action+" "+r.Target+" "+r.Outcome)
+	}
+	want := []string{"cordon node-c done", "uncordon node-c done", "drain node-b refused", "drain node-c done", "uncordon node-c done"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("audit log:\n%v\nwant:\n%v", got, want)
 	}
 }

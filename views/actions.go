@@ -1,0 +1,459 @@
+package views
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// Actions is what the console acts with. Without it (no cluster, tests of
+// the look) the action keys say why nothing happens.
+type Actions struct {
+	Snap  *kube.Snapshot
+	Audit *audit.Log
+	// MigrateTimeout bounds the wait for a moved app to run (default 5 min).
+	MigrateTimeout time.Duration
+	// Unavailable says why actions cannot run (the audit log cannot be
+	// written: an action that cannot be recorded is not taken).
+	Unavailable string
+}
+
+func (ac *Actions) record(r audit.Record) {
+	if ac.Audit == nil {
+		return
+	}
+	r.User = audit.CurrentUser() + " (console)"
+	_ = ac.Audit.Write(r)
+}
+
+type dialogState int
+
+const (
+	dialogChecking dialogState = iota // preflight running
+	dialogChoose                      // pick a target (migrate)
+	dialogConfirm                     // y/n, or the node name typed
+	dialogRunning
+	dialogDone
+)
+
+// dialog is one action in progress: its preflight, confirmation, progress
+// and outcome, drawn in place of the screen until closed.
+type dialog struct {
+	ctx     *ui.Context
+	actions *Actions
+	title   string
+	lines   []string
+	state   dialogState
+	// typed, when set, must be typed back to confirm.
+	typed string
+	input textinput.Model
+	// targets are migrate's choices; choice the highlighted one.
+	targets []kube.MigrateTarget
+	choice  int
+	app     kube.AppStatus
+	// run is the action itself, once confirmed.
+	run      func(ctx context.Context, progress func(string)) error
+	task     *ui.Task
+	progress []string
+	result   string
+	failed   bool
+	rec      audit.Record
+}
+
+// preflightMsg carries a drain preflight back to the UI goroutine.
+type preflightMsg struct {
+	p   kube.Preflight
+	err error
+}
+
+func (a *App) openDialog(title string, rec audit.Record) *dialog {
+	in := textinput.New()
+	in.Prompt = "> "
+	d := &dialog{ctx: a.ctx, actions: a.actions, title: title, rec: rec, input: in}
+	a.dialog = d
+	return d
+}
+
+// startAction opens the dialog for an action key; false when the key is
+// not an action here.
+func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
+	k := a.ctx.Keys
+	isAction := key.Matches(msg, k.Cordon) || key.Matches(msg, k.Uncordon) || key.Matches(msg, k.Drain) ||
+		key.Matches(msg, k.Seed) || key.Matches(msg, k.Migrate)
+	if !isAction {
+		return false, nil
+	}
+	switch {
+	case a.actions != nil && a.actions.Unavailable != "":
+		a.message = "actions unavailable: " + a.actions.Unavailable
+		return true, nil
+	case a.actions == nil || a.actions.Snap == nil || !a.frame.Synced:
+		a.message = "actions need a live cluster connection"
+		return true, nil
+	}
+	screen := a.Screen()
+	selected := ""
+	if t := a.screens[a.current].table(); t != nil {
+		selected = t.SelectedID()
+	}
+	if key.Matches(msg, k.Migrate) {
+		if screen != "apps" || selected == "" {
+			a.message = "migrate: pick an app on the apps screen (5)"
+			return true, nil
+		}
+		return true, a.openMigrate(selected)
+	}
+	if screen != "nodes" || selected == "" {
+		a.message = "node actions: pick a node on the nodes screen (2)"
+		return true, nil
+	}
+	node := selected
+	cs := a.actions.Snap.Clients().Core
+	switch {
+	case key.Matches(msg, k.Cordon), key.Matches(msg, k.Uncordon):
+		cordon := key.Matches(msg, k.Cordon)
+		name := map[bool]string{true: "cordon", false: "uncordon"}[cordon]
+		d := a.openDialog(fmt.Sprintf("%s %s", name, node), audit.Record{Action: name, Target: node})
+		if cordon {
+			d.lines = []string{"New pods will not be scheduled on " + node + "; running pods stay."}
+		} else {
+			d.lines = []string{node + " takes new pods again."}
+		}
+		d.state = dialogConfirm
+		d.run = func(ctx context.Context, progress func(string)) error {
+			changed, err := kube.Cordon(ctx, cs, node, cordon)
+			if err == nil && !changed {
+				progress(node + " was already " + name + "ed")
+			}
+			return err
+		}
+	case key.Matches(msg, k.Seed):
+		d := a.openDialog("make "+node+" the seed", audit.Record{Action: "seed", Target: node})
+		data := a.actions.Snap.Data()
+		if err := kube.SeedCheck(data, node); err != nil {
+			d.refuse([]string{err.Error()})
+			return true, nil
+		}
+		d.lines = []string{"Every node's k3s config will join through " + node + " from its next start.", "A running k3s is not restarted."}
+		d.state = dialogConfirm
+		d.run = func(ctx context.Context, progress func(string)) error {
+			ip, err := kube.SetSeed(ctx, cs, data, node)
+			if err == nil {
+				progress("join_server_ip is now " + ip)
+			}
+			return err
+		}
+	case key.Matches(msg, k.Drain):
+		d := a.openDialog("drain "+node, audit.Record{Action: "drain", Target: node})
+		d.lines = []string{"checking what draining " + node + " would do..."}
+		snap := a.actions.Snap
+		return true, func() tea.Msg {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node)
+			return preflightMsg{p, err}
+		}
+	}
+	return true, nil
+}
+
+// openMigrate lists where the selected app may go.
+func (a *App) openMigrate(rowID string) tea.Cmd {
+	var app kube.AppStatus
+	for _, x := range a.frame.Status.Apps {
+		if x.Namespace+"/"+x.Object == rowID {
+			app = x
+		}
+	}
+	d := a.openDialog("migrate "+app.Name, audit.Record{Action: "migrate", Target: app.Name})
+	d.app = app
+	if app.UUID == "" {
+		d.refuse([]string{app.Name + " has no app UUID: it was not laid out by a sitecon agent"})
+		return nil
+	}
+	d.targets = kube.MigrateTargets(app, a.actions.Snap.Data().Nodes)
+	d.choice = -1
+	for i, t := range d.targets {
+		if t.Eligible && d.choice < 0 {
+			d.choice = i
+		}
+	}
+	if d.choice < 0 {
+		var why []string
+		for _, t := range d.targets {
+			why = append(why, t.Node+": "+t.Why)
+		}
+		d.refuse(append([]string{"no node can take " + app.Name}, why...))
+		return nil
+	}
+	d.state = dialogChoose
+	return nil
+}
+
+func (d *dialog) refuse(reasons []string) {
+	d.state, d.failed = dialogDone, true
+	d.result = "refused: " + strings.Join(reasons, "; ")
+	d.lines = append(d.lines, reasons...)
+	d.rec.Preflight = reasons
+	d.rec.Outcome = audit.OutcomeRefused
+	d.actions.record(d.rec)
+}
+
+func (d *dialog) onPreflight(msg preflightMsg) {
+	if msg.err != nil {
+		d.refuse([]string{msg.err.Error()})
+		return
+	}
+	p := msg.p
+	d.lines = nil
+	for _, r := range p.Refusals {
+		d.lines = append(d.lines, "REFUSED  "+r)
+	}
+	for _, w := range p.Warnings {
+		d.lines = append(d.lines, "WARNING  "+w)
+	}
+	for _, n := range p.Notes {
+		d.lines = append(d.lines, "note     "+n)
+	}
+	d.lines = append(d.lines, fmt.Sprintf("pods to evict (%d): %s", len(p.Evict), strings.Join(p.Evict, ", ")))
+	if p.Refused() {
+		d.refuse(p.Refusals)
+		return
+	}
+	d.rec.Preflight = append(p.Warnings, fmt.Sprintf("evict %d pod(s)", len(p.Evict)))
+	if p.NeedsForce() {
+		d.typed = p.Node
+		d.input.Focus()
+	}
+	d.state = dialogConfirm
+	snap := d.actions.Snap
+	d.run = func(ctx context.Context, progress func(string)) error {
+		return kube.Drain(ctx, snap.Clients().Core, p.Node, kube.DrainOptions{GracePeriod: -time.Second, Timeout: 10 * time.Minute,
+			Progress: func(s kube.DrainStep) { progress(strings.TrimSpace(s.Phase + " " + s.Pod + " " + s.Message)) }})
+	}
+}
+
+// chooseTarget confirms the highlighted migrate target.
+func (d *dialog) chooseTarget() {
+	t := d.targets[d.choice]
+	n, ok := d.actions.Snap.Node(t.Node)
+	if !ok || n.Labels[kube.LabelNodeUUID] == "" {
+		d.refuse([]string{t.Node + " has no " + kube.LabelNodeUUID + " label"})
+		return
+	}
+	d.rec.Target = d.app.Name + " → " + t.Node
+	d.lines = []string{fmt.Sprintf("Move %s from %s to %s.", d.app.Name, orDash(d.app.Node), t.Node),
+		"An on-site override is written; the agents lay the app out on " + t.Node + "."}
+	d.state = dialogConfirm
+	snap, app, target, nodeUUID := d.actions.Snap, d.app, t.Node, n.Labels[kube.LabelNodeUUID]
+	timeout := d.actions.MigrateTimeout
+	if timeout == 0 {
+		timeout = 5 * time.Minute
+	}
+	d.run = func(ctx context.Context, progress func(string)) error {
+		configDNId, err := kube.AppConfigDNId(ctx, snap.Clients(), app.UUID)
+		if err != nil {
+			return err
+		}
+		o := kube.PlacementOverride{Node: target, NodeUUID: nodeUUID, By: audit.CurrentUser() + " (console)", At: time.Now().UTC(), ConfigDNId: configDNId}
+		raw, _ := json.Marshal(o)
+		d.rec.Detail = string(raw)
+		if err := kube.WriteOverride(ctx, snap.Clients().Core, app.UUID, o); err != nil {
+			return err
+		}
+		progress("override written; waiting for " + app.Name + " to run on " + target)
+		changes, unsubscribe := snap.Subscribe()
+		defer unsubscribe()
+		deadline := time.After(timeout)
+		last := ""
+		for {
+			now, ok := kube.FindApp(snap.Status().Apps, app.UUID)
+			if where := now.Phase + " on " + orDash(now.Node); ok && where != last {
+				progress(app.Name + ": " + where)
+				last = where
+			}
+			if ok && now.Node == target && now.Ready {
+				return nil
+			}
+			select {
+			case <-changes:
+			case <-deadline:
+				return fmt.Errorf("%s did not run on %s within %s; the override stays", app.Name, target, timeout)
+			case <-ctx.Done():
+				return errors.New("stopped waiting; the override stays in place")
+			}
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// key handles a key while the dialog is open; it reports whether to close.
+func (d *dialog) key(msg tea.KeyMsg, nextID func() int) (closeIt bool, cmd tea.Cmd) {
+	k := d.ctx.Keys
+	switch d.state {
+	case dialogChecking:
+		return key.Matches(msg, k.Back), nil
+	case dialogDone:
+		return true, nil
+	case dialogRunning:
+		if key.Matches(msg, k.Back) && d.task != nil {
+			d.task.Cancel()
+			d.progress = append(d.progress, "cancelling...")
+		}
+		return false, nil
+	case dialogChoose:
+		switch {
+		case key.Matches(msg, k.Back):
+			return true, nil
+		case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
+			step := 1
+			if key.Matches(msg, k.Up) {
+				step = -1
+			}
+			for i := d.choice + step; i >= 0 && i < len(d.targets); i += step {
+				if d.targets[i].Eligible {
+					d.choice = i
+					break
+				}
+			}
+		case key.Matches(msg, k.Enter):
+			d.chooseTarget()
+		}
+		return false, nil
+	}
+	// dialogConfirm
+	if d.typed != "" {
+		switch msg.Type {
+		case tea.KeyEsc:
+			d.cancelled()
+			return true, nil
+		case tea.KeyEnter:
+			if strings.TrimSpace(d.input.Value()) != d.typed {
+				d.lines = append(d.lines, fmt.Sprintf("type %q exactly to go on, esc to cancel", d.typed))
+				return false, nil
+			}
+			return false, d.start(nextID())
+		}
+		var cmd tea.Cmd
+		d.input, cmd = d.input.Update(msg)
+		return false, cmd
+	}
+	switch {
+	case key.Matches(msg, k.Confirm):
+		return false, d.start(nextID())
+	case key.Matches(msg, k.Cancel), key.Matches(msg, k.Back):
+		d.cancelled()
+		return true, nil
+	}
+	return false, nil
+}
+
+func (d *dialog) cancelled() {
+	d.rec.Outcome, d.rec.Error = audit.OutcomeCancelled, "not confirmed"
+	d.actions.record(d.rec)
+}
+
+func (d *dialog) start(id int) tea.Cmd {
+	d.state = dialogRunning
+	var cmd tea.Cmd
+	d.task, cmd = ui.StartTask(id, d.run)
+	return cmd
+}
+
+// onTask follows the running task.
+func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case ui.TaskProgressMsg:
+		d.progress = append(d.progress, msg.Line)
+		return d.task.Next()
+	case ui.TaskDoneMsg:
+		d.state = dialogDone
+		d.rec.Outcome = audit.OutcomeDone
+		d.result = "done: " + d.title
+		if msg.Err != nil {
+			d.failed = true
+			d.rec.Outcome, d.rec.Error = audit.OutcomeFailed, msg.Err.Error()
+			if errors.Is(msg.Err, context.Canceled) {
+				d.rec.Outcome = audit.OutcomeCancelled
+			}
+			d.result = "failed: " + msg.Err.Error()
+		}
+		d.actions.record(d.rec)
+	}
+	return nil
+}
+
+func (d *dialog) view(w, h int) string {
+	st := d.ctx.Styles
+	out := []string{st.Title.Render(strings.ToUpper(d.title[:1]) + d.title[1:]), ""}
+	for _, l := range d.lines {
+		switch {
+		case strings.HasPrefix(l, "REFUSED"):
+			out = append(out, st.Bad.Render(l))
+		case strings.HasPrefix(l, "WARNING"):
+			out = append(out, st.Warn.Render(l))
+		default:
+			out = append(out, l)
+		}
+	}
+	if d.state == dialogChoose {
+		out = append(out, "", "Move to (↑/↓, enter; esc to cancel):")
+		for i, t := range d.targets {
+			line := "    " + t.Node
+			switch {
+			case i == d.choice:
+				line = st.Selected.Render("  > " + t.Node)
+			case !t.Eligible:
+				line = st.Muted.Render("    " + t.Node + "  (" + t.Why + ")")
+			}
+			out = append(out, line)
+		}
+	}
+	if len(d.progress) > 0 {
+		out = append(out, "")
+		// The latest steps: a drain of many pods scrolls.
+		keep := max(h-len(out)-3, 3)
+		from := max(len(d.progress)-keep, 0)
+		out = append(out, d.progress[from:]...)
+	}
+	out = append(out, "")
+	switch d.state {
+	case dialogChecking:
+		out = append(out, st.Muted.Render("checking... esc to close"))
+	case dialogConfirm:
+		if d.typed != "" {
+			out = append(out, st.Warn.Render(fmt.Sprintf("Type %q and enter to go on; esc cancels.", d.typed)), d.input.View())
+		} else {
+			out = append(out, st.Warn.Render(fmt.Sprintf("%s? y to go on, n or esc to cancel.", strings.ToUpper(d.title[:1])+d.title[1:])))
+		}
+	case dialogRunning:
+		out = append(out, st.Muted.Render("running... esc cancels"))
+	case dialogDone:
+		style := st.OK
+		if d.failed {
+			style = st.Bad
+		}
+		out = append(out, style.Render(d.result), st.Muted.Render("any key to close"))
+	}
+	if len(out) > h {
+		out = out[len(out)-h:]
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,211 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/sitecon/sitecon/ui"
+)
+
+// FormInput is what the formation wizard asks for.
+type FormInput struct {
+	ClusterName, Interface, Prefix, Seed string
+	// Servers and Workers are comma-separated node names (NAME or NAME=UUID).
+	Servers, Workers string
+}
+
+// Form field keys, as the checker names them.
+const (
+	FieldClusterName = "cluster name"
+	FieldInterface   = "interface"
+	FieldPrefix      = "prefix"
+	FieldNodes       = "nodes"
+	FieldSeed        = "seed"
+)
+
+// FormResult is what forming wrote and the lines for the other nodes.
+type FormResult struct {
+	Summary []string
+	Written string
+	Joins   []string
+}
+
+// FormWizard forms a cluster offline: text inputs checked as you type (the
+// checker is the same Plan the CLI uses), then this node's config written
+// and the other nodes' join lines shown.
+type FormWizard struct {
+	ctx    *ui.Context
+	fields []formField
+	focus  int
+	// Check returns, per field key, what is wrong with the input (none: ok).
+	Check func(FormInput) map[string][]string
+	// Submit forms the cluster.
+	Submit func(FormInput) (*FormResult, error)
+	// Interfaces are the device's interfaces, offered as completions.
+	problems map[string][]string
+	result   *FormResult
+	err      string
+	done     bool
+}
+
+type formField struct {
+	label, key, hint string
+	input            textinput.Model
+}
+
+// NewFormWizard builds the wizard; interfaces are this device's, in order.
+func NewFormWizard(ctx *ui.Context, interfaces []string, defaults FormInput) *FormWizard {
+	mk := func(label, key, hint, value string, suggestions []string) formField {
+		in := textinput.New()
+		in.Prompt = ""
+		in.SetValue(value)
+		if len(suggestions) > 0 {
+			in.SetSuggestions(suggestions)
+			in.ShowSuggestions = true
+		}
+		return formField{label: label, key: key, hint: hint, input: in}
+	}
+	w := &FormWizard{ctx: ctx}
+	w.fields = []formField{
+		mk("Cluster name", FieldClusterName, "e.g. site1", defaults.ClusterName, nil),
+		mk("Cluster interface", FieldInterface, "this device's: "+strings.Join(interfaces, ", ")+" (→ completes)", defaults.Interface, interfaces),
+		mk("Cluster prefix", FieldPrefix, "must not overlap the interface's subnets", defaults.Prefix, nil),
+		mk("Server nodes", FieldNodes, "comma-separated, NAME or NAME=UUID; three or more", defaults.Servers, nil),
+		mk("Worker nodes", FieldNodes, "optional, comma-separated", defaults.Workers, nil),
+		mk("Seed server", FieldSeed, "one of the servers (default: the first)", defaults.Seed, nil),
+	}
+	w.fields[0].input.Focus()
+	return w
+}
+
+// Input is what the fields hold now.
+func (w *FormWizard) Input() FormInput {
+	v := func(i int) string { return strings.TrimSpace(w.fields[i].input.Value()) }
+	return FormInput{ClusterName: v(0), Interface: v(1), Prefix: v(2), Servers: v(3), Workers: v(4), Seed: v(5)}
+}
+
+// Result is the formed cluster once submitted.
+func (w *FormWizard) Result() *FormResult { return w.result }
+
+// Init starts the cursor blinking and checks the defaults.
+func (w *FormWizard) Init() tea.Cmd {
+	w.recheck()
+	return textinput.Blink
+}
+
+func (w *FormWizard) recheck() {
+	if w.Check != nil {
+		w.problems = w.Check(w.Input())
+	}
+}
+
+func (w *FormWizard) move(step int) tea.Cmd {
+	w.fields[w.focus].input.Blur()
+	w.focus = (w.focus + step + len(w.fields)) % len(w.fields)
+	return w.fields[w.focus].input.Focus()
+}
+
+// Update handles keys: tab/shift+tab or ↑/↓ move between fields, → takes the
+// suggestion, enter on the last field (or ctrl+s) forms, esc quits.
+func (w *FormWizard) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		w.ctx.Width, w.ctx.Height = msg.Width, msg.Height
+		return w, nil
+	case tea.KeyMsg:
+		k := w.ctx.Keys
+		if w.done {
+			return w, tea.Quit
+		}
+		switch {
+		case msg.Type == tea.KeyEsc || msg.String() == "ctrl+c":
+			return w, tea.Quit
+		case key.Matches(msg, k.NextScreen), msg.Type == tea.KeyDown:
+			return w, w.move(1)
+		case key.Matches(msg, k.PrevScreen), msg.Type == tea.KeyUp:
+			return w, w.move(-1)
+		case msg.Type == tea.KeyEnter && w.focus < len(w.fields)-1:
+			return w, w.move(1)
+		case msg.Type == tea.KeyEnter, msg.String() == "ctrl+s":
+			return w, w.submit()
+		case msg.Type == tea.KeyRight && w.fields[w.focus].input.Position() == len(w.fields[w.focus].input.Value()):
+			if s := w.fields[w.focus].input.CurrentSuggestion(); s != "" {
+				w.fields[w.focus].input.SetValue(s)
+				w.fields[w.focus].input.CursorEnd()
+				w.recheck()
+				return w, nil
+			}
+		}
+	}
+	var cmd tea.Cmd
+	w.fields[w.focus].input, cmd = w.fields[w.focus].input.Update(msg)
+	w.err = ""
+	w.recheck()
+	return w, cmd
+}
+
+func (w *FormWizard) submit() tea.Cmd {
+	w.recheck()
+	if len(w.problems) > 0 {
+		w.err = "fix the fields marked ✗ first"
+		return nil
+	}
+	res, err := w.Submit(w.Input())
+	if err != nil {
+		w.err = err.Error()
+		return nil
+	}
+	w.result, w.done = res, true
+	return nil
+}
+
+// View draws the form, or the result.
+func (w *FormWizard) View() string {
+	st := w.ctx.Styles
+	out := []string{st.Title.Render("sitecon — form a cluster (no controller needed)"), ""}
+	if w.result != nil {
+		out = append(out, w.result.Summary...)
+		out = append(out, "", st.OK.Render("wrote "+w.result.Written), "",
+			"On each other node run its line (they carry the cluster token; keep them private).",
+			"They are printed again when you leave, to copy from the terminal:", "")
+		for _, j := range w.result.Joins {
+			out = append(out, j)
+		}
+		out = append(out, "", st.Muted.Render("any key to leave"))
+		return strings.Join(out, "\n")
+	}
+	shown := map[string]bool{}
+	for i, f := range w.fields {
+		label := fmt.Sprintf("%-18s", f.label)
+		mark := st.OK.Render("✓")
+		problems := w.problems[f.key]
+		// Node problems show once, under the server list.
+		if f.key == FieldNodes && shown[f.key] {
+			problems = nil
+		}
+		shown[f.key] = true
+		if len(problems) > 0 {
+			mark = st.Bad.Render("✗")
+		}
+		cursor := "  "
+		if i == w.focus {
+			cursor = st.Key.Render("> ")
+			label = st.Section.Render(label)
+		}
+		out = append(out, cursor+mark+" "+label+" "+f.input.View())
+		out = append(out, "      "+st.Muted.Render(f.hint))
+		for _, p := range problems {
+			out = append(out, "      "+st.Bad.Render(p))
+		}
+	}
+	out = append(out, "")
+	if w.err != "" {
+		out = append(out, st.Bad.Render(w.err))
+	}
+	out = append(out, st.Muted.Render("tab/↑/↓ move · → completes · enter on the last field forms · esc quits"))
+	return strings.Join(out, "\n")
+}
