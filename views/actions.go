@@ -202,9 +202,14 @@ func (a *App) openMigrate(rowID string) tea.Cmd {
 }
 
 func (d *dialog) refuse(reasons []string) {
+	d.lines = append(d.lines, reasons...)
+	d.refused(reasons)
+}
+
+// refused ends the dialog with a refusal already shown in its lines.
+func (d *dialog) refused(reasons []string) {
 	d.state, d.failed = dialogDone, true
 	d.result = "refused: " + strings.Join(reasons, "; ")
-	d.lines = append(d.lines, reasons...)
 	d.rec.Preflight = reasons
 	d.rec.Outcome = audit.OutcomeRefused
 	d.actions.record(d.rec)
@@ -228,7 +233,7 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 	}
 	d.lines = append(d.lines, fmt.Sprintf("pods to evict (%d): %s", len(p.Evict), strings.Join(p.Evict, ", ")))
 	if p.Refused() {
-		d.refuse(p.Refusals)
+		d.refused(p.Refusals)
 		return
 	}
 	d.rec.Preflight = append(p.Warnings, fmt.Sprintf("evict %d pod(s)", len(p.Evict)))

@@ -202,7 +202,12 @@ func TestConsoleNodeActions(t *testing.T) {
 	if !unschedulable("node-c") {
 		t.Fatal("the console's cordon did not cordon node-c")
 	}
-	c.keys("Escape")
+	// Escape alone: followed at once by another key, a terminal reads alt+key.
+	closeDialog := func() {
+		c.keys("Escape")
+		c.waitScreen(5*time.Second, "dialog closed", func(s string) bool { return strings.Contains(s, "ROLES") })
+	}
+	closeDialog()
 	c.waitScreen(5*time.Second, "node-c cordoned on screen", func(s string) bool { return strings.Contains(lineWith(s, "node-c"), "cordoned") })
 	c.keys("u")
 	c.waitScreen(5*time.Second, "uncordon dialog", func(s string) bool { return strings.Contains(s, "Uncordon node-c?") })
@@ -211,8 +216,7 @@ func TestConsoleNodeActions(t *testing.T) {
 	if unschedulable("node-c") {
 		t.Fatal("the console's uncordon left node-c cordoned")
 	}
-	c.keys("Escape")
-
+	closeDialog()
 	c.keys("k", "d") // node-b
 	c.waitScreen(15*time.Second, "drain of node-b refused", func(s string) bool {
 		return strings.Contains(s, "refused") && strings.Contains(s, "only healthy replica")
@@ -220,14 +224,16 @@ func TestConsoleNodeActions(t *testing.T) {
 	if unschedulable("node-b") {
 		t.Fatal("a refused drain cordoned node-b")
 	}
-	c.keys("Escape", "j", "d") // node-c
+	closeDialog()
+	c.keys("j", "d") // node-c
 	c.waitScreen(15*time.Second, "drain of node-c asks", func(s string) bool { return strings.Contains(s, "Drain node-c? y to go on") })
 	c.keys("y")
 	c.waitScreen(60*time.Second, "drain of node-c done", func(s string) bool { return strings.Contains(s, "done: drain node-c") })
 	if !unschedulable("node-c") {
 		t.Fatal("a drained node must stay cordoned")
 	}
-	c.keys("Escape", "u")
+	closeDialog()
+	c.keys("u")
 	c.waitScreen(5*time.Second, "uncordon dialog", func(s string) bool { return strings.Contains(s, "Uncordon node-c?") })
 	c.keys("y")
 	c.waitScreen(10*time.Second, "uncordon done", func(s string) bool { return strings.Contains(s, "done: uncordon node-c") })
