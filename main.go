@@ -235,6 +235,26 @@ func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
 	return sum
 }
 
+// auditEvents are the latest actions recorded on this device, for the
+// Events screen.
+func auditEvents(path string, max int) []views.AgentEvent {
+	recs, err := audit.Read(path)
+	if err != nil {
+		return nil
+	}
+	recs = recs[len(recs)-min(len(recs), max):]
+	var out []views.AgentEvent
+	for _, r := range recs {
+		msg := r.Outcome + " by " + r.User
+		if r.Error != "" {
+			msg += ": " + r.Error
+		}
+		out = append(out, views.AgentEvent{Source: "audit", Time: r.Time, Kind: r.Action, Subject: r.Target, Message: msg,
+			Warning: r.Outcome == audit.OutcomeRefused || r.Outcome == audit.OutcomeFailed})
+	}
+	return out
+}
+
 // runConsole opens the console. It starts even when the cluster cannot be
 // read (it shows why, and the agent's local state) and never exits on its
 // own: only q or Ctrl-C end it.
@@ -276,7 +296,11 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket string) error {
 		app.SetActions(actions)
 	}
 	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
-	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary { return agentSummary(ctx, agentSocket) }, problem, prog.Send)
+	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary {
+		sum := agentSummary(ctx, agentSocket)
+		sum.Events = append(sum.Events, auditEvents(g.auditLog, 200)...)
+		return sum
+	}, problem, prog.Send)
 	log.Info("console started", "readonly", g.readOnly)
 	_, err = prog.Run()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {

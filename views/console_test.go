@@ -61,6 +61,7 @@ func sampleFrame() Frame {
 		Agent: &AgentSummary{Running: true, Node: "node-a", Role: "seed", Phase: "joined", Since: now.Add(-48 * time.Hour), ClusterIP: "10.244.244.1", ClusterIPReady: true,
 			Events: []AgentEvent{
 				{Time: now.Add(-20 * time.Second), Kind: "refusal", Subject: "historian", Warning: true, Message: "pinned app historian is on lost node node-b; not moved"},
+				{Source: "audit", Time: now.Add(-30 * time.Second), Kind: "cordon", Subject: "node-b", Message: "done by tech via ssh from 192.168.1.20"},
 				{Time: now.Add(-60 * time.Second), Kind: "move", Subject: "hmi", Message: "hmi moved from node-b to node-a"},
 				{Time: now.Add(-65 * time.Second), Kind: "node", Subject: "node-b", Warning: true, Message: "node-b is not Ready"},
 			}}}
@@ -268,7 +269,7 @@ func TestEventsMergeAgentTimeline(t *testing.T) {
 	a := newTestApp(160, 48)
 	a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("6")})
 	v := a.View()
-	order := []string{"NodeNotReady", "agent:refusal", "agent:move", "agent:node", "Scheduled"}
+	order := []string{"NodeNotReady", "agent:refusal", "audit:cordon", "agent:move", "agent:node", "Scheduled"}
 	last := -1
 	for _, want := range order {
 		i := strings.Index(v, want)

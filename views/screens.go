@@ -200,7 +200,11 @@ func newEvents(ctx *ui.Context) screen {
 		}
 		if f.Agent != nil {
 			for i, e := range f.Agent.Events {
-				all = append(all, entry{e.Time, e.Warning, "agent:" + e.Kind, e.Subject, e.Message, fmt.Sprintf("a%d/%s", i, e.Kind)})
+				source := e.Source
+				if source == "" {
+					source = "agent"
+				}
+				all = append(all, entry{e.Time, e.Warning, source + ":" + e.Kind, e.Subject, e.Message, fmt.Sprintf("a%d/%s", i, e.Kind)})
 			}
 		}
 		slices.SortStableFunc(all, func(a, b entry) int { return b.at.Compare(a.at) })

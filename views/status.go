@@ -53,12 +53,14 @@ type AgentSummary struct {
 	ClusterIPReady bool      `json:"clusterIPReady,omitempty"`
 	ConfigError    string    `json:"configError,omitempty"`
 	// Events is the agent's timeline (moves, failovers, refusals, node and
-	// leader changes), newest first.
+	// leader changes) and the actions taken here, newest first.
 	Events []AgentEvent `json:"-"`
 }
 
-// AgentEvent is one entry of the agent's timeline.
+// AgentEvent is one entry of the agent's timeline, or of the audit log of
+// actions taken on this device (Source "audit").
 type AgentEvent struct {
+	Source  string // "agent" (default) or "audit"
 	Time    time.Time
 	Kind    string
 	Subject string
