@@ -53,7 +53,8 @@ demo: build sitebox
 
 # PNGs of the console's real frames (the golden-frame path, in colour) for
 # the README, through charmbracelet/freeze (built once into the cache) and
-# rsvg-convert (Debian's librsvg2-bin).
+# rsvg-convert (Debian's librsvg2-bin). freeze sometimes reads no output
+# from the command it runs in its pty: each frame gets three tries.
 FREEZE   := $(HOME)/.cache/sitecon/tools/freeze-v0.2.2
 MONOFONT := /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf
 screenshots:
@@ -64,7 +65,9 @@ screenshots:
 	  mkdir -p screenshots && for f in $$frames/*.ansi; do \
 	    name=$$(basename $$f .ansi); \
 	    font=""; test -f $(MONOFONT) && font="--font.file $(MONOFONT) --font.family DejaVuSansMono"; \
-	    $(FREEZE) -x "cat $$f" -o screenshots/$$name.png --window $$font </dev/null >/dev/null || exit 1; \
+	    ok=""; for try in 1 2 3; do \
+	      if $(FREEZE) -x "cat $$f" -o screenshots/$$name.png --window $$font </dev/null >/dev/null 2>&1; then ok=1; break; fi; \
+	    done; test -n "$$ok" || { echo "freeze failed on $$name"; exit 1; }; \
 	    echo "screenshots/$$name.png"; \
 	  done
 

@@ -209,7 +209,8 @@ func (d *dialog) refuse(reasons []string) {
 // refused ends the dialog with a refusal already shown in its lines.
 func (d *dialog) refused(reasons []string) {
 	d.state, d.failed = dialogDone, true
-	d.result = "refused: " + strings.Join(reasons, "; ")
+	// The reasons are in the lines above: the verdict says what it means.
+	d.result = "refused: nothing was changed"
 	d.rec.Preflight = reasons
 	d.rec.Outcome = audit.OutcomeRefused
 	d.actions.record(d.rec)

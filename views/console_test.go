@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/keymap"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
@@ -392,6 +393,69 @@ func TestWriteScreenshotFrames(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%s.ansi", i+1, name)), []byte(a.View()+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.ANSI)
+	ctx := ui.NewContext(r, func() time.Time { return now }, nil)
+	ctx.Width, ctx.Height = 100, 24
+	a := drainDialogApp(ctx, refusedDrain())
+	if err := os.WriteFile(filepath.Join(dir, "7-drain-refused.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func refusedDrain() kube.Preflight {
+	return kube.Preflight{Node: "node-b",
+		Refusals: []string{"server node-c is NotReady: draining node-b too would leave etcd without quorum",
+			"node-b holds the only healthy replica of pvc-3f2a (eve-kube-app/historian-data-9a7e0000)"},
+		Warnings: []string{"pinned app historian runs on node-b and will stop until the node is back"},
+		Evict:    []string{"eve-kube-app/plc-gateway-5b0f7c1e-7d9f-x2", "kube-system/coredns-d65cb6875-qkdhz"},
+		Notes:    []string{"Longhorn node-drain-policy: block-if-contains-last-replica (its PodDisruptionBudgets are honoured: pods are evicted, never deleted)"}}
+}
+
+// drainDialogApp is the console on the nodes screen with a drain dialog
+// that got the preflight p.
+func drainDialogApp(ctx *ui.Context, p kube.Preflight) *App {
+	a := NewApp(ctx)
+	a.SetActions(&Actions{})
+	a.Update(FrameMsg(sampleFrame()))
+	press(a, "2")
+	a.openDialog("drain "+p.Node, audit.Record{Action: "drain", Target: p.Node})
+	a.Update(preflightMsg{p: p})
+	return a
+}
+
+// The drain dialog: a refusal lists every reason and closes on any key;
+// pinned apps need the node name typed, and a wrong name does not start it.
+func TestDrainDialog(t *testing.T) {
+	a := drainDialogApp(testContext(120, 30), refusedDrain())
+	v := a.View()
+	for _, want := range []string{"REFUSED  server node-c is NotReady", "REFUSED  node-b holds the only healthy replica", "refused: ", "any key to close"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("refused dialog lacks %q:\n%s", want, v)
+		}
+	}
+	press(a, "x")
+	if a.dialog != nil {
+		t.Fatal("any key closes a finished dialog")
+	}
+
+	pinned := refusedDrain()
+	pinned.Refusals = nil
+	a = drainDialogApp(testContext(120, 30), pinned)
+	if !strings.Contains(a.View(), `Type "node-b" and enter`) {
+		t.Fatalf("pinned apps need the name typed:\n%s", a.View())
+	}
+	for _, r := range "node-c" {
+		a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	a.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if a.dialog == nil || a.dialog.state != dialogConfirm || !strings.Contains(a.View(), `type "node-b" exactly`) {
+		t.Fatalf("a wrong name started the drain:\n%s", a.View())
+	}
+	a.Update(tea.KeyMsg{Type: tea.KeyEsc})
+	if a.dialog != nil {
+		t.Fatal("esc cancels")
 	}
 }
 

@@ -229,7 +229,7 @@ func TestConsoleNodeActions(t *testing.T) {
 	closeDialog()
 	c.keys("k", "d") // node-b
 	c.waitScreen(15*time.Second, "drain of node-b refused", func(s string) bool {
-		return strings.Contains(s, "refused") && strings.Contains(s, "only healthy replica")
+		return strings.Contains(s, "refused: nothing was changed") && strings.Contains(s, "only healthy replica")
 	})
 	if unschedulable("node-b") {
 		t.Fatal("a refused drain cordoned node-b")
