@@ -116,12 +116,12 @@ type AppsAgent struct {
 	timeline *Timeline
 	kick     chan struct{}
 
-	mu          sync.Mutex
-	set         AppSet
-	lastGood    AppFiles
-	apps        []AppState
-	node        NodeState
-	subscribers map[chan struct{}]struct{}
+	mu       sync.Mutex
+	set      AppSet
+	lastGood AppFiles
+	apps     []AppState
+	node     NodeState
+	changes  kube.Broadcast
 
 	// Only the reconcile loop touches these.
 	placed      *placedCache
@@ -160,7 +160,6 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 		recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName}),
 		timeline:    NewTimeline(500),
 		kick:        make(chan struct{}, 1),
-		subscribers: map[chan struct{}]struct{}{},
 		lastRunning: map[string]string{},
 		nodeReady:   map[string]bool{},
 		reported:    map[types.UID]FailoverAction{},
@@ -191,28 +190,9 @@ func (a *AppsAgent) Timeline() []TimelineEvent { return a.timeline.Events() }
 
 // Subscribe returns a channel that receives a value after the published
 // state changed (coalesced), and a function to unsubscribe.
-func (a *AppsAgent) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	a.mu.Lock()
-	a.subscribers[ch] = struct{}{}
-	a.mu.Unlock()
-	return ch, func() {
-		a.mu.Lock()
-		delete(a.subscribers, ch)
-		a.mu.Unlock()
-	}
-}
+func (a *AppsAgent) Subscribe() (<-chan struct{}, func()) { return a.changes.Subscribe() }
 
-func (a *AppsAgent) notify() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for ch := range a.subscribers {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+func (a *AppsAgent) notify() { a.changes.Notify() }
 
 func (a *AppsAgent) wake() {
 	select {

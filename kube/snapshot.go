@@ -109,10 +109,10 @@ type Snapshot struct {
 	hasKubeVirt   bool
 	robustness    map[string]RobustnessMark
 	// appNodes is where each app (by AppKey) was last seen running.
-	appNodes    map[string]string
-	appMoves    map[string]AppMove
-	subscribers map[chan struct{}]struct{}
-	syncedCh    chan struct{}
+	appNodes map[string]string
+	appMoves map[string]AppMove
+	changes  Broadcast
+	syncedCh chan struct{}
 
 	core      informers.SharedInformerFactory
 	leases    informers.SharedInformerFactory
@@ -128,13 +128,12 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger) (*Snapshot, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Snapshot{
-		log:         log,
-		now:         time.Now,
-		robustness:  map[string]RobustnessMark{},
-		appNodes:    map[string]string{},
-		appMoves:    map[string]AppMove{},
-		subscribers: map[chan struct{}]struct{}{},
-		syncedCh:    make(chan struct{}),
+		log:        log,
+		now:        time.Now,
+		robustness: map[string]RobustnessMark{},
+		appNodes:   map[string]string{},
+		appMoves:   map[string]AppMove{},
+		syncedCh:   make(chan struct{}),
 	}
 	// Every response tells whether the API server is reachable, watches
 	// included, so health needs no polling of its own.
@@ -345,28 +344,9 @@ func (s *Snapshot) Synced() bool {
 // Subscribe returns a channel that receives a value after any change. Bursts
 // coalesce into one pending notification, so a slow reader never blocks the
 // informers. Call the returned function to unsubscribe.
-func (s *Snapshot) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	s.subscribers[ch] = struct{}{}
-	s.mu.Unlock()
-	return ch, func() {
-		s.mu.Lock()
-		delete(s.subscribers, ch)
-		s.mu.Unlock()
-	}
-}
+func (s *Snapshot) Subscribe() (<-chan struct{}, func()) { return s.changes.Subscribe() }
 
-func (s *Snapshot) notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subscribers {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+func (s *Snapshot) notify() { s.changes.Notify() }
 
 // Health reports whether the API server answered the last request.
 func (s *Snapshot) Health() Health {

@@ -143,6 +143,35 @@ func TestMigrateApps(t *testing.T) {
 	}
 }
 
+// singleReplicaVolume creates a Longhorn volume whose one replica is on
+// node, waits until it is healthy, and removes it (replicas included) after
+// the test.
+func singleReplicaVolume(t *testing.T, site *sitebox.TestSite, name, node string) {
+	t.Helper()
+	ctx := context.Background()
+	lh := longhornClient(t, site)
+	volumes := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace)
+	vol := sitebox.LonghornVolume(name, 1<<30, 1)
+	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: node}
+	if _, err := volumes.Create(ctx, vol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = volumes.Delete(ctx, name, metav1.DeleteOptions{})
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			reps, err := lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=" + name})
+			return err == nil && len(reps.Items) == 0, nil
+		})
+	})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		v, err := volumes.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy, nil
+	})
+	if err != nil {
+		t.Fatalf("the single-replica volume %s never turned healthy", name)
+	}
+}
+
 // Drain refused: node-b holds the only healthy replica of a volume. Nothing
 // is cordoned and not one pod is evicted.
 func TestDrainRefusedLastReplica(t *testing.T) {
@@ -150,22 +179,7 @@ func TestDrainRefusedLastReplica(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
-	lh := longhornClient(t, site)
-	vol := sitebox.LonghornVolume("vol-only-b", 1<<30, 1)
-	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: "node-b"}
-	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Delete(ctx, vol.Name, metav1.DeleteOptions{})
-	})
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		v, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Get(ctx, vol.Name, metav1.GetOptions{})
-		return err == nil && v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy, nil
-	})
-	if err != nil {
-		t.Fatal("the single-replica volume never turned healthy")
-	}
+	singleReplicaVolume(t, site, "vol-only-b", "node-b")
 	// Every change to node-b's pods during the attempt is recorded.
 	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-b"})
 	if err != nil {

@@ -185,16 +185,8 @@ func TestConsoleNodeActions(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := t.Context()
-	lh := longhornClient(t, site)
-	vol := sitebox.LonghornVolume("vol-console-b", 1<<30, 1)
-	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: "node-b"}
-	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Delete(context.Background(), vol.Name, metav1.DeleteOptions{})
-		_, _ = kube.Cordon(context.Background(), cs, "node-c", false)
-	})
+	singleReplicaVolume(t, site, "vol-console-b", "node-b")
+	t.Cleanup(func() { _, _ = kube.Cordon(context.Background(), cs, "node-c", false) })
 	auditLog := t.TempDir() + "/audit.jsonl"
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog)
 	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
