@@ -38,6 +38,18 @@ type AppConfig struct {
 	NodeSelectLabels map[string]string `json:"node_select_labels,omitempty"`
 	VolumeRefs       []string          `json:"volume_refs,omitempty"`
 	Resources        AppResources      `json:"resources,omitzero"`
+	// EnableVNC and VNCDisplay are EVE's VM console settings: the VM's VNC
+	// server listens on port 5900 + display.
+	EnableVNC  bool `json:"enable_vnc,omitempty"`
+	VNCDisplay int  `json:"vnc_display,omitempty"`
+}
+
+// VNCPort is the VM's VNC port, 0 when it has none.
+func (a AppConfig) VNCPort() int {
+	if a.Kind != KindVM || !a.EnableVNC {
+		return 0
+	}
+	return 5900 + a.VNCDisplay
 }
 
 // AppResources are an app's requests, as Kubernetes quantities.
@@ -181,6 +193,9 @@ func ParseAppConfig(data []byte) (AppConfig, error) {
 		if !uuidPattern.MatchString(ref) {
 			add("volume_refs", fmt.Sprintf("%q is not a volume UUID", ref))
 		}
+	}
+	if a.VNCDisplay < 0 || a.VNCDisplay > 99 {
+		add("vnc_display", fmt.Sprintf("%d: use 0 to 99 (port 5900 + display)", a.VNCDisplay))
 	}
 	for field, q := range map[string]string{"resources.cpu": a.Resources.CPU, "resources.memory": a.Resources.Memory} {
 		if q == "" {

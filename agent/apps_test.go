@@ -255,10 +255,16 @@ func TestLayoutApp(t *testing.T) {
 	if _, found, _ := unstructured.NestedSlice(vmi.Object.Object, "spec", "tolerations"); found {
 		t.Fatal("pinned apps keep the cluster's default tolerations")
 	}
-	pinned.Affinity = AffinityPreferred
+	pinned.Affinity, pinned.EnableVNC, pinned.VNCDisplay = AffinityPreferred, true, 2
 	rs, _ := LayoutApp(pinned, nodeA, "node-a", vols, PlacementOptions{MoveAfter: 5 * time.Second})
 	if rs.GVR != GVRVMIRS {
 		t.Fatalf("auto VM laid out as %v", rs.GVR)
+	}
+	if port, _, _ := unstructured.NestedString(rs.Object.Object, "spec", "template", "metadata", "annotations", kube.AnnotationVNCPort); port != "5902" {
+		t.Fatalf("the VMIs do not carry the VNC port: %q", port)
+	}
+	if rs.Object.GetAnnotations()[AnnotationDNId] != nodeA {
+		t.Fatal("the workload lost its DNId annotation")
 	}
 	if _, err := LayoutApp(testApp(), nodeA, "node-a", nil, PlacementOptions{}); err == nil || !strings.Contains(err.Error(), "no config") {
 		t.Fatalf("missing volume config: %v", err)

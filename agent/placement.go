@@ -153,6 +153,10 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 	}
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}}
 	annotations := map[string]string{AnnotationDNId: dnid, AnnotationConfigDNId: app.DesignatedNodeID}
+	var vmAnnotations map[string]string
+	if port := app.VNCPort(); port > 0 {
+		vmAnnotations = map[string]string{kube.AnnotationVNCPort: strconv.Itoa(port)}
+	}
 
 	if app.Kind == KindContainer {
 		pod := corev1.PodSpec{
@@ -198,6 +202,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: ClaimName(v)}}}})
 	}
 	if app.Pinned() {
+		meta.Annotations = vmAnnotations
 		vmi := &kvv1.VirtualMachineInstance{
 			TypeMeta:   metav1.TypeMeta{APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstance"},
 			ObjectMeta: meta, Spec: vmSpec,
@@ -209,7 +214,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 		ObjectMeta: meta,
 		Spec: kvv1.VirtualMachineInstanceReplicaSetSpec{
 			Replicas: ptr.To[int32](1), Selector: selector,
-			Template: &kvv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: vmSpec},
+			Template: &kvv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: vmAnnotations}, Spec: vmSpec},
 		},
 	}
 	return finish(GVRVMIRS, rs, annotations)
@@ -249,7 +254,10 @@ func finish(gvr schema.GroupVersionResource, obj runtime.Object, annotations map
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
-	ann := map[string]string{}
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
 	maps.Copy(ann, annotations)
 	u.SetAnnotations(ann)
 	data, err := json.Marshal(u.Object)

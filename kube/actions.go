@@ -30,6 +30,8 @@ const (
 	// AnnotationConfigDNId on an app's workload is its designated_node_id
 	// in the app config; an override must name it to hold.
 	AnnotationConfigDNId = "sitecon.io/config-dnid"
+	// AnnotationVNCPort on a VM app's VMI is the port of its VNC console.
+	AnnotationVNCPort = "sitecon.io/vnc-port"
 	// ClusterKeySeedNode names the seed node in the sitecon-cluster ConfigMap.
 	ClusterKeySeedNode = "seed_node"
 	// ClusterKeyNodes lists the cluster's nodes (comma-separated) in the

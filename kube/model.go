@@ -3,6 +3,7 @@ package kube
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -190,6 +191,8 @@ type AppStatus struct {
 	// LastMove is the last time the snapshot saw the app start running on
 	// another node than before.
 	LastMove *AppMove `json:"lastMove,omitempty"`
+	// VNCPort is a VM's VNC console port on its node (0: none).
+	VNCPort int `json:"vncPort,omitempty"`
 	// Requires are the node requirements of its affinity besides the node
 	// name (its node-select labels): a node it moves to must meet them.
 	Requires []corev1.NodeSelectorRequirement `json:"requires,omitempty"`
@@ -506,6 +509,7 @@ func appStatuses(d Data) []AppStatus {
 		designated, mode := affinityTarget(vmi.Spec.Affinity)
 		out = append(out, AppStatus{
 			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(vmi.Labels, vmi.Name)), Requires: nodeRequirements(vmi.Spec.Affinity),
+			VNCPort:   vncPort(vmi.Annotations),
 			Name:      appName(vmi.Labels, vmi.Name),
 			UUID:      vmi.Labels[LabelAppUUID],
 			Namespace: vmi.Namespace,
@@ -542,6 +546,14 @@ func appStatuses(d Data) []AppStatus {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Object, b.Object))
 	})
 	return out
+}
+
+func vncPort(annotations map[string]string) int {
+	port, err := strconv.Atoi(annotations[AnnotationVNCPort])
+	if err != nil || port <= 0 || port > 65535 {
+		return 0
+	}
+	return port
 }
 
 func lastMove(d Data, key string) *AppMove {

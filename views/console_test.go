@@ -44,7 +44,7 @@ func sampleFrame() Frame {
 		kube.VolumeStatus{Name: "vol-plc", State: "attached", Robustness: "healthy", Since: now.Add(-3 * time.Hour), Size: 10 << 30, ActualSize: 1 << 30, Node: "node-c", WantReplicas: 3,
 			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-c", State: kube.ReplicaHealthy}}})
 	st.Apps = []kube.AppStatus{
-		{Name: "hmi", Kind: kube.AppKindVM, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-x",
+		{Name: "hmi", Kind: kube.AppKindVM, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-x", VNCPort: 5901,
 			LastMove: &kube.AppMove{At: now.Add(-75 * time.Second), From: "node-b", To: "node-a"}},
 		{Name: "historian", Kind: kube.AppKindVM, Mode: kube.AppModePinned, DesignatedNode: "node-b", Node: "node-b", Phase: "Scheduled", Object: "historian"},
 		{Name: "plc-gateway", Kind: kube.AppKindContainer, Mode: kube.AppModeAuto, DesignatedNode: "node-c", Node: "node-c", Phase: "Running", Ready: true, Object: "plc-gateway-1"},

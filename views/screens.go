@@ -160,7 +160,7 @@ func newVolumes(ctx *ui.Context) screen {
 
 func newApps(ctx *ui.Context) screen {
 	cols := []ui.Column{{Title: "NAME", Width: 12, Flex: true}, {Title: "KIND", Width: 9}, {Title: "MODE", Width: 6}, {Title: "DESIGNATED", Width: 10},
-		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10}, {Title: "LAST MOVE", Width: 20}}
+		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10}, {Title: "LAST MOVE", Width: 20}, {Title: "VNC", Width: 5, HideBelow: 100}}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, a := range f.Status.Apps {
@@ -176,8 +176,12 @@ func newApps(ctx *ui.Context) screen {
 			if m := a.LastMove; m != nil {
 				move = ui.Cell{Text: fmt.Sprintf("%s %s→%s", Age(m.At, now, true), m.From, m.To), Key: durationKey(m.At, now)}
 			}
+			vnc := plain("-")
+			if a.VNCPort > 0 {
+				vnc = plain(fmt.Sprint(a.VNCPort))
+			}
 			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
-				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move,
+				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc,
 			}})
 		}
 		return rows

@@ -44,12 +44,12 @@ func LonghornVolume(name string, sizeBytes int64, replicas int) *lhv1beta2.Volum
 // DemoApp is one app of the demo site.
 type DemoApp struct {
 	Name, UUID, Kind, Node string
-	Pinned                 bool
+	Pinned, VNC            bool
 }
 
 // DemoApps are the demo site's apps: two VMs and two containers, one pinned.
 var DemoApps = []DemoApp{
-	{Name: "hmi", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d01", Kind: agent.KindVM, Node: "node-a"},
+	{Name: "hmi", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d01", Kind: agent.KindVM, Node: "node-a", VNC: true},
 	{Name: "historian", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d02", Kind: agent.KindVM, Node: "node-b", Pinned: true},
 	{Name: "plc-gateway", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d03", Kind: agent.KindContainer, Node: "node-b"},
 	{Name: "mqtt-broker", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d04", Kind: agent.KindContainer, Node: "node-c"},
@@ -73,6 +73,7 @@ func WriteDemoApps(dir string) error {
 		if app.Pinned {
 			cfg.Affinity = agent.AffinityRequired
 		}
+		cfg.EnableVNC = app.VNC
 		for path, v := range map[string]any{
 			filepath.Join(dir, "volumes", vol.Name+".json"): vol,
 			filepath.Join(dir, "apps", app.Name+".json"):    cfg,
