@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -228,7 +230,7 @@ func runDrain(a *action, node string, d *drainFlags, question string) error {
 		return a.finish(audit.OutcomeDryRun, nil)
 	}
 	typed := ""
-	if d.force || a.rec.Action == "remove-node" {
+	if d.force || a.rec.Action == "remove-node" || a.rec.Action == "replace-node" {
 		typed = node
 	}
 	if err := a.confirmed(fmt.Sprintf(question, node, len(p.Evict)), typed); err != nil {
@@ -313,7 +315,74 @@ give the new one a join bundle with the old one's cluster IP
 	}
 	f.register(remove)
 	d.register(remove)
-	node.AddCommand(remove)
+
+	add := newJoinInfoCmd(g)
+	add.Use = "add --role server|agent|edgeworker --node-name NAME"
+	add.Short = "Show what a new node needs to join (the join bundle, or an edgeworker's k3s config)"
+
+	rf, rd := &actionFlags{}, &drainFlags{}
+	var configPath, role, newUUID string
+	replace := &cobra.Command{
+		Use:   "replace OLD NEW --node-uuid UUID",
+		Short: "Remove OLD (drain with its preflight, then delete), then show NEW's join bundle at OLD's cluster address",
+		Long: `Replace a device: OLD is removed as by 'sitecon node remove' (its name
+must be typed), and the join bundle for NEW is printed with OLD's cluster
+address, so the site's addressing stays as it was. Run 'sitecon form --join'
+with it on the new device. Needs this node's cluster config (--config) for
+the bundle.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			old, name := args[0], args[1]
+			if role != "server" && role != "agent" {
+				return fmt.Errorf("--role must be server or agent, not %q", role)
+			}
+			if newUUID == "" {
+				return errors.New("--node-uuid is required: the new device's UUID")
+			}
+			// The bundle needs this node's config: check it before anything changes.
+			if _, err := agent.LoadConfig(configPath); err != nil {
+				return fmt.Errorf("the join bundle needs this node's cluster config: %w", err)
+			}
+			a, err := beginAction(cmd, g, rf, "replace-node", old+" → "+name)
+			if err != nil {
+				return err
+			}
+			n, ok := a.snap.Node(old)
+			if !ok {
+				return a.finish(audit.OutcomeRefused, fmt.Errorf("%s: %w", old, kube.ErrUnknownNode))
+			}
+			ip := kube.InternalIP(n)
+			if ip == "" {
+				return a.finish(audit.OutcomeRefused, fmt.Errorf("%s has no internal address to hand on", old))
+			}
+			if err := runDrain(a, old, rd, "Replace %s: evict %d pod(s), delete it, then print the new node's bundle?"); err != nil || a.rec.Outcome != "" {
+				return err
+			}
+			if err := kube.RemoveNode(cmd.Context(), a.snap.Clients().Core, old); err != nil {
+				return a.finish(audit.OutcomeFailed, err)
+			}
+			fmt.Fprintf(a.out(), "%s removed from the cluster; %s takes its address %s\n\n", old, name, ip)
+			a.rec.Detail = fmt.Sprintf("%s removed; %s joins at %s", old, name, ip)
+			if err := a.finish(audit.OutcomeDone, nil); err != nil {
+				return err
+			}
+			info := newJoinInfoCmd(g)
+			info.SetOut(cmd.OutOrStdout())
+			info.SetContext(cmd.Context())
+			for flag, value := range map[string]string{"config": configPath, "role": role, "node-name": name, "node-ip": ip, "node-uuid": newUUID} {
+				if err := info.Flags().Set(flag, value); err != nil {
+					return err
+				}
+			}
+			return info.RunE(info, nil)
+		},
+	}
+	rf.register(replace)
+	rd.register(replace)
+	replace.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config (for the bundle)")
+	replace.Flags().StringVar(&role, "role", "server", "the new node's role: server or agent")
+	replace.Flags().StringVar(&newUUID, "node-uuid", "", "the new device's UUID")
+	node.AddCommand(remove, add, replace)
 	return node
 }
 

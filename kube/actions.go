@@ -392,7 +392,7 @@ func SeedCheck(d Data, node string) error {
 			return fmt.Errorf("%s is not Ready: the seed must answer joiners now", node)
 		case n.Labels[LabelEtcd] != "true":
 			return fmt.Errorf("%s is not an etcd member: only a server with etcd can be the seed", node)
-		case internalIP(n) == "":
+		case InternalIP(n) == "":
 			return fmt.Errorf("%s has no internal address to join through", node)
 		}
 		return nil
@@ -410,7 +410,7 @@ func SetSeed(ctx context.Context, cs kubernetes.Interface, d Data, node string) 
 	var ip string
 	for _, n := range d.Nodes {
 		if n.Name == node {
-			ip = internalIP(n)
+			ip = InternalIP(n)
 		}
 	}
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{ClusterKeyJoinServerIP: ip, ClusterKeySeedNode: node}})
@@ -421,7 +421,8 @@ func SetSeed(ctx context.Context, cs kubernetes.Interface, d Data, node string) 
 	return ip, err
 }
 
-func internalIP(n *corev1.Node) string {
+// InternalIP is a node's internal (cluster) address, or "".
+func InternalIP(n *corev1.Node) string {
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
 			return a.Address

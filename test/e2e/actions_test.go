@@ -19,6 +19,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -560,5 +561,62 @@ func TestRemoveNodeAndReadOnly(t *testing.T) {
 	}
 	if st, err := os.Stat(auditLog); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("audit log mode: %v %v", st.Mode(), err)
+	}
+}
+
+// Replace node: the old node is removed (name typed) and the new one's join
+// bundle carries the old node's cluster address.
+func TestReplaceNode(t *testing.T) {
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-old", Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(ctx, old.Name, metav1.DeleteOptions{}) })
+	// A patch: the node controller writes the new Node's status too.
+	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"10.244.244.9"}]}}`)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, old.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	// This node's cluster config, as formation leaves it.
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := plan.Nodes[0].Files(t.TempDir(), "")
+	if err == nil {
+		err = files.Write()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	const newUUID = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	args := []string{"node", "replace", "node-old", "node-new", "--node-uuid", newUUID, "--config", files.ConfigPath, "--yes"}
+	if out, err := act(t, site, auditLog, args...); err == nil || !strings.Contains(out, "--confirm node-old") {
+		t.Fatalf("replace without the typed name: %v\n%s", err, out)
+	}
+	out, err := act(t, site, auditLog, append(args, "--confirm", "node-old")...)
+	if err != nil {
+		t.Fatalf("replace: %v\n%s", err, out)
+	}
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-old", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("node-old still there: %v", err)
+	}
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, "sitecon form --join "); ok {
+			line = rest
+		}
+	}
+	bundle, err := agent.DecodeBundle(line)
+	if err != nil {
+		t.Fatalf("no usable join bundle in:\n%s\n%v", out, err)
+	}
+	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.9/") || bundle.ClusterID != plan.ClusterID {
+		t.Fatalf("bundle %+v does not hand node-old's address to node-new", bundle)
 	}
 }
