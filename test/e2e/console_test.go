@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -254,5 +256,47 @@ func TestConsoleNodeActions(t *testing.T) {
 	want := []string{"cordon node-c done", "uncordon node-c done", "drain node-b refused", "drain node-c done", "uncordon node-c done"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("audit log:\n%v\nwant:\n%v", got, want)
+	}
+}
+
+// Migrate through the console: filter to the app, m, the first eligible
+// node, y; the dialog follows the app to its new node and the agents agree.
+func TestConsoleMigrate(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	apps := map[string]agent.AppConfig{
+		"cons-mig": {UUID: "f2000000-0000-4000-8000-000000000001", DisplayName: "cons-mig", Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/cons:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred},
+	}
+	writeJSON(t, filepath.Join(appsDir, "apps", "cons-mig.json"), apps["cons-mig"])
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
+	}
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	t.Cleanup(func() { cleanupApps(t, cs, dynClient(t, site), agents, appsDir, apps) })
+	waitAgents(t, all, "cons-mig", 60*time.Second, "running on node-c", runningOn("node-c"))
+
+	auditLog := t.TempDir() + "/audit.jsonl"
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog)
+	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
+	c.keys("5")
+	c.waitScreen(10*time.Second, "apps screen", func(s string) bool { return strings.Contains(lineWith(s, "cons-mig"), "node-c") })
+	c.keys("/", "cons-mig", "Enter")
+	c.waitScreen(5*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /cons-mig") })
+	c.keys("m")
+	s := c.waitScreen(5*time.Second, "targets", func(s string) bool { return strings.Contains(s, "Move to") })
+	if !strings.Contains(s, "node-c  (the app runs here)") || !strings.Contains(s, "> node-a") {
+		t.Fatalf("targets: want node-a chosen and node-c explained:\n%s", s)
+	}
+	c.keys("Enter")
+	c.waitScreen(5*time.Second, "confirm", func(s string) bool { return strings.Contains(s, "Move cons-mig from node-c to node-a.") })
+	c.keys("y")
+	c.waitScreen(60*time.Second, "moved", func(s string) bool { return strings.Contains(s, "done: migrate cons-mig") })
+	waitAgents(t, all, "cons-mig", 30*time.Second, "agreed on node-a", runningOn("node-a"))
+	if rec := lastAudit(t, auditLog); rec.Action != "migrate" || rec.Outcome != audit.OutcomeDone || rec.Target != "cons-mig → node-a" {
+		t.Fatalf("audit record: %+v", rec)
 	}
 }
