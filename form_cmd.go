@@ -280,14 +280,8 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 // runFormWizard asks for the cluster in a terminal form, checks it as it is
 // typed, writes this node's config (as the seed) and prints the join lines.
 func runFormWizard(cmd *cobra.Command, dir string, force bool) error {
-	var names []string
-	if ifaces, err := net.Interfaces(); err == nil {
-		for _, i := range ifaces {
-			names = append(names, i.Name)
-		}
-	}
 	var result *formed
-	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), names, dir, force, &result)
+	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), interfaceNames(), dir, force, &result)
 	if _, err := tea.NewProgram(w, tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run(); err != nil {
 		return err
 	}
@@ -297,4 +291,15 @@ func runFormWizard(cmd *cobra.Command, dir string, force bool) error {
 	}
 	result.print(cmd.OutOrStdout())
 	return nil
+}
+
+// interfaceNames are this device's network interfaces, for the wizard.
+func interfaceNames() []string {
+	var names []string
+	if ifaces, err := net.Interfaces(); err == nil {
+		for _, i := range ifaces {
+			names = append(names, i.Name)
+		}
+	}
+	return names
 }

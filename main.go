@@ -295,6 +295,14 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket string) error {
 		}
 		app.SetActions(actions)
 	}
+	if !g.readOnly {
+		// :form forms a new cluster from the console, as the seed, into the
+		// default config directory.
+		app.SetFormWizard(func() *views.FormWizard {
+			var result *formed
+			return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)
+		})
+	}
 	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
 	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary {
 		sum := agentSummary(ctx, agentSocket)

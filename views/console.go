@@ -76,7 +76,13 @@ type App struct {
 	actions *Actions
 	dialog  *dialog
 	taskSeq int
+	// newWizard builds the formation wizard (:form); wizard is the open one.
+	newWizard func() *FormWizard
+	wizard    *FormWizard
 }
+
+// SetFormWizard enables :form, the offline formation wizard.
+func (a *App) SetFormWizard(build func() *FormWizard) { a.newWizard = build }
 
 // SetActions lets the console act on the cluster (nil: look only).
 func (a *App) SetActions(ac *Actions) { a.actions = ac }
@@ -122,6 +128,9 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return a, tick()
 	case tea.KeyMsg:
+		if a.wizard != nil {
+			return a.wizardKey(msg)
+		}
 		return a.handleKey(msg)
 	case preflightMsg:
 		if a.dialog != nil {
@@ -242,6 +251,22 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return a, nil
 }
 
+// wizardKey drives the open formation wizard; leaving it (esc, or any key
+// once formed) comes back to the console.
+func (a *App) wizardKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if msg.String() == "ctrl+c" {
+		return a, tea.Quit
+	}
+	_, cmd := a.wizard.Update(msg)
+	// Run alone the wizard quits its program; inside the console it hands
+	// control back.
+	if a.wizard.Closed() {
+		a.wizard = nil
+		return a, nil
+	}
+	return a, cmd
+}
+
 // runCommand handles :nodes, :volumes ... (any unique prefix) and :q.
 func (a *App) runCommand(cmd string) {
 	cmd = strings.TrimPrefix(strings.ToLower(cmd), ":")
@@ -250,6 +275,18 @@ func (a *App) runCommand(cmd string) {
 	}
 	if cmd == "q" || cmd == "quit" {
 		a.message = "press q to quit"
+		return
+	}
+	if cmd == "form" {
+		switch {
+		case a.ctx.ReadOnly:
+			a.message = "read-only: :form is not available"
+		case a.newWizard == nil:
+			a.message = ":form is not available here"
+		default:
+			a.wizard = a.newWizard()
+			a.wizard.Init()
+		}
 		return
 	}
 	var matches []int
@@ -303,6 +340,9 @@ func (a *App) View() string {
 	footer := a.footer(w)
 	if b := a.banner(); b != "" {
 		tabs += "\n" + ui.Fit(st.Bad.Render(b), w)
+	}
+	if a.wizard != nil {
+		return lipgloss.NewStyle().MaxWidth(w).MaxHeight(h).Render(a.wizard.View())
 	}
 	body := ""
 	if a.dialog != nil {

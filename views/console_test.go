@@ -487,3 +487,37 @@ func TestReadOnlyHidesActions(t *testing.T) {
 		t.Fatalf("drain without a cluster: dialog=%v\n%s", rw.dialog != nil, rw.View())
 	}
 }
+
+// :form opens the formation wizard inside the console; esc comes back.
+// Read-only consoles do not offer it.
+func TestFormFromConsole(t *testing.T) {
+	a := newTestApp(100, 30)
+	a.SetFormWizard(func() *FormWizard { return NewFormWizard(a.ctx, []string{"eth1"}, FormInput{}) })
+	for _, r := range ":form" {
+		a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	a.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if v := a.View(); !strings.Contains(v, "form a cluster") || !strings.Contains(v, "Cluster interface") {
+		t.Fatalf(":form did not open the wizard:\n%s", v)
+	}
+	a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}) // typed into the name, not quit
+	if a.wizard == nil {
+		t.Fatal("q in the wizard's text field left it")
+	}
+	a.Update(tea.KeyMsg{Type: tea.KeyEsc})
+	if a.wizard != nil || !strings.Contains(a.View(), "1 overview") {
+		t.Fatalf("esc did not come back to the console:\n%s", a.View())
+	}
+
+	ctx := testContext(100, 30)
+	ctx.ReadOnly = true
+	ro := NewApp(ctx)
+	ro.SetFormWizard(func() *FormWizard { return NewFormWizard(ctx, nil, FormInput{}) })
+	for _, r := range ":form" {
+		ro.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	ro.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if ro.wizard != nil || !strings.Contains(ro.View(), "read-only") {
+		t.Fatalf("read-only console opened the wizard:\n%s", ro.View())
+	}
+}

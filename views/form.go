@@ -50,7 +50,11 @@ type FormWizard struct {
 	result   *FormResult
 	err      string
 	done     bool
+	closed   bool
 }
+
+// Closed reports whether the user left the wizard.
+func (w *FormWizard) Closed() bool { return w.closed }
 
 type formField struct {
 	label, key, hint string
@@ -119,10 +123,12 @@ func (w *FormWizard) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		k := w.ctx.Keys
 		if w.done {
+			w.closed = true
 			return w, tea.Quit
 		}
 		switch {
 		case msg.Type == tea.KeyEsc || msg.String() == "ctrl+c":
+			w.closed = true
 			return w, tea.Quit
 		case key.Matches(msg, k.NextScreen), msg.Type == tea.KeyDown:
 			return w, w.move(1)
