@@ -165,6 +165,9 @@ type ReplicaStatus struct {
 	Name  string `json:"name"`
 	Node  string `json:"node"`
 	State string `json:"state"`
+	// Progress is a rebuilding replica's rebuild, 0-100, from its volume's
+	// engine; -1 when the engine does not say.
+	Progress int `json:"progress"`
 }
 
 // App kinds.
@@ -436,13 +439,23 @@ func namespaceHealth(pods []*corev1.Pod) []NamespaceHealth {
 }
 
 func volumeStatuses(d Data, now time.Time) []VolumeStatus {
+	// An engine reports each replica's address, and the rebuild progress by
+	// address.
+	progress := map[string]int{}
+	for _, e := range d.Engines {
+		for name, addr := range e.Status.CurrentReplicaAddressMap {
+			if rs, ok := e.Status.RebuildStatus[addr]; ok && rs != nil && rs.IsRebuilding {
+				progress[name] = rs.Progress
+			}
+		}
+	}
 	replicas := map[string][]ReplicaStatus{}
 	for _, r := range d.Replicas {
-		replicas[r.Spec.VolumeName] = append(replicas[r.Spec.VolumeName], ReplicaStatus{
-			Name:  r.Name,
-			Node:  r.Spec.NodeID,
-			State: ReplicaState(r),
-		})
+		rs := ReplicaStatus{Name: r.Name, Node: r.Spec.NodeID, State: ReplicaState(r), Progress: -1}
+		if p, ok := progress[r.Name]; ok && rs.State == ReplicaRebuilding {
+			rs.Progress = p
+		}
+		replicas[r.Spec.VolumeName] = append(replicas[r.Spec.VolumeName], rs)
 	}
 	out := make([]VolumeStatus, 0, len(d.Volumes))
 	for _, v := range d.Volumes {

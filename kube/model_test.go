@@ -194,10 +194,14 @@ func TestDeriveVolumes(t *testing.T) {
 			vol("vol-blank", "", ""),
 		},
 		Replicas: []*lhv1beta2.Replica{
-			replica("r3", "vol-degraded", "node-c", "", "x", lhv1beta2.InstanceStateRunning),
+			replica("r3", "vol-degraded", "node-c", "", "", lhv1beta2.InstanceStateRunning), // rebuilding
 			replica("r1", "vol-degraded", "node-a", "", "x", lhv1beta2.InstanceStateRunning),
 			replica("r2", "vol-degraded", "node-b", "2026-11-15T03:00:00Z", "x", lhv1beta2.InstanceStateError),
 		},
+		Engines: []*lhv1beta2.Engine{{Status: lhv1beta2.EngineStatus{
+			CurrentReplicaAddressMap: map[string]string{"r1": "tcp://10.42.0.5:10000", "r3": "tcp://10.42.2.5:10000"},
+			RebuildStatus:            map[string]*lhv1beta2.RebuildStatus{"tcp://10.42.2.5:10000": {IsRebuilding: true, Progress: 42}},
+		}}},
 		Robustness: map[string]RobustnessMark{
 			"vol-tracked": {Robustness: lhv1beta2.VolumeRobustnessHealthy, Since: Since{Time: tracked, Exact: true}},
 			// The cache moved on before the handler recorded it.
@@ -229,6 +233,10 @@ func TestDeriveVolumes(t *testing.T) {
 	reps := byName["vol-degraded"].Replicas
 	if len(reps) != 3 || reps[0].Node != "node-a" || reps[1].State != ReplicaFailed || reps[2].Node != "node-c" {
 		t.Errorf("replicas = %+v, want sorted by node with node-b failed", reps)
+	}
+	// The engine reports the rebuild by replica address.
+	if reps[2].State != ReplicaRebuilding || reps[2].Progress != 42 || reps[0].Progress != -1 {
+		t.Errorf("rebuild progress = %+v, want node-c rebuilding at 42%% and none for healthy node-a", reps)
 	}
 	if st.Volumes[0].Name != "vol-blank" || st.Resources.VolumeSize != 4*10<<30 {
 		t.Errorf("volumes unsorted or sizes not added: %+v", st.Resources)

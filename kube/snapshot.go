@@ -66,6 +66,7 @@ type Data struct {
 	VMIs       []*kvv1.VirtualMachineInstance
 	Volumes    []*lhv1beta2.Volume
 	Replicas   []*lhv1beta2.Replica
+	Engines    []*lhv1beta2.Engine
 	// Robustness is, per volume name, the robustness the snapshot last saw and
 	// when the volume entered it.
 	Robustness map[string]RobustnessMark
@@ -256,7 +257,8 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 			UpdateFunc: func(_, obj any) { s.trackRobustness(obj) },
 			DeleteFunc: func(obj any) { s.forgetRobustness(obj) },
 		})
-		watched = append(watched, volumes, s.longhorn.Longhorn().V1beta2().Replicas().Informer())
+		watched = append(watched, volumes, s.longhorn.Longhorn().V1beta2().Replicas().Informer(),
+			s.longhorn.Longhorn().V1beta2().Engines().Informer())
 	}
 	if hasKubeVirt {
 		// KubeVirt ships no generated informers: build one from the typed client.
@@ -508,6 +510,7 @@ func (s *Snapshot) Data() Data {
 	if s.longhorn != nil {
 		d.Volumes, _ = s.longhorn.Longhorn().V1beta2().Volumes().Lister().List(all)
 		d.Replicas, _ = s.longhorn.Longhorn().V1beta2().Replicas().Lister().List(all)
+		d.Engines, _ = s.longhorn.Longhorn().V1beta2().Engines().Lister().List(all)
 	}
 	if s.vmis != nil {
 		for _, obj := range s.vmis.GetStore().List() {

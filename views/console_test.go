@@ -40,7 +40,7 @@ func sampleFrame() Frame {
 		{Name: "kubevirt", Ready: 4}, {Name: "cdi", Ready: 2}, {Name: "eve-kube-app", Ready: 3, NotReady: 1}}
 	st.Volumes = append(st.Volumes,
 		kube.VolumeStatus{Name: "vol-hmi", State: "attached", Robustness: "degraded", Since: now.Add(-70 * time.Second), SinceExact: true, Size: 20 << 30, ActualSize: 3 << 30, Node: "node-a", WantReplicas: 3,
-			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-b", State: kube.ReplicaFailed}, {Node: "node-c", State: kube.ReplicaRebuilding}}},
+			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-b", State: kube.ReplicaFailed}, {Node: "node-c", State: kube.ReplicaRebuilding, Progress: 42}}},
 		kube.VolumeStatus{Name: "vol-plc", State: "attached", Robustness: "healthy", Since: now.Add(-3 * time.Hour), Size: 10 << 30, ActualSize: 1 << 30, Node: "node-c", WantReplicas: 3,
 			Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaHealthy}, {Node: "node-c", State: kube.ReplicaHealthy}}})
 	st.Apps = []kube.AppStatus{

@@ -142,7 +142,11 @@ func newVolumes(ctx *ui.Context) screen {
 			rob, since := robustnessCells(ctx, v, now)
 			var reps []string
 			for _, r := range v.Replicas {
-				reps = append(reps, r.Node+replicaMark(r.State))
+				mark := r.Node + replicaMark(r.State)
+				if r.State == kube.ReplicaRebuilding && r.Progress >= 0 {
+					mark += fmt.Sprintf("%d%%", r.Progress)
+				}
+				reps = append(reps, mark)
 			}
 			replicas := strings.Join(reps, " ")
 			if len(v.Replicas) < v.WantReplicas {

@@ -245,7 +245,11 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 		for _, v := range st.Volumes {
 			var reps []string
 			for _, r := range v.Replicas {
-				reps = append(reps, r.Node+":"+r.State)
+				rep := r.Node + ":" + r.State
+				if r.State == kube.ReplicaRebuilding && r.Progress >= 0 {
+					rep += fmt.Sprintf("(%d%%)", r.Progress)
+				}
+				reps = append(reps, rep)
 			}
 			replicas := strings.Join(reps, " ")
 			if len(v.Replicas) < v.WantReplicas {

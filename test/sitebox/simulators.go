@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -80,7 +81,9 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		nodes:    coreInf.Core().V1().Nodes().Lister(),
 		volumes:  lhInf.Longhorn().V1beta2().Volumes().Lister(),
 		replicas: lhInf.Longhorn().V1beta2().Replicas().Lister(),
+		engines:  lhInf.Longhorn().V1beta2().Engines().Lister(),
 		rebuild:  map[string]time.Time{},
+		engined:  map[string]bool{},
 		seeded:   map[string]bool{},
 	}
 	kubevirt := &kubevirtSimulator{
@@ -114,6 +117,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger)
 	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Replicas().Informer(), lhTrigger)
+	on(lhInf.Longhorn().V1beta2().Engines().Informer(), lhTrigger)
 	on(vmiInf, kvTrigger)
 	on(coreInf.Core().V1().PersistentVolumeClaims().Informer(), csiTrigger)
 	on(coreInf.Core().V1().PersistentVolumes().Informer(), csiTrigger)
@@ -201,11 +205,69 @@ type longhornSimulator struct {
 	replicas interface {
 		List(labels.Selector) ([]*lhv1beta2.Replica, error)
 	}
+	engines interface {
+		List(labels.Selector) ([]*lhv1beta2.Engine, error)
+	}
 	// rebuild records when each rebuilding replica started its rebuild.
 	rebuild map[string]time.Time
 	// seeded are the volumes (by UID) given their first replicas: the
 	// informer may not show them yet on the next pass.
 	seeded map[string]bool
+	// engined are the volumes (by UID) given their engine.
+	engined map[string]bool
+}
+
+// reconcileEngine keeps one engine per volume whose status, as Longhorn's
+// does, maps each replica to an address and reports rebuilds by address.
+func (s *longhornSimulator) reconcileEngine(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, now time.Time) {
+	name := v.Name + "-e-0"
+	engines := s.lh.LonghornV1beta2().Engines(kube.LonghornNamespace)
+	var engine *lhv1beta2.Engine
+	all, _ := s.engines.List(labels.Everything())
+	for _, e := range all {
+		if e.Name == name {
+			engine = e
+		}
+	}
+	if engine == nil {
+		if s.engined[string(v.UID)] {
+			return // created; the informer has not shown it yet
+		}
+		e := &lhv1beta2.Engine{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kube.LonghornNamespace, Labels: map[string]string{"longhornvolume": v.Name},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: lhv1beta2.SchemeGroupVersion.String(), Kind: "Volume", Name: v.Name, UID: v.UID}}},
+			Spec: lhv1beta2.EngineSpec{
+				InstanceSpec: lhv1beta2.InstanceSpec{VolumeName: v.Name, VolumeSize: v.Spec.Size, DesireState: lhv1beta2.InstanceStateRunning, DataEngine: lhv1beta2.DataEngineTypeV1},
+				Frontend:     lhv1beta2.VolumeFrontendBlockDev,
+			},
+		}
+		if _, err := engines.Create(ctx, e, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			s.log.Warn("create engine", "volume", v.Name, "err", err)
+			return
+		}
+		s.engined[string(v.UID)] = true
+		return
+	}
+	addrs := map[string]string{}
+	rebuilds := map[string]*lhv1beta2.RebuildStatus{}
+	for i, r := range reps {
+		addr := fmt.Sprintf("tcp://10.42.%d.%d:%d", i, 10+len(r.Spec.NodeID), 10000+i)
+		addrs[r.Name] = addr
+		if started, ok := s.rebuild[r.Name]; ok && kube.ReplicaState(r) == kube.ReplicaRebuilding {
+			// Tens of percent: finer would rewrite the engine on every pass.
+			pct := int(100*now.Sub(started)/max(s.opts.RebuildTime, time.Millisecond)) / 10 * 10
+			rebuilds[addr] = &lhv1beta2.RebuildStatus{IsRebuilding: true, Progress: min(pct, 99), State: "in_progress"}
+		}
+	}
+	if maps.EqualFunc(addrs, engine.Status.CurrentReplicaAddressMap, func(a, b string) bool { return a == b }) &&
+		maps.EqualFunc(rebuilds, engine.Status.RebuildStatus, func(a, b *lhv1beta2.RebuildStatus) bool { return a != nil && b != nil && *a == *b }) {
+		return
+	}
+	ne := engine.DeepCopy()
+	ne.Status.CurrentReplicaAddressMap, ne.Status.RebuildStatus = addrs, rebuilds
+	if _, err := engines.UpdateStatus(ctx, ne, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		s.log.Warn("update engine status", "engine", name, "err", err)
+	}
 }
 
 func (s *longhornSimulator) reconcile(ctx context.Context) time.Duration {
@@ -263,7 +325,8 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 			}
 			if left := s.opts.RebuildTime - now.Sub(started); left > 0 {
 				usable++
-				again = left
+				// Come back soon: the engine reports the progress as it goes.
+				again = min(left, 500*time.Millisecond)
 				continue
 			}
 			r = r.DeepCopy()
@@ -338,6 +401,7 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	if st.ActualSize == 0 {
 		st.ActualSize = v.Spec.Size / 4
 	}
+	s.reconcileEngine(ctx, v, reps, now)
 	st.KubernetesStatus = kubernetesStatus(v)
 	if !statusEqual(&v.Status, st) {
 		nv := v.DeepCopy()
