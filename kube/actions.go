@@ -90,13 +90,8 @@ func DrainPreflight(c DrainCheck) Preflight {
 		return p
 	}
 	if IsServer(target) {
-		servers, healthy := 0, 0
 		for _, n := range c.Data.Nodes {
-			if !IsServer(n) {
-				continue
-			}
-			servers++
-			if n.Name == c.Node {
+			if !IsServer(n) || n.Name == c.Node {
 				continue
 			}
 			switch {
@@ -104,12 +99,7 @@ func DrainPreflight(c DrainCheck) Preflight {
 				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is NotReady: draining %s too would leave etcd without quorum", n.Name, c.Node))
 			case n.Spec.Unschedulable:
 				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is cordoned or draining: take one server out at a time", n.Name))
-			default:
-				healthy++
 			}
-		}
-		if servers > 1 && healthy == 0 && len(p.Refusals) == 0 {
-			p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the only healthy server", c.Node))
 		}
 	}
 	var lastReplica []string
