@@ -13,7 +13,7 @@ type KeyMap struct {
 	Help, Quit                              key.Binding
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
-	Cordon, Uncordon, Drain, Seed, Migrate key.Binding
+	Cordon, Uncordon, Drain, Remove, Seed, Migrate key.Binding
 	// Confirm and Cancel answer a dialog.
 	Confirm, Cancel key.Binding
 }
@@ -42,6 +42,7 @@ func Default() KeyMap {
 		Cordon:     key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cordon node")),
 		Uncordon:   key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "uncordon node")),
 		Drain:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "drain node")),
+		Remove:     key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "remove node (drain, delete)")),
 		Seed:       key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "make node the seed")),
 		Migrate:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate app")),
 		Confirm:    key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
@@ -68,7 +69,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Command, k.Filter, k.Sort, k.Enter, k.Back, k.Help, k.Quit},
 	}
 	if k.Cordon.Enabled() {
-		cols = append(cols, []key.Binding{k.Cordon, k.Uncordon, k.Drain, k.Seed, k.Migrate})
+		cols = append(cols, []key.Binding{k.Cordon, k.Uncordon, k.Drain, k.Remove, k.Seed, k.Migrate})
 	}
 	return cols
 }
@@ -76,7 +77,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 // ReadOnly disables every action binding: they no longer match a key and
 // the help no longer shows them.
 func (k *KeyMap) ReadOnly() {
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Seed, &k.Migrate} {
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate} {
 		b.SetEnabled(false)
 	}
 }

@@ -90,7 +90,7 @@ func (a *App) openDialog(title string, rec audit.Record) *dialog {
 func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 	k := a.ctx.Keys
 	isAction := key.Matches(msg, k.Cordon) || key.Matches(msg, k.Uncordon) || key.Matches(msg, k.Drain) ||
-		key.Matches(msg, k.Seed) || key.Matches(msg, k.Migrate)
+		key.Matches(msg, k.Remove) || key.Matches(msg, k.Seed) || key.Matches(msg, k.Migrate)
 	if !isAction {
 		return false, nil
 	}
@@ -154,8 +154,11 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 			}
 			return err
 		}
-	case key.Matches(msg, k.Drain):
+	case key.Matches(msg, k.Drain), key.Matches(msg, k.Remove):
 		d := a.openDialog("drain "+node, audit.Record{Action: "drain", Target: node})
+		if key.Matches(msg, k.Remove) {
+			d.title, d.rec.Action = "remove "+node, "remove-node"
+		}
 		d.lines = []string{"checking what draining " + node + " would do..."}
 		snap := a.actions.Snap
 		return true, func() tea.Msg {
@@ -238,15 +241,28 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 		return
 	}
 	d.rec.Preflight = append(p.Warnings, fmt.Sprintf("evict %d pod(s)", len(p.Evict)))
-	if p.NeedsForce() {
+	remove := d.rec.Action == "remove-node"
+	// Destructive: pinned apps stop, or the node leaves the cluster.
+	if p.NeedsForce() || remove {
 		d.typed = p.Node
 		d.input.Focus()
+	}
+	if remove {
+		d.lines = append(d.lines, "then "+p.Node+" is deleted from the cluster (k3s drops its etcd member)")
 	}
 	d.state = dialogConfirm
 	snap := d.actions.Snap
 	d.run = func(ctx context.Context, progress func(string)) error {
-		return kube.Drain(ctx, snap.Clients().Core, p.Node, kube.DrainOptions{GracePeriod: -time.Second, Timeout: 10 * time.Minute,
+		err := kube.Drain(ctx, snap.Clients().Core, p.Node, kube.DrainOptions{GracePeriod: -time.Second, Timeout: 10 * time.Minute,
 			Progress: func(s kube.DrainStep) { progress(strings.TrimSpace(s.Phase + " " + s.Pod + " " + s.Message)) }})
+		if err != nil || !remove {
+			return err
+		}
+		if err := kube.RemoveNode(ctx, snap.Clients().Core, p.Node); err != nil {
+			return err
+		}
+		progress(p.Node + " deleted from the cluster")
+		return nil
 	}
 }
 

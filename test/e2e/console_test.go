@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -242,6 +244,22 @@ func TestConsoleNodeActions(t *testing.T) {
 	c.keys("y")
 	c.waitScreen(10*time.Second, "uncordon done", func(s string) bool { return strings.Contains(s, "done: uncordon node-c") })
 
+	// A spare node is removed: the name must be typed.
+	spare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-spare-c", Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, spare, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), spare.Name, metav1.DeleteOptions{}) })
+	closeDialog()
+	c.waitScreen(5*time.Second, "spare node listed", func(s string) bool { return lineWith(s, "node-spare-c") != "" })
+	c.keys("G", "X")
+	c.waitScreen(15*time.Second, "remove asks for the name", func(s string) bool { return strings.Contains(s, `Type "node-spare-c" and enter`) })
+	c.keys("node-spare-c", "Enter")
+	c.waitScreen(30*time.Second, "removed", func(s string) bool { return strings.Contains(s, "done: remove node-spare-c") })
+	if _, err := cs.CoreV1().Nodes().Get(ctx, spare.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("node-spare-c still there: %v", err)
+	}
+
 	recs, err := audit.Read(auditLog)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +271,7 @@ func TestConsoleNodeActions(t *testing.T) {
 		}
 		got = append(got, r.Action+" "+r.Target+" "+r.Outcome)
 	}
-	want := []string{"cordon node-c done", "uncordon node-c done", "drain node-b refused", "drain node-c done", "uncordon node-c done"}
+	want := []string{"cordon node-c done", "uncordon node-c done", "drain node-b refused", "drain node-c done", "uncordon node-c done", "remove-node node-spare-c done"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("audit log:\n%v\nwant:\n%v", got, want)
 	}
