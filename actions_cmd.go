@@ -214,7 +214,7 @@ func (d *drainFlags) register(cmd *cobra.Command) {
 // drain and node remove.
 func runDrain(a *action, node string, d *drainFlags, question string) error {
 	ctx := a.cmd.Context()
-	p, err := kube.CheckDrain(ctx, a.snap.Clients(), a.snap.Data(), node)
+	p, err := kube.CheckDrain(ctx, a.snap.Clients(), a.snap.Data(), node, kube.DrainOptions{DeleteEmptyDirData: d.deleteEmptyDirData})
 	if err != nil {
 		return a.finish(audit.OutcomeRefused, err)
 	}

@@ -347,6 +347,8 @@ func (a *Agent) leave() {
 // bringUp takes a validated config to a running k3s: address and firewall,
 // /status server, k3s config, the wait for the seed, k3s.
 func (a *Agent) bringUp(ctx context.Context, v *Validated) {
+	configJoinIP := v.JoinIP
+	v, seedMoved := a.applySeedRecord(v)
 	role := DecideRole(v)
 	a.setPhase(PhaseConfiguring, nil)
 	a.attempt(nil)
@@ -375,12 +377,14 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 	a.prefix, a.state.ClusterIPReady = v.Prefix, true
 	a.mu.Unlock()
 
-	member := a.watchMembership(ctx, v)
+	member := a.watchMembership(ctx, v, configJoinIP)
 	if err := a.serveStatus(ctx, v, member.isMember); err != nil {
 		a.setPhase(PhaseError, err)
 		return
 	}
-	k := RenderK3s(v, a.opts.K3sPaths, a.opts.K3sPaths.EtcdMemberDataPresent())
+	// After a seed change no node initialises a cluster: the new seed has
+	// etcd data of its own, and one without would split the site.
+	k := RenderK3s(v, a.opts.K3sPaths, a.opts.K3sPaths.EtcdMemberDataPresent() || seedMoved)
 	if err := k.Write(); err != nil {
 		a.setPhase(PhaseError, fmt.Errorf("write k3s config: %w", err))
 		return
@@ -426,7 +430,15 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 		defer close(superDone)
 		_ = super.Run(ctx)
 	}()
-	member.waitJoined(ctx, func() { a.setPhase(PhaseJoined, nil) })
+	member.waitJoined(ctx, func() {
+		a.setPhase(PhaseJoined, nil)
+		// Only a member records the cluster: a node that reaches an API
+		// server it never joined must not write into it.
+		member.mu.Lock()
+		snap := member.snap
+		member.mu.Unlock()
+		go a.recordCluster(ctx, snap, v)
+	})
 	<-superDone
 }
 
@@ -477,12 +489,43 @@ type membership struct {
 	node     string
 	nodeUUID string
 	v        *Validated
-	mu       sync.Mutex
-	snap     *kube.Snapshot
+	// configJoinIP is the seed address the node's config names.
+	configJoinIP netip.Addr
+	mu           sync.Mutex
+	snap         *kube.Snapshot
 }
 
-func (a *Agent) watchMembership(ctx context.Context, v *Validated) *membership {
-	m := &membership{a: a, node: v.NodeName, nodeUUID: v.NodeUUID, v: v}
+// applySeedRecord puts a seed change recorded on the device into the config,
+// and drops a record that no longer applies.
+func (a *Agent) applySeedRecord(v *Validated) (*Validated, bool) {
+	path := SeedRecordFile(a.opts.ConfigPath)
+	rec, ok, err := ReadSeedRecord(path)
+	if err != nil {
+		a.log.Error("seed record unreadable; joining through the config's seed", "err", err)
+		return v, false
+	}
+	if !ok {
+		return v, false
+	}
+	moved, applied, stale := ApplySeedRecord(v, rec)
+	if stale {
+		a.log.Info("seed record no longer applies; removed", "record", rec.JoinServerIP, "config", v.JoinIP)
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.log.Error("remove seed record", "err", err)
+		}
+	}
+	if !applied {
+		return v, false
+	}
+	a.log.Info("joining through the seed the cluster moved to", "seed", moved.JoinIP, "config", v.JoinIP)
+	a.mu.Lock()
+	a.state.SeedAddress, a.state.Role = moved.JoinIP.String(), DecideRole(moved)
+	a.mu.Unlock()
+	return moved, true
+}
+
+func (a *Agent) watchMembership(ctx context.Context, v *Validated, configJoinIP netip.Addr) *membership {
+	m := &membership{a: a, node: v.NodeName, nodeUUID: v.NodeUUID, v: v, configJoinIP: configJoinIP}
 	go m.connect(ctx)
 	return m
 }
@@ -518,7 +561,8 @@ func (m *membership) connect(ctx context.Context) {
 	m.mu.Unlock()
 	m.a.startClusterWork(ctx, snap, m.node, m.nodeUUID)
 	// Later restarts must join through the cluster's current seed.
-	follower := &SeedFollower{Config: m.v, Paths: m.a.opts.K3sPaths, Log: m.a.log.With("component", "seed"),
+	follower := &SeedFollower{Config: m.v, ConfigJoinIP: m.configJoinIP, Paths: m.a.opts.K3sPaths,
+		RecordPath: SeedRecordFile(m.a.opts.ConfigPath), Log: m.a.log.With("component", "seed"),
 		OnRender: func(ip netip.Addr) {
 			m.a.mu.Lock()
 			m.a.state.SeedAddress = ip.String()
@@ -738,4 +782,32 @@ func readLocal(ctx context.Context, socketPath, path string, into any) error {
 		return fmt.Errorf("agent %s: %w", path, err)
 	}
 	return nil
+}
+
+// recordCluster makes sure the cluster's sitecon-cluster ConfigMap exists
+// and names this node: seed changes and node removal work through it. It
+// retries until the API answers; a ConfigMap of another cluster is reported
+// and left alone.
+func (a *Agent) recordCluster(ctx context.Context, snap *kube.Snapshot, v *Validated) {
+	rec := kube.ClusterRecord{Name: v.ClusterName, ID: v.ClusterID, JoinServerIP: v.JoinIP.String()}
+	if v.IsSeed {
+		rec.SeedNode = v.NodeName
+	}
+	backoff := a.opts.SeedBackoffMin
+	for {
+		err := kube.EnsureClusterConfigMap(ctx, snap.Clients().Core, rec, v.NodeName)
+		if err == nil {
+			a.log.Info("cluster record in place", "configmap", kube.ClusterConfigMapName)
+			return
+		}
+		if errors.Is(err, kube.ErrForeignClusterRecord) {
+			a.log.Error("cluster record", "err", err)
+			return
+		}
+		a.log.Debug("cluster record not written yet", "err", err)
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, a.opts.SeedBackoffMax)
+	}
 }

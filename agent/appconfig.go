@@ -84,6 +84,10 @@ type AppSet struct {
 	Apps    map[string]AppConfig
 	Volumes map[string]VolumeConfig
 	Errors  map[string]string
+	// Unknown are the failed files with no good version to fall back on (a
+	// file broken when the agent started, an unreadable directory): what
+	// they describe is unknown, so nothing may be removed for its absence.
+	Unknown []string
 }
 
 // The apps directory holds one JSON object per file: apps/<any>.json and
@@ -257,10 +261,15 @@ func MergeAppFiles(read AppFiles, lastGood AppFiles) (AppSet, AppFiles) {
 		if a, ok := lastGood.Apps[path]; ok {
 			good.Apps[path] = a
 		}
-		if v, ok := lastGood.Volumes[path]; ok {
+		v, okVolume := lastGood.Volumes[path]
+		if okVolume {
 			good.Volumes[path] = v
 		}
+		if _, okApp := lastGood.Apps[path]; !okApp && !okVolume {
+			set.Unknown = append(set.Unknown, path)
+		}
 	}
+	slices.Sort(set.Unknown)
 	maps.Copy(good.Apps, read.Apps)
 	maps.Copy(good.Volumes, read.Volumes)
 	owner := map[string]string{}

@@ -131,6 +131,8 @@ type AppsAgent struct {
 	lostSeen    map[string]bool
 	leaderSeen  string
 	failedApply map[string]time.Time
+	// removalsHeld: the last pass held removals for an unreadable file.
+	removalsHeld bool
 	// timelineWritten is the timeline version last written to events.json.
 	timelineWritten int
 }
@@ -673,8 +675,19 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 	}
 	// Remove workloads this node laid out that no longer have a place: the
 	// app left the config, was deactivated, or changed kind. An app another
-	// node now places is that node's business, never this one's.
+	// node now places is that node's business, never this one's. While a
+	// file cannot be read and has no good version, an app missing from the
+	// config may be in that file: nothing is removed until it reads.
+	held := len(set.Unknown) > 0
+	if held && !a.removalsHeld {
+		a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Node: a.opts.NodeName, Warning: true,
+			Message: "removals held: " + strings.Join(set.Unknown, ", ") + " cannot be read and has no last good version"})
+	}
+	a.removalsHeld = held
 	for _, gvr := range a.placed.workloadGVRs() {
+		if held {
+			break
+		}
 		for _, obj := range a.placed.list(gvr) {
 			uuid := obj.GetLabels()[kube.LabelAppUUID]
 			if obj.GetAnnotations()[AnnotationDNId] != myUUID || desired[layoutKey(gvr, obj.GetNamespace(), obj.GetName())].Object != nil {

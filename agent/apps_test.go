@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,15 @@ func TestMergeAppFilesKeepsLastGood(t *testing.T) {
 	}
 	if msg := set.Errors[filepath.Join(dir, "apps", "plc.json")]; msg == "" {
 		t.Fatalf("no per-file error: %+v", set.Errors)
+	}
+	if len(set.Unknown) != 0 {
+		t.Fatalf("a broken file with a last good version is not unknown: %v", set.Unknown)
+	}
+	// After a restart there is no last good version: what the file held is
+	// unknown, which holds every removal.
+	restarted, _ := MergeAppFiles(ReadAppFiles(dir), AppFiles{})
+	if len(restarted.Apps) != 0 || !slices.Equal(restarted.Unknown, []string{filepath.Join(dir, "apps", "plc.json")}) {
+		t.Fatalf("after a restart: apps %v, unknown %v", restarted.Apps, restarted.Unknown)
 	}
 	write("copy.json", string(data))
 	set, _ = MergeAppFiles(ReadAppFiles(dir), good)

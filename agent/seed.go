@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -14,9 +17,15 @@ import (
 // (sitecon seed NODE), it re-renders the k3s config files. A running k3s is
 // left alone: the files matter at its next start.
 type SeedFollower struct {
+	// Config is the config in effect (with a recorded seed change applied).
 	Config *Validated
-	Paths  K3sPaths
-	Log    *slog.Logger
+	// ConfigJoinIP is the join address the node's own config names.
+	ConfigJoinIP netip.Addr
+	Paths        K3sPaths
+	// RecordPath keeps the seed change on the device (SeedRecord); empty:
+	// not kept.
+	RecordPath string
+	Log        *slog.Logger
 	// OnRender is called after the files were rewritten (tests, state).
 	OnRender func(joinIP netip.Addr)
 
@@ -43,16 +52,17 @@ func (f *SeedFollower) Run(ctx context.Context, snap *kube.Snapshot) {
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
 	for {
-		if ip, ok := clusterJoinIP(snap.Data()); ok && ip != f.JoinIP() {
-			v := *f.Config
-			cfg := *v.Config
-			cfg.JoinServerIP = ip.String()
-			v.Config, v.JoinIP, v.IsSeed = &cfg, ip, v.NodeIP == ip
+		if ip, ok := clusterJoinIP(snap.Data()); ok && ip != f.JoinIP() && f.Config.Network.Contains(ip) {
+			v := f.Config.WithJoinIP(ip)
 			// A seed change never makes a node initialise a new cluster: a
 			// new seed without etcd data would split the site. It joins
 			// (and fails, visibly) instead.
-			k := RenderK3s(&v, f.Paths, true)
-			if err := k.Write(); err != nil {
+			k := RenderK3s(v, f.Paths, true)
+			err := f.record(ip)
+			if err == nil {
+				err = k.Write()
+			}
+			if err != nil {
 				log.Error("re-render k3s config for the new seed", "seed", ip, "err", err)
 			} else {
 				f.mu.Lock()
@@ -70,6 +80,26 @@ func (f *SeedFollower) Run(ctx context.Context, snap *kube.Snapshot) {
 		case <-changes:
 		}
 	}
+}
+
+// record keeps the seed change on the device, or drops the record when the
+// seed is back at the address the config names.
+func (f *SeedFollower) record(ip netip.Addr) error {
+	if f.RecordPath == "" {
+		return nil
+	}
+	configIP := f.ConfigJoinIP
+	if !configIP.IsValid() {
+		configIP = f.Config.JoinIP
+	}
+	if ip == configIP {
+		if err := os.Remove(f.RecordPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return WriteSeedRecord(f.RecordPath, SeedRecord{ClusterID: f.Config.ClusterID, ConfigJoinIP: configIP.String(),
+		JoinServerIP: ip.String(), At: time.Now().UTC()})
 }
 
 func clusterJoinIP(d kube.Data) (netip.Addr, bool) {

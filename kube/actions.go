@@ -208,11 +208,14 @@ func (o DrainOptions) helper(ctx context.Context, cs kubernetes.Interface) *drai
 
 // CheckDrain reads what a drain of node would do and judges it. The reads
 // are one-shot: a drain is an action, not steady state.
-func CheckDrain(ctx context.Context, clients *Clients, d Data, node string) (Preflight, error) {
+// opts are the drain's own, so the filters judge the pods as the drain will
+// (with DeleteEmptyDirData, a pod with emptyDir data is evicted, not refused).
+func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts DrainOptions) (Preflight, error) {
 	if !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == node }) {
 		return Preflight{}, fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, NodeNames(d.Nodes))
 	}
-	h := DrainOptions{}.helper(ctx, clients.Core)
+	opts.Progress = nil
+	h := opts.helper(ctx, clients.Core)
 	list, errs := h.GetPodsForDeletion(node)
 	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d), Excluded: errs}
 	if list != nil {
@@ -234,6 +237,13 @@ func Drain(ctx context.Context, cs kubernetes.Interface, node string, opts Drain
 	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return err
+	}
+	if !nodeReady(n) {
+		// A lost node's kubelet never confirms a pod gone: once evicted
+		// (its replacement scheduled elsewhere), a pod is not waited for,
+		// as kubectl drain --skip-wait-for-delete-timeout does. Without
+		// this, removing a dead device hangs until the timeout.
+		h.SkipWaitForDeleteTimeoutSeconds = 1
 	}
 	if err := drain.RunCordonOrUncordon(h, n, true); err != nil {
 		return fmt.Errorf("cordon %s: %w", node, err)
@@ -430,21 +440,7 @@ func RemoveNode(ctx context.Context, cs kubernetes.Interface, node string) error
 		}
 		return err
 	}
-	cm, err := cs.CoreV1().ConfigMaps(AppNamespace).Get(ctx, ClusterConfigMapName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	list := cm.Data[ClusterKeyNodes]
-	if list == "" {
-		return nil
-	}
-	kept := slices.DeleteFunc(strings.Split(list, ","), func(s string) bool { return strings.TrimSpace(s) == node })
-	patch, _ := json.Marshal(map[string]any{"data": map[string]string{ClusterKeyNodes: strings.Join(kept, ",")}})
-	_, err = cs.CoreV1().ConfigMaps(AppNamespace).Patch(ctx, ClusterConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon"})
-	return err
+	return removeFromNodeList(ctx, cs, node)
 }
 
 // FindApp finds an app by name or UUID; of the objects running it (a

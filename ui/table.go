@@ -177,8 +177,15 @@ func (t *Table) View(width, height int) string {
 		return ""
 	}
 	st := t.ctx.Styles
+	gutter := ""
+	if st.Marked {
+		// Two columns for the cursor mark.
+		width -= 2
+		gutter = "  "
+	}
 	widths := t.widths(width)
 	var b strings.Builder
+	b.WriteString(gutter)
 	first := true
 	for i, c := range t.Columns {
 		if widths[i] < 0 {
@@ -215,6 +222,12 @@ func (t *Table) View(width, height int) string {
 		r := t.visible[i]
 		selected := i == t.cursor
 		var line strings.Builder
+		switch {
+		case st.Marked && selected:
+			line.WriteString("> ")
+		case st.Marked:
+			line.WriteString(gutter)
+		}
 		first := true
 		for j := range t.Columns {
 			if widths[j] < 0 {

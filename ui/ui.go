@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
 
 	"github.com/sitecon/sitecon/keymap"
 )
@@ -43,6 +44,10 @@ type Styles struct {
 	Title, Tab, ActiveTab, Header, Selected lipgloss.Style
 	OK, Warn, Bad, Muted, Badge, Footer     lipgloss.Style
 	Key, Section                            lipgloss.Style
+	// Marked: the terminal shows no styles (NO_COLOR, a dumb terminal), so
+	// the cursor row and the current tab carry text marks instead of
+	// reverse video, which would vanish with the colours.
+	Marked bool
 }
 
 // The palette uses the 16 ANSI colours only: the device's own console
@@ -74,5 +79,6 @@ func NewStyles(r *lipgloss.Renderer) Styles {
 		Footer:    s().Foreground(colGray),
 		Key:       s().Bold(true).Foreground(colBlue),
 		Section:   s().Bold(true),
+		Marked:    r.ColorProfile() == termenv.Ascii,
 	}
 }

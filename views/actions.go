@@ -164,7 +164,7 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 		return true, func() tea.Msg {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node)
+			p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{})
 			return preflightMsg{p, err}
 		}
 	}

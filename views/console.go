@@ -410,6 +410,9 @@ func (a *App) tabs(w int) string {
 	var parts []string
 	for i, name := range keymap.ScreenNames {
 		label := fmt.Sprintf(" %d %s ", i+1, name)
+		if i == a.current && st.Marked {
+			label = fmt.Sprintf("[%d %s]", i+1, name)
+		}
 		if i == a.current {
 			parts = append(parts, st.ActiveTab.Render(label))
 		} else {

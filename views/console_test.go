@@ -35,7 +35,7 @@ func sampleFrame() Frame {
 	st.Nodes = append(st.Nodes, kube.NodeStatus{Name: "node-c", Ready: true, Status: kube.NodeReady, Since: now.Add(-50 * time.Hour),
 		Roles: []string{"control-plane", "etcd", "master"}, Schedulable: false, KubeletVersion: "v1.34.4+k3s1", InternalIP: "10.244.244.3", Pods: 12,
 		CPUAllocatable: 4000, CPURequested: 1500, MemoryAllocatable: 7 << 30, MemoryRequested: 3 << 29})
-	st.NodesTotal = 3
+	st.NodesReady, st.NodesTotal = 2, 3
 	st.Namespaces = []kube.NamespaceHealth{{Name: "kube-system", Ready: 9, NotReady: 2}, {Name: "longhorn-system", Ready: 7, NotReady: 3, Failed: 1},
 		{Name: "kubevirt", Ready: 4}, {Name: "cdi", Ready: 2}, {Name: "eve-kube-app", Ready: 3, NotReady: 1}}
 	st.Volumes = append(st.Volumes,

@@ -424,8 +424,10 @@ func TestSeedChange(t *testing.T) {
 	}
 	snap.Start(ctx)
 	type rendered struct {
-		node string
-		file string
+		node   string
+		file   string
+		record string
+		v      *agent.Validated
 	}
 	var files []rendered
 	for _, b := range plan.Nodes {
@@ -449,9 +451,10 @@ func TestSeedChange(t *testing.T) {
 		if err := agent.RenderK3s(v, paths, false).Write(); err != nil {
 			t.Fatal(err)
 		}
-		f := &agent.SeedFollower{Config: v, Paths: paths}
+		record := agent.SeedRecordFile(nf.ConfigPath)
+		f := &agent.SeedFollower{Config: v, Paths: paths, RecordPath: record}
 		go f.Run(ctx, snap)
-		files = append(files, rendered{v.NodeName, paths.ConfigFile})
+		files = append(files, rendered{v.NodeName, paths.ConfigFile, record, v})
 	}
 	t.Cleanup(func() {
 		if _, err := act(t, site, auditLog, "seed", "node-a", "--yes"); err != nil {
@@ -487,6 +490,31 @@ func TestSeedChange(t *testing.T) {
 	}
 	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeDone || !strings.Contains(rec.Detail, "10.244.244.1 → 10.244.244.2") {
 		t.Fatalf("audit record: %+v", rec)
+	}
+	// Each node keeps the change on its disk: a restart with the cluster
+	// out of reach (the old seed dead) still joins through node-b.
+	for _, r := range files {
+		rec, ok, err := agent.ReadSeedRecord(r.record)
+		if err != nil || !ok || rec.JoinServerIP != "10.244.244.2" || rec.ConfigJoinIP != "10.244.244.1" || rec.ClusterID != r.v.ClusterID {
+			t.Fatalf("%s's seed record = %+v (present %v, %v)", r.node, rec, ok, err)
+		}
+		restarted, applied, _ := agent.ApplySeedRecord(r.v, rec)
+		if !applied || restarted.JoinIP.String() != "10.244.244.2" || restarted.IsSeed != (r.node == "node-b") {
+			t.Fatalf("%s after a restart joins through %s (seed=%v)", r.node, restarted.JoinIP, restarted.IsSeed)
+		}
+	}
+	// Back to node-a, the config's own seed: the records go.
+	if out, err := act(t, site, auditLog, "seed", "node-a", "--yes"); err != nil {
+		t.Fatalf("seed node-a: %v\n%s", err, out)
+	}
+	for _, r := range files {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			_, ok, _ := agent.ReadSeedRecord(r.record)
+			return !ok, nil
+		})
+		if err != nil {
+			t.Fatalf("%s kept its seed record after the seed went back to the config's", r.node)
+		}
 	}
 }
 

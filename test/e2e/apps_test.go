@@ -437,6 +437,45 @@ func TestAppsAgents(t *testing.T) {
 		if st, ok := a.app(appMoved); !ok || st.KubeStatus != agent.KubeRunning {
 			t.Fatalf("the broken app lost its last good version: %+v", st)
 		}
+
+		// The agent placing it restarts with the file still broken: it has
+		// no last good version now, so the app is unknown to it, and its
+		// running workload must not be taken for a removed app.
+		before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(apps[appMoved]), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		placer := ""
+		for n := range agents {
+			if sitebox.NodeUUID(n) == before.Annotations[agent.AnnotationDNId] {
+				placer = n
+			}
+		}
+		if placer == "" {
+			t.Fatalf("no agent's node is the DNId %q of %s", before.Annotations[agent.AnnotationDNId], before.Name)
+		}
+		agents[placer].stop()
+		agents[placer] = startSiteAgent(t, site, placer, appsDir, logDir)
+		waitTimeline(t, agents[placer], 30*time.Second, "removals held", func(e agent.TimelineEvent) bool {
+			return strings.Contains(e.Message, "removals held") && strings.Contains(e.Message, path)
+		})
+		waitQuiet(t, agents)
+		after, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, before.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the restarted agent removed the app its broken file describes: %v", err)
+		}
+		if after.UID != before.UID || after.DeletionTimestamp != nil {
+			t.Fatalf("deployment %s replaced or deleting after the restart (uid %s -> %s)", before.Name, before.UID, after.UID)
+		}
+		// Mended, the file is the app again and removals resume.
+		writeJSON(t, path, apps[appMoved])
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			st, ok := agents[placer].app(appMoved)
+			return ok && len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == agent.KubeRunning, nil
+		})
+		if err != nil {
+			t.Fatalf("the mended file was not taken up: %+v", agents[placer].agent.Apps().Node())
+		}
 	})
 }
 
@@ -479,7 +518,11 @@ func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string,
 	t.Helper()
 	var found agent.TimelineEvent
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		for _, e := range a.agent.Apps().Timeline() {
+		apps := a.agent.Apps()
+		if apps == nil {
+			return false, nil // a restarted agent has not reached the cluster yet
+		}
+		for _, e := range apps.Timeline() {
 			if match(e) {
 				found = e
 				return true, nil
@@ -489,7 +532,11 @@ func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string,
 	})
 	if err != nil {
 		var b strings.Builder
-		for _, e := range a.agent.Apps().Timeline() {
+		var events []agent.TimelineEvent
+		if apps := a.agent.Apps(); apps != nil {
+			events = apps.Timeline()
+		}
+		for _, e := range events {
 			fmt.Fprintf(&b, "\n  %s %s %s %s", e.Time.Format(time.TimeOnly), e.Kind, e.App, e.Message)
 		}
 		t.Fatalf("%s: %s not within %s; timeline:%s", a.node, what, within, b.String())

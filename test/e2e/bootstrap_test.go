@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -121,6 +123,24 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The agents, not the test site, write the cluster's record: sitebox's
+	// own is put aside for this test.
+	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
+	siteRecord, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = cms.Delete(bg, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+		restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: siteRecord.Name, Namespace: siteRecord.Namespace}, Data: siteRecord.Data}
+		if _, err := cms.Create(bg, restored, metav1.CreateOptions{}); err != nil {
+			t.Errorf("restore the site's cluster record: %v", err)
+		}
+	})
 	// node-d belongs to another cluster whose seed would be at the same address.
 	foreign, err := agent.Plan(agent.FormRequest{
 		ClusterName: "other", Interface: netns.Interface,
@@ -265,6 +285,23 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("the three members did not elect one stats leader")
+	}
+	// The members recorded the cluster: the seed created the ConfigMap from
+	// its config, each joiner added itself; the outsider did not.
+	var record map[string]string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		record = cm.Data
+		nodes := strings.Split(cm.Data[kube.ClusterKeyNodes], ",")
+		slices.Sort(nodes)
+		return slices.Equal(nodes, []string{"node-a", "node-b", "node-c"}), nil
+	})
+	if err != nil || record[kube.ClusterKeyID] != plan.ClusterID || record[kube.ClusterKeyJoinServerIP] != "10.244.244.1" ||
+		record[kube.ClusterKeySeedNode] != "node-a" || record[kube.ClusterKeyName] != "site1" {
+		t.Errorf("cluster record written by the agents = %v (want cluster %s, seed node-a at 10.244.244.1, nodes a-c)", record, plan.ClusterID)
 	}
 	if info, err := os.Stat(joiners[0].socket); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode: %v %v", info, err)

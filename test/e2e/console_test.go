@@ -244,6 +244,30 @@ func TestConsoleNodeActions(t *testing.T) {
 	c.keys("y")
 	c.waitScreen(10*time.Second, "uncordon done", func(s string) bool { return strings.Contains(s, "done: uncordon node-c") })
 
+	// The seed moves to node-b and back, through the console.
+	joinIP := func() string {
+		cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return cm.Data[kube.ClusterKeyJoinServerIP]
+	}
+	t.Cleanup(func() {
+		if joinIP() != "10.244.244.1" {
+			_, _, _ = runSitecon(t, "seed", "node-a", "--yes", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+		}
+	})
+	for _, step := range []struct{ keys, node, ip string }{{"k", "node-b", "10.244.244.2"}, {"k", "node-a", "10.244.244.1"}} {
+		closeDialog()
+		c.keys(step.keys, "S")
+		c.waitScreen(5*time.Second, "seed dialog", func(s string) bool { return strings.Contains(s, "Make "+step.node+" the seed? y to go on") })
+		c.keys("y")
+		c.waitScreen(10*time.Second, "seed done", func(s string) bool { return strings.Contains(s, "done: make "+step.node+" the seed") })
+		if got := joinIP(); got != step.ip {
+			t.Fatalf("join_server_ip = %q after making %s the seed, want %s", got, step.node, step.ip)
+		}
+	}
+
 	// A spare node is removed: the name must be typed.
 	spare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-spare-c", Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, spare, metav1.CreateOptions{}); err != nil {
@@ -271,7 +295,7 @@ func TestConsoleNodeActions(t *testing.T) {
 		}
 		got = append(got, r.Action+" "+r.Target+" "+r.Outcome)
 	}
-	want := []string{"cordon node-c done", "uncordon node-c done", "drain node-b refused", "drain node-c done", "uncordon node-c done", "remove-node node-spare-c done"}
+	want := []string{"cordon node-c done", "uncordon node-c done", "drain node-b refused", "drain node-c done", "uncordon node-c done", "seed node-b done", "seed node-a done", "remove-node node-spare-c done"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("audit log:\n%v\nwant:\n%v", got, want)
 	}

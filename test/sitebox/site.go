@@ -20,8 +20,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,6 +52,10 @@ const (
 	KwokVersion = "v0.8.0"
 	// KubeletVersion is what the simulated nodes report: the k3s line EVE ships.
 	KubeletVersion = "v1.34.4+k3s1"
+
+	// minFreeBytes is the disk space a site needs to start: etcd's WAL and
+	// database, and the logs.
+	minFreeBytes = 256 << 20
 
 	serviceClusterIP    = "10.43.0.1"
 	serviceClusterRange = "10.43.0.0/16"
@@ -116,8 +122,10 @@ type State struct {
 // Site is a started (or loaded) sitebox.
 type Site struct {
 	State
-	// children are processes this process started, reaped when they exit.
-	children map[int]*exec.Cmd
+	// exited holds, per PID this process started, a channel closed once the
+	// process has exited and its end is written to its log.
+	exitedMu sync.Mutex
+	exited   map[int]chan struct{}
 }
 
 // DefaultBinDir is where build/build.sh caches the control-plane binaries:
@@ -205,6 +213,14 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 			return nil, err
 		}
 	}
+	// A full disk makes etcd exit at once (it preallocates a 64 MiB WAL):
+	// say that, not "etcd exited".
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err == nil {
+		if free := fs.Bavail * uint64(fs.Bsize); free < minFreeBytes {
+			return nil, fmt.Errorf("only %d MiB free on the filesystem of %s; a site needs %d MiB (etcd preallocates its WAL): free some space", free>>20, dir, minFreeBytes>>20)
+		}
+	}
 	withDefault := func(d, def time.Duration) time.Duration {
 		if d <= 0 {
 			return def
@@ -231,7 +247,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		ClusterName:            clusterName,
 		ClusterID:              randomUUID(),
 		DieWithParent:          opts.DieWithParent,
-	}, children: map[int]*exec.Cmd{}}
+	}, exited: map[int]chan struct{}{}}
 	for i := range opts.Nodes {
 		name := NodeName(i)
 		site.Nodes = append(site.Nodes, Node{
@@ -301,7 +317,7 @@ func Load(dir string) (*Site, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("%s/site.json: %w", dir, err)
 	}
-	return &Site{State: st, children: map[int]*exec.Cmd{}}, nil
+	return &Site{State: st, exited: map[int]chan struct{}{}}, nil
 }
 
 func (s *Site) save() error {
@@ -733,24 +749,103 @@ func (s *Site) StartProcess(name, path string, args ...string) error {
 	if s.DieWithParent {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd); err != nil {
 		logFile.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	if s.children == nil {
-		s.children = map[int]*exec.Cmd{}
+	done := make(chan struct{})
+	s.exitedMu.Lock()
+	if s.exited == nil {
+		s.exited = map[int]chan struct{}{}
 	}
-	s.children[cmd.Process.Pid] = cmd
+	s.exited[cmd.Process.Pid] = done
+	s.exitedMu.Unlock()
 	// Reap it if it exits while this process lives, so it does not linger as
-	// a zombie that still looks alive.
-	// How it ended goes to its log: a process killed by a signal leaves no
-	// word of its own.
+	// a zombie that still looks alive. How it ended goes to its log: a
+	// process killed by a signal leaves no word of its own.
 	go func() {
 		err := cmd.Wait()
 		fmt.Fprintf(logFile, "sitebox: %s exited: %v\n", name, cmp.Or(err, error(errors.New("status 0"))))
 		logFile.Close()
+		close(done)
 	}()
 	return os.WriteFile(s.pidFile(name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+// spawnRequests carries starts to the one goroutine that forks every site
+// process. Pdeathsig fires when the *thread* that forked the child exits, not
+// the process (golang/go#27505), and Go ends a thread whenever a goroutine
+// exits while locked to it (as network-namespace code does). Forking from a
+// thread that is locked for good keeps DieWithParent meaning "when this
+// process dies".
+var spawnRequests = make(chan spawnRequest)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var startSpawner = sync.OnceFunc(func() {
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+		for req := range spawnRequests {
+			req.done <- req.cmd.Start()
+		}
+	}()
+})
+
+func spawn(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil || cmd.SysProcAttr.Pdeathsig == 0 {
+		return cmd.Start()
+	}
+	startSpawner()
+	done := make(chan error, 1)
+	spawnRequests <- spawnRequest{cmd: cmd, done: done}
+	return <-done
+}
+
+// exitReport says how a site process that should be running ended, with the
+// end of its log: the site directory does not outlive a CI machine, so the
+// reason has to travel in the error.
+func (s *Site) exitReport(name string) string {
+	path := filepath.Join(s.Dir, "logs", name+".log")
+	if data, err := os.ReadFile(s.pidFile(name)); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			s.exitedMu.Lock()
+			done := s.exited[pid]
+			s.exitedMu.Unlock()
+			if done != nil {
+				// Its reaper writes how it ended; wait for that line.
+				select {
+				case <-done:
+				case <-time.After(2 * time.Second):
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s exited; the end of %s:\n%s", name, path, logTail(path, 20))
+}
+
+// logTail returns the last n lines of a log file, indented, or why it cannot.
+func logTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	defer f.Close()
+	const window = 8 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > window {
+		_, _ = f.Seek(st.Size()-window, io.SeekStart)
+	}
+	data, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	if len(lines) == 1 && lines[0] == "" {
+		return "    (empty)"
+	}
+	return "    " + strings.Join(lines, "\n    ")
 }
 
 // pid returns the PID of a site process if it is alive and still the process
@@ -824,7 +919,7 @@ func (s *Site) waitHTTP(ctx context.Context, name, url string, transport *http.T
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		if !s.running(name) {
-			return false, fmt.Errorf("%s exited; see %s", name, filepath.Join(s.Dir, "logs", name+".log"))
+			return false, errors.New(s.exitReport(name))
 		}
 		resp, err := client.Get(url)
 		if err != nil {

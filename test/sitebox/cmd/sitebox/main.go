@@ -53,7 +53,11 @@ func root() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Dir = dir
 			start := time.Now()
-			ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Minute)
+			// Ctrl-C while starting stops what already runs (Up cleans up
+			// after a failed start), instead of leaving it behind.
+			sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithTimeout(sigCtx, 3*time.Minute)
 			defer cancel()
 			site, err := sitebox.Up(ctx, opts)
 			if err != nil {
