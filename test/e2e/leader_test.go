@@ -3,13 +3,18 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/kube"
@@ -33,6 +38,7 @@ func TestStatsLeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	history := watchLeaseHistory(t, cs)
 	var mu sync.Mutex
 	var terms []term
 	electors := map[string]*agent.StatsLeader{}
@@ -165,4 +171,96 @@ func TestStatsLeaderElection(t *testing.T) {
 	if len(terms) < 3 {
 		t.Errorf("terms = %+v, want a first leader, a takeover and a leader after the restart", terms)
 	}
+	// And as the cluster recorded it: each new holder acquired the Lease
+	// only after the previous holder's last renewal had expired (or it gave
+	// the Lease up).
+	changes := 0
+	for _, x := range history.holderChanges() {
+		changes++
+		if x.prev.holder == "" || x.prev.released {
+			continue
+		}
+		expired := x.prev.renew.Add(time.Duration(x.prev.durationSeconds) * time.Second)
+		if x.next.acquire.Before(expired.Add(-10 * time.Millisecond)) {
+			t.Errorf("%s acquired the Lease at %s while %s's renewal of %s held until %s",
+				x.next.holder, x.next.acquire.Format(time.StampMilli), x.prev.holder, x.prev.renew.Format(time.StampMilli), expired.Format(time.StampMilli))
+		}
+	}
+	if changes < 1 {
+		t.Errorf("the Lease history shows no change of holder: %+v", history.versions())
+	}
+}
+
+// leaseVersion is one version of the stats-leader Lease.
+type leaseVersion struct {
+	holder          string
+	acquire, renew  time.Time
+	durationSeconds int32
+	released        bool
+}
+
+type leaseHistory struct {
+	mu   sync.Mutex
+	seen []leaseVersion
+}
+
+func (h *leaseHistory) versions() []leaseVersion {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.seen)
+}
+
+type holderChange struct{ prev, next leaseVersion }
+
+// holderChanges pairs each version whose holder differs from the one
+// before with the last version of that previous holder.
+func (h *leaseHistory) holderChanges() []holderChange {
+	var out []holderChange
+	v := h.versions()
+	for i := 1; i < len(v); i++ {
+		if v[i].holder != v[i-1].holder && v[i].holder != "" {
+			out = append(out, holderChange{v[i-1], v[i]})
+		}
+	}
+	return out
+}
+
+// watchLeaseHistory records every version of the stats-leader Lease the
+// API server hands out, from a watch, until the test ends.
+func watchLeaseHistory(t *testing.T, cs kubernetes.Interface) *leaseHistory {
+	h := &leaseHistory{}
+	record := func(obj any) {
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			return
+		}
+		v := leaseVersion{holder: ptr.Deref(l.Spec.HolderIdentity, ""), durationSeconds: ptr.Deref(l.Spec.LeaseDurationSeconds, 0)}
+		if l.Spec.AcquireTime != nil {
+			v.acquire = l.Spec.AcquireTime.Time
+		}
+		if l.Spec.RenewTime != nil {
+			v.renew = l.Spec.RenewTime.Time
+		}
+		// client-go gives a Lease up by clearing the holder with a 1 s duration.
+		v.released = v.holder == "" || v.durationSeconds == 1
+		h.mu.Lock()
+		h.seen = append(h.seen, v)
+		h.mu.Unlock()
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(kube.AppNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + kube.StatsLeaderLeaseName }))
+	inf := factory.Coordination().V1().Leases().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    record,
+		UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); factory.Shutdown() })
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		t.Fatal("lease informer never synced")
+	}
+	return h
 }

@@ -849,7 +849,7 @@ func logTail(path string, n int) string {
 }
 
 // pid returns the PID of a site process if it is alive and still the process
-// the site started (its command line names the site directory), else 0.
+// the site started, else 0.
 func (s *Site) pid(name string) int {
 	data, err := os.ReadFile(s.pidFile(name))
 	if err != nil {
@@ -859,12 +859,31 @@ func (s *Site) pid(name string) int {
 	if err != nil || pid <= 0 {
 		return 0
 	}
+	// A child of this process is alive until its reaper has waited for it,
+	// and its PID cannot be reused before that: ask the reaper, not /proc.
+	// (Right after exec, /proc/PID/cmdline can still read empty: the
+	// kernel closes the exec pipe Start waits on before it sets up the new
+	// image's arguments.)
+	s.exitedMu.Lock()
+	done, ours := s.exited[pid]
+	s.exitedMu.Unlock()
+	if ours {
+		select {
+		case <-done:
+			return 0
+		default:
+			return pid
+		}
+	}
+	// Started by another sitebox command (site.json): alive, and its command
+	// line names the site directory, or the PID was reused by something
+	// else and must never be signalled.
 	if !alive(pid) {
 		return 0
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil || !bytes.Contains(cmdline, []byte(s.Dir)) {
-		return 0 // the PID was reused by something else: never signal it
+		return 0
 	}
 	return pid
 }
