@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
@@ -22,7 +23,7 @@ import (
 // DefaultConfigDir is where a node keeps its cluster config and token.
 const DefaultConfigDir = "/persist/sitecon"
 
-func newFormCmd() *cobra.Command {
+func newFormCmd(g *globalFlags) *cobra.Command {
 	var (
 		clusterName, iface, prefix, seed, thisNode, dir, join string
 		servers, workers                                      []string
@@ -45,14 +46,39 @@ node. On each of them:
 
 The bundles carry the cluster token: treat them like the token itself.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			out := cmd.OutOrStdout()
 			configPath := filepath.Join(dir, "cluster.json")
+			action, target := "form", clusterName
+			if join != "" {
+				action, target = "join", "bundle"
+			}
+			if g.readOnly && !dryRun {
+				return fmt.Errorf("read-only mode (--readonly or SITECON_READONLY): %s not run", action)
+			}
+			if !dryRun {
+				// Writing a node's cluster config is an action like any
+				// other: recorded, and not taken if it cannot be.
+				log, err := audit.Open(g.auditLog)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					rec := audit.Record{Action: action, Target: target, Outcome: audit.OutcomeDone, Detail: "config " + configPath}
+					if err != nil {
+						rec.Outcome, rec.Error = audit.OutcomeFailed, err.Error()
+					}
+					if werr := log.Write(rec); werr != nil {
+						err = errors.Join(err, fmt.Errorf("audit log: %w", werr))
+					}
+				}()
+			}
 			if join != "" {
 				bundle, err := agent.DecodeBundle(join)
 				if err != nil {
 					return err
 				}
+				target = bundle.NodeName + " in " + bundle.ClusterName
 				files, err := bundle.Files(dir, iface)
 				if err != nil {
 					return err
@@ -71,6 +97,7 @@ The bundles carry the cluster token: treat them like the token itself.`,
 				return nil
 			}
 			if wizard {
+				target = "wizard"
 				return runFormWizard(cmd, dir, force)
 			}
 			req := agent.FormRequest{ClusterName: clusterName, Interface: iface, Prefix: prefix, Seed: seed}
@@ -271,6 +298,11 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 		res := &views.FormResult{Summary: f.summary(), Written: f.written}
 		for _, j := range f.joins {
 			res.Joins = append(res.Joins, "# "+j.node, j.line)
+		}
+		// The bundles carry the token: root-only, like the token file.
+		path := filepath.Join(dir, "join-bundles.txt")
+		if err := agent.WriteFileAtomic(path, []byte(strings.Join(res.Joins, "\n")+"\n"), 0o600); err == nil {
+			res.JoinsFile = path
 		}
 		return res, nil
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -92,5 +94,72 @@ func TestFormWizard(t *testing.T) {
 	}
 	if strings.Contains(v, "# node-b") {
 		t.Error("this node needs no join line")
+	}
+
+	// At 80 columns the bundles wrap instead of being cut, and what is on
+	// screen still decodes; they are kept in a root-only file as well.
+	ctx.Width = 80
+	v = w.View()
+	var onScreen []string
+	inNodeA := false
+	for _, line := range strings.Split(v, "\n") {
+		if strings.Contains(line, "sitecon-join") && len([]rune(line)) > 80 {
+			t.Errorf("bundle line wider than the screen: %q", line)
+		}
+		switch {
+		case line == "# node-a":
+			inNodeA = true
+		case strings.HasPrefix(line, "# "):
+			inNodeA = false
+		case inNodeA:
+			onScreen = append(onScreen, line)
+		}
+	}
+	copied := strings.TrimPrefix(strings.Join(onScreen, "\n"), "sitecon form --join ")
+	if b, err := agent.DecodeBundle(copied); err != nil || b.NodeName != "node-a" {
+		t.Fatalf("the bundle as shown at 80 columns does not decode: %v\n%s", err, copied)
+	}
+	file := filepath.Join(dir, "join-bundles.txt")
+	data, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(v, file) {
+		t.Fatalf("join lines not saved (or not named on screen): %v", err)
+	}
+	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
+		t.Errorf("%s mode %v, want 0600: it carries the token", file, st.Mode())
+	}
+	if !strings.Contains(string(data), "# node-c\nsitecon form --join sitecon-join.v1.") {
+		t.Errorf("saved join lines:\n%s", data)
+	}
+}
+
+// sitecon form is an action like the others: refused in read-only mode
+// with nothing written, and recorded in the audit log when it runs.
+func TestFormCLIReadOnlyAndAudit(t *testing.T) {
+	dir, auditLog := t.TempDir(), filepath.Join(t.TempDir(), "audit.jsonl")
+	run := func(extra ...string) (string, error) {
+		root := newRoot()
+		var out strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"form", "--dir", dir, "--audit-log", auditLog, "--cluster-name", "site1",
+			"--interface", "lo", "--no-host-checks", "--node", "node-a", "--node", "node-b", "--node", "node-c"}, extra...))
+		err := root.Execute()
+		return out.String(), err
+	}
+	if _, err := run("--readonly"); err == nil || !strings.Contains(err.Error(), "read-only mode") {
+		t.Fatalf("read-only form: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cluster.json")); !os.IsNotExist(err) {
+		t.Fatalf("a refused form wrote the config: %v", err)
+	}
+	if out, err := run(); err != nil {
+		t.Fatalf("form: %v\n%s", err, out)
+	}
+	recs, err := audit.Read(auditLog)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("audit records %+v, %v", recs, err)
+	}
+	if r := recs[0]; r.Action != "form" || r.Target != "site1" || r.Outcome != audit.OutcomeDone || !strings.Contains(r.Detail, filepath.Join(dir, "cluster.json")) {
+		t.Fatalf("audit record %+v", r)
 	}
 }

@@ -79,7 +79,7 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		return runConsole(cmd.Context(), g, agentSocket)
 	}
-	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(), newJoinInfoCmd(g),
+	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
 	return root
 }

@@ -133,6 +133,8 @@ type AppsAgent struct {
 	failedApply map[string]time.Time
 	// removalsHeld: the last pass held removals for an unreadable file.
 	removalsHeld bool
+	// clusterWritten is when the leader last wrote cluster.json.
+	clusterWritten time.Time
 	// timelineWritten is the timeline version last written to events.json.
 	timelineWritten int
 }
@@ -341,8 +343,23 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 		}
 		states = append(states, st)
 	}
+	// Publish what is seen before acting on it: where an app runs
+	// (cluster_app_running) must not wait on the writes below, which a slow
+	// API server can hold up.
+	a.publish(slices.Clone(states), d, nodes, synced, woke)
 	next := time.Duration(0)
 	if synced && d.Health.Connected {
+		if a.placed == nil {
+			// The watches on what this node laid out live as long as the
+			// agent, not as long as one pass.
+			a.placed = newPlacedCache(a.dyn, d.HasKubeVirt, a.wake)
+			a.placed.start(ctx)
+		}
+		// Every write of this pass shares one deadline: a hung API server
+		// delays the next pass, never forever.
+		ctx, cancel := context.WithTimeout(ctx, actTimeout)
+		defer cancel()
+		before := slices.Clone(states)
 		if retry := a.place(ctx, set, decisions, states, myUUID, func(name string) bool {
 			n, ok := nodes[name]
 			return ok && nodeIsReady(n)
@@ -357,10 +374,16 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 				next = wait
 			}
 		}
+		if !reflect.DeepEqual(before, states) {
+			// What acting found (an apply refused, a failover taken).
+			a.publish(states, d, nodes, synced, woke)
+		}
 	}
-	a.publish(states, d, nodes, synced, woke)
 	return next
 }
+
+// actTimeout bounds the API writes of one reconcile pass.
+const actTimeout = 30 * time.Second
 
 func readySince(n *corev1.Node) time.Time {
 	for _, c := range n.Status.Conditions {
@@ -491,10 +514,17 @@ func (a *AppsAgent) publish(states []AppState, d kube.Data, nodes map[string]*co
 		a.timelineWritten = v
 		a.writeState("events.json", a.timeline.Events())
 	}
-	if synced && a.opts.Leader().IsLeader {
+	// The cluster-wide view changes with every lease renewal and Longhorn
+	// status; on device flash, once per clusterStateInterval is plenty (EVE
+	// itself publishes cluster stats every 10 s).
+	if synced && a.opts.Leader().IsLeader && now.Sub(a.clusterWritten) >= clusterStateInterval {
+		a.clusterWritten = now
 		a.writeState("cluster.json", kube.Derive(d, now))
 	}
 }
+
+// clusterStateInterval spaces the leader's cluster.json writes.
+const clusterStateInterval = 10 * time.Second
 
 // noteMove records an app starting to run on another node than before.
 func (a *AppsAgent) noteMove(st AppState, now time.Time) {
@@ -537,11 +567,7 @@ func (a *AppsAgent) writeState(name string, v any) {
 // place lays out the apps and volumes this node is the DNId of. It returns
 // when to retry a failed write (0: nothing to retry).
 func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
-	if a.placed == nil {
-		a.placed = newPlacedCache(a.dyn, a.snap.Data().HasKubeVirt, a.wake)
-		a.placed.start(ctx)
-	}
-	if !a.placed.synced() || myUUID == "" {
+	if a.placed == nil || !a.placed.synced() || myUUID == "" {
 		return 0
 	}
 	desired := map[string]Layout{}

@@ -56,7 +56,9 @@ func Open(path string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit log %s: %w (choose another with --audit-log)", path, err)
 	}
-	return &Log{path: path}, f.Close()
+	// A log made by hand with a wider mode still holds who did what on
+	// site: it is the owner's only.
+	return &Log{path: path}, errors.Join(f.Chmod(0o600), f.Close())
 }
 
 // Path is the file the log appends to.

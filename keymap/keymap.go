@@ -11,6 +11,8 @@ type KeyMap struct {
 	Screens                                 []key.Binding
 	Command, Filter, Sort, Enter, Back      key.Binding
 	Help, Quit                              key.Binding
+	// ForceQuit leaves from anywhere: a dialog, an input line, the wizard.
+	ForceQuit key.Binding
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate key.Binding
@@ -39,6 +41,7 @@ func Default() KeyMap {
 		Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		ForceQuit:  key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit from anywhere")),
 		Cordon:     key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cordon node")),
 		Uncordon:   key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "uncordon node")),
 		Drain:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "drain node")),
@@ -57,7 +60,8 @@ func Default() KeyMap {
 
 // ShortHelp is the one-line help in the footer.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.NextScreen, k.Command, k.Filter, k.Sort, k.Enter, k.Help, k.Quit}
+	// Help and quit first: at 80 columns the end of the line is cut.
+	return []key.Binding{k.Help, k.Quit, k.NextScreen, k.Command, k.Filter, k.Sort, k.Enter}
 }
 
 // FullHelp is the help screen, in columns; the actions column is empty (and
@@ -66,7 +70,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	cols := [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom},
 		append([]key.Binding{k.NextScreen, k.PrevScreen}, k.Screens...),
-		{k.Command, k.Filter, k.Sort, k.Enter, k.Back, k.Help, k.Quit},
+		{k.Command, k.Filter, k.Sort, k.Enter, k.Back, k.Help, k.Quit, k.ForceQuit},
 	}
 	if k.Cordon.Enabled() {
 		cols = append(cols, []key.Binding{k.Cordon, k.Uncordon, k.Drain, k.Remove, k.Seed, k.Migrate})

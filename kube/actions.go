@@ -242,8 +242,13 @@ func Drain(ctx context.Context, cs kubernetes.Interface, node string, opts Drain
 		// A lost node's kubelet never confirms a pod gone: once evicted
 		// (its replacement scheduled elsewhere), a pod is not waited for,
 		// as kubectl drain --skip-wait-for-delete-timeout does. Without
-		// this, removing a dead device hangs until the timeout.
+		// this, removing a dead device hangs until the timeout. The skip
+		// counts from the end of the pod's grace period, which no kubelet
+		// is there to honour: unless one was asked for, it is 1 s.
 		h.SkipWaitForDeleteTimeoutSeconds = 1
+		if opts.GracePeriod < 0 {
+			h.GracePeriodSeconds = 1
+		}
 	}
 	if err := drain.RunCordonOrUncordon(h, n, true); err != nil {
 		return fmt.Errorf("cordon %s: %w", node, err)

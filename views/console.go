@@ -168,10 +168,10 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return a, tea.Batch(cmds...)
 	}
 	k := a.ctx.Keys
+	if key.Matches(msg, k.ForceQuit) {
+		return a, tea.Quit
+	}
 	if a.dialog != nil {
-		if key.Matches(msg, k.Quit) && msg.String() == "ctrl+c" {
-			return a, tea.Quit
-		}
 		closeIt, cmd := a.dialog.key(msg, func() int { a.taskSeq++; return a.taskSeq })
 		if closeIt {
 			a.dialog = nil
@@ -179,15 +179,15 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return a, cmd
 	}
 	if a.mode != modeNormal {
-		switch msg.Type {
-		case tea.KeyEsc:
+		switch {
+		case key.Matches(msg, k.Back):
 			if a.mode == modeFilter {
 				a.screens[a.current].table().SetFilter("")
 			}
 			a.mode = modeNormal
 			a.input.Blur()
 			return a, nil
-		case tea.KeyEnter:
+		case key.Matches(msg, k.Enter):
 			value := strings.TrimSpace(a.input.Value())
 			if a.mode == modeCommand {
 				a.runCommand(value)
@@ -254,7 +254,7 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 // wizardKey drives the open formation wizard; leaving it (esc, or any key
 // once formed) comes back to the console.
 func (a *App) wizardKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
-	if msg.String() == "ctrl+c" {
+	if key.Matches(msg, a.ctx.Keys.ForceQuit) {
 		return a, tea.Quit
 	}
 	_, cmd := a.wizard.Update(msg)

@@ -98,6 +98,8 @@ func press(a *App, keys ...string) tea.Cmd {
 			msg = tea.KeyMsg{Type: tea.KeyShiftTab}
 		case "down":
 			msg = tea.KeyMsg{Type: tea.KeyDown}
+		case "ctrl+c":
+			msg = tea.KeyMsg{Type: tea.KeyCtrlC}
 		default:
 			msg = tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
 		}
@@ -141,6 +143,34 @@ func TestNavigation(t *testing.T) {
 	}
 	if cmd := press(a, "q"); cmd == nil || cmd() != tea.Quit() {
 		t.Error("q does not quit")
+	}
+}
+
+// Ctrl-C leaves from anywhere; q typed into a line is only a letter.
+func TestCtrlCQuitsFromAnywhere(t *testing.T) {
+	quits := func(cmd tea.Cmd) bool { return cmd != nil && cmd() == tea.Quit() }
+	typing := func() *App {
+		// A drain that needs the node name typed: the dialog has a text input.
+		p := refusedDrain()
+		p.Refusals = nil
+		return drainDialogApp(testContext(120, 30), p)
+	}
+	for name, tc := range map[string]struct {
+		app  func() *App
+		keys []string
+	}{
+		"command line":     {func() *App { return newTestApp(80, 24) }, []string{":", "n", "o"}},
+		"filter line":      {func() *App { return newTestApp(80, 24) }, []string{"2", "/", "x"}},
+		"typed-name input": {typing, nil},
+	} {
+		a := tc.app()
+		press(a, tc.keys...)
+		if quits(press(a, "q")) {
+			t.Errorf("%s: q quit instead of being typed", name)
+		}
+		if !quits(press(a, "ctrl+c")) {
+			t.Errorf("%s: ctrl+c did not quit", name)
+		}
 	}
 }
 

@@ -32,6 +32,8 @@ type FormResult struct {
 	Summary []string
 	Written string
 	Joins   []string
+	// JoinsFile keeps the join lines for copying after the screen is gone.
+	JoinsFile string
 }
 
 // FormWizard forms a cluster offline: text inputs checked as you type (the
@@ -177,8 +179,22 @@ func (w *FormWizard) View() string {
 		out = append(out, w.result.Summary...)
 		out = append(out, "", st.OK.Render("wrote "+w.result.Written), "",
 			"On each other node run its line (they carry the cluster token; keep them private).",
-			"They are printed again when you leave, to copy from the terminal:", "")
+			"Line breaks inside a bundle do not matter: sitecon form --join ignores them.")
+		if w.result.JoinsFile != "" {
+			out = append(out, "Also saved in "+w.result.JoinsFile+" (readable by root only).")
+		}
+		out = append(out, "")
+		width := w.ctx.Width
+		if width < 20 {
+			width = 80
+		}
 		for _, j := range w.result.Joins {
+			// Bundles are long and unbroken: wrap them rather than let the
+			// edge of the screen cut them.
+			for len(j) > width {
+				out = append(out, j[:width])
+				j = j[width:]
+			}
 			out = append(out, j)
 		}
 		out = append(out, "", st.Muted.Render("any key to leave"))

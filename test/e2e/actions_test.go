@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/agent"
@@ -181,14 +183,54 @@ func TestDrainRefusedLastReplica(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 	singleReplicaVolume(t, site, "vol-only-b", "node-b")
+	// A workload on node-b that a drain would evict.
+	labels := map[string]string{"app": "on-b"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-b", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{corev1.LabelHostname: "node-b"},
+				Containers:   []corev1.Container{{Name: "c", Image: "registry.local/x:1"}},
+			}},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "on-b", metav1.DeleteOptions{})
+	})
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=on-b"})
+		return err == nil && len(pods.Items) == 1 && pods.Items[0].Spec.NodeName == "node-b" && kube.PodReady(&pods.Items[0]), nil
+	}); err != nil {
+		t.Fatal("the workload never ran on node-b")
+	}
 	// Every change to node-b's pods during the attempt is recorded.
 	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-b"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Zero evictions only means something if there was something to evict.
+	onB, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictable := 0
+	for _, p := range onB.Items {
+		if !ownedByDaemonSet(&p) && p.DeletionTimestamp == nil {
+			evictable++
+		}
+	}
+	if evictable == 0 {
+		t.Fatal("node-b runs no pod a drain would evict: the test would prove nothing")
+	}
 	var disrupted []string
 	var mu sync.Mutex
+	watchDone := make(chan struct{})
 	go func() {
+		defer close(watchDone)
 		for ev := range w.ResultChan() {
 			if p, ok := ev.Object.(*corev1.Pod); ok && (ev.Type == watch.Deleted || p.DeletionTimestamp != nil) {
 				mu.Lock()
@@ -200,6 +242,7 @@ func TestDrainRefusedLastReplica(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	out, err := act(t, site, auditLog, "drain", "node-b", "--yes", "--force", "--confirm", "node-b")
 	w.Stop()
+	<-watchDone
 	if err == nil || !strings.Contains(out, "node-b holds the only healthy replica of vol-only-b") {
 		t.Fatalf("drain was not refused for the last replica: %v\n%s", err, out)
 	}
@@ -336,7 +379,9 @@ func TestDrainWithPDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
+	watchDone := make(chan struct{})
 	go func() {
+		defer close(watchDone)
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
@@ -356,6 +401,7 @@ func TestDrainWithPDB(t *testing.T) {
 	}()
 	out, err = act(t, site, auditLog, "drain", node, "--yes", "--timeout", "2m")
 	w.Stop()
+	<-watchDone
 	t.Logf("drain output:\n%s", out)
 	for _, m := range marks {
 		t.Logf("%s %s %s", m.at.Format("15:04:05.000"), m.what, m.pod)
@@ -589,6 +635,101 @@ func TestRemoveNodeAndReadOnly(t *testing.T) {
 	}
 	if st, err := os.Stat(auditLog); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("audit log mode: %v %v", st.Mode(), err)
+	}
+}
+
+// Removing a lost device: its kubelet never confirms a pod gone, so the
+// drain must not wait on the pods it evicted there, or the removal would
+// hang until its timeout and the Node would stay.
+func TestRemoveLostNode(t *testing.T) {
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	// A node with no kubelet behind it: never Ready.
+	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-lost",
+		Labels: map[string]string{"node-role.kubernetes.io/agent": "true", corev1.LabelHostname: "node-lost"}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, lost, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(ctx, "node-lost", metav1.DeleteOptions{}) })
+	// The node-lifecycle controller writes to a new Node too: retry on conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lost, err := cs.CoreV1().Nodes().Get(ctx, "node-lost", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		lost.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10"), corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+		lost.Status.Allocatable = lost.Status.Capacity
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, lost, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A workload that was running there when the device died.
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-lost", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "on-lost"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "on-lost"}},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{corev1.LabelHostname: "node-lost"},
+					// It ran there before the node was lost; it does not
+					// tolerate a cordon, so nothing lands there afterwards.
+					Tolerations: []corev1.Toleration{
+						{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists},
+						{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists},
+					},
+					Containers: []corev1.Container{{Name: "c", Image: "registry.local/x:1"}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "on-lost", metav1.DeleteOptions{})
+		pods, _ := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=on-lost"})
+		for _, p := range pods.Items {
+			_ = cs.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		}
+	})
+	var original string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=on-lost", FieldSelector: "spec.nodeName=node-lost"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, nil
+		}
+		original = pods.Items[0].Name
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal("the workload never landed on node-lost")
+	}
+
+	start := time.Now()
+	out, err := act(t, site, auditLog, "node", "remove", "node-lost", "--yes", "--confirm", "node-lost", "--timeout", "90s")
+	if err != nil || !strings.Contains(out, "node-lost removed") {
+		t.Fatalf("removing a lost node: %v (after %s)\n%s", err, time.Since(start).Round(time.Second), out)
+	}
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-lost", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("node-lost still there: %v", err)
+	}
+	// Its pod was evicted, not left running: terminating (a lost kubelet
+	// never confirms) or already collected with its Node.
+	p, err := cs.CoreV1().Pods("default").Get(ctx, original, metav1.GetOptions{})
+	if err == nil && p.DeletionTimestamp == nil {
+		t.Fatalf("pod %s on the lost node was not evicted", original)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if rec := lastAudit(t, auditLog); rec.Action != "remove-node" || rec.Outcome != audit.OutcomeDone {
+		t.Fatalf("audit record %+v", rec)
 	}
 }
 

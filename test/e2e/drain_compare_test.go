@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// The same drain scenario, drained for real by kubectl drain and then (put
+// back as it was) by sitecon drain: both evict the same pods. The scenario
+// is pinned to one node: a StatefulSet (stable pod names), a Deployment with
+// emptyDir data (evicted with --delete-emptydir-data), and a DaemonSet
+// (left alone by both). kubectl is the control-plane build's (1.34);
+// KUBECTL=/usr/bin/kubectl runs the comparison against another one.
+func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	const ns, node = "drain-compare", "node-c"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		if _, err := kube.Cordon(context.Background(), cs, node, false); err != nil {
+			t.Errorf("uncordon %s: %v", node, err)
+		}
+	})
+	pinned := corev1.PodSpec{
+		NodeSelector: map[string]string{corev1.LabelHostname: node},
+		Containers:   []corev1.Container{{Name: "c", Image: "registry.local/x:1"}},
+	}
+	template := func(app string, spec corev1.PodSpec) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Spec: spec}
+	}
+	selector := func(app string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	}
+	scratch := pinned
+	scratch.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2), Selector: selector("db"), Template: template("db", pinned), PodManagementPolicy: appsv1.ParallelPodManagement},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache"},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: selector("cache"), Template: template("cache", scratch)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec:       appsv1.DaemonSetSpec{Selector: selector("agent"), Template: template("agent", pinned)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	settled := func() {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			running := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil {
+					return false, nil
+				}
+				if p.Spec.NodeName == node && kube.PodReady(&p) {
+					running++
+				}
+			}
+			return running == 4, nil
+		})
+		if err != nil {
+			t.Fatalf("the scenario never ran whole on %s", node)
+		}
+	}
+
+	kubectl := cmp.Or(os.Getenv("KUBECTL"), filepath.Join(site.BinDir, "kubectl"))
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	drains := []struct {
+		who string
+		run func() (string, error)
+	}{
+		{"kubectl drain", func() (string, error) {
+			var out bytes.Buffer
+			cmd := exec.Command(kubectl, "--kubeconfig", site.Kubeconfig(), "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=90s")
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			return out.String(), err
+		}},
+		{"sitecon drain", func() (string, error) {
+			return act(t, site, auditLog, "drain", node, "--yes", "--delete-emptydir-data", "--timeout", "90s")
+		}},
+	}
+	var evicted [][]string
+	for _, d := range drains {
+		settled()
+		got, out, err := recordEvictions(t, cs, ns, d.run)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", d.who, err, out)
+		}
+		t.Logf("%s evicted %v", d.who, got)
+		evicted = append(evicted, got)
+		if _, err := kube.Cordon(ctx, cs, node, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"Deployment/cache", "db-0", "db-1"}
+	for i, d := range drains {
+		if !slices.Equal(evicted[i], want) {
+			t.Errorf("%s evicted %v, want %v (the DaemonSet pod stays)", d.who, evicted[i], want)
+		}
+	}
+}
+
+// recordEvictions runs a drain and returns the scenario pods it evicted,
+// named so that both runs compare: a StatefulSet pod by its stable name,
+// a Deployment's pod by its Deployment.
+func recordEvictions(t *testing.T, cs kubernetes.Interface, ns string, drain func() (string, error)) ([]string, string, error) {
+	t.Helper()
+	w, err := cs.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	evicted := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || p.DeletionTimestamp == nil {
+				continue
+			}
+			mu.Lock()
+			evicted[evictionName(p)] = true
+			mu.Unlock()
+		}
+	}()
+	out, err := drain()
+	w.Stop()
+	<-done
+	var names []string
+	for n := range evicted {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, out, err
+}
+
+func evictionName(p *corev1.Pod) string {
+	for _, o := range p.OwnerReferences {
+		switch o.Kind {
+		case "StatefulSet":
+			return p.Name
+		case "ReplicaSet":
+			if i := strings.LastIndex(o.Name, "-"); i > 0 {
+				return "Deployment/" + o.Name[:i]
+			}
+		case "DaemonSet":
+			return "DaemonSet/" + o.Name
+		}
+	}
+	return "pod/" + p.Name
+}
