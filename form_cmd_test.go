@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,48 @@ func TestFormCLIReadOnlyAndAudit(t *testing.T) {
 	}
 	if r := recs[0]; r.Action != "form" || r.Target != "site1" || r.Outcome != audit.OutcomeDone || !strings.Contains(r.Detail, filepath.Join(dir, "cluster.json")) {
 		t.Fatalf("audit record %+v", r)
+	}
+}
+
+// join-info: a server's bundle takes the first free address of the prefix
+// and decodes to this cluster; an edgeworker gets the k3s setup and never
+// the token; a wrong role or a missing UUID is a clear error.
+func TestJoinInfo(t *testing.T) {
+	dir := t.TempDir()
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: "lo", Prefix: "10.250.0.0/28",
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := plan.Nodes[0].Files(dir, "")
+	if err == nil {
+		err = files.Write()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := loadClusterConfig(files.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := []netip.Addr{netip.MustParseAddr("10.250.0.2"), netip.MustParseAddr("10.250.0.3")}
+	text, err := joinInfo(v, "server", "node-d", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "", used, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, line, _ := strings.Cut(text, "sitecon form --join ")
+	b, err := agent.DecodeBundle(line)
+	if err != nil || b.ClusterID != plan.ClusterID || b.ClusterIPPrefix != "10.250.0.4/28" || b.NodeName != "node-d" || b.IsWorkerNode {
+		t.Fatalf("bundle %+v, %v", b, err)
+	}
+	edge, err := joinInfo(v, "edgeworker", "edge-1", "", "", used, "v1.34.4+k3s1")
+	if err != nil || !strings.Contains(edge, "k3s agent") || strings.Contains(edge, plan.Token.Reveal()) {
+		t.Fatalf("edgeworker: %v\n%s", err, edge)
+	}
+	if _, err := joinInfo(v, "hub", "x", "", "", nil, ""); err == nil || !strings.Contains(err.Error(), "server, agent or edgeworker") {
+		t.Fatalf("wrong role: %v", err)
+	}
+	if _, err := joinInfo(v, "agent", "x", "", "", nil, ""); err == nil || !strings.Contains(err.Error(), "UUID") {
+		t.Fatalf("missing UUID: %v", err)
 	}
 }

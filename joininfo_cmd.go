@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,51 +29,17 @@ from this node's token file, never printed. The address is the first free one
 in the cluster prefix unless --node-ip says otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if role != "server" && role != "agent" && role != "edgeworker" {
-				return fmt.Errorf("--role must be server, agent or edgeworker, not %q", role)
-			}
-			if nodeName == "" {
-				return fmt.Errorf("--node-name is required")
-			}
-			cfg, err := agent.LoadConfig(configPath)
-			if err != nil {
-				return err
-			}
-			env := agent.HostEnvironment()
-			env.InterfaceExists = nil
-			v, err := agent.Validate(cfg, env)
+			v, err := loadClusterConfig(configPath)
 			if err != nil {
 				return err
 			}
 			used, serverVersion := clusterAddresses(cmd.Context(), g)
-			used = append(used, v.JoinIP, v.NodeIP)
-			var addr netip.Addr
-			if nodeIP != "" {
-				if addr, err = netip.ParseAddr(nodeIP); err != nil || !v.Network.Contains(addr) {
-					return fmt.Errorf("--node-ip %q is not an address in the cluster prefix %s", nodeIP, v.Network)
-				}
-			} else if addr, err = agent.NextFreeAddress(v.Network, used); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if role == "edgeworker" {
-				_, err := fmt.Fprint(out, agent.EdgeworkerInstructions(v, nodeName, addr, serverVersion))
-				return err
-			}
-			bundle := agent.JoinBundle{
-				Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,
-				ClusterIPPrefix: netip.PrefixFrom(addr, v.Prefix.Bits()).String(), IsWorkerNode: role == "agent",
-				JoinServerIP: v.JoinIP.String(), Token: v.Token, NodeName: nodeName, NodeUUID: nodeUUID,
-			}
-			if bundle.NodeUUID == "" {
-				return fmt.Errorf("--node-uuid is required for an EVE node (its device UUID)")
-			}
-			line, err := bundle.Encode()
+			text, err := joinInfo(v, role, nodeName, nodeUUID, nodeIP, used, serverVersion)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "# %s joins %s as a %s at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n", nodeName, v.ClusterName, role, bundle.ClusterIPPrefix, line)
-			return nil
+			_, err = fmt.Fprint(cmd.OutOrStdout(), text)
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -82,6 +49,56 @@ in the cluster prefix unless --node-ip says otherwise.`,
 	f.StringVar(&nodeIP, "node-ip", "", "the new node's cluster address (default: the first free one)")
 	f.StringVar(&nodeUUID, "node-uuid", "", "the new EVE node's device UUID (server and agent)")
 	return cmd
+}
+
+// loadClusterConfig reads and checks this node's cluster config (the
+// interface need not exist here: only the addressing and token are used).
+func loadClusterConfig(path string) (*agent.Validated, error) {
+	cfg, err := agent.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	env := agent.HostEnvironment()
+	env.InterfaceExists = nil
+	return agent.Validate(cfg, env)
+}
+
+// joinInfo is what a new node needs to join v's cluster: a join bundle for
+// an EVE node (server or agent), the k3s agent setup for an edgeworker. The
+// address is nodeIP, or the first one of the prefix not in used.
+func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used []netip.Addr, serverVersion string) (string, error) {
+	if role != "server" && role != "agent" && role != "edgeworker" {
+		return "", fmt.Errorf("the role must be server, agent or edgeworker, not %q", role)
+	}
+	if nodeName == "" {
+		return "", fmt.Errorf("the new node's name is required")
+	}
+	used = append(slices.Clone(used), v.JoinIP, v.NodeIP)
+	var addr netip.Addr
+	var err error
+	if nodeIP != "" {
+		if addr, err = netip.ParseAddr(nodeIP); err != nil || !v.Network.Contains(addr) {
+			return "", fmt.Errorf("--node-ip %q is not an address in the cluster prefix %s", nodeIP, v.Network)
+		}
+	} else if addr, err = agent.NextFreeAddress(v.Network, used); err != nil {
+		return "", err
+	}
+	if role == "edgeworker" {
+		return agent.EdgeworkerInstructions(v, nodeName, addr, serverVersion), nil
+	}
+	if nodeUUID == "" {
+		return "", fmt.Errorf("an EVE node's device UUID is required (--node-uuid)")
+	}
+	bundle := agent.JoinBundle{
+		Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,
+		ClusterIPPrefix: netip.PrefixFrom(addr, v.Prefix.Bits()).String(), IsWorkerNode: role == "agent",
+		JoinServerIP: v.JoinIP.String(), Token: v.Token, NodeName: nodeName, NodeUUID: nodeUUID,
+	}
+	line, err := bundle.Encode()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("# %s joins %s as a %s at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n", nodeName, v.ClusterName, role, bundle.ClusterIPPrefix, line), nil
 }
 
 // clusterAddresses asks the cluster, briefly, which addresses its nodes use

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -69,15 +70,16 @@ func newRoot() *cobra.Command {
 	pf.TextVar(&g.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	pf.BoolVar(&g.readOnly, "readonly", os.Getenv("SITECON_READONLY") != "", "look, do not touch: no actions in the console, action commands refuse (env SITECON_READONLY)")
 	pf.StringVar(&g.auditLog, "audit-log", audit.DefaultPath, "where actions are recorded (JSON lines, 0600)")
-	var agentSocket string
+	var agentSocket, clusterConfig string
 	root.Long = `sitecon with no command opens the site console: nodes, VIP owner, pod
 health per namespace, Longhorn volumes and how long each has been in its
 state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 / to filter, s to sort, enter and esc to drill in and out, ? for help, q to quit.`
 	root.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
+	root.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config (for :add, the join info of a new node)")
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runConsole(cmd.Context(), g, agentSocket)
+		return runConsole(cmd.Context(), g, agentSocket, clusterConfig)
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
@@ -258,7 +260,7 @@ func auditEvents(path string, max int) []views.AgentEvent {
 // runConsole opens the console. It starts even when the cluster cannot be
 // read (it shows why, and the agent's local state) and never exits on its
 // own: only q or Ctrl-C end it.
-func runConsole(ctx context.Context, g *globalFlags, agentSocket string) error {
+func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig string) error {
 	if g.logFile == "" {
 		dir, err := os.UserCacheDir()
 		if err != nil {
@@ -292,6 +294,20 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket string) error {
 			actions.Unavailable = err.Error()
 		} else {
 			actions.Audit = auditLog
+		}
+		actions.JoinInfo = func(role, name, uuid string) (string, error) {
+			v, err := loadClusterConfig(clusterConfig)
+			if err != nil {
+				return "", err
+			}
+			// The addresses in use, from the snapshot: no request here.
+			var used []netip.Addr
+			for _, n := range snap.Data().Nodes {
+				if ip, err := netip.ParseAddr(kube.InternalIP(n)); err == nil {
+					used = append(used, ip)
+				}
+			}
+			return joinInfo(v, role, name, uuid, "", used, "")
 		}
 		app.SetActions(actions)
 	}

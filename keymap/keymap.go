@@ -15,7 +15,7 @@ type KeyMap struct {
 	ForceQuit key.Binding
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
-	Cordon, Uncordon, Drain, Remove, Seed, Migrate key.Binding
+	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode key.Binding
 	// Confirm and Cancel answer a dialog.
 	Confirm, Cancel key.Binding
 }
@@ -48,6 +48,7 @@ func Default() KeyMap {
 		Remove:     key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "remove node (drain, delete)")),
 		Seed:       key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "make node the seed")),
 		Migrate:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate app")),
+		AddNode:    key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add a node (:add ROLE NAME UUID)")),
 		Confirm:    key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:     key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 	}
@@ -73,7 +74,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Command, k.Filter, k.Sort, k.Enter, k.Back, k.Help, k.Quit, k.ForceQuit},
 	}
 	if k.Cordon.Enabled() {
-		cols = append(cols, []key.Binding{k.Cordon, k.Uncordon, k.Drain, k.Remove, k.Seed, k.Migrate})
+		cols = append(cols, []key.Binding{k.Cordon, k.Uncordon, k.Drain, k.Remove, k.Seed, k.Migrate, k.AddNode})
 	}
 	return cols
 }
@@ -81,7 +82,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 // ReadOnly disables every action binding: they no longer match a key and
 // the help no longer shows them.
 func (k *KeyMap) ReadOnly() {
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate} {
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode} {
 		b.SetEnabled(false)
 	}
 }

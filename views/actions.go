@@ -27,6 +27,10 @@ type Actions struct {
 	// Unavailable says why actions cannot run (the audit log cannot be
 	// written: an action that cannot be recorded is not taken).
 	Unavailable string
+	// JoinInfo is what a new node needs to join: role server, agent or
+	// edgeworker, its name, and an EVE node's device UUID. nil: this device
+	// has no cluster config to make it from. It reads local files only.
+	JoinInfo func(role, name, uuid string) (string, error)
 }
 
 func (ac *Actions) record(r audit.Record) {
@@ -91,6 +95,13 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 	k := a.ctx.Keys
 	isAction := key.Matches(msg, k.Cordon) || key.Matches(msg, k.Uncordon) || key.Matches(msg, k.Drain) ||
 		key.Matches(msg, k.Remove) || key.Matches(msg, k.Seed) || key.Matches(msg, k.Migrate)
+	if key.Matches(msg, k.AddNode) {
+		// The command line, filled in: what a new node needs is typed.
+		a.mode = modeCommand
+		a.input.SetValue("add server ")
+		a.input.CursorEnd()
+		return true, a.input.Focus()
+	}
 	if !isAction {
 		return false, nil
 	}
@@ -478,4 +489,47 @@ func (d *dialog) view(w, h int) string {
 		out = out[len(out)-h:]
 	}
 	return strings.Join(out, "\n")
+}
+
+// addNode shows what a new node needs to join (:add ROLE NAME [UUID]): the
+// join bundle for an EVE node, the k3s agent setup for an edgeworker.
+func (a *App) addNode(args []string) {
+	const usage = "usage: :add server|agent|edgeworker NAME [DEVICE-UUID]"
+	switch {
+	case a.ctx.ReadOnly:
+		a.message = "read-only: :add is not available (a join bundle carries the cluster token)"
+		return
+	case a.actions == nil || a.actions.JoinInfo == nil:
+		a.message = ":add needs this node's cluster config (sitecon --config FILE)"
+		return
+	case a.actions.Unavailable != "":
+		a.message = "actions unavailable: " + a.actions.Unavailable
+		return
+	case len(args) < 2 || len(args) > 3:
+		a.message = usage
+		return
+	}
+	role, name, uuid := args[0], args[1], ""
+	if len(args) == 3 {
+		uuid = args[2]
+	}
+	text, err := a.actions.JoinInfo(role, name, uuid)
+	if err != nil {
+		a.message = err.Error() + " — " + usage
+		return
+	}
+	d := a.openDialog("add "+name, audit.Record{Action: "add-node", Target: name, Detail: role})
+	width := max(a.ctx.Width-1, 20)
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		// A bundle is one long word: wrap it rather than lose its end at
+		// the screen's edge (sitecon form --join ignores the breaks).
+		for len(line) > width {
+			d.lines = append(d.lines, line[:width])
+			line = line[width:]
+		}
+		d.lines = append(d.lines, line)
+	}
+	d.state, d.result = dialogDone, "join info for "+name+" ("+role+")"
+	d.rec.Outcome = audit.OutcomeDone
+	a.actions.record(d.rec)
 }

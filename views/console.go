@@ -277,6 +277,10 @@ func (a *App) runCommand(cmd string) {
 		a.message = "press q to quit"
 		return
 	}
+	if fields := strings.Fields(cmd); fields[0] == "add" {
+		a.addNode(fields[1:])
+		return
+	}
 	if cmd == "form" {
 		switch {
 		case a.ctx.ReadOnly:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -549,5 +550,61 @@ func TestFormFromConsole(t *testing.T) {
 	ro.Update(tea.KeyMsg{Type: tea.KeyEnter})
 	if ro.wizard != nil || !strings.Contains(ro.View(), "read-only") {
 		t.Fatalf("read-only console opened the wizard:\n%s", ro.View())
+	}
+}
+
+// a on the nodes screen opens ":add server "; the join info comes back in a
+// dialog, the bundle wrapped to the screen so none of it is cut; a wrong
+// role says what is right; read-only has neither key nor command.
+func TestAddNodeCommand(t *testing.T) {
+	a := newTestApp(80, 24)
+	bundle := "sitecon-join.v1." + strings.Repeat("QUJD", 40) + ".0123456789abcdef"
+	var asked []string
+	a.SetActions(&Actions{JoinInfo: func(role, name, uuid string) (string, error) {
+		asked = append(asked, role+" "+name+" "+uuid)
+		if role != "server" && role != "agent" && role != "edgeworker" {
+			return "", fmt.Errorf("the role must be server, agent or edgeworker, not %q", role)
+		}
+		return "# " + name + " joins site1 as a " + role + " at 10.244.244.4/28\nsitecon form --join " + bundle + "\n", nil
+	}})
+	press(a, "2", "a")
+	if a.mode != modeCommand || a.input.Value() != "add server " {
+		t.Fatalf("a: mode %v, line %q", a.mode, a.input.Value())
+	}
+	for _, r := range "node-d 0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d" {
+		a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	press(a, "enter")
+	if a.dialog == nil || !slices.Equal(asked, []string{"server node-d 0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}) {
+		t.Fatalf("no join info shown (asked %v, message %q)", asked, a.message)
+	}
+	v := a.View()
+	for _, line := range strings.Split(v, "\n") {
+		if len([]rune(line)) > 80 {
+			t.Errorf("line wider than the screen: %q", line)
+		}
+	}
+	// What a technician copies off the screen: its breaks and padding go.
+	copied := strings.Join(strings.Fields(v), "")
+	if !strings.Contains(copied, bundle) || !strings.Contains(v, "join info for node-d (server)") {
+		t.Fatalf("the bundle is not all on screen:\n%s", v)
+	}
+	press(a, "x")
+	press(a, ":", "a", "d", "d", " ", "h", "u", "b", " ", "n", "o", "d", "e", "-", "e", "enter")
+	if a.dialog != nil || !strings.Contains(a.message, `not "hub"`) || !strings.Contains(a.message, "usage: :add") {
+		t.Fatalf("a wrong role: dialog %v, message %q", a.dialog != nil, a.message)
+	}
+
+	ctx := testContext(80, 24)
+	ctx.ReadOnly = true
+	ro := NewApp(ctx)
+	ro.Update(FrameMsg(sampleFrame()))
+	press(ro, "2", "a")
+	if ro.mode != modeNormal {
+		t.Fatal("read-only: a opened the command line")
+	}
+	press(ro, ":", "a", "d", "d", " ", "s", "e", "r", "v", "e", "r", " ", "x", " ", "y", "enter")
+	if ro.dialog != nil || !strings.Contains(ro.message, "read-only") {
+		t.Fatalf("read-only :add: dialog %v, message %q", ro.dialog != nil, ro.message)
 	}
 }
