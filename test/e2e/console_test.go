@@ -6,6 +6,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -340,5 +341,62 @@ func TestConsoleMigrate(t *testing.T) {
 	waitAgents(t, all, "cons-mig", 30*time.Second, "agreed on node-a", runningOn("node-a"))
 	if rec := lastAudit(t, auditLog); rec.Action != "migrate" || rec.Outcome != audit.OutcomeDone || rec.Target != "cons-mig → node-a" {
 		t.Fatalf("audit record: %+v", rec)
+	}
+}
+
+// The console starts with the API server down (NO DATA and why, and it
+// stays up), shows the cluster once the server is back without being told,
+// keeps the last data under a STALE badge through an outage, and leaves
+// only when asked.
+func TestConsoleRidesOutAPIServerOutage(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	restart := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := site.StartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = site.StartAPIServer(ctx) // refused when it already runs
+		site.WaitSettled(t, 90*time.Second)
+	})
+	if err := site.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log")
+	c.waitScreen(15*time.Second, "NO DATA with the reason", func(s string) bool {
+		return strings.Contains(s, "NO DATA") && strings.Contains(s, "No cluster data:")
+	})
+	restart()
+	c.waitScreen(30*time.Second, "the cluster, once the API server is back", func(s string) bool {
+		return strings.Contains(s, "sitebox-test") && strings.Contains(s, "3/3 ready") && !strings.Contains(s, "NO DATA")
+	})
+	if err := site.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	s := c.waitScreen(30*time.Second, "STALE over the last data", func(s string) bool {
+		return strings.Contains(s, "STALE") && strings.Contains(s, "3/3 ready")
+	})
+	if !regexp.MustCompile(`STALE \d+s`).MatchString(s) || !strings.Contains(s, "API server unreachable for") {
+		t.Errorf("the badge should say for how long:\n%s", s)
+	}
+	restart()
+	c.waitScreen(30*time.Second, "fresh again", func(s string) bool {
+		return !strings.Contains(s, "STALE") && strings.Contains(s, "3/3 ready")
+	})
+	if err := exec.Command("tmux", "has-session", "-t", c.session).Run(); err != nil {
+		t.Fatal("the console exited on its own")
+	}
+	c.keys("q")
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return exec.Command("tmux", "has-session", "-t", c.session).Run() != nil, nil
+	})
+	if err != nil {
+		t.Fatal("q did not end the console")
 	}
 }
