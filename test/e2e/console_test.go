@@ -364,6 +364,7 @@ func TestConsoleRidesOutAPIServerOutage(t *testing.T) {
 		defer cancel()
 		_ = site.StartAPIServer(ctx) // refused when it already runs
 		site.WaitSettled(t, 90*time.Second)
+		site.WaitSimulatorsLive(t, 90*time.Second)
 	})
 	if err := site.StopAPIServer(); err != nil {
 		t.Fatal(err)

@@ -146,6 +146,8 @@ func TestStatsLeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLeader(30*time.Second, "after the API server restart")
+	// The site's simulators, on re-list backoff, must be live for the next test.
+	t.Cleanup(func() { site.WaitSimulatorsLive(t, 90*time.Second) })
 
 	// Never two at once.
 	mu.Lock()

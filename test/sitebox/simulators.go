@@ -544,6 +544,11 @@ func (s *kubevirtSimulator) reconcileVMI(ctx context.Context, vmi *kvv1.VirtualM
 			}
 		}
 		st.Phase = kvv1.Scheduling
+	case pod == nil && len(pods) == 0 && vmi.Status.Phase == kvv1.Scheduling && vmi.Status.NodeName == "":
+		// The launcher was just created and the pod cache has not shown it
+		// yet (it lags, most of all while its watch is on re-list backoff):
+		// that is no failure. Wait for the pod.
+		return
 	case pod == nil:
 		// The launcher pod is gone or terminating (its node was lost): the VMI
 		// has failed, as virt-controller decides when virt-handler goes silent.

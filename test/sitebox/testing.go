@@ -11,11 +11,17 @@ import (
 	"testing"
 	"time"
 
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	kvv1 "kubevirt.io/api/core/v1"
+	kvclientset "kubevirt.io/client-go/kubevirt"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // TestOptions are the site settings tests use: failures are noticed in
@@ -175,5 +181,47 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 	})
 	if err != nil {
 		t.Fatalf("site not settled within %s: %v (before: %v)", within, unsettled, lastSeen)
+	}
+}
+
+// WaitSimulatorsLive waits until the in-process simulators act on new
+// objects again: a fresh Longhorn volume turns healthy and a fresh VMI runs.
+// After the API server was away, their watches come back on client-go's
+// re-list backoff (up to 30 s): a test that stops the API server calls this
+// before it hands the site on.
+func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	lh, err := lhclientset.NewForConfig(ts.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := kvclientset.NewForConfig(ts.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("sitebox-probe-%d", time.Now().UnixNano())
+	volumes := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace)
+	vmis := kv.KubevirtV1().VirtualMachineInstances(kube.AppNamespace)
+	if _, err := volumes.Create(ctx, LonghornVolume(name, 1<<30, 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vmis.Create(ctx, &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = volumes.Delete(ctx, name, metav1.DeleteOptions{})
+		_ = vmis.Delete(ctx, name, metav1.DeleteOptions{})
+	}()
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		v, err := volumes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil || v.Status.Robustness != lhv1beta2.VolumeRobustnessHealthy {
+			return false, nil
+		}
+		vmi, err := vmis.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && vmi.Status.Phase == kvv1.Running, nil
+	})
+	if err != nil {
+		t.Fatalf("the simulators did not pick up new objects within %s", within)
 	}
 }
