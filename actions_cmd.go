@@ -499,28 +499,17 @@ func runMigrate(a *action, appRef, target string, timeout time.Duration, reason 
 		return a.finish(audit.OutcomeFailed, err)
 	}
 	fmt.Fprintf(a.out(), "override written; waiting for %s to run on %s\n", app.Name, target)
-	changes, unsubscribe := a.snap.Subscribe()
-	defer unsubscribe()
-	deadline := time.After(timeout)
-	last := ""
-	for {
-		now, ok := kube.FindApp(a.snap.Status().Apps, app.UUID)
-		where := fmt.Sprintf("%s on %s", now.Phase, orNone([]string{now.Node}))
-		if ok && where != last {
-			fmt.Fprintf(a.out(), "  %s: %s\n", app.Name, where)
-			last = where
-		}
-		if ok && now.Node == target && now.Ready {
-			fmt.Fprintf(a.out(), "%s runs on %s\n", app.Name, target)
-			return a.finish(audit.OutcomeDone, nil)
-		}
-		select {
-		case <-changes:
-		case <-deadline:
-			return a.finish(audit.OutcomeFailed, fmt.Errorf("%s did not run on %s within %s (last seen: %s); the override stays in place", app.Name, target, timeout, last))
-		case <-ctx.Done():
-			return a.finish(audit.OutcomeCancelled, fmt.Errorf("stopped waiting; the override stays in place and %s keeps moving to %s", app.Name, target))
-		}
+	last, err := kube.WaitAppOn(ctx, a.snap, app.UUID, target, timeout, func(where string) {
+		fmt.Fprintf(a.out(), "  %s: %s\n", app.Name, where)
+	})
+	switch {
+	case err == nil:
+		fmt.Fprintf(a.out(), "%s runs on %s\n", app.Name, target)
+		return a.finish(audit.OutcomeDone, nil)
+	case errors.Is(err, kube.ErrNotMovedYet):
+		return a.finish(audit.OutcomeFailed, fmt.Errorf("%s did not run on %s within %s (last seen: %s); the override stays in place", app.Name, target, timeout, last))
+	default:
+		return a.finish(audit.OutcomeCancelled, fmt.Errorf("stopped waiting; the override stays in place and %s keeps moving to %s", app.Name, target))
 	}
 }
 

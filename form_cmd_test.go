@@ -206,4 +206,14 @@ func TestJoinInfo(t *testing.T) {
 	if _, err := joinInfo(v, "agent", "x", "", "", nil, ""); err == nil || !strings.Contains(err.Error(), "UUID") {
 		t.Fatalf("missing UUID: %v", err)
 	}
+	// The cluster could not be asked which addresses its nodes have: no
+	// guess (10.250.0.2 is node-b's), an address must be given.
+	const uuid = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	if text, err := joinInfo(v, "agent", "node-d", uuid, "", nil, ""); err == nil || !strings.Contains(err.Error(), "--node-ip") {
+		t.Fatalf("unknown addresses gave %v\n%s", err, text)
+	}
+	given, err := joinInfo(v, "agent", "node-d", uuid, "10.250.0.9", nil, "")
+	if err != nil || !strings.Contains(given, "as an agent at 10.250.0.9/28") {
+		t.Fatalf("a given address: %v\n%s", err, given)
+	}
 }

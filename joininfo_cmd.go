@@ -65,29 +65,34 @@ func loadClusterConfig(path string) (*agent.Validated, error) {
 
 // joinInfo is what a new node needs to join v's cluster: a join bundle for
 // an EVE node (server or agent), the k3s agent setup for an edgeworker. The
-// address is nodeIP, or the first one of the prefix not in used.
+// address is nodeIP, or the first one of the prefix not in used, the
+// addresses the cluster's nodes have. used nil means they could not be read:
+// then an address must be given, since a guess could be a live node's.
 func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used []netip.Addr, serverVersion string) (string, error) {
-	if role != "server" && role != "agent" && role != "edgeworker" {
+	switch {
+	case role != "server" && role != "agent" && role != "edgeworker":
 		return "", fmt.Errorf("the role must be server, agent or edgeworker, not %q", role)
-	}
-	if nodeName == "" {
+	case nodeName == "":
 		return "", fmt.Errorf("the new node's name is required")
+	case role != "edgeworker" && nodeUUID == "":
+		return "", fmt.Errorf("an EVE node's device UUID is required")
 	}
-	used = append(slices.Clone(used), v.JoinIP, v.NodeIP)
 	var addr netip.Addr
 	var err error
-	if nodeIP != "" {
+	switch {
+	case nodeIP != "":
 		if addr, err = netip.ParseAddr(nodeIP); err != nil || !v.Network.Contains(addr) {
-			return "", fmt.Errorf("--node-ip %q is not an address in the cluster prefix %s", nodeIP, v.Network)
+			return "", fmt.Errorf("the node address %q is not in the cluster prefix %s", nodeIP, v.Network)
 		}
-	} else if addr, err = agent.NextFreeAddress(v.Network, used); err != nil {
-		return "", err
+	case used == nil:
+		return "", fmt.Errorf("the cluster's node addresses cannot be read, so a free address is not known: give the new node's address (--node-ip)")
+	default:
+		if addr, err = agent.NextFreeAddress(v.Network, append(slices.Clone(used), v.JoinIP, v.NodeIP)); err != nil {
+			return "", err
+		}
 	}
 	if role == "edgeworker" {
 		return agent.EdgeworkerInstructions(v, nodeName, addr, serverVersion), nil
-	}
-	if nodeUUID == "" {
-		return "", fmt.Errorf("an EVE node's device UUID is required (--node-uuid)")
 	}
 	bundle := agent.JoinBundle{
 		Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,
@@ -98,12 +103,15 @@ func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used 
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("# %s joins %s as a %s at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n", nodeName, v.ClusterName, role, bundle.ClusterIPPrefix, line), nil
+	article := "a"
+	if role == "agent" {
+		article = "an"
+	}
+	return fmt.Sprintf("# %s joins %s as %s %s at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n", nodeName, v.ClusterName, article, role, bundle.ClusterIPPrefix, line), nil
 }
 
 // clusterAddresses asks the cluster, briefly, which addresses its nodes use
-// and its version; an unreachable cluster gives nothing (the caller still
-// avoids the addresses it knows).
+// and its version; nil addresses when it cannot be asked.
 func clusterAddresses(ctx context.Context, g *globalFlags) ([]netip.Addr, string) {
 	cfg, err := g.restConfig()
 	if err != nil {
@@ -116,14 +124,15 @@ func clusterAddresses(ctx context.Context, g *globalFlags) ([]netip.Addr, string
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	var used []netip.Addr
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err == nil {
-		for _, n := range nodes.Items {
-			for _, a := range n.Status.Addresses {
-				if ip, err := netip.ParseAddr(a.Address); err == nil {
-					used = append(used, ip)
-				}
+	if err != nil {
+		return nil, ""
+	}
+	used := []netip.Addr{}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				used = append(used, ip)
 			}
 		}
 	}

@@ -301,7 +301,11 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 				return "", err
 			}
 			// The addresses in use, from the snapshot: no request here.
+			// Not read yet, they are unknown (nil), not free.
 			var used []netip.Addr
+			if snap.Synced() {
+				used = []netip.Addr{}
+			}
 			for _, n := range snap.Data().Nodes {
 				if ip, err := netip.ParseAddr(kube.InternalIP(n)); err == nil {
 					used = append(used, ip)

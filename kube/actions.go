@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -446,6 +447,48 @@ func RemoveNode(ctx context.Context, cs kubernetes.Interface, node string) error
 		return err
 	}
 	return removeFromNodeList(ctx, cs, node)
+}
+
+// ErrNotMovedYet: the app did not run on its target within the wait.
+var ErrNotMovedYet = errors.New("not running on the target yet")
+
+// WaitAppOn waits until the app runs, ready, on node, telling progress each
+// time where it is changes. It waits on the snapshot's changes: no request.
+// It returns the last place seen, with ErrNotMovedYet after timeout or
+// ctx's error when cancelled.
+func WaitAppOn(ctx context.Context, snap *Snapshot, uuid, node string, timeout time.Duration, progress func(where string)) (last string, err error) {
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	deadline := time.After(timeout)
+	for {
+		if now, ok := FindApp(snap.Status().Apps, uuid); ok {
+			if where := AppWhere(now); where != last {
+				progress(where)
+				last = where
+			}
+			if now.Node == node && now.Ready {
+				return last, nil
+			}
+		}
+		select {
+		case <-changes:
+		case <-deadline:
+			return last, ErrNotMovedYet
+		case <-ctx.Done():
+			return last, ctx.Err()
+		}
+	}
+}
+
+// AppWhere says where an app is, for progress lines: "Running on node-c",
+// "Scheduling, not placed yet", "starting, not placed yet" (a VM between
+// its old instance and the new one).
+func AppWhere(a AppStatus) string {
+	phase := cmp.Or(a.Phase, "starting")
+	if a.Node == "" {
+		return phase + ", not placed yet"
+	}
+	return phase + " on " + a.Node
 }
 
 // FindApp finds an app by name or UUID; of the objects running it (a

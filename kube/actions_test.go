@@ -119,3 +119,20 @@ func TestSeedCheck(t *testing.T) {
 		}
 	}
 }
+
+// Progress lines say where an app is in words: a VM between its old
+// instance and the new one has no phase and no node yet.
+func TestAppWhere(t *testing.T) {
+	for _, tc := range []struct {
+		app  AppStatus
+		want string
+	}{
+		{AppStatus{Phase: "Running", Node: "node-c"}, "Running on node-c"},
+		{AppStatus{Phase: "Scheduling"}, "Scheduling, not placed yet"},
+		{AppStatus{}, "starting, not placed yet"},
+	} {
+		if got := AppWhere(tc.app); got != tc.want {
+			t.Errorf("AppWhere(%+v) = %q, want %q", tc.app, got, tc.want)
+		}
+	}
+}

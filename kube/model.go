@@ -152,6 +152,11 @@ type VolumeStatus struct {
 	WantReplicas int `json:"wantReplicas"`
 }
 
+// Label names a volume for people: its claim when Kubernetes has one (the
+// Longhorn name of a provisioned volume is a generated pvc-<uuid>), else the
+// Longhorn name.
+func (v VolumeStatus) Label() string { return cmp.Or(v.PVC, v.Name) }
+
 // Replica states as sitecon reports them.
 const (
 	ReplicaHealthy    = "healthy"

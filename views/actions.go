@@ -306,27 +306,14 @@ func (d *dialog) chooseTarget() {
 			return err
 		}
 		progress("override written; waiting for " + app.Name + " to run on " + target)
-		changes, unsubscribe := snap.Subscribe()
-		defer unsubscribe()
-		deadline := time.After(timeout)
-		last := ""
-		for {
-			now, ok := kube.FindApp(snap.Status().Apps, app.UUID)
-			if where := now.Phase + " on " + orDash(now.Node); ok && where != last {
-				progress(app.Name + ": " + where)
-				last = where
-			}
-			if ok && now.Node == target && now.Ready {
-				return nil
-			}
-			select {
-			case <-changes:
-			case <-deadline:
-				return fmt.Errorf("%s did not run on %s within %s; the override stays", app.Name, target, timeout)
-			case <-ctx.Done():
-				return errors.New("stopped waiting; the override stays in place")
-			}
+		_, err = kube.WaitAppOn(ctx, snap, app.UUID, target, timeout, func(where string) { progress(app.Name + ": " + where) })
+		switch {
+		case errors.Is(err, kube.ErrNotMovedYet):
+			return fmt.Errorf("%s did not run on %s within %s; the override stays", app.Name, target, timeout)
+		case err != nil:
+			return errors.New("stopped waiting; the override stays in place")
 		}
+		return nil
 	}
 }
 

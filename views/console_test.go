@@ -608,3 +608,21 @@ func TestAddNodeCommand(t *testing.T) {
 		t.Fatalf("read-only :add: dialog %v, message %q", ro.dialog != nil, ro.message)
 	}
 }
+
+// A provisioned volume is named by its claim, on the volumes screen and in
+// the alerts: its Longhorn name is a generated pvc-<uuid> nobody on site
+// recognises.
+func TestVolumesNamedByClaim(t *testing.T) {
+	f := sampleFrame()
+	f.Status.Volumes[0].Name, f.Status.Volumes[0].PVC = "pvc-3f1c2a9e-0b7d-4c1e-9a55-2b1c3d4e5f60", "plc-data-9a7e"
+	a := NewApp(testContext(120, 30))
+	a.Update(FrameMsg(f))
+	press(a, "4")
+	if v := a.View(); !strings.Contains(v, "plc-data-9a7e") || strings.Contains(v, "pvc-3f1c") {
+		t.Errorf("volumes screen should name the claim:\n%s", v)
+	}
+	press(a, "1")
+	if v := a.View(); !strings.Contains(v, "volume plc-data-9a7e degraded for 7d") {
+		t.Errorf("the alert should name the claim:\n%s", v)
+	}
+}

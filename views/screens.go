@@ -134,7 +134,7 @@ func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Ce
 }
 
 func newVolumes(ctx *ui.Context) screen {
-	cols := []ui.Column{{Title: "NAME", Width: 13}, {Title: "STATE", Width: 9}, {Title: "ROBUSTNESS", Width: 10}, {Title: "SINCE", Width: 5},
+	cols := []ui.Column{{Title: "NAME", Width: 16}, {Title: "STATE", Width: 9}, {Title: "ROBUSTNESS", Width: 10}, {Title: "SINCE", Width: 5},
 		{Title: "SIZE", Width: 5}, {Title: "USED", Width: 6, HideBelow: 100}, {Title: "NODE", Width: 7}, {Title: "REPLICAS ✓✗↻", Width: 18, Flex: true}}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
@@ -153,7 +153,7 @@ func newVolumes(ctx *ui.Context) screen {
 				replicas += fmt.Sprintf(" (%d/%d)", len(v.Replicas), v.WantReplicas)
 			}
 			rows = append(rows, ui.Row{ID: v.Name, Cells: []ui.Cell{
-				plain(v.Name), plain(v.State), rob, since,
+				plain(v.Label()), plain(v.State), rob, since,
 				{Text: Bytes(v.Size), Key: numberKey(v.Size)}, {Text: Bytes(v.ActualSize), Key: numberKey(v.ActualSize)},
 				plain(orNA(v.Node)), plain(replicas),
 			}})
@@ -339,7 +339,7 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	for _, v := range s.Volumes {
 		switch v.Robustness {
 		case "faulted":
-			out = append(out, Alert{Bad: true, Since: v.Since, Text: fmt.Sprintf("volume %s faulted for %s", v.Name, Age(v.Since, now, v.SinceExact))})
+			out = append(out, Alert{Bad: true, Since: v.Since, Text: fmt.Sprintf("volume %s faulted for %s", v.Label(), Age(v.Since, now, v.SinceExact))})
 		case "degraded":
 			failed := 0
 			for _, r := range v.Replicas {
@@ -348,7 +348,7 @@ func Alerts(f *Frame, now time.Time) []Alert {
 				}
 			}
 			out = append(out, Alert{Bad: now.Sub(v.Since) >= time.Hour, Since: v.Since,
-				Text: fmt.Sprintf("volume %s degraded for %s (%d of %d replicas not healthy)", v.Name, Age(v.Since, now, v.SinceExact), failed, len(v.Replicas))})
+				Text: fmt.Sprintf("volume %s degraded for %s (%d of %d replicas not healthy)", v.Label(), Age(v.Since, now, v.SinceExact), failed, len(v.Replicas))})
 		}
 	}
 	for _, n := range s.Nodes {

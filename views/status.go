@@ -255,7 +255,7 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 			if len(v.Replicas) < v.WantReplicas {
 				replicas += fmt.Sprintf(" (%d of %d)", len(v.Replicas), v.WantReplicas)
 			}
-			p("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, orNA(v.State), v.Robustness, Age(v.Since, now, v.SinceExact), Bytes(v.Size), orNA(v.Node), orNA(replicas))
+			p("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Label(), orNA(v.State), v.Robustness, Age(v.Since, now, v.SinceExact), Bytes(v.Size), orNA(v.Node), orNA(replicas))
 		}
 		if len(st.Volumes) == 0 {
 			p("(no volumes)\n")
