@@ -347,13 +347,11 @@ func (a *Agent) leave() {
 // bringUp takes a validated config to a running k3s: address and firewall,
 // /status server, k3s config, the wait for the seed, k3s.
 func (a *Agent) bringUp(ctx context.Context, v *Validated) {
-	configJoinIP := v.JoinIP
 	v, seedMoved := a.applySeedRecord(v)
 	role := DecideRole(v)
 	a.setPhase(PhaseConfiguring, nil)
 	a.attempt(nil)
-	backoff := a.opts.SeedBackoffMin
-	for {
+	addressed := a.retry(ctx, func() bool {
 		a.mu.Lock()
 		previous := a.prefix
 		a.mu.Unlock()
@@ -363,21 +361,20 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 			}
 			return netcfg.ApplyFirewall(v.ClusterInterface, v.Network)
 		})
-		if err == nil {
-			break
+		if err != nil {
+			a.setPhase(PhaseError, err)
+			a.attempt(err)
 		}
-		a.setPhase(PhaseError, err)
-		a.attempt(err)
-		if !sleepCtx(ctx, backoff) {
-			return
-		}
-		backoff = min(backoff*2, a.opts.SeedBackoffMax)
+		return err == nil
+	})
+	if !addressed {
+		return
 	}
 	a.mu.Lock()
 	a.prefix, a.state.ClusterIPReady = v.Prefix, true
 	a.mu.Unlock()
 
-	member := a.watchMembership(ctx, v, configJoinIP)
+	member := a.watchMembership(ctx, v)
 	if err := a.serveStatus(ctx, v, member.isMember); err != nil {
 		a.setPhase(PhaseError, err)
 		return
@@ -394,24 +391,23 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 	if role != RoleSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
 		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer()}
-		backoff := a.opts.SeedBackoffMin
-		for {
+		seedAnswers := a.retry(ctx, func() bool {
 			err := probe.Check(ctx)
-			if err == nil {
-				break
-			}
-			// Another cluster at the join address is an error, never a
-			// reason to join; the check goes on in case the site is fixed.
-			if errors.Is(err, ErrForeignCluster) {
+			switch {
+			case err == nil:
+				return true
+			case errors.Is(err, ErrForeignCluster):
+				// Another cluster at the join address is an error, never a
+				// reason to join; the check goes on in case the site is fixed.
 				a.setPhase(PhaseError, err)
-			} else {
+			default:
 				a.setPhase(PhaseWaitingSeed, err)
 			}
 			a.attempt(err)
-			if !sleepCtx(ctx, backoff) {
-				return
-			}
-			backoff = min(backoff*2, a.opts.SeedBackoffMax)
+			return false
+		})
+		if !seedAnswers {
+			return
 		}
 	}
 	a.setPhase(PhaseStartingK3s, nil)
@@ -489,10 +485,8 @@ type membership struct {
 	node     string
 	nodeUUID string
 	v        *Validated
-	// configJoinIP is the seed address the node's config names.
-	configJoinIP netip.Addr
-	mu           sync.Mutex
-	snap         *kube.Snapshot
+	mu       sync.Mutex
+	snap     *kube.Snapshot
 }
 
 // applySeedRecord puts a seed change recorded on the device into the config,
@@ -524,8 +518,8 @@ func (a *Agent) applySeedRecord(v *Validated) (*Validated, bool) {
 	return moved, true
 }
 
-func (a *Agent) watchMembership(ctx context.Context, v *Validated, configJoinIP netip.Addr) *membership {
-	m := &membership{a: a, node: v.NodeName, nodeUUID: v.NodeUUID, v: v, configJoinIP: configJoinIP}
+func (a *Agent) watchMembership(ctx context.Context, v *Validated) *membership {
+	m := &membership{a: a, node: v.NodeName, nodeUUID: v.NodeUUID, v: v}
 	go m.connect(ctx)
 	return m
 }
@@ -561,7 +555,7 @@ func (m *membership) connect(ctx context.Context) {
 	m.mu.Unlock()
 	m.a.startClusterWork(ctx, snap, m.node, m.nodeUUID)
 	// Later restarts must join through the cluster's current seed.
-	follower := &SeedFollower{Config: m.v, ConfigJoinIP: m.configJoinIP, Paths: m.a.opts.K3sPaths,
+	follower := &SeedFollower{Config: m.v, Paths: m.a.opts.K3sPaths,
 		RecordPath: SeedRecordFile(m.a.opts.ConfigPath), Log: m.a.log.With("component", "seed"),
 		OnRender: func(ip netip.Addr) {
 			m.a.mu.Lock()
@@ -793,21 +787,30 @@ func (a *Agent) recordCluster(ctx context.Context, snap *kube.Snapshot, v *Valid
 	if v.IsSeed {
 		rec.SeedNode = v.NodeName
 	}
-	backoff := a.opts.SeedBackoffMin
-	for {
+	a.retry(ctx, func() bool {
 		err := kube.EnsureClusterConfigMap(ctx, snap.Clients().Core, rec, v.NodeName)
-		if err == nil {
+		switch {
+		case err == nil:
 			a.log.Info("cluster record in place", "configmap", kube.ClusterConfigMapName)
-			return
-		}
-		if errors.Is(err, kube.ErrForeignClusterRecord) {
+		case errors.Is(err, kube.ErrForeignClusterRecord):
 			a.log.Error("cluster record", "err", err)
-			return
+		default:
+			a.log.Debug("cluster record not written yet", "err", err)
+			return false
 		}
-		a.log.Debug("cluster record not written yet", "err", err)
+		return true
+	})
+}
+
+// retry runs try until it reports done, waiting between tries from
+// SeedBackoffMin, doubling up to SeedBackoffMax; false when ctx ended first.
+func (a *Agent) retry(ctx context.Context, try func() (done bool)) bool {
+	backoff := a.opts.SeedBackoffMin
+	for !try() {
 		if !sleepCtx(ctx, backoff) {
-			return
+			return false
 		}
 		backoff = min(backoff*2, a.opts.SeedBackoffMax)
 	}
+	return true
 }

@@ -130,7 +130,10 @@ type AppsAgent struct {
 	reported    map[types.UID]FailoverAction
 	lostSeen    map[string]bool
 	leaderSeen  string
-	failedApply map[string]time.Time
+	failedApply map[string]applyFailure
+	// placementErrors are what the last pass's placement found wrong, by
+	// app UUID: published with what is seen, before the next pass acts.
+	placementErrors map[string]string
 	// removalsHeld: the last pass held removals for an unreadable file.
 	removalsHeld bool
 	// clusterWritten is when the leader last wrote cluster.json.
@@ -168,7 +171,7 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 		nodeReady:   map[string]bool{},
 		reported:    map[types.UID]FailoverAction{},
 		lostSeen:    map[string]bool{},
-		failedApply: map[string]time.Time{},
+		failedApply: map[string]applyFailure{},
 		node:        NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
 	}, nil
 }
@@ -345,8 +348,15 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 	}
 	// Publish what is seen before acting on it: where an app runs
 	// (cluster_app_running) must not wait on the writes below, which a slow
-	// API server can hold up.
-	a.publish(slices.Clone(states), d, nodes, synced, woke)
+	// API server can hold up. It carries what placement found wrong last
+	// time, so an error that holds is not dropped and put back every pass.
+	seen := slices.Clone(states)
+	for i := range seen {
+		if msg := a.placementErrors[seen[i].UUID]; msg != "" && seen[i].Error == "" {
+			seen[i].Error = msg
+		}
+	}
+	a.publish(slices.Clone(seen), d, nodes, synced, woke)
 	next := time.Duration(0)
 	if synced && d.Health.Connected {
 		if a.placed == nil {
@@ -359,7 +369,6 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 		// delays the next pass, never forever.
 		ctx, cancel := context.WithTimeout(ctx, actTimeout)
 		defer cancel()
-		before := slices.Clone(states)
 		if retry := a.place(ctx, set, decisions, states, myUUID, func(name string) bool {
 			n, ok := nodes[name]
 			return ok && nodeIsReady(n)
@@ -374,8 +383,9 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 				next = wait
 			}
 		}
-		if !reflect.DeepEqual(before, states) {
-			// What acting found (an apply refused, a failover taken).
+		if !reflect.DeepEqual(seen, states) {
+			// Acting found something new: an apply refused or mended, a
+			// failover taken.
 			a.publish(states, d, nodes, synced, woke)
 		}
 	}
@@ -567,7 +577,7 @@ func (a *AppsAgent) writeState(name string, v any) {
 // place lays out the apps and volumes this node is the DNId of. It returns
 // when to retry a failed write (0: nothing to retry).
 func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
-	if a.placed == nil || !a.placed.synced() || myUUID == "" {
+	if !a.placed.synced() || myUUID == "" {
 		return 0
 	}
 	desired := map[string]Layout{}
@@ -629,8 +639,12 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 				Message: fmt.Sprintf("moving pinned VM %s to %s: stopped it to start it there", appName, a.opts.NodeName)})
 			continue
 		}
-		if at, failed := a.failedApply[key]; failed && now.Sub(at) < 5*time.Second {
-			retry = 5*time.Second - now.Sub(at)
+		if f, failed := a.failedApply[key]; failed && now.Sub(f.at) < 5*time.Second {
+			// Still failed, not retried yet: the error stands.
+			retry = 5*time.Second - now.Sub(f.at)
+			if f.app != "" {
+				appErr[f.app] = f.msg
+			}
 			continue
 		}
 		var err error
@@ -642,10 +656,11 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 		a.opts.Metrics.PlacementApplies.Inc()
 		if err != nil {
 			a.opts.Metrics.APIErrors.Inc()
-			a.failedApply[key] = now
+			f := applyFailure{at: now, app: l.Object.GetLabels()[kube.LabelAppUUID], msg: fmt.Sprintf("apply %s: %v", l.Name(), err)}
+			a.failedApply[key] = f
 			retry = 5 * time.Second
-			if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
-				appErr[uuid] = fmt.Sprintf("apply %s: %v", l.Name(), err)
+			if f.app != "" {
+				appErr[f.app] = f.msg
 			}
 			a.log.Error("apply", "object", key, "err", err)
 			continue
@@ -739,7 +754,15 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 			states[i].Error = msg
 		}
 	}
+	a.placementErrors = appErr
 	return retry
+}
+
+// applyFailure is a layout the API server refused: retried after 5 s, its
+// error standing for its app meanwhile.
+type applyFailure struct {
+	at       time.Time
+	app, msg string
 }
 
 func layoutKey(gvr schema.GroupVersionResource, ns, name string) string {

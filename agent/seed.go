@@ -19,9 +19,7 @@ import (
 type SeedFollower struct {
 	// Config is the config in effect (with a recorded seed change applied).
 	Config *Validated
-	// ConfigJoinIP is the join address the node's own config names.
-	ConfigJoinIP netip.Addr
-	Paths        K3sPaths
+	Paths  K3sPaths
 	// RecordPath keeps the seed change on the device (SeedRecord); empty:
 	// not kept.
 	RecordPath string
@@ -88,17 +86,19 @@ func (f *SeedFollower) record(ip netip.Addr) error {
 	if f.RecordPath == "" {
 		return nil
 	}
-	configIP := f.ConfigJoinIP
-	if !configIP.IsValid() {
-		configIP = f.Config.JoinIP
+	// The seed the node's own config names: the record's, if one is in
+	// force; else the config in effect is the node's own.
+	configIP := f.Config.JoinIP.String()
+	if prev, ok, err := ReadSeedRecord(f.RecordPath); err == nil && ok {
+		configIP = prev.ConfigJoinIP
 	}
-	if ip == configIP {
+	if ip.String() == configIP {
 		if err := os.Remove(f.RecordPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		return nil
 	}
-	return WriteSeedRecord(f.RecordPath, SeedRecord{ClusterID: f.Config.ClusterID, ConfigJoinIP: configIP.String(),
+	return WriteSeedRecord(f.RecordPath, SeedRecord{ClusterID: f.Config.ClusterID, ConfigJoinIP: configIP,
 		JoinServerIP: ip.String(), At: time.Now().UTC()})
 }
 

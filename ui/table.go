@@ -324,3 +324,14 @@ func pad(s string, w int) string {
 
 // Fit truncates or pads a line to exactly w cells.
 func Fit(s string, w int) string { return pad(s, w) }
+
+// Wrap breaks a long unbroken line (a join bundle) into pieces of at most w
+// characters, where Fit would cut it.
+func Wrap(s string, w int) []string {
+	var out []string
+	for w > 0 && len(s) > w {
+		out = append(out, s[:w])
+		s = s[w:]
+	}
+	return append(out, s)
+}

@@ -510,11 +510,7 @@ func (a *App) addNode(args []string) {
 	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
 		// A bundle is one long word: wrap it rather than lose its end at
 		// the screen's edge (sitecon form --join ignores the breaks).
-		for len(line) > width {
-			d.lines = append(d.lines, line[:width])
-			line = line[width:]
-		}
-		d.lines = append(d.lines, line)
+		d.lines = append(d.lines, ui.Wrap(line, width)...)
 	}
 	d.state, d.result = dialogDone, "join info for "+name+" ("+role+")"
 	d.rec.Outcome = audit.OutcomeDone

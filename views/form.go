@@ -191,11 +191,7 @@ func (w *FormWizard) View() string {
 		for _, j := range w.result.Joins {
 			// Bundles are long and unbroken: wrap them rather than let the
 			// edge of the screen cut them.
-			for len(j) > width {
-				out = append(out, j[:width])
-				j = j[width:]
-			}
-			out = append(out, j)
+			out = append(out, ui.Wrap(j, width)...)
 		}
 		out = append(out, "", st.Muted.Render("any key to leave"))
 		return strings.Join(out, "\n")

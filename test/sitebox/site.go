@@ -247,7 +247,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		ClusterName:            clusterName,
 		ClusterID:              randomUUID(),
 		DieWithParent:          opts.DieWithParent,
-	}, exited: map[int]chan struct{}{}}
+	}}
 	for i := range opts.Nodes {
 		name := NodeName(i)
 		site.Nodes = append(site.Nodes, Node{
@@ -317,7 +317,7 @@ func Load(dir string) (*Site, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("%s/site.json: %w", dir, err)
 	}
-	return &Site{State: st, exited: map[int]chan struct{}{}}, nil
+	return &Site{State: st}, nil
 }
 
 func (s *Site) save() error {
@@ -809,18 +809,11 @@ func spawn(cmd *exec.Cmd) error {
 // reason has to travel in the error.
 func (s *Site) exitReport(name string) string {
 	path := filepath.Join(s.Dir, "logs", name+".log")
-	if data, err := os.ReadFile(s.pidFile(name)); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-			s.exitedMu.Lock()
-			done := s.exited[pid]
-			s.exitedMu.Unlock()
-			if done != nil {
-				// Its reaper writes how it ended; wait for that line.
-				select {
-				case <-done:
-				case <-time.After(2 * time.Second):
-				}
-			}
+	if done := s.reaped(s.readPID(name)); done != nil {
+		// Its reaper writes how it ended; wait for that line.
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
 		}
 	}
 	return fmt.Sprintf("%s exited; the end of %s:\n%s", name, path, logTail(path, 20))
@@ -848,15 +841,35 @@ func logTail(path string, n int) string {
 	return "    " + strings.Join(lines, "\n    ")
 }
 
-// pid returns the PID of a site process if it is alive and still the process
-// the site started, else 0.
-func (s *Site) pid(name string) int {
+// readPID is the PID recorded for a site process, 0 when there is none.
+func (s *Site) readPID(name string) int {
 	data, err := os.ReadFile(s.pidFile(name))
 	if err != nil {
 		return 0
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// reaped is closed once this process's child pid has exited; nil when pid
+// is not a child of this process.
+func (s *Site) reaped(pid int) <-chan struct{} {
+	s.exitedMu.Lock()
+	defer s.exitedMu.Unlock()
+	if done, ok := s.exited[pid]; ok {
+		return done
+	}
+	return nil
+}
+
+// pid returns the PID of a site process if it is alive and still the process
+// the site started, else 0.
+func (s *Site) pid(name string) int {
+	pid := s.readPID(name)
+	if pid <= 0 {
 		return 0
 	}
 	// A child of this process is alive until its reaper has waited for it,
@@ -864,10 +877,7 @@ func (s *Site) pid(name string) int {
 	// (Right after exec, /proc/PID/cmdline can still read empty: the
 	// kernel closes the exec pipe Start waits on before it sets up the new
 	// image's arguments.)
-	s.exitedMu.Lock()
-	done, ours := s.exited[pid]
-	s.exitedMu.Unlock()
-	if ours {
+	if done := s.reaped(pid); done != nil {
 		select {
 		case <-done:
 			return 0
