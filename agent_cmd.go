@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent"
 )
@@ -48,6 +49,9 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 				log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: g.logLevel}))
 			}
 			opts.Log = log
+			// client-go's own words (leader election, watch errors) belong
+			// in the agent's log, not lost: the agent runs no terminal UI.
+			klog.SetSlogLogger(log.With("from", "client-go"))
 			opts.Kubeconfig = g.kubeconfig
 			opts.K3sPaths = agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
 			if opts.NoBootstrap && opts.NodeName == "" {

@@ -35,14 +35,31 @@ type tmuxConsole struct {
 	session string
 }
 
+// startConsole runs the console on a colour terminal, whatever the
+// environment of the test says about colour.
 func startConsole(t *testing.T, args ...string) *tmuxConsole {
+	t.Helper()
+	return startConsoleWith(t, []string{"-u", "NO_COLOR"}, args...)
+}
+
+// startConsoleNoColor runs the console as a terminal with NO_COLOR set
+// shows it: the selected row is marked "> " and the current tab bracketed.
+func startConsoleNoColor(t *testing.T, args ...string) *tmuxConsole {
+	t.Helper()
+	return startConsoleWith(t, []string{"NO_COLOR=1"}, args...)
+}
+
+func startConsoleWith(t *testing.T, colourEnv []string, args ...string) *tmuxConsole {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("the console end-to-end test needs tmux")
 	}
 	session := fmt.Sprintf("sitecon-e2e-%d", time.Now().UnixNano())
-	// One shell command: tmux runs it with sh -c.
-	cmdline := append([]string{"env", "HOME=" + t.TempDir(), "KUBECONFIG=", "TERM=xterm-256color", sitecon}, args...)
+	// One shell command: tmux runs it with sh -c. The tmux server's own
+	// environment (CI's, or an earlier session's) must not decide colour.
+	cmdline := append([]string{"env", "-u", "CLICOLOR", "-u", "CLICOLOR_FORCE"}, colourEnv...)
+	cmdline = append(cmdline, "HOME="+t.TempDir(), "KUBECONFIG=", "TERM=xterm-256color", sitecon)
+	cmdline = append(cmdline, args...)
 	cmd := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", strings.Join(cmdline, " "))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v\n%s", err, out)
@@ -80,9 +97,13 @@ func (c *tmuxConsole) waitScreen(within time.Duration, what string, cond func(st
 	return last
 }
 
+// lineWith returns the screen's line whose first cell is word. A terminal
+// without colour (NO_COLOR, as CI sets it) marks the selected row with "> "
+// instead of a highlight, so the mark is not part of the first cell.
 func lineWith(screen, word string) string {
 	for _, l := range strings.Split(screen, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), word) {
+		first := strings.TrimPrefix(strings.TrimSpace(l), "> ")
+		if strings.HasPrefix(first, word) {
 			return l
 		}
 	}
@@ -193,7 +214,7 @@ func TestConsoleNodeActions(t *testing.T) {
 	singleReplicaVolume(t, site, "vol-console-b", "node-b")
 	t.Cleanup(func() { _, _ = kube.Cordon(context.Background(), cs, "node-c", false) })
 	auditLog := t.TempDir() + "/audit.jsonl"
-	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog)
+	c := startConsoleNoColor(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog)
 	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
 	c.keys("2")
 	c.waitScreen(5*time.Second, "nodes screen", func(s string) bool { return strings.Contains(lineWith(s, "node-c"), "Ready") })
@@ -215,7 +236,11 @@ func TestConsoleNodeActions(t *testing.T) {
 		c.waitScreen(5*time.Second, "dialog closed", func(s string) bool { return strings.Contains(s, "ROLES") })
 	}
 	closeDialog()
-	c.waitScreen(5*time.Second, "node-c cordoned on screen", func(s string) bool { return strings.Contains(lineWith(s, "node-c"), "cordoned") })
+	s := c.waitScreen(5*time.Second, "node-c cordoned on screen", func(s string) bool { return strings.Contains(lineWith(s, "node-c"), "cordoned") })
+	// Without colour, the cursor's row and the current tab are still told.
+	if !strings.HasPrefix(strings.TrimSpace(lineWith(s, "node-c")), "> node-c") || !strings.Contains(s, "[2 nodes]") {
+		t.Fatalf("no colour: want node-c marked \"> \" and the nodes tab bracketed:\n%s", s)
+	}
 	c.keys("u")
 	c.waitScreen(5*time.Second, "uncordon dialog", func(s string) bool { return strings.Contains(s, "Uncordon node-c?") })
 	c.keys("y")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	kvv1 "kubevirt.io/api/core/v1"
 	kvclientset "kubevirt.io/client-go/kubevirt"
 
@@ -64,6 +65,17 @@ func RunMain(m *testing.M) int {
 		return 1
 	}
 	shared = site
+	// client-go in this process (the tests' agents, snapshots and leader
+	// elections) logs through klog to stderr; it goes to a file beside the
+	// site's logs instead, so a failing test's own words are what stand out.
+	clientGoLog, err := os.OpenFile(filepath.Join(dir, "logs", "client-go.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sitebox:", err)
+		site.Stop()
+		return 1
+	}
+	defer clientGoLog.Close()
+	klog.SetSlogLogger(slog.New(slog.NewTextHandler(clientGoLog, nil)))
 	code := m.Run()
 	if os.Getenv("SITEBOX_KEEP") != "" {
 		// Debugging: leave the site up to look at (sitebox down --dir).
