@@ -237,7 +237,7 @@ func runDrain(a *action, node string, d *drainFlags, question string) error {
 		return a.notConfirmed(err)
 	}
 	evicted := 0
-	err = kube.Drain(ctx, a.snap.Clients().Core, node, kube.DrainOptions{
+	err = kube.DrainAsConfirmed(ctx, a.snap.Clients(), a.snap.Data(), p, kube.DrainOptions{
 		GracePeriod: d.gracePeriod, Timeout: d.timeout, DeleteEmptyDirData: d.deleteEmptyDirData,
 		Progress: func(s kube.DrainStep) {
 			if s.Phase == "evicted" {
@@ -246,6 +246,10 @@ func runDrain(a *action, node string, d *drainFlags, question string) error {
 			fmt.Fprintf(a.out(), "%-9s %s %s\n", s.Phase, s.Pod, s.Message)
 		},
 	})
+	if changed := (*kube.PlanChangedError)(nil); errors.As(err, &changed) {
+		fmt.Fprintf(a.out(), "the cluster changed since the preflight:\n")
+		return a.refuse(changed.Reasons)
+	}
 	a.rec.Detail = fmt.Sprintf("evicted %d of %d pod(s)", evicted, len(p.Evict))
 	switch {
 	case ctx.Err() != nil:

@@ -638,8 +638,7 @@ func (m *membership) isMember() bool {
 	if !ok {
 		return false
 	}
-	etcd := n.Labels["node-role.kubernetes.io/etcd"] == "true"
-	return etcd && kube.IsServer(n)
+	return kube.IsEtcdMember(n) && kube.IsServer(n)
 }
 
 // waitJoined calls joined once this node's Node object is Ready.

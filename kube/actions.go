@@ -75,7 +75,7 @@ func (p Preflight) Refused() bool { return len(p.Refusals) > 0 }
 func (p Preflight) NeedsForce() bool { return len(p.Warnings) > 0 }
 
 // DrainPreflight judges a drain. It refuses when draining would lose etcd
-// quorum (another server is NotReady or already cordoned), when the node
+// quorum (another etcd member is NotReady or already cordoned), when the node
 // holds the last healthy replica of a Longhorn volume, or when kubectl's
 // filters refuse a pod; it warns (needs --force) when pinned apps would stop.
 func DrainPreflight(c DrainCheck) Preflight {
@@ -90,16 +90,16 @@ func DrainPreflight(c DrainCheck) Preflight {
 		p.Refusals = append(p.Refusals, fmt.Sprintf("%s: %v", c.Node, ErrUnknownNode))
 		return p
 	}
-	if IsServer(target) {
+	if IsEtcdMember(target) {
 		for _, n := range c.Data.Nodes {
-			if !IsServer(n) || n.Name == c.Node {
+			if !IsEtcdMember(n) || n.Name == c.Node {
 				continue
 			}
 			switch {
 			case !nodeReady(n):
 				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is NotReady: draining %s too would leave etcd without quorum", n.Name, c.Node))
 			case n.Spec.Unschedulable:
-				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is cordoned or draining: take one server out at a time", n.Name))
+				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is cordoned or draining: take one etcd member out at a time", n.Name))
 			}
 		}
 	}
@@ -228,6 +228,86 @@ func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts
 		}
 	}
 	return DrainPreflight(check), nil
+}
+
+// PlanChangedError is a drain stopped before it began: between the
+// preflight that was confirmed and the drain, the cluster changed so that
+// the drain would not be the one confirmed. Nothing was changed.
+type PlanChangedError struct {
+	Node    string
+	Reasons []string
+}
+
+func (e *PlanChangedError) Error() string {
+	return fmt.Sprintf("the cluster changed since the preflight of %s was confirmed: %s", e.Node, strings.Join(e.Reasons, "; "))
+}
+
+// Reconfirm judges a preflight taken just before the drain against the one
+// that was confirmed: any refusal now stops it, and so does a warning the
+// user did not accept (a pinned app that came to the node since). More or
+// fewer pods to evict is the drain's ordinary business.
+func Reconfirm(confirmed, now Preflight) []string {
+	reasons := slices.Clone(now.Refusals)
+	for _, w := range now.Warnings {
+		if !slices.Contains(confirmed.Warnings, w) {
+			reasons = append(reasons, "not confirmed: "+w)
+		}
+	}
+	return reasons
+}
+
+// DrainAsConfirmed drains confirmed.Node only if a preflight taken now, from
+// the API server itself rather than a watch cache, still agrees with the one
+// the user confirmed (Reconfirm); otherwise it returns a *PlanChangedError
+// and changes nothing. A confirmation can sit on screen for minutes while a
+// replica elsewhere fails or another server drops out.
+func DrainAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed Preflight, opts DrainOptions) error {
+	fresh, err := freshDrainData(ctx, clients, d)
+	if err != nil {
+		return fmt.Errorf("re-checking %s before the drain: %w; nothing was changed", confirmed.Node, err)
+	}
+	now, err := CheckDrain(ctx, clients, fresh, confirmed.Node, opts)
+	if err != nil {
+		return fmt.Errorf("re-checking %s before the drain: %w; nothing was changed", confirmed.Node, err)
+	}
+	if reasons := Reconfirm(confirmed, now); len(reasons) > 0 {
+		return &PlanChangedError{Node: confirmed.Node, Reasons: reasons}
+	}
+	return Drain(ctx, clients.Core, confirmed.Node, opts)
+}
+
+// freshDrainData replaces, in d, what the drain preflight judges by (nodes,
+// Longhorn volumes and replicas) with a read from the API server. These are
+// one-shot reads for an action, not steady state.
+func freshDrainData(ctx context.Context, clients *Clients, d Data) (Data, error) {
+	nodes, err := clients.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return d, err
+	}
+	d.Nodes = nil
+	for i := range nodes.Items {
+		d.Nodes = append(d.Nodes, &nodes.Items[i])
+	}
+	if !d.HasLonghorn {
+		return d, nil
+	}
+	lh := clients.Longhorn.LonghornV1beta2()
+	volumes, err := lh.Volumes(LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return d, err
+	}
+	replicas, err := lh.Replicas(LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return d, err
+	}
+	d.Volumes, d.Replicas = nil, nil
+	for i := range volumes.Items {
+		d.Volumes = append(d.Volumes, &volumes.Items[i])
+	}
+	for i := range replicas.Items {
+		d.Replicas = append(d.Replicas, &replicas.Items[i])
+	}
+	return d, nil
 }
 
 // Drain cordons the node and evicts its pods through kubectl's drain
@@ -396,7 +476,7 @@ func SeedCheck(d Data, node string) error {
 		switch {
 		case !nodeReady(n):
 			return fmt.Errorf("%s is not Ready: the seed must answer joiners now", node)
-		case n.Labels[LabelEtcd] != "true":
+		case !IsEtcdMember(n):
 			return fmt.Errorf("%s is not an etcd member: only a server with etcd can be the seed", node)
 		case InternalIP(n) == "":
 			return fmt.Errorf("%s has no internal address to join through", node)

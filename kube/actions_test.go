@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,6 +57,10 @@ func TestDrainPreflight(t *testing.T) {
 			c.Data.Nodes = append(c.Data.Nodes, node("node-d", "10.244.244.4", corev1.ConditionTrue, t0, agentLabels))
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)
 		}},
+		"a server without etcd has no vote": {node: "node-a", edit: func(c *DrainCheck) {
+			// k3s on an external datastore: control-plane, no etcd member.
+			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, map[string]string{"node-role.kubernetes.io/control-plane": "true"})
+		}},
 		"pods kubectl refuses": {node: "node-a", edit: func(c *DrainCheck) {
 			c.Excluded = []error{errors.New("cannot delete Pods that declare no controller (use --force to override): default/bare")}
 		}, refusals: []string{"default/bare"}},
@@ -84,6 +89,41 @@ func TestDrainPreflight(t *testing.T) {
 			}
 			if len(p.Warnings) > 1 {
 				t.Errorf("auto apps move; only pinned ones warn: %q", p.Warnings)
+			}
+		})
+	}
+}
+
+func TestReconfirm(t *testing.T) {
+	pinned := "pinned app historian runs on node-b and will stop until the node is back"
+	for name, tc := range map[string]struct {
+		confirmed, now Preflight
+		want           []string
+	}{
+		"unchanged": {
+			confirmed: Preflight{Evict: []string{"a/x"}}, now: Preflight{Evict: []string{"a/x"}},
+		},
+		"other pods to evict are the drain's business": {
+			confirmed: Preflight{Evict: []string{"a/x"}}, now: Preflight{Evict: []string{"a/x", "a/y"}},
+		},
+		"a warning accepted at confirmation stands": {
+			confirmed: Preflight{Warnings: []string{pinned}}, now: Preflight{Warnings: []string{pinned}},
+		},
+		"a warning gone is no reason to stop": {
+			confirmed: Preflight{Warnings: []string{pinned}}, now: Preflight{},
+		},
+		"a refusal since stops it": {
+			confirmed: Preflight{}, now: Preflight{Refusals: []string{"node-b holds the only healthy replica of vol-1"}},
+			want: []string{"node-b holds the only healthy replica of vol-1"},
+		},
+		"a warning nobody accepted stops it": {
+			confirmed: Preflight{}, now: Preflight{Warnings: []string{pinned}},
+			want: []string{"not confirmed: " + pinned},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := Reconfirm(tc.confirmed, tc.now); !slices.Equal(got, tc.want) {
+				t.Fatalf("Reconfirm = %q, want %q", got, tc.want)
 			}
 		})
 	}

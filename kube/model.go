@@ -380,6 +380,11 @@ func IsServer(n *corev1.Node) bool {
 	return false
 }
 
+// IsEtcdMember reports whether the node runs an etcd member (k3s labels
+// every server with embedded etcd so). Quorum is counted over these, not
+// over control-plane nodes: a server on an external datastore has no vote.
+func IsEtcdMember(n *corev1.Node) bool { return n.Labels[LabelEtcd] == "true" }
+
 func quantity(list corev1.ResourceList, name corev1.ResourceName) int64 {
 	if q, ok := list[name]; ok {
 		return q.Value()

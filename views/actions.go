@@ -264,7 +264,7 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 	d.state = dialogConfirm
 	snap := d.actions.Snap
 	d.run = func(ctx context.Context, progress func(string)) error {
-		err := kube.Drain(ctx, snap.Clients().Core, p.Node, kube.DrainOptions{GracePeriod: -time.Second, Timeout: 10 * time.Minute,
+		err := kube.DrainAsConfirmed(ctx, snap.Clients(), snap.Data(), p, kube.DrainOptions{GracePeriod: -time.Second, Timeout: 10 * time.Minute,
 			Progress: func(s kube.DrainStep) { progress(strings.TrimSpace(s.Phase + " " + s.Pod + " " + s.Message)) }})
 		if err != nil || !remove {
 			return err
@@ -407,6 +407,14 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 		d.state = dialogDone
 		d.rec.Outcome = audit.OutcomeDone
 		d.result = "done: " + d.title
+		if changed := (*kube.PlanChangedError)(nil); errors.As(msg.Err, &changed) {
+			d.lines = append(d.lines, "The cluster changed since you confirmed:")
+			for _, r := range changed.Reasons {
+				d.lines = append(d.lines, "REFUSED  "+r)
+			}
+			d.refused(changed.Reasons)
+			return nil
+		}
 		if msg.Err != nil {
 			d.failed = true
 			d.rec.Outcome, d.rec.Error = audit.OutcomeFailed, msg.Err.Error()

@@ -2,6 +2,7 @@ package views
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -487,6 +488,34 @@ func TestDrainDialog(t *testing.T) {
 	a.Update(tea.KeyMsg{Type: tea.KeyEsc})
 	if a.dialog != nil {
 		t.Fatal("esc cancels")
+	}
+}
+
+// The cluster changes between the confirmation and the drain: the re-check
+// refuses, and the dialog says so as a refusal (nothing was changed), not as
+// a failed drain.
+func TestDrainRefusedAtRecheck(t *testing.T) {
+	confirmed := refusedDrain()
+	confirmed.Refusals, confirmed.Warnings = nil, nil
+	a := drainDialogApp(testContext(120, 30), confirmed)
+	if a.dialog == nil || a.dialog.state != dialogConfirm {
+		t.Fatal("a clean preflight asks for confirmation")
+	}
+	reason := "node-b holds the only healthy replica of pvc-3f2a"
+	a.dialog.run = func(context.Context, func(string)) error {
+		return &kube.PlanChangedError{Node: "node-b", Reasons: []string{reason}}
+	}
+	for cmd := press(a, "y"); cmd != nil; {
+		_, cmd = a.Update(cmd())
+	}
+	v := a.View()
+	for _, want := range []string{"The cluster changed since you confirmed:", "REFUSED  " + reason, "refused: nothing was changed"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("dialog lacks %q:\n%s", want, v)
+		}
+	}
+	if a.dialog.rec.Outcome != audit.OutcomeRefused || !slices.Contains(a.dialog.rec.Preflight, reason) {
+		t.Fatalf("audit record: %+v", a.dialog.rec)
 	}
 }
 

@@ -260,6 +260,37 @@ func TestDrainRefusedLastReplica(t *testing.T) {
 	}
 }
 
+// The cluster changes while the drain's question waits for its answer:
+// node-b comes to hold the only healthy replica of a volume. The answer
+// finds the re-check refusing, and node-b is not even cordoned.
+func TestDrainRecheckedAfterConfirmation(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	c := startCommand(t, "drain", "node-b", "--force", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+	c.waitScreen(30*time.Second, "the question", func(s string) bool { return strings.Contains(s, `Type "node-b" to go on`) })
+	if strings.Contains(c.screen(), "only healthy replica") {
+		t.Fatalf("the preflight refused before the change:\n%s", c.screen())
+	}
+	singleReplicaVolume(t, site, "vol-late-b", "node-b")
+	c.keys("node-b", "Enter")
+	s := c.waitScreen(30*time.Second, "the drain ends", func(s string) bool { return strings.Contains(s, "exited ") })
+	flat := strings.Join(strings.Fields(s), " ") // the 80-column pane wraps long lines
+	for _, want := range []string{"the cluster changed since the preflight", "node-b holds the only healthy replica of vol-late-b", "exited 1"} {
+		if !strings.Contains(flat, want) {
+			t.Fatalf("want %q:\n%s", want, s)
+		}
+	}
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), "node-b", metav1.GetOptions{})
+	if err != nil || n.Spec.Unschedulable {
+		t.Fatalf("a drain refused at the re-check cordoned node-b: %v", err)
+	}
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeRefused || rec.Action != "drain" {
+		t.Fatalf("audit record: %+v", rec)
+	}
+}
+
 // Drain with a PodDisruptionBudget: kubectl drain (server dry run) and
 // sitecon drain --dry-run pick the same pods; the real drain evicts both
 // replicas of a budgeted Deployment, the second only once the first one's

@@ -49,6 +49,15 @@ func startConsoleNoColor(t *testing.T, args ...string) *tmuxConsole {
 	return startConsoleWith(t, []string{"NO_COLOR=1"}, args...)
 }
 
+// startCommand runs a sitecon command on a terminal (its questions need
+// one) and keeps the pane after it ends, with "exited N" as its last line.
+func startCommand(t *testing.T, args ...string) *tmuxConsole {
+	t.Helper()
+	// The joined line is a shell command: what follows sitecon's arguments
+	// runs once sitecon has exited.
+	return startConsoleWith(t, []string{"-u", "NO_COLOR"}, append(args, ";", "echo", "exited", "$?;", "sleep", "3600")...)
+}
+
 func startConsoleWith(t *testing.T, colourEnv []string, args ...string) *tmuxConsole {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
