@@ -339,11 +339,7 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 		if dec.Place && synced && st.DNIdNode == "" {
 			st.Error = fmt.Sprintf("designated node %s is not in the cluster", dnid)
 		}
-		if app.Pinned() && st.Node != "" {
-			if n, ok := nodes[st.Node]; ok && !nodeIsReady(n) {
-				st.Lost = &LostApp{Node: st.Node, Since: readySince(n)}
-			}
-		}
+		st.Lost = PinnedLost(app, st.Node, st.DNIdNode, nodes)
 		states = append(states, st)
 	}
 	// Publish what is seen before acting on it: where an app runs
@@ -394,6 +390,21 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 
 // actTimeout bounds the API writes of one reconcile pass.
 const actTimeout = 30 * time.Second
+
+// PinnedLost reports a pinned app stranded on a node that is not Ready:
+// the node it runs or is scheduled on, or, when nothing of it is (its pod
+// was evicted and the replacement waits Pending, held by the required
+// affinity), its designated node. Auto apps are never lost: they move.
+func PinnedLost(app AppConfig, node, dnidNode string, nodes map[string]*corev1.Node) *LostApp {
+	if !app.Pinned() {
+		return nil
+	}
+	where := cmp.Or(node, dnidNode)
+	if n, ok := nodes[where]; ok && !nodeIsReady(n) {
+		return &LostApp{Node: where, Since: readySince(n)}
+	}
+	return nil
+}
 
 func readySince(n *corev1.Node) time.Time {
 	for _, c := range n.Status.Conditions {

@@ -166,6 +166,36 @@ func TestDecideApp(t *testing.T) {
 	}
 }
 
+func TestPinnedLost(t *testing.T) {
+	lostAt := time.Date(2026, 11, 22, 3, 4, 5, 0, time.UTC)
+	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(lostAt)}}}}
+	}
+	nodes := map[string]*corev1.Node{"node-a": node("node-a", corev1.ConditionTrue), "node-b": node("node-b", corev1.ConditionUnknown)}
+	pinned := testApp()
+	pinned.Affinity = AffinityRequired
+	for name, tc := range map[string]struct {
+		app            AppConfig
+		node, dnidNode string
+		want           *LostApp
+	}{
+		"runs on a lost node":             {app: pinned, node: "node-b", dnidNode: "node-b", want: &LostApp{Node: "node-b", Since: lostAt}},
+		"evicted, replacement Pending":    {app: pinned, node: "", dnidNode: "node-b", want: &LostApp{Node: "node-b", Since: lostAt}},
+		"runs on a Ready node":            {app: pinned, node: "node-a", dnidNode: "node-b"},
+		"designated node Ready, unplaced": {app: pinned, node: "", dnidNode: "node-a"},
+		"designated node unknown":         {app: pinned, node: "", dnidNode: ""},
+		"auto apps move, never lost":      {app: testApp(), node: "node-b", dnidNode: "node-b"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := PinnedLost(tc.app, tc.node, tc.dnidNode, nodes)
+			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Fatalf("PinnedLost = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestObserveAppsIgnoresTerminatingPods(t *testing.T) {
 	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plc-1", Namespace: kube.AppNamespace, Labels: map[string]string{kube.LabelAppUUID: appID}},
 		Spec: corev1.PodSpec{NodeName: "node-c"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,

@@ -76,7 +76,8 @@ func (p Preflight) NeedsForce() bool { return len(p.Warnings) > 0 }
 
 // DrainPreflight judges a drain. It refuses when draining would lose etcd
 // quorum (another etcd member is NotReady or already cordoned), when the node
-// holds the last healthy replica of a Longhorn volume, or when kubectl's
+// holds the last healthy replica of a Longhorn volume (unless Longhorn's
+// drain policy copies it off first: then it warns), or when kubectl's
 // filters refuse a pod; it warns (needs --force) when pinned apps would stop.
 func DrainPreflight(c DrainCheck) Preflight {
 	p := Preflight{Node: c.Node, Evict: []string{}}
@@ -122,7 +123,14 @@ func DrainPreflight(c DrainCheck) Preflight {
 	}
 	if len(lastReplica) > 0 {
 		slices.Sort(lastReplica)
-		p.Refusals = append(p.Refusals, fmt.Sprintf("%s holds the only healthy replica of %s", c.Node, strings.Join(lastReplica, ", ")))
+		msg := fmt.Sprintf("%s holds the only healthy replica of %s", c.Node, strings.Join(lastReplica, ", "))
+		if longhornEvictsFirst(c.LonghornPolicy) {
+			// Longhorn's instance-manager budget holds the drain until it
+			// has copied those replicas off: slow, but nothing is stranded.
+			p.Warnings = append(p.Warnings, msg+"; Longhorn ("+c.LonghornPolicy+") copies it off first and the drain waits for that")
+		} else {
+			p.Refusals = append(p.Refusals, msg)
+		}
 	}
 	for _, err := range c.Excluded {
 		p.Refusals = append(p.Refusals, err.Error())
@@ -140,6 +148,15 @@ func DrainPreflight(c DrainCheck) Preflight {
 		p.Notes = append(p.Notes, "Longhorn node-drain-policy: "+c.LonghornPolicy+" (its PodDisruptionBudgets are honoured: pods are evicted, never deleted)")
 	}
 	return p
+}
+
+// longhornEvictsFirst: under these node-drain-policy values Longhorn moves
+// replicas off a draining node before its instance manager may go, so a
+// last healthy replica there is copied, not stranded. Under the others
+// (block-if-contains-last-replica, the default, allow-if-replica-is-stopped,
+// always-allow) the preflight refuses that case itself.
+func longhornEvictsFirst(policy string) bool {
+	return policy == "block-for-eviction" || policy == "block-for-eviction-if-contains-last-replica"
 }
 
 // volumeLabel names a volume by its claim when Longhorn knows it.

@@ -57,6 +57,12 @@ func TestDrainPreflight(t *testing.T) {
 			c.Data.Nodes = append(c.Data.Nodes, node("node-d", "10.244.244.4", corev1.ConditionTrue, t0, agentLabels))
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)
 		}},
+		"last replica, Longhorn copies it off first": {node: "node-b", edit: func(c *DrainCheck) {
+			c.LonghornPolicy = "block-for-eviction-if-contains-last-replica"
+		}, warnings: []string{"node-b holds the only healthy replica of vol-single (eve-kube-app/vol-single-claim); Longhorn (block-for-eviction-if-contains-last-replica) copies it off first"}},
+		"last replica, Longhorn would let it go": {node: "node-b", edit: func(c *DrainCheck) {
+			c.LonghornPolicy = "always-allow"
+		}, refusals: []string{"node-b holds the only healthy replica of vol-single"}},
 		"a server without etcd has no vote": {node: "node-a", edit: func(c *DrainCheck) {
 			// k3s on an external datastore: control-plane, no etcd member.
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, map[string]string{"node-role.kubernetes.io/control-plane": "true"})
