@@ -33,7 +33,7 @@ With --apps-dir the agent also runs the apps: it reads apps/*.json and
 volumes/*.json there (EVE API field names; watched), gates each app on this
 node by its designated node (DNId), lays out the apps it is the DNId of
 (server-side apply, field manager "sitecon"), follows where Kubernetes runs
-them, and publishes that on the socket (/v1/apps, /v1/events, /v1/node), in
+them, and publishes that on the socket (/v1/apps, /v1/volumes, /v1/events, /v1/node), in
 --state-dir and on --metrics-addr.
 
 --no-bootstrap runs only that apps part, as --node-name, against a cluster

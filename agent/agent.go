@@ -714,6 +714,14 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 		}
 		_ = json.NewEncoder(w).Encode(out)
 	})
+	mux.HandleFunc("GET /v1/volumes", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		out := []VolumeState{}
+		if apps := a.Apps(); apps != nil {
+			out = append(out, apps.Volumes()...)
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		out := []TimelineEvent{}

@@ -120,6 +120,7 @@ type AppsAgent struct {
 	set      AppSet
 	lastGood AppFiles
 	apps     []AppState
+	volumes  []VolumeState
 	node     NodeState
 	changes  kube.Broadcast
 
@@ -181,6 +182,13 @@ func (a *AppsAgent) Apps() []AppState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.apps)
+}
+
+// Volumes returns the configured volumes as last published.
+func (a *AppsAgent) Volumes() []VolumeState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.volumes)
 }
 
 // Node returns this node's published status.
@@ -352,6 +360,7 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 			seen[i].Error = msg
 		}
 	}
+	a.publishVolumes(VolumeStates(set.Volumes, myUUID, a.opts.NodeName, nodeByUUID, d))
 	a.publish(slices.Clone(seen), d, nodes, synced, woke)
 	next := time.Duration(0)
 	if synced && d.Health.Connected {
@@ -482,6 +491,19 @@ func (a *AppsAgent) followLeader(now time.Time) {
 }
 
 // publish stores the app states, notes moves, and writes the state files.
+// publishVolumes publishes the volumes when they changed (volumes.json,
+// /v1/volumes).
+func (a *AppsAgent) publishVolumes(vols []VolumeState) {
+	a.mu.Lock()
+	changed := !reflect.DeepEqual(a.volumes, vols)
+	a.volumes = vols
+	a.mu.Unlock()
+	if changed {
+		a.writeState("volumes.json", vols)
+		a.notify()
+	}
+}
+
 func (a *AppsAgent) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
 	now := time.Now()
 	a.mu.Lock()

@@ -166,6 +166,53 @@ func TestDecideApp(t *testing.T) {
 	}
 }
 
+// Only the designated node creates a volume; every node publishes the same
+// Longhorn view of it, and whether it holds a healthy replica itself.
+func TestVolumeStates(t *testing.T) {
+	vol := VolumeConfig{UUID: volID, Name: "historian-data", DesignatedNodeID: strings.ToUpper(nodeA), Size: "1Gi", ReplicaCount: 2}
+	unprovisioned := VolumeConfig{UUID: "9a7e0000-0000-4000-8000-000000000002", Name: "spool", DesignatedNodeID: nodeB, ReplicaCount: 3}
+	volumes := map[string]VolumeConfig{vol.UUID: vol, unprovisioned.UUID: unprovisioned}
+	lv := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}}
+	lv.Status.KubernetesStatus.Namespace, lv.Status.KubernetesStatus.PVCName = kube.AppNamespace, ClaimName(vol)
+	lv.Status.State, lv.Status.Robustness = lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded
+	replica := func(node string, state lhv1beta2.InstanceState) *lhv1beta2.Replica {
+		r := &lhv1beta2.Replica{Spec: lhv1beta2.ReplicaSpec{InstanceSpec: lhv1beta2.InstanceSpec{VolumeName: "pvc-1", NodeID: node}, HealthyAt: "x"}}
+		r.Status.CurrentState = state
+		return r
+	}
+	d := kube.Data{Volumes: []*lhv1beta2.Volume{lv}, Replicas: []*lhv1beta2.Replica{
+		replica("node-a", lhv1beta2.InstanceStateRunning), replica("node-b", lhv1beta2.InstanceStateError)}}
+	nodeByUUID := map[string]string{nodeA: "node-a", nodeB: "node-b"}
+
+	onA := VolumeStates(volumes, nodeA, "node-a", nodeByUUID, d)
+	onB := VolumeStates(volumes, nodeB, "node-b", nodeByUUID, d)
+	if len(onA) != 2 || len(onB) != 2 {
+		t.Fatalf("every configured volume is published: %d and %d", len(onA), len(onB))
+	}
+	byUUID := func(vs []VolumeState, uuid string) VolumeState {
+		for _, v := range vs {
+			if v.UUID == uuid {
+				return v
+			}
+		}
+		t.Fatalf("%s not published", uuid)
+		return VolumeState{}
+	}
+	a, b := byUUID(onA, volID), byUUID(onB, volID)
+	if !a.IsDNIdNode || a.Replicated || b.IsDNIdNode || !b.Replicated || a.DNIdNode != "node-a" || b.DNIdNode != "node-a" {
+		t.Fatalf("gating: on node-a %+v, on node-b %+v", a, b)
+	}
+	if a.LonghornVolume != "pvc-1" || a.Robustness != "degraded" || a.State != "attached" || b.Robustness != "degraded" || a.Claim != b.Claim {
+		t.Fatalf("Longhorn's view differs or is missing: %+v / %+v", a, b)
+	}
+	if !a.HealthyReplicaHere || b.HealthyReplicaHere {
+		t.Fatalf("node-a holds the healthy replica, node-b a failed one: %v / %v", a.HealthyReplicaHere, b.HealthyReplicaHere)
+	}
+	if u := byUUID(onB, unprovisioned.UUID); !u.IsDNIdNode || u.LonghornVolume != "" || u.Robustness != "" {
+		t.Fatalf("a claim Longhorn has not provisioned yet has no Longhorn view: %+v", u)
+	}
+}
+
 func TestPinnedLost(t *testing.T) {
 	lostAt := time.Date(2026, 11, 22, 3, 4, 5, 0, time.UTC)
 	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {

@@ -3,8 +3,11 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	kvv1 "kubevirt.io/api/core/v1"
 
@@ -186,4 +189,55 @@ type VolumeDecision struct {
 func DecideVolume(v VolumeConfig, thisUUID string) VolumeDecision {
 	mine := strings.EqualFold(v.DesignatedNodeID, thisUUID)
 	return VolumeDecision{Create: mine, Replicated: !mine}
+}
+
+// VolumeState is one configured volume as this node publishes it: the
+// gating verdict (is_dnid_node: this node creates it and its claim;
+// replicated: another node does, and Longhorn keeps replicas here at most)
+// and what the cluster's Longhorn says of it.
+type VolumeState struct {
+	UUID             string `json:"uuid"`
+	Name             string `json:"name"`
+	DesignatedNodeID string `json:"designated_node_id"`
+	// DNIdNode is the designated node's Kubernetes name, if it is in the cluster.
+	DNIdNode   string `json:"dnid_node,omitempty"`
+	IsDNIdNode bool   `json:"is_dnid_node"`
+	Replicated bool   `json:"replicated"`
+	// Claim is the PVC, in the apps namespace, the DNId node creates.
+	Claim string `json:"claim"`
+	// LonghornVolume, State and Robustness are empty until Longhorn has
+	// provisioned the claim.
+	LonghornVolume string `json:"longhorn_volume,omitempty"`
+	State          string `json:"state,omitempty"`
+	Robustness     string `json:"robustness,omitempty"`
+	// HealthyReplicaHere: this node holds a healthy replica of it.
+	HealthyReplicaHere bool `json:"healthy_replica_here"`
+}
+
+// VolumeStates gates every configured volume on this node and reads its
+// Longhorn volume (found by claim) and this node's replica from d.
+func VolumeStates(volumes map[string]VolumeConfig, thisUUID, thisNode string, nodeByUUID map[string]string, d kube.Data) []VolumeState {
+	byClaim := map[string]*lhv1beta2.Volume{}
+	for _, lv := range d.Volumes {
+		if ks := lv.Status.KubernetesStatus; ks.Namespace == kube.AppNamespace && ks.PVCName != "" {
+			byClaim[ks.PVCName] = lv
+		}
+	}
+	var out []VolumeState
+	for _, uuid := range slices.Sorted(maps.Keys(volumes)) {
+		v := volumes[uuid]
+		dec := DecideVolume(v, thisUUID)
+		st := VolumeState{UUID: v.UUID, Name: v.Name, DesignatedNodeID: v.DesignatedNodeID,
+			DNIdNode: nodeByUUID[strings.ToLower(v.DesignatedNodeID)], IsDNIdNode: dec.Create, Replicated: dec.Replicated, Claim: ClaimName(v)}
+		if lv := byClaim[st.Claim]; lv != nil {
+			st.LonghornVolume, st.State, st.Robustness = lv.Name, string(lv.Status.State), string(lv.Status.Robustness)
+			for _, r := range d.Replicas {
+				if r.Spec.VolumeName == lv.Name && r.Spec.NodeID == thisNode && kube.ReplicaState(r) == kube.ReplicaHealthy {
+					st.HealthyReplicaHere = true
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	return out
 }

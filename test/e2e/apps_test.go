@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -96,6 +97,7 @@ type siteAgent struct {
 	counter *requestCounter
 	cancel  context.CancelFunc
 	done    chan struct{}
+	socket  string // its local API
 }
 
 func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
@@ -116,7 +118,7 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	sa := &siteAgent{node: node, agent: a, counter: counter, cancel: cancel, done: make(chan struct{})}
+	sa := &siteAgent{node: node, agent: a, counter: counter, cancel: cancel, done: make(chan struct{}), socket: filepath.Join(logDir, node+".sock")}
 	go func() {
 		defer close(sa.done)
 		defer logFile.Close()
@@ -125,6 +127,26 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		}
 	}()
 	return sa
+}
+
+// getSocket reads path from an agent's local API into v.
+func getSocket(t *testing.T, socket, path string, v any) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}
+	resp, err := client.Get("http://agent" + path)
+	if err != nil {
+		t.Fatalf("GET %s on %s: %v", path, socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET %s: %s, %s", path, resp.Status, resp.Header.Get("Content-Type"))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
 }
 
 func (s *siteAgent) stop() {
@@ -284,6 +306,46 @@ func TestAppsAgents(t *testing.T) {
 	}
 	if dep.Annotations[agent.AnnotationDNId] != sitebox.NodeUUID("node-b") || !managedBySitecon(dep.ManagedFields) {
 		t.Fatalf("deployment not applied by sitecon from node-b: %v %v", dep.Annotations, dep.ManagedFields)
+	}
+
+	// Volumes: node-b creates all three (its agent says is_dnid_node), the
+	// others record them as replicated, and all see Longhorn's robustness.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, a := range all() {
+			vols := a.agent.Apps().Volumes()
+			if len(vols) != 3 {
+				return false, nil
+			}
+			for _, v := range vols {
+				if v.IsDNIdNode != (a.node == "node-b") || v.Replicated == v.IsDNIdNode || v.DNIdNode != "node-b" || v.Robustness != "healthy" {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		for _, a := range all() {
+			t.Logf("%s: %+v", a.node, a.agent.Apps().Volumes())
+		}
+		t.Fatal("the agents do not agree on the volumes")
+	}
+	// The same, as another service on the device reads it: the socket.
+	var overSocket []agent.AppState
+	getSocket(t, agents["node-b"].socket, "/v1/apps", &overSocket)
+	var pinnedSeen bool
+	for _, st := range overSocket {
+		if st.Name == appPinned {
+			pinnedSeen = st.IsDNIdNode && st.ClusterAppRunning && st.Node == "node-b" && st.KubeStatus == agent.KubeRunning
+		}
+	}
+	if len(overSocket) != len(apps) || !pinnedSeen {
+		t.Fatalf("/v1/apps on node-b's socket: %+v", overSocket)
+	}
+	var volsOverSocket []agent.VolumeState
+	getSocket(t, agents["node-a"].socket, "/v1/volumes", &volsOverSocket)
+	if len(volsOverSocket) != 3 || volsOverSocket[0].IsDNIdNode || !volsOverSocket[0].Replicated {
+		t.Fatalf("/v1/volumes on node-a's socket: %+v", volsOverSocket)
 	}
 
 	// Idle: after everything settled, the agents send no LIST or GET and no
