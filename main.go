@@ -295,7 +295,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 		} else {
 			actions.Audit = auditLog
 		}
-		actions.JoinInfo = func(role, name, uuid string) (string, error) {
+		actions.JoinInfo = func(role, name, uuid, ip string) (string, error) {
 			v, err := loadClusterConfig(clusterConfig)
 			if err != nil {
 				return "", err
@@ -311,7 +311,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 					used = append(used, ip)
 				}
 			}
-			return joinInfo(v, role, name, uuid, "", used, "")
+			return joinInfo(v, role, name, uuid, ip, used, "")
 		}
 		app.SetActions(actions)
 	}

@@ -45,7 +45,7 @@ func Default() KeyMap {
 		Cordon:     key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cordon node")),
 		Uncordon:   key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "uncordon node")),
 		Drain:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "drain node")),
-		Remove:     key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "remove node (drain, delete)")),
+		Remove:     key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "remove node (drain, delete; :replace OLD NEW UUID)")),
 		Seed:       key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "make node the seed")),
 		Migrate:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate app")),
 		AddNode:    key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add a node (:add ROLE NAME UUID)")),

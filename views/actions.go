@@ -30,7 +30,7 @@ type Actions struct {
 	// JoinInfo is what a new node needs to join: role server, agent or
 	// edgeworker, its name, and an EVE node's device UUID. nil: this device
 	// has no cluster config to make it from. It reads local files only.
-	JoinInfo func(role, name, uuid string) (string, error)
+	JoinInfo func(role, name, uuid, ip string) (string, error)
 }
 
 func (ac *Actions) record(r audit.Record) {
@@ -73,7 +73,13 @@ type dialog struct {
 	result   string
 	failed   bool
 	rec      audit.Record
+	// handOn is, for a replace, what the new node gets once the old is gone.
+	handOn handOn
 }
+
+// handOn is the new node of a replace: its name, the old node's address it
+// takes, and its join bundle.
+type handOn struct{ name, ip, bundle string }
 
 // preflightMsg carries a drain preflight back to the UI goroutine.
 type preflightMsg struct {
@@ -165,21 +171,84 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 			}
 			return err
 		}
-	case key.Matches(msg, k.Drain), key.Matches(msg, k.Remove):
-		d := a.openDialog("drain "+node, audit.Record{Action: "drain", Target: node})
-		if key.Matches(msg, k.Remove) {
-			d.title, d.rec.Action = "remove "+node, "remove-node"
-		}
-		d.lines = []string{"checking what draining " + node + " would do..."}
-		snap := a.actions.Snap
-		return true, func() tea.Msg {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{})
-			return preflightMsg{p, err}
-		}
+	case key.Matches(msg, k.Drain):
+		return true, a.openDrain("drain "+node, audit.Record{Action: "drain", Target: node}, node)
+	case key.Matches(msg, k.Remove):
+		return true, a.openDrain("remove "+node, audit.Record{Action: "remove-node", Target: node}, node)
 	}
 	return true, nil
+}
+
+// openDrain opens the dialog of a drain of node (drain, remove or replace,
+// by rec.Action) and starts its preflight.
+func (a *App) openDrain(title string, rec audit.Record, node string) tea.Cmd {
+	d := a.openDialog(title, rec)
+	d.lines = []string{"checking what draining " + node + " would do..."}
+	snap := a.actions.Snap
+	if snap == nil {
+		return nil
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{})
+		return preflightMsg{p, err}
+	}
+}
+
+// replaceNode replaces a device (:replace OLD NEW DEVICE-UUID [server|agent]):
+// OLD is drained and removed as by X, then NEW's join bundle is shown with
+// OLD's cluster address, so the site's addressing stays as it was. The
+// bundle is made before anything changes: without this node's cluster
+// config there is none, and nothing is removed.
+func (a *App) replaceNode(args []string) tea.Cmd {
+	const usage = "usage: :replace OLD NEW DEVICE-UUID [server|agent]"
+	switch {
+	case a.ctx.ReadOnly:
+		a.message = "read-only: :replace is not available"
+		return nil
+	case a.actions == nil || a.actions.JoinInfo == nil:
+		a.message = ":replace needs this node's cluster config (sitecon --config FILE)"
+		return nil
+	case a.actions.Unavailable != "":
+		a.message = "actions unavailable: " + a.actions.Unavailable
+		return nil
+	case len(args) < 3 || len(args) > 4:
+		a.message = usage
+		return nil
+	}
+	old, name, uuid, role := args[0], args[1], args[2], "server"
+	if len(args) == 4 {
+		role = args[3]
+	}
+	if role != "server" && role != "agent" {
+		a.message = fmt.Sprintf("the new node's role must be server or agent, not %q — %s", role, usage)
+		return nil
+	}
+	ip := ""
+	var names []string
+	for _, n := range a.frame.Status.Nodes {
+		names = append(names, n.Name)
+		if n.Name == old {
+			ip = n.InternalIP
+			if ip == "" {
+				a.message = old + " has no internal address to hand on"
+				return nil
+			}
+		}
+	}
+	if ip == "" {
+		a.message = fmt.Sprintf("%s: no such node (nodes: %s)", old, strings.Join(names, ", "))
+		return nil
+	}
+	bundle, err := a.actions.JoinInfo(role, name, uuid, ip)
+	if err != nil {
+		a.message = err.Error() + " — " + usage
+		return nil
+	}
+	cmd := a.openDrain("replace "+old, audit.Record{Action: "replace-node", Target: old + " → " + name}, old)
+	a.dialog.handOn = handOn{name: name, ip: ip, bundle: bundle}
+	return cmd
 }
 
 // openMigrate lists where the selected app may go.
@@ -252,7 +321,7 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 		return
 	}
 	d.rec.Preflight = append(p.Warnings, fmt.Sprintf("evict %d pod(s)", len(p.Evict)))
-	remove := d.rec.Action == "remove-node"
+	remove := d.rec.Action == "remove-node" || d.rec.Action == "replace-node"
 	// Destructive: pinned apps stop, or the node leaves the cluster.
 	if p.NeedsForce() || remove {
 		d.typed = p.Node
@@ -407,6 +476,16 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 		d.state = dialogDone
 		d.rec.Outcome = audit.OutcomeDone
 		d.result = "done: " + d.title
+		if msg.Err == nil && d.handOn.bundle != "" {
+			// What the new device needs is what matters now: the drain's
+			// steps give it the screen (the audit log keeps them).
+			d.result = fmt.Sprintf("done: %s; %s joins at %s with the above", d.title, d.handOn.name, d.handOn.ip)
+			d.lines, d.progress = nil, nil
+			width := max(d.ctx.Width-1, 20)
+			for _, line := range strings.Split(strings.TrimRight(d.handOn.bundle, "\n"), "\n") {
+				d.progress = append(d.progress, ui.Wrap(line, width)...)
+			}
+		}
 		if changed := (*kube.PlanChangedError)(nil); errors.As(msg.Err, &changed) {
 			d.lines = append(d.lines, "The cluster changed since you confirmed:")
 			for _, r := range changed.Reasons {
@@ -508,7 +587,7 @@ func (a *App) addNode(args []string) {
 	if len(args) == 3 {
 		uuid = args[2]
 	}
-	text, err := a.actions.JoinInfo(role, name, uuid)
+	text, err := a.actions.JoinInfo(role, name, uuid, "")
 	if err != nil {
 		a.message = err.Error() + " — " + usage
 		return

@@ -189,12 +189,13 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			return a, nil
 		case key.Matches(msg, k.Enter):
 			value := strings.TrimSpace(a.input.Value())
+			var cmd tea.Cmd
 			if a.mode == modeCommand {
-				a.runCommand(value)
+				cmd = a.runCommand(value)
 			}
 			a.mode = modeNormal
 			a.input.Blur()
-			return a, nil
+			return a, cmd
 		}
 		var cmd tea.Cmd
 		a.input, cmd = a.input.Update(msg)
@@ -267,19 +268,23 @@ func (a *App) wizardKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return a, cmd
 }
 
-// runCommand handles :nodes, :volumes ... (any unique prefix) and :q.
-func (a *App) runCommand(cmd string) {
+// runCommand handles :nodes, :volumes ... (any unique prefix), :add,
+// :replace, :form and :q.
+func (a *App) runCommand(cmd string) tea.Cmd {
 	cmd = strings.TrimPrefix(strings.ToLower(cmd), ":")
 	if cmd == "" {
-		return
+		return nil
 	}
 	if cmd == "q" || cmd == "quit" {
 		a.message = "press q to quit"
-		return
+		return nil
 	}
-	if fields := strings.Fields(cmd); fields[0] == "add" {
+	switch fields := strings.Fields(cmd); fields[0] {
+	case "add":
 		a.addNode(fields[1:])
-		return
+		return nil
+	case "replace":
+		return a.replaceNode(fields[1:])
 	}
 	if cmd == "form" {
 		switch {
@@ -291,7 +296,7 @@ func (a *App) runCommand(cmd string) {
 			a.wizard = a.newWizard()
 			a.wizard.Init()
 		}
-		return
+		return nil
 	}
 	var matches []int
 	for i, name := range keymap.ScreenNames {
@@ -301,9 +306,10 @@ func (a *App) runCommand(cmd string) {
 	}
 	if len(matches) == 1 {
 		a.current = matches[0]
-		return
+		return nil
 	}
 	a.message = fmt.Sprintf("unknown command :%s (try :%s)", cmd, strings.Join(keymap.ScreenNames, ", :"))
+	return nil
 }
 
 // bodyHeight is what the header, tab and footer lines leave, less the stale

@@ -3,6 +3,7 @@ package views
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -589,7 +590,7 @@ func TestAddNodeCommand(t *testing.T) {
 	a := newTestApp(80, 24)
 	bundle := "sitecon-join.v1." + strings.Repeat("QUJD", 40) + ".0123456789abcdef"
 	var asked []string
-	a.SetActions(&Actions{JoinInfo: func(role, name, uuid string) (string, error) {
+	a.SetActions(&Actions{JoinInfo: func(role, name, uuid, _ string) (string, error) {
 		asked = append(asked, role+" "+name+" "+uuid)
 		if role != "server" && role != "agent" && role != "edgeworker" {
 			return "", fmt.Errorf("the role must be server, agent or edgeworker, not %q", role)
@@ -635,6 +636,60 @@ func TestAddNodeCommand(t *testing.T) {
 	press(ro, ":", "a", "d", "d", " ", "s", "e", "r", "v", "e", "r", " ", "x", " ", "y", "enter")
 	if ro.dialog != nil || !strings.Contains(ro.message, "read-only") {
 		t.Fatalf("read-only :add: dialog %v, message %q", ro.dialog != nil, ro.message)
+	}
+}
+
+// :replace drains and removes the old node (its name typed), then shows
+// the new node's bundle at the old node's address. The bundle is made first:
+// an unknown node or a bundle that cannot be made opens no dialog at all.
+func TestReplaceNodeCommand(t *testing.T) {
+	a := newTestApp(80, 24)
+	var asked []string
+	a.SetActions(&Actions{JoinInfo: func(role, name, uuid, ip string) (string, error) {
+		asked = append(asked, strings.Join([]string{role, name, uuid, ip}, " "))
+		if uuid == "bad" {
+			return "", errors.New("no cluster config at /persist/sitecon/cluster.json")
+		}
+		return "# " + name + " joins site1 as a " + role + " at " + ip + "/28\nsitecon form --join sitecon-join.v1.QUJD\n", nil
+	}})
+	command := func(line string) tea.Cmd {
+		press(a, ":")
+		for _, r := range line {
+			a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		}
+		_, cmd := a.Update(tea.KeyMsg{Type: tea.KeyEnter})
+		return cmd
+	}
+	command("replace node-z node-d 0d1c2b3a")
+	if a.dialog != nil || !strings.Contains(a.message, "node-z: no such node") {
+		t.Fatalf("unknown node: dialog %v, message %q", a.dialog != nil, a.message)
+	}
+	command("replace node-c node-d bad")
+	if a.dialog != nil || !strings.Contains(a.message, "no cluster config") {
+		t.Fatalf("no bundle: dialog %v, message %q", a.dialog != nil, a.message)
+	}
+	command("replace node-c node-d 0d1c2b3a agent")
+	if a.dialog == nil || a.dialog.rec.Action != "replace-node" || a.dialog.rec.Target != "node-c → node-d" {
+		t.Fatalf("no replace dialog (message %q)", a.message)
+	}
+	if got := asked[len(asked)-1]; got != "agent node-d 0d1c2b3a 10.244.244.3" {
+		t.Fatalf("the bundle must carry node-c's address: asked %q", got)
+	}
+	a.Update(preflightMsg{p: kube.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})
+	if !strings.Contains(a.View(), "then node-c is deleted from the cluster") || a.dialog.typed != "node-c" {
+		t.Fatalf("a replace removes the node: the name must be typed:\n%s", a.View())
+	}
+	ran := false
+	a.dialog.run = func(context.Context, func(string)) error { ran = true; return nil }
+	for _, r := range "node-c" {
+		a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	for _, cmd := a.Update(tea.KeyMsg{Type: tea.KeyEnter}); cmd != nil; {
+		_, cmd = a.Update(cmd())
+	}
+	v := a.View()
+	if !ran || !strings.Contains(v, "sitecon form --join sitecon-join.v1.QUJD") || !strings.Contains(v, "node-d joins at 10.244.244.3") {
+		t.Fatalf("after the removal the bundle is on screen (ran %v):\n%s", ran, v)
 	}
 }
 
