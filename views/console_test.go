@@ -295,8 +295,6 @@ func TestThisNodeStatus(t *testing.T) {
 	}
 }
 
-// Golden frames: every screen at 80x24 and 160x48, fixed clock and data.
-// go test ./views -run Golden -update rewrites them.
 // The Events screen merges the agent's timeline with the cluster's events,
 // newest first.
 func TestEventsMergeAgentTimeline(t *testing.T) {
@@ -314,11 +312,22 @@ func TestEventsMergeAgentTimeline(t *testing.T) {
 	}
 }
 
+// Golden frames: every screen at 80x24 and 160x48, fixed clock and data.
+// go test ./views -run Golden -update rewrites them.
+// Each frame comes out of the real program loop (teatest): the terminal's
+// size arrives as a WindowSizeMsg, the data as a frame, the screen by its
+// key, and the frame is the last one drawn before q.
 func TestGoldenFrames(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {160, 48}} {
 		for i, name := range keymap.ScreenNames {
-			a := newTestApp(size[0], size[1])
-			press(a, fmt.Sprint(i+1))
+			tm := teatest.NewTestModel(t, NewApp(testContext(0, 0)), teatest.WithInitialTermSize(size[0], size[1]))
+			tm.Send(FrameMsg(sampleFrame()))
+			tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(fmt.Sprint(i + 1))})
+			tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+			a := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*App)
+			if a.Screen() != name {
+				t.Fatalf("key %d showed %s, not %s", i+1, a.Screen(), name)
+			}
 			got := a.View() + "\n"
 			path := filepath.Join("testdata", fmt.Sprintf("%s-%dx%d.golden", name, size[0], size[1]))
 			if updateGolden() {
