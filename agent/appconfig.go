@@ -27,7 +27,11 @@ const (
 // AppConfig is one app instance as the controller (or a technician) describes
 // it, with EVE API field names.
 type AppConfig struct {
-	UUID        string `json:"uuid"`
+	UUID string `json:"uuid"`
+	// Version counts the controller's changes to this app (EVE's
+	// UUIDandVersion): a node holding an older version never overwrites
+	// what a newer one laid out. 0: unversioned.
+	Version     uint64 `json:"version,omitempty"`
 	DisplayName string `json:"displayname"`
 	Activate    bool   `json:"activate"`
 	Kind        string `json:"kind"`

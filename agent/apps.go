@@ -132,6 +132,9 @@ type AppsAgent struct {
 	lostSeen    map[string]bool
 	leaderSeen  string
 	failedApply map[string]applyFailure
+	// staleConfig are the layouts held back because a newer config laid
+	// them out, by layout key: reported once each.
+	staleConfig map[string]bool
 	// placementErrors are what the last pass's placement found wrong, by
 	// app UUID: published with what is seen, before the next pass acts.
 	placementErrors map[string]string
@@ -173,6 +176,7 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 		reported:    map[types.UID]FailoverAction{},
 		lostSeen:    map[string]bool{},
 		failedApply: map[string]applyFailure{},
+		staleConfig: map[string]bool{},
 		node:        NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
 	}, nil
 }
@@ -656,9 +660,25 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 			delete(a.failedApply, key)
 			continue
 		}
+		appName := l.Object.GetLabels()[kube.LabelAppName]
+		// Another node laid it out from a newer config: this node's older
+		// one must not take it back (two nodes would overwrite each other
+		// until this one's config catches up).
+		if live != nil {
+			if why := StaleConfig(live, l.Object); why != "" {
+				uuid := l.Object.GetLabels()[kube.LabelAppUUID]
+				appErr[uuid] = why
+				if !a.staleConfig[key] {
+					a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, App: appName, Node: a.opts.NodeName, Warning: true,
+						Message: fmt.Sprintf("%s: %s", appName, why)})
+				}
+				a.staleConfig[key] = true
+				continue
+			}
+		}
+		delete(a.staleConfig, key)
 		// The effective DNId changed: a manual migration.
 		moved := live != nil && live.GetAnnotations()[AnnotationDNId] != l.Object.GetAnnotations()[AnnotationDNId]
-		appName := l.Object.GetLabels()[kube.LabelAppName]
 		if moved && l.GVR == GVRVMI {
 			// A running VMI's spec cannot change: a pinned VM moves by being
 			// laid out afresh on its new node.

@@ -299,6 +299,45 @@ func TestDecideFailover(t *testing.T) {
 	}
 }
 
+// A node holding an older version of an app's config never overwrites
+// what a newer one laid out; unversioned configs are never held back.
+func TestStaleConfig(t *testing.T) {
+	vols := map[string]VolumeConfig{volID: {UUID: volID, Name: "plc-data", DesignatedNodeID: nodeA, Size: "1Gi", ReplicaCount: 3}}
+	layout := func(version uint64, dnid, node string) Layout {
+		app := testApp()
+		app.Version, app.DesignatedNodeID = version, dnid
+		l, err := LayoutApp(app, dnid, node, vols, PlacementOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	v1OnA, v2OnB := layout(1, nodeA, "node-a"), layout(2, nodeB, "node-b")
+	if ConfigVersion(v2OnB.Object) != 2 || ConfigVersion(layout(0, nodeA, "node-a").Object) != 0 {
+		t.Fatal("the layout does not carry its config version")
+	}
+	for name, tc := range map[string]struct {
+		live, want Layout
+		held       bool
+	}{
+		"older config over a newer layout":  {live: v2OnB, want: v1OnA, held: true},
+		"newer config over an older layout": {live: v1OnA, want: v2OnB},
+		"same version":                      {live: v2OnB, want: layout(2, nodeB, "node-b")},
+		"unversioned over unversioned":      {live: layout(0, nodeB, "node-b"), want: layout(0, nodeA, "node-a")},
+		"unversioned over versioned":        {live: v1OnA, want: layout(0, nodeB, "node-b"), held: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			why := StaleConfig(tc.live.Object, tc.want.Object)
+			if (why != "") != tc.held {
+				t.Fatalf("StaleConfig = %q, held want %v", why, tc.held)
+			}
+		})
+	}
+	if why := StaleConfig(v2OnB.Object, v1OnA.Object); !strings.Contains(why, "version 1") || !strings.Contains(why, "version 2 is laid out") {
+		t.Fatalf("the reason should name both versions: %q", why)
+	}
+}
+
 func TestLayoutApp(t *testing.T) {
 	vols := map[string]VolumeConfig{volID: {UUID: volID, Name: "plc-data", DesignatedNodeID: nodeA, Size: "1Gi", ReplicaCount: 3}}
 	auto, err := LayoutApp(testApp(), nodeA, "node-a", vols, PlacementOptions{})

@@ -41,6 +41,9 @@ const (
 	// AnnotationConfigDNId is the app's designated_node_id in its config,
 	// which an on-site override must name to hold (see PlacementOverride).
 	AnnotationConfigDNId = kube.AnnotationConfigDNId
+	// AnnotationConfigVersion is the version of the app config an object
+	// was laid out from; a node holding an older one leaves it alone.
+	AnnotationConfigVersion = "sitecon.io/config-version"
 	// LonghornProvisioner is Longhorn's CSI driver.
 	LonghornProvisioner = "driver.longhorn.io"
 )
@@ -75,6 +78,27 @@ func (l Layout) Namespace() string { return l.Object.GetNamespace() }
 
 // Hash is the spec hash stamped on the object.
 func (l Layout) Hash() string { return l.Object.GetAnnotations()[AnnotationSpecHash] }
+
+// ConfigVersion is the app config version obj was laid out from; 0 for an
+// unversioned config or no object.
+func ConfigVersion(obj metav1.Object) uint64 {
+	if obj == nil {
+		return 0
+	}
+	v, _ := strconv.ParseUint(obj.GetAnnotations()[AnnotationConfigVersion], 10, 64)
+	return v
+}
+
+// StaleConfig says why this node must not apply want over live: live was
+// laid out from a newer version of the app's config than this node holds
+// (the controller's change reached another node first). Empty: apply.
+func StaleConfig(live, want metav1.Object) string {
+	have, laid := ConfigVersion(want), ConfigVersion(live)
+	if laid <= have {
+		return ""
+	}
+	return fmt.Sprintf("this node holds version %d of the app's config, version %d is laid out: waiting for the newer config", have, laid)
+}
 
 // StorageClassName is the Longhorn storage class for a replica count.
 func StorageClassName(replicas int) string { return "sitecon-longhorn-r" + strconv.Itoa(replicas) }
@@ -153,6 +177,9 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 	}
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}}
 	annotations := map[string]string{AnnotationDNId: dnid, AnnotationConfigDNId: app.DesignatedNodeID}
+	if app.Version > 0 {
+		annotations[AnnotationConfigVersion] = strconv.FormatUint(app.Version, 10)
+	}
 	var vmAnnotations map[string]string
 	if port := app.VNCPort(); port > 0 {
 		vmAnnotations = map[string]string{kube.AnnotationVNCPort: strconv.Itoa(port)}

@@ -681,3 +681,72 @@ func tail(s string, n int) string {
 	}
 	return s[len(s)-n:]
 }
+
+// The controller moved an app (version 2: designated node-c) and node-b has
+// not heard yet (version 1: designated node-b). node-b's agent must not lay
+// its old version over the new one: it says it waits for the newer config,
+// and the Deployment stays as node-c laid it out until node-b catches up.
+func TestStaleConfigDoesNotFight(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
+	v2 := agent.AppConfig{UUID: "e3000000-0000-4000-8000-000000000001", Version: 2, DisplayName: "stale-web", Activate: true, Kind: agent.KindContainer,
+		Image: "registry.local/web:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred}
+	v1 := v2
+	v1.Version, v1.Image, v1.DesignatedNodeID = 1, "registry.local/web:1", sitebox.NodeUUID("node-b")
+	oldFile := filepath.Join(oldDir, "apps", "stale-web.json")
+	writeJSON(t, filepath.Join(newDir, "apps", "stale-web.json"), v2)
+	writeJSON(t, oldFile, v1)
+	agents := map[string]*siteAgent{
+		"node-a": startSiteAgent(t, site, "node-a", newDir, logDir),
+		"node-b": startSiteAgent(t, site, "node-b", oldDir, logDir),
+		"node-c": startSiteAgent(t, site, "node-c", newDir, logDir),
+	}
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	t.Cleanup(func() {
+		_ = os.Remove(oldFile) // first: with it, node-b would lay the app out again
+		cleanupApps(t, cs, dynClient(t, site), agents, newDir, map[string]agent.AppConfig{"stale-web": v2})
+	})
+
+	waitAgents(t, all, "stale-web", 60*time.Second, "running on node-c", runningOn("node-c"))
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		st, ok := agents["node-b"].app("stale-web")
+		return ok && strings.Contains(st.Error, "waiting for the newer config"), nil
+	})
+	if err != nil {
+		st, _ := agents["node-b"].app("stale-web")
+		t.Fatalf("node-b does not say it holds an older config: %+v", st)
+	}
+	waitQuiet(t, agents)
+	before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(v2), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Annotations[agent.AnnotationConfigVersion] != "2" || before.Annotations[agent.AnnotationDNId] != sitebox.NodeUUID("node-c") {
+		t.Fatalf("the Deployment is not version 2 from node-c: %v", before.Annotations)
+	}
+	// A fight would show as node-b's apply: a new generation within a pass
+	// or two. Its watch wakes it on every change node-c makes.
+	waitQuiet(t, agents)
+	after, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, before.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation != before.Generation || siteconApply(after) != siteconApply(before) {
+		t.Fatalf("the Deployment was rewritten: generation %d → %d, apply %s → %s", before.Generation, after.Generation, siteconApply(before), siteconApply(after))
+	}
+
+	// node-b catches up: the error goes, and the app stays on node-c.
+	writeJSON(t, oldFile, v2)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		st, ok := agents["node-b"].app("stale-web")
+		return ok && st.Error == "" && !st.IsDNIdNode, nil
+	})
+	if err != nil {
+		st, _ := agents["node-b"].app("stale-web")
+		t.Fatalf("node-b did not take up the newer config: %+v", st)
+	}
+	waitAgents(t, all, "stale-web", 30*time.Second, "still on node-c", runningOn("node-c"))
+}
