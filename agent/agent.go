@@ -696,51 +696,41 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(a.State())
-	})
-	mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(a.LeaderState())
-	})
+	// serve answers GET path with what get returns, as JSON.
+	serve := func(path string, get func() any) {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(get())
+		})
+	}
+	serve("/v1/agent", func() any { return a.State() })
+	serve("/v1/leader", func() any { return a.LeaderState() })
 	// The apps part's endpoints answer empty lists until it runs, so a
 	// reader never has to tell "none" from "not yet" by an error.
-	mux.HandleFunc("GET /v1/apps", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		out := []AppState{}
+	serve("/v1/apps", func() any { return orEmpty(a.Apps(), (*AppsAgent).Apps) })
+	serve("/v1/volumes", func() any { return orEmpty(a.Apps(), (*AppsAgent).Volumes) })
+	serve("/v1/events", func() any { return orEmpty(a.Apps(), (*AppsAgent).Timeline) })
+	serve("/v1/node", func() any {
 		if apps := a.Apps(); apps != nil {
-			out = append(out, apps.Apps()...)
+			return apps.Node()
 		}
-		_ = json.NewEncoder(w).Encode(out)
-	})
-	mux.HandleFunc("GET /v1/volumes", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		out := []VolumeState{}
-		if apps := a.Apps(); apps != nil {
-			out = append(out, apps.Volumes()...)
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	})
-	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		out := []TimelineEvent{}
-		if apps := a.Apps(); apps != nil {
-			out = append(out, apps.Timeline()...)
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	})
-	mux.HandleFunc("GET /v1/node", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		node := NodeState{Node: a.State().Node, Status: NodeDown, Reason: "not connected to the cluster yet"}
-		if apps := a.Apps(); apps != nil {
-			node = apps.Node()
-		}
-		_ = json.NewEncoder(w).Encode(node)
+		return NodeState{Node: a.State().Node, Status: NodeDown, Reason: "not connected to the cluster yet"}
 	})
 	srv := NewStatusServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	return srv, nil
+}
+
+// orEmpty is list(apps), or an empty list (JSON [], not null) while the
+// apps part does not run.
+func orEmpty[T any](apps *AppsAgent, list func(*AppsAgent) []T) []T {
+	if apps == nil {
+		return []T{}
+	}
+	if out := list(apps); out != nil {
+		return out
+	}
+	return []T{}
 }
 
 // ReadState asks a running agent for its state over its socket.

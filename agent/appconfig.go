@@ -259,43 +259,44 @@ func ParseVolumeConfig(data []byte) (VolumeConfig, error) {
 // other is an error.
 func MergeAppFiles(read AppFiles, lastGood AppFiles) (AppSet, AppFiles) {
 	good := AppFiles{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: map[string]string{}}
-	set := AppSet{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: maps.Clone(read.Errors)}
-	for path, msg := range read.Errors {
-		set.Errors[path] = msg
-		if a, ok := lastGood.Apps[path]; ok {
-			good.Apps[path] = a
-		}
+	set := AppSet{Errors: maps.Clone(read.Errors)}
+	for path := range read.Errors {
+		a, okApp := lastGood.Apps[path]
 		v, okVolume := lastGood.Volumes[path]
-		if okVolume {
+		switch {
+		case okApp:
+			good.Apps[path] = a
+		case okVolume:
 			good.Volumes[path] = v
-		}
-		if _, okApp := lastGood.Apps[path]; !okApp && !okVolume {
+		default:
 			set.Unknown = append(set.Unknown, path)
 		}
 	}
 	slices.Sort(set.Unknown)
 	maps.Copy(good.Apps, read.Apps)
 	maps.Copy(good.Volumes, read.Volumes)
+	// Apps and volumes share one UUID space: the first file (by path) to
+	// define a UUID has it, a later one is an error.
 	owner := map[string]string{}
-	for _, path := range slices.Sorted(maps.Keys(good.Apps)) {
-		a := good.Apps[path]
-		if first, dup := owner[a.UUID]; dup {
-			set.Errors[path] = fmt.Sprintf("app %s is already defined in %s", a.UUID, first)
-			continue
-		}
-		owner[a.UUID] = path
-		set.Apps[a.UUID] = a
-	}
-	for _, path := range slices.Sorted(maps.Keys(good.Volumes)) {
-		v := good.Volumes[path]
-		if first, dup := owner[v.UUID]; dup {
-			set.Errors[path] = fmt.Sprintf("volume %s is already defined in %s", v.UUID, first)
-			continue
-		}
-		owner[v.UUID] = path
-		set.Volumes[v.UUID] = v
-	}
+	set.Apps = byUUID(good.Apps, "app", func(a AppConfig) string { return a.UUID }, owner, set.Errors)
+	set.Volumes = byUUID(good.Volumes, "volume", func(v VolumeConfig) string { return v.UUID }, owner, set.Errors)
 	return set, good
+}
+
+// byUUID indexes configs by UUID in path order, recording each UUID's file
+// in owner; a UUID owner already has is an error in errs on the later file.
+func byUUID[T any](files map[string]T, kind string, uuid func(T) string, owner, errs map[string]string) map[string]T {
+	out := map[string]T{}
+	for _, path := range slices.Sorted(maps.Keys(files)) {
+		c := files[path]
+		if first, dup := owner[uuid(c)]; dup {
+			errs[path] = fmt.Sprintf("%s %s is already defined in %s", kind, uuid(c), first)
+			continue
+		}
+		owner[uuid(c)] = path
+		out[uuid(c)] = c
+	}
+	return out
 }
 
 // WorkloadName is the Kubernetes name of an app's workload: its display name
