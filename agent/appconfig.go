@@ -259,7 +259,8 @@ func ParseVolumeConfig(data []byte) (VolumeConfig, error) {
 // other is an error.
 func MergeAppFiles(read AppFiles, lastGood AppFiles) (AppSet, AppFiles) {
 	good := AppFiles{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: map[string]string{}}
-	set := AppSet{Errors: maps.Clone(read.Errors)}
+	set := AppSet{Errors: map[string]string{}}
+	maps.Copy(set.Errors, read.Errors)
 	for path := range read.Errors {
 		a, okApp := lastGood.Apps[path]
 		v, okVolume := lastGood.Volumes[path]

@@ -427,3 +427,18 @@ func TestMetricsServed(t *testing.T) {
 		}
 	}
 }
+
+// Two files with one UUID: the first path has it, the later one is an
+// error, even when the read itself had no errors at all.
+func TestMergeAppFilesDuplicateUUID(t *testing.T) {
+	app := testApp()
+	vol := VolumeConfig{UUID: app.UUID, Name: "clash", DesignatedNodeID: nodeA}
+	read := AppFiles{Apps: map[string]AppConfig{"apps/a.json": app, "apps/b.json": app}, Volumes: map[string]VolumeConfig{"volumes/c.json": vol}}
+	set, _ := MergeAppFiles(read, AppFiles{})
+	if len(set.Apps) != 1 || len(set.Volumes) != 0 {
+		t.Fatalf("one UUID, one config: %d apps, %d volumes", len(set.Apps), len(set.Volumes))
+	}
+	if !strings.Contains(set.Errors["apps/b.json"], "already defined in apps/a.json") || !strings.Contains(set.Errors["volumes/c.json"], "already defined in apps/a.json") {
+		t.Fatalf("errors: %v", set.Errors)
+	}
+}
