@@ -34,9 +34,13 @@ test: lint controlplane fuzz
 
 # Each fuzz target runs for FUZZTIME from its checked-in corpus (agent/testdata/fuzz).
 FUZZ_TARGETS := FuzzParseAndValidateConfig FuzzDecodeBundle
+# One line per target when it passes; its whole output when it does not (a
+# crasher is saved under agent/testdata/fuzz and named there).
 fuzz:
-	@set -o pipefail; for t in $(FUZZ_TARGETS); do \
-	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./agent/ | tail -1 || exit 1; \
+	@for t in $(FUZZ_TARGETS); do \
+	  out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./agent/ 2>&1); rc=$$?; \
+	  if [ $$rc -ne 0 ]; then echo "$$out" | tail -60; echo "fuzz $$t failed"; exit 1; fi; \
+	  echo "$$out" | tail -1; \
 	done
 
 bench: controlplane

@@ -429,6 +429,25 @@ func TestAppsAgents(t *testing.T) {
 			})
 			t.Logf("%s now runs on %s", name, view["node-a"].Node)
 		}
+		// Longhorn attaches the web app's volume where its pod runs now.
+		webNode, _ := agents["node-a"].app(appWeb)
+		webClaim := agent.ClaimName(agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data"})
+		lh := longhornClient(t, site)
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			vols, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, v := range vols.Items {
+				if v.Status.KubernetesStatus.PVCName == webClaim {
+					return v.Status.CurrentNodeID == webNode.Node, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("volume %s is not attached on %s, where %s runs", webClaim, webNode.Node, appWeb)
+		}
 		view := waitAgents(t, live, appPinned, 60*time.Second, "reported lost on node-b", func(v agentView) bool {
 			for _, st := range v {
 				if st.Lost == nil || st.Lost.Node != "node-b" || st.Lost.Since.IsZero() || st.KubeStatus == agent.KubeRunning {
@@ -440,7 +459,7 @@ func TestAppsAgents(t *testing.T) {
 		t.Logf("pinned app: lost on %s since %s", view["node-a"].Lost.Node, view["node-a"].Lost.Since)
 		// Exactly one live agent leads, and it judged the stuck pods.
 		var leader *siteAgent
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
 			leader = nil
 			for _, a := range live {
 				if a.agent.LeaderState().IsLeader {

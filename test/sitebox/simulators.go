@@ -85,6 +85,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		rebuild:  map[string]time.Time{},
 		engined:  map[string]bool{},
 		seeded:   map[string]bool{},
+		pods:     coreInf.Core().V1().Pods().Lister(),
 	}
 	kubevirt := &kubevirtSimulator{
 		core: core, kv: kv, log: log.With("simulator", "kubevirt"),
@@ -114,7 +115,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		})
 	}
 	on(coreInf.Core().V1().Nodes().Informer(), lhTrigger, vipTrigger, kubeletTrigger)
-	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger)
+	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger, lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Replicas().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Engines().Informer(), lhTrigger)
@@ -215,6 +216,32 @@ type longhornSimulator struct {
 	seeded map[string]bool
 	// engined are the volumes (by UID) given their engine.
 	engined map[string]bool
+	// pods are read for the pod that uses a volume's claim: Longhorn
+	// attaches a volume on that pod's node.
+	pods interface {
+		List(labels.Selector) ([]*corev1.Pod, error)
+	}
+}
+
+// consumerNode is the node of the live pod that mounts the claim ks names
+// (a container app's pod or a VM's virt-launcher pod), if there is one.
+func (s *longhornSimulator) consumerNode(ks lhv1beta2.KubernetesStatus) string {
+	if ks.PVCName == "" || s.pods == nil {
+		return ""
+	}
+	pods, _ := s.pods.List(labels.Everything())
+	for _, p := range pods {
+		if p.Namespace != ks.Namespace || p.Spec.NodeName == "" || p.DeletionTimestamp != nil ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == ks.PVCName {
+				return p.Spec.NodeName
+			}
+		}
+	}
+	return ""
 }
 
 // reconcileEngine keeps one engine per volume whose status, as Longhorn's
@@ -377,7 +404,11 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	if robustness == lhv1beta2.VolumeRobustnessFaulted {
 		st.State = lhv1beta2.VolumeStateDetached
 	}
-	if st.CurrentNodeID == "" || !ready[st.CurrentNodeID] {
+	// Attached where the claim's pod runs; with no pod (a volume made by
+	// hand), on a node of its replicas.
+	if consumer := s.consumerNode(kubernetesStatus(v)); consumer != "" && ready[consumer] {
+		st.CurrentNodeID = consumer
+	} else if st.CurrentNodeID == "" || !ready[st.CurrentNodeID] {
 		st.CurrentNodeID = ""
 		for _, r := range reps {
 			if ready[r.Spec.NodeID] {
@@ -626,6 +657,13 @@ func (s *kubevirtSimulator) createLauncher(ctx context.Context, vmi *kvv1.Virtua
 				Resources: corev1.ResourceRequirements{Requests: requests},
 			}},
 		},
+	}
+	// As virt-controller does, the launcher mounts the VMI's claims.
+	for _, v := range vmi.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName}}})
+		}
 	}
 	_, err := s.core.CoreV1().Pods(vmi.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	return err
