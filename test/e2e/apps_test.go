@@ -769,3 +769,57 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	}
 	waitAgents(t, all, "stale-web", 30*time.Second, "still on node-c", runningOn("node-c"))
 }
+
+// sitebox's own agents, as the demo runs them: a failed node takes its agent
+// with it (the stats leader moves), and recovery starts it again.
+func TestSiteboxFailTakesTheAgent(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	appsDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(appsDir, "apps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.StartAgents(sitecon, appsDir, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := site.StopAgents(); err != nil {
+			t.Error(err)
+		}
+	})
+	site.RecoverOnCleanup(t, "node-b")
+	nodeStatus := func(node string) (agent.NodeState, error) {
+		var st agent.NodeState
+		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", site.AgentSocket(node))
+			}}}
+		resp, err := client.Get("http://agent/v1/node")
+		if err != nil {
+			return st, err
+		}
+		defer resp.Body.Close()
+		return st, json.NewDecoder(resp.Body).Decode(&st)
+	}
+	waitReady := func(node string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+			st, err := nodeStatus(node)
+			return err == nil && st.Status == agent.NodeReady, nil
+		})
+		if err != nil {
+			t.Fatalf("%s's agent never reported READY", node)
+		}
+	}
+	waitReady("node-b")
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeStatus("node-b"); err == nil {
+		t.Fatal("node-b failed, but its agent still answers")
+	}
+	if err := site.Recover("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	waitReady("node-b")
+}

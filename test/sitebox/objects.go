@@ -2,7 +2,9 @@ package sitebox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -119,6 +121,19 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 		}
 	}
 	return nil
+}
+
+// StopAgents stops the agents StartAgents started; a later Recover does not
+// start them again.
+func (s *Site) StopAgents() error {
+	var errs []error
+	for _, n := range s.Nodes {
+		errs = append(errs, s.stop(agentProcess(n.Name)))
+		if err := os.Remove(s.cmdFile(agentProcess(n.Name))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // AgentSocket is the local API socket of a node's agent started by StartAgents.

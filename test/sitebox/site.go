@@ -658,10 +658,17 @@ func (s *Site) Fail(node string) error {
 	if !s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is already failed", node)
 	}
-	return s.stop("kwok-" + node)
+	if err := s.stop("kwok-" + node); err != nil {
+		return err
+	}
+	// The device is lost with all it runs: a sitecon agent started for it
+	// (StartAgents) dies with it, without a word, as a powered-off node's
+	// does: it neither releases its stats-leader lease nor says goodbye.
+	return s.kill(agentProcess(node))
 }
 
-// Recover restarts the named node's kwok; the node turns Ready again.
+// Recover restarts the named node's kwok; the node turns Ready again, and
+// its agent, if the site runs agents, starts again as it was started.
 func (s *Site) Recover(node string) error {
 	n, err := s.node(node)
 	if err != nil {
@@ -670,7 +677,47 @@ func (s *Site) Recover(node string) error {
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
 	}
-	return s.startKwok(n)
+	if err := s.startKwok(n); err != nil {
+		return err
+	}
+	return s.restart(agentProcess(node))
+}
+
+func agentProcess(node string) string { return "agent-" + node }
+
+// kill ends a site process at once (SIGKILL); nothing when it does not run.
+func (s *Site) kill(name string) error {
+	pid := s.pid(name)
+	if pid == 0 {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !waitExit(ctx, pid) {
+		return fmt.Errorf("%s (pid %d) did not exit", name, pid)
+	}
+	return os.Remove(s.pidFile(name))
+}
+
+// restart starts a site process again with the command it was last started
+// with (DIR/run/NAME.cmd); nothing when it runs or was never started.
+func (s *Site) restart(name string) error {
+	if s.running(name) {
+		return nil
+	}
+	data, err := os.ReadFile(s.cmdFile(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var argv []string
+	if err := json.Unmarshal(data, &argv); err != nil || len(argv) == 0 {
+		return fmt.Errorf("%s: unreadable command in %s", name, s.cmdFile(name))
+	}
+	return s.StartProcess(name, argv[0], argv[1:]...)
 }
 
 func (s *Site) node(name string) (Node, error) {
@@ -726,6 +773,9 @@ func (s *Site) Down() error {
 
 func (s *Site) pidFile(name string) string { return filepath.Join(s.Dir, "run", name+".pid") }
 
+// cmdFile holds the command a site process was started with, for restart.
+func (s *Site) cmdFile(name string) string { return filepath.Join(s.Dir, "run", name+".cmd") }
+
 // Start runs a site process detached from the caller's terminal, with its output
 // in DIR/logs/NAME.log and its PID in DIR/run/NAME.pid.
 func (s *Site) start(name string, args ...string) error {
@@ -769,6 +819,10 @@ func (s *Site) StartProcess(name, path string, args ...string) error {
 		logFile.Close()
 		close(done)
 	}()
+	argv, _ := json.Marshal(append([]string{path}, args...))
+	if err := os.WriteFile(s.cmdFile(name), argv, 0o644); err != nil {
+		return err
+	}
 	return os.WriteFile(s.pidFile(name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }
 
