@@ -691,10 +691,7 @@ func (s *Site) kill(name string) error {
 	if pid == 0 {
 		return nil
 	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if !waitExit(ctx, pid) {
+	if !signalExit(pid, syscall.SIGKILL, 5*time.Second) {
 		return fmt.Errorf("%s (pid %d) did not exit", name, pid)
 	}
 	return os.Remove(s.pidFile(name))
@@ -971,19 +968,18 @@ func (s *Site) stop(name string) error {
 	if pid == 0 {
 		return nil
 	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if waitExit(ctx, pid) {
-		return os.Remove(s.pidFile(name))
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel2()
-	if !waitExit(ctx2, pid) {
+	if !signalExit(pid, syscall.SIGTERM, 10*time.Second) && !signalExit(pid, syscall.SIGKILL, 5*time.Second) {
 		return fmt.Errorf("%s (pid %d) did not exit", name, pid)
 	}
 	return os.Remove(s.pidFile(name))
+}
+
+// signalExit sends sig to pid and reports whether it exits within d.
+func signalExit(pid int, sig syscall.Signal, d time.Duration) bool {
+	_ = syscall.Kill(pid, sig)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return waitExit(ctx, pid)
 }
 
 func waitExit(ctx context.Context, pid int) bool {
