@@ -76,7 +76,7 @@ health per namespace, Longhorn volumes and how long each has been in its
 state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 / to filter, s to sort, enter and esc to drill in and out, ? for help, q to quit.`
 	root.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
-	root.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config (for :add, the join info of a new node)")
+	root.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config (for :add and :replace, the join info of a new node)")
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		return runConsole(cmd.Context(), g, agentSocket, clusterConfig)

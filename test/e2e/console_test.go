@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/charmbracelet/lipgloss"
@@ -333,6 +334,71 @@ func TestConsoleNodeActions(t *testing.T) {
 	want := []string{"cordon node-c done", "uncordon node-c done", "drain node-b refused", "drain node-c done", "uncordon node-c done", "seed node-b done", "seed node-a done", "remove-node node-spare-c done"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("audit log:\n%v\nwant:\n%v", got, want)
+	}
+}
+
+// Replace a device through the console: :replace drains and removes the old
+// node (its name typed) and shows the new node's bundle, which carries the
+// old node's address.
+func TestConsoleReplaceNode(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := t.Context()
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-old-c", Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), old.Name, metav1.DeleteOptions{}) })
+	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"10.244.244.10"}]}}`)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, old.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := plan.Nodes[0].Files(t.TempDir(), "")
+	if err == nil {
+		err = files.Write()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditLog := t.TempDir() + "/audit.jsonl"
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog, "--config", files.ConfigPath)
+	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "sitebox-test") })
+	c.keys("2")
+	c.waitScreen(5*time.Second, "node-old-c listed", func(s string) bool { return lineWith(s, "node-old-c") != "" })
+	const newUUID = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4e"
+	c.keys(":", "replace node-old-c node-new-c "+newUUID+" agent", "Enter")
+	c.waitScreen(15*time.Second, "the name asked", func(s string) bool { return strings.Contains(s, `Type "node-old-c" and enter`) })
+	c.keys("node-old-c", "Enter")
+	s := c.waitScreen(30*time.Second, "replaced", func(s string) bool { return strings.Contains(s, "done: replace node-old-c") })
+	if _, err := cs.CoreV1().Nodes().Get(ctx, old.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("node-old-c still there: %v", err)
+	}
+	// The bundle, as a technician copies it off the screen: the wrapped
+	// lines joined, the padding gone.
+	flat := strings.Join(strings.Fields(s), "")
+	i := strings.Index(flat, "sitecon-join.")
+	if i < 0 || !strings.Contains(s, "node-new-c joins at 10.244.244.10") {
+		t.Fatalf("no bundle at node-old-c's address on screen:\n%s", s)
+	}
+	token := flat[i:]
+	if j := strings.Index(token, "done:"); j > 0 {
+		token = token[:j]
+	}
+	bundle, err := agent.DecodeBundle(token)
+	if err != nil {
+		t.Fatalf("the bundle on screen does not decode (%v):\n%s", err, s)
+	}
+	if bundle.NodeName != "node-new-c" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.10/") {
+		t.Fatalf("bundle: %+v", bundle)
+	}
+	if rec := lastAudit(t, auditLog); rec.Action != "replace-node" || rec.Outcome != audit.OutcomeDone || rec.Target != "node-old-c → node-new-c" {
+		t.Fatalf("audit record: %+v", rec)
 	}
 }
 
