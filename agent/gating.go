@@ -223,6 +223,13 @@ func VolumeStates(volumes map[string]VolumeConfig, thisUUID, thisNode string, no
 			byClaim[ks.PVCName] = lv
 		}
 	}
+	// One pass over the replicas: this runs on every reconcile pass.
+	healthyHere := map[string]bool{} // by Longhorn volume name
+	for _, r := range d.Replicas {
+		if r.Spec.NodeID == thisNode && kube.ReplicaState(r) == kube.ReplicaHealthy {
+			healthyHere[r.Spec.VolumeName] = true
+		}
+	}
 	var out []VolumeState
 	for _, uuid := range slices.Sorted(maps.Keys(volumes)) {
 		v := volumes[uuid]
@@ -231,11 +238,7 @@ func VolumeStates(volumes map[string]VolumeConfig, thisUUID, thisNode string, no
 			DNIdNode: nodeByUUID[strings.ToLower(v.DesignatedNodeID)], IsDNIdNode: dec.Create, Replicated: dec.Replicated, Claim: ClaimName(v)}
 		if lv := byClaim[st.Claim]; lv != nil {
 			st.LonghornVolume, st.State, st.Robustness = lv.Name, string(lv.Status.State), string(lv.Status.Robustness)
-			for _, r := range d.Replicas {
-				if r.Spec.VolumeName == lv.Name && r.Spec.NodeID == thisNode && kube.ReplicaState(r) == kube.ReplicaHealthy {
-					st.HealthyReplicaHere = true
-				}
-			}
+			st.HealthyReplicaHere = healthyHere[lv.Name]
 		}
 		out = append(out, st)
 	}

@@ -204,14 +204,7 @@ func (a *App) openDrain(title string, rec audit.Record, node string) tea.Cmd {
 func (a *App) replaceNode(args []string) tea.Cmd {
 	const usage = "usage: :replace OLD NEW DEVICE-UUID [server|agent]"
 	switch {
-	case a.ctx.ReadOnly:
-		a.message = "read-only: :replace is not available"
-		return nil
-	case a.actions == nil || a.actions.JoinInfo == nil:
-		a.message = ":replace needs this node's cluster config (sitecon --config FILE)"
-		return nil
-	case a.actions.Unavailable != "":
-		a.message = "actions unavailable: " + a.actions.Unavailable
+	case !a.canMakeJoinInfo(":replace"):
 		return nil
 	case len(args) < 3 || len(args) > 4:
 		a.message = usage
@@ -480,11 +473,7 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 			// What the new device needs is what matters now: the drain's
 			// steps give it the screen (the audit log keeps them).
 			d.result = fmt.Sprintf("done: %s; %s joins at %s with the above", d.title, d.handOn.name, d.handOn.ip)
-			d.lines, d.progress = nil, nil
-			width := max(d.ctx.Width-1, 20)
-			for _, line := range strings.Split(strings.TrimRight(d.handOn.bundle, "\n"), "\n") {
-				d.progress = append(d.progress, ui.Wrap(line, width)...)
-			}
+			d.lines, d.progress = nil, joinInfoLines(d.handOn.bundle, d.ctx.Width)
 		}
 		if changed := (*kube.PlanChangedError)(nil); errors.As(msg.Err, &changed) {
 			d.lines = append(d.lines, "The cluster changed since you confirmed:")
@@ -565,19 +554,39 @@ func (d *dialog) view(w, h int) string {
 	return strings.Join(out, "\n")
 }
 
+// canMakeJoinInfo says whether command, which hands out a join bundle, may
+// run here; if not, the message says why.
+func (a *App) canMakeJoinInfo(command string) bool {
+	switch {
+	case a.ctx.ReadOnly:
+		a.message = "read-only: " + command + " is not available (a join bundle carries the cluster token)"
+	case a.actions == nil || a.actions.JoinInfo == nil:
+		a.message = command + " needs this node's cluster config (sitecon --config FILE)"
+	case a.actions.Unavailable != "":
+		a.message = "actions unavailable: " + a.actions.Unavailable
+	default:
+		return true
+	}
+	return false
+}
+
+// joinInfoLines is join info as a dialog shows it on a screen width wide.
+// A bundle is one long word: it is wrapped rather than cut at the screen's
+// edge (sitecon form --join ignores the breaks).
+func joinInfoLines(text string, width int) []string {
+	var lines []string
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		lines = append(lines, ui.Wrap(line, max(width-1, 20))...)
+	}
+	return lines
+}
+
 // addNode shows what a new node needs to join (:add ROLE NAME [UUID]): the
 // join bundle for an EVE node, the k3s agent setup for an edgeworker.
 func (a *App) addNode(args []string) {
 	const usage = "usage: :add server|agent|edgeworker NAME [DEVICE-UUID]"
 	switch {
-	case a.ctx.ReadOnly:
-		a.message = "read-only: :add is not available (a join bundle carries the cluster token)"
-		return
-	case a.actions == nil || a.actions.JoinInfo == nil:
-		a.message = ":add needs this node's cluster config (sitecon --config FILE)"
-		return
-	case a.actions.Unavailable != "":
-		a.message = "actions unavailable: " + a.actions.Unavailable
+	case !a.canMakeJoinInfo(":add"):
 		return
 	case len(args) < 2 || len(args) > 3:
 		a.message = usage
@@ -593,12 +602,7 @@ func (a *App) addNode(args []string) {
 		return
 	}
 	d := a.openDialog("add "+name, audit.Record{Action: "add-node", Target: name, Detail: role})
-	width := max(a.ctx.Width-1, 20)
-	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		// A bundle is one long word: wrap it rather than lose its end at
-		// the screen's edge (sitecon form --join ignores the breaks).
-		d.lines = append(d.lines, ui.Wrap(line, width)...)
-	}
+	d.lines = joinInfoLines(text, a.ctx.Width)
 	d.state, d.result = dialogDone, "join info for "+name+" ("+role+")"
 	d.rec.Outcome = audit.OutcomeDone
 	a.actions.record(d.rec)

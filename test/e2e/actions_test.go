@@ -37,11 +37,7 @@ import (
 
 func clientset(t *testing.T, site *sitebox.TestSite) kubernetes.Interface {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	return site.Clients(t).Core
 }
 
 func dynClient(t *testing.T, site *sitebox.TestSite) dynamic.Interface {
@@ -55,11 +51,7 @@ func dynClient(t *testing.T, site *sitebox.TestSite) dynamic.Interface {
 
 func longhornClient(t *testing.T, site *sitebox.TestSite) lhclientset.Interface {
 	t.Helper()
-	c, err := kube.NewClients(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.Longhorn
+	return site.Clients(t).Longhorn
 }
 
 // runSiteconEnv runs the binary with extra environment; output combined.
@@ -766,22 +758,26 @@ func TestRemoveLostNode(t *testing.T) {
 
 // Replace node: the old node is removed (name typed) and the new one's join
 // bundle carries the old node's cluster address.
-func TestReplaceNode(t *testing.T) {
-	site := sitebox.Shared(t)
-	cs := clientset(t, site)
-	ctx := context.Background()
-	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-old", Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
-	if _, err := cs.CoreV1().Nodes().Create(ctx, old, metav1.CreateOptions{}); err != nil {
+// agentNodeAt adds an agent Node object (no kwok behind it) with the
+// internal address ip, removed when the test ends.
+func agentNodeAt(t *testing.T, cs kubernetes.Interface, name, ip string) {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
+	if _, err := cs.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(ctx, old.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	// A patch: the node controller writes the new Node's status too.
-	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"10.244.244.9"}]}}`)
-	if _, err := cs.CoreV1().Nodes().Patch(ctx, old.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"` + ip + `"}]}}`)
+	if _, err := cs.CoreV1().Nodes().Patch(t.Context(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	// This node's cluster config, as formation leaves it.
+}
+
+// formedConfig writes node-a's cluster config as formation leaves it (the
+// site's three nodes) and returns the cluster's ID and the config's path.
+func formedConfig(t *testing.T) (clusterID, path string) {
+	t.Helper()
 	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
 		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
@@ -794,8 +790,18 @@ func TestReplaceNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return plan.ClusterID, files.ConfigPath
+}
+
+func TestReplaceNode(t *testing.T) {
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	agentNodeAt(t, cs, "node-old", "10.244.244.9")
+	clusterID, configPath := formedConfig(t)
 	const newUUID = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-	args := []string{"node", "replace", "node-old", "node-new", "--node-uuid", newUUID, "--config", files.ConfigPath, "--yes"}
+	args := []string{"node", "replace", "node-old", "node-new", "--node-uuid", newUUID, "--config", configPath, "--yes"}
 	if out, err := act(t, site, auditLog, args...); err == nil || !strings.Contains(out, "--confirm node-old") {
 		t.Fatalf("replace without the typed name: %v\n%s", err, out)
 	}
@@ -816,7 +822,7 @@ func TestReplaceNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no usable join bundle in:\n%s\n%v", out, err)
 	}
-	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.9/") || bundle.ClusterID != plan.ClusterID {
+	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.9/") || bundle.ClusterID != clusterID {
 		t.Fatalf("bundle %+v does not hand node-old's address to node-new", bundle)
 	}
 }

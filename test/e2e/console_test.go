@@ -15,11 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/charmbracelet/lipgloss"
-	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
@@ -123,10 +121,7 @@ func lineWith(screen, word string) string {
 func TestConsoleFollowsNodeFailure(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
-	lh, err := lhclientset.NewForConfig(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lh := longhornClient(t, site)
 	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(t.Context(), sitebox.LonghornVolume("vol-console", 5<<30, 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -345,29 +340,10 @@ func TestConsoleReplaceNode(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := t.Context()
-	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-old-c", Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
-	if _, err := cs.CoreV1().Nodes().Create(ctx, old, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), old.Name, metav1.DeleteOptions{}) })
-	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"10.244.244.10"}]}}`)
-	if _, err := cs.CoreV1().Nodes().Patch(ctx, old.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatal(err)
-	}
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := plan.Nodes[0].Files(t.TempDir(), "")
-	if err == nil {
-		err = files.Write()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentNodeAt(t, cs, "node-old-c", "10.244.244.10")
+	_, configPath := formedConfig(t)
 	auditLog := t.TempDir() + "/audit.jsonl"
-	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog, "--config", files.ConfigPath)
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog, "--config", configPath)
 	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "sitebox-test") })
 	c.keys("2")
 	c.waitScreen(5*time.Second, "node-old-c listed", func(s string) bool { return lineWith(s, "node-old-c") != "" })
@@ -376,7 +352,7 @@ func TestConsoleReplaceNode(t *testing.T) {
 	c.waitScreen(15*time.Second, "the name asked", func(s string) bool { return strings.Contains(s, `Type "node-old-c" and enter`) })
 	c.keys("node-old-c", "Enter")
 	s := c.waitScreen(30*time.Second, "replaced", func(s string) bool { return strings.Contains(s, "done: replace node-old-c") })
-	if _, err := cs.CoreV1().Nodes().Get(ctx, old.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-old-c", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node-old-c still there: %v", err)
 	}
 	// The bundle, as a technician copies it off the screen: the wrapped

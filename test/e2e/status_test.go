@@ -14,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kvv1 "kubevirt.io/api/core/v1"
-	kvclientset "kubevirt.io/client-go/kubevirt"
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -114,15 +112,9 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 	ctx := t.Context()
 	kubeconfig := site.Kubeconfig()
 
-	lh, err := lhclientset.NewForConfig(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := kvclientset.NewForConfig(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, sitebox.LonghornVolume("vol-e2e", 10<<30, 3), metav1.CreateOptions{})
+	clients := site.Clients(t)
+	lh, kv := clients.Longhorn, clients.KubeVirt
+	_, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, sitebox.LonghornVolume("vol-e2e", 10<<30, 3), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

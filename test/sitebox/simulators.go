@@ -223,25 +223,22 @@ type longhornSimulator struct {
 	}
 }
 
-// consumerNode is the node of the live pod that mounts the claim ks names
-// (a container app's pod or a VM's virt-launcher pod), if there is one.
-func (s *longhornSimulator) consumerNode(ks lhv1beta2.KubernetesStatus) string {
-	if ks.PVCName == "" || s.pods == nil {
-		return ""
-	}
+// claimNodes maps each claim ("namespace/name") a live pod mounts (a
+// container app's pod or a VM's virt-launcher pod) to that pod's node.
+func (s *longhornSimulator) claimNodes() map[string]string {
+	out := map[string]string{}
 	pods, _ := s.pods.List(labels.Everything())
 	for _, p := range pods {
-		if p.Namespace != ks.Namespace || p.Spec.NodeName == "" || p.DeletionTimestamp != nil ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		for _, v := range p.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == ks.PVCName {
-				return p.Spec.NodeName
+			if v.PersistentVolumeClaim != nil {
+				out[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = p.Spec.NodeName
 			}
 		}
 	}
-	return ""
+	return out
 }
 
 // reconcileEngine keeps one engine per volume whose status, as Longhorn's
@@ -305,16 +302,17 @@ func (s *longhornSimulator) reconcile(ctx context.Context) time.Duration {
 	for _, r := range all {
 		byVolume[r.Spec.VolumeName] = append(byVolume[r.Spec.VolumeName], r)
 	}
+	claimNodes := s.claimNodes()
 	var again time.Duration
 	for _, v := range volumes {
-		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready); d > 0 && (again == 0 || d < again) {
+		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready, claimNodes); d > 0 && (again == 0 || d < again) {
 			again = d
 		}
 	}
 	return again
 }
 
-func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool) time.Duration {
+func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool, claimNodes map[string]string) time.Duration {
 	now := time.Now()
 	want := v.Spec.NumberOfReplicas
 	if want <= 0 {
@@ -406,7 +404,8 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	}
 	// Attached where the claim's pod runs; with no pod (a volume made by
 	// hand), on a node of its replicas.
-	if consumer := s.consumerNode(kubernetesStatus(v)); consumer != "" && ready[consumer] {
+	ks := kubernetesStatus(v)
+	if consumer := claimNodes[ks.Namespace+"/"+ks.PVCName]; consumer != "" && ready[consumer] {
 		st.CurrentNodeID = consumer
 	} else if st.CurrentNodeID == "" || !ready[st.CurrentNodeID] {
 		st.CurrentNodeID = ""
@@ -433,7 +432,7 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 		st.ActualSize = v.Spec.Size / 4
 	}
 	s.reconcileEngine(ctx, v, reps, now)
-	st.KubernetesStatus = kubernetesStatus(v)
+	st.KubernetesStatus = ks
 	if !statusEqual(&v.Status, st) {
 		nv := v.DeepCopy()
 		nv.Status = *st

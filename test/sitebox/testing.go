@@ -12,15 +12,12 @@ import (
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	kvv1 "kubevirt.io/api/core/v1"
-	kvclientset "kubevirt.io/client-go/kubevirt"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -152,16 +149,24 @@ func (ts *TestSite) RecoverOnCleanup(t testing.TB, node string) {
 	})
 }
 
+// Clients are every client of the site's API server (core, KubeVirt,
+// Longhorn), as sitecon builds them.
+func (ts *TestSite) Clients(t testing.TB) *kube.Clients {
+	t.Helper()
+	c, err := kube.NewClients(ts.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // WaitSettled waits until every node is Ready and no pod is terminating: a
 // test that failed a node may leave the site like that for the next one.
 func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(ts.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := ts.Clients(t).Core
 	var unsettled, lastSeen []string
-	err = wait.PollUntilContextTimeout(context.Background(), time.Second, within, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, within, true, func(ctx context.Context) (bool, error) {
 		if len(unsettled) > 0 {
 			lastSeen = append(lastSeen[:0], unsettled...)
 		}
@@ -204,14 +209,8 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	lh, err := lhclientset.NewForConfig(ts.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := kvclientset.NewForConfig(ts.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clients := ts.Clients(t)
+	lh, kv := clients.Longhorn, clients.KubeVirt
 	name := fmt.Sprintf("sitebox-probe-%d", time.Now().UnixNano())
 	volumes := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace)
 	vmis := kv.KubevirtV1().VirtualMachineInstances(kube.AppNamespace)
@@ -225,7 +224,7 @@ func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 		_ = volumes.Delete(ctx, name, metav1.DeleteOptions{})
 		_ = vmis.Delete(ctx, name, metav1.DeleteOptions{})
 	}()
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 		v, err := volumes.Get(ctx, name, metav1.GetOptions{})
 		if err != nil || v.Status.Robustness != lhv1beta2.VolumeRobustnessHealthy {
 			return false, nil
