@@ -652,12 +652,17 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 			desired[layoutKey(l.GVR, "", l.Name())] = l
 		}
 	}
+	// What is no longer laid out has no failure or hold to remember.
+	notDesired := func(key string) bool { _, ok := desired[key]; return !ok }
+	maps.DeleteFunc(a.failedApply, func(key string, _ applyFailure) bool { return notDesired(key) })
+	maps.DeleteFunc(a.staleConfig, func(key string, _ bool) bool { return notDesired(key) })
 	retry := time.Duration(0)
 	for _, key := range slices.Sorted(maps.Keys(desired)) {
 		l := desired[key]
 		live := a.placed.get(l.GVR, l.Namespace(), l.Name())
 		if live != nil && live.GetAnnotations()[AnnotationSpecHash] == l.Hash() {
 			delete(a.failedApply, key)
+			delete(a.staleConfig, key)
 			continue
 		}
 		appName := l.Object.GetLabels()[kube.LabelAppName]
