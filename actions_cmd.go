@@ -127,7 +127,14 @@ func (a *action) confirmed(question, typed string) error {
 func (a *action) notConfirmed(err error) error { return a.finish(audit.OutcomeCancelled, err) }
 
 func printPreflight(w io.Writer, p kube.Preflight) {
-	fmt.Fprintf(w, "preflight for draining %s:\n", p.Node)
+	what := "draining"
+	switch p.Purpose {
+	case kube.PurposeRemove:
+		what = "removing"
+	case kube.PurposeReplace:
+		what = "replacing"
+	}
+	fmt.Fprintf(w, "preflight for %s %s:\n", what, p.Node)
 	for _, r := range p.Refusals {
 		fmt.Fprintf(w, "  REFUSED  %s\n", r)
 	}
@@ -204,17 +211,28 @@ type drainFlags struct {
 }
 
 func (d *drainFlags) register(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&d.force, "force", false, "go on although pinned apps will stop (the node name must be typed)")
+	cmd.Flags().BoolVar(&d.force, "force", false, "go on past the preflight's warnings: pinned apps that stop, a volume that cannot attach while the node is out, a live node removed, a cluster left unable to take a failure (the node name must be typed)")
 	cmd.Flags().DurationVar(&d.gracePeriod, "grace-period", -time.Second, "time each pod gets to stop (negative: the pod's own)")
 	cmd.Flags().DurationVar(&d.timeout, "timeout", 5*time.Minute, "give up the evictions after this long (the node stays cordoned)")
 	cmd.Flags().BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", false, "evict pods with emptyDir data too (that data is lost)")
 }
 
+// localNode is the node this command runs on, from its cluster config, or
+// "" when there is none to read (not on a node: then nothing is assumed).
+func localNode(configPath string) string {
+	if c, err := agent.LoadConfig(configPath); err == nil {
+		return c.NodeName
+	}
+	return ""
+}
+
 // runDrain is the preflight, the confirmation and the drain, shared by
-// drain and node remove.
-func runDrain(a *action, node string, d *drainFlags, question string) error {
+// drain, node remove and node replace (a.rec.Action says which); local is
+// the node this runs on, when known.
+func runDrain(a *action, node string, d *drainFlags, question, local string) error {
 	ctx := a.cmd.Context()
-	p, err := kube.CheckDrain(ctx, a.snap.Clients(), a.snap.Data(), node, kube.DrainOptions{DeleteEmptyDirData: d.deleteEmptyDirData})
+	p, err := kube.CheckDrain(ctx, a.snap.Clients(), a.snap.Data(), node, kube.DrainOptions{
+		DeleteEmptyDirData: d.deleteEmptyDirData, Purpose: kube.PurposeOf(a.rec.Action), LocalNode: local})
 	if err != nil {
 		return a.finish(audit.OutcomeRefused, err)
 	}
@@ -251,6 +269,14 @@ func runDrain(a *action, node string, d *drainFlags, question string) error {
 		return a.refuse(changed.Reasons)
 	}
 	a.rec.Detail = fmt.Sprintf("evicted %d of %d pod(s)", evicted, len(p.Evict))
+	if stopped := (*kube.DrainStoppedError)(nil); errors.As(err, &stopped) {
+		fmt.Fprintf(a.out(), "the drain stopped after %s:\n", a.rec.Detail)
+		for _, r := range stopped.Reasons {
+			fmt.Fprintf(a.out(), "  STOPPED  %s\n", r)
+		}
+		fmt.Fprintf(a.out(), "%s stays cordoned (sitecon uncordon %s takes it back)\n", node, node)
+		return a.finish(audit.OutcomeFailed, stopped)
+	}
 	switch {
 	case ctx.Err() != nil:
 		return a.finish(audit.OutcomeCancelled, fmt.Errorf("drain of %s cancelled after %s; the node stays cordoned (sitecon uncordon %s)", node, a.rec.Detail, node))
@@ -266,20 +292,24 @@ func newDrainCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drain NODE",
 		Short: "Take NODE out for service: preflight, cordon, evict its pods (PodDisruptionBudgets respected)",
-		Long: `Drain a node for service. The preflight refuses when another server is
-NotReady or already cordoned (etcd quorum), when the node holds the only
-healthy replica of a Longhorn volume, or when a pod cannot be evicted safely;
-it asks for --force (and the node name typed) when pinned apps would stop.
+		Long: `Drain a node for service. The preflight refuses when etcd would lose
+quorum (with M etcd members, floor(M/2)+1 must stay Ready and uncordoned; it
+says the numbers), when the node holds the only healthy replica of a volume
+in use, or when a pod cannot be evicted safely. It asks for --force (and the
+node name typed) when pinned apps would stop, when the node holds the only
+up-to-date copy of a detached volume (every replica that holds data counts,
+stopped ones too), or under Longhorn's always-allow drain policy.
 Then the node is cordoned and its pods evicted with kubectl's drain library:
-DaemonSet pods stay, disruption budgets are waited on. Ctrl-C cancels; the
-node then stays cordoned.`,
+DaemonSet pods stay, disruption budgets are waited on. Meanwhile the volumes
+whose data is on the node are watched: if one loses a copy elsewhere or turns
+faulted, the drain stops. Ctrl-C cancels; the node then stays cordoned.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := beginAction(cmd, g, f, "drain", args[0])
 			if err != nil {
 				return err
 			}
-			if err := runDrain(a, args[0], d, "Drain %s: cordon it and evict %d pod(s)?"); err != nil || a.rec.Outcome != "" {
+			if err := runDrain(a, args[0], d, "Drain %s: cordon it and evict %d pod(s)?", ""); err != nil || a.rec.Outcome != "" {
 				return err
 			}
 			return a.finish(audit.OutcomeDone, nil)
@@ -293,13 +323,18 @@ node then stays cordoned.`,
 func newNodeCmd(g *globalFlags) *cobra.Command {
 	node := &cobra.Command{Use: "node", Short: "Add or remove cluster nodes"}
 	f, d := &actionFlags{}, &drainFlags{}
+	var removeConfig string
 	remove := &cobra.Command{
 		Use:   "remove NODE",
 		Short: "Drain NODE (with its preflight), then delete it from the cluster",
 		Long: `Remove a node: the drain preflight and drain, then the Node object is
 deleted (k3s drops its etcd member) and the node leaves the cluster's node
-list. The node name must be typed. To replace the device, remove it, then
-give the new one a join bundle with the old one's cluster IP
+list. The node name must be typed. Refused: the last server, the node this
+runs on, a removal that leaves etcd without quorum, and a node holding the
+only up-to-date copy of a volume (copy it off first). A node still Ready
+needs --force, and so does leaving the cluster unable to take a failure
+(fewer than three servers). To replace the device, remove it, then give the
+new one a join bundle with the old one's cluster IP
 (sitecon join-info --node-ip IP).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -307,7 +342,7 @@ give the new one a join bundle with the old one's cluster IP
 			if err != nil {
 				return err
 			}
-			if err := runDrain(a, args[0], d, "Remove %s: evict %d pod(s), then delete the node from the cluster?"); err != nil || a.rec.Outcome != "" {
+			if err := runDrain(a, args[0], d, "Remove %s: evict %d pod(s), then delete the node from the cluster?", localNode(removeConfig)); err != nil || a.rec.Outcome != "" {
 				return err
 			}
 			if err := kube.RemoveNode(cmd.Context(), a.snap.Clients().Core, args[0]); err != nil {
@@ -319,6 +354,7 @@ give the new one a join bundle with the old one's cluster IP
 	}
 	f.register(remove)
 	d.register(remove)
+	remove.Flags().StringVar(&removeConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config: a node does not remove itself (not read if absent)")
 
 	add := newJoinInfoCmd(g)
 	add.Use = "add --role server|agent|edgeworker --node-name NAME"
@@ -344,7 +380,8 @@ the bundle.`,
 				return errors.New("--node-uuid is required: the new device's UUID")
 			}
 			// The bundle needs this node's config: check it before anything changes.
-			if _, err := agent.LoadConfig(configPath); err != nil {
+			local, err := agent.LoadConfig(configPath)
+			if err != nil {
 				return fmt.Errorf("the join bundle needs this node's cluster config: %w", err)
 			}
 			a, err := beginAction(cmd, g, rf, "replace-node", old+" → "+name)
@@ -359,7 +396,7 @@ the bundle.`,
 			if ip == "" {
 				return a.finish(audit.OutcomeRefused, fmt.Errorf("%s has no internal address to hand on", old))
 			}
-			if err := runDrain(a, old, rd, "Replace %s: evict %d pod(s), delete it, then print the new node's bundle?"); err != nil || a.rec.Outcome != "" {
+			if err := runDrain(a, old, rd, "Replace %s: evict %d pod(s), delete it, then print the new node's bundle?", local.NodeName); err != nil || a.rec.Outcome != "" {
 				return err
 			}
 			if err := kube.RemoveNode(cmd.Context(), a.snap.Clients().Core, old); err != nil {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // Labels and keys the actions read and write.
@@ -45,6 +47,42 @@ const (
 // ErrUnknownNode is returned for a node name the cluster does not have.
 var ErrUnknownNode = errors.New("no such node")
 
+// Purpose is what a preflight is for. A drain keeps the node's disks (the
+// node comes back with its data); a remove or replace ends them, and the
+// node leaves the etcd member list.
+type Purpose string
+
+// The preflights' purposes.
+const (
+	PurposeDrain   Purpose = "drain"
+	PurposeRemove  Purpose = "remove"
+	PurposeReplace Purpose = "replace"
+)
+
+// PurposeOf maps an audit action ("drain", "remove-node", "replace-node")
+// to the purpose its preflight judges.
+func PurposeOf(action string) Purpose {
+	switch action {
+	case "remove-node":
+		return PurposeRemove
+	case "replace-node":
+		return PurposeReplace
+	}
+	return PurposeDrain
+}
+
+func (p Purpose) removes() bool { return p == PurposeRemove || p == PurposeReplace }
+
+func (p Purpose) verb() string {
+	switch p {
+	case PurposeRemove:
+		return "removing"
+	case PurposeReplace:
+		return "replacing"
+	}
+	return "draining"
+}
+
 // DrainCheck is what the drain preflight judges: the cluster as read, and
 // the pods the drain would evict (from kubectl's drain filters).
 type DrainCheck struct {
@@ -55,6 +93,15 @@ type DrainCheck struct {
 	Excluded []error // pods the drain filters refuse (unmanaged, local data)
 	// LonghornPolicy is Longhorn's node-drain-policy setting, if read.
 	LonghornPolicy string
+	// Purpose: a drain (the zero value), a remove or a replace.
+	Purpose Purpose
+	// LocalNode is the node this program runs on, when known: a node does
+	// not remove itself.
+	LocalNode string
+	// Members is the etcd member list; nil: the Nodes carrying the etcd
+	// role label (EtcdMembersFromNodes). etcd's own list replaces it once
+	// the agents publish it.
+	Members []safety.Member
 }
 
 // Preflight is the drain's verdict before anything changes. Refusals stop
@@ -66,6 +113,10 @@ type Preflight struct {
 	// Evict are the pods that would be evicted, namespace/name.
 	Evict []string `json:"evict"`
 	Notes []string `json:"notes,omitempty"`
+	// Purpose and LocalNode are what it was judged for: the re-check at
+	// confirmation judges the same.
+	Purpose   Purpose `json:"purpose,omitempty"`
+	LocalNode string  `json:"local_node,omitempty"`
 }
 
 // Refused reports whether the drain must not run.
@@ -74,13 +125,50 @@ func (p Preflight) Refused() bool { return len(p.Refusals) > 0 }
 // NeedsForce reports whether the drain may only run with --force.
 func (p Preflight) NeedsForce() bool { return len(p.Warnings) > 0 }
 
-// DrainPreflight judges a drain. It refuses when draining would lose etcd
-// quorum (another etcd member is NotReady or already cordoned), when the node
-// holds the last healthy replica of a Longhorn volume (unless Longhorn's
-// drain policy copies it off first: then it warns), or when kubectl's
-// filters refuse a pod; it warns (needs --force) when pinned apps would stop.
+// EtcdMembersFromNodes is the etcd member list as the Nodes tell it: every
+// Node with the etcd role label; healthy when Ready and not cordoned.
+func EtcdMembersFromNodes(nodes []*corev1.Node) []safety.Member {
+	var out []safety.Member
+	for _, n := range nodes {
+		if !IsEtcdMember(n) {
+			continue
+		}
+		m := safety.Member{Name: n.Name}
+		switch {
+		case !nodeReady(n):
+			m.Down = "NotReady"
+		case n.Spec.Unschedulable:
+			m.Down = "cordoned"
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// DrainPreflight judges a drain, remove or replace (c.Purpose).
+//
+// Quorum is arithmetic: with M etcd members, floor(M/2)+1 must stay healthy
+// (Ready, not cordoned) with the node out; the refusal says the numbers.
+// A remove that leaves the cluster unable to take a failure warns (needs
+// --force); so does removing a node that is still Ready. A remove never
+// takes the last server or the node this runs on.
+//
+// The last copy stays: every replica that holds a volume's up-to-date data
+// counts (safety.UpToDate: running, stopped, or failed but what Longhorn
+// would salvage), and only copies on other nodes that are there and Ready
+// count as elsewhere. A remove or replace of the node holding the only
+// copy is refused. A drain of it is refused when the volume is attached
+// and its copy here is running (its app would stop with nowhere to go),
+// and needs --force when the volume is detached (its data stays on the
+// node's disk; it cannot attach until the node is back); under Longhorn's
+// block-for-eviction policies Longhorn copies it off first, so a drain only
+// warns. Under always-allow, Longhorn guards nothing: that is said.
+//
+// Pods kubectl's filters refuse are refusals; pinned apps that would stop
+// are warnings.
 func DrainPreflight(c DrainCheck) Preflight {
-	p := Preflight{Node: c.Node, Evict: []string{}}
+	purpose := cmp.Or(c.Purpose, PurposeDrain)
+	p := Preflight{Node: c.Node, Evict: []string{}, Purpose: purpose, LocalNode: c.LocalNode}
 	var target *corev1.Node
 	for _, n := range c.Data.Nodes {
 		if n.Name == c.Node {
@@ -91,47 +179,8 @@ func DrainPreflight(c DrainCheck) Preflight {
 		p.Refusals = append(p.Refusals, fmt.Sprintf("%s: %v", c.Node, ErrUnknownNode))
 		return p
 	}
-	if IsEtcdMember(target) {
-		for _, n := range c.Data.Nodes {
-			if !IsEtcdMember(n) || n.Name == c.Node {
-				continue
-			}
-			switch {
-			case !nodeReady(n):
-				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is NotReady: draining %s too would leave etcd without quorum", n.Name, c.Node))
-			case n.Spec.Unschedulable:
-				p.Refusals = append(p.Refusals, fmt.Sprintf("server %s is cordoned or draining: take one etcd member out at a time", n.Name))
-			}
-		}
-	}
-	var lastReplica []string
-	for _, v := range c.Data.Volumes {
-		here, elsewhere := 0, 0
-		for _, r := range c.Data.Replicas {
-			if r.Spec.VolumeName != v.Name || ReplicaState(r) != ReplicaHealthy {
-				continue
-			}
-			if r.Spec.NodeID == c.Node {
-				here++
-			} else {
-				elsewhere++
-			}
-		}
-		if here > 0 && elsewhere == 0 {
-			lastReplica = append(lastReplica, volumeLabel(v))
-		}
-	}
-	if len(lastReplica) > 0 {
-		slices.Sort(lastReplica)
-		msg := fmt.Sprintf("%s holds the only healthy replica of %s", c.Node, strings.Join(lastReplica, ", "))
-		if longhornEvictsFirst(c.LonghornPolicy) {
-			// Longhorn's instance-manager budget holds the drain until it
-			// has copied those replicas off: slow, but nothing is stranded.
-			p.Warnings = append(p.Warnings, msg+"; Longhorn ("+c.LonghornPolicy+") copies it off first and the drain waits for that")
-		} else {
-			p.Refusals = append(p.Refusals, msg)
-		}
-	}
+	quorumChecks(&p, c, target, purpose)
+	copyChecks(&p, c, purpose)
 	for _, err := range c.Excluded {
 		p.Refusals = append(p.Refusals, err.Error())
 	}
@@ -148,6 +197,192 @@ func DrainPreflight(c DrainCheck) Preflight {
 		p.Notes = append(p.Notes, "Longhorn node-drain-policy: "+c.LonghornPolicy+" (its PodDisruptionBudgets are honoured: pods are evicted, never deleted)")
 	}
 	return p
+}
+
+// quorumChecks: the etcd arithmetic, and what a remove must never take.
+func quorumChecks(p *Preflight, c DrainCheck, target *corev1.Node, purpose Purpose) {
+	members := c.Members
+	if members == nil {
+		members = EtcdMembersFromNodes(c.Data.Nodes)
+	}
+	q := safety.TakeOut(members, c.Node, purpose.verb())
+	switch {
+	case !q.IsMember:
+	case !q.Holds():
+		p.Refusals = append(p.Refusals, q.String()+": etcd would lose quorum and the cluster would stop answering")
+	case purpose.removes():
+		after := q.AfterRemoval()
+		if after.Members < 3 || after.Spare() < 1 {
+			msg := fmt.Sprintf("after %s %s: %d etcd member%s, %d healthy, quorum needs %d: the cluster no longer tolerates a failure",
+				purpose.verb(), c.Node, after.Members, plural(after.Members), after.Healthy, after.Needed)
+			if after.Members < 3 {
+				msg += " (it takes three servers to)"
+			}
+			if purpose == PurposeReplace {
+				// The new device restores the count once it joins.
+				p.Notes = append(p.Notes, msg+" until the new node has joined")
+			} else {
+				p.Warnings = append(p.Warnings, msg)
+			}
+		}
+	case q.Spare() < 1:
+		p.Notes = append(p.Notes, q.String()+": one more failure loses quorum")
+	}
+	if !purpose.removes() {
+		return
+	}
+	if IsServer(target) || IsEtcdMember(target) {
+		last := true
+		for _, n := range c.Data.Nodes {
+			if n.Name != c.Node && (IsServer(n) || IsEtcdMember(n)) {
+				last = false
+			}
+		}
+		if last {
+			p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the last server: %s it ends the cluster", c.Node, purpose.verb()))
+		}
+	}
+	if c.LocalNode != "" && c.LocalNode == c.Node {
+		p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the node this runs on: a node does not remove itself; run this from another node", c.Node))
+	}
+	if nodeReady(target) {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is Ready (the device is alive): %s a live node needs --force and its name typed; to service it, drain it instead", c.Node, purpose.verb()))
+	}
+}
+
+// lastCopy is a volume whose only up-to-date copy is on the node.
+type lastCopy struct {
+	label string
+	// inUse: the volume is attached and its copy here is running: the
+	// classic "only healthy replica", whose app stops with the node.
+	inUse bool
+	// how the copy here stands, for a volume not in use ("replica stopped,
+	// volume detached").
+	how string
+	// discounted names copies elsewhere that do not count (their node is
+	// NotReady or gone).
+	discounted []string
+}
+
+// lastCopies lists the volumes whose every up-to-date copy is on node.
+func lastCopies(d Data, node string) []lastCopy {
+	ready := map[string]bool{}
+	for _, n := range d.Nodes {
+		ready[n.Name] = nodeReady(n)
+	}
+	byVolume := map[string][]*lhv1beta2.Replica{}
+	for _, r := range d.Replicas {
+		byVolume[r.Spec.VolumeName] = append(byVolume[r.Spec.VolumeName], r)
+	}
+	var out []lastCopy
+	for _, v := range d.Volumes {
+		var here *lhv1beta2.Replica
+		elsewhere := false
+		var discounted []string
+		for _, r := range safety.UpToDate(byVolume[v.Name]) {
+			switch up, known := ready[r.Spec.NodeID]; {
+			case r.Spec.NodeID == node:
+				here = r
+			case !known:
+				discounted = append(discounted, r.Spec.NodeID+" is not in the cluster")
+			case !up:
+				discounted = append(discounted, r.Spec.NodeID+" is NotReady")
+			default:
+				elsewhere = true
+			}
+		}
+		if here == nil || elsewhere {
+			continue
+		}
+		attached := v.Status.State == lhv1beta2.VolumeStateAttached || v.Status.State == lhv1beta2.VolumeStateAttaching
+		lc := lastCopy{label: volumeLabel(v), discounted: discounted,
+			inUse: attached && here.Status.CurrentState == lhv1beta2.InstanceStateRunning && here.Spec.FailedAt == ""}
+		state := cmp.Or(string(here.Status.CurrentState), "unknown")
+		if here.Spec.FailedAt != "" {
+			state = "failed at " + here.Spec.FailedAt + ", the last to fail"
+		}
+		lc.how = fmt.Sprintf("replica %s, volume %s", state, cmp.Or(string(v.Status.State), "in an unknown state"))
+		out = append(out, lc)
+	}
+	slices.SortFunc(out, func(a, b lastCopy) int { return strings.Compare(a.label, b.label) })
+	return out
+}
+
+// copyChecks: the last copy stays.
+func copyChecks(p *Preflight, c DrainCheck, purpose Purpose) {
+	copies := lastCopies(c.Data, c.Node)
+	var inUse []string
+	var why []string
+	for _, lc := range copies {
+		for _, d := range lc.discounted {
+			why = append(why, fmt.Sprintf("%s: the copy on %s does not count", lc.label, d))
+		}
+		if lc.inUse {
+			inUse = append(inUse, lc.label)
+		}
+	}
+	evictsFirst := longhornEvictsFirst(c.LonghornPolicy)
+	var msgs []string
+	if len(inUse) > 0 {
+		msgs = append(msgs, fmt.Sprintf("%s holds the only healthy replica of %s", c.Node, strings.Join(inUse, ", ")))
+	}
+	for _, lc := range copies {
+		if !lc.inUse {
+			msgs = append(msgs, fmt.Sprintf("%s holds the only up-to-date copy of %s: %s", c.Node, lc.label, lc.how))
+		}
+	}
+	for i, msg := range msgs {
+		detached := i > 0 || len(inUse) == 0
+		switch {
+		case purpose.removes():
+			p.Refusals = append(p.Refusals, msg+"; "+purpose.verb()+" "+c.Node+" would discard it. Copy it off first: drain "+c.Node+" under Longhorn's node-drain-policy block-for-eviction, or add a replica on another node")
+		case evictsFirst:
+			// Longhorn's instance-manager budget holds the drain until it
+			// has copied those replicas off: slow, but nothing is stranded.
+			p.Warnings = append(p.Warnings, msg+"; Longhorn ("+c.LonghornPolicy+") copies it off first and the drain waits for that")
+		case detached:
+			// Nothing runs on it: the data stays on the node's disk, but no
+			// app can use the volume until the node is back.
+			p.Warnings = append(p.Warnings, msg+"; while "+c.Node+" is out the volume cannot attach anywhere")
+		default:
+			p.Refusals = append(p.Refusals, msg)
+		}
+	}
+	if len(msgs) > 0 {
+		p.Notes = append(p.Notes, why...)
+	}
+	if c.LonghornPolicy == "always-allow" {
+		var held []string
+		for _, v := range c.Data.Volumes {
+			for _, r := range safety.UpToDate(replicasOf(c.Data, v.Name)) {
+				if r.Spec.NodeID == c.Node {
+					held = append(held, volumeLabel(v))
+					break
+				}
+			}
+		}
+		if len(held) > 0 {
+			slices.Sort(held)
+			p.Warnings = append(p.Warnings, fmt.Sprintf("Longhorn's node-drain-policy is always-allow: Longhorn does not hold the drain for %s's replicas (%s); only this check and the drain's own watch of those volumes guard them", c.Node, strings.Join(held, ", ")))
+		}
+	}
+}
+
+func replicasOf(d Data, volume string) []*lhv1beta2.Replica {
+	var out []*lhv1beta2.Replica
+	for _, r := range d.Replicas {
+		if r.Spec.VolumeName == volume {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // longhornEvictsFirst: under these node-drain-policy values Longhorn moves
@@ -186,6 +421,9 @@ type DrainOptions struct {
 	// Progress receives one line per pod step (evicting, evicted, waiting
 	// on a disruption budget, failed).
 	Progress func(DrainStep)
+	// Purpose and LocalNode are what CheckDrain judges for (DrainCheck).
+	Purpose   Purpose
+	LocalNode string
 }
 
 // DrainStep is one step of a drain, for progress display.
@@ -228,14 +466,22 @@ func (o DrainOptions) helper(ctx context.Context, cs kubernetes.Interface) *drai
 // are one-shot: a drain is an action, not steady state.
 // opts are the drain's own, so the filters judge the pods as the drain will
 // (with DeleteEmptyDirData, a pod with emptyDir data is evicted, not refused).
+// Whether Longhorn is installed is asked again here, not taken from when
+// the snapshot started: a console opened before Longhorn was installed
+// must still judge the replicas.
 func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts DrainOptions) (Preflight, error) {
 	if !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == node }) {
 		return Preflight{}, fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, NodeNames(d.Nodes))
 	}
+	d, err := withLonghorn(ctx, clients, d)
+	if err != nil {
+		return Preflight{}, err
+	}
+	purpose, local := opts.Purpose, opts.LocalNode
 	opts.Progress = nil
 	h := opts.helper(ctx, clients.Core)
 	list, errs := h.GetPodsForDeletion(node)
-	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d), Excluded: errs}
+	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d), Excluded: errs, Purpose: purpose, LocalNode: local}
 	if list != nil {
 		check.Evict = list.Pods()
 	}
@@ -245,6 +491,52 @@ func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts
 		}
 	}
 	return DrainPreflight(check), nil
+}
+
+// longhornInstalled asks the API server whether Longhorn's volumes exist.
+// An answer that cannot be had is an error, not "no Longhorn": unknown is
+// not empty, and a preflight that skipped the replicas would pass a drain
+// that strands the last copy.
+func longhornInstalled(ctx context.Context, clients *Clients) (bool, error) {
+	list, err := clients.Core.Discovery().ServerResourcesForGroupVersion(lhv1beta2.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot tell whether Longhorn is installed (discovery of %s: %w); not judging a drain without its replicas", lhv1beta2.SchemeGroupVersion, err)
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "volumes" }), nil
+}
+
+// withLonghorn fills d's Longhorn volumes and replicas from the API server
+// when the snapshot was started without them and Longhorn exists now.
+func withLonghorn(ctx context.Context, clients *Clients, d Data) (Data, error) {
+	has, err := longhornInstalled(ctx, clients)
+	if err != nil || !has || d.HasLonghorn {
+		return d, err
+	}
+	return readLonghorn(ctx, clients, d)
+}
+
+func readLonghorn(ctx context.Context, clients *Clients, d Data) (Data, error) {
+	lh := clients.Longhorn.LonghornV1beta2()
+	volumes, err := lh.Volumes(LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return d, err
+	}
+	replicas, err := lh.Replicas(LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return d, err
+	}
+	d.HasLonghorn = true
+	d.Volumes, d.Replicas = nil, nil
+	for i := range volumes.Items {
+		d.Volumes = append(d.Volumes, &volumes.Items[i])
+	}
+	for i := range replicas.Items {
+		d.Replicas = append(d.Replicas, &replicas.Items[i])
+	}
+	return d, nil
 }
 
 // PlanChangedError is a drain stopped before it began: between the
@@ -278,7 +570,13 @@ func Reconfirm(confirmed, now Preflight) []string {
 // the user confirmed (Reconfirm); otherwise it returns a *PlanChangedError
 // and changes nothing. A confirmation can sit on screen for minutes while a
 // replica elsewhere fails or another server drops out.
+//
+// While the pods are evicted (minutes, behind disruption budgets), the
+// volumes whose data is on the node are watched: if one loses an
+// up-to-date copy elsewhere or turns faulted, the evictions stop, the node
+// stays cordoned, and a *DrainStoppedError says why.
 func DrainAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed Preflight, opts DrainOptions) error {
+	opts.Purpose, opts.LocalNode = confirmed.Purpose, confirmed.LocalNode
 	fresh, err := freshDrainData(ctx, clients, d)
 	if err != nil {
 		return fmt.Errorf("re-checking %s before the drain: %w; nothing was changed", confirmed.Node, err)
@@ -290,7 +588,23 @@ func DrainAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed P
 	if reasons := Reconfirm(confirmed, now); len(reasons) > 0 {
 		return &PlanChangedError{Node: confirmed.Node, Reasons: reasons}
 	}
-	return Drain(ctx, clients.Core, confirmed.Node, opts)
+	if !fresh.HasLonghorn {
+		return Drain(ctx, clients.Core, confirmed.Node, opts)
+	}
+	drainCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	watching, err := watchCopies(drainCtx, clients, confirmed.Node, fresh, func(reasons []string) {
+		stop(&DrainStoppedError{Node: confirmed.Node, Reasons: reasons})
+	})
+	if err != nil {
+		return fmt.Errorf("watching %s's volumes for the drain: %w; nothing was changed", confirmed.Node, err)
+	}
+	defer watching()
+	err = Drain(drainCtx, clients.Core, confirmed.Node, opts)
+	if stopped := (*DrainStoppedError)(nil); errors.As(context.Cause(drainCtx), &stopped) {
+		return stopped
+	}
+	return err
 }
 
 // freshDrainData replaces, in d, what the drain preflight judges by (nodes,
@@ -305,26 +619,13 @@ func freshDrainData(ctx context.Context, clients *Clients, d Data) (Data, error)
 	for i := range nodes.Items {
 		d.Nodes = append(d.Nodes, &nodes.Items[i])
 	}
-	if !d.HasLonghorn {
-		return d, nil
-	}
-	lh := clients.Longhorn.LonghornV1beta2()
-	volumes, err := lh.Volumes(LonghornNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	// Asked again, not taken from d: Longhorn may have come since.
+	has, err := longhornInstalled(ctx, clients)
+	if err != nil || !has {
+		d.HasLonghorn, d.Volumes, d.Replicas = false, nil, nil
 		return d, err
 	}
-	replicas, err := lh.Replicas(LonghornNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return d, err
-	}
-	d.Volumes, d.Replicas = nil, nil
-	for i := range volumes.Items {
-		d.Volumes = append(d.Volumes, &volumes.Items[i])
-	}
-	for i := range replicas.Items {
-		d.Replicas = append(d.Replicas, &replicas.Items[i])
-	}
-	return d, nil
+	return readLonghorn(ctx, clients, d)
 }
 
 // Drain cordons the node and evicts its pods through kubectl's drain

@@ -19,7 +19,7 @@ func site3() Data {
 		v.Status.KubernetesStatus.PVCName, v.Status.KubernetesStatus.Namespace = name+"-claim", AppNamespace
 		return v
 	}
-	return Data{
+	d := Data{
 		Nodes: []*corev1.Node{
 			node("node-a", "10.244.244.1", corev1.ConditionTrue, t0, serverLabels),
 			node("node-b", "10.244.244.2", corev1.ConditionTrue, t0, serverLabels),
@@ -34,6 +34,10 @@ func site3() Data {
 			replica("x-c", "vol-single", "node-c", "t", "", lhv1beta2.InstanceStateError),
 		},
 	}
+	for _, r := range d.Replicas {
+		r.Spec.Active = true // as Longhorn's replicas in use are
+	}
+	return d
 }
 
 func TestDrainPreflight(t *testing.T) {
@@ -49,10 +53,10 @@ func TestDrainPreflight(t *testing.T) {
 		"last healthy replica": {node: "node-b", refusals: []string{"node-b holds the only healthy replica of vol-single (eve-kube-app/vol-single-claim)"}},
 		"another server not ready": {node: "node-a", edit: func(c *DrainCheck) {
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)
-		}, refusals: []string{"server node-c is NotReady: draining node-a too would leave etcd without quorum"}},
+		}, refusals: []string{"3 etcd members; draining node-a leaves 1 healthy (node-c NotReady), quorum needs 2"}},
 		"another server draining": {node: "node-a", edit: func(c *DrainCheck) {
 			c.Data.Nodes[1].Spec.Unschedulable = true
-		}, refusals: []string{"server node-b is cordoned or draining"}},
+		}, refusals: []string{"3 etcd members; draining node-a leaves 1 healthy (node-b cordoned), quorum needs 2"}},
 		"agent node ignores quorum": {node: "node-d", edit: func(c *DrainCheck) {
 			c.Data.Nodes = append(c.Data.Nodes, node("node-d", "10.244.244.4", corev1.ConditionTrue, t0, agentLabels))
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)
@@ -62,7 +66,8 @@ func TestDrainPreflight(t *testing.T) {
 		}, warnings: []string{"node-b holds the only healthy replica of vol-single (eve-kube-app/vol-single-claim); Longhorn (block-for-eviction-if-contains-last-replica) copies it off first"}},
 		"last replica, Longhorn would let it go": {node: "node-b", edit: func(c *DrainCheck) {
 			c.LonghornPolicy = "always-allow"
-		}, refusals: []string{"node-b holds the only healthy replica of vol-single"}},
+		}, refusals: []string{"node-b holds the only healthy replica of vol-single"},
+			warnings: []string{"Longhorn's node-drain-policy is always-allow"}},
 		"a server without etcd has no vote": {node: "node-a", edit: func(c *DrainCheck) {
 			// k3s on an external datastore: control-plane, no etcd member.
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, map[string]string{"node-role.kubernetes.io/control-plane": "true"})

@@ -191,7 +191,7 @@ func (a *App) openDrain(title string, rec audit.Record, node string) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{})
+		p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{Purpose: kube.PurposeOf(rec.Action)})
 		return preflightMsg{p, err}
 	}
 }

@@ -1,0 +1,350 @@
+package safety_test
+
+// The drain/remove/replace preflight judged over plain values. These live
+// here, not in kube, because kube's test binary boots a sitebox control
+// plane in TestMain: these need none and run anywhere.
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+var (
+	t0      = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	servers = map[string]string{"node-role.kubernetes.io/control-plane": "true", kube.LabelEtcd: "true"}
+	workers = map[string]string{"node-role.kubernetes.io/agent": "true"}
+)
+
+func stamp(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
+
+func mkNode(name string, ready bool, labels map[string]string) *corev1.Node {
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionUnknown
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}},
+	}
+}
+
+func mkVolume(name string, state lhv1beta2.VolumeState, robustness lhv1beta2.VolumeRobustness) *lhv1beta2.Volume {
+	v := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	v.Status.State, v.Status.Robustness = state, robustness
+	v.Status.KubernetesStatus.Namespace, v.Status.KubernetesStatus.PVCName = kube.AppNamespace, name+"-claim"
+	return v
+}
+
+// mkReplica: healthyAt/failedAt "" means unset.
+func mkReplica(name, volume, node string, state lhv1beta2.InstanceState, healthyAt, failedAt string) *lhv1beta2.Replica {
+	r := &lhv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	r.Spec.VolumeName, r.Spec.NodeID, r.Spec.Active = volume, node, true
+	r.Spec.HealthyAt, r.Spec.LastHealthyAt = healthyAt, healthyAt
+	r.Spec.FailedAt, r.Spec.LastFailedAt = failedAt, failedAt
+	r.Status.CurrentState = state
+	return r
+}
+
+// site is three Ready servers, a worker, and a running volume replicated
+// on all three servers.
+func site() kube.Data {
+	return kube.Data{
+		HasLonghorn: true,
+		Nodes: []*corev1.Node{
+			mkNode("node-a", true, servers), mkNode("node-b", true, servers), mkNode("node-c", true, servers),
+			mkNode("node-w", true, workers),
+		},
+		Volumes: []*lhv1beta2.Volume{mkVolume("vol-safe", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy)},
+		Replicas: []*lhv1beta2.Replica{
+			mkReplica("s-a", "vol-safe", "node-a", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+			mkReplica("s-b", "vol-safe", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+			mkReplica("s-c", "vol-safe", "node-c", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+		},
+	}
+}
+
+// withVolume adds a volume and its replicas to the site.
+func withVolume(v *lhv1beta2.Volume, reps ...*lhv1beta2.Replica) func(*kube.DrainCheck) {
+	return func(c *kube.DrainCheck) {
+		c.Data.Volumes = append(c.Data.Volumes, v)
+		c.Data.Replicas = append(c.Data.Replicas, reps...)
+	}
+}
+
+type preflightCase struct {
+	node     string
+	edits    []func(*kube.DrainCheck)
+	refusals []string // each must appear in a refusal
+	warnings []string // each must appear in a warning
+	notes    []string // each must appear in a note
+	// clean: neither refusals nor warnings, whatever the lists say.
+	clean bool
+}
+
+func runPreflight(t *testing.T, tc preflightCase) kube.Preflight {
+	t.Helper()
+	c := kube.DrainCheck{Node: tc.node, Data: site()}
+	for _, edit := range tc.edits {
+		edit(&c)
+	}
+	p := kube.DrainPreflight(c)
+	if tc.clean && (p.Refused() || p.NeedsForce()) {
+		t.Fatalf("want nothing in the way; refusals %q warnings %q", p.Refusals, p.Warnings)
+	}
+	if !tc.clean && len(tc.refusals) == 0 && p.Refused() {
+		t.Errorf("unexpected refusals %q", p.Refusals)
+	}
+	if !tc.clean && len(tc.warnings) == 0 && p.NeedsForce() {
+		t.Errorf("unexpected warnings %q", p.Warnings)
+	}
+	for _, want := range tc.refusals {
+		if !strings.Contains(strings.Join(p.Refusals, "\n"), want) {
+			t.Errorf("refusals %q lack %q", p.Refusals, want)
+		}
+	}
+	for _, want := range tc.warnings {
+		if !strings.Contains(strings.Join(p.Warnings, "\n"), want) {
+			t.Errorf("warnings %q lack %q", p.Warnings, want)
+		}
+	}
+	for _, want := range tc.notes {
+		if !strings.Contains(strings.Join(p.Notes, "\n"), want) {
+			t.Errorf("notes %q lack %q", p.Notes, want)
+		}
+	}
+	return p
+}
+
+// Issue 11 item 3: every replica that holds the volume's data counts, not
+// only running ones.
+func TestDrainCountsReplicasThatHoldData(t *testing.T) {
+	detached := func(name string) *lhv1beta2.Volume {
+		return mkVolume(name, lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessUnknown)
+	}
+	deleting := mkReplica("d-c", "vol-d", "node-c", lhv1beta2.InstanceStateRunning, stamp(0), "")
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	for name, tc := range map[string]preflightCase{
+		"a stopped app's only copy is on the node": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(detached("vol-stopped"), mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), "")),
+		}, warnings: []string{"node-b holds the only up-to-date copy of vol-stopped (eve-kube-app/vol-stopped-claim)"}},
+		"a stopped copy elsewhere is a copy": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(detached("vol-stopped"),
+				mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), ""),
+				mkReplica("st-c", "vol-stopped", "node-c", lhv1beta2.InstanceStateStopped, stamp(0), "")),
+		}, clean: true},
+		"a stopped copy elsewhere keeps a running volume's data": {node: "node-b", edits: []func(*kube.DrainCheck){
+			// The other replica's instance is stopped for a moment (its
+			// instance manager restarting): its data is current.
+			withVolume(mkVolume("vol-1", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded),
+				mkReplica("one-b", "vol-1", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+				mkReplica("one-c", "vol-1", "node-c", lhv1beta2.InstanceStateStopped, stamp(0), "")),
+		}, clean: true},
+		"a replica elsewhere that was never healthy holds nothing": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(mkVolume("vol-rb", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded),
+				mkReplica("rb-b", "vol-rb", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+				mkReplica("rb-c", "vol-rb", "node-c", lhv1beta2.InstanceStateRunning, "", "")),
+		}, refusals: []string{"node-b holds the only healthy replica of vol-rb"}},
+		"a failed replica elsewhere is stale while a good one lives": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(mkVolume("vol-f", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded),
+				mkReplica("f-b", "vol-f", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+				mkReplica("f-c", "vol-f", "node-c", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour))),
+		}, refusals: []string{"node-b holds the only healthy replica of vol-f"}},
+		"all failed: the latest to fail is the copy Longhorn salvages": {node: "node-b", edits: []func(*kube.DrainCheck){
+			// node-c's replica failed an hour before node-b's: node-b's
+			// holds the hour of writes in between.
+			withVolume(mkVolume("vol-salv", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessFaulted),
+				mkReplica("sv-b", "vol-salv", "node-b", lhv1beta2.InstanceStateError, stamp(0), stamp(2*time.Hour)),
+				mkReplica("sv-c", "vol-salv", "node-c", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour))),
+		}, warnings: []string{"node-b holds the only up-to-date copy of vol-salv"}},
+		"all failed together: either copy can be salvaged": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(mkVolume("vol-salv", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessFaulted),
+				mkReplica("sv-b", "vol-salv", "node-b", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour)),
+				mkReplica("sv-c", "vol-salv", "node-c", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour+30*time.Second))),
+		}, clean: true},
+		"a copy on a NotReady node is no copy to count on": {node: "node-b", edits: []func(*kube.DrainCheck){
+			func(c *kube.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode("node-x", false, workers)) },
+			withVolume(mkVolume("vol-x", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
+				mkReplica("x-b", "vol-x", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+				// Longhorn has not marked it failed yet: it still says running.
+				mkReplica("x-x", "vol-x", "node-x", lhv1beta2.InstanceStateRunning, stamp(0), "")),
+		}, refusals: []string{"node-b holds the only healthy replica of vol-x"}},
+		"a copy on a node that is gone is no copy": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(mkVolume("vol-g", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
+				mkReplica("g-b", "vol-g", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+				mkReplica("g-z", "vol-g", "node-removed", lhv1beta2.InstanceStateRunning, stamp(0), "")),
+		}, refusals: []string{"node-b holds the only healthy replica of vol-g"}},
+		"a copy being deleted is no copy": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(mkVolume("vol-d", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
+				mkReplica("d-b", "vol-d", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""), deleting),
+		}, refusals: []string{"node-b holds the only healthy replica of vol-d"}},
+		"a never-healthy replica here holds nothing to lose": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(mkVolume("vol-new", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessUnknown),
+				mkReplica("n-b", "vol-new", "node-b", lhv1beta2.InstanceStateStopped, "", "")),
+		}, clean: true},
+		"Longhorn copies a stopped volume off first too": {node: "node-b", edits: []func(*kube.DrainCheck){
+			withVolume(detached("vol-stopped"), mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), "")),
+			func(c *kube.DrainCheck) { c.LonghornPolicy = "block-for-eviction" },
+		}, warnings: []string{"node-b holds the only up-to-date copy of vol-stopped", "Longhorn (block-for-eviction) copies it off first"}},
+		"under always-allow nothing but this check guards the replicas": {node: "node-b", edits: []func(*kube.DrainCheck){
+			func(c *kube.DrainCheck) { c.LonghornPolicy = "always-allow" },
+		}, warnings: []string{"always-allow"}},
+		"always-allow says nothing for a node without replicas": {node: "node-w", edits: []func(*kube.DrainCheck){
+			func(c *kube.DrainCheck) { c.LonghornPolicy = "always-allow" },
+		}, clean: true},
+	} {
+		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
+	}
+}
+
+// Issue 10 item 4: quorum is arithmetic over the etcd members.
+func TestDrainQuorumArithmetic(t *testing.T) {
+	dropNode := func(name string) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) {
+			for i, n := range c.Data.Nodes {
+				if n.Name == name {
+					c.Data.Nodes = append(c.Data.Nodes[:i:i], c.Data.Nodes[i+1:]...)
+					return
+				}
+			}
+		}
+	}
+	addServer := func(name string, ready bool) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode(name, ready, servers)) }
+	}
+	for name, tc := range map[string]preflightCase{
+		"two members left: either one down loses quorum": {node: "node-a", edits: []func(*kube.DrainCheck){dropNode("node-c")},
+			refusals: []string{"2 etcd members; draining node-a leaves 1 healthy, quorum needs 2"}},
+		"three members: one out leaves exactly a quorum": {node: "node-a", clean: true,
+			notes: []string{"3 etcd members; draining node-a leaves 2 healthy, quorum needs 2: one more failure loses quorum"}},
+		"five members, one down: a drain still leaves a quorum": {node: "node-a", clean: true,
+			edits: []func(*kube.DrainCheck){addServer("node-d", true), addServer("node-e", false)}},
+		"five members, two down: a drain would lose quorum": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){addServer("node-d", false), addServer("node-e", false)},
+			refusals: []string{"5 etcd members; draining node-a leaves 2 healthy (node-d NotReady, node-e NotReady), quorum needs 3"}},
+		"a cordoned member is not counted healthy": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){func(c *kube.DrainCheck) { c.Data.Nodes[1].Spec.Unschedulable = true }},
+			refusals: []string{"3 etcd members; draining node-a leaves 1 healthy (node-b cordoned), quorum needs 2"}},
+		"a worker's drain does not touch etcd": {node: "node-w", clean: true,
+			edits: []func(*kube.DrainCheck){dropNode("node-c")}},
+	} {
+		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
+	}
+}
+
+// Issue 10 item 4 and issue 11 item 3 for remove and replace: the node's
+// disks and its etcd membership go for good.
+func TestRemovePreflight(t *testing.T) {
+	purpose := func(p kube.Purpose) func(*kube.DrainCheck) { return func(c *kube.DrainCheck) { c.Purpose = p } }
+	notReady := func(name string) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) {
+			for i, n := range c.Data.Nodes {
+				if n.Name == name {
+					c.Data.Nodes[i] = mkNode(name, false, n.Labels)
+				}
+			}
+		}
+	}
+	only := func(names ...string) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) {
+			var keep []*corev1.Node
+			for _, n := range c.Data.Nodes {
+				if slices.Contains(names, n.Name) {
+					keep = append(keep, n)
+				}
+			}
+			c.Data.Nodes = keep
+			c.Data.Volumes, c.Data.Replicas = nil, nil
+		}
+	}
+	stoppedOnlyOnB := withVolume(mkVolume("vol-stopped", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessUnknown),
+		mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), ""))
+	for name, tc := range map[string]preflightCase{
+		"a stopped app's only copy is not discarded": {node: "node-b",
+			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-b"), stoppedOnlyOnB},
+			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "removing node-b would discard it"},
+			warnings: []string{"after removing node-b: 2 etcd members"}},
+		"nor by a replace": {node: "node-b",
+			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeReplace), notReady("node-b"), stoppedOnlyOnB},
+			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "replacing node-b would discard it"}},
+		"nor when Longhorn would copy it off in a drain": {node: "node-b",
+			edits: []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-b"), stoppedOnlyOnB,
+				func(c *kube.DrainCheck) { c.LonghornPolicy = "block-for-eviction" }},
+			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped"},
+			warnings: []string{"after removing node-b: 2 etcd members"}},
+		"a dead server out of three: allowed, said out loud": {node: "node-c",
+			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-c")},
+			warnings: []string{"after removing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to)"}},
+		"a replace restores the count: a note": {node: "node-c",
+			edits: []func(*kube.DrainCheck){purpose(kube.PurposeReplace), notReady("node-c")}, clean: true,
+			notes: []string{"after replacing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to) until the new node has joined"}},
+		"a live server while another is down loses quorum": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-c")},
+			refusals: []string{"3 etcd members; removing node-a leaves 1 healthy (node-c NotReady), quorum needs 2"},
+			warnings: []string{"node-a is Ready"}},
+		"the last server": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), only("node-a", "node-w"), notReady("node-a")},
+			refusals: []string{"node-a is the last server: removing it ends the cluster"}},
+		"the node this runs on": {node: "node-c",
+			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-c"), func(c *kube.DrainCheck) { c.LocalNode = "node-c" }},
+			refusals: []string{"node-c is the node this runs on"}, warnings: []string{"no longer tolerates a failure"}},
+		"a Ready node needs --force": {node: "node-w",
+			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove)},
+			warnings: []string{"node-w is Ready (the device is alive): removing a live node needs --force"}},
+		"a dead worker goes without a word": {node: "node-w",
+			edits: []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-w")}, clean: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := runPreflight(t, tc)
+			if p.Purpose == "" {
+				t.Errorf("the preflight does not say what it was for: %+v", p)
+			}
+		})
+	}
+}
+
+// A running drain stops when a volume it relies on loses a copy elsewhere
+// or turns faulted; the volume degrading because the node's own replica
+// went is what a drain does.
+func TestDrainHazards(t *testing.T) {
+	vol := func(r lhv1beta2.VolumeRobustness) []*lhv1beta2.Volume {
+		return []*lhv1beta2.Volume{mkVolume("vol-1", lhv1beta2.VolumeStateAttached, r)}
+	}
+	healthy := func(name, node string) *lhv1beta2.Replica {
+		return mkReplica(name, "vol-1", node, lhv1beta2.InstanceStateRunning, stamp(0), "")
+	}
+	failed := func(name, node string) *lhv1beta2.Replica {
+		return mkReplica(name, "vol-1", node, lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour))
+	}
+	start := []*lhv1beta2.Replica{healthy("r-b", "node-b"), healthy("r-a", "node-a"), healthy("r-c", "node-c")}
+	before := kube.CopiesElsewhere("node-b", vol(lhv1beta2.VolumeRobustnessHealthy), start)
+	if before["vol-1"] != 2 {
+		t.Fatalf("CopiesElsewhere = %v, want vol-1: 2", before)
+	}
+	for name, tc := range map[string]struct {
+		volumes  []*lhv1beta2.Volume
+		replicas []*lhv1beta2.Replica
+		want     string
+	}{
+		"unchanged":                      {vol(lhv1beta2.VolumeRobustnessHealthy), start, ""},
+		"the node's own replica went":    {vol(lhv1beta2.VolumeRobustnessDegraded), []*lhv1beta2.Replica{failed("r-b", "node-b"), healthy("r-a", "node-a"), healthy("r-c", "node-c")}, ""},
+		"Longhorn copied it off":         {vol(lhv1beta2.VolumeRobustnessHealthy), []*lhv1beta2.Replica{healthy("r-a", "node-a"), healthy("r-c", "node-c"), healthy("r-d", "node-w")}, ""},
+		"a copy elsewhere failed":        {vol(lhv1beta2.VolumeRobustnessDegraded), []*lhv1beta2.Replica{healthy("r-b", "node-b"), failed("r-a", "node-a"), healthy("r-c", "node-c")}, "vol-1 (eve-kube-app/vol-1-claim) lost an up-to-date copy on another node (1 left besides node-b's, 2 when the drain began; robustness degraded)"},
+		"a copy elsewhere is rebuilding": {vol(lhv1beta2.VolumeRobustnessDegraded), []*lhv1beta2.Replica{healthy("r-b", "node-b"), mkReplica("r-a", "vol-1", "node-a", lhv1beta2.InstanceStateRunning, "", ""), healthy("r-c", "node-c")}, "lost an up-to-date copy"},
+		"faulted":                        {vol(lhv1beta2.VolumeRobustnessFaulted), start, "vol-1 (eve-kube-app/vol-1-claim) turned faulted"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := strings.Join(kube.DrainHazards("node-b", before, tc.volumes, tc.replicas), "; ")
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("DrainHazards = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
