@@ -496,9 +496,20 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-func (d *dialog) view(w, h int) string {
+// view draws the dialog; the keys that answer it are shown only once armed
+// (the guard takes keys), so what is on screen never invites a key that
+// would be dropped.
+func (d *dialog) view(w, h int, armed bool) string {
 	st := d.ctx.Styles
 	out := []string{st.Title.Render(strings.ToUpper(d.title[:1]) + d.title[1:]), ""}
+	// keys is what a prompt line says about the keys that answer it, or
+	// nothing before they are taken.
+	keys := func(s string) string {
+		if !armed {
+			return ""
+		}
+		return s
+	}
 	for _, l := range d.lines {
 		switch {
 		case strings.HasPrefix(l, "REFUSED"):
@@ -510,7 +521,7 @@ func (d *dialog) view(w, h int) string {
 		}
 	}
 	if d.state == dialogChoose {
-		out = append(out, "", "Move to (↑/↓, enter; esc to cancel):")
+		out = append(out, "", "Move to"+keys(" (↑/↓, enter; esc to cancel)")+":")
 		for i, t := range d.targets {
 			line := "    " + t.Node
 			switch {
@@ -532,21 +543,24 @@ func (d *dialog) view(w, h int) string {
 	out = append(out, "")
 	switch d.state {
 	case dialogChecking:
-		out = append(out, st.Muted.Render("checking... esc to close"))
+		out = append(out, st.Muted.Render("checking..."+keys(" esc to close")))
 	case dialogConfirm:
-		if d.typed != "" {
+		switch {
+		case !armed:
+			out = append(out, st.Muted.Render("…"))
+		case d.typed != "":
 			out = append(out, st.Warn.Render(fmt.Sprintf("Type %q and enter to go on; esc cancels.", d.typed)), d.input.View())
-		} else {
+		default:
 			out = append(out, st.Warn.Render(fmt.Sprintf("%s? y to go on, n or esc to cancel.", strings.ToUpper(d.title[:1])+d.title[1:])))
 		}
 	case dialogRunning:
-		out = append(out, st.Muted.Render("running... esc cancels"))
+		out = append(out, st.Muted.Render("running..."+keys(" esc cancels")))
 	case dialogDone:
 		style := st.OK
 		if d.failed {
 			style = st.Bad
 		}
-		out = append(out, style.Render(d.result), st.Muted.Render("any key to close"))
+		out = append(out, style.Render(d.result), st.Muted.Render(keys("any key to close")))
 	}
 	if len(out) > h {
 		out = out[len(out)-h:]

@@ -76,6 +76,9 @@ type App struct {
 	actions *Actions
 	dialog  *dialog
 	taskSeq int
+	// guard holds back keys from a dialog or the wizard until it has been
+	// seen (DESIGN.md, safety rule 5).
+	guard *ui.AnswerGuard
 	// newWizard builds the formation wizard (:form); wizard is the open one.
 	newWizard func() *FormWizard
 	wizard    *FormWizard
@@ -94,7 +97,7 @@ func NewApp(ctx *ui.Context) *App {
 	if ctx.ReadOnly {
 		ctx.Keys.ReadOnly()
 	}
-	a := &App{ctx: ctx, input: in, help: help.New()}
+	a := &App{ctx: ctx, input: in, help: help.New(), guard: ui.NewAnswerGuard(ctx)}
 	a.screens = []screen{
 		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
 	}
@@ -109,74 +112,110 @@ func (a *App) Screen() string { return keymap.ScreenNames[a.current] }
 
 // Update handles messages. It never blocks: data arrives as FrameMsg.
 func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmd := a.update(msg)
+	// Whatever changed the prompt on screen (a key, a preflight, a task
+	// that ended), it is drawn right after this update: keys answer it only
+	// from a moment later.
+	return a, tea.Batch(cmd, a.guard.Show(a.prompt()))
+}
+
+// prompt identifies what answers keys in place of the screens: the open
+// dialog in its state, or the formation wizard; nil when there is none.
+// It changes whenever what the keys would answer does.
+func (a *App) prompt() any {
+	switch {
+	case a.wizard != nil:
+		return wizardPrompt{a.wizard, a.wizard.done}
+	case a.dialog != nil:
+		return dialogPrompt{a.dialog, a.dialog.state}
+	}
+	return nil
+}
+
+type wizardPrompt struct {
+	wizard *FormWizard
+	formed bool
+}
+
+type dialogPrompt struct {
+	dialog *dialog
+	state  dialogState
+}
+
+// entry is what the prompt on screen takes from the keyboard.
+func (a *App) entry() ui.Entry {
+	switch {
+	case a.wizard != nil && !a.wizard.done:
+		return ui.EntryText
+	case a.dialog != nil && a.dialog.state == dialogConfirm && a.dialog.typed != "":
+		return ui.EntryTyped
+	}
+	return ui.EntryKeys
+}
+
+func (a *App) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		a.ctx.Width, a.ctx.Height = msg.Width, msg.Height
 		a.help.Width = msg.Width
-		return a, nil
+		return nil
 	case FrameMsg:
 		a.frame = Frame(msg)
 		now := a.ctx.Now()
 		for _, s := range a.screens {
 			s.setFrame(&a.frame, now)
 		}
-		return a, nil
+		return nil
 	case TickMsg:
 		now := a.ctx.Now()
 		for _, s := range a.screens {
 			s.setFrame(&a.frame, now)
 		}
-		return a, tick()
+		return tick()
 	case tea.KeyMsg:
-		if a.wizard != nil {
-			return a.wizardKey(msg)
-		}
 		return a.handleKey(msg)
 	case preflightMsg:
 		if a.dialog != nil {
 			a.dialog.onPreflight(msg)
 		}
-		return a, nil
+		return nil
 	case ui.TaskProgressMsg, ui.TaskDoneMsg:
 		if a.dialog != nil && a.dialog.task != nil {
-			return a, a.dialog.onTask(msg)
+			return a.dialog.onTask(msg)
 		}
-		return a, nil
+		return nil
 	}
-	return a, nil
+	return nil
 }
 
-func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
-	// Keys typed faster than they are read (over SSH, or scripted) arrive as
-	// one message with several runes: handle them one by one, so ":nodes"
-	// opens the command line and types "nodes" into it.
-	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && a.mode == modeNormal {
-		var cmds []tea.Cmd
-		for i, r := range msg.Runes {
-			_, cmd := a.handleKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
-			cmds = append(cmds, cmd)
-			if a.mode != modeNormal {
-				// The rest is typed into the command or filter line.
-				rest := tea.KeyMsg{Type: tea.KeyRunes, Runes: msg.Runes[i+1:]}
-				if len(rest.Runes) > 0 {
-					_, cmd = a.handleKey(rest)
-					cmds = append(cmds, cmd)
-				}
-				break
-			}
-		}
-		return a, tea.Batch(cmds...)
-	}
+func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 	k := a.ctx.Keys
 	if key.Matches(msg, k.ForceQuit) {
-		return a, tea.Quit
+		return tea.Quit
 	}
-	if a.dialog != nil {
+	if a.prompt() != nil {
+		// Every dialog and the wizard answer only keys the guard admits:
+		// none that came before the prompt could be read, no paste where a
+		// key is asked for.
+		if !a.guard.Admits(msg, a.entry()) {
+			return nil
+		}
+		if a.wizard != nil {
+			return a.wizardKey(msg)
+		}
 		closeIt, cmd := a.dialog.key(msg, func() int { a.taskSeq++; return a.taskSeq })
 		if closeIt {
 			a.dialog = nil
 		}
-		return a, cmd
+		return cmd
+	}
+	if msg.Paste && a.mode == modeNormal {
+		// Pasted text is text: only an input line takes it. It is never a
+		// key that acts.
+		return nil
+	}
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && a.mode == modeNormal {
+		return a.burst(msg)
 	}
 	if a.mode != modeNormal {
 		switch {
@@ -186,7 +225,7 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			}
 			a.mode = modeNormal
 			a.input.Blur()
-			return a, nil
+			return nil
 		case key.Matches(msg, k.Enter):
 			value := strings.TrimSpace(a.input.Value())
 			var cmd tea.Cmd
@@ -195,27 +234,27 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			}
 			a.mode = modeNormal
 			a.input.Blur()
-			return a, cmd
+			return cmd
 		}
 		var cmd tea.Cmd
 		a.input, cmd = a.input.Update(msg)
 		if a.mode == modeFilter {
 			a.screens[a.current].table().SetFilter(a.input.Value())
 		}
-		return a, cmd
+		return cmd
 	}
 	if a.full {
 		// Any key leaves the help screen; q still quits.
 		a.full = false
 		if key.Matches(msg, k.Quit) {
-			return a, tea.Quit
+			return tea.Quit
 		}
-		return a, nil
+		return nil
 	}
 	a.message = ""
 	switch {
 	case key.Matches(msg, k.Quit):
-		return a, tea.Quit
+		return tea.Quit
 	case key.Matches(msg, k.Help):
 		a.full = true
 	case key.Matches(msg, k.NextScreen):
@@ -225,14 +264,14 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Command):
 		a.mode = modeCommand
 		a.input.SetValue("")
-		return a, a.input.Focus()
+		return a.input.Focus()
 	case key.Matches(msg, k.Filter):
 		if a.screens[a.current].table() == nil {
-			return a, nil
+			return nil
 		}
 		a.mode = modeFilter
 		a.input.SetValue(a.screens[a.current].table().Filter())
-		return a, a.input.Focus()
+		return a.input.Focus()
 	case key.Matches(msg, k.Sort):
 		if t := a.screens[a.current].table(); t != nil {
 			t.CycleSort()
@@ -241,31 +280,54 @@ func (a *App) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		for i, b := range k.Screens {
 			if key.Matches(msg, b) {
 				a.current = i
-				return a, nil
+				return nil
 			}
 		}
 		if handled, cmd := a.startAction(msg); handled {
-			return a, cmd
+			return cmd
 		}
 		a.screens[a.current].key(msg, a.bodyHeight())
 	}
-	return a, nil
+	return nil
 }
 
 // wizardKey drives the open formation wizard; leaving it (esc, or any key
 // once formed) comes back to the console.
-func (a *App) wizardKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
-	if key.Matches(msg, a.ctx.Keys.ForceQuit) {
-		return a, tea.Quit
-	}
+func (a *App) wizardKey(msg tea.KeyMsg) tea.Cmd {
 	_, cmd := a.wizard.Update(msg)
 	// Run alone the wizard quits its program; inside the console it hands
 	// control back.
 	if a.wizard.Closed() {
 		a.wizard = nil
-		return a, nil
+		return nil
 	}
-	return a, cmd
+	return cmd
+}
+
+// burst handles several runes that came in one message (keys typed faster
+// than they are read, over SSH or scripted) one by one, so ":nodes" opens
+// the command line and types "nodes" into it. A prompt that opens on the
+// way ends the burst: the rest was typed before anyone could read it, and
+// is dropped rather than let answer it.
+func (a *App) burst(msg tea.KeyMsg) tea.Cmd {
+	var cmds []tea.Cmd
+	for i, r := range msg.Runes {
+		cmds = append(cmds, a.handleKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+		rest := tea.KeyMsg{Type: tea.KeyRunes, Runes: msg.Runes[i+1:]}
+		if len(rest.Runes) == 0 {
+			break
+		}
+		if a.prompt() != nil {
+			a.ctx.Log.Debug("keys dropped: a prompt opened in the middle of a burst", "keys", rest.String())
+			break
+		}
+		if a.mode != modeNormal {
+			// The rest is typed into the command or filter line.
+			cmds = append(cmds, a.handleKey(rest))
+			break
+		}
+	}
+	return tea.Batch(cmds...)
 }
 
 // runCommand handles :nodes, :volumes ... (any unique prefix), :add,
@@ -356,7 +418,7 @@ func (a *App) View() string {
 	}
 	body := ""
 	if a.dialog != nil {
-		body = a.dialog.view(w, a.bodyHeight())
+		body = a.dialog.view(w, a.bodyHeight(), a.guard.Armed())
 	} else {
 		body = a.screens[a.current].view(w, a.bodyHeight())
 	}

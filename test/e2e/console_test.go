@@ -236,7 +236,10 @@ func TestConsoleNodeActions(t *testing.T) {
 		t.Fatal("the console's cordon did not cordon node-c")
 	}
 	// Escape alone: followed at once by another key, a terminal reads alt+key.
+	// A dialog takes keys only once it has been on screen a moment, and
+	// says so by showing them.
 	closeDialog := func() {
+		c.waitScreen(5*time.Second, "the dialog takes keys", func(s string) bool { return strings.Contains(s, "any key to close") })
 		c.keys("Escape")
 		c.waitScreen(5*time.Second, "dialog closed", func(s string) bool { return strings.Contains(s, "ROLES") })
 	}
@@ -406,12 +409,14 @@ func TestConsoleMigrate(t *testing.T) {
 	c.keys("/", "cons-mig", "Enter")
 	c.waitScreen(5*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /cons-mig") })
 	c.keys("m")
-	s := c.waitScreen(5*time.Second, "targets", func(s string) bool { return strings.Contains(s, "Move to") })
+	s := c.waitScreen(5*time.Second, "targets", func(s string) bool { return strings.Contains(s, "Move to (↑/↓, enter; esc to cancel)") })
 	if !strings.Contains(s, "node-c  (the app runs here)") || !strings.Contains(s, "> node-a") {
 		t.Fatalf("targets: want node-a chosen and node-c explained:\n%s", s)
 	}
 	c.keys("Enter")
-	c.waitScreen(5*time.Second, "confirm", func(s string) bool { return strings.Contains(s, "Move cons-mig from node-c to node-a.") })
+	c.waitScreen(5*time.Second, "confirm", func(s string) bool {
+		return strings.Contains(s, "Move cons-mig from node-c to node-a.") && strings.Contains(s, "Migrate cons-mig? y to go on")
+	})
 	c.keys("y")
 	c.waitScreen(60*time.Second, "moved", func(s string) bool { return strings.Contains(s, "done: migrate cons-mig") })
 	waitAgents(t, all, "cons-mig", 30*time.Second, "agreed on node-a", runningOn("node-a"))
