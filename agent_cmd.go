@@ -26,8 +26,12 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 changes; an invalid one is reported and the running state kept), puts the
 cluster address on the cluster interface with sitecon's firewall table, serves
 GET /status on <cluster IP>:12346, writes the k3s config for this node's role,
-waits for the seed when joining, and supervises k3s. Removing the config file
-takes the node out (k3s stopped, address and firewall table removed).
+waits for the seed when joining, and supervises k3s. A config that fails
+validation is retried at every poll (what failed, an interface not created yet,
+may change without the file changing). The config file absent for the whole
+--config-absent-grace takes the node out (k3s stopped, address and firewall
+table removed); absent for less, or unreadable for any other reason, the node
+holds what it runs and says so (sitecon status, /v1/agent).
 
 With --apps-dir the agent also runs the apps: it reads apps/*.json and
 volumes/*.json there (EVE API field names; watched), gates each app on this
@@ -65,6 +69,7 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.ConfigPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "cluster config file (JSON, EVE API field names)")
+	f.DurationVar(&opts.ConfigAbsentGrace, "config-absent-grace", 30*time.Second, "how long the config file must be absent (ENOENT) before the node leaves the cluster")
 	f.StringVar(&opts.K3sBin, "k3s-bin", "k3s", "k3s binary")
 	f.StringVar(&k3sConfig, "k3s-config", agent.DefaultK3sPaths.ConfigFile, "k3s config file")
 	f.StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory")
@@ -110,7 +115,19 @@ included, mode 0600), for a closer look.`,
 				return err
 			}
 			paths := agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
-			k := agent.RenderK3s(v, paths, paths.EtcdMemberDataPresent())
+			// The agent's own decisions: the seed in effect from the files
+			// on this device, and whether it may ever initialise.
+			in, err := agent.LocalSeedInputs(configPath, v)
+			if err != nil {
+				return err
+			}
+			seed := agent.SeedInEffect(in)
+			v = seed.Config
+			initialise, err := agent.InitCheck(seed, paths.EtcdMemberDataPresent(), agent.FormedMarkerFile(configPath))
+			if err != nil {
+				return err
+			}
+			k := agent.RenderK3s(v, paths, !initialise)
 			if out == "" {
 				return k.PrintPlan(cmd.OutOrStdout(), v, k3sBin)
 			}

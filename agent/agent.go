@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -60,7 +61,12 @@ type State struct {
 	// ConfigError is the last config that failed validation; the agent keeps
 	// running what it applied before.
 	ConfigError string `json:"configError,omitempty"`
-	K3sStarts   int    `json:"k3sStarts"`
+	// ConfigNote says what the agent holds while its config file is
+	// missing or cannot be read ("config missing for 12s; leaving in 18s").
+	ConfigNote string `json:"configNote,omitempty"`
+	// MetricsError says why metrics are not served (the port taken).
+	MetricsError string `json:"metricsError,omitempty"`
+	K3sStarts    int    `json:"k3sStarts"`
 	// SeedAddress is the seed the k3s config joins through when the
 	// cluster changed it after formation (sitecon seed).
 	SeedAddress string `json:"seedAddress,omitempty"`
@@ -96,6 +102,9 @@ type Options struct {
 	InNetNS func(func() error) error
 	// ConfigPollInterval is how often the config file is checked for change.
 	ConfigPollInterval time.Duration
+	// ConfigAbsentGrace is how long the config file must be absent before
+	// the node leaves the cluster (default 30 s).
+	ConfigAbsentGrace time.Duration
 	// SeedBackoff bounds the wait between seed checks.
 	SeedBackoffMin, SeedBackoffMax time.Duration
 	// K3sBackoffMin bounds k3s restarts (tests shorten it).
@@ -128,6 +137,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.ConfigPollInterval == 0 {
 		opts.ConfigPollInterval = 2 * time.Second
+	}
+	if opts.ConfigAbsentGrace == 0 {
+		opts.ConfigAbsentGrace = 30 * time.Second
 	}
 	if opts.SeedBackoffMin == 0 {
 		opts.SeedBackoffMin = time.Second
@@ -218,12 +230,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		if a.opts.Apps.Metrics == nil {
 			a.opts.Apps.Metrics = NewMetrics()
 		}
-		srv, addr, err := a.opts.Apps.Metrics.Serve(a.opts.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("metrics on %s: %w", a.opts.MetricsAddr, err)
-		}
-		defer srv.Close()
-		a.log.Info("serving metrics", "addr", addr.String())
+		// Metrics are a side service: a port taken by someone else is
+		// reported and retried, never a reason to stop bootstrap or k3s.
+		go a.serveMetrics(ctx)
 	}
 	if a.opts.NoBootstrap {
 		return a.runExternal(ctx)
@@ -242,19 +251,26 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	defer stopBringUp()
-	lastStamp := ""
+	watch := configWatch{grace: a.opts.ConfigAbsentGrace}
 	tick := time.NewTicker(a.opts.ConfigPollInterval)
 	defer tick.Stop()
 	for {
-		stamp, present := fileStamp(a.opts.ConfigPath)
-		if stamp != lastStamp {
-			lastStamp = stamp
-			switch v, err := a.load(present); {
+		_, statErr := os.Stat(a.opts.ConfigPath)
+		stamp, _ := fileStamp(a.opts.ConfigPath)
+		step := watch.next(stamp, statErr, time.Now())
+		a.mu.Lock()
+		a.state.ConfigNote = step.note
+		a.mu.Unlock()
+		switch {
+		case step.leave:
+			a.log.Info("cluster config absent past its grace period; leaving", "grace", watch.grace)
+			stopBringUp()
+			a.leave()
+		case step.load:
+			switch v, err := a.load(); {
 			case err != nil:
+				watch.loadFailed()
 				a.configError(err)
-			case v == nil:
-				stopBringUp()
-				a.leave()
 			case !a.sameAsApplied(v):
 				stopBringUp()
 				a.mu.Lock()
@@ -282,6 +298,88 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// configWatch decides, poll by poll, what the config file's stat means.
+// Only a file that is absent (ENOENT) for the whole grace period takes the
+// node out: an editor's rename-save, a remount or a tool swapping the file
+// leaves it absent for moments, and leaving stops k3s (on two servers at
+// once, etcd's quorum). Any other stat error says nothing about intent: the
+// node holds what it runs and says so. A config that failed to load is
+// loaded again on every poll, since what made it fail (an interface not
+// created yet, a key not readable yet) can change without the file changing.
+type configWatch struct {
+	grace        time.Duration
+	lastStamp    string
+	missingSince time.Time // zero: not missing
+	left         bool
+	retry        bool
+}
+
+type configStep struct {
+	load, leave bool
+	// note says what the agent holds and why ("config missing for 12s;
+	// leaving in 18s"); empty when the file reads.
+	note string
+}
+
+func (w *configWatch) next(stamp string, statErr error, now time.Time) configStep {
+	switch {
+	case statErr == nil:
+		w.missingSince = time.Time{}
+		changed := stamp != w.lastStamp || w.left
+		w.lastStamp, w.left = stamp, false
+		load := changed || w.retry
+		w.retry = false
+		return configStep{load: load}
+	case errors.Is(statErr, fs.ErrNotExist):
+		if w.left {
+			return configStep{note: "no cluster config: not in a cluster"}
+		}
+		if w.missingSince.IsZero() {
+			w.missingSince = now
+		}
+		missing := now.Sub(w.missingSince)
+		if missing >= w.grace {
+			w.left, w.lastStamp = true, ""
+			return configStep{leave: true, note: "no cluster config: not in a cluster"}
+		}
+		return configStep{note: fmt.Sprintf("config missing for %s; leaving in %s unless it returns",
+			missing.Round(time.Second), (w.grace - missing).Round(time.Second))}
+	default:
+		// Absence must be continuous to count.
+		w.missingSince = time.Time{}
+		return configStep{note: fmt.Sprintf("config cannot be read (%v); holding what runs", statErr)}
+	}
+}
+
+// loadFailed asks for the config to be loaded again at the next poll.
+func (w *configWatch) loadFailed() { w.retry = true }
+
+// serveMetrics serves Prometheus metrics until ctx ends, retrying the
+// listen under the capped backoff while the address is taken.
+func (a *Agent) serveMetrics(ctx context.Context) {
+	var srv *http.Server
+	a.retry(ctx, func() bool {
+		s, addr, err := a.opts.Apps.Metrics.Serve(a.opts.MetricsAddr)
+		a.mu.Lock()
+		a.state.MetricsError = ""
+		if err != nil {
+			a.state.MetricsError = fmt.Sprintf("metrics on %s: %v (retrying)", a.opts.MetricsAddr, err)
+		}
+		a.mu.Unlock()
+		if err != nil {
+			a.log.Warn("metrics not served; retrying", "addr", a.opts.MetricsAddr, "err", err)
+			return false
+		}
+		srv = s
+		a.log.Info("serving metrics", "addr", addr.String())
+		return true
+	})
+	if srv != nil {
+		<-ctx.Done()
+		_ = srv.Close()
+	}
+}
+
 func fileStamp(path string) (string, bool) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -290,11 +388,8 @@ func fileStamp(path string) (string, bool) {
 	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), true
 }
 
-// load reads and validates the config; nil, nil means there is none (leave).
-func (a *Agent) load(present bool) (*Validated, error) {
-	if !present {
-		return nil, nil
-	}
+// load reads and validates the config.
+func (a *Agent) load() (*Validated, error) {
 	c, err := LoadConfig(a.opts.ConfigPath)
 	if err != nil {
 		return nil, err
@@ -303,9 +398,12 @@ func (a *Agent) load(present bool) (*Validated, error) {
 }
 
 func (a *Agent) configError(err error) {
-	a.log.Error("cluster config rejected; keeping the previous one", "err", err)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Retried every poll: logged when the reason changes, not each time.
+	if a.state.ConfigError != err.Error() {
+		a.log.Error("cluster config rejected; keeping the previous one, retrying", "err", err)
+	}
 	a.state.ConfigError = err.Error()
 	if a.applied == nil {
 		a.state.Phase, a.state.Since, a.state.LastError = PhaseError, time.Now(), err.Error()
@@ -347,7 +445,12 @@ func (a *Agent) leave() {
 // bringUp takes a validated config to a running k3s: address and firewall,
 // /status server, k3s config, the wait for the seed, k3s.
 func (a *Agent) bringUp(ctx context.Context, v *Validated) {
-	v, seedMoved := a.applySeedRecord(v)
+	// One decision of the seed in effect (config and seed record here; the
+	// follower decides again, from the config on disk, when the cluster
+	// moves the seed).
+	disk := v
+	seed := a.seedInEffect(v)
+	v = seed.Config
 	role := DecideRole(v)
 	a.setPhase(PhaseConfiguring, nil)
 	a.attempt(nil)
@@ -374,16 +477,39 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 	a.prefix, a.state.ClusterIPReady = v.Prefix, true
 	a.mu.Unlock()
 
-	member := a.watchMembership(ctx, v)
-	if err := a.serveStatus(ctx, v, member.isMember); err != nil {
-		a.setPhase(PhaseError, err)
+	member := a.watchMembership(ctx, disk)
+	// Every bring-up step is retried under the capped backoff: what makes
+	// one fail (the address still held by a dying listener, a read-only
+	// file system at boot) passes, and the node must get there by itself.
+	if !a.retry(ctx, func() bool {
+		err := a.serveStatus(ctx, v, member.isMember)
+		if err != nil {
+			a.setPhase(PhaseError, err)
+			a.attempt(err)
+		}
+		return err == nil
+	}) {
 		return
 	}
-	// After a seed change no node initialises a cluster: the new seed has
-	// etcd data of its own, and one without would split the site.
-	k := RenderK3s(v, a.opts.K3sPaths, a.opts.K3sPaths.EtcdMemberDataPresent() || seedMoved)
-	if err := k.Write(); err != nil {
-		a.setPhase(PhaseError, fmt.Errorf("write k3s config: %w", err))
+	// Never initialise twice: cluster-init only for the config's own seed
+	// that was never part of the cluster, has no etcd data, and finds no
+	// member answering on the prefix (mayInitialise); a refusal is an error
+	// that holds k3s back and is checked again under the backoff.
+	var k K3sConfig
+	if !a.retry(ctx, func() bool {
+		initialise, err := a.mayInitialise(ctx, seed)
+		if err == nil {
+			k = RenderK3s(v, a.opts.K3sPaths, !initialise)
+			if err = k.Write(); err != nil {
+				err = fmt.Errorf("write k3s config: %w", err)
+			}
+		}
+		if err != nil {
+			a.setPhase(PhaseError, err)
+			a.attempt(err)
+		}
+		return err == nil
+	}) {
 		return
 	}
 	// The seed starts at once: there is nobody to wait for, and on a restart
@@ -428,6 +554,7 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 	}()
 	member.waitJoined(ctx, func() {
 		a.setPhase(PhaseJoined, nil)
+		a.markFormed(v, k.FirstBoot)
 		// Only a member records the cluster: a node that reaches an API
 		// server it never joined must not write into it.
 		member.mu.Lock()

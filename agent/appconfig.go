@@ -75,11 +75,15 @@ type VolumeConfig struct {
 }
 
 // AppFiles is what an apps directory held at one read: the apps and volumes
-// that parsed, and per file what did not.
+// that parsed, per file what did not, and the directories that could not be
+// listed at all.
 type AppFiles struct {
 	Apps    map[string]AppConfig    // by file path
 	Volumes map[string]VolumeConfig // by file path
 	Errors  map[string]string       // by file path
+	// Unreadable are the directories that could not be listed (missing,
+	// unreadable, not a directory), by path: what they hold is unknown.
+	Unreadable map[string]string
 }
 
 // AppSet is the config the agent acts on: apps and volumes by UUID, and the
@@ -101,16 +105,16 @@ const (
 	volumesSubdir = "volumes"
 )
 
-// ReadAppFiles reads every app and volume file under dir. A missing directory
-// is an empty config; a bad file is an error for that file only.
+// ReadAppFiles reads every app and volume file under dir. A directory that
+// cannot be listed, missing included, is unreadable, never empty: a config
+// partition remounting or a tool swapping the directory must not read as
+// "every app removed". A bad file is an error for that file only.
 func ReadAppFiles(dir string) AppFiles {
-	out := AppFiles{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: map[string]string{}}
+	out := AppFiles{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: map[string]string{}, Unreadable: map[string]string{}}
 	read := func(sub string, parse func(path string, data []byte) error) {
 		entries, err := os.ReadDir(filepath.Join(dir, sub))
 		if err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				out.Errors[filepath.Join(dir, sub)] = err.Error()
-			}
+			out.Unreadable[filepath.Join(dir, sub)] = err.Error()
 			return
 		}
 		for _, e := range entries {
@@ -255,12 +259,27 @@ func ParseVolumeConfig(data []byte) (VolumeConfig, error) {
 
 // MergeAppFiles turns a fresh read into the set the agent acts on. A file
 // that fails keeps its last good version from previous, so a typo in one app
-// never stops it; two files claiming one UUID: the first path wins and the
-// other is an error.
+// never stops it; a directory that cannot be listed keeps every file last
+// read from it and is unknown (removals held); two files claiming one UUID:
+// the first path wins and the other is an error.
 func MergeAppFiles(read AppFiles, lastGood AppFiles) (AppSet, AppFiles) {
 	good := AppFiles{Apps: map[string]AppConfig{}, Volumes: map[string]VolumeConfig{}, Errors: map[string]string{}}
 	set := AppSet{Errors: map[string]string{}}
 	maps.Copy(set.Errors, read.Errors)
+	for dir, err := range read.Unreadable {
+		set.Errors[dir] = "directory cannot be read (" + err + "): keeping what it held, removals held"
+		set.Unknown = append(set.Unknown, dir)
+		for path, a := range lastGood.Apps {
+			if filepath.Dir(path) == dir {
+				good.Apps[path] = a
+			}
+		}
+		for path, v := range lastGood.Volumes {
+			if filepath.Dir(path) == dir {
+				good.Volumes[path] = v
+			}
+		}
+	}
 	for path := range read.Errors {
 		a, okApp := lastGood.Apps[path]
 		v, okVolume := lastGood.Volumes[path]

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -49,6 +50,9 @@ type AppsOptions struct {
 	// unreachable node before the leader force-deletes it (default 60 s).
 	FailoverTimeout time.Duration
 	Metrics         *Metrics
+	// RereadInterval is how often the apps directory is read in full
+	// whatever the watch says (default 30 s).
+	RereadInterval time.Duration
 	// Leader reports the stats-leader election; only the leader acts on
 	// failover and writes cluster-wide stats.
 	Leader func() LeaderState
@@ -157,6 +161,9 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
+	if opts.RereadInterval == 0 {
+		opts.RereadInterval = 30 * time.Second
+	}
 	if opts.Leader == nil {
 		opts.Leader = func() LeaderState { return LeaderState{} }
 	}
@@ -222,9 +229,15 @@ func (a *AppsAgent) wake() {
 
 // Run follows the config directory and the cluster until ctx ends.
 func (a *AppsAgent) Run(ctx context.Context) error {
-	for _, sub := range []string{appsSubdir, volumesSubdir} {
-		if err := os.MkdirAll(filepath.Join(a.opts.AppsDir, sub), 0o755); err != nil {
-			return fmt.Errorf("apps directory: %w", err)
+	// A fresh install has an apps directory without its subdirectories:
+	// make them. When the apps directory itself is missing (a partition not
+	// mounted yet), nothing is made under its mount point: the read reports
+	// it unknown and removals wait until it appears.
+	if _, err := os.Stat(a.opts.AppsDir); err == nil {
+		for _, sub := range []string{appsSubdir, volumesSubdir} {
+			if err := os.MkdirAll(filepath.Join(a.opts.AppsDir, sub), 0o755); err != nil {
+				a.log.Error("apps directory", "err", err)
+			}
 		}
 	}
 	watcher, err := fsnotify.NewWatcher()
@@ -232,16 +245,17 @@ func (a *AppsAgent) Run(ctx context.Context) error {
 		return fmt.Errorf("watch apps directory: %w", err)
 	}
 	defer watcher.Close()
-	for _, sub := range []string{appsSubdir, volumesSubdir} {
-		if err := watcher.Add(filepath.Join(a.opts.AppsDir, sub)); err != nil {
-			return fmt.Errorf("watch apps directory: %w", err)
-		}
-	}
+	dirs := &watchedDirs{watcher: watcher, log: a.log}
+	dirs.arm(a.opts.AppsDir)
 	a.loadFiles()
 	changes, unsubscribe := a.snap.Subscribe()
 	defer unsubscribe()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// The watch can miss a change (a directory replaced between two
+	// events, an overflowed queue, a remount): a full read backs it up.
+	reread := time.NewTicker(a.opts.RereadInterval)
+	defer reread.Stop()
 	// Editors write a file in several steps: read once things settle.
 	var settle <-chan time.Time
 	woke := time.Now()
@@ -262,12 +276,57 @@ func (a *AppsAgent) Run(ctx context.Context) error {
 			continue
 		case err := <-watcher.Errors:
 			a.log.Warn("apps directory watch", "err", err)
+			settle = time.After(100 * time.Millisecond)
 			continue
 		case <-settle:
 			settle = nil
+			dirs.arm(a.opts.AppsDir)
+			a.loadFiles()
+		case <-reread.C:
+			dirs.arm(a.opts.AppsDir)
 			a.loadFiles()
 		}
 		woke = time.Now()
+	}
+}
+
+// watchedDirs keeps inotify watches on the apps directory and its
+// subdirectories. A watch follows an inode: a directory renamed away and
+// replaced by another keeps the watch on the old one, so every read re-arms
+// the watches on whatever is at the paths now.
+type watchedDirs struct {
+	watcher *fsnotify.Watcher
+	log     *slog.Logger
+	inodes  map[string]uint64 // by path: the directory the watch is on
+}
+
+func (w *watchedDirs) arm(root string) {
+	if w.inodes == nil {
+		w.inodes = map[string]uint64{}
+	}
+	for _, path := range []string{root, filepath.Join(root, appsSubdir), filepath.Join(root, volumesSubdir)} {
+		var ino uint64
+		if st, err := os.Stat(path); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				ino = sys.Ino
+			}
+		}
+		have, watched := w.inodes[path]
+		if watched && have == ino && ino != 0 {
+			continue
+		}
+		if watched {
+			_ = w.watcher.Remove(path)
+			delete(w.inodes, path)
+		}
+		if ino == 0 {
+			continue // not there: the next read reports it and re-arms
+		}
+		if err := w.watcher.Add(path); err != nil {
+			w.log.Warn("watch apps directory", "dir", path, "err", err)
+			continue
+		}
+		w.inodes[path] = ino
 	}
 }
 
@@ -780,7 +839,8 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 	held := len(set.Unknown) > 0
 	if held && !a.removalsHeld {
 		a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Node: a.opts.NodeName, Warning: true,
-			Message: "removals held: " + strings.Join(set.Unknown, ", ") + " cannot be read and has no last good version"})
+			Message: "removals held: " + strings.Join(set.Unknown, ", ") + " cannot be read; nothing is removed until it reads"})
+		a.log.Warn("removals held: config cannot be read", "unknown", set.Unknown)
 	}
 	a.removalsHeld = held
 	for _, gvr := range a.placed.workloadGVRs() {
@@ -803,8 +863,15 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 				a.log.Error("remove workload", "object", obj.GetName(), "err", err)
 				continue
 			}
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: obj.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName,
-				Message: fmt.Sprintf("removed %s %s", strings.ToLower(obj.GetKind()), obj.GetName())})
+			why := "its app left the config"
+			if inConfig {
+				why = "its app is no longer placed here"
+			}
+			msg := fmt.Sprintf("removed %s %s: %s", strings.ToLower(obj.GetKind()), obj.GetName(), why)
+			// A removal stops an app: it is never silent.
+			a.log.Info("removed workload", "kind", obj.GetKind(), "object", obj.GetName(), "reason", why)
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: obj.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName, Message: msg})
+			a.recorder.Event(obj, corev1.EventTypeNormal, "Removed", msg)
 		}
 	}
 	for i := range states {

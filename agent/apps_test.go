@@ -76,6 +76,10 @@ func TestMergeAppFilesKeepsLastGood(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The agent makes both directories; a missing one is unknown.
+	if err := os.MkdirAll(filepath.Join(dir, "volumes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	a := testApp()
 	a.VolumeRefs = nil
 	data, _ := json.Marshal(a)
@@ -440,5 +444,61 @@ func TestMergeAppFilesDuplicateUUID(t *testing.T) {
 	}
 	if !strings.Contains(set.Errors["apps/b.json"], "already defined in apps/a.json") || !strings.Contains(set.Errors["volumes/c.json"], "already defined in apps/a.json") {
 		t.Fatalf("errors: %v", set.Errors)
+	}
+}
+
+// A directory that cannot be read (moved away, a partition remounting, a
+// permission) is unknown, not empty: every app and volume last read from it
+// stays, removals are held and the directory is reported. Only a file
+// removed from a readable directory removes its app.
+func TestMergeAppFilesUnreadableDirectoryHolds(t *testing.T) {
+	dir := t.TempDir()
+	a := testApp()
+	vol := VolumeConfig{UUID: volID, Name: "plc-data", DesignatedNodeID: nodeA, Size: "1Gi", ReplicaCount: 3}
+	for path, v := range map[string]any{filepath.Join(dir, "apps", "plc.json"): a, filepath.Join(dir, "volumes", "data.json"): vol} {
+		data, _ := json.Marshal(v)
+		if err := WriteFileAtomic(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, good := MergeAppFiles(ReadAppFiles(dir), AppFiles{})
+	if len(set.Apps) != 1 || len(set.Volumes) != 1 || len(set.Unknown) != 0 {
+		t.Fatalf("first read: %+v", set)
+	}
+	for _, sub := range []string{"apps", "volumes"} {
+		t.Run(sub+" moved away", func(t *testing.T) {
+			if err := os.Rename(filepath.Join(dir, sub), filepath.Join(dir, sub+".away")); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Rename(filepath.Join(dir, sub+".away"), filepath.Join(dir, sub))
+			held, _ := MergeAppFiles(ReadAppFiles(dir), good)
+			if len(held.Apps) != 1 || len(held.Volumes) != 1 {
+				t.Fatalf("a missing %s directory dropped configs: apps %v volumes %v", sub, held.Apps, held.Volumes)
+			}
+			missing := filepath.Join(dir, sub)
+			if !slices.Contains(held.Unknown, missing) || !strings.Contains(held.Errors[missing], "cannot be read") {
+				t.Fatalf("the missing directory is not reported unknown: unknown %v errors %v", held.Unknown, held.Errors)
+			}
+		})
+	}
+	// The same after a restart with the directory gone: nothing is known, so
+	// nothing may be removed.
+	if err := os.Rename(filepath.Join(dir, "apps"), filepath.Join(dir, "apps.away")); err != nil {
+		t.Fatal(err)
+	}
+	restarted, _ := MergeAppFiles(ReadAppFiles(dir), AppFiles{})
+	if !slices.Contains(restarted.Unknown, filepath.Join(dir, "apps")) {
+		t.Fatalf("after a restart with apps/ missing, removals are not held: %v", restarted.Unknown)
+	}
+	// A file removed from a readable directory is an explicit removal.
+	if err := os.Rename(filepath.Join(dir, "apps.away"), filepath.Join(dir, "apps")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "apps", "plc.json")); err != nil {
+		t.Fatal(err)
+	}
+	removed, _ := MergeAppFiles(ReadAppFiles(dir), good)
+	if len(removed.Apps) != 0 || len(removed.Unknown) != 0 {
+		t.Fatalf("a file removed from a readable directory: apps %v unknown %v", removed.Apps, removed.Unknown)
 	}
 }

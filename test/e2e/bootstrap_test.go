@@ -182,6 +182,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 			},
 			InNetNS:            h.Do,
 			ConfigPollInterval: 100 * time.Millisecond,
+			ConfigAbsentGrace:  time.Second,
 			SeedBackoffMin:     100 * time.Millisecond,
 			SeedBackoffMax:     500 * time.Millisecond,
 			K3sBackoffMin:      100 * time.Millisecond,

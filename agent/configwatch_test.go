@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The config file's stat, poll by poll: only an absence that lasts the whole
+// grace period leaves; other errors hold; a config that failed to load is
+// loaded again at every poll until it loads.
+func TestConfigWatch(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	notExist := fmt.Errorf("stat cluster.json: %w", fs.ErrNotExist)
+	ioErr := fmt.Errorf("stat cluster.json: %w", syscall.EIO)
+	type poll struct {
+		at        time.Duration
+		stamp     string
+		err       error
+		loadFails bool
+		load      bool
+		leave     bool
+		noteHas   string
+	}
+	for name, polls := range map[string][]poll{
+		"absent briefly (an editor's rename-save): no leave, no reload of an unchanged file": {
+			{at: 0, stamp: "s1", load: true},
+			{at: 2 * time.Second, err: notExist, noteHas: "config missing for 0s; leaving in 30s"},
+			{at: 14 * time.Second, err: notExist, noteHas: "config missing for 12s; leaving in 18s"},
+			{at: 16 * time.Second, stamp: "s1"},
+		},
+		"absent past the grace period: leave once, then load when it returns": {
+			{at: 0, stamp: "s1", load: true},
+			{at: 1 * time.Second, err: notExist},
+			{at: 31 * time.Second, err: notExist, leave: true},
+			{at: 33 * time.Second, err: notExist, noteHas: "not in a cluster"},
+			{at: 40 * time.Second, stamp: "s1", load: true},
+		},
+		"an I/O error is unknown, never absent, and breaks an absence": {
+			{at: 0, stamp: "s1", load: true},
+			{at: 1 * time.Second, err: notExist},
+			{at: 20 * time.Second, err: ioErr, noteHas: "cannot be read"},
+			{at: 40 * time.Second, err: ioErr, noteHas: "holding what runs"},
+			{at: 41 * time.Second, err: notExist},
+			{at: 60 * time.Second, err: notExist, noteHas: "leaving in 11s"},
+		},
+		"a config that failed is retried every poll, unchanged or not": {
+			{at: 0, stamp: "s1", load: true, loadFails: true},
+			{at: 2 * time.Second, stamp: "s1", load: true, loadFails: true},
+			{at: 4 * time.Second, stamp: "s1", load: true},
+			{at: 6 * time.Second, stamp: "s1"},
+			{at: 8 * time.Second, stamp: "s2", load: true},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := configWatch{grace: 30 * time.Second}
+			for i, p := range polls {
+				step := w.next(p.stamp, p.err, t0.Add(p.at))
+				if step.load != p.load || step.leave != p.leave || !strings.Contains(step.note, p.noteHas) {
+					t.Fatalf("poll %d at %s: got load=%v leave=%v note %q; want load=%v leave=%v note containing %q",
+						i, p.at, step.load, step.leave, step.note, p.load, p.leave, p.noteHas)
+				}
+				if step.load && p.loadFails {
+					w.loadFailed()
+				}
+			}
+		})
+	}
+}

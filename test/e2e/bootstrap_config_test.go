@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/netcfg"
+	"github.com/sitecon/sitecon/test/netns"
+)
+
+// The agent's config file, as a device's boot and a technician's editor treat
+// it: a config naming an interface that EVE has not created yet is retried
+// until the interface exists (no file change needed); the file absent for a
+// few seconds (an editor's rename-save, a remount) or unreadable for any
+// other reason leaves k3s, the address and the firewall alone; only absence
+// for the whole grace period takes the node out.
+func TestBootstrapConfigFileHolds(t *testing.T) {
+	netns.Skip(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	host := netns.NewLAN(t, "a")[0]
+	const lateIface = "late0"
+	plan, err := agent.Plan(agent.FormRequest{
+		ClusterName: "site1", Interface: lateIface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := plan.Nodes[0].Files(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.Write(); err != nil {
+		t.Fatal(err)
+	}
+	const grace = 4 * time.Second
+	n := &nodeAgent{host: host, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data")}
+	n.agent = agent.New(agent.Options{
+		ConfigPath: files.ConfigPath,
+		K3sBin:     standin,
+		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
+		K3sLogFile: filepath.Join(dir, "k3s.log"),
+		// No API server: this test is about the node's own bring-up.
+		Kubeconfig: filepath.Join(dir, "no-kubeconfig"),
+		Env: agent.Environment{
+			InterfaceExists: func(name string) bool {
+				return host.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
+			},
+			ReadFile: os.ReadFile,
+		},
+		InNetNS:            host.Do,
+		ConfigPollInterval: 100 * time.Millisecond,
+		ConfigAbsentGrace:  grace,
+		SeedBackoffMin:     100 * time.Millisecond,
+		SeedBackoffMax:     500 * time.Millisecond,
+		K3sBackoffMin:      100 * time.Millisecond,
+	})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.agent.Run(ctx); err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+
+	// The interface does not exist yet: the config is rejected, and k3s
+	// does not start.
+	waitState(t, n, 10*time.Second, "config rejected for the missing interface", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.ConfigError, lateIface)
+	})
+	if _, err := host.Exec("ip", "link", "add", lateIface, "type", "dummy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.Exec("ip", "link", "set", lateIface, "up"); err != nil {
+		t.Fatal(err)
+	}
+	// EVE created the port: the agent gets there by itself.
+	waitState(t, n, 15*time.Second, "brought up once the interface exists", func(st agent.State) bool {
+		return st.ClusterIPReady && st.K3sStarts == 1 && st.ConfigError == ""
+	})
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(n.starts(t)) == 1, nil
+	}); err != nil {
+		t.Fatal("k3s never recorded its start")
+	}
+	clusterPrefix := netip.MustParsePrefix(plan.Nodes[0].ClusterIPPrefix)
+	untouched := func(what string) {
+		t.Helper()
+		st := n.agent.State()
+		if st.Phase == agent.PhaseLeft || !st.ClusterIPReady || st.K3sStarts != 1 || len(n.starts(t)) != 1 {
+			t.Fatalf("%s disturbed the node: phase %s, address ready %v, k3s starts %d (stand-in saw %d)",
+				what, st.Phase, st.ClusterIPReady, st.K3sStarts, len(n.starts(t)))
+		}
+		var have []netip.Prefix
+		if err := host.Do(func() (err error) { have, err = netcfg.InterfacePrefixes(lateIface); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(have, clusterPrefix) {
+			t.Fatalf("%s took the cluster address off: %v", what, have)
+		}
+		if out, err := host.Exec("nft", "list", "table", "ip", netcfg.TableName); err != nil {
+			t.Fatalf("%s took the firewall table away: %v %s", what, err, out)
+		}
+	}
+	untouched("bring-up")
+
+	// An editor's rename-save: the file is away for a moment, then back.
+	away := files.ConfigPath + ".away"
+	if err := os.Rename(files.ConfigPath, away); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, n, 5*time.Second, "says the config is missing", func(st agent.State) bool {
+		return strings.Contains(st.ConfigNote, "config missing for") || st.Phase == agent.PhaseLeft
+	})
+	if !strings.Contains(st.ConfigNote, "leaving in") {
+		t.Errorf("the state does not say when the node would leave: %q", st.ConfigNote)
+	}
+	untouched("a config absent for a moment")
+	if err := os.Rename(away, files.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, 5*time.Second, "config back", func(st agent.State) bool { return st.ConfigNote == "" })
+	untouched("a config absent for a moment")
+
+	// A stat that fails for another reason (here a symlink loop, ELOOP) is
+	// unknown: held past the grace period, never taken for absence.
+	if err := os.Rename(files.ConfigPath, away); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(files.ConfigPath), files.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, 5*time.Second, "says the config cannot be read", func(st agent.State) bool {
+		return strings.Contains(st.ConfigNote, "cannot be read")
+	})
+	// Longer than the grace period: a node that took this for absence
+	// would have left by now.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace+2*time.Second, true, func(context.Context) (bool, error) {
+		return n.agent.State().Phase == agent.PhaseLeft, nil
+	}); err == nil {
+		t.Fatal("an unreadable config took the node out of the cluster")
+	}
+	untouched("an unreadable config")
+	if err := os.Remove(files.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(away, files.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, 5*time.Second, "config readable again", func(st agent.State) bool { return st.ConfigNote == "" })
+	untouched("an unreadable config")
+
+	// Absent for the whole grace period: the node leaves.
+	if err := os.Remove(files.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, grace+10*time.Second, "left", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })
+	var have []netip.Prefix
+	if err := host.Do(func() (err error) { have, err = netcfg.InterfacePrefixes(lateIface); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(have, clusterPrefix) {
+		t.Errorf("after leaving, the cluster address is still there: %v", have)
+	}
+}
