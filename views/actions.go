@@ -174,6 +174,11 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 	case key.Matches(msg, k.Drain):
 		return true, a.openDrain("drain "+node, audit.Record{Action: "drain", Target: node}, node)
 	case key.Matches(msg, k.Remove):
+		// Joiners need the seed: it moves first (sitecon seed), as the CLI says.
+		if why := kube.SeedRemovalRefusal(a.actions.Snap.Data(), node); why != "" {
+			a.openDialog("remove "+node, audit.Record{Action: "remove-node", Target: node}).refuse([]string{why})
+			return true, nil
+		}
 		return true, a.openDrain("remove "+node, audit.Record{Action: "remove-node", Target: node}, node)
 	}
 	return true, nil
@@ -233,6 +238,14 @@ func (a *App) replaceNode(args []string) tea.Cmd {
 	if ip == "" {
 		a.message = fmt.Sprintf("%s: no such node (nodes: %s)", old, strings.Join(names, ", "))
 		return nil
+	}
+	// The seed's address handed to a new device would make it the seed of
+	// a cluster it never was part of: the seed moves first.
+	if a.actions.Snap != nil {
+		if why := kube.SeedRemovalRefusal(a.actions.Snap.Data(), old); why != "" {
+			a.openDialog("replace "+old, audit.Record{Action: "replace-node", Target: old + " → " + name}).refuse([]string{why})
+			return nil
+		}
 	}
 	bundle, err := a.actions.JoinInfo(role, name, uuid, ip)
 	if err != nil {
@@ -501,7 +514,12 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 // would be dropped.
 func (d *dialog) view(w, h int, armed bool) string {
 	st := d.ctx.Styles
-	out := []string{st.Title.Render(strings.ToUpper(d.title[:1]) + d.title[1:]), ""}
+	// Everything a dialog says may carry the cluster's words (names,
+	// preflight reasons, API errors, drain steps) or a file's (join info):
+	// each is cleaned here, before it is styled (safety rule 7).
+	clean := ui.Clean
+	title := clean(d.title)
+	out := []string{st.Title.Render(strings.ToUpper(title[:1]) + title[1:]), ""}
 	// keys is what a prompt line says about the keys that answer it, or
 	// nothing before they are taken.
 	keys := func(s string) string {
@@ -511,6 +529,7 @@ func (d *dialog) view(w, h int, armed bool) string {
 		return s
 	}
 	for _, l := range d.lines {
+		l = clean(l)
 		switch {
 		case strings.HasPrefix(l, "REFUSED"):
 			out = append(out, st.Bad.Render(l))
@@ -523,12 +542,13 @@ func (d *dialog) view(w, h int, armed bool) string {
 	if d.state == dialogChoose {
 		out = append(out, "", "Move to"+keys(" (↑/↓, enter; esc to cancel)")+":")
 		for i, t := range d.targets {
-			line := "    " + t.Node
+			node := clean(t.Node)
+			line := "    " + node
 			switch {
 			case i == d.choice:
-				line = st.Selected.Render("  > " + t.Node)
+				line = st.Selected.Render("  > " + node)
 			case !t.Eligible:
-				line = st.Muted.Render("    " + t.Node + "  (" + t.Why + ")")
+				line = st.Muted.Render("    " + node + "  (" + clean(t.Why) + ")")
 			}
 			out = append(out, line)
 		}
@@ -538,7 +558,9 @@ func (d *dialog) view(w, h int, armed bool) string {
 		// The latest steps: a drain of many pods scrolls.
 		keep := max(h-len(out)-3, 3)
 		from := max(len(d.progress)-keep, 0)
-		out = append(out, d.progress[from:]...)
+		for _, l := range d.progress[from:] {
+			out = append(out, clean(l))
+		}
 	}
 	out = append(out, "")
 	switch d.state {
@@ -549,9 +571,9 @@ func (d *dialog) view(w, h int, armed bool) string {
 		case !armed:
 			out = append(out, st.Muted.Render("…"))
 		case d.typed != "":
-			out = append(out, st.Warn.Render(fmt.Sprintf("Type %q and enter to go on; esc cancels.", d.typed)), d.input.View())
+			out = append(out, st.Warn.Render(fmt.Sprintf("Type %q and enter to go on; esc cancels.", clean(d.typed))), d.input.View())
 		default:
-			out = append(out, st.Warn.Render(fmt.Sprintf("%s? y to go on, n or esc to cancel.", strings.ToUpper(d.title[:1])+d.title[1:])))
+			out = append(out, st.Warn.Render(fmt.Sprintf("%s? y to go on, n or esc to cancel.", strings.ToUpper(title[:1])+title[1:])))
 		}
 	case dialogRunning:
 		out = append(out, st.Muted.Render("running..."+keys(" esc cancels")))
@@ -560,7 +582,7 @@ func (d *dialog) view(w, h int, armed bool) string {
 		if d.failed {
 			style = st.Bad
 		}
-		out = append(out, style.Render(d.result), st.Muted.Render(keys("any key to close")))
+		out = append(out, style.Render(clean(d.result)), st.Muted.Render(keys("any key to close")))
 	}
 	if len(out) > h {
 		out = out[len(out)-h:]

@@ -160,7 +160,10 @@ func (a *App) update(msg tea.Msg) tea.Cmd {
 		a.help.Width = msg.Width
 		return nil
 	case FrameMsg:
-		a.frame = Frame(msg)
+		// Every string of the cluster's that the screens, the header and
+		// the banner draw comes through here: cleaned once, in one place
+		// (safety rule 7).
+		a.frame = ui.CleanStrings(Frame(msg))
 		now := a.ctx.Now()
 		for _, s := range a.screens {
 			s.setFrame(&a.frame, now)
@@ -507,7 +510,8 @@ func (a *App) footer(w int) string {
 		return ui.Fit(st.Key.Render("/")+a.input.View(), w)
 	}
 	if a.message != "" {
-		return ui.Fit(st.Warn.Render(a.message), w)
+		// Messages quote errors, which quote the cluster and files.
+		return ui.Fit(st.Warn.Render(ui.Clean(a.message)), w)
 	}
 	var extra []string
 	if t := a.screens[a.current].table(); t != nil {

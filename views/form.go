@@ -175,13 +175,18 @@ func (w *FormWizard) submit() tea.Cmd {
 func (w *FormWizard) View() string {
 	st := w.ctx.Styles
 	out := []string{st.Title.Render("sitecon — form a cluster (no controller needed)"), ""}
+	// What forming reports and its errors quote files and the device's
+	// interfaces: cleaned before they are drawn (safety rule 7).
+	clean := ui.Clean
 	if w.result != nil {
-		out = append(out, w.result.Summary...)
-		out = append(out, "", st.OK.Render("wrote "+w.result.Written), "",
+		for _, l := range w.result.Summary {
+			out = append(out, clean(l))
+		}
+		out = append(out, "", st.OK.Render("wrote "+clean(w.result.Written)), "",
 			"On each other node run its line (they carry the cluster token; keep them private).",
 			"Line breaks inside a bundle do not matter: sitecon form --join ignores them.")
 		if w.result.JoinsFile != "" {
-			out = append(out, "Also saved in "+w.result.JoinsFile+" (readable by root only).")
+			out = append(out, "Also saved in "+clean(w.result.JoinsFile)+" (readable by root only).")
 		}
 		out = append(out, "")
 		width := w.ctx.Width
@@ -191,7 +196,7 @@ func (w *FormWizard) View() string {
 		for _, j := range w.result.Joins {
 			// Bundles are long and unbroken: wrap them rather than let the
 			// edge of the screen cut them.
-			out = append(out, ui.Wrap(j, width)...)
+			out = append(out, ui.Wrap(clean(j), width)...)
 		}
 		out = append(out, "", st.Muted.Render("any key to leave"))
 		return strings.Join(out, "\n")
@@ -217,12 +222,12 @@ func (w *FormWizard) View() string {
 		out = append(out, cursor+mark+" "+label+" "+f.input.View())
 		out = append(out, "      "+st.Muted.Render(f.hint))
 		for _, p := range problems {
-			out = append(out, "      "+st.Bad.Render(p))
+			out = append(out, "      "+st.Bad.Render(clean(p)))
 		}
 	}
 	out = append(out, "")
 	if w.err != "" {
-		out = append(out, st.Bad.Render(w.err))
+		out = append(out, st.Bad.Render(clean(w.err)))
 	}
 	out = append(out, st.Muted.Render("tab/↑/↓ move · → completes · enter on the last field forms · esc quits"))
 	return strings.Join(out, "\n")

@@ -3,17 +3,20 @@
 package views
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
 )
 
 // Format is an output format of `sitecon status`.
@@ -77,21 +80,52 @@ type StatusReport struct {
 
 // WriteStatus prints the status in the given format. Times in the table are
 // ages relative to now.
+//
+// Nothing raw from the cluster reaches the terminal (safety rule 7): JSON
+// carries every string whole, with its control characters escaped; YAML
+// cannot hold them (the encoder refuses them) and the table must not, so
+// for both they are stripped first.
 func WriteStatus(w io.Writer, r StatusReport, now time.Time, f Format) error {
 	switch f {
 	case FormatJSON:
-		enc := json.NewEncoder(w)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+		_, err := w.Write(escapeControls(buf.Bytes()))
+		return err
 	case FormatYAML:
-		data, err := yaml.Marshal(r)
+		data, err := yaml.Marshal(ui.CleanStrings(r))
 		if err != nil {
 			return err
 		}
 		_, err = w.Write(data)
 		return err
 	}
-	return writeTable(w, r, now)
+	return writeTable(w, ui.CleanStrings(r), now)
+}
+
+// escapeControls escapes the control characters encoding/json leaves as
+// they are (DEL and the C1 range, U+0080 to U+009F, which some terminals
+// read as 8-bit escapes) as \u00XX. JSON's own syntax is printable ASCII, so
+// any of them is inside a string, where the escape means the same.
+func escapeControls(data []byte) []byte {
+	if !bytes.ContainsFunc(data, func(r rune) bool { return r >= 0x7f && r <= 0x9f }) {
+		return data
+	}
+	var out bytes.Buffer
+	for len(data) > 0 {
+		r, size := utf8.DecodeRune(data)
+		if r >= 0x7f && r <= 0x9f {
+			fmt.Fprintf(&out, `\u%04x`, r)
+		} else {
+			out.Write(data[:size])
+		}
+		data = data[size:]
+	}
+	return out.Bytes()
 }
 
 func writeAgent(p func(string, ...any), a *AgentSummary, now time.Time) {

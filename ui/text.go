@@ -1,0 +1,237 @@
+package ui
+
+import (
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// Clean makes a string from the cluster or from a file safe to draw
+// (DESIGN.md, safety rule 7): such a string may carry escape sequences that
+// set the window title (OSC 0), write the clipboard (OSC 52), move the
+// cursor to forge what is on screen (CSI) or hide text. Escape sequences are
+// removed whole, CSI, OSC, DCS and the other string sequences with their
+// payload, in their 7-bit (ESC [) and 8-bit (U+009B) forms; the other C0
+// and C1 control characters and DEL go; tabs and line breaks become spaces,
+// as every place that draws such a string draws one line; bytes that are not
+// UTF-8 become U+FFFD, so no terminal reads them as 8-bit controls.
+func Clean(s string) string {
+	if isClean(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	const (
+		text = iota
+		escape
+		escapeIntermediate
+		csi
+		control // a string sequence: OSC, DCS, SOS, PM, APC
+		controlEscape
+	)
+	state := text
+	for _, r := range s {
+		switch state {
+		case controlEscape:
+			// ESC \ ends a string sequence; an ESC followed by anything
+			// else ends it too (as xterm reads it) and starts a new one.
+			if r == '\\' {
+				state = text
+				continue
+			}
+			fallthrough
+		case escape:
+			switch {
+			case r == '[':
+				state = csi
+			case r == ']' || r == 'P' || r == 'X' || r == '^' || r == '_':
+				state = control
+			case r >= 0x20 && r <= 0x2f:
+				state = escapeIntermediate
+			default:
+				// A two-character sequence (ESC c resets the terminal).
+				state = text
+			}
+			continue
+		case escapeIntermediate:
+			if r < 0x20 || r > 0x2f {
+				state = text
+			}
+			continue
+		case csi:
+			// Parameters and intermediates, up to the final byte; anything
+			// else ends the sequence and is read as text again.
+			if r >= 0x20 && r <= 0x3f {
+				continue
+			}
+			state = text
+			if r >= 0x40 && r <= 0x7e {
+				continue
+			}
+		case control:
+			// Everything up to the terminator is the payload: dropped.
+			switch r {
+			case 0x07, 0x9c:
+				state = text
+			case 0x1b:
+				state = controlEscape
+			}
+			continue
+		}
+		switch {
+		case r == 0x1b:
+			state = escape
+		case r == 0x9b:
+			state = csi
+		case r == 0x9d || r == 0x90 || r == 0x98 || r == 0x9e || r == 0x9f:
+			state = control
+		case r == '\t' || r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f):
+			// Other controls (BEL, backspace, NEL, ...) are dropped.
+		default:
+			// utf8.RuneError stands for a byte that is not UTF-8.
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isClean reports whether s is printable UTF-8 with no control character:
+// most strings are, and are drawn as they are.
+func isClean(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c < 0x20 || c == 0x7f:
+			return false
+		case c >= 0x80:
+			return cleanUTF8(s[i:])
+		}
+	}
+	return true
+}
+
+func cleanUTF8(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
+}
+
+// CleanStrings returns v with every string in it (in exported struct
+// fields, slices, arrays, maps and behind pointers) passed through Clean.
+// v itself is left as it is: what holds a changed string is copied, and
+// what needs no change is shared, so a clean value costs a scan, not a copy.
+// It is how a whole frame or report is made safe in one place, so a field
+// added later cannot miss it.
+func CleanStrings[T any](v T) T {
+	rv := reflect.ValueOf(&v).Elem()
+	if cleaned, changed := cleanValue(rv); changed {
+		return cleaned.Interface().(T)
+	}
+	return v
+}
+
+// cleanValue returns v cleaned, and whether anything changed (when not,
+// the value returned is v itself).
+func cleanValue(v reflect.Value) (reflect.Value, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		if c := Clean(s); c != s {
+			out := reflect.New(v.Type()).Elem()
+			out.SetString(c)
+			return out, true
+		}
+	case reflect.Pointer:
+		if v.IsNil() {
+			break
+		}
+		if elem, changed := cleanValue(v.Elem()); changed {
+			out := reflect.New(v.Type().Elem())
+			out.Elem().Set(elem)
+			return out, true
+		}
+	case reflect.Interface:
+		if v.IsNil() {
+			break
+		}
+		if elem, changed := cleanValue(v.Elem()); changed {
+			out := reflect.New(v.Type()).Elem()
+			out.Set(elem)
+			return out, true
+		}
+	case reflect.Struct:
+		var out reflect.Value
+		for i := range v.NumField() {
+			if !v.Type().Field(i).IsExported() {
+				continue
+			}
+			field, changed := cleanValue(v.Field(i))
+			if !changed {
+				continue
+			}
+			if !out.IsValid() {
+				out = reflect.New(v.Type()).Elem()
+				out.Set(v)
+			}
+			out.Field(i).Set(field)
+		}
+		if out.IsValid() {
+			return out, true
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			break
+		}
+		var out reflect.Value
+		for i := range v.Len() {
+			elem, changed := cleanValue(v.Index(i))
+			if !changed {
+				continue
+			}
+			if !out.IsValid() {
+				if v.Kind() == reflect.Slice {
+					out = reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+					reflect.Copy(out, v)
+				} else {
+					out = reflect.New(v.Type()).Elem()
+					out.Set(v)
+				}
+			}
+			out.Index(i).Set(elem)
+		}
+		if out.IsValid() {
+			return out, true
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			break
+		}
+		changedAny := false
+		iter := v.MapRange()
+		for iter.Next() {
+			_, kc := cleanValue(iter.Key())
+			_, vc := cleanValue(iter.Value())
+			if kc || vc {
+				changedAny = true
+				break
+			}
+		}
+		if !changedAny {
+			break
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		iter = v.MapRange()
+		for iter.Next() {
+			k, _ := cleanValue(iter.Key())
+			e, _ := cleanValue(iter.Value())
+			out.SetMapIndex(k, e)
+		}
+		return out, true
+	}
+	return v, false
+}
