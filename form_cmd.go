@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,9 @@ The bundles carry the cluster token: treat them like the token itself.`,
 					return err
 				}
 				target = bundle.NodeName + " in " + bundle.ClusterName
+				if err := checkJoinsExisting(bundle); err != nil {
+					return err
+				}
 				files, err := bundle.Files(dir, iface)
 				if err != nil {
 					return err
@@ -89,6 +93,15 @@ The bundles carry the cluster token: treat them like the token itself.`,
 				if dryRun {
 					fmt.Fprintf(out, "would write %s and %s for %s in cluster %s (%s)\n", files.ConfigPath, files.TokenPath, bundle.NodeName, bundle.ClusterName, bundle.ClusterIPPrefix)
 					return nil
+				}
+				if bundle.ExistingCluster {
+					// Marked before the config is written: an agent that
+					// sees the config must already know the node never
+					// initialises this cluster.
+					if err := agent.MarkFormed(agent.FormedMarkerFile(files.ConfigPath), agent.FormedMarker{ClusterID: bundle.ClusterID,
+						NodeName: bundle.NodeName, How: "given a join bundle made on the running cluster"}); err != nil {
+						return err
+					}
 				}
 				if err := files.Write(); err != nil {
 					return err
@@ -229,6 +242,19 @@ func (f *formed) print(out io.Writer) {
 	for _, j := range f.joins {
 		fmt.Fprintf(out, "\n# %s\n%s\n", j.node, j.line)
 	}
+}
+
+// checkJoinsExisting refuses a bundle made on a running cluster that names
+// the new node's own address as the join address: the node could only
+// initialise a second cluster with the same ID and token there. A formation
+// bundle may do so (the seed's own, when another node formed the cluster).
+func checkJoinsExisting(b agent.JoinBundle) error {
+	own, err := netip.ParsePrefix(b.ClusterIPPrefix)
+	if err != nil || !b.ExistingCluster || own.Addr().String() != b.JoinServerIP {
+		return nil
+	}
+	return fmt.Errorf("this bundle joins %s to an existing cluster (%s) through %s, its own address: it has no seed to join and must never initialise the cluster again; "+
+		"on a live member move the seed (sitecon seed NODE) and make a new bundle (sitecon node replace or sitecon join-info)", b.NodeName, b.ClusterName, b.JoinServerIP)
 }
 
 // checkOverwrite refuses to replace a node's config for another cluster

@@ -217,3 +217,111 @@ func TestJoinInfo(t *testing.T) {
 		t.Fatalf("a given address: %v\n%s", err, given)
 	}
 }
+
+// siteOfThree forms node-a (seed, 10.250.0.1), node-b and node-c and writes
+// node-c's files, as node-c's device holds them; it returns node-c's config
+// path and the plan.
+func siteOfThree(t *testing.T) (string, *agent.FormPlan) {
+	t.Helper()
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: "lo", Prefix: "10.250.0.0/28",
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := plan.Nodes[2].Files(t.TempDir(), "")
+	if err == nil {
+		err = files.Write()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files.ConfigPath, plan
+}
+
+// sitecon runs the CLI in-process; the cluster is out of reach (no
+// kubeconfig), as on a device whose seed just died.
+func sitecon(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append(args, "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl")))
+	err := root.Execute()
+	return out.String(), err
+}
+
+// joinAndRender plays the new device: sitecon form --join with the bundle
+// in text, then sitecon agent render of the config it wrote.
+func joinAndRender(t *testing.T, text string) (string, error) {
+	t.Helper()
+	_, line, ok := strings.Cut(text, "sitecon form --join ")
+	if !ok {
+		t.Fatalf("no join line in:\n%s", text)
+	}
+	dir := t.TempDir()
+	if out, err := sitecon(t, "form", "--join", strings.TrimSpace(line), "--dir", dir); err != nil {
+		return out, err
+	}
+	k3sDir := t.TempDir()
+	return sitecon(t, "agent", "render", "--config", filepath.Join(dir, "cluster.json"), "--no-host-checks",
+		"--k3s-config", filepath.Join(k3sDir, "config.yaml"), "--k3s-data-dir", filepath.Join(k3sDir, "data"))
+}
+
+// The seed was moved to node-b (node-c's follower recorded it), then node-a
+// replaced by node-x at node-a's address, with a bundle made on node-c: the
+// bundle carries the seed in effect, and node-x joins node-b instead of
+// initialising a second cluster at its own address.
+func TestReplaceBundleAfterSeedMoveJoinsTheSeedInEffect(t *testing.T) {
+	configC, plan := siteOfThree(t)
+	if err := agent.WriteSeedRecord(agent.SeedRecordFile(configC), agent.SeedRecord{ClusterID: plan.ClusterID,
+		ConfigJoinIP: "10.250.0.1", JoinServerIP: "10.250.0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	text, err := sitecon(t, "join-info", "--config", configC, "--role", "server", "--node-name", "node-x",
+		"--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "--node-ip", "10.250.0.1")
+	if err != nil {
+		t.Fatalf("join-info: %v\n%s", err, text)
+	}
+	plan2, err := joinAndRender(t, text)
+	if err != nil {
+		t.Fatalf("join and render: %v\n%s", err, plan2)
+	}
+	if strings.Contains(plan2, "cluster-init") || !strings.Contains(plan2, `server: "https://10.250.0.2:6443"`) {
+		t.Fatalf("node-x must join the seed in effect (node-b, 10.250.0.2), never initialise:\n%s", plan2)
+	}
+}
+
+// node-a is the seed in effect: a bundle that hands node-a's address to a
+// new device would make it the join address of a cluster it never was part
+// of. Making such a bundle is refused with the command to run; a bundle for
+// an existing cluster whose join address is the new node's own is refused
+// by form --join; neither ever renders cluster-init.
+func TestReplaceBundleForTheSeedNeverInitialises(t *testing.T) {
+	configC, plan := siteOfThree(t)
+	const uuid = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	text, err := sitecon(t, "join-info", "--config", configC, "--role", "server", "--node-name", "node-x",
+		"--node-uuid", uuid, "--node-ip", "10.250.0.1")
+	if err == nil {
+		rendered, rerr := joinAndRender(t, text)
+		t.Fatalf("a bundle at the seed's own address was made (render: %v):\n%s", rerr, rendered)
+	}
+	if !strings.Contains(err.Error(), "sitecon seed") {
+		t.Fatalf("the refusal does not say how to move the seed: %v", err)
+	}
+	// A bundle made on a cluster that exists, naming its own address as the
+	// join address (an older sitecon, or an edited bundle).
+	b := plan.Nodes[0]
+	b.NodeName, b.NodeUUID, b.ExistingCluster = "node-x", uuid, true
+	line, err := b.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := joinAndRender(t, "sitecon form --join "+line)
+	if err == nil || strings.Contains(out, "cluster-init") {
+		t.Fatalf("form --join accepted an existing cluster's bundle that makes the node its own seed: %v\n%s", err, out)
+	}
+	if !strings.Contains(err.Error(), "existing cluster") {
+		t.Fatalf("refusal without its reason: %v", err)
+	}
+}

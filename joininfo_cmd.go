@@ -8,12 +8,14 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
 )
 
 func newJoinInfoCmd(g *globalFlags) *cobra.Command {
@@ -29,11 +31,14 @@ from this node's token file, never printed. The address is the first free one
 in the cluster prefix unless --node-ip says otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, err := loadClusterConfig(configPath)
+			used, serverVersion, data := clusterAddresses(cmd.Context(), g)
+			v, seed, err := configInEffect(configPath, data)
 			if err != nil {
 				return err
 			}
-			used, serverVersion := clusterAddresses(cmd.Context(), g)
+			if seed.ClusterNote != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", seed.ClusterNote)
+			}
 			text, err := joinInfo(v, role, nodeName, nodeUUID, nodeIP, used, serverVersion)
 			if err != nil {
 				return err
@@ -61,6 +66,34 @@ func loadClusterConfig(path string) (*agent.Validated, error) {
 	env := agent.HostEnvironment()
 	env.InterfaceExists = nil
 	return agent.Validate(cfg, env)
+}
+
+// configInEffect is this node's config with the seed in effect as its join
+// address, decided as the agent decides it: the config, the seed record
+// beside it, and the cluster's record checked against its Nodes when the
+// cluster could be read (d nil: it could not). A bundle made from it sends
+// the new node to the seed every member follows, not to the one this
+// node's file was formed with.
+func configInEffect(path string, d *kube.Data) (*agent.Validated, agent.SeedDecision, error) {
+	v, err := loadClusterConfig(path)
+	if err != nil {
+		return nil, agent.SeedDecision{}, err
+	}
+	in, err := agent.LocalSeedInputs(path, v)
+	if err != nil {
+		// Unknown is not empty: the record may name the only live seed.
+		return nil, agent.SeedDecision{}, fmt.Errorf("the seed record beside %s cannot be read, so the seed in effect is unknown: %w", path, err)
+	}
+	if d != nil {
+		in.Nodes = d.Nodes
+		for _, cm := range d.ConfigMaps {
+			if cm.Name == kube.ClusterConfigMapName && cm.Namespace == kube.AppNamespace {
+				in.Cluster = cm.Data
+			}
+		}
+	}
+	seed := agent.SeedInEffect(in)
+	return seed.Config, seed, nil
 }
 
 // joinInfo is what a new node needs to join v's cluster: a join bundle for
@@ -91,6 +124,12 @@ func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used 
 			return "", err
 		}
 	}
+	if addr == v.JoinIP {
+		// The new device would be the join address of a cluster it was
+		// never part of: it could only initialise a second one.
+		return "", fmt.Errorf("%s is the address of the seed in effect: a new node given it would have no seed to join; "+
+			"move the seed first (sitecon seed NODE, a Ready etcd member), then make the bundle again", addr)
+	}
 	if role == "edgeworker" {
 		return agent.EdgeworkerInstructions(v, nodeName, addr, serverVersion), nil
 	}
@@ -98,6 +137,8 @@ func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used 
 		Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,
 		ClusterIPPrefix: netip.PrefixFrom(addr, v.Prefix.Bits()).String(), IsWorkerNode: role == "agent",
 		JoinServerIP: v.JoinIP.String(), Token: v.Token, NodeName: nodeName, NodeUUID: nodeUUID,
+		// Made on a member: the cluster runs, the new node only ever joins.
+		ExistingCluster: true,
 	}
 	line, err := bundle.Encode()
 	if err != nil {
@@ -107,26 +148,37 @@ func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used 
 	if role == "agent" {
 		article = "an"
 	}
-	return fmt.Sprintf("# %s joins %s as %s %s at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n", nodeName, v.ClusterName, article, role, bundle.ClusterIPPrefix, line), nil
+	return fmt.Sprintf("# %s joins %s as %s %s at %s through the seed at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n",
+		nodeName, v.ClusterName, article, role, bundle.ClusterIPPrefix, bundle.JoinServerIP, line), nil
 }
 
 // clusterAddresses asks the cluster, briefly, which addresses its nodes use
-// and its version; nil addresses when it cannot be asked.
-func clusterAddresses(ctx context.Context, g *globalFlags) ([]netip.Addr, string) {
+// and its version, and returns its Nodes and cluster record for the seed in
+// effect; nil addresses and data when it cannot be asked.
+func clusterAddresses(ctx context.Context, g *globalFlags) ([]netip.Addr, string, *kube.Data) {
 	cfg, err := g.restConfig()
 	if err != nil {
-		return nil, ""
+		return nil, "", nil
 	}
 	cfg.Timeout = 3 * time.Second // one-shot requests only
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, ""
+		return nil, "", nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, ""
+		return nil, "", nil
+	}
+	data := &kube.Data{}
+	for i := range nodes.Items {
+		data.Nodes = append(data.Nodes, &nodes.Items[i])
+	}
+	// The record is read too; without it (not found, forbidden) the seed
+	// in effect is the one this node's files say.
+	if cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{}); err == nil {
+		data.ConfigMaps = []*corev1.ConfigMap{cm}
 	}
 	used := []netip.Addr{}
 	for _, n := range nodes.Items {
@@ -140,5 +192,5 @@ func clusterAddresses(ctx context.Context, g *globalFlags) ([]netip.Addr, string
 	if info, err := cs.Discovery().ServerVersion(); err == nil {
 		version = info.GitVersion
 	}
-	return used, version
+	return used, version, data
 }

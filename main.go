@@ -296,7 +296,14 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 			actions.Audit = auditLog
 		}
 		actions.JoinInfo = func(role, name, uuid, ip string) (string, error) {
-			v, err := loadClusterConfig(clusterConfig)
+			// The bundle carries the seed in effect, decided from the
+			// snapshot's record and Nodes once synced.
+			var data *kube.Data
+			if snap.Synced() {
+				d := snap.Data()
+				data = &d
+			}
+			v, _, err := configInEffect(clusterConfig, data)
 			if err != nil {
 				return "", err
 			}

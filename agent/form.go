@@ -187,6 +187,10 @@ type JoinBundle struct {
 	Token            Secret `json:"-"`
 	NodeName         string `json:"node_name"`
 	NodeUUID         string `json:"node_uuid"`
+	// ExistingCluster says the bundle was made on a cluster that already
+	// runs (join-info, node add/replace): the node joins it and must never
+	// initialise one, whatever address it is given.
+	ExistingCluster bool `json:"existing_cluster,omitempty"`
 }
 
 // bundleWire is the bundle as encoded: the token in clear inside.

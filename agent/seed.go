@@ -9,15 +9,19 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/sitecon/sitecon/kube"
 )
 
 // SeedFollower keeps this node's k3s config joining through the cluster's
-// current seed: when join_server_ip in the sitecon-cluster ConfigMap changes
-// (sitecon seed NODE), it re-renders the k3s config files. A running k3s is
-// left alone: the files matter at its next start.
+// seed in effect: when the sitecon-cluster ConfigMap moves the seed (sitecon
+// seed NODE) to a Ready etcd member of this cluster (SeedInEffect), it
+// re-renders the k3s config files and keeps the change in the seed record. A
+// running k3s is left alone: the files matter at its next start.
 type SeedFollower struct {
-	// Config is the config in effect (with a recorded seed change applied).
+	// Config is the node's config as on disk; the seed record (RecordPath)
+	// and the cluster's record are applied to it by SeedInEffect.
 	Config *Validated
 	Paths  K3sPaths
 	// RecordPath keeps the seed change on the device (SeedRecord); empty:
@@ -36,9 +40,20 @@ func (f *SeedFollower) JoinIP() netip.Addr {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.joinIP.IsValid() {
-		return f.Config.JoinIP
+		return f.decide(nil, nil).JoinIP
 	}
 	return f.joinIP
+}
+
+// decide is the seed in effect with the cluster's record (nil: unknown).
+func (f *SeedFollower) decide(cluster map[string]string, nodes []*corev1.Node) SeedDecision {
+	in := SeedInputs{Config: f.Config, Cluster: cluster, Nodes: nodes}
+	if f.RecordPath != "" {
+		if rec, ok, err := ReadSeedRecord(f.RecordPath); err == nil && ok {
+			in.Record = &rec
+		}
+	}
+	return SeedInEffect(in)
 }
 
 // Run follows the ConfigMap through the snapshot until ctx ends.
@@ -49,27 +64,17 @@ func (f *SeedFollower) Run(ctx context.Context, snap *kube.Snapshot) {
 	}
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
+	lastNote := ""
 	for {
-		if ip, ok := clusterJoinIP(snap.Data()); ok && ip != f.JoinIP() && f.Config.Network.Contains(ip) {
-			v := f.Config.WithJoinIP(ip)
-			// A seed change never makes a node initialise a new cluster: a
-			// new seed without etcd data would split the site. It joins
-			// (and fails, visibly) instead.
-			k := RenderK3s(v, f.Paths, true)
-			err := f.record(ip)
-			if err == nil {
-				err = k.Write()
+		data := snap.Data()
+		if cm, ok := clusterData(data); ok {
+			d := f.decide(cm, data.Nodes)
+			if d.ClusterNote != "" && d.ClusterNote != lastNote {
+				log.Warn("seed in the cluster record not followed", "why", d.ClusterNote)
 			}
-			if err != nil {
-				log.Error("re-render k3s config for the new seed", "seed", ip, "err", err)
-			} else {
-				f.mu.Lock()
-				f.joinIP = ip
-				f.mu.Unlock()
-				log.Info("seed changed: k3s config re-rendered", "seed", ip, "role", k.Role)
-				if f.OnRender != nil {
-					f.OnRender(ip)
-				}
+			lastNote = d.ClusterNote
+			if d.Source == SeedFromCluster && d.JoinIP != f.JoinIP() {
+				f.follow(d, log)
 			}
 		}
 		select {
@@ -80,34 +85,54 @@ func (f *SeedFollower) Run(ctx context.Context, snap *kube.Snapshot) {
 	}
 }
 
+// follow re-renders the k3s config for the seed in effect d. A seed change
+// never makes a node initialise a new cluster: a new seed without etcd data
+// would split the site. It joins (and fails, visibly) instead.
+func (f *SeedFollower) follow(d SeedDecision, log *slog.Logger) {
+	ip := d.JoinIP
+	k := RenderK3s(d.Config, f.Paths, true)
+	err := f.record(ip)
+	if err == nil {
+		err = k.Write()
+	}
+	if err != nil {
+		log.Error("re-render k3s config for the new seed", "seed", ip, "err", err)
+		return
+	}
+	f.mu.Lock()
+	f.joinIP = ip
+	f.mu.Unlock()
+	log.Info("seed changed: k3s config re-rendered", "seed", ip, "role", k.Role, "why", d.Why)
+	if f.OnRender != nil {
+		f.OnRender(ip)
+	}
+}
+
 // record keeps the seed change on the device, or drops the record when the
 // seed is back at the address the config names.
 func (f *SeedFollower) record(ip netip.Addr) error {
 	if f.RecordPath == "" {
 		return nil
 	}
-	// The seed the node's own config names: the record's, if one is in
-	// force; else the config in effect is the node's own.
-	configIP := f.Config.JoinIP.String()
-	if prev, ok, err := ReadSeedRecord(f.RecordPath); err == nil && ok {
-		configIP = prev.ConfigJoinIP
-	}
-	if ip.String() == configIP {
+	if ip == f.Config.JoinIP {
 		if err := os.Remove(f.RecordPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		return nil
 	}
-	return WriteSeedRecord(f.RecordPath, SeedRecord{ClusterID: f.Config.ClusterID, ConfigJoinIP: configIP,
+	return WriteSeedRecord(f.RecordPath, SeedRecord{ClusterID: f.Config.ClusterID, ConfigJoinIP: f.Config.JoinIP.String(),
 		JoinServerIP: ip.String(), At: time.Now().UTC()})
 }
 
-func clusterJoinIP(d kube.Data) (netip.Addr, bool) {
+// clusterData is the sitecon-cluster ConfigMap's data, if the snapshot has it.
+func clusterData(d kube.Data) (map[string]string, bool) {
 	for _, cm := range d.ConfigMaps {
 		if cm.Name == kube.ClusterConfigMapName && cm.Namespace == kube.AppNamespace {
-			ip, err := netip.ParseAddr(cm.Data[kube.ClusterKeyJoinServerIP])
-			return ip, err == nil
+			if cm.Data == nil {
+				return map[string]string{}, true
+			}
+			return cm.Data, true
 		}
 	}
-	return netip.Addr{}, false
+	return nil, false
 }

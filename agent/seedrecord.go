@@ -54,13 +54,14 @@ func WriteSeedRecord(path string, r SeedRecord) error {
 	return WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
-// WithJoinIP is the config with another seed address: the seed is the node
-// whose cluster address it is.
+// WithJoinIP is the config with another seed address: the seed is the server
+// whose cluster address it is. A worker is never the seed, whatever address
+// it is given: that would turn it into a k3s server.
 func (v *Validated) WithJoinIP(ip netip.Addr) *Validated {
 	out := *v
 	cfg := *v.Config
 	cfg.JoinServerIP = ip.String()
-	out.Config, out.JoinIP, out.IsSeed = &cfg, ip, v.NodeIP == ip
+	out.Config, out.JoinIP, out.IsSeed = &cfg, ip, v.NodeIP == ip && !v.IsWorkerNode
 	return &out
 }
 

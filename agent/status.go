@@ -82,25 +82,10 @@ func (p SeedProbe) Check(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
-	statusURL := "http://" + net.JoinHostPort(p.JoinIP.String(), strconv.Itoa(StatusPort)) + "/status"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("seed %s: /status: %w", p.JoinIP, unwrapURL(err))
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256))
-	resp.Body.Close()
-	if err != nil {
-		return fmt.Errorf("seed %s: /status: %w", p.JoinIP, err)
-	}
-	answer := strings.TrimSpace(string(body))
+	answer, err := statusAnswer(ctx, p.JoinIP, dial, timeout)
 	switch {
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("seed %s: /status answered %s", p.JoinIP, resp.Status)
+	case err != nil:
+		return fmt.Errorf("seed %s: %w", p.JoinIP, err)
 	case answer == "":
 		return fmt.Errorf("seed %s is not a cluster member yet (empty /status)", p.JoinIP)
 	case answer != "cluster:"+p.ClusterID:
@@ -118,6 +103,34 @@ func (p SeedProbe) Check(ctx context.Context) error {
 		return fmt.Errorf("seed %s: API server port 6443 does not answer TLS: %w", p.JoinIP, err)
 	}
 	return nil
+}
+
+// statusAnswer is what GET http://<ip>:12346/status answers, trimmed.
+func statusAnswer(ctx context.Context, ip netip.Addr, dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) (string, error) {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: timeout}).DialContext
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	statusURL := "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(StatusPort)) + "/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("/status: %w", unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256))
+	if err != nil {
+		return "", fmt.Errorf("/status: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/status answered %s", resp.Status)
+	}
+	return strings.TrimSpace(string(body)), nil
 }
 
 func unwrapURL(err error) error {

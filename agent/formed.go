@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// FormedMarker says this node has been part of a cluster: it initialised
+// it, joined it, was handed a bundle of a cluster that already runs, or saw
+// a member of it answer. It lives beside the cluster config, on storage that
+// outlives k3s's data: a seed whose k3s data is lost must not initialise the
+// same cluster a second time (two clusters, one ID, one token).
+type FormedMarker struct {
+	ClusterID string `json:"cluster_id"`
+	NodeName  string `json:"node_name"`
+	// How is what made the node a member, in words.
+	How string    `json:"how"`
+	At  time.Time `json:"at"`
+}
+
+// FormedMarkerFile is where the marker lives: beside the cluster config.
+func FormedMarkerFile(configPath string) string {
+	return filepath.Join(filepath.Dir(configPath), "formed.json")
+}
+
+// ReadFormedMarker reads the marker; a missing file is no marker (false, nil).
+func ReadFormedMarker(path string) (FormedMarker, bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return FormedMarker{}, false, nil
+	}
+	if err != nil {
+		return FormedMarker{}, false, err
+	}
+	var m FormedMarker
+	if err := decodeStrict(data, &m); err != nil {
+		return FormedMarker{}, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, true, nil
+}
+
+// MarkFormed writes the marker once: a marker of the same cluster is kept
+// as it is (the first time tells most), one of another cluster replaced.
+func MarkFormed(path string, m FormedMarker) error {
+	if prev, ok, err := ReadFormedMarker(path); err == nil && ok && strings.EqualFold(prev.ClusterID, m.ClusterID) {
+		return nil
+	}
+	if m.At.IsZero() {
+		m.At = time.Now().UTC()
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+// ErrAlreadyFormed means this node must not initialise its cluster: it has
+// been part of it, or a member of it answers on the cluster network.
+var ErrAlreadyFormed = errors.New("refusing to initialise the cluster a second time")
+
+// InitCheck decides whether this node may run cluster-init, from what is on
+// its disk: the seed in effect, its etcd member data and its formed marker
+// (markerPath). initialise false with a nil error: the node joins (a joiner,
+// or a seed restarting over its etcd data). A non-nil error: the node can
+// neither initialise nor join, and says why. It does not look at the
+// network; a caller about to initialise probes the prefix (ProbeMembers).
+func InitCheck(d SeedDecision, etcdData bool, markerPath string) (initialise bool, err error) {
+	v := d.Config
+	switch {
+	case !v.IsSeed || etcdData:
+		return false, nil
+	case !d.MayInitialise:
+		return false, fmt.Errorf("%w: %s is the seed in effect (%s) but has no etcd data, and a seed learnt from the cluster never initialises; "+
+			"on a live member run `sitecon seed NODE` to move the seed there, then give this device a bundle (sitecon node add or replace)", ErrAlreadyFormed, v.NodeIP, d.Why)
+	}
+	m, ok, err := ReadFormedMarker(markerPath)
+	if err != nil {
+		// Unknown is not "never formed".
+		return false, fmt.Errorf("%w: cannot tell whether this node formed the cluster before: %v (repair the file; remove it only if this device never ran this cluster)", ErrAlreadyFormed, err)
+	}
+	if ok && strings.EqualFold(m.ClusterID, v.ClusterID) {
+		return false, fmt.Errorf("%w: %s was part of cluster %s before (%s, %s, see %s) and has no etcd data now; "+
+			"on a live member run `sitecon seed NODE` to move the seed off %s, then give this device a bundle (sitecon node replace)",
+			ErrAlreadyFormed, v.NodeName, v.ClusterID, m.How, m.At.Format(time.RFC3339), markerPath, v.NodeIP)
+	}
+	return true, nil
+}
+
+// ProbeAddresses are the addresses a seed about to initialise asks for a
+// member of its cluster. Before k3s runs the node knows no member list, so
+// it scans: every host address of a prefix up to a /24, and for a larger
+// prefix the lowest 254 host addresses, where sitecon's own addressing
+// (formation and join-info hand out addresses from the bottom up) puts the
+// nodes, plus the extra addresses given (the seed record's). Its own
+// address is left out.
+func ProbeAddresses(v *Validated, extra ...netip.Addr) []netip.Addr {
+	const limit = 254
+	seen := map[netip.Addr]bool{v.NodeIP: true}
+	var out []netip.Addr
+	add := func(a netip.Addr) {
+		if a.IsValid() && !seen[a] && v.Network.Contains(a) {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	last := broadcast(v.Network)
+	n := 0
+	for a := v.Network.Masked().Addr().Next(); a.IsValid() && a != last && n < limit; a = a.Next() {
+		add(a)
+		n++
+	}
+	add(v.JoinIP)
+	for _, a := range extra {
+		add(a)
+	}
+	return out
+}
+
+// MemberProbe asks addresses for /status and reports the first that answers
+// cluster:<ClusterID>.
+type MemberProbe struct {
+	ClusterID string
+	Dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Timeout bounds each address's answer (default 1s: an address nobody
+	// has costs the whole timeout, a LAN answer takes milliseconds).
+	Timeout time.Duration
+	// Parallel bounds the requests in flight (default 32).
+	Parallel int
+}
+
+// Find returns the address of a member of the cluster among addrs, or an
+// invalid address when none answers for it. Addresses that do not answer,
+// answer empty (not a member yet) or for another cluster do not count.
+func (p MemberProbe) Find(ctx context.Context, addrs []netip.Addr) netip.Addr {
+	timeout, parallel := p.Timeout, p.Parallel
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	if parallel == 0 {
+		parallel = 32
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		found netip.Addr
+		wg    sync.WaitGroup
+	)
+	slots := make(chan struct{}, parallel)
+	for _, a := range addrs {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			answer, err := statusAnswer(ctx, a, p.Dial, timeout)
+			if err == nil && answer == "cluster:"+p.ClusterID {
+				mu.Lock()
+				if !found.IsValid() {
+					found = a
+				}
+				mu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return found
+}

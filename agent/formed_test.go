@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cluster-init only for the config's own seed, without etcd data, never
+// part of the cluster before; a learnt seed or an unreadable marker never.
+func TestInitCheck(t *testing.T) {
+	seed := func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" }
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "formed.json")
+	other := filepath.Join(dir, "other.json")
+	unreadable := filepath.Join(dir, "garbage.json")
+	if err := MarkFormed(marker, FormedMarker{ClusterID: "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", How: "joined the cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkFormed(other, FormedMarker{ClusterID: "another"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(unreadable, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	moved := &SeedRecord{ClusterID: "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", ConfigJoinIP: "10.244.244.3", JoinServerIP: "10.244.244.1"}
+	cases := []struct {
+		name     string
+		edit     func(*Config)
+		record   *SeedRecord
+		etcd     bool
+		marker   string
+		init     bool
+		refusal  string
+		joinEdit func(*Config)
+	}{
+		{name: "seed, first boot", edit: seed, marker: filepath.Join(dir, "none.json"), init: true},
+		{name: "seed with etcd data rejoins", edit: seed, etcd: true, marker: marker},
+		{name: "joiner", marker: marker},
+		{name: "seed formed before, data lost", edit: seed, marker: marker, refusal: "was part of cluster"},
+		{name: "marker of another cluster does not count", edit: seed, marker: other, init: true},
+		{name: "unreadable marker is unknown", edit: seed, marker: unreadable, refusal: "cannot tell"},
+		{name: "seed learnt from a record never initialises", edit: func(c *Config) { seed(c); c.JoinServerIP = "10.244.244.3" },
+			record: moved, marker: filepath.Join(dir, "none.json"), refusal: "never initialises"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := SeedInEffect(SeedInputs{Config: validated(t, tc.edit), Record: tc.record})
+			init, err := InitCheck(d, tc.etcd, tc.marker)
+			if init != tc.init || (err == nil) != (tc.refusal == "") || err != nil && !strings.Contains(err.Error(), tc.refusal) {
+				t.Fatalf("init %v, err %v; want %v, %q", init, err, tc.init, tc.refusal)
+			}
+			if err != nil && !strings.Contains(err.Error(), "sitecon seed") && !strings.Contains(err.Error(), "remove it only if") {
+				t.Errorf("the refusal does not say what to do: %v", err)
+			}
+		})
+	}
+}
+
+// The probe finds a member of the same cluster among the addresses; empty
+// answers, other clusters and silent addresses do not count.
+func TestMemberProbe(t *testing.T) {
+	answers := map[string]string{"10.244.244.2": "", "10.244.244.3": "cluster:other", "10.244.244.4": "cluster:mine"}
+	servers := map[string]string{}
+	for ip, answer := range answers {
+		srv := httptest.NewServer(StatusHandler(strings.TrimPrefix(answer, "cluster:"), func() bool { return answer != "" }))
+		t.Cleanup(srv.Close)
+		servers[ip] = srv.Listener.Addr().String()
+	}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, _ := net.SplitHostPort(addr)
+		if to, ok := servers[host]; ok {
+			return (&net.Dialer{}).DialContext(ctx, network, to)
+		}
+		return nil, &net.OpError{Op: "dial", Net: network, Err: context.DeadlineExceeded}
+	}
+	v := validated(t, func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
+	addrs := ProbeAddresses(v)
+	if len(addrs) != 13 || addrs[0].String() != "10.244.244.2" {
+		t.Fatalf("a /28 probes its 13 other hosts, got %v", addrs)
+	}
+	p := MemberProbe{ClusterID: "mine", Dial: dial}
+	if got := p.Find(t.Context(), addrs); got.String() != "10.244.244.4" {
+		t.Fatalf("found %v, want 10.244.244.4", got)
+	}
+	if got := p.Find(t.Context(), addrs[:2]); got.IsValid() {
+		t.Fatalf("an empty answer or another cluster counted: %v", got)
+	}
+	big := validated(t, func(c *Config) { c.ClusterIPPrefix = "10.244.0.1/16"; c.JoinServerIP = "10.244.200.7" })
+	if a := ProbeAddresses(big); len(a) != 254 || a[len(a)-1] != netip.MustParseAddr("10.244.200.7") {
+		t.Fatalf("a /16 probes the lowest addresses and the join address: %d, last %v", len(a), a[len(a)-1])
+	}
+}

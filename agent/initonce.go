@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+)
+
+// LocalSeedInputs are the seed-in-effect inputs a node has on its own disk:
+// its config and the seed record beside it. An unreadable record is
+// returned as an error along with the inputs without it, for the caller to
+// report: the config's seed is then the best the node knows.
+func LocalSeedInputs(configPath string, v *Validated) (SeedInputs, error) {
+	in := SeedInputs{Config: v}
+	rec, ok, err := ReadSeedRecord(SeedRecordFile(configPath))
+	if ok {
+		in.Record = &rec
+	}
+	return in, err
+}
+
+// seedInEffect decides the seed at bring-up: the cluster cannot be asked
+// before k3s runs, so from the config and the seed record. A record that no
+// longer applies is removed.
+func (a *Agent) seedInEffect(v *Validated) SeedDecision {
+	in, err := LocalSeedInputs(a.opts.ConfigPath, v)
+	if err != nil {
+		a.log.Error("seed record unreadable; joining through the config's seed", "err", err)
+	}
+	d := SeedInEffect(in)
+	if d.RecordStale {
+		a.log.Info("seed record no longer applies; removed", "record", in.Record.JoinServerIP, "config", v.JoinIP)
+		if err := os.Remove(SeedRecordFile(a.opts.ConfigPath)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.log.Error("remove seed record", "err", err)
+		}
+	}
+	a.mu.Lock()
+	a.state.Role = DecideRole(d.Config)
+	if d.Source != SeedFromConfig {
+		a.log.Info("joining through the seed in effect", "seed", d.JoinIP, "why", d.Why)
+		a.state.SeedAddress = d.JoinIP.String()
+	}
+	a.mu.Unlock()
+	return d
+}
+
+// mayInitialise is the last word before k3s starts with cluster-init: the
+// node must be the config's own seed, without etcd data, never part of the
+// cluster before (formed marker), and no member of the same cluster may
+// answer /status on the prefix. A member that answers is remembered in the
+// marker: a reboot of that member must not open the door again.
+func (a *Agent) mayInitialise(ctx context.Context, d SeedDecision) (bool, error) {
+	marker := FormedMarkerFile(a.opts.ConfigPath)
+	initialise, err := InitCheck(d, a.opts.K3sPaths.EtcdMemberDataPresent(), marker)
+	if err != nil || !initialise {
+		return false, err
+	}
+	v := d.Config
+	var extra []netip.Addr
+	if in, _ := LocalSeedInputs(a.opts.ConfigPath, v); in.Record != nil {
+		for _, s := range []string{in.Record.JoinServerIP, in.Record.ConfigJoinIP} {
+			if ip, err := netip.ParseAddr(s); err == nil {
+				extra = append(extra, ip)
+			}
+		}
+	}
+	member := MemberProbe{ClusterID: v.ClusterID, Dial: a.dialer()}.Find(ctx, ProbeAddresses(v, extra...))
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if member.IsValid() {
+		how := fmt.Sprintf("a member of the cluster answered /status at %s before this node initialised", member)
+		if err := MarkFormed(marker, FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how}); err != nil {
+			a.log.Error("formed marker", "err", err)
+		}
+		return false, fmt.Errorf("%w: %s answers /status for cluster %s, so the cluster already runs; "+
+			"on a live member run `sitecon seed NODE` to move the seed off %s, then give this device a bundle (sitecon node replace)",
+			ErrAlreadyFormed, member, v.ClusterID, v.NodeIP)
+	}
+	return true, nil
+}
+
+// markFormed records that this node is part of its cluster, once it is.
+func (a *Agent) markFormed(v *Validated, initialised bool) {
+	how := "joined the cluster"
+	if initialised {
+		how = "initialised the cluster"
+	}
+	if err := MarkFormed(FormedMarkerFile(a.opts.ConfigPath), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how}); err != nil {
+		a.log.Error("formed marker not written", "err", err)
+	}
+}
