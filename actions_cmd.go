@@ -342,6 +342,10 @@ new one a join bundle with the old one's cluster IP
 			if err != nil {
 				return err
 			}
+			// Joiners need the seed: it moves first (sitecon seed).
+			if why := kube.SeedRemovalRefusal(a.snap.Data(), args[0]); why != "" {
+				return a.refuse([]string{why})
+			}
 			if err := runDrain(a, args[0], d, "Remove %s: evict %d pod(s), then delete the node from the cluster?", localNode(removeConfig)); err != nil || a.rec.Outcome != "" {
 				return err
 			}
@@ -396,6 +400,26 @@ the bundle.`,
 			if ip == "" {
 				return a.finish(audit.OutcomeRefused, fmt.Errorf("%s has no internal address to hand on", old))
 			}
+			// The seed's address handed to a new device would make it the
+			// seed of a cluster it never was part of: the seed moves first.
+			if why := kube.SeedRemovalRefusal(a.snap.Data(), old); why != "" {
+				return a.refuse([]string{why})
+			}
+			// The bundle is made before anything changes: a bundle that
+			// cannot be made must not leave the site one device short.
+			var bundle strings.Builder
+			info := newJoinInfoCmd(g)
+			info.SetOut(&bundle)
+			info.SetErr(cmd.ErrOrStderr())
+			info.SetContext(cmd.Context())
+			for flag, value := range map[string]string{"config": configPath, "role": role, "node-name": name, "node-ip": ip, "node-uuid": newUUID} {
+				if err := info.Flags().Set(flag, value); err != nil {
+					return a.finish(audit.OutcomeFailed, err)
+				}
+			}
+			if err := info.RunE(info, nil); err != nil {
+				return a.refuse([]string{"the new node's bundle: " + err.Error()})
+			}
 			if err := runDrain(a, old, rd, "Replace %s: evict %d pod(s), delete it, then print the new node's bundle?", local.NodeName); err != nil || a.rec.Outcome != "" {
 				return err
 			}
@@ -407,15 +431,8 @@ the bundle.`,
 			if err := a.finish(audit.OutcomeDone, nil); err != nil {
 				return err
 			}
-			info := newJoinInfoCmd(g)
-			info.SetOut(cmd.OutOrStdout())
-			info.SetContext(cmd.Context())
-			for flag, value := range map[string]string{"config": configPath, "role": role, "node-name": name, "node-ip": ip, "node-uuid": newUUID} {
-				if err := info.Flags().Set(flag, value); err != nil {
-					return err
-				}
-			}
-			return info.RunE(info, nil)
+			_, err = io.WriteString(a.out(), bundle.String())
+			return err
 		},
 	}
 	rf.register(replace)
