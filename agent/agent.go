@@ -16,7 +16,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -219,6 +221,11 @@ func (a *Agent) Apps() *AppsAgent {
 // Run runs the agent until ctx ends: it applies the config, re-reads it when
 // it changes, and serves the local API.
 func (a *Agent) Run(ctx context.Context) error {
+	unlock, err := a.lockInstance()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if a.opts.SocketPath != "" {
 		srv, err := a.serveLocalAPI()
 		if err != nil {
@@ -353,6 +360,37 @@ func (w *configWatch) next(stamp string, statErr error, now time.Time) configSte
 
 // loadFailed asks for the config to be loaded again at the next poll.
 func (w *configWatch) loadFailed() { w.retry = true }
+
+// lockInstance makes sure one agent runs per node (per socket, or per
+// config file without one): a second agent would take the first one's
+// socket and start a second k3s. The lock is an flock, so it goes with the
+// process however it ends.
+func (a *Agent) lockInstance() (func(), error) {
+	path := a.opts.SocketPath
+	if path == "" {
+		path = a.opts.ConfigPath
+	}
+	if path == "" {
+		return func() {}, nil
+	}
+	path += ".lock"
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("another sitecon agent already runs here (lock %s held by pid %s): stop it first",
+			path, strings.TrimSpace(string(holder)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
+}
 
 // serveMetrics serves Prometheus metrics until ctx ends, retrying the
 // listen under the capped backoff while the address is taken.
@@ -539,6 +577,7 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 	a.setPhase(PhaseStartingK3s, nil)
 	super := &Supervisor{
 		Bin: a.opts.K3sBin, Args: k.Args, LogFile: a.opts.K3sLogFile, Log: a.log.With("component", "k3s"),
+		PIDFile:    filepath.Join(a.opts.K3sPaths.DataDir, "sitecon-k3s.pid"),
 		MinBackoff: a.opts.K3sBackoffMin,
 		Start: func(c *exec.Cmd) error {
 			return a.opts.InNetNS(c.Start)

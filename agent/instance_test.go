@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("%s: not within %s", what, within)
+	}
+}
+
+// One agent per node: a second one started on the same socket says another
+// runs and leaves the first one's socket alone.
+func TestSecondAgentRefusedFirstKeepsItsSocket(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "agent.sock")
+	opts := Options{ConfigPath: filepath.Join(dir, "cluster.json"), SocketPath: socket, ConfigPollInterval: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { first <- New(opts).Run(ctx) }()
+	defer func() { cancel(); <-first }()
+	waitFor(t, 10*time.Second, "the first agent's socket answers", func() bool {
+		_, err := ReadState(ctx, socket)
+		return err == nil
+	})
+	second := make(chan error, 1)
+	go func() { second <- New(opts).Run(ctx) }()
+	select {
+	case err := <-second:
+		if err == nil || !strings.Contains(err.Error(), "another sitecon agent already runs") || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+			t.Fatalf("second agent: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second agent on the same socket ran")
+	}
+	if _, err := ReadState(ctx, socket); err != nil {
+		t.Fatalf("the first agent's socket no longer answers: %v", err)
+	}
+}
+
+// Metrics are a side service: their port taken stops nothing; they are
+// served once it is free, and the state says why until then.
+func TestMetricsPortTakenStopsNothing(t *testing.T) {
+	dir := t.TempDir()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	socket := filepath.Join(dir, "agent.sock")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- New(Options{ConfigPath: filepath.Join(dir, "cluster.json"), SocketPath: socket, MetricsAddr: addr,
+			ConfigPollInterval: 50 * time.Millisecond, SeedBackoffMin: 20 * time.Millisecond, SeedBackoffMax: 100 * time.Millisecond}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	var st State
+	waitFor(t, 10*time.Second, "the agent reports the metrics port taken", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("the agent stopped because its metrics port was taken: %v", err)
+		default:
+		}
+		st, err = ReadState(ctx, socket)
+		return err == nil && strings.Contains(st.MetricsError, "address already in use")
+	})
+	taken.Close()
+	waitFor(t, 10*time.Second, "metrics served once the port is free", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "sitecon_")
+	})
+	waitFor(t, 5*time.Second, "the metrics error cleared", func() bool {
+		st, err = ReadState(ctx, socket)
+		return err == nil && st.MetricsError == ""
+	})
+}
+
+// helperSupervisorEnv makes this test binary a stand-in agent process that
+// supervises a "k3s" (sleep) until it is killed.
+const helperSupervisorEnv = "SITECON_TEST_SUPERVISOR_PIDFILE"
+
+func TestHelperSupervisorProcess(t *testing.T) {
+	pidFile := os.Getenv(helperSupervisorEnv)
+	if pidFile == "" {
+		return // run only as the helper process of the test below
+	}
+	s := &Supervisor{Bin: "sleep", Args: []string{"600"}, LogFile: pidFile + ".log", PIDFile: pidFile, Log: testLogger()}
+	_ = s.Run(context.Background())
+}
+
+func testLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// An agent killed hard (a crash, kill -9) takes its k3s with it; and a k3s
+// found running from before (its PID file names a live k3s) is stopped
+// before a new one starts: one node, one k3s.
+func TestK3sDiesWithItsAgentAndAnOrphanIsStopped(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "k3s.pid")
+	helper := exec.Command(os.Args[0], "-test.run=^TestHelperSupervisorProcess$")
+	helper.Env = append(os.Environ(), helperSupervisorEnv+"="+pidFile)
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var k3sPID int
+	waitFor(t, 10*time.Second, "the helper agent starts its k3s", func() bool {
+		data, err := os.ReadFile(pidFile)
+		k3sPID, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil && alive(k3sPID)
+	})
+	if err := helper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = helper.Wait()
+	waitFor(t, 10*time.Second, fmt.Sprintf("k3s (pid %d) dies with its agent", k3sPID), func() bool { return !alive(k3sPID) })
+
+	// A k3s the signal did not reach: running, named by the PID file.
+	orphan := exec.Command("sleep", "600")
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	orphanDone := make(chan struct{})
+	go func() { _ = orphan.Wait(); close(orphanDone) }()
+	defer orphan.Process.Kill()
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(orphan.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &Supervisor{Bin: "sleep", Args: []string{"601"}, LogFile: filepath.Join(dir, "log"), PIDFile: pidFile,
+		Log: testLogger(), StopTimeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-orphanDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the orphaned k3s named by the PID file was not stopped")
+	}
+	waitFor(t, 10*time.Second, "our own k3s starts and is recorded", func() bool {
+		starts, _ := s.Stats()
+		data, _ := os.ReadFile(pidFile)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+		return starts == 1 && pid != orphan.Process.Pid && alive(pid)
+	})
+}
