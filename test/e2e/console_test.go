@@ -22,6 +22,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/prereq"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
@@ -59,9 +60,8 @@ func startCommand(t *testing.T, args ...string) *tmuxConsole {
 
 func startConsoleWith(t *testing.T, colourEnv []string, args ...string) *tmuxConsole {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("the console end-to-end test needs tmux")
-	}
+	_, err := exec.LookPath("tmux")
+	prereq.Need(t, err == nil, "the console end-to-end test needs tmux")
 	session := fmt.Sprintf("sitecon-e2e-%d", time.Now().UnixNano())
 	// One shell command: tmux runs it with sh -c. The tmux server's own
 	// environment (CI's, or an earlier session's) must not decide colour.
@@ -480,5 +480,135 @@ func TestConsoleRidesOutAPIServerOutage(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal("q did not end the console")
+	}
+}
+
+// Keys read at once do not answer the dialog they open (safety rule 5):
+// "GSy" typed in one go on the nodes screen, as a script or a laggy link
+// delivers it, opens the seed dialog for the last node and leaves the seed
+// where it was; the dialog then shows its keys, still asking. A bracketed
+// paste of "y" answers nothing either: the n typed after it cancels.
+func TestConsoleBurstDoesNotConfirm(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := t.Context()
+	joinIP := func() string {
+		cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the cluster ConfigMap: %v", err)
+		}
+		return cm.Data[kube.ClusterKeyJoinServerIP]
+	}
+	seed := joinIP()
+	if seed == "" || seed == "10.244.244.3" {
+		t.Fatalf("join_server_ip is %q: the test needs a seed other than node-c", seed)
+	}
+	auditLog := t.TempDir() + "/audit.jsonl"
+	t.Cleanup(func() {
+		if joinIP() != seed {
+			_, _, _ = runSitecon(t, "seed", "node-a", "--yes", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+		}
+	})
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog)
+	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
+	c.keys("2")
+	c.waitScreen(5*time.Second, "nodes screen", func(s string) bool { return strings.Contains(lineWith(s, "node-c"), "Ready") })
+
+	c.keys("-l", "GSy")
+	// Had the y confirmed, the dialog would be running or done by now and
+	// never ask again.
+	s := c.waitScreen(10*time.Second, "the seed dialog still asking", func(s string) bool {
+		return strings.Contains(s, "Make node-c the seed? y to go on")
+	})
+	if strings.Contains(s, "done:") || strings.Contains(s, "running...") {
+		t.Fatalf("the burst answered the dialog:\n%s", s)
+	}
+	if got := joinIP(); got != seed {
+		t.Fatalf("join_server_ip moved from %s to %s on a burst of keys", seed, got)
+	}
+
+	// Bracketed paste: the console asked the terminal for it, so tmux
+	// wraps the buffer in paste brackets (-p).
+	if out, err := exec.Command("tmux", "set-buffer", "-b", c.session, "y").CombinedOutput(); err != nil {
+		t.Fatalf("set-buffer: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("tmux", "paste-buffer", "-p", "-d", "-b", c.session, "-t", c.session).CombinedOutput(); err != nil {
+		t.Fatalf("paste-buffer: %v\n%s", err, out)
+	}
+	// Keys are read in order: n comes after the paste, and cancels only a
+	// dialog the paste did not answer.
+	c.keys("n")
+	c.waitScreen(10*time.Second, "dialog cancelled", func(s string) bool { return strings.Contains(s, "ROLES") })
+	if got := joinIP(); got != seed {
+		t.Fatalf("join_server_ip moved from %s to %s on a paste", seed, got)
+	}
+	if rec := lastAudit(t, auditLog); rec.Action != "seed" || rec.Outcome != audit.OutcomeCancelled {
+		t.Fatalf("the seed dialog should be recorded as cancelled: %+v", rec)
+	}
+}
+
+// An Event whose message carries escape sequences (OSC 0 sets the window
+// title, OSC 52 writes the clipboard) reaches the console through the real
+// API server and is drawn as text: tmux, the terminal here, keeps its pane
+// title and its paste buffers, and the words around the sequences show.
+func TestConsoleDrawsEventTextSafely(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	name := fmt.Sprintf("hostile-%d", time.Now().UnixNano())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: "default"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "raw-text", Namespace: "default"},
+		Reason:         "RawText",
+		Type:           corev1.EventTypeWarning,
+		Count:          1,
+		Message:        "before\x1b]0;pwned-title\x07\x1b]52;c;cHduZWQtY2xpcGJvYXJk\x07\x1b[2Jafter",
+		FirstTimestamp: metav1.Now(),
+		LastTimestamp:  metav1.Now(),
+		Source:         corev1.EventSource{Component: "sitecon-e2e"},
+	}
+	if _, err := cs.CoreV1().Events("default").Create(t.Context(), ev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Events("default").Delete(context.Background(), name, metav1.DeleteOptions{}) })
+
+	// tmux takes OSC 52 into a paste buffer only with set-clipboard on (a
+	// server option): on for this test, so a clipboard write would show.
+	if prev, err := exec.Command("tmux", "show-options", "-s", "-v", "set-clipboard").Output(); err == nil {
+		t.Cleanup(func() {
+			_ = exec.Command("tmux", "set-option", "-s", "set-clipboard", strings.TrimSpace(string(prev))).Run()
+		})
+	}
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log")
+	if out, err := exec.Command("tmux", "set-option", "-s", "set-clipboard", "on").CombinedOutput(); err != nil {
+		t.Fatalf("set-clipboard: %v\n%s", err, out)
+	}
+	paneTitle := func() string {
+		out, err := exec.Command("tmux", "display-message", "-p", "-t", c.session, "#{pane_title}").CombinedOutput()
+		if err != nil {
+			t.Fatalf("pane title: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	buffers := func() string {
+		out, _ := exec.Command("tmux", "list-buffers", "-F", "#{buffer_sample}").CombinedOutput()
+		return string(out)
+	}
+	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
+	c.keys("6")
+	s := c.waitScreen(10*time.Second, "the event on the events screen", func(s string) bool { return strings.Contains(s, "RawText") })
+	if !strings.Contains(s, "beforeafter") {
+		t.Errorf("the message's words should show, joined where the sequences were:\n%s", s)
+	}
+	if title := paneTitle(); strings.Contains(title, "pwned") {
+		t.Errorf("the event set the terminal's title to %q", title)
+	}
+	if b := buffers(); strings.Contains(b, "pwned") {
+		t.Errorf("the event wrote the clipboard:\n%s", b)
+	}
+	// The screen was not cleared under the console: the header is there.
+	if !strings.Contains(s, "1 overview") {
+		t.Errorf("the tabs are gone:\n%s", s)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/sitecon/sitecon/test/prereq"
 )
 
 // Host is one test host: a network namespace with eth1 on the LAN.
@@ -27,15 +29,15 @@ type Host struct {
 // Interface is the LAN interface every host has.
 const Interface = "eth1"
 
-// Skip skips the test unless it can build namespaces (root, iproute2).
+// Skip skips the test unless it can build namespaces (root, iproute2,
+// nftables); under CI it fails instead.
 func Skip(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("network namespace tests need root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("network namespace tests need iproute2 (ip)")
-	}
+	prereq.Need(t, os.Geteuid() == 0, "network namespace tests need root")
+	_, err := exec.LookPath("ip")
+	prereq.Need(t, err == nil, "network namespace tests need iproute2 (ip)")
+	_, err = exec.LookPath("nft")
+	prereq.Need(t, err == nil, "network namespace tests need nftables (nft)")
 }
 
 func run(args ...string) error {
