@@ -500,6 +500,9 @@ func TestSeedChange(t *testing.T) {
 	}
 	var files []rendered
 	for _, b := range plan.Nodes {
+		// The site's own cluster: a record of another cluster is never
+		// followed.
+		b.ClusterID = site.ClusterID
 		dir := t.TempDir()
 		nf, err := b.Files(dir, "")
 		if err == nil {
@@ -824,5 +827,92 @@ func TestReplaceNode(t *testing.T) {
 	}
 	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.9/") || bundle.ClusterID != clusterID {
 		t.Fatalf("bundle %+v does not hand node-old's address to node-new", bundle)
+	}
+}
+
+// siteConfig writes node's cluster config for the sitebox site itself (its
+// cluster ID, its addresses), as the device holds it, and returns its path.
+func siteConfig(t *testing.T, site *sitebox.TestSite, node string) string {
+	t.Helper()
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: site.ClusterName, Interface: "eth1", Prefix: "10.244.244.0/24",
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range plan.Nodes {
+		if b.NodeName != node {
+			continue
+		}
+		b.ClusterID = site.ClusterID
+		files, err := b.Files(t.TempDir(), "")
+		if err == nil {
+			err = files.Write()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files.ConfigPath
+	}
+	t.Fatalf("no %s in the plan", node)
+	return ""
+}
+
+// The seed in effect is neither removed nor replaced: both are refused,
+// with the command that moves it, and nothing is touched. Once the seed is
+// moved (sitecon seed node-b), a bundle made with node-c's files carries the
+// seed in effect, not the one node-c's config was formed with.
+func TestRemoveOrReplaceOfTheSeedRefused(t *testing.T) {
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	configC := siteConfig(t, site, "node-c")
+	const newUUID = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	const want = "node-a is the seed in effect (join address 10.244.244.1); move the seed first: sitecon seed node-b"
+
+	untouched := func(what string) {
+		t.Helper()
+		n, err := cs.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+		if err != nil || n.Spec.Unschedulable {
+			t.Fatalf("after a refused %s node-a is gone or cordoned: %v", what, err)
+		}
+		if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeRefused {
+			t.Fatalf("audit record after a refused %s: %+v", what, rec)
+		}
+	}
+	out, err := act(t, site, auditLog, "node", "remove", "node-a", "--yes", "--confirm", "node-a", "--force")
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("removing the seed: %v, want the refusal %q:\n%s", err, want, out)
+	}
+	untouched("remove")
+	out, err = act(t, site, auditLog, "node", "replace", "node-a", "node-x", "--node-uuid", newUUID, "--config", configC,
+		"--yes", "--confirm", "node-a", "--force")
+	if err == nil || !strings.Contains(out, want) || strings.Contains(out, "sitecon form --join") {
+		t.Fatalf("replacing the seed: %v, want the refusal %q and no bundle:\n%s", err, want, out)
+	}
+	untouched("replace")
+
+	// The seed moves to node-b; node-c's files still name node-a.
+	t.Cleanup(func() {
+		if out, err := act(t, site, auditLog, "seed", "node-a", "--yes"); err != nil {
+			t.Errorf("restore the seed: %v\n%s", err, out)
+		}
+	})
+	if out, err := act(t, site, auditLog, "seed", "node-b", "--yes"); err != nil {
+		t.Fatalf("seed node-b: %v\n%s", err, out)
+	}
+	out, err = act(t, site, auditLog, "node", "add", "--config", configC, "--role", "server", "--node-name", "node-x",
+		"--node-uuid", newUUID, "--node-ip", "10.244.244.9")
+	if err != nil {
+		t.Fatalf("node add: %v\n%s", err, out)
+	}
+	_, line, _ := strings.Cut(out, "sitecon form --join ")
+	bundle, err := agent.DecodeBundle(strings.TrimSpace(line))
+	if err != nil || bundle.JoinServerIP != "10.244.244.2" || !bundle.ExistingCluster {
+		t.Fatalf("the bundle must join through the seed in effect (node-b, 10.244.244.2) as an existing cluster: %+v, %v\n%s", bundle, err, out)
+	}
+	if out, err := act(t, site, auditLog, "node", "remove", "node-b", "--yes", "--confirm", "node-b", "--force"); err == nil ||
+		!strings.Contains(out, "node-b is the seed in effect (join address 10.244.244.2)") {
+		t.Fatalf("removing the moved seed: %v\n%s", err, out)
 	}
 }

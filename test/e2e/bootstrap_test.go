@@ -109,12 +109,15 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "a", "b", "c", "d")
 
-	// node-a has not registered yet: its Node has no server roles, so its
-	// /status is empty until the test plays k3s registering it.
-	if err := setServerRoles(ctx, cs, "node-a", false); err != nil {
-		t.Fatal(err)
+	// No node has registered yet: their Nodes have no server roles, so
+	// their /status is empty until the test plays k3s registering them. (A
+	// member answering would rightly keep the seed from initialising.)
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		if err := setServerRoles(ctx, cs, n, false); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = setServerRoles(context.Background(), cs, n, true) })
 	}
-	t.Cleanup(func() { _ = setServerRoles(context.Background(), cs, "node-a", true) })
 
 	plan, err := agent.Plan(agent.FormRequest{
 		ClusterName: "site1", Interface: netns.Interface,
@@ -255,6 +258,12 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	if err := setServerRoles(ctx, cs, "node-a", true); err != nil {
 		t.Fatal(err)
 	}
+	// The joiners' Nodes register as servers as they join.
+	for _, n := range []string{"node-b", "node-c"} {
+		if err := setServerRoles(ctx, cs, n, true); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, j := range joiners {
 		waitState(t, j, 20*time.Second, "joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -359,5 +368,130 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	}
 	if out, err := leaver.host.Exec("nft", "list", "table", "ip", netcfg.TableName); err == nil {
 		t.Errorf("after leaving the firewall table is still there:\n%s", out)
+	}
+}
+
+// startAgent writes bundle's files for host h (after prepare, if set, has
+// put whatever else the device holds beside them) and runs its agent with
+// the k3s stand-in until ctx ends.
+func startAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, site *sitebox.TestSite, standin string, h *netns.Host,
+	bundle agent.JoinBundle, prepare func(configPath string)) *nodeAgent {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := bundle.Files(dir, "")
+	if err == nil {
+		err = files.Write()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(files.ConfigPath)
+	}
+	n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data"), socket: filepath.Join(dir, "agent.sock")}
+	n.agent = agent.New(agent.Options{
+		ConfigPath: files.ConfigPath,
+		K3sBin:     standin,
+		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
+		K3sLogFile: filepath.Join(dir, "k3s.log"),
+		SocketPath: n.socket,
+		Kubeconfig: site.Kubeconfig(),
+		Env: agent.Environment{
+			InterfaceExists: func(name string) bool {
+				return h.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
+			},
+			ReadFile: os.ReadFile,
+		},
+		InNetNS:            h.Do,
+		ConfigPollInterval: 100 * time.Millisecond,
+		SeedBackoffMin:     100 * time.Millisecond,
+		SeedBackoffMax:     500 * time.Millisecond,
+		K3sBackoffMin:      100 * time.Millisecond,
+		LeaderDurations:    agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.agent.Run(ctx); err != nil {
+			t.Errorf("agent %s: %v", h.Name, err)
+		}
+	}()
+	return n
+}
+
+// A seed never initialises its cluster twice. A seed device that was part
+// of its cluster before (formed marker beside its config) but lost its k3s
+// data refuses; so does a fresh device given the seed's config while a
+// member of the same cluster answers /status on the prefix. Neither starts
+// k3s, and each says why in its state.
+func TestBootstrapNeverInitialisesTwice(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "a", "b", "c")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+
+	// Host a: the seed of a cluster of its own prefix, with its marker and
+	// no k3s data.
+	lone, err := agent.Plan(agent.FormRequest{ClusterName: "lone", Interface: netns.Interface, Prefix: "10.244.245.0/28",
+		Nodes: []agent.FormNode{{Name: "node-m"}, {Name: "node-n"}, {Name: "node-o"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := startAgent(t, ctx, &wg, site, standin, hosts[0], lone.Nodes[0], func(configPath string) {
+		if err := agent.MarkFormed(agent.FormedMarkerFile(configPath), agent.FormedMarker{ClusterID: lone.ClusterID,
+			NodeName: "node-m", How: "initialised the cluster"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Hosts b and c: node-b is a live member of site1 (sitebox's node-b is
+	// a control-plane + etcd Node, so its /status names the cluster); c is
+	// a fresh device given the seed's (node-a's) config.
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := startAgent(t, ctx, &wg, site, standin, hosts[1], plan.Nodes[1], nil)
+	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = hosts[1].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
+		return conn, err
+	}}
+	memberIP := netip.MustParseAddr("10.244.244.2")
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return probe.Find(ctx, []netip.Addr{memberIP}) == memberIP, nil
+	}); err != nil {
+		t.Fatalf("node-b's /status never named its cluster; state %+v", member.agent.State())
+	}
+	fresh := startAgent(t, ctx, &wg, site, standin, hosts[2], plan.Nodes[0], nil)
+
+	for _, c := range []struct {
+		n    *nodeAgent
+		why  string
+		from string
+	}{
+		{marked, "node-m was part of cluster " + lone.ClusterID + " before (initialised the cluster", "its marker"},
+		{fresh, "10.244.244.2 answers /status for cluster " + plan.ClusterID, "a member on the prefix"},
+	} {
+		st := waitState(t, c.n, 30*time.Second, "refuses to initialise ("+c.from+")", func(st agent.State) bool {
+			return st.Phase == agent.PhaseError && strings.Contains(st.LastError, c.why)
+		})
+		if !strings.Contains(st.LastError, "sitecon seed") || st.K3sStarts != 0 || len(c.n.starts(t)) != 0 {
+			t.Errorf("%s: k3s started (%d) or the refusal says no way out: %q", c.n.host.Name, st.K3sStarts, st.LastError)
+		}
+		if data, err := os.ReadFile(filepath.Join(c.n.dir, "k3s", "config.yaml")); err == nil && strings.Contains(string(data), "cluster-init") {
+			t.Errorf("%s rendered cluster-init:\n%s", c.n.host.Name, data)
+		}
+	}
+	// The fresh device remembers the member it saw: a reboot of that
+	// member must not open the door to a second cluster.
+	m, ok, err := agent.ReadFormedMarker(agent.FormedMarkerFile(fresh.config))
+	if err != nil || !ok || m.ClusterID != plan.ClusterID || !strings.Contains(m.How, "10.244.244.2") {
+		t.Errorf("the fresh device's marker = %+v (present %v, %v)", m, ok, err)
 	}
 }
