@@ -253,7 +253,7 @@ func quorumChecks(p *Preflight, c DrainCheck, target *corev1.Node, purpose Purpo
 // lastCopy is a volume whose only up-to-date copy is on the node.
 type lastCopy struct {
 	label string
-	// inUse: the volume is attached and its copy here is running: the
+	// inUse: the volume is attached or its copy here is running: the
 	// classic "only healthy replica", whose app stops with the node.
 	inUse bool
 	// how the copy here stands, for a volume not in use ("replica stopped,
@@ -294,9 +294,11 @@ func lastCopies(d Data, node string) []lastCopy {
 		if here == nil || elsewhere {
 			continue
 		}
+		// In use: attached, or its copy here runs (a replica runs only
+		// for an attached volume, whatever the volume's status says yet).
 		attached := v.Status.State == lhv1beta2.VolumeStateAttached || v.Status.State == lhv1beta2.VolumeStateAttaching
-		lc := lastCopy{label: volumeLabel(v), discounted: discounted,
-			inUse: attached && here.Status.CurrentState == lhv1beta2.InstanceStateRunning && here.Spec.FailedAt == ""}
+		running := here.Status.CurrentState == lhv1beta2.InstanceStateRunning && here.Spec.FailedAt == ""
+		lc := lastCopy{label: volumeLabel(v), discounted: discounted, inUse: attached || running}
 		state := cmp.Or(string(here.Status.CurrentState), "unknown")
 		if here.Spec.FailedAt != "" {
 			state = "failed at " + here.Spec.FailedAt + ", the last to fail"

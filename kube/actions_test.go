@@ -69,8 +69,9 @@ func TestDrainPreflight(t *testing.T) {
 		}, refusals: []string{"node-b holds the only healthy replica of vol-single"},
 			warnings: []string{"Longhorn's node-drain-policy is always-allow"}},
 		"a server without etcd has no vote": {node: "node-a", edit: func(c *DrainCheck) {
-			// k3s on an external datastore: control-plane, no etcd member.
-			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, map[string]string{"node-role.kubernetes.io/control-plane": "true"})
+			// A control-plane node without an etcd member (as on an external
+			// datastore), down: the three etcd members still hold a quorum.
+			c.Data.Nodes = append(c.Data.Nodes, node("node-d", "10.244.244.4", corev1.ConditionUnknown, t0, map[string]string{"node-role.kubernetes.io/control-plane": "true"}))
 		}},
 		"pods kubectl refuses": {node: "node-a", edit: func(c *DrainCheck) {
 			c.Excluded = []error{errors.New("cannot delete Pods that declare no controller (use --force to override): default/bare")}

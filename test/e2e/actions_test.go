@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,10 +144,18 @@ func TestMigrateApps(t *testing.T) {
 // the test.
 func singleReplicaVolume(t *testing.T, site *sitebox.TestSite, name, node string) {
 	t.Helper()
+	replicatedVolume(t, site, name, node, 1)
+}
+
+// replicatedVolume creates a Longhorn volume with n replicas, the first on
+// node, waits until it is healthy, and removes it (replicas included)
+// after the test.
+func replicatedVolume(t *testing.T, site *sitebox.TestSite, name, node string, n int) {
+	t.Helper()
 	ctx := context.Background()
 	lh := longhornClient(t, site)
 	volumes := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace)
-	vol := sitebox.LonghornVolume(name, 1<<30, 1)
+	vol := sitebox.LonghornVolume(name, 1<<30, n)
 	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: node}
 	if _, err := volumes.Create(ctx, vol, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -163,7 +172,48 @@ func singleReplicaVolume(t *testing.T, site *sitebox.TestSite, name, node string
 		return err == nil && v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy, nil
 	})
 	if err != nil {
-		t.Fatalf("the single-replica volume %s never turned healthy", name)
+		t.Fatalf("the volume %s never turned healthy", name)
+	}
+}
+
+// setReplicas changes, through the API server, every replica of volume on
+// node (all nodes when node is ""): spec first, then status, as Longhorn's
+// managers write them.
+func setReplicas(t *testing.T, site *sitebox.TestSite, volume, node string, spec func(*lhv1beta2.Replica), state lhv1beta2.InstanceState) {
+	t.Helper()
+	ctx := context.Background()
+	replicas := longhornClient(t, site).LonghornV1beta2().Replicas(kube.LonghornNamespace)
+	list, err := replicas.List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=" + volume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := 0
+	for _, r := range list.Items {
+		if node != "" && r.Spec.NodeID != node {
+			continue
+		}
+		changed++
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := replicas.Get(ctx, r.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if spec != nil {
+				spec(cur)
+				if cur, err = replicas.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+					return err
+				}
+			}
+			cur.Status.CurrentState = state
+			_, err = replicas.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if changed == 0 {
+		t.Fatalf("%s has no replica on %q to change", volume, node)
 	}
 }
 
@@ -827,6 +877,172 @@ func TestReplaceNode(t *testing.T) {
 	}
 	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.9/") || bundle.ClusterID != clusterID {
 		t.Fatalf("bundle %+v does not hand node-old's address to node-new", bundle)
+	}
+}
+
+// Issue 11 item 3: a stopped app's volume whose only copy is on node-b
+// (its replica stopped with its data, the volume detached) is not thrown
+// away by node remove or replace: not in the preview, not forced with the
+// name typed.
+func TestRemoveRefusedStoppedOnlyCopy(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	singleReplicaVolume(t, site, "vol-stopped-b", "node-b")
+	// The app stops; Longhorn detaches the volume and stops its replica,
+	// which keeps its data (healthyAt stays).
+	setReplicas(t, site, "vol-stopped-b", "node-b", nil, lhv1beta2.InstanceStateStopped)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	const want = "node-b holds the only up-to-date copy of vol-stopped-b"
+	// The preview first: on a preflight that misses the copy, the test
+	// stops here, before anything is removed from the shared site.
+	out, err := act(t, site, auditLog, "node", "remove", "node-b", "--dry-run")
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("remove --dry-run did not refuse over the stopped only copy: %v\n%s", err, out)
+	}
+	_, configPath := formedConfig(t)
+	out, err = act(t, site, auditLog, "node", "replace", "node-b", "node-x", "--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4e", "--config", configPath, "--dry-run")
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("replace --dry-run did not refuse over the stopped only copy: %v\n%s", err, out)
+	}
+	out, err = act(t, site, auditLog, "node", "remove", "node-b", "--yes", "--force", "--confirm", "node-b")
+	if err == nil || !strings.Contains(out, want) || !strings.Contains(out, "removing node-b would discard it") {
+		t.Fatalf("a forced, confirmed remove was not refused: %v\n%s", err, out)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+	if err != nil || n.Spec.Unschedulable {
+		t.Fatalf("a refused remove touched node-b: %v", err)
+	}
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeRefused || rec.Action != "remove-node" {
+		t.Fatalf("audit record: %+v", rec)
+	}
+}
+
+// Issue 10 item 4: with two etcd members left (node-c out of the member
+// list, as after its removal), taking either down loses quorum, and the
+// refusal says the arithmetic.
+func TestDrainQuorumTwoMembers(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	n, err := cs.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{})
+	if err != nil || !kube.IsEtcdMember(n) {
+		t.Fatalf("node-c is not an etcd member to start with: %v", err)
+	}
+	// node-c leaves the member list. The shared site keeps its three
+	// kwok nodes for the other tests: its etcd label goes, not the Node.
+	label := func(value any) {
+		t.Helper()
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{kube.LabelEtcd: value}}})
+		if _, err := cs.CoreV1().Nodes().Patch(context.Background(), "node-c", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(nil)
+	t.Cleanup(func() { label(n.Labels[kube.LabelEtcd]) })
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	out, err := act(t, site, auditLog, "drain", "node-a", "--dry-run")
+	if err == nil || !strings.Contains(out, "REFUSED  2 etcd members; draining node-a leaves 1 healthy, quorum needs 2") {
+		t.Fatalf("drain --dry-run with two etcd members was not refused with the arithmetic: %v\n%s", err, out)
+	}
+	out, err = act(t, site, auditLog, "node", "remove", "node-b", "--dry-run")
+	if err == nil || !strings.Contains(out, "REFUSED  2 etcd members; removing node-b leaves 1 healthy, quorum needs 2") {
+		t.Fatalf("remove --dry-run with two etcd members was not refused with the arithmetic: %v\n%s", err, out)
+	}
+	// node-c itself is no member now: draining it touches no quorum.
+	if out, err := act(t, site, auditLog, "drain", "node-c", "--dry-run"); strings.Contains(out, "etcd members;") && strings.Contains(out, "REFUSED") {
+		t.Fatalf("draining a node outside the member list was judged on quorum: %v\n%s", err, out)
+	}
+}
+
+// Issue 11 item 3: a running drain relies on the copies elsewhere of the
+// volumes whose data is on the node. When one of those fails mid-drain,
+// the evictions stop, the node stays cordoned, and the reason is given.
+func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	// Copies on node-b and node-a.
+	replicatedVolume(t, site, "vol-watch", "node-b", 2)
+	// A pod on node-b that a disruption budget holds: the drain waits on
+	// it, retrying its eviction, for as long as the test needs.
+	const ns, name = "default", "held-on-b"
+	labels := map[string]string{"app": name}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{corev1.LabelHostname: "node-b"},
+				Containers:   []corev1.Container{{Name: "c", Image: "registry.local/x:1"}},
+			}},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if _, err := kube.Cordon(ctx, cs, "node-b", false); err != nil {
+			t.Errorf("uncordon node-b: %v", err)
+		}
+	})
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		return err == nil && len(pods.Items) == 1 && pods.Items[0].Spec.NodeName == "node-b" && kube.PodReady(&pods.Items[0]), nil
+	}); err != nil {
+		t.Fatal("the held pod never ran on node-b")
+	}
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, sitecon, "drain", "node-b", "--yes", "--force", "--confirm", "node-b", "--timeout", "60s",
+		"--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// The drain is under way once node-b is cordoned (its watch of the
+	// volumes is set up before the cordon).
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+		return err == nil && n.Spec.Unschedulable, nil
+	}); err != nil {
+		cancel()
+		<-done
+		t.Fatalf("the drain never cordoned node-b:\n%s", out.String())
+	}
+	// node-a's copy fails, as a disk or node failure makes Longhorn mark it.
+	failedAt := time.Now().UTC().Format(time.RFC3339)
+	setReplicas(t, site, "vol-watch", "node-a", func(r *lhv1beta2.Replica) {
+		r.Spec.FailedAt, r.Spec.LastFailedAt = failedAt, failedAt
+	}, lhv1beta2.InstanceStateError)
+	err := <-done
+	s := out.String()
+	if err == nil || !strings.Contains(s, "STOPPED  vol-watch") || !strings.Contains(s, "lost an up-to-date copy on another node") || !strings.Contains(s, "node-b stays cordoned") {
+		t.Fatalf("the drain did not stop when node-a's copy failed: %v\n%s", err, s)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
+	if err != nil || !n.Spec.Unschedulable {
+		t.Fatalf("node-b is not left cordoned: %v", err)
+	}
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeFailed || !strings.Contains(rec.Error, "vol-watch") {
+		t.Fatalf("audit record: %+v", rec)
 	}
 }
 
