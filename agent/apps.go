@@ -139,6 +139,8 @@ type AppsAgent struct {
 	// staleConfig are the layouts held back because a newer config laid
 	// them out, by layout key: reported once each.
 	staleConfig map[string]bool
+	// overrideRefused is the refusal last reported per app UUID.
+	overrideRefused map[string]string
 	// placementErrors are what the last pass's placement found wrong, by
 	// app UUID: published with what is seen, before the next pass acts.
 	placementErrors map[string]string
@@ -175,16 +177,17 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: snap.Clients().Core.CoreV1().Events("")})
 	return &AppsAgent{
 		opts: opts, snap: snap, dyn: dyn, log: opts.Log,
-		recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName}),
-		timeline:    NewTimeline(500),
-		kick:        make(chan struct{}, 1),
-		lastRunning: map[string]string{},
-		nodeReady:   map[string]bool{},
-		reported:    map[types.UID]FailoverAction{},
-		lostSeen:    map[string]bool{},
-		failedApply: map[string]applyFailure{},
-		staleConfig: map[string]bool{},
-		node:        NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
+		recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName}),
+		timeline:        NewTimeline(500),
+		kick:            make(chan struct{}, 1),
+		lastRunning:     map[string]string{},
+		nodeReady:       map[string]bool{},
+		reported:        map[types.UID]FailoverAction{},
+		lostSeen:        map[string]bool{},
+		failedApply:     map[string]applyFailure{},
+		staleConfig:     map[string]bool{},
+		overrideRefused: map[string]string{},
+		node:            NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
 	}, nil
 }
 
@@ -398,6 +401,17 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 		if stale && app.DesignatedNodeID == myUUID {
 			staleOverrides = append(staleOverrides, uuid)
 		}
+		// An override is re-checked here, not only by whoever wrote it; a
+		// refused one is reported and the config's DNId stands. Without a
+		// synced cache there are no nodes to check against: nothing is
+		// placed then anyway.
+		refusal := ""
+		if active != nil && synced {
+			if refusal = CheckOverride(app, active, nodes[nodeByUUID[dnid]], cmp.Or(o.RunningNode, o.ScheduledNode)); refusal != "" {
+				dnid, active = app.DesignatedNodeID, nil
+			}
+		}
+		a.noteOverrideRefusal(uuid, app.DisplayName, refusal, now)
 		dec := DecideApp(app, dnid, myUUID, a.opts.NodeName, o)
 		decisions[uuid] = dec
 		st := AppState{
@@ -410,8 +424,16 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 		if dec.Place && synced && st.DNIdNode == "" {
 			st.Error = fmt.Sprintf("designated node %s is not in the cluster", dnid)
 		}
+		if refusal != "" {
+			st.Error = refusal
+		}
 		st.Lost = PinnedLost(app, st.Node, st.DNIdNode, nodes)
 		states = append(states, st)
+	}
+	for uuid := range a.overrideRefused {
+		if _, ok := set.Apps[uuid]; !ok {
+			delete(a.overrideRefused, uuid)
+		}
 	}
 	// Publish what is seen before acting on it: where an app runs
 	// (cluster_app_running) must not wait on the writes below, which a slow
@@ -892,6 +914,21 @@ type applyFailure struct {
 
 func layoutKey(gvr schema.GroupVersionResource, ns, name string) string {
 	return gvr.Resource + "/" + ns + "/" + name
+}
+
+// noteOverrideRefusal puts a refused override on the timeline (and in the
+// log and an Event) once per reason, and forgets it when it clears.
+func (a *AppsAgent) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
+	if a.overrideRefused[uuid] == refusal {
+		return
+	}
+	if refusal == "" {
+		delete(a.overrideRefused, uuid)
+		return
+	}
+	a.overrideRefused[uuid] = refusal
+	a.log.Warn("on-site override refused", "app", app, "reason", refusal)
+	a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: app, Node: a.opts.NodeName, Message: refusal, Warning: true})
 }
 
 // removeOverride drops a placement override the controller has overruled.

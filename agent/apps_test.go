@@ -502,3 +502,39 @@ func TestMergeAppFilesUnreadableDirectoryHolds(t *testing.T) {
 		t.Fatalf("a file removed from a readable directory: apps %v unknown %v", removed.Apps, removed.Unknown)
 	}
 }
+
+// An on-site override is re-checked where it is acted on: the target must be
+// a node of the cluster with the app's labels, and, until the app runs
+// there, Ready and not cordoned.
+func TestCheckOverride(t *testing.T) {
+	app := testApp()
+	app.NodeSelectLabels = map[string]string{"site.io/line": "2"}
+	o := &PlacementOverride{Node: "node-b", NodeUUID: nodeB, ConfigDNId: nodeA}
+	node := func(labels map[string]string, ready corev1.ConditionStatus, cordoned bool) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Labels: labels},
+			Spec:   corev1.NodeSpec{Unschedulable: cordoned},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	line2 := map[string]string{"site.io/line": "2"}
+	for name, tc := range map[string]struct {
+		target  *corev1.Node
+		running string
+		want    string
+	}{
+		"a good target":                         {target: node(line2, corev1.ConditionTrue, false)},
+		"no such node":                          {target: nil, want: "no node of the cluster has UUID " + nodeB},
+		"the app's label missing":               {target: node(nil, corev1.ConditionTrue, false), want: "lacks the app's label site.io/line=2"},
+		"the app's label with another value":    {target: node(map[string]string{"site.io/line": "3"}, corev1.ConditionTrue, false), want: "lacks the app's label"},
+		"not Ready":                             {target: node(line2, corev1.ConditionUnknown, false), want: "not Ready"},
+		"cordoned":                              {target: node(line2, corev1.ConditionTrue, true), want: "cordoned"},
+		"not Ready, but the app already moved":  {target: node(line2, corev1.ConditionUnknown, false), running: "node-b"},
+		"labels are checked even once it moved": {target: node(nil, corev1.ConditionTrue, false), running: "node-b", want: "lacks the app's label"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := CheckOverride(app, o, tc.target, tc.running)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("CheckOverride = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -52,6 +53,35 @@ func EffectiveDNId(app AppConfig, o *PlacementOverride) (dnid string, active *Pl
 		return app.DesignatedNodeID, nil, true
 	}
 	return strings.ToLower(o.NodeUUID), o, false
+}
+
+// CheckOverride re-checks an on-site override where the agents act on it,
+// as sitecon migrate checked it when it was written: anyone who can edit a
+// ConfigMap can write one, and a node changes after the move was asked for.
+// The target must be a node of the cluster with every node_select_labels
+// label of the app; until the app runs there it must also be Ready and not
+// cordoned (an app already moved stays through its node's blip, as it would
+// without the override). The refusal says why; empty: the override holds.
+func CheckOverride(app AppConfig, o *PlacementOverride, target *corev1.Node, runningNode string) string {
+	name := cmp.Or(o.Node, o.NodeUUID)
+	if target == nil {
+		return fmt.Sprintf("on-site move of %s to %s refused: no node of the cluster has UUID %s", app.DisplayName, name, o.NodeUUID)
+	}
+	for _, k := range slices.Sorted(maps.Keys(app.NodeSelectLabels)) {
+		if v, ok := target.Labels[k]; !ok || v != app.NodeSelectLabels[k] {
+			return fmt.Sprintf("on-site move of %s to %s refused: the node lacks the app's label %s=%s", app.DisplayName, target.Name, k, app.NodeSelectLabels[k])
+		}
+	}
+	if runningNode == target.Name {
+		return ""
+	}
+	if !nodeIsReady(target) {
+		return fmt.Sprintf("on-site move of %s to %s refused: the node is not Ready", app.DisplayName, target.Name)
+	}
+	if target.Spec.Unschedulable {
+		return fmt.Sprintf("on-site move of %s to %s refused: the node is cordoned", app.DisplayName, target.Name)
+	}
+	return ""
 }
 
 // KubeStatus is how Kubernetes sees an app, from this node.

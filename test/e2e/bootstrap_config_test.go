@@ -85,11 +85,14 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	waitState(t, n, 10*time.Second, "config rejected for the missing interface", func(st agent.State) bool {
 		return st.Phase == agent.PhaseError && strings.Contains(st.ConfigError, lateIface)
 	})
-	if _, err := host.Exec("ip", "link", "add", lateIface, "type", "dummy"); err != nil {
-		t.Fatal(err)
+	// A veth pair (this kernel has no dummy driver), as EVE makes a port.
+	if out, err := host.Exec("ip", "link", "add", lateIface, "type", "veth", "peer", "name", lateIface+"p"); err != nil {
+		t.Fatalf("%v: %s", err, out)
 	}
-	if _, err := host.Exec("ip", "link", "set", lateIface, "up"); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{lateIface, lateIface + "p"} {
+		if out, err := host.Exec("ip", "link", "set", name, "up"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
 	}
 	// EVE created the port: the agent gets there by itself.
 	waitState(t, n, 15*time.Second, "brought up once the interface exists", func(st agent.State) bool {

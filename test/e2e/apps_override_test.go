@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// An on-site override written straight into the placement ConfigMap (as
+// anyone with kubectl can) naming a node without the app's labels is
+// re-checked by the agents: refused and reported, and the app stays where
+// its config puts it, instead of being laid out where it can never run.
+func TestOverrideToUnfitNodeRefused(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	const label = "sitecon-e2e/line"
+	setLabel := func(node, value string) {
+		t.Helper()
+		v := `"` + value + `"`
+		if value == "" {
+			v = "null"
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, label, v)
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLabel("node-b", "2")
+	t.Cleanup(func() { setLabel("node-b", "") })
+
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	app := agent.AppConfig{UUID: "e5000000-0000-4000-8000-000000000001", DisplayName: "override-unfit", Activate: true, Kind: agent.KindContainer,
+		Image: "registry.local/line2:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: agent.AffinityPreferred,
+		NodeSelectLabels: map[string]string{label: "2"}}
+	writeJSON(t, appsDir+"/apps/override-unfit.json", app)
+	agents := map[string]*siteAgent{
+		"node-b": startSiteAgent(t, site, "node-b", appsDir, logDir),
+		"node-c": startSiteAgent(t, site, "node-c", appsDir, logDir),
+	}
+	all := []*siteAgent{agents["node-b"], agents["node-c"]}
+	t.Cleanup(func() {
+		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]agent.AppConfig{"override-unfit": app})
+	})
+	waitAgents(t, all, app.DisplayName, 60*time.Second, "running on node-b", runningOn("node-b"))
+
+	// node-c lacks the label the app needs.
+	if err := kube.WriteOverride(ctx, cs, app.UUID, kube.PlacementOverride{Node: "node-c", NodeUUID: sitebox.NodeUUID("node-c"),
+		By: "e2e", At: time.Now(), ConfigDNId: app.DesignatedNodeID, Reason: "hand-written"}); err != nil {
+		t.Fatal(err)
+	}
+	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
+	movedTo := ""
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if d, err := deployments.Get(ctx, agent.WorkloadName(app), metav1.GetOptions{}); err == nil && d.Annotations[agent.AnnotationDNId] != app.DesignatedNodeID {
+			movedTo = d.Annotations[agent.AnnotationDNId]
+			return true, nil
+		}
+		st, ok := agents["node-b"].app(app.DisplayName)
+		return ok && strings.Contains(st.Error, "refused"), nil
+	})
+	if movedTo != "" {
+		t.Fatalf("the app was laid out for node %s, which lacks its label %s", movedTo, label)
+	}
+	if err != nil {
+		st, _ := agents["node-b"].app(app.DisplayName)
+		t.Fatalf("node-b does not report the override refused: %+v", st)
+	}
+	st, _ := agents["node-b"].app(app.DisplayName)
+	if !strings.Contains(st.Error, "lacks the app's label "+label+"=2") || !st.IsDNIdNode || st.Override != nil {
+		t.Errorf("node-b's view of the refused override: error %q, is DNId %v, override %+v", st.Error, st.IsDNIdNode, st.Override)
+	}
+	waitTimeline(t, agents["node-b"], 10*time.Second, "the refusal on the timeline", func(e agent.TimelineEvent) bool {
+		return e.Kind == agent.EventRefusal && strings.Contains(e.Message, "override-unfit to node-c refused")
+	})
+	waitAgents(t, all, app.DisplayName, 10*time.Second, "still on node-b", runningOn("node-b"))
+}
