@@ -600,6 +600,9 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 		snap := member.snap
 		member.mu.Unlock()
 		go a.recordCluster(ctx, snap, v)
+		if DecideRole(v) != RoleAgent {
+			go a.grantAgentAccess(ctx, snap)
+		}
 	})
 	<-superDone
 }
@@ -696,6 +699,12 @@ func (m *membership) connect(ctx context.Context) {
 	path := m.a.opts.Kubeconfig
 	if path == "" {
 		path = kube.K3sKubeconfig
+		// `k3s agent` writes no admin kubeconfig: a worker reaches the
+		// cluster as k3s's own controllers do (the servers grant that
+		// identity the agent's rules, grantAgentAccess).
+		if DecideRole(m.v) == RoleAgent {
+			path = K3sControllerKubeconfig(m.a.opts.K3sPaths)
+		}
 	}
 	for {
 		if _, err := os.Stat(path); err == nil {
@@ -961,6 +970,21 @@ func (a *Agent) recordCluster(ctx context.Context, snap *kube.Snapshot, v *Valid
 			a.log.Debug("cluster record not written yet", "err", err)
 			return false
 		}
+		return true
+	})
+}
+
+// grantAgentAccess lets the agents of worker nodes reach the cluster: a
+// k3s agent has no admin kubeconfig, only its controller identity, which
+// the servers (with k3s's admin kubeconfig) grant the agent's rules.
+func (a *Agent) grantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
+	a.retry(ctx, func() bool {
+		err := kube.EnsureAgentAccess(ctx, snap.Clients().Core)
+		if err != nil {
+			a.log.Debug("agent access for workers not granted yet", "err", err)
+			return false
+		}
+		a.log.Info("agent access for worker nodes in place", "clusterrole", kube.AgentRoleName, "user", kube.K3sControllerUser)
 		return true
 	})
 }

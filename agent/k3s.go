@@ -55,6 +55,12 @@ var DefaultK3sPaths = K3sPaths{
 // DropInDir is the directory k3s merges after the main config file.
 func (p K3sPaths) DropInDir() string { return p.ConfigFile + ".d" }
 
+// K3sControllerKubeconfig is the kubeconfig k3s writes for its own
+// controllers on every node, servers and agents alike.
+func K3sControllerKubeconfig(p K3sPaths) string {
+	return filepath.Join(p.DataDir, "agent", "k3scontroller.kubeconfig")
+}
+
 // EtcdMemberDataPresent reports whether this node has been an etcd member
 // before: then even the seed must rejoin (server: ...) instead of
 // initialising a new cluster over its old data.

@@ -25,6 +25,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// ControllerKubeconfigEnv names the kubeconfig the stand-in writes as
+// <data-dir>/agent/k3scontroller.kubeconfig, as k3s does on every node.
+const ControllerKubeconfigEnv = "K3SSTANDIN_CONTROLLER_KUBECONFIG"
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "k3sstandin:", err)
@@ -76,6 +80,20 @@ func run(args []string) error {
 	_, _ = f.WriteString(record)
 	f.Close()
 
+	// Like k3s on every node, write the controller kubeconfig it got from
+	// the server (here: the site's k3s-controller identity, when given).
+	if src := os.Getenv(ControllerKubeconfigEnv); src != "" {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dataDir, "agent"), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dataDir, "agent", "k3scontroller.kubeconfig"), data, 0o600); err != nil {
+			return err
+		}
+	}
 	if sub == "server" {
 		ip, _ := settings["node-ip"].(string)
 		cert, err := selfSigned()

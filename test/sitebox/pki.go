@@ -93,6 +93,16 @@ func (p pki) generate() error {
 	}); err != nil {
 		return err
 	}
+	// The identity k3s gives every node's own controllers
+	// (<data-dir>/agent/k3scontroller.kubeconfig): what a worker node's
+	// agent reaches the cluster with. It has no rights of its own here,
+	// as in k3s none that the agent needs: the servers' agents grant them.
+	if err := leaf("k3s-controller", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:k3s-controller"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return err
+	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return err

@@ -160,6 +160,10 @@ func NodeUUID(name string) string {
 // Kubeconfig is the admin kubeconfig of the site.
 func (s *Site) Kubeconfig() string { return filepath.Join(s.Dir, "kubeconfig") }
 
+// K3sControllerKubeconfig reaches the site as k3s's controller identity
+// (system:k3s-controller), the way a k3s agent node's own kubeconfig does.
+func (s *Site) K3sControllerKubeconfig() string { return filepath.Join(s.Dir, "k3scontroller.kubeconfig") }
+
 // RESTConfig returns an admin config for the site.
 func (s *Site) RESTConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
@@ -349,6 +353,11 @@ contexts:
 current-context: sitebox
 `, s.APIPort, s.pki("ca.crt"), s.pki("admin.crt"), s.pki("admin.key"))
 	if err := os.WriteFile(s.Kubeconfig(), []byte(kubeconfig), 0o600); err != nil {
+		return err
+	}
+	controller := strings.NewReplacer(s.pki("admin.crt"), s.pki("k3s-controller.crt"), s.pki("admin.key"), s.pki("k3s-controller.key"),
+		"name: admin", "name: k3s-controller", "user: admin}", "user: k3s-controller}").Replace(kubeconfig)
+	if err := os.WriteFile(s.K3sControllerKubeconfig(), []byte(controller), 0o600); err != nil {
 		return err
 	}
 	// kwok needs its parallelism spelled out when run standalone.

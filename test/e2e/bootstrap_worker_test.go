@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// A worker node (k3s agent) has no admin kubeconfig: k3s writes only its
+// controller identity's. Its sitecon agent reaches the cluster with that one,
+// once the seed's agent has granted the identity the agent's rules, and gets
+// to joined, with the stats-leader election running, without --kubeconfig.
+func TestBootstrapWorkerJoins(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	cs, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// No grant from an earlier run: the identity starts with no rights.
+	rbac := cs.RbacV1()
+	_ = rbac.ClusterRoleBindings().Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
+	_ = rbac.ClusterRoles().Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
+	t.Cleanup(func() {
+		_ = rbac.ClusterRoleBindings().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
+	})
+	controllerCfg, err := clientcmd.BuildConfigFromFlags("", site.K3sControllerKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	controller, err := kubernetes.NewForConfig(controllerCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the k3s controller identity can list nodes before any grant (err %v): the test would prove nothing", err)
+	}
+	// The agents write their own cluster record: the site's is put aside.
+	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
+	if siteRecord, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{}); err == nil {
+		_ = cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+		t.Cleanup(func() {
+			bg := context.Background()
+			_ = cms.Delete(bg, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+			restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: siteRecord.Name, Namespace: siteRecord.Namespace}, Data: siteRecord.Data}
+			if _, err := cms.Create(bg, restored, metav1.CreateOptions{}); err != nil {
+				t.Errorf("restore the site's cluster record: %v", err)
+			}
+		})
+	}
+
+	standin := buildStandin(t)
+	// What k3s hands every node it admits: the controller identity.
+	t.Setenv("K3SSTANDIN_CONTROLLER_KUBECONFIG", site.K3sControllerKubeconfig())
+	hosts := netns.NewLAN(t, "a", "c")
+	plan, err := agent.Plan(agent.FormRequest{
+		ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c", Worker: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	start := func(h *netns.Host, bundle agent.JoinBundle, kubeconfig string) *nodeAgent {
+		dir := t.TempDir()
+		files, err := bundle.Files(dir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := files.Write(); err != nil {
+			t.Fatal(err)
+		}
+		n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data"), socket: filepath.Join(dir, "agent.sock")}
+		n.agent = agent.New(agent.Options{
+			ConfigPath: files.ConfigPath, K3sBin: standin,
+			K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
+			K3sLogFile: filepath.Join(dir, "k3s.log"), SocketPath: n.socket, Kubeconfig: kubeconfig,
+			Env: agent.Environment{
+				InterfaceExists: func(name string) bool {
+					return h.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
+				},
+				ReadFile: os.ReadFile,
+			},
+			InNetNS: h.Do, ConfigPollInterval: 100 * time.Millisecond,
+			SeedBackoffMin: 100 * time.Millisecond, SeedBackoffMax: 500 * time.Millisecond, K3sBackoffMin: 100 * time.Millisecond,
+			LeaderDurations: agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.agent.Run(ctx); err != nil {
+				t.Errorf("agent %s: %v", h.Name, err)
+			}
+		}()
+		return n
+	}
+	// The seed has k3s's admin kubeconfig, as a server has.
+	seed := start(hosts[0], plan.Nodes[0], site.Kubeconfig())
+	worker := start(hosts[1], plan.Nodes[2], "")
+
+	waitState(t, seed, 30*time.Second, "seed joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
+	st := waitState(t, worker, 40*time.Second, "worker joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
+	if st.Role != agent.RoleAgent {
+		t.Fatalf("node-c runs as %s, want a worker (agent)", st.Role)
+	}
+	if _, err := os.Stat(filepath.Join(worker.dataDir, "agent", "k3scontroller.kubeconfig")); err != nil {
+		t.Fatalf("the worker joined without the controller kubeconfig k3s writes: %v", err)
+	}
+	// The cluster work runs on the worker: it takes part in the election.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return worker.agent.LeaderState().Leader != "", nil
+	}); err != nil {
+		t.Fatalf("the worker's stats-leader election never saw a leader: %+v", worker.agent.LeaderState())
+	}
+	binding, err := rbac.ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
+	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Name != kube.K3sControllerUser {
+		t.Fatalf("the agent's grant to the k3s controller identity: %+v %v", binding, err)
+	}
+}
