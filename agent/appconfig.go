@@ -209,6 +209,11 @@ func ParseAppConfig(data []byte) (AppConfig, error) {
 	if a.VNCDisplay < 0 || a.VNCDisplay > 99 {
 		add("vnc_display", fmt.Sprintf("%d: use 0 to 99 (port 5900 + display)", a.VNCDisplay))
 	}
+	// A VM's memory is its guest's memory: KubeVirt refuses a VMI without
+	// it, and no default fits every guest, so the config must say.
+	if a.Kind == KindVM && a.Resources.Memory == "" {
+		add("resources.memory", "missing: a VM app needs its guest memory (like 2Gi)")
+	}
 	for field, q := range map[string]string{"resources.cpu": a.Resources.CPU, "resources.memory": a.Resources.Memory} {
 		if q == "" {
 			continue

@@ -90,7 +90,8 @@ func TestMigrateApps(t *testing.T) {
 	a := sitebox.NodeUUID("node-a")
 	apps := map[string]agent.AppConfig{
 		"mig-vm": {UUID: "f1000000-0000-4000-8000-000000000001", DisplayName: "mig-vm", Activate: true, Kind: agent.KindVM,
-			Image: "registry.local/vm:1", DesignatedNodeID: a, Affinity: agent.AffinityPreferred},
+			Image: "registry.local/vm:1", DesignatedNodeID: a, Affinity: agent.AffinityPreferred,
+			Resources: agent.AppResources{Memory: "1Gi"}},
 		"mig-pinned": {UUID: "f1000000-0000-4000-8000-000000000002", DisplayName: "mig-pinned", Activate: true, Kind: agent.KindContainer,
 			Image: "registry.local/pinned:1", DesignatedNodeID: a, Affinity: agent.AffinityRequired},
 	}

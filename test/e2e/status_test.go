@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kvv1 "kubevirt.io/api/core/v1"
 
@@ -120,6 +122,9 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 	}
 	_, err = kv.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Create(ctx, &kvv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: "hmi", Labels: map[string]string{kube.LabelAppName: "hmi"}},
+		// KubeVirt admits no VMI without memory.
+		Spec: kvv1.VirtualMachineInstanceSpec{Domain: kvv1.DomainSpec{Resources: kvv1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

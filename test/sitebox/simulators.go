@@ -16,7 +16,6 @@ import (
 	lhinformers "github.com/longhorn/longhorn-manager/k8s/pkg/client/informers/externalversions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -632,9 +631,13 @@ func (s *kubevirtSimulator) createLauncher(ctx context.Context, vmi *kvv1.Virtua
 			podLabels[k] = v
 		}
 	}
-	requests := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}
+	// Admission saw to it that the VMI asks for memory one way or another.
+	requests := corev1.ResourceList{}
 	for name, q := range vmi.Spec.Domain.Resources.Requests {
 		requests[name] = q
+	}
+	if _, ok := requests[corev1.ResourceMemory]; !ok && vmi.Spec.Domain.Memory != nil && vmi.Spec.Domain.Memory.Guest != nil {
+		requests[corev1.ResourceMemory] = *vmi.Spec.Domain.Memory.Guest
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{

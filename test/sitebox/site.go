@@ -489,6 +489,13 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 	if err := installCRDs(ctx, cfg, longhornCRDs, kubevirtCRDs); err != nil {
 		return err
 	}
+	clients, err := kube.NewClients(cfg)
+	if err != nil {
+		return err
+	}
+	if err := installKubevirtAdmission(ctx, cs, clients.KubeVirt); err != nil {
+		return fmt.Errorf("kubevirt admission simulator: %w", err)
+	}
 	if err := createSystemWorkloads(ctx, cs); err != nil {
 		return err
 	}

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// Issue 13 item 1: sitebox refuses, through the real API server, what
+// KubeVirt's admission refuses: a VMI (or a VMI replica set template)
+// without memory, a disk without a volume, a volume without a source. And
+// what the agent lays out for a VM app passes.
+func TestKubevirtAdmissionSimulator(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	dyn, err := dynamic.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := map[string]agent.VolumeConfig{"e2e00000-0000-4000-8000-0000000000f1": {UUID: "e2e00000-0000-4000-8000-0000000000f1",
+		Name: "adm-disk", DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 1}}
+	app := agent.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f0", DisplayName: "adm-vm", Activate: true, Kind: agent.KindVM,
+		Image: "registry.local/vm:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), VolumeRefs: []string{"e2e00000-0000-4000-8000-0000000000f1"},
+		Resources: agent.AppResources{Memory: "1Gi"}}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	create := func(l agent.Layout) error {
+		_, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Create(t.Context(), l.Object, dry)
+		return err
+	}
+	for _, affinity := range []string{agent.AffinityPreferred, agent.AffinityRequired} {
+		a := app
+		a.Affinity = affinity
+		good, err := agent.LayoutApp(a, a.DesignatedNodeID, "node-b", vols, agent.PlacementOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := create(good); err != nil {
+			t.Fatalf("%s: the agent's layout of a VM with memory was refused: %v", good.GVR.Resource, err)
+		}
+		// What the agent laid out before memory was required.
+		a.Resources.Memory = ""
+		bad, err := agent.LayoutApp(a, a.DesignatedNodeID, "node-b", vols, agent.PlacementOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := create(bad); err == nil || !strings.Contains(err.Error(), "no memory requested") {
+			t.Fatalf("%s without memory: %v, want it refused for its memory", bad.GVR.Resource, err)
+		}
+		// A disk whose volume is gone, and a volume with no source.
+		spec := []string{"spec"}
+		if bad.GVR == agent.GVRVMIRS {
+			spec = []string{"spec", "template", "spec"}
+		}
+		noVolume := good.Object.DeepCopy()
+		volumes, _, _ := unstructured.NestedSlice(noVolume.Object, append(spec, "volumes")...)
+		_ = unstructured.SetNestedSlice(noVolume.Object, volumes[:1], append(spec, "volumes")...)
+		if err := create(agent.Layout{GVR: good.GVR, Object: noVolume}); err == nil || !strings.Contains(err.Error(), "no volume for disk 'adm-disk'") {
+			t.Fatalf("%s with a disk without a volume: %v, want it refused naming the disk", good.GVR.Resource, err)
+		}
+		noSource := good.Object.DeepCopy()
+		volumes[0] = map[string]any{"name": "rootdisk"}
+		_ = unstructured.SetNestedSlice(noSource.Object, volumes, append(spec, "volumes")...)
+		if err := create(agent.Layout{GVR: good.GVR, Object: noSource}); err == nil || !strings.Contains(err.Error(), "exactly one source type") {
+			t.Fatalf("%s with a volume without a source: %v, want it refused", good.GVR.Resource, err)
+		}
+	}
+	// A bare VMI, as a client other than the agent would write it.
+	_, err = site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Create(t.Context(),
+		&kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "no-memory"}}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "no memory requested") {
+		t.Fatalf("a VMI without memory: %v, want it refused", err)
+	}
+}
