@@ -133,10 +133,16 @@ func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used 
 	if role == "edgeworker" {
 		return agent.EdgeworkerInstructions(v, nodeName, addr, serverVersion), nil
 	}
+	// On a node that holds the cluster's CA the bundle pins it (k3s's
+	// secure token): the new node then joins only a server serving it.
+	token, _, err := agent.BundleToken(v.Token, agent.DefaultK3sPaths)
+	if err != nil {
+		return "", err
+	}
 	bundle := agent.JoinBundle{
 		Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,
 		ClusterIPPrefix: netip.PrefixFrom(addr, v.Prefix.Bits()).String(), IsWorkerNode: role == "agent",
-		JoinServerIP: v.JoinIP.String(), Token: v.Token, NodeName: nodeName, NodeUUID: nodeUUID,
+		JoinServerIP: v.JoinIP.String(), Token: token, NodeName: nodeName, NodeUUID: nodeUUID,
 		// Made on a member: the cluster runs, the new node only ever joins.
 		ExistingCluster: true,
 	}

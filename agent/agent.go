@@ -554,7 +554,7 @@ func (a *Agent) bringUp(ctx context.Context, v *Validated) {
 	// its own /status stays empty until its k3s runs.
 	if role != RoleSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
-		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer()}
+		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal()}
 		seedAnswers := a.retry(ctx, func() bool {
 			err := probe.Check(ctx)
 			switch {

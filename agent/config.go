@@ -264,7 +264,9 @@ func Validate(c *Config, env Environment) (*Validated, error) {
 			break
 		}
 		token := strings.TrimSpace(string(data))
-		if bits := EntropyBits(token); bits < MinTokenEntropyBytes*8 {
+		// A secure token's entropy is its password's: the CA hash is public.
+		if _, password := ParseToken(token); EntropyBits(password) < MinTokenEntropyBytes*8 {
+			bits := EntropyBits(password)
 			add("token_file", fmt.Sprintf("the token carries about %d bits of entropy, %d needed", int(bits), MinTokenEntropyBytes*8),
 				"generate one with `head -c 32 /dev/urandom | base64` or `sitecon form`")
 			break

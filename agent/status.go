@@ -66,6 +66,10 @@ type SeedProbe struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Timeout bounds each check.
 	Timeout time.Duration
+	// Token is the cluster token; in k3s's secure form it pins the
+	// cluster's CA, and a server at the join address serving another CA
+	// is never joined.
+	Token string
 }
 
 // Check returns nil once https://<join IP>:6443 answers and
@@ -91,8 +95,15 @@ func (p SeedProbe) Check(ctx context.Context) error {
 	case answer != "cluster:"+p.ClusterID:
 		return fmt.Errorf("%w: %s answers %q, this node belongs to cluster:%s", ErrForeignCluster, p.JoinIP, answer, p.ClusterID)
 	}
-	// The API server has to answer TLS; its certificate is checked by k3s
-	// itself, against the CA hash in the token.
+	// The API server has to answer TLS, and when the token pins the
+	// cluster's CA (a bundle made on a running cluster), serve that CA:
+	// a /status answer alone is anyone's to give.
+	if err := VerifyServerCA(ctx, p.JoinIP.String(), p.Token, dial, timeout); err != nil {
+		if errors.Is(err, ErrCAMismatch) {
+			return fmt.Errorf("%w: %w", ErrForeignCluster, err)
+		}
+		return err
+	}
 	conn, err := dial(ctx, "tcp", net.JoinHostPort(p.JoinIP.String(), "6443"))
 	if err != nil {
 		return fmt.Errorf("seed %s: API server port 6443: %w", p.JoinIP, err)

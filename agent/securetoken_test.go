@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testPassword = "5e1b0c7a9d2f4e6b8a1c3d5f7e9b0a2c4d6f8e1b3a5c7d9f0e2b4a6c8d0f1e3a"
+
+func TestSecureTokenForm(t *testing.T) {
+	ca := []byte("-----BEGIN CERTIFICATE-----\nsitebox\n-----END CERTIFICATE-----\n")
+	sum := sha256.Sum256(ca)
+	secure := SecureToken(testPassword, ca)
+	if want := "K10" + hex.EncodeToString(sum[:]) + "::server:" + testPassword; secure != want {
+		t.Fatalf("SecureToken = %q, want %q", secure, want)
+	}
+	if pin, pw := ParseToken(secure); pin != hex.EncodeToString(sum[:]) || pw != testPassword {
+		t.Fatalf("ParseToken(secure) = %q, %q", pin, pw)
+	}
+	// Made again from a secure token: the password stays, the pin follows the CA.
+	if again := SecureToken(secure, ca); again != secure {
+		t.Fatalf("SecureToken of a secure token = %q", again)
+	}
+	for _, short := range []string{testPassword, "K10nothex::server:x", "K10" + strings.Repeat("a", 64)} {
+		if pin, pw := ParseToken(short); pin != "" || pw != short {
+			t.Errorf("ParseToken(%q) = %q, %q: want no pin and the token itself", short, pin, pw)
+		}
+	}
+}
+
+// A bundle made where the cluster's CA is on disk pins it; where none
+// exists yet (formation), it carries the token as it is.
+func TestBundleToken(t *testing.T) {
+	paths := K3sPaths{DataDir: t.TempDir()}
+	got, pinned, err := BundleToken(Secret(testPassword), paths)
+	if err != nil || pinned || got.Reveal() != testPassword {
+		t.Fatalf("without a CA: %v %v %v", got.Reveal(), pinned, err)
+	}
+	ca := []byte("the cluster CA")
+	if err := WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, pinned, err = BundleToken(Secret(testPassword), paths)
+	if err != nil || !pinned || got.Reveal() != SecureToken(testPassword, ca) {
+		t.Fatalf("with a CA: %v %v %v", got.Reveal(), pinned, err)
+	}
+	// A secure token passes the config's entropy check on its password.
+	v, err := Validate(validConfig(), testEnv(got.Reveal()))
+	if err != nil || v.Token.Reveal() != got.Reveal() {
+		t.Fatalf("a secure token file is refused: %v", err)
+	}
+}
+
+// A joiner whose token pins the cluster's CA never joins a server that
+// serves another CA, whatever its /status says.
+func TestSeedProbeChecksThePinnedCA(t *testing.T) {
+	const clusterID = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "cluster:"+clusterID) }))
+	t.Cleanup(status.Close)
+	servedCA := []byte("the CA this server serves")
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/cacerts" {
+			w.Write(servedCA)
+		}
+	}))
+	t.Cleanup(api.Close)
+	probe := SeedProbe{
+		JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: clusterID, Timeout: 2 * time.Second,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			target := map[string]string{"10.244.244.1:12346": status.Listener.Addr().String(), "10.244.244.1:6443": api.Listener.Addr().String()}[addr]
+			return (&net.Dialer{}).DialContext(ctx, network, target)
+		},
+	}
+	ctx := context.Background()
+	probe.Token = SecureToken(testPassword, servedCA)
+	if err := probe.Check(ctx); err != nil {
+		t.Errorf("the server serving the pinned CA: %v", err)
+	}
+	probe.Token = SecureToken(testPassword, []byte("the cluster's real CA"))
+	if err := probe.Check(ctx); !errors.Is(err, ErrForeignCluster) || !errors.Is(err, ErrCAMismatch) {
+		t.Errorf("a server serving another CA: %v, want ErrForeignCluster and ErrCAMismatch", err)
+	}
+	probe.Token = testPassword
+	if err := probe.Check(ctx); err != nil {
+		t.Errorf("a short token pins nothing: %v", err)
+	}
+}
