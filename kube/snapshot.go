@@ -112,6 +112,11 @@ type Snapshot struct {
 	// appNodes is where each app (by AppKey) was last seen running.
 	appNodes map[string]string
 	appMoves map[string]AppMove
+	// appGone is when an app's object was deleted: its memory of where it
+	// ran is kept for appMemory (a move is an old pod gone and a new one
+	// running elsewhere), then dropped, so the maps follow the cluster's
+	// apps, not every pod that ever ran.
+	appGone  map[string]time.Time
 	changes  Broadcast
 	syncedCh chan struct{}
 
@@ -134,6 +139,7 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger) (*Snapshot, error) {
 		robustness: map[string]RobustnessMark{},
 		appNodes:   map[string]string{},
 		appMoves:   map[string]AppMove{},
+		appGone:    map[string]time.Time{},
 		syncedCh:   make(chan struct{}),
 	}
 	// Every response tells whether the API server is reachable, watches
@@ -238,6 +244,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.trackPod(obj) },
 		UpdateFunc: func(_, obj any) { s.trackPod(obj) },
+		DeleteFunc: func(obj any) { s.forgetPod(obj) },
 	})
 	watched := []cache.SharedIndexInformer{
 		s.core.Core().V1().Nodes().Informer(),
@@ -274,6 +281,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		_, _ = s.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.trackVMI(obj) },
 			UpdateFunc: func(_, obj any) { s.trackVMI(obj) },
+			DeleteFunc: func(obj any) { s.forgetVMI(obj) },
 		})
 		watched = append(watched, s.vmis)
 	}
@@ -456,6 +464,60 @@ func (s *Snapshot) appRunsOn(app, node string) {
 		s.appMoves[app] = AppMove{At: s.now(), From: prev, To: node}
 	}
 	s.appNodes[app] = node
+	delete(s.appGone, app)
+	s.pruneApps()
+}
+
+// appMemory is how long the snapshot remembers where a deleted app ran:
+// long enough for its replacement to start elsewhere and be seen as a move.
+const appMemory = 10 * time.Minute
+
+func (s *Snapshot) forgetPod(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if p, ok := obj.(*corev1.Pod); ok && p.Namespace == AppNamespace && !strings.HasPrefix(p.Name, virtLauncherPrefix) {
+		s.appObjectGone(AppKey(p.Labels, p.Name), p.Name, p.Spec.NodeName)
+	}
+}
+
+func (s *Snapshot) forgetVMI(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if vmi, ok := obj.(*kvv1.VirtualMachineInstance); ok {
+		s.appObjectGone(AppKey(vmi.Labels, vmi.Name), vmi.Name, vmi.Status.NodeName)
+	}
+}
+
+// appObjectGone: an app's pod or VMI was deleted. An object without app
+// labels is its own key, never seen again: forgotten at once. An app whose
+// object on the node it was last seen on went is kept for appMemory, since
+// its replacement may come up elsewhere; the old object of a move (on the
+// node the app left) changes nothing.
+func (s *Snapshot) appObjectGone(key, object, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key == object {
+		delete(s.appNodes, key)
+		delete(s.appMoves, key)
+		delete(s.appGone, key)
+	} else if last, known := s.appNodes[key]; known && (last == node || node == "") {
+		s.appGone[key] = s.now()
+	}
+	s.pruneApps()
+}
+
+// pruneApps drops the apps gone longer than appMemory. Called with mu held.
+func (s *Snapshot) pruneApps() {
+	now := s.now()
+	for key, at := range s.appGone {
+		if now.Sub(at) >= appMemory {
+			delete(s.appNodes, key)
+			delete(s.appMoves, key)
+			delete(s.appGone, key)
+		}
+	}
 }
 
 func (s *Snapshot) forgetRobustness(obj any) {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,5 +67,54 @@ func TestNodeRequests(t *testing.T) {
 	ns := Derive(Data{Nodes: []*corev1.Node{n}, Pods: []*corev1.Pod{p, done}}, t0).Nodes[0]
 	if ns.CPURequested != 500 || ns.CPUAllocatable != 4000 || ns.MemoryRequested != 1<<30 || ns.MemoryAllocatable != 7<<30 {
 		t.Errorf("requests: cpu %d/%d mem %d/%d", ns.CPURequested, ns.CPUAllocatable, ns.MemoryRequested, ns.MemoryAllocatable)
+	}
+}
+
+// The snapshot's memory of where apps ran follows the cluster's apps, not
+// every pod that ever ran: 2,000 pods churned through leave the maps as they
+// were, while a move (old pod gone after the new one runs) is still seen.
+func TestAppMemoryIsBoundedUnderChurn(t *testing.T) {
+	clock := t0
+	s := &Snapshot{now: func() time.Time { return clock }, appNodes: map[string]string{}, appMoves: map[string]AppMove{},
+		appGone: map[string]time.Time{}, robustness: map[string]RobustnessMark{}}
+	app := func(name, node string) *corev1.Pod {
+		p := pod(AppNamespace, name, node, corev1.PodRunning, true)
+		p.Labels = map[string]string{LabelAppUUID: "5b0f", LabelAppName: "plc-gateway"}
+		return p
+	}
+	s.trackPod(app("plc-gateway-1", "node-b"))
+	base := len(s.appNodes) + len(s.appMoves) + len(s.appGone)
+	for i := range 2000 {
+		// Unlabelled pods (a job, a debug pod) and labelled apps created
+		// and removed for good.
+		p := pod(AppNamespace, fmt.Sprintf("churn-%d", i), "node-a", corev1.PodRunning, true)
+		if i%2 == 1 {
+			p.Labels = map[string]string{LabelAppUUID: fmt.Sprintf("gone-%d", i)}
+		}
+		s.trackPod(p)
+		other := p.DeepCopy()
+		other.Spec.NodeName = "node-c"
+		if i%4 == 1 {
+			s.trackPod(other) // a move before it goes
+		}
+		s.forgetPod(p)
+		if i%4 == 1 {
+			s.forgetPod(other)
+		}
+		clock = clock.Add(time.Second)
+	}
+	clock = clock.Add(appMemory)
+	s.trackPod(app("plc-gateway-1", "node-b"))
+	if got := len(s.appNodes) + len(s.appMoves) + len(s.appGone); got != base {
+		t.Fatalf("after 2,000 pods churned, the snapshot holds %d app entries (appNodes %d, appMoves %d, appGone %d), want %d",
+			got, len(s.appNodes), len(s.appMoves), len(s.appGone), base)
+	}
+	// A move: the new pod runs, then the old one on the lost node goes.
+	s.trackPod(app("plc-gateway-2", "node-a"))
+	s.forgetPod(app("plc-gateway-1", "node-b"))
+	clock = clock.Add(2 * appMemory)
+	s.trackPod(app("plc-gateway-2", "node-a"))
+	if m := s.appMoves["5b0f"]; m.From != "node-b" || m.To != "node-a" {
+		t.Fatalf("the move was forgotten when the old pod went: %+v", m)
 	}
 }
