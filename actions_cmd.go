@@ -42,6 +42,9 @@ type action struct {
 	rec    audit.Record
 	snap   *kube.Snapshot
 	cancel context.CancelFunc
+	// entry is the intent on disk once the change is about to be made
+	// (intend); the outcome is written through it.
+	entry *audit.Entry
 }
 
 // beginAction refuses in read-only mode, opens the audit log (an action
@@ -79,18 +82,53 @@ func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, targe
 func (a *action) out() io.Writer { return a.cmd.OutOrStdout() }
 
 // finish records the outcome and returns err (nil for done and dry-run).
+// An action cut off by a signal (Ctrl-C, the SSH session's SIGHUP) is
+// recorded as interrupted, whatever step it was in.
 func (a *action) finish(outcome string, err error) error {
 	if a.cancel != nil {
 		defer a.cancel()
+	}
+	if sig := (interruptedError{}); outcome != audit.OutcomeDone && errors.As(context.Cause(a.cmd.Context()), &sig) {
+		outcome = audit.OutcomeInterrupted
+		if err == nil {
+			err = sig
+		} else {
+			err = fmt.Errorf("%w (%v)", err, sig)
+		}
 	}
 	a.rec.Outcome = outcome
 	if err != nil {
 		a.rec.Error = err.Error()
 	}
-	if werr := a.log.Write(a.rec); werr != nil {
+	var werr error
+	if a.entry != nil {
+		// The outcome of the intent on disk: same id, what was learnt since.
+		a.entry.Rec = a.rec
+		werr = a.entry.End(outcome, err)
+	} else {
+		werr = a.log.Write(a.rec)
+	}
+	if werr != nil {
 		err = errors.Join(err, fmt.Errorf("audit log: %w", werr))
 	}
 	return err
+}
+
+// intend writes the action's intent, synced, right before the change it
+// names: cut off after this (a dropped SSH session, a crash, a kill), the
+// log still says what was under way. If the intent cannot be written the
+// change is not made (the error says so, and the attempt is recorded if the
+// log takes it after all). Calling it again is a no-op.
+func (a *action) intend() error {
+	if a.entry != nil {
+		return nil
+	}
+	e, err := a.log.Begin(a.rec)
+	if err != nil {
+		return a.finish(audit.OutcomeFailed, fmt.Errorf("%s %s not done: its intent cannot be recorded: %w", a.rec.Action, a.rec.Target, err))
+	}
+	a.entry, a.rec.ID = e, e.Rec.ID
+	return nil
 }
 
 // refuse records a preflight refusal.
@@ -192,6 +230,9 @@ func newCordonCmd(g *globalFlags, unschedulable bool) *cobra.Command {
 			if err := a.confirmed(fmt.Sprintf("%s %s?", strings.ToUpper(name[:1])+name[1:], args[0]), ""); err != nil {
 				return a.notConfirmed(err)
 			}
+			if err := a.intend(); err != nil {
+				return err
+			}
 			if _, err := kube.Cordon(cmd.Context(), a.snap.Clients().Core, args[0], unschedulable); err != nil {
 				return a.finish(audit.OutcomeFailed, err)
 			}
@@ -253,6 +294,10 @@ func runDrain(a *action, node string, d *drainFlags, question, local string) err
 	}
 	if err := a.confirmed(fmt.Sprintf(question, node, len(p.Evict)), typed); err != nil {
 		return a.notConfirmed(err)
+	}
+	// The drain cordons first: the intent is on disk before that.
+	if err := a.intend(); err != nil {
+		return err
 	}
 	evicted := 0
 	err = kube.DrainAsConfirmed(ctx, a.snap.Clients(), a.snap.Data(), p, kube.DrainOptions{
@@ -471,6 +516,9 @@ restarts join through NODE. A running k3s is not restarted.`,
 			if err := a.confirmed(fmt.Sprintf("Make %s the seed server? Every node's k3s config will join through it.", args[0]), ""); err != nil {
 				return a.notConfirmed(err)
 			}
+			if err := a.intend(); err != nil {
+				return err
+			}
 			ip, err := kube.SetSeed(cmd.Context(), a.snap.Clients().Core, d, args[0])
 			if err != nil {
 				return a.finish(audit.OutcomeFailed, err)
@@ -552,6 +600,9 @@ func runMigrate(a *action, appRef, target string, timeout time.Duration, reason 
 	}
 	if err := a.confirmed(fmt.Sprintf("Move %s from %s to %s?", app.Name, orNone([]string{app.Node}), target), ""); err != nil {
 		return a.notConfirmed(err)
+	}
+	if err := a.intend(); err != nil {
+		return err
 	}
 	if err := kube.WriteOverride(ctx, a.snap.Clients().Core, app.UUID, o); err != nil {
 		return a.finish(audit.OutcomeFailed, err)

@@ -57,22 +57,54 @@ The bundles carry the cluster token: treat them like the token itself.`,
 			if g.readOnly && !dryRun {
 				return fmt.Errorf("read-only mode (--readonly or SITECON_READONLY): %s not run", action)
 			}
+			// Writing a node's cluster config is an action like any other:
+			// its intent on disk before the first file is written, its
+			// outcome after, and not taken if it cannot be recorded. The
+			// wizard records its own (the cluster is known only once it is
+			// submitted).
+			var log *audit.Log
+			var entry *audit.Entry
 			if !dryRun {
-				// Writing a node's cluster config is an action like any
-				// other: recorded, and not taken if it cannot be.
-				log, err := audit.Open(g.auditLog)
-				if err != nil {
+				// err is the named result: the outcome below is the one
+				// returned, failures included.
+				if log, err = audit.Open(g.auditLog); err != nil {
 					return err
 				}
 				defer func() {
-					rec := audit.Record{Action: action, Target: target, Outcome: audit.OutcomeDone, Detail: "config " + configPath}
-					if err != nil {
-						rec.Outcome, rec.Error = audit.OutcomeFailed, err.Error()
+					if wizard && join == "" {
+						return
 					}
-					if werr := log.Write(rec); werr != nil {
+					outcome := audit.OutcomeDone
+					if err != nil {
+						outcome = audit.OutcomeFailed
+					}
+					var werr error
+					if entry != nil {
+						entry.Rec.Target = target
+						werr = entry.End(outcome, err)
+					} else {
+						// Stopped before anything was written.
+						rec := audit.Record{Action: action, Target: target, Outcome: outcome, Detail: "config " + configPath}
+						if err != nil {
+							rec.Error = err.Error()
+						}
+						werr = log.Write(rec)
+					}
+					if werr != nil {
 						err = errors.Join(err, fmt.Errorf("audit log: %w", werr))
 					}
 				}()
+			}
+			intend := func() error {
+				if log == nil {
+					return nil
+				}
+				e, err := log.Begin(audit.Record{Action: action, Target: target, Detail: "config " + configPath})
+				if err != nil {
+					return fmt.Errorf("%s not done: its intent cannot be recorded: %w", action, err)
+				}
+				entry = e
+				return nil
 			}
 			if join != "" {
 				bundle, err := agent.DecodeBundle(join)
@@ -94,6 +126,9 @@ The bundles carry the cluster token: treat them like the token itself.`,
 					fmt.Fprintf(out, "would write %s and %s for %s in cluster %s (%s)\n", files.ConfigPath, files.TokenPath, bundle.NodeName, bundle.ClusterName, bundle.ClusterIPPrefix)
 					return nil
 				}
+				if err := intend(); err != nil {
+					return err
+				}
 				if bundle.ExistingCluster {
 					// Marked before the config is written: an agent that
 					// sees the config must already know the node never
@@ -111,7 +146,7 @@ The bundles carry the cluster token: treat them like the token itself.`,
 			}
 			if wizard {
 				target = "wizard"
-				return runFormWizard(cmd, dir, force)
+				return runFormWizard(cmd, dir, force, log)
 			}
 			req := agent.FormRequest{ClusterName: clusterName, Interface: iface, Prefix: prefix, Seed: seed}
 			for _, spec := range servers {
@@ -129,7 +164,7 @@ The bundles carry the cluster token: treat them like the token itself.`,
 				}
 				req.ExistingPrefixes = existing
 			}
-			formed, err := formCluster(req, thisNode, dir, force, dryRun)
+			formed, err := formCluster(req, thisNode, dir, force, dryRun, intend)
 			if err != nil {
 				return err
 			}
@@ -167,7 +202,9 @@ type joinLine struct{ node, line string }
 
 // formCluster plans the cluster and writes this node's config (unless
 // dryRun). It refuses to move a node that belongs to another cluster.
-func formCluster(req agent.FormRequest, thisNode, dir string, force, dryRun bool) (*formed, error) {
+// intend, when set, records the intent once the plan holds and before the
+// first file is written; its error stops everything.
+func formCluster(req agent.FormRequest, thisNode, dir string, force, dryRun bool, intend func() error) (*formed, error) {
 	plan, err := agent.Plan(req)
 	if err != nil {
 		return nil, err
@@ -194,6 +231,11 @@ func formCluster(req agent.FormRequest, thisNode, dir string, force, dryRun bool
 	f := &formed{plan: plan, thisNode: thisNode}
 	if dryRun {
 		return f, nil
+	}
+	if intend != nil {
+		if err := intend(); err != nil {
+			return nil, err
+		}
 	}
 	if err := files.Write(); err != nil {
 		return nil, err
@@ -316,7 +358,8 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 	}
 	w.Submit = func(in views.FormInput) (*views.FormResult, error) {
 		req, _ := formRequest(in)
-		f, err := formCluster(req, in.Seed, dir, force, false)
+		// The wizard records the intent itself, before Submit.
+		f, err := formCluster(req, in.Seed, dir, force, false, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -336,11 +379,13 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 }
 
 // runFormWizard asks for the cluster in a terminal form, checks it as it is
-// typed, writes this node's config (as the seed) and prints the join lines.
-func runFormWizard(cmd *cobra.Command, dir string, force bool) error {
+// typed, writes this node's config (as the seed), recorded in log, and
+// prints the join lines. Its keys go through the console's guard.
+func runFormWizard(cmd *cobra.Command, dir string, force bool, log *audit.Log) error {
 	var result *formed
 	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), interfaceNames(), dir, force, &result)
-	if _, err := tea.NewProgram(w, tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run(); err != nil {
+	w.Audit = log
+	if _, err := tea.NewProgram(views.Guarded(w), tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run(); err != nil {
 		return err
 	}
 	if result == nil {

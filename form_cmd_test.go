@@ -34,6 +34,11 @@ func TestFormWizard(t *testing.T) {
 	dir := t.TempDir()
 	var result *formed
 	w := newFormWizard(ctx, []string{"lo"}, dir, false, &result)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	var err error
+	if w.Audit, err = audit.Open(auditLog); err != nil {
+		t.Fatal(err)
+	}
 	w.Init()
 	next := func() { w.Update(tea.KeyMsg{Type: tea.KeyTab}) }
 
@@ -157,10 +162,11 @@ func TestFormCLIReadOnlyAndAudit(t *testing.T) {
 		t.Fatalf("form: %v\n%s", err, out)
 	}
 	recs, err := audit.Read(auditLog)
-	if err != nil || len(recs) != 1 {
+	// The intent before the config is written, the outcome after.
+	if err != nil || len(recs) != 2 || recs[0].Outcome != audit.OutcomeIntent || recs[0].ID != recs[1].ID {
 		t.Fatalf("audit records %+v, %v", recs, err)
 	}
-	if r := recs[0]; r.Action != "form" || r.Target != "site1" || r.Outcome != audit.OutcomeDone || !strings.Contains(r.Detail, filepath.Join(dir, "cluster.json")) {
+	if r := recs[1]; r.Action != "form" || r.Target != "site1" || r.Outcome != audit.OutcomeDone || !strings.Contains(r.Detail, filepath.Join(dir, "cluster.json")) {
 		t.Fatalf("audit record %+v", r)
 	}
 }

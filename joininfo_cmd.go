@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
 )
 
 func newJoinInfoCmd(g *globalFlags) *cobra.Command {
@@ -31,19 +34,51 @@ from this node's token file, never printed. The address is the first free one
 in the cluster prefix unless --node-ip says otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A bundle carries the cluster token: handing it out is an
+			// action, gated by read-only mode and recorded (never the
+			// token itself, only who asked for which node).
+			action := "join-info"
+			if cmd.Name() == "add" {
+				action = "add-node"
+			}
+			rec := audit.Record{Action: action, Target: nodeName, Detail: "role " + role + ", address " + orDefault(nodeIP, "the first free one")}
+			if g.readOnly {
+				return refuseReadOnly(g, rec, fmt.Errorf("read-only mode (--readonly or SITECON_READONLY): %s not shown (it carries the cluster token)", action))
+			}
+			log, err := audit.Open(g.auditLog)
+			if err != nil {
+				return fmt.Errorf("%s not shown (it carries the cluster token, and who asked cannot be recorded): %w", action, err)
+			}
 			used, serverVersion, data := clusterAddresses(cmd.Context(), g)
 			v, seed, err := configInEffect(configPath, data)
+			var text string
+			if err == nil {
+				if seed.ClusterNote != "" {
+					// The note may quote the cluster's record.
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", ui.Clean(seed.ClusterNote))
+				}
+				text, err = joinInfo(v, role, nodeName, nodeUUID, nodeIP, used, serverVersion)
+			}
 			if err != nil {
+				// Nothing shown: one record says it was asked for.
+				rec.Outcome, rec.Error = audit.OutcomeFailed, err.Error()
+				if werr := log.Write(rec); werr != nil {
+					err = errors.Join(err, fmt.Errorf("audit log: %w", werr))
+				}
 				return err
 			}
-			if seed.ClusterNote != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", seed.ClusterNote)
-			}
-			text, err := joinInfo(v, role, nodeName, nodeUUID, nodeIP, used, serverVersion)
+			e, err := log.Begin(rec)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s not shown: its intent cannot be recorded: %w", action, err)
 			}
 			_, err = fmt.Fprint(cmd.OutOrStdout(), text)
+			outcome := audit.OutcomeDone
+			if err != nil {
+				outcome = audit.OutcomeFailed
+			}
+			if werr := e.End(outcome, err); werr != nil {
+				err = errors.Join(err, fmt.Errorf("audit log: %w", werr))
+			}
 			return err
 		},
 	}
@@ -54,6 +89,21 @@ in the cluster prefix unless --node-ip says otherwise.`,
 	f.StringVar(&nodeIP, "node-ip", "", "the new node's cluster address (default: the first free one)")
 	f.StringVar(&nodeUUID, "node-uuid", "", "the new EVE node's device UUID (server and agent)")
 	return cmd
+}
+
+// refuseReadOnly refuses an action in read-only mode and records the
+// refusal when the log takes it (a read-only account may not be able to
+// write it: the refusal stands either way, and says so).
+func refuseReadOnly(g *globalFlags, rec audit.Record, why error) error {
+	rec.Outcome, rec.Error = audit.OutcomeRefused, why.Error()
+	log, err := audit.Open(g.auditLog)
+	if err == nil {
+		err = log.Write(rec)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (not recorded: %v)", why, err)
+	}
+	return why
 }
 
 // loadClusterConfig reads and checks this node's cluster config (the

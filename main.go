@@ -34,12 +34,51 @@ func main() {
 	// client-go logs through klog to stderr; sitecon logs through slog to a
 	// file it chooses, so klog is silenced for every command.
 	klog.SetLogger(logr.Discard())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(context.Background())
 	err := newRoot().ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sitecon:", err)
+		printError(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// printError writes a command's error for the terminal. It quotes the
+// cluster's words and files' (API errors, preflight reasons, names), so
+// each line is cleaned (safety rule 7); the line breaks of a list of
+// reasons stay.
+func printError(w io.Writer, err error) {
+	fmt.Fprintln(w, "sitecon:", ui.CleanLines(err.Error()))
+}
+
+// interruptedError is the cause of a command's context ended by a signal.
+type interruptedError struct{ sig os.Signal }
+
+func (e interruptedError) Error() string { return "interrupted by " + e.sig.String() }
+
+// signalContext is ctx, cancelled (with an interruptedError as its cause)
+// by the first SIGINT, SIGTERM, SIGHUP or SIGPIPE. SIGHUP is what a
+// dropped SSH session or closed terminal sends, and SIGPIPE what writing
+// to a gone SSH channel raises: by default either kills the process in
+// the middle of an action, leaving a cordoned node and no outcome. Caught,
+// the action in flight sees its context end, stops as it would on Ctrl-C
+// and records "interrupted" (writes to the gone terminal fail with EPIPE
+// instead of killing). Later signals are caught too, so the outcome gets
+// written.
+func signalContext(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	go func() {
+		select {
+		case sig := <-ch:
+			cancel(interruptedError{sig})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(nil)
 	}
 }
 
@@ -186,7 +225,8 @@ func watchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, agentS
 		fmt.Fprintf(&buf, "sitecon status, %s   (Ctrl-C to quit)\n\n", last.Format("15:04:05"))
 		if !snap.Synced() {
 			h := snap.Health()
-			fmt.Fprintf(&buf, "waiting for the API server: %s\n", orDefault(h.LastError, "connecting"))
+			// An API error quotes what the server (or a proxy) said.
+			fmt.Fprintf(&buf, "waiting for the API server: %s\n", ui.Clean(orDefault(h.LastError, "connecting")))
 		} else if err := views.WriteStatus(&buf, views.StatusReport{ClusterStatus: snap.Status(), Agent: agentSummary(ctx, agentSocket)}, last, format); err != nil {
 			return err
 		}
@@ -288,13 +328,19 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 	uiCtx := ui.NewContext(lipgloss.DefaultRenderer(), time.Now, log)
 	uiCtx.ReadOnly = g.readOnly
 	app := views.NewApp(uiCtx)
-	if snap != nil && !g.readOnly {
-		actions := &views.Actions{Snap: snap}
+	var actions *views.Actions
+	if !g.readOnly {
+		// Actions and :form need the audit log; without a cluster the
+		// cluster actions say so themselves, :form does not need one.
+		actions = &views.Actions{Snap: snap}
 		if auditLog, err := audit.Open(g.auditLog); err != nil {
 			actions.Unavailable = err.Error()
 		} else {
 			actions.Audit = auditLog
 		}
+		app.SetActions(actions)
+	}
+	if actions != nil && snap != nil {
 		actions.JoinInfo = func(role, name, uuid, ip string) (string, error) {
 			// The bundle carries the seed in effect, decided from the
 			// snapshot's record and Nodes once synced.
@@ -320,7 +366,6 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 			}
 			return joinInfo(v, role, name, uuid, ip, used, "")
 		}
-		app.SetActions(actions)
 	}
 	if !g.readOnly {
 		// :form forms a new cluster from the console, as the seed, into the
@@ -338,6 +383,9 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 	}, problem, prog.Send)
 	log.Info("console started", "readonly", g.readOnly)
 	_, err = prog.Run()
+	// A signal (the SSH session's SIGHUP) ended the console, maybe with an
+	// action under way: its outcome is recorded before the process goes.
+	app.Abandon(context.Cause(ctx))
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil
 	}

@@ -235,3 +235,13 @@ func cleanValue(v reflect.Value) (reflect.Value, bool) {
 	}
 	return v, false
 }
+
+// CleanLines is Clean for text of several lines, such as an error listing
+// reasons: each line is cleaned and the line breaks are kept.
+func CleanLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = Clean(l)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -33,12 +33,35 @@ type Actions struct {
 	JoinInfo func(role, name, uuid, ip string) (string, error)
 }
 
-func (ac *Actions) record(r audit.Record) {
-	if ac.Audit == nil {
-		return
+// unavailable says why no action can be taken here, "" when they can: an
+// action that cannot be recorded is not taken.
+func (ac *Actions) unavailable() string {
+	switch {
+	case ac.Unavailable != "":
+		return ac.Unavailable
+	case ac.Audit == nil:
+		return "no audit log to record actions in"
 	}
-	r.User = audit.CurrentUser() + " (console)"
-	_ = ac.Audit.Write(r)
+	return ""
+}
+
+// record writes a record that is the whole of an action that changed
+// nothing (refused, cancelled) or that only showed something (join info).
+func (ac *Actions) record(r audit.Record) error {
+	if ac.Audit == nil {
+		return errors.New("no audit log")
+	}
+	r.Via = "console"
+	return ac.Audit.Write(r)
+}
+
+// begin writes an action's intent before it runs.
+func (ac *Actions) begin(r audit.Record) (*audit.Entry, error) {
+	if ac.Audit == nil {
+		return nil, errors.New("no audit log")
+	}
+	r.Via = "console"
+	return ac.Audit.Begin(r)
 }
 
 type dialogState int
@@ -73,6 +96,12 @@ type dialog struct {
 	result   string
 	failed   bool
 	rec      audit.Record
+	// entry is the action's intent on disk, once confirmed; its outcome is
+	// written through it.
+	entry *audit.Entry
+	// auditProblem is why a record could not be written, for the status
+	// line once the dialog is closed.
+	auditProblem string
 	// handOn is, for a replace, what the new node gets once the old is gone.
 	handOn handOn
 }
@@ -112,8 +141,8 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 		return false, nil
 	}
 	switch {
-	case a.actions != nil && a.actions.Unavailable != "":
-		a.message = "actions unavailable: " + a.actions.Unavailable
+	case a.actions != nil && a.actions.unavailable() != "":
+		a.message = "actions unavailable: " + a.actions.unavailable()
 		return true, nil
 	case a.actions == nil || a.actions.Snap == nil || !a.frame.Synced:
 		a.message = "actions need a live cluster connection"
@@ -301,8 +330,28 @@ func (d *dialog) refused(reasons []string) {
 	// The reasons are in the lines above: the verdict says what it means.
 	d.result = "refused: nothing was changed"
 	d.rec.Preflight = reasons
-	d.rec.Outcome = audit.OutcomeRefused
-	d.actions.record(d.rec)
+	d.finish(audit.OutcomeRefused, nil)
+}
+
+// finish records the dialog's outcome: through its intent once it ran,
+// else as a record of its own. A record that cannot be written is said on
+// screen: the log no longer holds what happened.
+func (d *dialog) finish(outcome string, err error) {
+	d.rec.Outcome, d.rec.Error = outcome, ""
+	if err != nil {
+		d.rec.Error = err.Error()
+	}
+	var werr error
+	if d.entry != nil {
+		d.entry.Rec = d.rec
+		werr = d.entry.End(outcome, err)
+	} else {
+		werr = d.actions.record(d.rec)
+	}
+	if werr != nil {
+		d.auditProblem = "the audit log could not record " + d.title + ": " + werr.Error()
+		d.lines = append(d.lines, "WARNING  "+d.auditProblem)
+	}
 }
 
 func (d *dialog) onPreflight(msg preflightMsg) {
@@ -461,15 +510,39 @@ func (d *dialog) key(msg tea.KeyMsg, nextID func() int) (closeIt bool, cmd tea.C
 }
 
 func (d *dialog) cancelled() {
-	d.rec.Outcome, d.rec.Error = audit.OutcomeCancelled, "not confirmed"
-	d.actions.record(d.rec)
+	d.finish(audit.OutcomeCancelled, errors.New("not confirmed"))
 }
 
+// start runs the confirmed action once its intent is on disk; an intent
+// that cannot be written ends the dialog with nothing done, saying why.
 func (d *dialog) start(id int) tea.Cmd {
+	e, err := d.actions.begin(d.rec)
+	if err != nil {
+		d.state, d.failed = dialogDone, true
+		d.result = "not done: the audit log cannot record it (" + err.Error() + "); nothing was changed"
+		return nil
+	}
+	d.entry, d.rec.ID, d.rec.Via = e, e.Rec.ID, e.Rec.Via
 	d.state = dialogRunning
 	var cmd tea.Cmd
 	d.task, cmd = ui.StartTask(id, d.run)
 	return cmd
+}
+
+// abandon records an action still running when the console goes (a
+// signal, the SSH session dropped, ctrl+c): it is stopped and its outcome
+// is "interrupted", so its intent does not stand alone.
+func (d *dialog) abandon(cause error) {
+	if d.state != dialogRunning || d.entry == nil || d.entry.Ended() {
+		return
+	}
+	if d.task != nil {
+		d.task.Cancel()
+	}
+	if cause == nil {
+		cause = errors.New("the console was closed while it ran")
+	}
+	d.finish(audit.OutcomeInterrupted, cause)
 }
 
 // onTask follows the running task.
@@ -480,7 +553,6 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 		return d.task.Next()
 	case ui.TaskDoneMsg:
 		d.state = dialogDone
-		d.rec.Outcome = audit.OutcomeDone
 		d.result = "done: " + d.title
 		if msg.Err == nil && d.handOn.bundle != "" {
 			// What the new device needs is what matters now: the drain's
@@ -496,15 +568,20 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 			d.refused(changed.Reasons)
 			return nil
 		}
+		outcome := audit.OutcomeDone
 		if msg.Err != nil {
 			d.failed = true
-			d.rec.Outcome, d.rec.Error = audit.OutcomeFailed, msg.Err.Error()
+			outcome = audit.OutcomeFailed
 			if errors.Is(msg.Err, context.Canceled) {
-				d.rec.Outcome = audit.OutcomeCancelled
+				outcome = audit.OutcomeCancelled
 			}
 			d.result = "failed: " + msg.Err.Error()
 		}
-		d.actions.record(d.rec)
+		d.finish(outcome, msg.Err)
+		if d.auditProblem != "" {
+			d.failed = true
+			d.result += " — " + d.auditProblem
+		}
 	}
 	return nil
 }
@@ -598,8 +675,8 @@ func (a *App) canMakeJoinInfo(command string) bool {
 		a.message = "read-only: " + command + " is not available (a join bundle carries the cluster token)"
 	case a.actions == nil || a.actions.JoinInfo == nil:
 		a.message = command + " needs this node's cluster config (sitecon --config FILE)"
-	case a.actions.Unavailable != "":
-		a.message = "actions unavailable: " + a.actions.Unavailable
+	case a.actions.unavailable() != "":
+		a.message = "actions unavailable: " + a.actions.unavailable()
 	default:
 		return true
 	}
@@ -637,9 +714,22 @@ func (a *App) addNode(args []string) {
 		a.message = err.Error() + " — " + usage
 		return
 	}
-	d := a.openDialog("add "+name, audit.Record{Action: "add-node", Target: name, Detail: role})
+	// The join info carries the cluster token: it is shown only once the
+	// log holds who asked for it (without the token).
+	rec := audit.Record{Action: "add-node", Target: name, Detail: role, Outcome: audit.OutcomeDone}
+	if err := a.actions.record(rec); err != nil {
+		a.message = "not shown: the audit log cannot record it: " + err.Error()
+		return
+	}
+	d := a.openDialog("add "+name, rec)
 	d.lines = joinInfoLines(text, a.ctx.Width)
 	d.state, d.result = dialogDone, "join info for "+name+" ("+role+")"
-	d.rec.Outcome = audit.OutcomeDone
-	a.actions.record(d.rec)
+}
+
+// Abandon records the outcome of an action still running as the console
+// ends; cause is why it ends (the signal), nil when it was closed.
+func (a *App) Abandon(cause error) {
+	if a.dialog != nil {
+		a.dialog.abandon(cause)
+	}
 }

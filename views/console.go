@@ -208,6 +208,10 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		closeIt, cmd := a.dialog.key(msg, func() int { a.taskSeq++; return a.taskSeq })
 		if closeIt {
+			if a.dialog.auditProblem != "" {
+				// The log lacks this record: say so once the dialog goes.
+				a.message = a.dialog.auditProblem
+			}
 			a.dialog = nil
 		}
 		return cmd
@@ -355,10 +359,15 @@ func (a *App) runCommand(cmd string) tea.Cmd {
 		switch {
 		case a.ctx.ReadOnly:
 			a.message = "read-only: :form is not available"
-		case a.newWizard == nil:
+		case a.newWizard == nil || a.actions == nil:
 			a.message = ":form is not available here"
+		case a.actions.unavailable() != "":
+			// Forming writes this node's cluster config: an action like
+			// any other, not taken if it cannot be recorded.
+			a.message = ":form is not available: " + a.actions.unavailable()
 		default:
 			a.wizard = a.newWizard()
+			a.wizard.Audit, a.wizard.Via = a.actions.Audit, "console"
 			a.wizard.Init()
 		}
 		return nil

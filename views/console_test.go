@@ -156,7 +156,7 @@ func TestCtrlCQuitsFromAnywhere(t *testing.T) {
 		// A drain that needs the node name typed: the dialog has a text input.
 		p := refusedDrain()
 		p.Refusals = nil
-		return drainDialogApp(testContext(120, 30), p)
+		return drainDialogApp(t, testContext(120, 30), p)
 	}
 	for name, tc := range map[string]struct {
 		app  func() *App
@@ -440,7 +440,7 @@ func TestWriteScreenshotFrames(t *testing.T) {
 	r.SetColorProfile(termenv.ANSI)
 	ctx := ui.NewContext(r, func() time.Time { return now }, nil)
 	ctx.Width, ctx.Height = 100, 24
-	a := drainDialogApp(ctx, refusedDrain())
+	a := drainDialogApp(t, ctx, refusedDrain())
 	if err := os.WriteFile(filepath.Join(dir, "7-drain-refused.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -457,9 +457,9 @@ func refusedDrain() kube.Preflight {
 
 // drainDialogApp is the console on the nodes screen with a drain dialog
 // that got the preflight p.
-func drainDialogApp(ctx *ui.Context, p kube.Preflight) *App {
+func drainDialogApp(t *testing.T, ctx *ui.Context, p kube.Preflight) *App {
 	a := NewApp(ctx)
-	a.SetActions(&Actions{})
+	a.SetActions(&Actions{Audit: testAudit(t)})
 	a.Update(FrameMsg(sampleFrame()))
 	press(a, "2")
 	a.openDialog("drain "+p.Node, audit.Record{Action: "drain", Target: p.Node})
@@ -495,7 +495,7 @@ func run(a *App, cmd tea.Cmd) {
 // The drain dialog: a refusal lists every reason and closes on any key;
 // pinned apps need the node name typed, and a wrong name does not start it.
 func TestDrainDialog(t *testing.T) {
-	a := drainDialogApp(testContext(120, 30), refusedDrain())
+	a := drainDialogApp(t, testContext(120, 30), refusedDrain())
 	v := a.View()
 	for _, want := range []string{"REFUSED  server node-c is NotReady", "REFUSED  node-b holds the only healthy replica", "refused: ", "any key to close"} {
 		if !strings.Contains(v, want) {
@@ -509,7 +509,7 @@ func TestDrainDialog(t *testing.T) {
 
 	pinned := refusedDrain()
 	pinned.Refusals = nil
-	a = drainDialogApp(testContext(120, 30), pinned)
+	a = drainDialogApp(t, testContext(120, 30), pinned)
 	if !strings.Contains(a.View(), `Type "node-b" and enter`) {
 		t.Fatalf("pinned apps need the name typed:\n%s", a.View())
 	}
@@ -532,7 +532,7 @@ func TestDrainDialog(t *testing.T) {
 func TestDrainRefusedAtRecheck(t *testing.T) {
 	confirmed := refusedDrain()
 	confirmed.Refusals, confirmed.Warnings = nil, nil
-	a := drainDialogApp(testContext(120, 30), confirmed)
+	a := drainDialogApp(t, testContext(120, 30), confirmed)
 	if a.dialog == nil || a.dialog.state != dialogConfirm {
 		t.Fatal("a clean preflight asks for confirmation")
 	}
@@ -585,6 +585,7 @@ func TestReadOnlyHidesActions(t *testing.T) {
 // Read-only consoles do not offer it.
 func TestFormFromConsole(t *testing.T) {
 	a := newTestApp(100, 30)
+	a.SetActions(&Actions{Audit: testAudit(t)})
 	a.SetFormWizard(func() *FormWizard { return NewFormWizard(a.ctx, []string{"eth1"}, FormInput{}) })
 	for _, r := range ":form" {
 		a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
@@ -623,7 +624,7 @@ func TestAddNodeCommand(t *testing.T) {
 	a := newTestApp(80, 24)
 	bundle := "sitecon-join.v1." + strings.Repeat("QUJD", 40) + ".0123456789abcdef"
 	var asked []string
-	a.SetActions(&Actions{JoinInfo: func(role, name, uuid, _ string) (string, error) {
+	a.SetActions(&Actions{Audit: testAudit(t), JoinInfo: func(role, name, uuid, _ string) (string, error) {
 		asked = append(asked, role+" "+name+" "+uuid)
 		if role != "server" && role != "agent" && role != "edgeworker" {
 			return "", fmt.Errorf("the role must be server, agent or edgeworker, not %q", role)
@@ -679,7 +680,7 @@ func TestAddNodeCommand(t *testing.T) {
 func TestReplaceNodeCommand(t *testing.T) {
 	a := newTestApp(80, 24)
 	var asked []string
-	a.SetActions(&Actions{JoinInfo: func(role, name, uuid, ip string) (string, error) {
+	a.SetActions(&Actions{Audit: testAudit(t), JoinInfo: func(role, name, uuid, ip string) (string, error) {
 		asked = append(asked, strings.Join([]string{role, name, uuid, ip}, " "))
 		if uuid == "bad" {
 			return "", errors.New("no cluster config at /persist/sitecon/cluster.json")

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -47,6 +48,10 @@ type FormWizard struct {
 	Check func(FormInput) map[string][]string
 	// Submit forms the cluster.
 	Submit func(FormInput) (*FormResult, error)
+	// Audit records forming (an intent before Submit, its outcome after);
+	// without it nothing is formed. Via marks the records ("console").
+	Audit *audit.Log
+	Via   string
 	// Interfaces are the device's interfaces, offered as completions.
 	problems map[string][]string
 	result   *FormResult
@@ -162,10 +167,31 @@ func (w *FormWizard) submit() tea.Cmd {
 		w.err = "fix the fields marked ✗ first"
 		return nil
 	}
-	res, err := w.Submit(w.Input())
+	in := w.Input()
+	// Forming writes this node's cluster config and token: recorded before
+	// and after, or not done (safety rule 5).
+	if w.Audit == nil {
+		w.err = "not formed: there is no audit log to record it in"
+		return nil
+	}
+	e, err := w.Audit.Begin(audit.Record{Action: "form", Target: in.ClusterName, Via: w.Via,
+		Detail: fmt.Sprintf("interface %s, prefix %s, servers %s, workers %s, seed %s", in.Interface, in.Prefix, in.Servers, in.Workers, in.Seed)})
 	if err != nil {
+		w.err = "not formed: the audit log cannot record it: " + err.Error()
+		return nil
+	}
+	res, err := w.Submit(in)
+	if err != nil {
+		if werr := e.End(audit.OutcomeFailed, err); werr != nil {
+			err = fmt.Errorf("%w (and the audit log could not record it: %v)", err, werr)
+		}
 		w.err = err.Error()
 		return nil
+	}
+	e.Rec.Detail += "; wrote " + res.Written
+	if werr := e.End(audit.OutcomeDone, nil); werr != nil {
+		// Formed all the same: the files are written. Said on screen.
+		res.Summary = append(res.Summary, "", "the audit log could not record this: "+werr.Error())
 	}
 	w.result, w.done = res, true
 	return nil
@@ -232,3 +258,36 @@ func (w *FormWizard) View() string {
 	out = append(out, st.Muted.Render("tab/↑/↓ move · → completes · enter on the last field forms · esc quits"))
 	return strings.Join(out, "\n")
 }
+
+// Guarded runs the wizard on its own (sitecon form --wizard) behind the
+// same key guard as the console's prompts (safety rule 5): no key answers
+// the form, or leaves its result, before it has been on screen a moment,
+// and a burst typed before it was drawn is dropped. Ctrl-C always leaves.
+func Guarded(w *FormWizard) tea.Model {
+	return &guardedWizard{w: w, guard: ui.NewAnswerGuard(w.ctx)}
+}
+
+type guardedWizard struct {
+	w     *FormWizard
+	guard *ui.AnswerGuard
+}
+
+func (g *guardedWizard) Init() tea.Cmd {
+	return tea.Batch(g.w.Init(), g.guard.Show(wizardPrompt{g.w, g.w.done}))
+}
+
+func (g *guardedWizard) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if k, ok := msg.(tea.KeyMsg); ok && k.String() != "ctrl+c" {
+		entry := ui.EntryText
+		if g.w.done {
+			entry = ui.EntryKeys
+		}
+		if !g.guard.Admits(k, entry) {
+			return g, nil
+		}
+	}
+	_, cmd := g.w.Update(msg)
+	return g, tea.Batch(cmd, g.guard.Show(wizardPrompt{g.w, g.w.done}))
+}
+
+func (g *guardedWizard) View() string { return g.w.View() }

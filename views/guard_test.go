@@ -45,7 +45,7 @@ func actionApp(t *testing.T) *App {
 		t.Fatal(err)
 	}
 	a := newTestApp(120, 30)
-	a.SetActions(&Actions{Snap: snap})
+	a.SetActions(&Actions{Snap: snap, Audit: testAudit(t)})
 	a.Update(runes("2"))
 	return a
 }
@@ -205,7 +205,7 @@ func TestPasteAnswersNothing(t *testing.T) {
 // right behind it, and takes pasted text in its fields once read.
 func TestBurstAfterCommandLine(t *testing.T) {
 	a := actionApp(t)
-	a.SetActions(&Actions{Snap: a.actions.Snap, JoinInfo: func(role, name, uuid, ip string) (string, error) {
+	a.SetActions(&Actions{Snap: a.actions.Snap, Audit: a.actions.Audit, JoinInfo: func(role, name, uuid, ip string) (string, error) {
 		return "sitecon form --join sitecon-join.v1.QUJD\n", nil
 	}})
 	for _, m := range []tea.KeyMsg{runes(":replace"), runes(" "), runes("node-c"), runes(" "), runes("node-d"), runes(" "), runes("0d1c2b3a"), enter} {
@@ -224,6 +224,7 @@ func TestBurstAfterCommandLine(t *testing.T) {
 
 	w := newTestApp(100, 30)
 	formed := false
+	w.SetActions(&Actions{Audit: testAudit(t)})
 	w.SetFormWizard(func() *FormWizard {
 		fw := NewFormWizard(w.ctx, []string{"eth1"}, FormInput{ClusterName: "site1", Interface: "eth1", Prefix: "10.244.244.0/28", Servers: "a,b,c"})
 		fw.Submit = func(FormInput) (*FormResult, error) { formed = true; return &FormResult{Written: "cluster.json"}, nil }

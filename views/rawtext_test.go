@@ -74,7 +74,7 @@ func TestConsoleDrawsNoRawText(t *testing.T) {
 	p := refusedDrain()
 	p.Refusals = append(p.Refusals, "volume"+hostile)
 	p.Evict = append(p.Evict, "default/pod"+clipboard)
-	d := drainDialogApp(testContext(200, 40), p)
+	d := drainDialogApp(t, testContext(200, 40), p)
 	d.dialog.progress = append(d.dialog.progress, "evicting"+setTitle)
 	if raw := rawIn(d.View()); len(raw) > 0 {
 		t.Errorf("the drain dialog draws %q:\n%s", raw, d.View())

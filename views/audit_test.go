@@ -1,0 +1,142 @@
+package views
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/sitecon/sitecon/audit"
+)
+
+// Safety rule 5 (DESIGN.md): every action is recorded before and after, or
+// not taken. These tests drive the console with a real audit log in a
+// temporary directory.
+
+// outcomes lists a log's records as action:outcome.
+func outcomes(t *testing.T, path string) []string {
+	t.Helper()
+	recs, err := audit.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Action+":"+r.Outcome)
+	}
+	return out
+}
+
+// A log that can no longer be written (its directory gone: a full or
+// read-only disk behaves the same) refuses the action when it is
+// confirmed, and the dialog says why; nothing runs.
+func TestConsoleRefusesAnActionItCannotRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	l, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := actionApp(t)
+	a.actions.Audit = l
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	a.Update(runes("c"))
+	ran := false
+	if a.dialog == nil {
+		t.Fatalf("c opened no dialog (message %q)", a.message)
+	}
+	a.dialog.run = func(context.Context, func(string)) error { ran = true; return nil }
+	advance(a, readTime)
+	run(a, press(a, "y"))
+	if ran || started(a) {
+		t.Fatal("an action that cannot be recorded was taken")
+	}
+	if v := a.View(); !strings.Contains(v, "audit log") || !strings.Contains(v, "not done") {
+		t.Fatalf("the dialog does not say why nothing was done:\n%s", v)
+	}
+}
+
+// The intent is on disk while the action runs; the outcome follows it.
+func TestConsoleRecordsIntentThenOutcome(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := actionApp(t)
+	a.actions.Audit = l
+	a.Update(runes("c"))
+	var during []string
+	a.dialog.run = func(context.Context, func(string)) error {
+		during = outcomes(t, path)
+		return nil
+	}
+	advance(a, readTime)
+	run(a, press(a, "y"))
+	if strings.Join(during, " ") != "cordon:intent" {
+		t.Fatalf("while the cordon ran the log held %v, want its intent", during)
+	}
+	if got := strings.Join(outcomes(t, path), " "); got != "cordon:intent cordon:done" {
+		t.Fatalf("records %s", got)
+	}
+	recs, _ := audit.Read(path)
+	if recs[0].ID == "" || recs[0].ID != recs[1].ID || recs[1].Via != "console" {
+		t.Fatalf("intent and outcome not linked, or not marked as the console's: %+v", recs)
+	}
+}
+
+// :form writes a node's cluster config: it is recorded like any action,
+// and refused when it cannot be.
+func TestFormFromTheConsoleIsRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	formed := 0
+	wizard := func(a *App) func() *FormWizard {
+		return func() *FormWizard {
+			w := NewFormWizard(a.ctx, []string{"eth1"}, FormInput{ClusterName: "site1", Interface: "eth1", Prefix: "10.244.244.0/28", Servers: "node-a,node-b,node-c"})
+			w.Check = func(FormInput) map[string][]string { return nil }
+			w.Submit = func(FormInput) (*FormResult, error) {
+				formed++
+				return &FormResult{Summary: []string{"cluster site1"}, Written: "/persist/sitecon/cluster.json"}, nil
+			}
+			return w
+		}
+	}
+	a := newTestApp(120, 40)
+	a.SetActions(&Actions{Audit: l})
+	a.SetFormWizard(wizard(a))
+	press(a, ":", "f", "o", "r", "m", "enter")
+	advance(a, readTime)
+	a.Update(tea.KeyMsg{Type: tea.KeyCtrlS})
+	if formed != 1 {
+		t.Fatalf("ctrl+s did not form:\n%s", a.View())
+	}
+	if got := strings.Join(outcomes(t, path), " "); got != "form:intent form:done" {
+		t.Fatalf(":form recorded as %q", got)
+	}
+
+	b := newTestApp(120, 40)
+	b.SetActions(&Actions{Unavailable: "audit log /dev/null: is a character device, not a regular file"})
+	b.SetFormWizard(wizard(b))
+	press(b, ":", "f", "o", "r", "m", "enter")
+	if b.wizard != nil || !strings.Contains(b.message, "audit log") {
+		t.Fatalf(":form opened although it cannot be recorded (message %q)", b.message)
+	}
+}
+
+// testAudit is an audit log of the test's own, for consoles that act.
+func testAudit(t *testing.T) *audit.Log {
+	t.Helper()
+	l, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
