@@ -926,12 +926,27 @@ func ReadApps(ctx context.Context, socketPath string) ([]AppState, error) {
 	return apps, readLocal(ctx, socketPath, "/v1/apps", &apps)
 }
 
-func readLocal(ctx context.Context, socketPath, path string, into any) error {
-	client := &http.Client{Transport: &http.Transport{
+// localClients holds one HTTP client per agent socket: a transport per
+// call would leave its idle connections behind (sitecon status --watch
+// reads every second).
+var localClients sync.Map // socket path → *http.Client
+
+func localClient(socketPath string) *http.Client {
+	if c, ok := localClients.Load(socketPath); ok {
+		return c.(*http.Client)
+	}
+	c, _ := localClients.LoadOrStore(socketPath, &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socketPath)
 		},
-	}}
+		MaxIdleConnsPerHost: 1,
+		IdleConnTimeout:     30 * time.Second,
+	}})
+	return c.(*http.Client)
+}
+
+func readLocal(ctx context.Context, socketPath, path string, into any) error {
+	client := localClient(socketPath)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+path, nil)
 	if err != nil {
 		return err

@@ -49,7 +49,10 @@ type AppsOptions struct {
 	// FailoverTimeout is how long a pod may hang terminating on an
 	// unreachable node before the leader force-deletes it (default 60 s).
 	FailoverTimeout time.Duration
-	Metrics         *Metrics
+	// NodeProbe looks for a sign of life from a lost node before one of its
+	// pods is force-deleted (default: ProbeNodeStatus, its agent's /status).
+	NodeProbe NodeProbe
+	Metrics   *Metrics
 	// RereadInterval is how often the apps directory is read in full
 	// whatever the watch says (default 30 s).
 	RereadInterval time.Duration
@@ -117,8 +120,11 @@ type AppsAgent struct {
 	dyn      dynamic.Interface
 	log      *slog.Logger
 	recorder record.EventRecorder
-	timeline *Timeline
-	kick     chan struct{}
+	// broadcaster sends the recorder's Events; shut down when Run ends, so
+	// an agent restarted for a new config leaves no sender behind.
+	broadcaster record.EventBroadcaster
+	timeline    *Timeline
+	kick        chan struct{}
 
 	mu       sync.Mutex
 	set      AppSet
@@ -132,7 +138,9 @@ type AppsAgent struct {
 	placed      *placedCache
 	lastRunning map[string]string
 	nodeReady   map[string]bool
-	reported    map[types.UID]FailoverAction
+	// stuck is the stats leader's own record of each pod stuck on a lost
+	// node, by UID; pruned with the pods (and cleared when not leading).
+	stuck       map[types.UID]*stuckPod
 	lostSeen    map[string]bool
 	leaderSeen  string
 	failedApply map[string]applyFailure
@@ -160,6 +168,9 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 	if opts.FailoverTimeout == 0 {
 		opts.FailoverTimeout = 60 * time.Second
 	}
+	if opts.NodeProbe == nil {
+		opts.NodeProbe = ProbeNodeStatus
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
@@ -176,13 +187,13 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: snap.Clients().Core.CoreV1().Events("")})
 	return &AppsAgent{
-		opts: opts, snap: snap, dyn: dyn, log: opts.Log,
+		opts: opts, snap: snap, dyn: dyn, log: opts.Log, broadcaster: broadcaster,
 		recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName}),
 		timeline:        NewTimeline(500),
 		kick:            make(chan struct{}, 1),
 		lastRunning:     map[string]string{},
 		nodeReady:       map[string]bool{},
-		reported:        map[types.UID]FailoverAction{},
+		stuck:           map[types.UID]*stuckPod{},
 		lostSeen:        map[string]bool{},
 		failedApply:     map[string]applyFailure{},
 		staleConfig:     map[string]bool{},
@@ -232,6 +243,7 @@ func (a *AppsAgent) wake() {
 
 // Run follows the config directory and the cluster until ctx ends.
 func (a *AppsAgent) Run(ctx context.Context) error {
+	defer a.broadcaster.Shutdown()
 	// A fresh install has an apps directory without its subdirectories:
 	// make them. When the apps directory itself is missing (a partition not
 	// mounted yet), nothing is made under its mount point: the read reports
@@ -472,6 +484,10 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 			if wait := a.failover(ctx, set, observed, nodes, d, states, now); wait > 0 && (next == 0 || wait < next) {
 				next = wait
 			}
+		} else {
+			// A leader's timer is its own sighting: one that leads again
+			// later starts afresh.
+			clear(a.stuck)
 		}
 		if !reflect.DeepEqual(seen, states) {
 			// Acting found something new: an apply refused or mended, a
@@ -948,20 +964,52 @@ func (a *AppsAgent) removeOverride(ctx context.Context, uuid string) {
 // It returns when the next verdict could change (0: none pending).
 func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
 	next := time.Duration(0)
+	soon := func(wait time.Duration) {
+		if wait = max(wait, 10*time.Millisecond); next == 0 || wait < next {
+			next = wait
+		}
+	}
+	live := map[types.UID]bool{}
+	probed := map[string]NodeLife{} // one probe per node per pass
 	for uuid, o := range observed {
 		app, ok := set.Apps[uuid]
 		if !ok {
 			continue
 		}
 		for _, pod := range o.Stuck {
-			v := DecideFailover(app, pod, nodes[pod.Spec.NodeName], AppVolumes(app, set.Volumes, d), a.opts.FailoverTimeout, now)
-			switch v.Action {
-			case FailoverWait:
-				if !v.Since.IsZero() {
-					if wait := v.Since.Add(a.opts.FailoverTimeout).Sub(now) + 10*time.Millisecond; next == 0 || wait < next {
-						next = wait
+			node := nodes[pod.Spec.NodeName]
+			if unreachableTaint(node) == nil {
+				// Its kubelet finishes it. If the node is lost again later,
+				// the timer starts from that sighting.
+				continue
+			}
+			live[pod.UID] = true
+			sp := a.stuck[pod.UID]
+			if sp == nil {
+				sp = &stuckPod{firstSeen: now}
+				a.stuck[pod.UID] = sp
+			}
+			in := FailoverInput{App: app, Pod: pod, Node: node, FirstSeen: sp.firstSeen, Now: now, Timeout: a.opts.FailoverTimeout}
+			v := DecideFailover(in)
+			if v.NeedEvidence {
+				if wait := failoverRecheck - now.Sub(sp.checked); !sp.checked.IsZero() && wait > 0 {
+					// A hold or refusal stands until the evidence is read
+					// again; a delete never rests on an earlier read.
+					v = sp.verdict
+					soon(wait)
+				} else {
+					in.Evidence = a.failoverEvidence(ctx, pod, node, probed)
+					v = DecideFailover(in)
+					sp.checked, sp.verdict = time.Time{}, v
+					if v.Action == FailoverHold || v.Action == FailoverRefuse {
+						sp.checked = time.Now()
+						soon(failoverRecheck)
 					}
 				}
+			}
+			switch v.Action {
+			case FailoverWait:
+				soon(sp.firstSeen.Add(a.opts.FailoverTimeout).Sub(now))
 				continue
 			case FailoverForceDelete:
 				err := a.snap.Clients().Core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
@@ -969,7 +1017,7 @@ func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[strin
 				if err != nil && !apierrors.IsNotFound(err) {
 					a.opts.Metrics.APIErrors.Inc()
 					a.log.Error("force delete", "pod", pod.Name, "err", err)
-					next = 5 * time.Second
+					soon(5 * time.Second)
 					continue
 				}
 			}
@@ -978,13 +1026,16 @@ func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[strin
 					states[i].Failover = v.Reason
 				}
 			}
-			if a.reported[pod.UID] == v.Action {
+			if sp.reported == v.Action {
 				continue
 			}
-			a.reported[pod.UID] = v.Action
+			sp.reported = v.Action
 			a.opts.Metrics.FailoverActions.WithLabelValues(string(v.Action)).Inc()
 			kind, evType, reason := EventFailover, corev1.EventTypeNormal, "ForceDeleted"
-			if v.Action != FailoverForceDelete {
+			switch v.Action {
+			case FailoverHold:
+				kind, evType, reason = EventRefusal, corev1.EventTypeWarning, "FailoverHeld"
+			case FailoverRefuse, FailoverPinned:
 				kind, evType, reason = EventRefusal, corev1.EventTypeWarning, "FailoverRefused"
 			}
 			a.log.Info("failover", "app", app.DisplayName, "pod", pod.Name, "action", v.Action, "reason", v.Reason)
@@ -992,7 +1043,25 @@ func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[strin
 			a.recorder.Event(pod, evType, reason, v.Reason)
 		}
 	}
+	// Bounded memory: a pod gone, finished by its kubelet or deleted here
+	// leaves no record behind.
+	maps.DeleteFunc(a.stuck, func(uid types.UID, _ *stuckPod) bool { return !live[uid] })
 	return next
+}
+
+// failoverEvidence probes the lost node (once per pass) and, only when it
+// is silent, reads the pod's claims afresh from the API server.
+func (a *AppsAgent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
+	life, ok := probed[node.Name]
+	if !ok {
+		life = a.opts.NodeProbe(ctx, node)
+		probed[node.Name] = life
+	}
+	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail}
+	if !life.Alive {
+		ev.Volumes = ReadFailoverEvidence(ctx, a.snap.Clients(), pod)
+	}
+	return ev
 }
 
 // placedCache watches the objects sitecon laid out (by its managed-by label).

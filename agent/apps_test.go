@@ -264,45 +264,6 @@ func TestObserveAppsIgnoresTerminatingPods(t *testing.T) {
 	}
 }
 
-func TestDecideFailover(t *testing.T) {
-	now := time.Now()
-	deleted := metav1.NewTime(now.Add(-2 * time.Minute))
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plc-0", DeletionTimestamp: &deleted}, Spec: corev1.PodSpec{NodeName: "node-b"}}
-	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-90 * time.Second)}}}}}
-	healthy := func(node string) *lhv1beta2.Replica {
-		return &lhv1beta2.Replica{Spec: lhv1beta2.ReplicaSpec{InstanceSpec: lhv1beta2.InstanceSpec{NodeID: node}, HealthyAt: "x"},
-			Status: lhv1beta2.ReplicaStatus{InstanceStatus: lhv1beta2.InstanceStatus{CurrentState: lhv1beta2.InstanceStateRunning}}}
-	}
-	vol := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}}
-	safe := []AppVolume{{Claim: "data", Volume: vol, Replicas: []*lhv1beta2.Replica{healthy("node-b"), healthy("node-a")}}}
-	onlyOnLost := []AppVolume{{Claim: "data", Volume: vol, Replicas: []*lhv1beta2.Replica{healthy("node-b")}}}
-	pinned := testApp()
-	pinned.Affinity = AffinityRequired
-	for name, tc := range map[string]struct {
-		app     AppConfig
-		node    *corev1.Node
-		volumes []AppVolume
-		timeout time.Duration
-		want    FailoverAction
-		mention string
-	}{
-		"node reachable":         {testApp(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}, safe, time.Minute, FailoverWait, "not unreachable"},
-		"timeout not passed":     {testApp(), lost, safe, 5 * time.Minute, FailoverWait, "unreachable for 1m30s"},
-		"replica elsewhere":      {testApp(), lost, safe, time.Minute, FailoverForceDelete, "healthy replica elsewhere"},
-		"only replica on lost":   {testApp(), lost, onlyOnLost, time.Minute, FailoverRefuse, "pvc-1"},
-		"volume not in longhorn": {testApp(), lost, []AppVolume{{Claim: "data-x"}}, time.Minute, FailoverRefuse, "data-x (no Longhorn volume found)"},
-		"pinned":                 {pinned, lost, safe, time.Minute, FailoverPinned, "stays"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			v := DecideFailover(tc.app, pod, tc.node, tc.volumes, tc.timeout, now)
-			if v.Action != tc.want || !strings.Contains(v.Reason, tc.mention) {
-				t.Fatalf("got %s %q, want %s mentioning %q", v.Action, v.Reason, tc.want, tc.mention)
-			}
-		})
-	}
-}
-
 // A node holding an older version of an app's config never overwrites
 // what a newer one laid out; unversioned configs are never held back.
 func TestStaleConfig(t *testing.T) {

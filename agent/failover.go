@@ -1,13 +1,21 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -18,11 +26,15 @@ type FailoverAction string
 // Failover actions.
 const (
 	// FailoverWait: not yet (the node may still be reachable, or the
-	// timeout has not passed).
+	// leader's own timer has not run out).
 	FailoverWait FailoverAction = "wait"
-	// FailoverForceDelete: the node is lost and every volume of the app has
-	// a healthy replica elsewhere; removing the pod lets its replacement
-	// attach the volumes.
+	// FailoverHold: the timer ran out but the lost node still shows a sign
+	// of life on the cluster network. A partitioned node still runs the
+	// old pod; a second copy of the app would write the same data.
+	FailoverHold FailoverAction = "hold"
+	// FailoverForceDelete: the node is silent and a fresh read shows every
+	// volume of the pod with an up-to-date replica elsewhere; removing the
+	// pod lets its replacement attach the volumes.
 	FailoverForceDelete FailoverAction = "force-delete"
 	// FailoverRefuse: removing the pod could lose data; report and leave it.
 	FailoverRefuse FailoverAction = "refuse"
@@ -34,90 +46,274 @@ const (
 type FailoverVerdict struct {
 	Action FailoverAction
 	Reason string
-	// Since is when the node was found unreachable.
+	// Since is when this leader first saw the pod stuck on the unreachable
+	// node (its own clock, monotonic).
 	Since time.Time
+	// NeedEvidence: the timer ran out and nothing was read yet; read the
+	// evidence (ReadFailoverEvidence, NodeProbe) and decide again with it.
+	NeedEvidence bool
 }
 
-// AppVolume is one Longhorn volume of an app with its replicas.
-type AppVolume struct {
-	Claim    string
-	Volume   *lhv1beta2.Volume // nil when Longhorn has none for the claim
+// FailoverInput is everything DecideFailover judges one stuck pod on.
+type FailoverInput struct {
+	App AppConfig
+	Pod *corev1.Pod
+	// Node is the pod's node as the cache shows it (nil: not found).
+	Node *corev1.Node
+	// FirstSeen is when this leader first saw the pod terminating on the
+	// node while the node carried the unreachable taint, taken from
+	// time.Now() so that Now.Sub(FirstSeen) runs on the monotonic clock.
+	// API-server timestamps (deletionTimestamp, the taint's timeAdded) are
+	// another machine's clock and are never compared with this one.
+	FirstSeen time.Time
+	Now       time.Time
+	Timeout   time.Duration
+	// Evidence is read right before a delete; nil until then.
+	Evidence *FailoverEvidence
+}
+
+// FailoverEvidence is what the leader reads right before a force-delete:
+// nothing in it comes from the watch cache, whose Longhorn objects the lost
+// node's own longhorn-manager may have written last.
+type FailoverEvidence struct {
+	// Alive: the lost node answered on the cluster network. Probe says
+	// what was tried and what came back, for the report.
+	Alive bool
+	Probe string
+	// Volumes holds one entry per claim the pod mounts, read from the API
+	// server (not needed, and not read, while the node is alive).
+	Volumes []ClaimVolume
+}
+
+// ClaimVolume is a fresh read of one of the pod's claims down to Longhorn.
+type ClaimVolume struct {
+	Claim string
+	// VolumeName is the claim's spec.volumeName: the PV, and the Longhorn
+	// volume of the same name (Longhorn's CSI driver names them alike).
+	VolumeName string
+	// Problem is why the claim could not be followed (a failed read, a
+	// claim not bound): unknown is not safe.
+	Problem  string
+	Volume   *lhv1beta2.Volume
 	Replicas []*lhv1beta2.Replica
+	// Engines of the volume (two while a live migration runs).
+	Engines []*lhv1beta2.Engine
 }
 
-// DecideFailover judges one terminating pod of an app. The pod is only
-// force-deleted once its node has carried the unreachable taint for timeout,
-// and only when every volume of the app keeps a healthy replica on another
-// node.
-func DecideFailover(app AppConfig, pod *corev1.Pod, node *corev1.Node, volumes []AppVolume, timeout time.Duration, now time.Time) FailoverVerdict {
-	var taint *corev1.Taint
-	if node != nil {
-		for i := range node.Spec.Taints {
-			if node.Spec.Taints[i].Key == corev1.TaintNodeUnreachable {
-				taint = &node.Spec.Taints[i]
-			}
+// podClaims are the claims a pod mounts, in its own spec's order.
+func podClaims(pod *corev1.Pod) []string {
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && !slices.Contains(out, v.PersistentVolumeClaim.ClaimName) {
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
 		}
 	}
-	if taint == nil {
-		return FailoverVerdict{Action: FailoverWait, Reason: fmt.Sprintf("node %s is not unreachable; its kubelet finishes the pod", pod.Spec.NodeName)}
+	return out
+}
+
+// unreachableTaint is the node lifecycle controller's unreachable taint on
+// node, nil when the node is not marked unreachable (or not known).
+func unreachableTaint(node *corev1.Node) *corev1.Taint {
+	if node == nil {
+		return nil
 	}
-	since := pod.DeletionTimestamp.Time
-	if taint.TimeAdded != nil && taint.TimeAdded.After(since) {
-		since = taint.TimeAdded.Time
+	for i := range node.Spec.Taints {
+		if node.Spec.Taints[i].Key == corev1.TaintNodeUnreachable {
+			return &node.Spec.Taints[i]
+		}
 	}
-	if app.Pinned() {
+	return nil
+}
+
+// DecideFailover judges one terminating pod of an app. The pod is
+// force-deleted only once this leader has seen it stuck on an unreachable
+// node for the timeout by its own clock, the node gives no sign of life, and
+// a fresh read shows every claim the pod mounts with a running replica on
+// another node that the volume's engine holds read-write (up to date).
+func DecideFailover(in FailoverInput) FailoverVerdict {
+	pod, node := in.Pod, in.Pod.Spec.NodeName
+	if unreachableTaint(in.Node) == nil {
+		return FailoverVerdict{Action: FailoverWait, Reason: fmt.Sprintf("node %s is not unreachable; its kubelet finishes the pod", node)}
+	}
+	since := in.FirstSeen
+	if in.App.Pinned() {
 		return FailoverVerdict{Action: FailoverPinned, Since: since,
-			Reason: fmt.Sprintf("pinned app %s is on lost node %s; it stays until the node returns", app.DisplayName, pod.Spec.NodeName)}
+			Reason: fmt.Sprintf("pinned app %s is on lost node %s; it stays until the node returns", in.App.DisplayName, node)}
 	}
-	if now.Sub(since) < timeout {
+	if waited := in.Now.Sub(since); since.IsZero() || waited < in.Timeout {
 		return FailoverVerdict{Action: FailoverWait, Since: since,
-			Reason: fmt.Sprintf("node %s unreachable for %s of %s", pod.Spec.NodeName, now.Sub(since).Round(time.Second), timeout)}
+			Reason: fmt.Sprintf("node %s seen unreachable for %s of %s", node, max(waited, 0).Round(time.Second), in.Timeout)}
+	}
+	ev := in.Evidence
+	if ev == nil {
+		return FailoverVerdict{Action: FailoverWait, Since: since, NeedEvidence: true,
+			Reason: fmt.Sprintf("node %s unreachable for %s: reading the evidence", node, in.Timeout)}
+	}
+	if ev.Alive {
+		return FailoverVerdict{Action: FailoverHold, Since: since,
+			Reason: fmt.Sprintf("not force-deleting %s: lost node %s still answers on the cluster network (%s); it may still run the pod", pod.Name, node, ev.Probe)}
 	}
 	var unsafe []string
-	for _, v := range volumes {
-		if v.Volume == nil {
-			unsafe = append(unsafe, v.Claim+" (no Longhorn volume found)")
+	for _, claim := range podClaims(pod) {
+		i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
+		if i < 0 {
+			unsafe = append(unsafe, claim+" (not read)")
 			continue
 		}
-		if !slices.ContainsFunc(v.Replicas, func(r *lhv1beta2.Replica) bool {
-			return r.Spec.NodeID != pod.Spec.NodeName && kube.ReplicaState(r) == kube.ReplicaHealthy
-		}) {
-			unsafe = append(unsafe, v.Volume.Name)
+		if why := claimUnsafe(ev.Volumes[i], node); why != "" {
+			unsafe = append(unsafe, why)
 		}
 	}
 	if len(unsafe) > 0 {
 		return FailoverVerdict{Action: FailoverRefuse, Since: since,
-			Reason: fmt.Sprintf("not force-deleting %s: no healthy replica off %s for %s", pod.Name, pod.Spec.NodeName, strings.Join(unsafe, ", "))}
+			Reason: fmt.Sprintf("not force-deleting %s: no up-to-date replica off %s for %s", pod.Name, node, strings.Join(unsafe, ", "))}
 	}
 	return FailoverVerdict{Action: FailoverForceDelete, Since: since,
-		Reason: fmt.Sprintf("force-deleting %s stuck on lost node %s; every volume has a healthy replica elsewhere", pod.Name, pod.Spec.NodeName)}
+		Reason: fmt.Sprintf("force-deleting %s stuck on lost node %s (silent: %s); every volume has an up-to-date replica elsewhere", pod.Name, node, ev.Probe)}
 }
 
-// AppVolumes finds the Longhorn volumes behind an app's claims: Longhorn
-// records the PVC it serves in the volume's kubernetesStatus.
-func AppVolumes(app AppConfig, configs map[string]VolumeConfig, d kube.Data) []AppVolume {
-	var out []AppVolume
-	for _, ref := range app.VolumeRefs {
-		cfg, ok := configs[ref]
-		if !ok {
-			out = append(out, AppVolume{Claim: ref})
+// claimUnsafe says why a claim's data could be lost with the pod's node
+// ("" when a running replica on another node is RW in every engine).
+func claimUnsafe(cv ClaimVolume, lostNode string) string {
+	switch {
+	case cv.Problem != "":
+		return fmt.Sprintf("%s (%s)", cv.Claim, cv.Problem)
+	case cv.Volume == nil:
+		return fmt.Sprintf("%s (no Longhorn volume %s)", cv.Claim, cv.VolumeName)
+	case len(cv.Engines) == 0:
+		// Only the engine knows which replicas hold the latest writes.
+		return fmt.Sprintf("%s (volume %s has no engine to vouch for a replica)", cv.Claim, cv.Volume.Name)
+	}
+	for _, r := range cv.Replicas {
+		if r.Spec.VolumeName != cv.Volume.Name || r.Spec.NodeID == "" || r.Spec.NodeID == lostNode ||
+			r.Spec.FailedAt != "" || r.Status.CurrentState != lhv1beta2.InstanceStateRunning {
 			continue
 		}
-		av := AppVolume{Claim: ClaimName(cfg)}
-		for _, v := range d.Volumes {
-			ks := v.Status.KubernetesStatus
-			if ks.PVCName == av.Claim && ks.Namespace == kube.AppNamespace {
-				av.Volume = v
+		// Every engine must hold it RW: during a migration either engine
+		// may be the one that took the last writes.
+		if !slices.ContainsFunc(cv.Engines, func(e *lhv1beta2.Engine) bool {
+			return e.Status.ReplicaModeMap[r.Name] != lhv1beta2.ReplicaModeRW
+		}) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s (volume %s)", cv.Claim, cv.Volume.Name)
+}
+
+// ReadFailoverEvidence reads, from the API server and not from any cache,
+// each claim the pod mounts down to its Longhorn volume, replicas and
+// engines. A read that fails is recorded as the claim's problem.
+func ReadFailoverEvidence(ctx context.Context, clients *kube.Clients, pod *corev1.Pod) []ClaimVolume {
+	var out []ClaimVolume
+	lh := clients.Longhorn.LonghornV1beta2()
+	for _, claim := range podClaims(pod) {
+		cv := ClaimVolume{Claim: claim}
+		out = append(out, cv)
+		at := &out[len(out)-1]
+		pvc, err := clients.Core.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			at.Problem = "claim: " + err.Error()
+			continue
+		}
+		if at.VolumeName = pvc.Spec.VolumeName; at.VolumeName == "" {
+			at.Problem = "claim not bound"
+			continue
+		}
+		vol, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, at.VolumeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue // no Longhorn volume: judged unsafe
+		}
+		if err != nil {
+			at.Problem = "volume: " + err.Error()
+			continue
+		}
+		at.Volume = vol
+		sel := labels.SelectorFromSet(labels.Set{"longhornvolume": vol.Name}).String()
+		reps, err := lh.Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			at.Problem = "replicas: " + err.Error()
+			continue
+		}
+		for i := range reps.Items {
+			at.Replicas = append(at.Replicas, &reps.Items[i])
+		}
+		engines, err := lh.Engines(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			at.Problem = "engines: " + err.Error()
+			continue
+		}
+		for i := range engines.Items {
+			// The label selects; the spec confirms.
+			if engines.Items[i].Spec.VolumeName == vol.Name {
+				at.Engines = append(at.Engines, &engines.Items[i])
 			}
 		}
-		if av.Volume != nil {
-			for _, r := range d.Replicas {
-				if r.Spec.VolumeName == av.Volume.Name {
-					av.Replicas = append(av.Replicas, r)
-				}
-			}
-		}
-		out = append(out, av)
 	}
 	return out
+}
+
+// NodeLife is what a probe of a node on the cluster network found.
+type NodeLife struct {
+	Alive  bool
+	Detail string
+}
+
+// NodeProbe looks for a sign of life from a node on the cluster network.
+type NodeProbe func(ctx context.Context, node *corev1.Node) NodeLife
+
+// probeTimeout bounds one probe: a node that takes longer is taken as silent.
+const probeTimeout = 3 * time.Second
+
+// probeClient is shared by every probe. No proxy (a proxy's answer is not
+// the node's), no kept-alive connections (each probe dials the node anew).
+var probeClient = &http.Client{Timeout: probeTimeout, Transport: &http.Transport{
+	Proxy: nil, DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: probeTimeout}).DialContext,
+}}
+
+// ProbeStatus GETs http://addr/status. Any HTTP answer, whatever its status
+// or body, is a sign of life: something on that address still runs. A
+// refused connection or a timeout is none.
+func ProbeStatus(ctx context.Context, addr string) NodeLife {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return NodeLife{Detail: err.Error()}
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return NodeLife{Detail: fmt.Sprintf("GET %s/status: %v", addr, unwrapURL(err))}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 256))
+	resp.Body.Close()
+	return NodeLife{Alive: true, Detail: fmt.Sprintf("GET %s/status answered %s", addr, resp.Status)}
+}
+
+// ProbeNodeStatus probes the sitecon agent's /status on the node's
+// InternalIP. A node without one cannot be probed: that is no evidence of
+// its death, so it counts as alive.
+func ProbeNodeStatus(ctx context.Context, node *corev1.Node) NodeLife {
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && a.Address != "" {
+			return ProbeStatus(ctx, net.JoinHostPort(a.Address, strconv.Itoa(StatusPort)))
+		}
+	}
+	return NodeLife{Alive: true, Detail: "no InternalIP to probe; its death cannot be shown"}
+}
+
+// failoverRecheck is how often a held or refused pod's evidence is read
+// again: a node going silent or a rebuild finishing elsewhere sends the
+// leader no watch event it would wake on.
+const failoverRecheck = 10 * time.Second
+
+// stuckPod is the stats leader's own record of one pod stuck on a lost node.
+type stuckPod struct {
+	// firstSeen is this leader's first sighting (time.Now(), monotonic).
+	firstSeen time.Time
+	// checked is when the evidence was last read, and verdict what it
+	// decided; kept only for a hold or a refusal.
+	checked time.Time
+	verdict FailoverVerdict
+	// reported is the last action reported (timeline, Event, metric).
+	reported FailoverAction
 }

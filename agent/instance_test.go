@@ -169,3 +169,36 @@ func TestK3sDiesWithItsAgentAndAnOrphanIsStopped(t *testing.T) {
 		return starts == 1 && pid != orphan.Process.Pid && alive(pid)
 	})
 }
+
+// Reading an agent's socket again and again (sitecon status --watch, the
+// console) reuses one connection instead of leaving one behind per read.
+func TestLocalReadsReuseOneClient(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "agent.sock")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- New(Options{ConfigPath: filepath.Join(dir, "cluster.json"), SocketPath: socket, ConfigPollInterval: 50 * time.Millisecond}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, 10*time.Second, "the socket answers", func() bool {
+		_, err := ReadState(ctx, socket)
+		return err == nil
+	})
+	openFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	before := openFDs()
+	for range 100 {
+		if _, err := ReadState(ctx, socket); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grown := openFDs() - before; grown > 4 {
+		t.Fatalf("100 reads of the agent's socket left %d more file descriptors open", grown)
+	}
+}

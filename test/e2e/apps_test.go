@@ -114,6 +114,7 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		Apps: agent.AppsOptions{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
 			Placement: agent.PlacementOptions{MoveAfter: 3 * time.Second}, FailoverTimeout: 3 * time.Second,
+			NodeProbe: siteStatus.probe,
 		},
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -418,11 +419,35 @@ func TestAppsAgents(t *testing.T) {
 	// the pinned one stays and is reported, the stuck pods are dealt with.
 	t.Run("node lost", func(t *testing.T) {
 		agents["node-b"].stop()
+		// At first node-b's device still answers on the cluster network (a
+		// partition, not a loss): its stuck pods are held, whatever the
+		// replicas elsewhere, and the leader says why.
+		stillAnswers := siteStatus.answer(t, "node-b")
 		site.RecoverOnCleanup(t, "node-b")
 		if err := site.Fail("node-b"); err != nil {
 			t.Fatal(err)
 		}
 		live := []*siteAgent{agents["node-a"], agents["node-c"]}
+		held := waitAnyTimeline(t, live, 90*time.Second, "the web pod held while node-b answers", func(e agent.TimelineEvent) bool {
+			return e.App == appWeb && (e.Kind == agent.EventFailover || e.Kind == agent.EventRefusal && strings.Contains(e.Message, "still answers"))
+		})
+		if held.Kind != agent.EventRefusal {
+			t.Fatalf("the web pod was force-deleted while node-b still answered: %q", held.Message)
+		}
+		webPods, listErr := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[appWeb].UUID})
+		if listErr != nil {
+			t.Fatal(listErr)
+		}
+		stuckWeb := 0
+		for _, p := range webPods.Items {
+			if p.Spec.NodeName == "node-b" && p.DeletionTimestamp != nil {
+				stuckWeb++
+			}
+		}
+		if stuckWeb != 1 {
+			t.Fatalf("the web pod on node-b is gone while node-b still answers (held: %q)", held.Message)
+		}
+		stillAnswers() // now node-b is silent: the evidence is complete
 		for _, name := range []string{appWeb, appVM} {
 			view := waitAgents(t, live, name, 90*time.Second, "running on node-a or node-c", func(v agentView) bool {
 				st := v["node-a"]
@@ -479,9 +504,9 @@ func TestAppsAgents(t *testing.T) {
 			return e.Kind == agent.EventFailover && e.App == appWeb
 		})
 		refusal := waitTimeline(t, leader, 30*time.Second, "refused the local pod", func(e agent.TimelineEvent) bool {
-			return e.Kind == agent.EventRefusal && e.App == appLocal
+			return e.Kind == agent.EventRefusal && e.App == appLocal && !strings.Contains(e.Message, "still answers")
 		})
-		if !strings.Contains(refusal.Message, "no healthy replica off node-b") {
+		if !strings.Contains(refusal.Message, "no up-to-date replica off node-b") {
 			t.Fatalf("refusal does not say why: %q", refusal.Message)
 		}
 		pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[appLocal].UUID})

@@ -273,9 +273,20 @@ func (s *longhornSimulator) reconcileEngine(ctx context.Context, v *lhv1beta2.Vo
 	}
 	addrs := map[string]string{}
 	rebuilds := map[string]*lhv1beta2.RebuildStatus{}
+	// As Longhorn's engine does: RW for a replica that takes every write,
+	// WO while it is rebuilt, ERR once it failed.
+	modes := map[string]lhv1beta2.ReplicaMode{}
 	for i, r := range reps {
 		addr := fmt.Sprintf("tcp://10.42.%d.%d:%d", i, 10+len(r.Spec.NodeID), 10000+i)
 		addrs[r.Name] = addr
+		switch kube.ReplicaState(r) {
+		case kube.ReplicaHealthy:
+			modes[r.Name] = lhv1beta2.ReplicaModeRW
+		case kube.ReplicaRebuilding:
+			modes[r.Name] = lhv1beta2.ReplicaModeWO
+		case kube.ReplicaFailed:
+			modes[r.Name] = lhv1beta2.ReplicaModeERR
+		}
 		if started, ok := s.rebuild[r.Name]; ok && kube.ReplicaState(r) == kube.ReplicaRebuilding {
 			// Tens of percent: finer would rewrite the engine on every pass.
 			pct := int(100*now.Sub(started)/max(s.opts.RebuildTime, time.Millisecond)) / 10 * 10
@@ -283,11 +294,12 @@ func (s *longhornSimulator) reconcileEngine(ctx context.Context, v *lhv1beta2.Vo
 		}
 	}
 	if maps.EqualFunc(addrs, engine.Status.CurrentReplicaAddressMap, func(a, b string) bool { return a == b }) &&
-		maps.EqualFunc(rebuilds, engine.Status.RebuildStatus, func(a, b *lhv1beta2.RebuildStatus) bool { return a != nil && b != nil && *a == *b }) {
+		maps.EqualFunc(rebuilds, engine.Status.RebuildStatus, func(a, b *lhv1beta2.RebuildStatus) bool { return a != nil && b != nil && *a == *b }) &&
+		maps.Equal(modes, engine.Status.ReplicaModeMap) {
 		return
 	}
 	ne := engine.DeepCopy()
-	ne.Status.CurrentReplicaAddressMap, ne.Status.RebuildStatus = addrs, rebuilds
+	ne.Status.CurrentReplicaAddressMap, ne.Status.RebuildStatus, ne.Status.ReplicaModeMap = addrs, rebuilds, modes
 	if _, err := engines.UpdateStatus(ctx, ne, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 		s.log.Warn("update engine status", "engine", name, "err", err)
 	}

@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestDecideFailover: the pure failover decision. Each case names the
+// evidence that must hold it back; the API server's timestamps are set as a
+// leader whose clock runs 60 s ahead would read them (long past), so that
+// only the leader's own first sighting can be holding the pod.
+func TestDecideFailover(t *testing.T) {
+	now := time.Now()
+	configClaim := ClaimName(VolumeConfig{UUID: volID, Name: "plc-data"})
+	podOn := func(claims ...string) *corev1.Pod {
+		deleted := metav1.NewTime(now.Add(-2 * time.Minute))
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plc-0", Namespace: "eve-kube-app", DeletionTimestamp: &deleted},
+			Spec: corev1.PodSpec{NodeName: "node-b"}}
+		for _, c := range claims {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: c, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+		}
+		return p
+	}
+	pod := podOn(configClaim)
+	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-90 * time.Second)}}}}}
+	reachable := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}
+	// running: a replica as the cache (and the Replica object) shows a
+	// healthy one: running, healthyAt set, not failed.
+	running := func(name, node string) *lhv1beta2.Replica {
+		return &lhv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:   lhv1beta2.ReplicaSpec{InstanceSpec: lhv1beta2.InstanceSpec{NodeID: node, VolumeName: "pvc-1"}, HealthyAt: "x"},
+			Status: lhv1beta2.ReplicaStatus{InstanceStatus: lhv1beta2.InstanceStatus{CurrentState: lhv1beta2.InstanceStateRunning}}}
+	}
+	engine := func(modes map[string]lhv1beta2.ReplicaMode) *lhv1beta2.Engine {
+		return &lhv1beta2.Engine{Spec: lhv1beta2.EngineSpec{InstanceSpec: lhv1beta2.InstanceSpec{VolumeName: "pvc-1"}},
+			Status: lhv1beta2.EngineStatus{ReplicaModeMap: modes}}
+	}
+	vol := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}}
+	rw := lhv1beta2.ReplicaModeRW
+	both := []*lhv1beta2.Replica{running("r-b", "node-b"), running("r-a", "node-a")}
+	read := func(claim string, reps []*lhv1beta2.Replica, engines ...*lhv1beta2.Engine) ClaimVolume {
+		return ClaimVolume{Claim: claim, VolumeName: "pvc-1", Volume: vol, Replicas: reps, Engines: engines}
+	}
+	safe := read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": rw}))
+	silent := func(vols ...ClaimVolume) *FailoverEvidence {
+		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: connection refused", Volumes: vols}
+	}
+	pinned := testApp()
+	pinned.Affinity = AffinityRequired
+	expired := now.Add(-2 * time.Minute) // first seen by this leader two minutes ago
+
+	for name, tc := range map[string]struct {
+		in      FailoverInput
+		want    FailoverAction
+		mention string
+	}{
+		"node reachable": {FailoverInput{App: testApp(), Pod: pod, Node: reachable, FirstSeen: expired, Evidence: silent(safe)},
+			FailoverWait, "not unreachable"},
+		// The API server says deleted 2 min ago and tainted 90 s ago; this
+		// leader has only now seen the pod stuck: its own timer starts now.
+		"leader clock ahead: API timestamps old, first seen now": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: now, Evidence: silent(safe)},
+			FailoverWait, "seen unreachable for 0s of 1m0s"},
+		"own timer not run out": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: now.Add(-30 * time.Second), Evidence: silent(safe)},
+			FailoverWait, "for 30s of 1m0s"},
+		"timer out, nothing read yet": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired},
+			FailoverWait, "reading the evidence"},
+		"replica elsewhere RW, node silent": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
+			FailoverForceDelete, "every volume has an up-to-date replica elsewhere"},
+		// A partitioned node still runs the old pod: any HTTP answer holds.
+		"node still answers": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: &FailoverEvidence{Alive: true, Probe: "GET 10.0.0.2:12346/status answered 503 Service Unavailable", Volumes: []ClaimVolume{safe}}},
+			FailoverHold, "still answers on the cluster network (GET 10.0.0.2:12346/status answered 503"},
+		"only replica on the lost node": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b")}, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw})))},
+			FailoverRefuse, "no up-to-date replica off node-b for " + configClaim + " (volume pvc-1)"},
+		// The Replica object (as the lost node's manager left it) says
+		// healthy; the engine read now says the replica is still rebuilding.
+		"replica healthy but WO in the fresh engine": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": lhv1beta2.ReplicaModeWO})))},
+			FailoverRefuse, "(volume pvc-1)"},
+		"replica healthy but ERR in the fresh engine": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": lhv1beta2.ReplicaModeERR})))},
+			FailoverRefuse, "(volume pvc-1)"},
+		"replica RW in one engine of a migration, absent from the other": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-a": rw}), engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw})))},
+			FailoverRefuse, "(volume pvc-1)"},
+		"no engine to vouch": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(read(configClaim, both))},
+			FailoverRefuse, "has no engine"},
+		"replica elsewhere stopped": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b"), func() *lhv1beta2.Replica {
+				r := running("r-a", "node-a")
+				r.Status.CurrentState = lhv1beta2.InstanceStateStopped
+				return r
+			}()}, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": rw})))},
+			FailoverRefuse, "(volume pvc-1)"},
+		"claim not bound": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(ClaimVolume{Claim: configClaim, Problem: "claim not bound"})},
+			FailoverRefuse, configClaim + " (claim not bound)"},
+		"volume not in longhorn": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(ClaimVolume{Claim: configClaim, VolumeName: "pvc-9"})},
+			FailoverRefuse, "no Longhorn volume pvc-9"},
+		// The pod mounts a claim the app config does not name (restored
+		// from a backup under another name): the app config's claim being
+		// safe says nothing about the pod's.
+		"pod's own claim differs from the app config's": {FailoverInput{App: testApp(), Pod: podOn("restored-data"), Node: lost, FirstSeen: expired, Evidence: silent(safe)},
+			FailoverRefuse, "restored-data (not read)"},
+		"pod's own claim read and safe": {FailoverInput{App: testApp(), Pod: podOn("restored-data"), Node: lost, FirstSeen: expired,
+			Evidence: silent(read("restored-data", both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": rw})))},
+			FailoverForceDelete, "up-to-date replica elsewhere"},
+		"pod without claims, node silent": {FailoverInput{App: testApp(), Pod: podOn(), Node: lost, FirstSeen: expired, Evidence: silent()},
+			FailoverForceDelete, "silent: GET 10.0.0.2:12346/status: connection refused"},
+		"pinned": {FailoverInput{App: pinned, Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
+			FailoverPinned, "stays"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.in.Now, tc.in.Timeout = now, time.Minute
+			v := DecideFailover(tc.in)
+			if v.Action != tc.want || !strings.Contains(v.Reason, tc.mention) {
+				t.Fatalf("got %s %q, want %s mentioning %q", v.Action, v.Reason, tc.want, tc.mention)
+			}
+			if v.NeedEvidence != (tc.in.Evidence == nil && v.Action == FailoverWait && tc.in.Node == lost && tc.in.FirstSeen == expired) {
+				t.Fatalf("NeedEvidence = %v", v.NeedEvidence)
+			}
+		})
+	}
+}
