@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -813,7 +814,6 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	site.RecoverOnCleanup(t, "node-b")
 	nodeStatus := func(node string) (agent.NodeState, error) {
 		var st agent.NodeState
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
@@ -837,15 +837,52 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 			t.Fatalf("%s's agent never reported READY", node)
 		}
 	}
-	waitReady("node-b")
-	if err := site.Fail("node-b"); err != nil {
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		waitReady(n)
+	}
+	// The stats leader's node is the one lost: a dead device never gives
+	// its lease up, so another node may take it only once it expires.
+	leases := clientset(t, site).CoordinationV1().Leases(kube.AppNamespace)
+	var held *coordinationv1.Lease
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := leases.Get(ctx, kube.StatsLeaderLeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		held = l
+		return true, nil
+	}); err != nil {
+		t.Fatal("no stats leader among the site's agents")
+	}
+	lost := *held.Spec.HolderIdentity
+	site.RecoverOnCleanup(t, lost)
+	if err := site.Fail(lost); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodeStatus("node-b"); err == nil {
-		t.Fatal("node-b failed, but its agent still answers")
+	failedAt := time.Now()
+	if _, err := nodeStatus(lost); err == nil {
+		t.Fatalf("%s failed, but its agent still answers", lost)
 	}
-	if err := site.Recover("node-b"); err != nil {
+	var taken *coordinationv1.Lease
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := leases.Get(ctx, kube.StatsLeaderLeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || *l.Spec.HolderIdentity == lost {
+			return false, nil
+		}
+		taken = l
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the stats leader did not move off failed %s", lost)
+	}
+	// The lease ran out rather than being handed over: the last renewal
+	// the dead node made, plus the lease's duration, came first.
+	expiry := held.Spec.RenewTime.Add(time.Duration(*held.Spec.LeaseDurationSeconds) * time.Second)
+	if taken.Spec.AcquireTime == nil || taken.Spec.AcquireTime.Add(time.Second).Before(expiry) {
+		t.Errorf("%s took the lease at %v, before %s's lease expired at %v: it was released, not lost", *taken.Spec.HolderIdentity, taken.Spec.AcquireTime, lost, expiry)
+	}
+	t.Logf("stats leader moved from %s to %s %s after the failure", lost, *taken.Spec.HolderIdentity, time.Since(failedAt).Round(time.Second))
+	if err := site.Recover(lost); err != nil {
 		t.Fatal(err)
 	}
-	waitReady("node-b")
+	waitReady(lost)
 }
