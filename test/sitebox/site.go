@@ -162,7 +162,9 @@ func (s *Site) Kubeconfig() string { return filepath.Join(s.Dir, "kubeconfig") }
 
 // K3sControllerKubeconfig reaches the site as k3s's controller identity
 // (system:k3s-controller), the way a k3s agent node's own kubeconfig does.
-func (s *Site) K3sControllerKubeconfig() string { return filepath.Join(s.Dir, "k3scontroller.kubeconfig") }
+func (s *Site) K3sControllerKubeconfig() string {
+	return filepath.Join(s.Dir, "k3scontroller.kubeconfig")
+}
 
 // RESTConfig returns an admin config for the site.
 func (s *Site) RESTConfig() (*rest.Config, error) {
