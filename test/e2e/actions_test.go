@@ -707,7 +707,7 @@ func TestRemoveNodeAndReadOnly(t *testing.T) {
 	for _, r := range recs {
 		outcomes = append(outcomes, r.Action+":"+r.Outcome)
 	}
-	if !slices.Equal(outcomes, []string{"remove-node:cancelled", "remove-node:done"}) {
+	if !slices.Equal(outcomes, []string{"remove-node:cancelled", "remove-node:intent", "remove-node:done"}) {
 		t.Fatalf("audit outcomes %v", outcomes)
 	}
 	if st, err := os.Stat(auditLog); err != nil || st.Mode().Perm() != 0o600 {

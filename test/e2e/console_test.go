@@ -322,10 +322,19 @@ func TestConsoleNodeActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each change's intent comes before its outcome, with the same id.
 	var got []string
+	intents := map[string]bool{}
 	for _, r := range recs {
-		if !strings.HasSuffix(r.User, "(console)") {
+		if r.Via != "console" {
 			t.Errorf("record without the console session: %+v", r)
+		}
+		if r.Outcome == audit.OutcomeIntent {
+			intents[r.ID] = true
+			continue
+		}
+		if r.Outcome == audit.OutcomeDone && !intents[r.ID] {
+			t.Errorf("no intent before %+v", r)
 		}
 		got = append(got, r.Action+" "+r.Target+" "+r.Outcome)
 	}

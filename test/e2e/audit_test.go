@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// lockedBuffer collects a subprocess's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Safety rule 5, end to end: a drain held up by a disruption budget has
+// its intent on disk while it runs (the node already cordoned), and the
+// SIGHUP a dropped SSH session sends ends it with the outcome
+// "interrupted" under the same id; the node stays cordoned, as said.
+func TestDrainIntentAndSIGHUP(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	const ns, name, node = "default", "hup-web", "node-c"
+	labels := map[string]string{"app": name}
+	// One replica that prefers node-c, and a budget that allows no
+	// disruption: its eviction waits for as long as the drain does.
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+						Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+							{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}},
+					Containers: []corev1.Container{{Name: "web", Image: "registry.local/web:1"}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	if _, err := cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if _, err := kube.Cordon(ctx, cs, node, false); err != nil {
+			t.Errorf("uncordon %s: %v", node, err)
+		}
+	})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		return err == nil && len(pods.Items) == 1 && pods.Items[0].Spec.NodeName == node && kube.PodReady(&pods.Items[0]), nil
+	})
+	if err != nil {
+		t.Fatalf("the budgeted pod never ran on %s", node)
+	}
+
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	cmd := exec.Command(sitecon, "drain", node, "--yes", "--timeout", "5m", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+	cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir())
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+
+	// The intent is on disk while the drain waits on the budget.
+	var intent audit.Record
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		recs, _ := audit.Read(auditLog)
+		for _, r := range recs {
+			if r.Outcome == audit.OutcomeIntent {
+				intent = r
+			}
+		}
+		if intent.Action == "" {
+			return false, nil
+		}
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return err == nil && n.Spec.Unschedulable, nil
+	})
+	if err != nil {
+		t.Fatalf("no intent in the audit log while the drain runs and %s is cordoned: %v\n%s", node, err, out.String())
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the drain ended before the test could read its intent: %v\n%s", err, out.String())
+	default:
+	}
+	if recs, _ := audit.Read(auditLog); len(recs) != 1 || intent.Action != "drain" || intent.Target != node {
+		t.Fatalf("while the drain runs the log holds %+v, want only its intent", recs)
+	}
+
+	// The SSH session drops: SIGHUP.
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if st, ok := err.(*exec.ExitError); !ok || st.Sys().(syscall.WaitStatus).Signaled() {
+			t.Fatalf("the drain did not end on its own after SIGHUP: %v\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the drain still runs 60 s after SIGHUP:\n%s", out.String())
+	}
+	recs, _ := audit.Read(auditLog)
+	if len(recs) != 2 {
+		t.Fatalf("records after SIGHUP: %+v\n%s", recs, out.String())
+	}
+	if r := recs[1]; r.ID != intent.ID || r.Outcome != audit.OutcomeInterrupted || !strings.Contains(r.Error, "hangup") || !strings.Contains(r.Error, "stays cordoned") {
+		t.Fatalf("outcome after SIGHUP: %+v", r)
+	}
+}
