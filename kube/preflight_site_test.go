@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -23,19 +21,8 @@ func TestCheckDrainFindsLonghornTheSnapshotMissed(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	clients := site.Clients(t)
 	ctx := context.Background()
-	volumes := clients.Longhorn.LonghornV1beta2().Volumes(kube.LonghornNamespace)
-	vol := sitebox.LonghornVolume("vol-late-lh", 1<<30, 1)
-	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: "node-b"}
-	if _, err := volumes.Create(ctx, vol, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = volumes.Delete(context.Background(), vol.Name, metav1.DeleteOptions{}) })
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		v, err := volumes.Get(ctx, vol.Name, metav1.GetOptions{})
-		return err == nil && v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy, nil
-	}); err != nil {
-		t.Fatal("the volume never turned healthy")
-	}
+	// Its only replica on node-b, in use on node-a.
+	site.Volume(t, "vol-late-lh", sitebox.VolumeOptions{Replicas: 1, ReplicaOn: "node-b", UsedOn: "node-a"})
 	nodes, err := clients.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

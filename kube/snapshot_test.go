@@ -163,11 +163,8 @@ func TestSnapshotWatchesWithoutPolling(t *testing.T) {
 func TestSnapshotTracksRobustnessTransitions(t *testing.T) {
 	site := sitebox.Shared(t)
 	snap := startSnapshot(t, site.Config)
-	lh := snap.Clients().Longhorn
-	ctx := t.Context()
-	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, sitebox.LonghornVolume("vol-track", 1<<30, 3), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// In use on node-c (Longhorn attaches only a volume in use); node-a fails.
+	site.Volume(t, "vol-track", sitebox.VolumeOptions{Replicas: 3, UsedOn: "node-c"})
 	waitFor(t, snap, 20*time.Second, "vol-track healthy", func(st kube.ClusterStatus) bool {
 		return volume(st, "vol-track").Robustness == string(lhv1beta2.VolumeRobustnessHealthy)
 	})

@@ -141,40 +141,20 @@ func TestMigrateApps(t *testing.T) {
 }
 
 // singleReplicaVolume creates a Longhorn volume whose one replica is on
-// node, waits until it is healthy, and removes it (replicas included) after
-// the test.
+// node, in use by a pod on node-a (Longhorn attaches only a volume in use),
+// waits until it is healthy, and removes it (replicas included) after the
+// test.
 func singleReplicaVolume(t *testing.T, site *sitebox.TestSite, name, node string) {
 	t.Helper()
 	replicatedVolume(t, site, name, node, 1)
 }
 
-// replicatedVolume creates a Longhorn volume with n replicas, the first on
-// node, waits until it is healthy, and removes it (replicas included)
-// after the test.
+// replicatedVolume creates a Longhorn volume with n replicas, one on node,
+// in use by a pod on node-a, waits until it is healthy, and removes it
+// (replicas included) after the test.
 func replicatedVolume(t *testing.T, site *sitebox.TestSite, name, node string, n int) {
 	t.Helper()
-	ctx := context.Background()
-	lh := longhornClient(t, site)
-	volumes := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace)
-	vol := sitebox.LonghornVolume(name, 1<<30, n)
-	vol.Annotations = map[string]string{sitebox.AnnotationFirstReplica: node}
-	if _, err := volumes.Create(ctx, vol, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = volumes.Delete(ctx, name, metav1.DeleteOptions{})
-		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			reps, err := lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=" + name})
-			return err == nil && len(reps.Items) == 0, nil
-		})
-	})
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		v, err := volumes.Get(ctx, name, metav1.GetOptions{})
-		return err == nil && v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy, nil
-	})
-	if err != nil {
-		t.Fatalf("the volume %s never turned healthy", name)
-	}
+	site.Volume(t, name, sitebox.VolumeOptions{Replicas: n, ReplicaOn: node, UsedOn: "node-a"})
 }
 
 // setReplicas changes, through the API server, every replica of volume on
@@ -890,10 +870,9 @@ func TestRemoveRefusedStoppedOnlyCopy(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
-	singleReplicaVolume(t, site, "vol-stopped-b", "node-b")
-	// The app stops; Longhorn detaches the volume and stops its replica,
-	// which keeps its data (healthyAt stays).
-	setReplicas(t, site, "vol-stopped-b", "node-b", nil, lhv1beta2.InstanceStateStopped)
+	// Nothing uses the volume (its app stopped): Longhorn has it detached
+	// and its replica stopped, which keeps its data (healthyAt stays).
+	site.Volume(t, "vol-stopped-b", sitebox.VolumeOptions{Replicas: 1, ReplicaOn: "node-b"})
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	const want = "node-b holds the only up-to-date copy of vol-stopped-b"
 	// The preview first: on a preflight that misses the copy, the test

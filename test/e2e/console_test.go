@@ -121,20 +121,8 @@ func lineWith(screen, word string) string {
 func TestConsoleFollowsNodeFailure(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
-	lh := longhornClient(t, site)
-	if _, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(t.Context(), sitebox.LonghornVolume("vol-console", 5<<30, 3), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// The next run reuses the name: wait until the garbage collector
-		// has removed this volume's replicas too.
-		ctx := context.Background()
-		_ = lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Delete(ctx, "vol-console", metav1.DeleteOptions{})
-		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			reps, err := lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=vol-console"})
-			return err == nil && len(reps.Items) == 0, nil
-		})
-	})
+	// In use on node-a (Longhorn attaches only a volume in use); node-b fails.
+	site.Volume(t, "vol-console", sitebox.VolumeOptions{Replicas: 3, Size: 5 << 30, UsedOn: "node-a"})
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log")
 	c.waitScreen(10*time.Second, "overview with 3/3 nodes", func(s string) bool {
 		return strings.Contains(s, "sitebox-test") && strings.Contains(s, "3/3 ready")

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	kvv1 "kubevirt.io/api/core/v1"
 
@@ -78,5 +80,36 @@ func TestKubevirtAdmissionSimulator(t *testing.T) {
 		&kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "no-memory"}}, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "no memory requested") {
 		t.Fatalf("a VMI without memory: %v, want it refused", err)
+	}
+}
+
+// Issue 13 item 2: Longhorn detaches a volume nothing uses (its replicas
+// stopped, robustness unknown: nothing judges it) and attaches it where a
+// pod uses it.
+func TestLonghornSimulatorDetachesUnusedVolumes(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	// Settles detached, its one replica stopped (Volume waits for it).
+	site.Volume(t, "vol-unused", sitebox.VolumeOptions{Replicas: 1})
+	// In use on node-c: attached there, healthy, the replica running.
+	v := site.Volume(t, "vol-used", sitebox.VolumeOptions{Replicas: 1, UsedOn: "node-c"})
+	if v.Status.State != "attached" || v.Status.CurrentNodeID != "node-c" {
+		t.Fatalf("a volume in use: %+v", v.Status)
+	}
+	lh := site.Clients(t).Longhorn.LonghornV1beta2()
+	// The pod goes: the volume detaches, its replica stops.
+	if err := site.Clients(t).Core.CoreV1().Pods("default").Delete(t.Context(), "uses-vol-used", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, "vol-used", metav1.GetOptions{})
+		if err != nil || v.Status.State != "detached" || v.Status.Robustness != "unknown" || v.Status.CurrentNodeID != "" {
+			return false, nil
+		}
+		reps, err := lh.Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=vol-used"})
+		return err == nil && len(reps.Items) == 1 && kube.ReplicaState(&reps.Items[0]) == kube.ReplicaStopped, nil
+	}); err != nil {
+		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-used", metav1.GetOptions{})
+		t.Fatalf("the volume stayed attached when its pod went: %+v", v.Status)
 	}
 }

@@ -115,12 +115,10 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 	kubeconfig := site.Kubeconfig()
 
 	clients := site.Clients(t)
-	lh, kv := clients.Longhorn, clients.KubeVirt
-	_, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, sitebox.LonghornVolume("vol-e2e", 10<<30, 3), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = kv.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Create(ctx, &kvv1.VirtualMachineInstance{
+	kv := clients.KubeVirt
+	// In use on node-a (Longhorn attaches only a volume in use); node-b fails.
+	site.Volume(t, "vol-e2e", sitebox.VolumeOptions{Replicas: 3, Size: 10 << 30, UsedOn: "node-a"})
+	_, err := kv.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Create(ctx, &kvv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: "hmi", Labels: map[string]string{kube.LabelAppName: "hmi"}},
 		// KubeVirt admits no VMI without memory.
 		Spec: kvv1.VirtualMachineInstanceSpec{Domain: kvv1.DomainSpec{Resources: kvv1.ResourceRequirements{

@@ -108,8 +108,9 @@ func (s *provisionerSimulator) nodeByUUID(uuid string) string {
 	return ""
 }
 
-// kubernetesStatus is what Longhorn records about the claim a volume serves.
-func kubernetesStatus(v *lhv1beta2.Volume) lhv1beta2.KubernetesStatus {
+// kubernetesStatusFromAnnotation is the claim the provisioner simulator
+// recorded on a volume it made, before the PV exists.
+func kubernetesStatusFromAnnotation(v *lhv1beta2.Volume) lhv1beta2.KubernetesStatus {
 	ks := v.Status.KubernetesStatus
 	if claim := v.Annotations[annotationClaim]; claim != "" {
 		for i := range len(claim) {

@@ -85,6 +85,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		engined:  map[string]bool{},
 		seeded:   map[string]bool{},
 		pods:     coreInf.Core().V1().Pods().Lister(),
+		pvs:      coreInf.Core().V1().PersistentVolumes().Lister(),
 	}
 	kubevirt := &kubevirtSimulator{
 		core: core, kv: kv, log: log.With("simulator", "kubevirt"),
@@ -120,7 +121,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	on(lhInf.Longhorn().V1beta2().Engines().Informer(), lhTrigger)
 	on(vmiInf, kvTrigger)
 	on(coreInf.Core().V1().PersistentVolumeClaims().Informer(), csiTrigger)
-	on(coreInf.Core().V1().PersistentVolumes().Informer(), csiTrigger)
+	on(coreInf.Core().V1().PersistentVolumes().Informer(), csiTrigger, lhTrigger)
 	on(coreInf.Storage().V1().StorageClasses().Informer(), csiTrigger)
 	on(rsInf, kvTrigger)
 
@@ -220,6 +221,28 @@ type longhornSimulator struct {
 	pods interface {
 		List(labels.Selector) ([]*corev1.Pod, error)
 	}
+	// pvs are read for the claim a volume serves, as Longhorn fills its
+	// kubernetesStatus.
+	pvs interface {
+		List(labels.Selector) ([]*corev1.PersistentVolume, error)
+	}
+}
+
+// kubernetesStatus is what Longhorn records about the claim a volume
+// serves: the claim of the Longhorn PV whose handle is the volume (one the
+// provisioner simulator made, or one made by hand for a volume made by hand).
+func (s *longhornSimulator) kubernetesStatus(v *lhv1beta2.Volume) lhv1beta2.KubernetesStatus {
+	ks := v.Status.KubernetesStatus
+	pvs, _ := s.pvs.List(labels.Everything())
+	for _, pv := range pvs {
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != longhornProvisioner || pv.Spec.CSI.VolumeHandle != v.Name || pv.Spec.ClaimRef == nil {
+			continue
+		}
+		ks.PVName, ks.PVStatus = pv.Name, string(pv.Status.Phase)
+		ks.Namespace, ks.PVCName = pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name
+		return ks
+	}
+	return kubernetesStatusFromAnnotation(v)
 }
 
 // claimNodes maps each claim ("namespace/name") a live pod mounts (a
@@ -234,6 +257,26 @@ func (s *longhornSimulator) claimNodes() map[string]string {
 		for _, v := range p.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil {
 				out[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = p.Spec.NodeName
+			}
+		}
+	}
+	return out
+}
+
+// usedClaims are the claims ("namespace/name") some pod placed on a node
+// still holds: one running or starting, and one terminating too, whose
+// volume stays attached until the pod is really gone, as the attach/detach
+// controller keeps its VolumeAttachment. Longhorn detaches the others.
+func (s *longhornSimulator) usedClaims() map[string]bool {
+	out := map[string]bool{}
+	pods, _ := s.pods.List(labels.Everything())
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				out[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = true
 			}
 		}
 	}
@@ -313,23 +356,27 @@ func (s *longhornSimulator) reconcile(ctx context.Context) time.Duration {
 	for _, r := range all {
 		byVolume[r.Spec.VolumeName] = append(byVolume[r.Spec.VolumeName], r)
 	}
-	claimNodes := s.claimNodes()
+	claimNodes, used := s.claimNodes(), s.usedClaims()
 	var again time.Duration
 	for _, v := range volumes {
-		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready, claimNodes); d > 0 && (again == 0 || d < again) {
+		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready, claimNodes, used); d > 0 && (again == 0 || d < again) {
 			again = d
 		}
 	}
 	return again
 }
 
-func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool, claimNodes map[string]string) time.Duration {
+func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool, claimNodes map[string]string, used map[string]bool) time.Duration {
 	now := time.Now()
 	want := v.Spec.NumberOfReplicas
 	if want <= 0 {
 		want = 3
 	}
 	var again time.Duration
+	// Longhorn attaches a volume for the pod that uses its claim and
+	// detaches it when no pod (running, or placed and starting) does.
+	ks := s.kubernetesStatus(v)
+	consumer, inUse := claimNodes[ks.Namespace+"/"+ks.PVCName], ks.PVCName != "" && used[ks.Namespace+"/"+ks.PVCName]
 	replicas := s.lh.LonghornV1beta2().Replicas(kube.LonghornNamespace)
 	hasReplica := map[string]bool{}
 	healthy, usable := 0, 0
@@ -337,6 +384,24 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 		hasReplica[r.Spec.NodeID] = true
 		state := kube.ReplicaState(r)
 		switch {
+		case !inUse && state == kube.ReplicaHealthy:
+			// Nothing uses the volume: Longhorn detaches it and stops its
+			// replicas, which keep their data.
+			r = r.DeepCopy()
+			r.Spec.DesireState = lhv1beta2.InstanceStateStopped
+			s.updateReplica(ctx, replicas, r, lhv1beta2.InstanceStateStopped)
+			s.log.Info("replica stopped", "volume", v.Name, "replica", r.Name, "node", r.Spec.NodeID)
+		case !inUse && state == kube.ReplicaStopped:
+			// Detached: a stopped replica is neither failed by its node's
+			// loss nor started.
+		case inUse && state == kube.ReplicaStopped && r.Spec.HealthyAt != "" && ready[r.Spec.NodeID]:
+			// Attached again: the stopped replica starts with its data.
+			r = r.DeepCopy()
+			r.Spec.DesireState = lhv1beta2.InstanceStateRunning
+			s.updateReplica(ctx, replicas, r, lhv1beta2.InstanceStateRunning)
+			s.log.Info("replica started", "volume", v.Name, "replica", r.Name, "node", r.Spec.NodeID)
+			healthy++
+			usable++
 		case !ready[r.Spec.NodeID] && state != kube.ReplicaFailed:
 			// The node is gone: Longhorn marks its replica failed.
 			r = r.DeepCopy()
@@ -344,7 +409,7 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 			r.Spec.LastFailedAt = r.Spec.FailedAt
 			s.updateReplica(ctx, replicas, r, lhv1beta2.InstanceStateError)
 			s.log.Info("replica failed", "volume", v.Name, "replica", r.Name, "node", r.Spec.NodeID)
-		case ready[r.Spec.NodeID] && state == kube.ReplicaFailed:
+		case inUse && ready[r.Spec.NodeID] && state == kube.ReplicaFailed:
 			// The node is back: the replica is rebuilt from a healthy one.
 			r = r.DeepCopy()
 			r.Spec.FailedAt, r.Spec.HealthyAt = "", ""
@@ -402,6 +467,9 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	}
 	robustness := lhv1beta2.VolumeRobustnessFaulted
 	switch {
+	case !inUse:
+		// A detached volume's robustness is unknown: no engine judges it.
+		robustness = lhv1beta2.VolumeRobustnessUnknown
 	case healthy >= want:
 		robustness = lhv1beta2.VolumeRobustnessHealthy
 	case healthy > 0:
@@ -410,13 +478,13 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	st := v.Status.DeepCopy()
 	st.Robustness = robustness
 	st.State = lhv1beta2.VolumeStateAttached
-	if robustness == lhv1beta2.VolumeRobustnessFaulted {
+	if robustness == lhv1beta2.VolumeRobustnessFaulted || !inUse {
 		st.State = lhv1beta2.VolumeStateDetached
 	}
-	// Attached where the claim's pod runs; with no pod (a volume made by
-	// hand), on a node of its replicas.
-	ks := kubernetesStatus(v)
-	if consumer := claimNodes[ks.Namespace+"/"+ks.PVCName]; consumer != "" && ready[consumer] {
+	// Attached where the claim's pod runs.
+	if !inUse {
+		st.CurrentNodeID = ""
+	} else if consumer != "" && ready[consumer] {
 		st.CurrentNodeID = consumer
 	} else if st.CurrentNodeID == "" || !ready[st.CurrentNodeID] {
 		st.CurrentNodeID = ""
