@@ -2,10 +2,12 @@ package views
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -139,4 +141,53 @@ func testAudit(t *testing.T) *audit.Log {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// An action still running when the console ends (the SSH session's
+// SIGHUP) is stopped and recorded as interrupted, under its intent's id.
+func TestConsoleRecordsAnActionCutOff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := actionApp(t)
+	a.actions.Audit = l
+	a.Update(runes("c"))
+	stopped := make(chan struct{})
+	a.dialog.run = func(ctx context.Context, _ func(string)) error {
+		<-ctx.Done()
+		close(stopped)
+		return ctx.Err()
+	}
+	advance(a, readTime)
+	press(a, "y")
+	if !started(a) {
+		t.Fatal("y did not start the cordon")
+	}
+	a.Abandon(errors.New("interrupted by hangup"))
+	<-stopped
+	recs, _ := audit.Read(path)
+	if len(recs) != 2 || recs[1].Outcome != audit.OutcomeInterrupted || recs[1].ID != recs[0].ID || !strings.Contains(recs[1].Error, "hangup") {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
+// sitecon form --wizard alone takes keys through the console's guard: a
+// key typed before the form could be read is dropped.
+func TestStandaloneWizardIsGuarded(t *testing.T) {
+	ctx := testContext(100, 30)
+	w := NewFormWizard(ctx, []string{"eth1"}, FormInput{})
+	m := Guarded(w)
+	m.Init()
+	m.Update(runes("x"))
+	if got := w.Input().ClusterName; got != "" {
+		t.Fatalf("a key before the form was read was typed: %q", got)
+	}
+	later := ctx.Now().Add(readTime)
+	ctx.Now = func() time.Time { return later }
+	m.Update(runes("site1"))
+	if got := w.Input().ClusterName; got != "site1" {
+		t.Fatalf("typed once read: %q", got)
+	}
 }
