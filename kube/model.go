@@ -204,6 +204,16 @@ type AppStatus struct {
 	// Requires are the node requirements of its affinity besides the node
 	// name (its node-select labels): a node it moves to must meet them.
 	Requires []corev1.NodeSelectorRequirement `json:"requires,omitempty"`
+	// Terminating are the app's older pods or VMIs still going away (a pod
+	// hanging on a lost node while its replacement runs): a note on the
+	// app, never where it runs.
+	Terminating []AppObject `json:"terminating,omitempty"`
+}
+
+// AppObject is one pod or VMI of an app and the node it is on.
+type AppObject struct {
+	Object string `json:"object"`
+	Node   string `json:"node,omitempty"`
 }
 
 // AppMove is an app seen running on a new node.
@@ -526,22 +536,37 @@ func ReplicaState(r *lhv1beta2.Replica) string {
 	}
 }
 
+// appStatuses gives one row per app. While Kubernetes replaces an app's pod
+// or VMI (the old one hangs terminating on a lost node), the live object is
+// the app: its node is where the app runs, and actions such as migrate read
+// it from there; the terminating ones are noted on it.
 func appStatuses(d Data) []AppStatus {
-	var out []AppStatus
+	type candidate struct {
+		AppStatus
+		key      string
+		leaving  bool
+		rankTime time.Time
+	}
+	var all []candidate
 	for _, vmi := range d.VMIs {
 		designated, mode := affinityTarget(vmi.Spec.Affinity)
-		out = append(out, AppStatus{
-			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(vmi.Labels, vmi.Name)), Requires: nodeRequirements(vmi.Spec.Affinity),
-			VNCPort:   vncPort(vmi.Annotations),
-			Name:      appName(vmi.Labels, vmi.Name),
-			UUID:      vmi.Labels[LabelAppUUID],
-			Namespace: vmi.Namespace,
-			Kind:      AppKindVM,
-			Node:      vmi.Status.NodeName,
-			Phase:     string(vmi.Status.Phase),
-			Ready:     vmi.Status.Phase == kvv1.Running,
-			Object:    vmi.Name,
-		})
+		phase := string(vmi.Status.Phase)
+		if vmi.DeletionTimestamp != nil {
+			phase = "Terminating"
+		}
+		all = append(all, candidate{key: vmi.Namespace + "/" + AppKey(vmi.Labels, vmi.Name), leaving: vmi.DeletionTimestamp != nil,
+			rankTime: vmi.CreationTimestamp.Time, AppStatus: AppStatus{
+				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(vmi.Labels, vmi.Name)), Requires: nodeRequirements(vmi.Spec.Affinity),
+				VNCPort:   vncPort(vmi.Annotations),
+				Name:      appName(vmi.Labels, vmi.Name),
+				UUID:      vmi.Labels[LabelAppUUID],
+				Namespace: vmi.Namespace,
+				Kind:      AppKindVM,
+				Node:      vmi.Status.NodeName,
+				Phase:     phase,
+				Ready:     vmi.Status.Phase == kvv1.Running && vmi.DeletionTimestamp == nil,
+				Object:    vmi.Name,
+			}})
 	}
 	for _, p := range d.Pods {
 		// VM apps are reported through their VMI, not their launcher pod.
@@ -553,22 +578,56 @@ func appStatuses(d Data) []AppStatus {
 			phase = "Terminating"
 		}
 		designated, mode := affinityTarget(p.Spec.Affinity)
-		out = append(out, AppStatus{
-			Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(p.Labels, p.Name)), Requires: nodeRequirements(p.Spec.Affinity),
-			Name:      appName(p.Labels, p.Name),
-			UUID:      p.Labels[LabelAppUUID],
-			Namespace: p.Namespace,
-			Kind:      AppKindContainer,
-			Node:      p.Spec.NodeName,
-			Phase:     phase,
-			Ready:     PodReady(p) && p.DeletionTimestamp == nil,
-			Object:    p.Name,
-		})
+		all = append(all, candidate{key: p.Namespace + "/" + AppKey(p.Labels, p.Name), leaving: p.DeletionTimestamp != nil,
+			rankTime: p.CreationTimestamp.Time, AppStatus: AppStatus{
+				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(p.Labels, p.Name)), Requires: nodeRequirements(p.Spec.Affinity),
+				Name:      appName(p.Labels, p.Name),
+				UUID:      p.Labels[LabelAppUUID],
+				Namespace: p.Namespace,
+				Kind:      AppKindContainer,
+				Node:      p.Spec.NodeName,
+				Phase:     phase,
+				Ready:     PodReady(p) && p.DeletionTimestamp == nil,
+				Object:    p.Name,
+			}})
+	}
+	// Within an app, live objects before terminating ones, ready before not,
+	// newest first: the first is the one the app's row shows.
+	slices.SortFunc(all, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), compareBool(a.leaving, b.leaving), compareBool(!a.Ready, !b.Ready),
+			b.rankTime.Compare(a.rankTime), cmp.Compare(a.Object, b.Object))
+	})
+	var out []AppStatus
+	for i := 0; i < len(all); {
+		row := all[i].AppStatus
+		j := i + 1
+		for ; j < len(all) && all[j].key == all[i].key; j++ {
+			if all[j].leaving {
+				row.Terminating = append(row.Terminating, AppObject{Object: all[j].Object, Node: all[j].Node})
+				continue
+			}
+			// Two live objects for one app (a replica set surging) are both
+			// running somewhere: each keeps its row.
+			out = append(out, all[j].AppStatus)
+		}
+		out = append(out, row)
+		i = j
 	}
 	slices.SortFunc(out, func(a, b AppStatus) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Object, b.Object))
 	})
 	return out
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }
 
 func vncPort(annotations map[string]string) int {

@@ -259,11 +259,13 @@ func TestDeriveApps(t *testing.T) {
 	apps := Derive(d, t0).Apps
 	want := []AppStatus{
 		{Name: "hmi", Namespace: AppNamespace, Kind: AppKindVM, Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-xyz"},
-		{Name: "plc-gateway", UUID: "5b0f", Namespace: AppNamespace, Kind: AppKindContainer, Node: "node-c", Phase: "Terminating", Ready: false, Object: "plc-gateway-7d9f-old"},
-		{Name: "plc-gateway", UUID: "5b0f", Namespace: AppNamespace, Kind: AppKindContainer, Node: "node-b", Phase: "Running", Ready: true, Object: "plc-gateway-7d9f-x2"},
+		// One row per app: the live pod is where it runs, the old one
+		// still terminating is a note on it.
+		{Name: "plc-gateway", UUID: "5b0f", Namespace: AppNamespace, Kind: AppKindContainer, Node: "node-b", Phase: "Running", Ready: true, Object: "plc-gateway-7d9f-x2",
+			Terminating: []AppObject{{Object: "plc-gateway-7d9f-old", Node: "node-c"}}},
 	}
 	if len(apps) != len(want) {
-		t.Fatalf("apps = %+v, want %d (launcher pods are reported through their VMI)", apps, len(want))
+		t.Fatalf("apps = %+v, want %d (launcher pods are reported through their VMI, a terminating pod on its app)", apps, len(want))
 	}
 	for i := range want {
 		if !reflect.DeepEqual(apps[i], want[i]) {

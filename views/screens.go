@@ -163,8 +163,11 @@ func newVolumes(ctx *ui.Context) screen {
 }
 
 func newApps(ctx *ui.Context) screen {
-	cols := []ui.Column{{Title: "NAME", Width: 12, Flex: true}, {Title: "KIND", Width: 9}, {Title: "MODE", Width: 6}, {Title: "DESIGNATED", Width: 10},
-		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10}, {Title: "LAST MOVE", Width: 20}, {Title: "VNC", Width: 5, HideBelow: 100}}
+	// NOTE takes the room left (a terminating old pod is said there); at 80
+	// columns the columns before it need it all.
+	cols := []ui.Column{{Title: "NAME", Width: 12}, {Title: "KIND", Width: 9}, {Title: "MODE", Width: 6}, {Title: "DESIGNATED", Width: 10},
+		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10}, {Title: "LAST MOVE", Width: 20}, {Title: "VNC", Width: 5, HideBelow: 100},
+		{Title: "NOTE", Width: 5, Flex: true, HideBelow: 100}}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, a := range f.Status.Apps {
@@ -184,8 +187,18 @@ func newApps(ctx *ui.Context) screen {
 			if a.VNCPort > 0 {
 				vnc = plain(fmt.Sprint(a.VNCPort))
 			}
+			// The old pods or VMIs still going away are said on the app's
+			// one row, not as rows of their own.
+			note := plain("")
+			if len(a.Terminating) > 0 {
+				var parts []string
+				for _, o := range a.Terminating {
+					parts = append(parts, "terminating on "+orNA(o.Node))
+				}
+				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), ctx.Styles.Warn)
+			}
 			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
-				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc,
+				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc, note,
 			}})
 		}
 		return rows
