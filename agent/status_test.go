@@ -10,8 +10,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,24 +87,52 @@ func TestSeedProbe(t *testing.T) {
 
 func TestSupervisorRestartsWithBackoffAndStopsCleanly(t *testing.T) {
 	dir := t.TempDir()
-	marks := filepath.Join(dir, "marks")
 	log := slog.New(slog.DiscardHandler)
-	crashing := &Supervisor{Bin: "/bin/sh", Args: []string{"-c", "echo start >> " + marks + "; exit 3"},
-		LogFile: filepath.Join(dir, "log"), Log: log, MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}
+	// The gaps between starts double from MinBackoff and stop at
+	// MaxBackoff: 100, 200, 400, 400, 400, 400 ms. Each gap is at least its
+	// backoff (plus the run of a shell that exits at once); a backoff that
+	// did not grow shows in the second and third, one that was not capped
+	// in the fourth on (800, 1600, 3200 ms uncapped).
+	const minB, maxB = 100 * time.Millisecond, 400 * time.Millisecond
+	want := []time.Duration{minB, 2 * minB, maxB, maxB, maxB, maxB}
+	var mu sync.Mutex
+	var starts []time.Time
+	crashing := &Supervisor{Bin: "/bin/sh", Args: []string{"-c", "exit 3"},
+		LogFile: filepath.Join(dir, "log"), Log: log, MinBackoff: minB, MaxBackoff: maxB,
+		Start: func(c *exec.Cmd) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			return c.Start()
+		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- crashing.Run(ctx) }()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		starts, _ := crashing.Stats()
-		return starts >= 4, nil
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		n, _ := crashing.Stats()
+		return n >= len(want)+1, nil
 	})
 	cancel()
 	if err != nil {
-		t.Fatal("a crashing k3s was not restarted")
+		n, _ := crashing.Stats()
+		t.Fatalf("a crashing k3s was started %d times in 30 s, want %d", n, len(want)+1)
 	}
 	<-done
 	if _, last := crashing.Stats(); last == nil || !strings.Contains(last.Error(), "exit status 3") {
 		t.Errorf("last exit = %v", last)
+	}
+	mu.Lock()
+	var gaps []time.Duration
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]))
+	}
+	mu.Unlock()
+	for i, w := range want {
+		// At least the backoff; under twice the cap (a loaded machine's
+		// slack, well short of an uncapped doubling).
+		if gaps[i] < w || gaps[i] >= 2*maxB {
+			t.Errorf("gap %d between restarts = %s, want %s (at least, and under %s); all gaps %v", i+1, gaps[i], w, 2*maxB, gaps[:len(want)])
+		}
 	}
 
 	// A running k3s gets SIGTERM on shutdown and its output reaches the log.

@@ -26,19 +26,18 @@ func TestMain(m *testing.M) { os.Exit(sitebox.RunMain(m)) }
 type requestCounter struct {
 	next http.RoundTripper
 	mu   sync.Mutex
-	// reads are GETs that are not watches: LISTs and single-object GETs.
+	// reads are the requests that are not watches: LISTs, single-object
+	// GETs (and any write, which a snapshot never makes), "METHOD path".
 	reads   []string
 	watches int
 }
 
 func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.mu.Lock()
-	if req.Method == http.MethodGet {
-		if req.URL.Query().Get("watch") == "true" {
-			c.watches++
-		} else {
-			c.reads = append(c.reads, req.URL.Path)
-		}
+	if req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true" {
+		c.watches++
+	} else {
+		c.reads = append(c.reads, req.Method+" "+req.URL.Path)
 	}
 	c.mu.Unlock()
 	return c.next.RoundTrip(req)
@@ -154,6 +153,20 @@ func TestSnapshotWatchesWithoutPolling(t *testing.T) {
 	}
 	if watches < 7 {
 		t.Errorf("watches = %d, want one per resource kind", watches)
+	}
+
+	// Idle for longer than several periods any poll would have (a health
+	// check, a resync, a refresh of "since"): still nothing but the
+	// watches. The window above is milliseconds long; a poll every few
+	// seconds fits between its requests unseen.
+	idle := 8 * time.Second
+	time.Sleep(idle) // the measurement window itself, not a synchronisation
+	reads, _ = counter.snapshot()
+	if extra := reads[len(readsAtSync):]; len(extra) > 0 {
+		t.Errorf("idle for %s, the snapshot made %d non-watch requests (polling): %v", idle, len(extra), extra)
+	}
+	if !snap.Health().Connected {
+		t.Errorf("idle, the snapshot lost its health: %+v", snap.Health())
 	}
 }
 
