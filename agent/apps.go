@@ -158,6 +158,8 @@ type AppsAgent struct {
 	clusterWritten time.Time
 	// timelineWritten is the timeline version last written to events.json.
 	timelineWritten int
+	// pass is what Pending reports.
+	pass passes
 }
 
 // NewAppsAgent prepares the apps agent over a started snapshot.
@@ -275,7 +277,10 @@ func (a *AppsAgent) Run(ctx context.Context) error {
 	var settle <-chan time.Time
 	woke := time.Now()
 	for {
-		if next := a.reconcile(ctx, woke); next > 0 {
+		a.pass.begin(changes)
+		next := a.reconcile(ctx, woke)
+		a.pass.end(next)
+		if next > 0 {
 			timer.Reset(next)
 		}
 		select {

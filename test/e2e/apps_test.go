@@ -354,7 +354,7 @@ func TestAppsAgents(t *testing.T) {
 	// Idle: after everything settled, the agents send no LIST or GET and no
 	// writes, only watches and their stats-leader lease renewals.
 	t.Run("idle agents make no requests", func(t *testing.T) {
-		waitQuiet(t, agents)
+		waitSettled(t, agents)
 		window := 60 * time.Second
 		if testing.Short() {
 			window = 10 * time.Second
@@ -398,7 +398,7 @@ func TestAppsAgents(t *testing.T) {
 		agents["node-c"].stop()
 		agents["node-c"] = startSiteAgent(t, site, "node-c", appsDir, logDir)
 		waitAgents(t, all(), appMoved, 30*time.Second, "seen running on node-a by the restarted agent", runningOn("node-a"))
-		waitQuiet(t, agents)
+		waitSettled(t, agents)
 		after, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, before.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -590,7 +590,7 @@ func TestAppsAgents(t *testing.T) {
 		waitTimeline(t, agents[placer], 30*time.Second, "removals held", func(e agent.TimelineEvent) bool {
 			return strings.Contains(e.Message, "removals held") && strings.Contains(e.Message, path)
 		})
-		waitQuiet(t, agents)
+		waitSettled(t, agents)
 		after, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, before.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the restarted agent removed the app its broken file describes: %v", err)
@@ -634,30 +634,48 @@ func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
 	return false
 }
 
-// waitQuiet waits until no agent has sent a write for a while: the layout
-// is applied and the replies seen.
-func waitQuiet(t *testing.T, agents map[string]*siteAgent) {
+// waitSettled waits until every agent says it has nothing pending (no pass
+// running, no retry or failover timer armed, no change queued: see
+// agent.Pending), five looks in a row, with no request by any agent but
+// its lease renewals and events between them. Quiet alone is no witness:
+// a write held back by a timer (a failed apply retried after 5 s, a
+// failover timer) comes after any quiet spell shorter than the timer; an
+// armed timer shows here. The looks in a row only cover a write still in
+// flight to another agent's watch.
+func waitSettled(t *testing.T, agents map[string]*siteAgent) {
 	t.Helper()
-	quietFor := 0
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		busy := false
-		for _, a := range agents {
+	idleLooks := 0
+	var last map[string]agent.Pending
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 120*time.Second, true, func(context.Context) (bool, error) {
+		settled := true
+		last = map[string]agent.Pending{}
+		for n, a := range agents {
+			apps := a.agent.Apps()
+			if apps == nil {
+				settled = false // a restarted agent has not reached the cluster yet
+				continue
+			}
+			p := apps.Pending()
+			last[n] = p
+			if !p.Idle() || p.Passes == 0 {
+				settled = false
+			}
 			for req := range a.counter.reset() {
 				// Events trail the writes they report: not a sign of work.
 				if !leaseRenewal(req) && !strings.HasSuffix(req, " events") {
-					busy = true
+					settled = false
 				}
 			}
 		}
-		if busy {
-			quietFor = 0
-		} else {
-			quietFor++
+		if !settled {
+			idleLooks = 0
+			return false, nil
 		}
-		return quietFor >= 4, nil
+		idleLooks++
+		return idleLooks >= 5, nil
 	})
 	if err != nil {
-		t.Fatal("agents did not go quiet")
+		t.Fatalf("the agents did not settle: %+v", last)
 	}
 }
 
@@ -765,7 +783,9 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 		st, _ := agents["node-b"].app("stale-web")
 		t.Fatalf("node-b does not say it holds an older config: %+v", st)
 	}
-	waitQuiet(t, agents)
+	// The Deployment as node-c laid it out, read as soon as node-b holds
+	// back: node-b's apply from then on, at once or after any timer, is
+	// the fight. Its watch wakes it on every change node-c makes.
 	before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(v2), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -773,9 +793,7 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	if before.Annotations[agent.AnnotationConfigVersion] != "2" || before.Annotations[agent.AnnotationDNId] != sitebox.NodeUUID("node-c") {
 		t.Fatalf("the Deployment is not version 2 from node-c: %v", before.Annotations)
 	}
-	// A fight would show as node-b's apply: a new generation within a pass
-	// or two. Its watch wakes it on every change node-c makes.
-	waitQuiet(t, agents)
+	waitSettled(t, agents)
 	after, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, before.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

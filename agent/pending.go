@@ -1,0 +1,62 @@
+package agent
+
+import (
+	"sync"
+	"time"
+)
+
+// Pending is the apps agent's own account of the work it has in hand:
+// whether a reconcile pass is running, whether it armed a timer to come
+// back (a failed write to retry, a failover timer), and whether a change
+// or a wake-up is waiting for the next pass. Every write the apps agent
+// makes (layouts, removals, failover) happens inside a pass, so an agent
+// with nothing pending makes none until something changes.
+type Pending struct {
+	// Passes is how many reconcile passes have completed.
+	Passes uint64 `json:"passes"`
+	// LastPass is when the last pass ended.
+	LastPass time.Time `json:"lastPass"`
+	// Running: a pass is under way.
+	Running bool `json:"running"`
+	// RetryAt is when the last pass asked to run again without a change
+	// (zero: it did not).
+	RetryAt time.Time `json:"retryAt,omitzero"`
+	// Queued: a cluster change or a wake-up waits for the next pass.
+	Queued bool `json:"queued"`
+}
+
+// Idle reports that nothing is pending: no pass running, none asked for,
+// none queued.
+func (p Pending) Idle() bool { return !p.Running && p.RetryAt.IsZero() && !p.Queued }
+
+// passes records the reconcile loop's passes for Pending.
+type passes struct {
+	mu      sync.Mutex
+	p       Pending
+	changes <-chan struct{} // the loop's subscription to the snapshot
+}
+
+func (s *passes) begin(changes <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.p.Running, s.changes = true, changes
+}
+
+func (s *passes) end(next time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.p.Running, s.p.Passes, s.p.LastPass, s.p.RetryAt = false, s.p.Passes+1, now, time.Time{}
+	if next > 0 {
+		s.p.RetryAt = now.Add(next)
+	}
+}
+
+// Pending returns what the apps agent has in hand (see Pending).
+func (a *AppsAgent) Pending() Pending {
+	a.pass.mu.Lock()
+	defer a.pass.mu.Unlock()
+	p := a.pass.p
+	p.Queued = len(a.kick) > 0 || (a.pass.changes != nil && len(a.pass.changes) > 0)
+	return p
+}
