@@ -71,6 +71,9 @@ type EventRow struct {
 	Namespace string    `json:"namespace"`
 	Message   string    `json:"message"`
 	Count     int32     `json:"count"`
+	// First is when the event was first seen (its Time is the last);
+	// zero when the event does not say.
+	First time.Time `json:"first,omitempty"`
 }
 
 // EventRows lists events newest first, at most limit of them.
@@ -84,8 +87,13 @@ func EventRows(events []*corev1.Event, limit int) []EventRow {
 		if t.IsZero() {
 			t = e.CreationTimestamp.Time
 		}
+		first := e.FirstTimestamp.Time
+		if first.IsZero() {
+			first = e.EventTime.Time
+		}
 		out = append(out, EventRow{
-			Time: t, Type: e.Type, Reason: e.Reason, Namespace: e.Namespace, Message: e.Message, Count: max(e.Count, 1),
+			First: first,
+			Time:  t, Type: e.Type, Reason: e.Reason, Namespace: e.Namespace, Message: e.Message, Count: max(e.Count, 1),
 			Object: fmt.Sprintf("%s/%s", e.InvolvedObject.Kind, e.InvolvedObject.Name),
 		})
 	}
