@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhinformers "github.com/longhorn/longhorn-manager/k8s/pkg/client/informers/externalversions"
@@ -107,7 +108,15 @@ func watchCopies(ctx context.Context, clients *Clients, node string, d Data, haz
 	volumes := factory.Longhorn().V1beta2().Volumes()
 	replicas := factory.Longhorn().V1beta2().Replicas()
 	var once sync.Once
+	// The first list delivers its objects as events while the other
+	// cache may still be empty: judging then would see every copy
+	// elsewhere gone and stop the drain before it began. Judge only once
+	// both caches hold the whole picture.
+	var synced atomic.Bool
 	check := func() {
+		if !synced.Load() {
+			return
+		}
 		vs, _ := volumes.Lister().List(labels.Everything())
 		rs, _ := replicas.Lister().List(labels.Everything())
 		if reasons := DrainHazards(node, before, vs, rs); len(reasons) > 0 {
@@ -135,9 +144,10 @@ func watchCopies(ctx context.Context, clients *Clients, node string, d Data, haz
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			stop()
-			return nil, fmt.Errorf("the watch of %v never synced", typ)
+			return nil, fmt.Errorf("the watch of %v did not sync before the drain's deadline: %w", typ, context.Cause(ctx))
 		}
 	}
+	synced.Store(true)
 	check()
 	return stop, nil
 }

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -202,7 +204,9 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 }
 
 // WaitSimulatorsLive waits until the in-process simulators act on new
-// objects again: a fresh Longhorn volume turns healthy and a fresh VMI runs.
+// objects again: a fresh Longhorn volume gets its replica and settles
+// (detached: nothing uses it, as Longhorn leaves an unused volume) and a
+// fresh VMI (with memory: KubeVirt's admission refuses one without) runs.
 // After the API server was away, their watches come back on client-go's
 // re-list backoff (up to 30 s): a test that stops the API server calls this
 // before it hands the site on.
@@ -217,7 +221,9 @@ func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 	if _, err := volumes.Create(ctx, LonghornVolume(name, 1<<30, 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := vmis.Create(ctx, &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	probe := &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	probe.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	if _, err := vmis.Create(ctx, probe, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -226,7 +232,11 @@ func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 	}()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 		v, err := volumes.Get(ctx, name, metav1.GetOptions{})
-		if err != nil || v.Status.Robustness != lhv1beta2.VolumeRobustnessHealthy {
+		if err != nil || v.Status.State != lhv1beta2.VolumeStateDetached {
+			return false, nil
+		}
+		reps, err := clients.Longhorn.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil || !slices.ContainsFunc(reps.Items, func(r lhv1beta2.Replica) bool { return r.Spec.VolumeName == name }) {
 			return false, nil
 		}
 		vmi, err := vmis.Get(ctx, name, metav1.GetOptions{})
