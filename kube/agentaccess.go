@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	rbacapply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -42,34 +42,21 @@ var AgentRules = []rbacv1.PolicyRule{
 
 // EnsureAgentAccess grants the k3s controller identity the agent's rules
 // (a ClusterRole and its binding), so the agents of worker nodes can run.
-// Idempotent: it creates what is missing and puts the rules right.
+// Server-side apply makes it idempotent and puts drifted rules right.
 func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 	labels := map[string]string{"app.kubernetes.io/managed-by": "sitecon"}
-	roles := cs.RbacV1().ClusterRoles()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: AgentRoleName, Labels: labels}, Rules: AgentRules}
-	if live, err := roles.Get(ctx, AgentRoleName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		if _, err := roles.Create(ctx, role, metav1.CreateOptions{FieldManager: "sitecon"}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("agent ClusterRole: %w", err)
-		}
-	} else if err != nil {
+	opts := metav1.ApplyOptions{FieldManager: "sitecon", Force: true}
+	role := rbacapply.ClusterRole(AgentRoleName).WithLabels(labels)
+	for _, r := range AgentRules {
+		role.WithRules(rbacapply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...))
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Apply(ctx, role, opts); err != nil {
 		return fmt.Errorf("agent ClusterRole: %w", err)
-	} else {
-		live.Rules = AgentRules
-		if _, err := roles.Update(ctx, live, metav1.UpdateOptions{FieldManager: "sitecon"}); err != nil {
-			return fmt.Errorf("agent ClusterRole: %w", err)
-		}
 	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: AgentRoleName, Labels: labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: AgentRoleName},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: K3sControllerUser}},
-	}
-	bindings := cs.RbacV1().ClusterRoleBindings()
-	if _, err := bindings.Get(ctx, AgentRoleName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{FieldManager: "sitecon"}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("agent ClusterRoleBinding: %w", err)
-		}
-	} else if err != nil {
+	binding := rbacapply.ClusterRoleBinding(AgentRoleName).WithLabels(labels).
+		WithRoleRef(rbacapply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(AgentRoleName)).
+		WithSubjects(rbacapply.Subject().WithAPIGroup(rbacv1.GroupName).WithKind(rbacv1.UserKind).WithName(K3sControllerUser))
+	if _, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, binding, opts); err != nil {
 		return fmt.Errorf("agent ClusterRoleBinding: %w", err)
 	}
 	return nil

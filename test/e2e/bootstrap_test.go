@@ -79,6 +79,28 @@ func setServerRoles(ctx context.Context, cs kubernetes.Interface, node string, o
 	return err
 }
 
+// putClusterRecordAside removes sitebox's own cluster record for a test
+// whose agents write theirs, and puts it back when the test ends.
+func putClusterRecordAside(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
+	siteRecord, err := cms.Get(t.Context(), kube.ClusterConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(t.Context(), kube.ClusterConfigMapName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = cms.Delete(bg, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+		restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: siteRecord.Name, Namespace: siteRecord.Namespace}, Data: siteRecord.Data}
+		if _, err := cms.Create(bg, restored, metav1.CreateOptions{}); err != nil {
+			t.Errorf("restore the site's cluster record: %v", err)
+		}
+	})
+}
+
 func waitState(t *testing.T, n *nodeAgent, within time.Duration, what string, cond func(agent.State) bool) agent.State {
 	t.Helper()
 	var st agent.State
@@ -126,24 +148,9 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The agents, not the test site, write the cluster's record: sitebox's
-	// own is put aside for this test.
+	// The agents, not the test site, write the cluster's record.
+	putClusterRecordAside(t, cs)
 	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
-	siteRecord, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		bg := context.Background()
-		_ = cms.Delete(bg, kube.ClusterConfigMapName, metav1.DeleteOptions{})
-		restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: siteRecord.Name, Namespace: siteRecord.Namespace}, Data: siteRecord.Data}
-		if _, err := cms.Create(bg, restored, metav1.CreateOptions{}); err != nil {
-			t.Errorf("restore the site's cluster record: %v", err)
-		}
-	})
 	// node-d belongs to another cluster whose seed would be at the same address.
 	foreign, err := agent.Plan(agent.FormRequest{
 		ClusterName: "other", Interface: netns.Interface,

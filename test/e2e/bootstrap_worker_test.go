@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -54,19 +53,8 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 	if _, err := controller.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the k3s controller identity can list nodes before any grant (err %v): the test would prove nothing", err)
 	}
-	// The agents write their own cluster record: the site's is put aside.
-	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
-	if siteRecord, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{}); err == nil {
-		_ = cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{})
-		t.Cleanup(func() {
-			bg := context.Background()
-			_ = cms.Delete(bg, kube.ClusterConfigMapName, metav1.DeleteOptions{})
-			restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: siteRecord.Name, Namespace: siteRecord.Namespace}, Data: siteRecord.Data}
-			if _, err := cms.Create(bg, restored, metav1.CreateOptions{}); err != nil {
-				t.Errorf("restore the site's cluster record: %v", err)
-			}
-		})
-	}
+	// The agents write their own cluster record.
+	putClusterRecordAside(t, cs)
 
 	standin := buildStandin(t)
 	// What k3s hands every node it admits: the controller identity.
