@@ -69,8 +69,11 @@ type EventRow struct {
 	Reason    string    `json:"reason"`
 	Object    string    `json:"object"`
 	Namespace string    `json:"namespace"`
-	Message   string    `json:"message"`
-	Count     int32     `json:"count"`
+	// Name is the Event object's own name: with Namespace, what identifies
+	// the row while newer events arrive above it.
+	Name    string `json:"name"`
+	Message string `json:"message"`
+	Count   int32  `json:"count"`
 	// First is when the event was first seen (its Time is the last);
 	// zero when the event does not say.
 	First time.Time `json:"first,omitempty"`
@@ -93,7 +96,7 @@ func EventRows(events []*corev1.Event, limit int) []EventRow {
 		}
 		out = append(out, EventRow{
 			First: first,
-			Time:  t, Type: e.Type, Reason: e.Reason, Namespace: e.Namespace, Message: e.Message, Count: max(e.Count, 1),
+			Time:  t, Type: e.Type, Reason: e.Reason, Namespace: e.Namespace, Name: e.Name, Message: e.Message, Count: max(e.Count, 1),
 			Object: fmt.Sprintf("%s/%s", e.InvolvedObject.Kind, e.InvolvedObject.Name),
 		})
 	}

@@ -44,6 +44,11 @@ type Table struct {
 	rows    []Row // all rows, as set
 	visible []Row // filtered and sorted
 	cursor  int
+	// chosen: the technician moved the cursor onto a row, so it follows
+	// that row as data changes. Until then (and after a jump to the top) it
+	// stays on the first row: rows arriving above an unchosen row (the
+	// newest events) must not push the top of the list out of sight.
+	chosen  bool
 	offset  int
 	filter  string
 	sortCol int // -1: the order rows were given in
@@ -55,7 +60,8 @@ func NewTable(ctx *Context, cols []Column) *Table {
 	return &Table{ctx: ctx, Columns: cols, sortCol: -1, sortAsc: true}
 }
 
-// SetRows replaces the rows, keeping the cursor on the same row ID.
+// SetRows replaces the rows, keeping the cursor on the row the technician
+// chose (by ID), or on the first row if they chose none.
 func (t *Table) SetRows(rows []Row) {
 	selected := t.SelectedID()
 	t.rows = rows
@@ -65,6 +71,11 @@ func (t *Table) SetRows(rows []Row) {
 // SetFilter shows only rows whose text contains f (any case).
 func (t *Table) SetFilter(f string) {
 	selected := t.SelectedID()
+	if f == "" && t.filter != "" && selected != "" {
+		// A row found by filtering stays under the cursor when the
+		// filter is cleared, as if the technician had moved onto it.
+		t.chosen = true
+	}
 	t.filter = strings.ToLower(f)
 	t.refresh(selected)
 }
@@ -104,10 +115,16 @@ func (t *Table) refresh(selected string) {
 			return cmp.Compare(sortKey(a, col), sortKey(b, col))
 		})
 	}
-	t.cursor = 0
+	if !t.chosen {
+		t.cursor, t.offset = 0, 0
+		return
+	}
+	// The chosen row gone (filtered out, or deleted): the cursor keeps its
+	// place in the list rather than jumping to the top.
 	for i, r := range t.visible {
 		if r.ID == selected {
 			t.cursor = i
+			break
 		}
 	}
 	t.clamp()
@@ -164,6 +181,9 @@ func (t *Table) Update(msg tea.KeyMsg, height int) bool {
 		return false
 	}
 	t.clamp()
+	// Back on the first row (home, or up past it), the cursor follows the
+	// top of the list again, as when the screen opened.
+	t.chosen = t.cursor > 0
 	return true
 }
 
@@ -266,31 +286,55 @@ func (t *Table) View(width, height int) string {
 	return b.String()
 }
 
-// widths fits the columns to the width: minimums first, the rest shared by
-// the flex columns; a narrow terminal truncates the last columns.
+// widths fits the columns to the width. Each column wants its widest cell
+// (or its title) and a space, so a column of short names stays narrow and one of long
+// names is not cut while room is left. What remains goes to the flex
+// columns (free text: messages, notes). Too narrow, columns give way in
+// this order: flex columns, then the others from the right, the name
+// column (the first) last, each down to its minimum Width; below that the
+// last columns are cut.
 func (t *Table) widths(width int) []int {
 	w := make([]int, len(t.Columns))
-	used := -1 // separators: one fewer than the shown columns
-	flex := 0
+	floor := make([]int, len(t.Columns))
 	for i, c := range t.Columns {
 		if width < c.HideBelow {
 			w[i] = -1
 			continue
 		}
-		w[i] = max(c.Width, ansi.StringWidth(c.Title)+1)
-		used += w[i] + 1
-		if c.Flex {
-			flex++
-		}
-	}
-	if extra := width - used; extra > 0 && flex > 0 {
-		for i, c := range t.Columns {
-			if c.Flex && w[i] >= 0 {
-				w[i] += extra / flex
+		w[i] = ansi.StringWidth(c.Title)
+		for _, r := range t.rows {
+			if i < len(r.Cells) {
+				w[i] = max(w[i], ansi.StringWidth(r.Cells[i].Text))
 			}
 		}
+		w[i]++ // with the separator, two spaces between columns
+		floor[i] = min(w[i], max(c.Width, ansi.StringWidth(c.Title)+1))
 	}
-	// Too narrow: shrink from the right.
+	var flex []int
+	for i, c := range t.Columns {
+		if c.Flex && w[i] >= 0 {
+			flex = append(flex, i)
+		}
+	}
+	if extra := width - shownWidth(w); extra > 0 && len(flex) > 0 {
+		for _, i := range flex {
+			w[i] += extra / len(flex)
+		}
+		return w
+	}
+	order := append([]int{}, flex...)
+	for i := len(w) - 1; i >= 1; i-- {
+		if !t.Columns[i].Flex {
+			order = append(order, i)
+		}
+	}
+	order = append(order, 0)
+	for _, i := range order {
+		if over := shownWidth(w) - width; over > 0 && w[i] > floor[i] {
+			w[i] -= min(over, w[i]-floor[i])
+		}
+	}
+	// Still too narrow: cut from the right.
 	for i := len(w) - 1; i >= 0 && shownWidth(w) > width; i-- {
 		if w[i] >= 0 {
 			w[i] = max(w[i]-(shownWidth(w)-width), 0)

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +39,57 @@ func TestEventDetail(t *testing.T) {
 	press(a, "esc")
 	if v := a.View(); !strings.Contains(v, "REASON") || strings.Contains(v, "First seen") {
 		t.Errorf("esc should go back to the list:\n%s", v)
+	}
+}
+
+// An event that arrives while the console runs shows on top of the events
+// screen, whatever rows came before it: an old audit record (the only row
+// when the console starts) must not hold the cursor at the bottom and scroll
+// the newest events out of sight. The technician has not chosen a row yet.
+func TestNewEventShowsOnTopPastAnOldAuditRecord(t *testing.T) {
+	f := sampleFrame()
+	f.Events = nil
+	f.Agent = &AgentSummary{Running: true, Node: "node-a", Events: []AgentEvent{
+		{Source: "audit", Time: now.Add(-3 * time.Hour), Kind: "drain", Subject: "node-b", Message: "done by root"}}}
+	a := NewApp(testContext(100, 20))
+	a.Update(FrameMsg(f))
+	press(a, "6")
+	// The site's own start-up events arrive (more than a screen), then one
+	// created by hand, newest of all.
+	for i := range 40 {
+		f.Events = append([]kube.EventRow{{Time: now.Add(time.Duration(i-60) * time.Second), Type: "Normal", Reason: fmt.Sprintf("Started%02d", i),
+			Object: fmt.Sprintf("Pod/p%02d", i), Namespace: "eve-kube-app", Message: "started"}}, f.Events...)
+		a.Update(FrameMsg(f))
+	}
+	f.Events = append([]kube.EventRow{{Time: now, Type: "Warning", Reason: "ByHand", Object: "Pod/by-hand", Namespace: "eve-kube-app",
+		Message: "created by hand while the console runs"}}, f.Events...)
+	a.Update(FrameMsg(f))
+	if v := a.View(); !strings.Contains(v, "ByHand") {
+		t.Fatalf("the newest event is not on the screen:\n%s", v)
+	}
+}
+
+// A row the technician moved the cursor onto stays under the cursor while
+// newer events arrive above it: enter opens that event, not whichever took
+// its place in the list.
+func TestChosenEventKeepsTheCursorAsNewerOnesArrive(t *testing.T) {
+	f := sampleFrame()
+	f.Agent = nil
+	f.Events = nil
+	for i := range 10 {
+		f.Events = append([]kube.EventRow{{Time: now.Add(time.Duration(i-60) * time.Second), Type: "Normal", Reason: fmt.Sprintf("Started%02d", i),
+			Name: fmt.Sprintf("p%02d.1", i), Object: fmt.Sprintf("Pod/p%02d", i), Namespace: "eve-kube-app", Message: "started"}}, f.Events...)
+	}
+	a := NewApp(testContext(100, 20))
+	a.Update(FrameMsg(f))
+	press(a, "6", "down", "down") // Started07
+	for i := 10; i < 13; i++ {
+		f.Events = append([]kube.EventRow{{Time: now.Add(time.Duration(i-60) * time.Second), Type: "Normal", Reason: fmt.Sprintf("Started%02d", i),
+			Name: fmt.Sprintf("p%02d.1", i), Object: fmt.Sprintf("Pod/p%02d", i), Namespace: "eve-kube-app", Message: "started"}}, f.Events...)
+		a.Update(FrameMsg(f))
+	}
+	press(a, "enter")
+	if v := a.View(); !strings.Contains(v, "Pod/p07") {
+		t.Fatalf("enter should open the event chosen before newer ones arrived (Pod/p07):\n%s", v)
 	}
 }

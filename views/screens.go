@@ -50,7 +50,7 @@ func nodeStatusCell(ctx *ui.Context, n kube.NodeStatus) ui.Cell {
 }
 
 func newNodes(ctx *ui.Context) screen {
-	cols := []ui.Column{{Title: "NAME", Width: 10, Flex: true}, {Title: "ROLES", Width: 16}, {Title: "STATUS", Width: 8}, {Title: "SINCE", Width: 6},
+	cols := []ui.Column{{Title: "NAME", Width: 10}, {Title: "ROLES", Width: 16}, {Title: "STATUS", Width: 8}, {Title: "SINCE", Width: 6},
 		{Title: "SCHED", Width: 8}, {Title: "VERSION", Width: 13, HideBelow: 90}, {Title: "IP", Width: 13}, {Title: "PODS", Width: 5},
 		{Title: "CPU REQ/ALLOC", Width: 13, HideBelow: 120}, {Title: "MEM REQ/ALLOC", Width: 14, HideBelow: 120}}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), build: func(f *Frame, now time.Time) []ui.Row {
@@ -233,18 +233,20 @@ func newEvents(ctx *ui.Context) screen {
 func (s *eventsScreen) setFrame(f *Frame, now time.Time) {
 	s.now = now
 	var all []eventEntry
-	for i, e := range f.Events {
+	// Row IDs name what a row is, not where it sorts, so a chosen row keeps
+	// the cursor while newer events arrive above it.
+	for _, e := range f.Events {
 		all = append(all, eventEntry{at: e.Time, first: e.First, warning: e.Type == "Warning", reason: e.Reason, object: e.Object, message: e.Message,
-			count: e.Count, id: fmt.Sprintf("k%d/%s/%s", i, e.Object, e.Reason)})
+			count: e.Count, id: "k/" + e.Namespace + "/" + e.Name + "/" + e.Object + "/" + e.Reason})
 	}
 	if f.Agent != nil {
-		for i, e := range f.Agent.Events {
+		for _, e := range f.Agent.Events {
 			source := e.Source
 			if source == "" {
 				source = "agent"
 			}
 			all = append(all, eventEntry{at: e.Time, warning: e.Warning, reason: source + ":" + e.Kind, object: e.Subject, message: e.Message,
-				id: fmt.Sprintf("a%d/%s", i, e.Kind)})
+				id: "a/" + source + "/" + e.Time.UTC().Format(time.RFC3339Nano) + "/" + e.Kind + "/" + e.Subject})
 		}
 	}
 	slices.SortStableFunc(all, func(a, b eventEntry) int { return b.at.Compare(a.at) })
@@ -339,9 +341,9 @@ type podsScreen struct {
 func newPods(ctx *ui.Context) screen {
 	return &podsScreen{
 		ctx: ctx,
-		namespaces: ui.NewTable(ctx, []ui.Column{{Title: "NAMESPACE", Width: 16, Flex: true}, {Title: "READY", Width: 6},
+		namespaces: ui.NewTable(ctx, []ui.Column{{Title: "NAMESPACE", Width: 16}, {Title: "READY", Width: 6},
 			{Title: "NOT-READY", Width: 10}, {Title: "FAILED", Width: 7}}),
-		pods: ui.NewTable(ctx, []ui.Column{{Title: "NAME", Width: 20, Flex: true}, {Title: "PHASE", Width: 11}, {Title: "READY", Width: 6},
+		pods: ui.NewTable(ctx, []ui.Column{{Title: "NAME", Width: 20}, {Title: "PHASE", Width: 11}, {Title: "READY", Width: 6},
 			{Title: "RESTARTS", Width: 9}, {Title: "NODE", Width: 7}, {Title: "AGE", Width: 5}}),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/ui"
@@ -118,4 +120,35 @@ func TestConsoleShowsNewEvents(t *testing.T) {
 			t.Errorf("the events screen lacks %s:\n%s", reason, screen)
 		}
 	}
+}
+
+// The events screen through the real console: with an old record in the
+// audit log (the first row the screen had), a Warning Event created while
+// the console runs is on top of the screen when the technician presses 6,
+// without filtering for it.
+func TestConsoleNewEventOnTopPastOldAuditRecord(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	log, err := audit.Open(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Write(audit.Record{Time: time.Now().Add(-3 * time.Hour), Action: "drain", Target: "node-b", Outcome: audit.OutcomeDone}); err != nil {
+		t.Fatal(err)
+	}
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditPath)
+	c.waitScreen(30*time.Second, "the console's overview", func(s string) bool { return strings.Contains(s, "Seed server") })
+	c.keys("6")
+	// The record is hours old: it sorts last, below the site's events.
+	c.waitScreen(30*time.Second, "the events screen", func(s string) bool { return strings.Contains(s, "REASON") })
+	name := fmt.Sprintf("on-top-%d", time.Now().UnixNano())
+	if _, err := cs.CoreV1().Events(kube.AppNamespace).Create(t.Context(), kubectlEvent(name, "ByHandOnTop"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Events(kube.AppNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	c.waitScreen(30*time.Second, "the new event on the events screen", func(s string) bool { return strings.Contains(s, "ByHandOnTop") })
 }

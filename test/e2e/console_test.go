@@ -67,6 +67,16 @@ func startConsoleWith(t *testing.T, colourEnv []string, args ...string) *tmuxCon
 	// environment (CI's, or an earlier session's) must not decide colour.
 	cmdline := append([]string{"env", "-u", "CLICOLOR", "-u", "CLICOLOR_FORCE"}, colourEnv...)
 	cmdline = append(cmdline, "HOME="+t.TempDir(), "KUBECONFIG=", "TERM=xterm-256color", sitecon)
+	// The machine's own audit log (root-owned, under /var/log) is neither
+	// read nor written by a test that does not name one: its records would
+	// show on the events screen, and a demo's would change what a test sees.
+	if !slices.Contains(args, "--audit-log") {
+		end := slices.Index(args, ";")
+		if end < 0 {
+			end = len(args)
+		}
+		args = slices.Insert(slices.Clone(args), end, "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"))
+	}
 	cmdline = append(cmdline, args...)
 	cmd := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", strings.Join(cmdline, " "))
 	if out, err := cmd.CombinedOutput(); err != nil {
