@@ -719,7 +719,7 @@ func (m *membership) connect(ctx context.Context) {
 		m.a.log.Error("kubeconfig", "err", err)
 		return
 	}
-	snap, err := kube.NewSnapshot(cfg, m.a.log.With("component", "snapshot"))
+	snap, err := newAgentSnapshot(cfg, m.a.log)
 	if err != nil {
 		m.a.log.Error("snapshot", "err", err)
 		return
@@ -783,7 +783,7 @@ func (a *Agent) runExternal(ctx context.Context) error {
 			return err
 		}
 	}
-	snap, err := kube.NewSnapshot(cfg, a.log.With("component", "snapshot"))
+	snap, err := newAgentSnapshot(cfg, a.log)
 	if err != nil {
 		return err
 	}
@@ -1015,4 +1015,11 @@ func (a *Agent) retry(ctx context.Context, try func() (done bool)) bool {
 		backoff = min(backoff*2, a.opts.SeedBackoffMax)
 	}
 	return true
+}
+
+// newAgentSnapshot is the agent's view of the cluster. The agent writes
+// Events but never reads them: it does not watch them (a busy site's
+// Events would be most of what it holds).
+func newAgentSnapshot(cfg *rest.Config, log *slog.Logger) (*kube.Snapshot, error) {
+	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents())
 }

@@ -116,9 +116,11 @@ type Snapshot struct {
 	// ran is kept for appMemory (a move is an old pod gone and a new one
 	// running elsewhere), then dropped, so the maps follow the cluster's
 	// apps, not every pod that ever ran.
-	appGone  map[string]time.Time
-	changes  Broadcast
-	syncedCh chan struct{}
+	appGone map[string]time.Time
+	// withoutEvents: no informer on the cluster's Events (see WithoutEvents).
+	withoutEvents bool
+	changes       Broadcast
+	syncedCh      chan struct{}
 
 	core      informers.SharedInformerFactory
 	leases    informers.SharedInformerFactory
@@ -127,9 +129,18 @@ type Snapshot struct {
 	vmis      cache.SharedIndexInformer
 }
 
+// SnapshotOption changes what a snapshot watches.
+type SnapshotOption func(*Snapshot)
+
+// WithoutEvents leaves the cluster's Events out of the snapshot. Every
+// component writes Events (a busy site many a second) and the cache holds
+// them all for an hour: a reader that never shows them (the agent) should
+// not pay for that watch. Data().Events is then nil.
+func WithoutEvents() SnapshotOption { return func(s *Snapshot) { s.withoutEvents = true } }
+
 // NewSnapshot prepares a snapshot over a cluster. Nothing talks to the API
 // server until Start.
-func NewSnapshot(cfg *rest.Config, log *slog.Logger) (*Snapshot, error) {
+func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*Snapshot, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -141,6 +152,9 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger) (*Snapshot, error) {
 		appMoves:   map[string]AppMove{},
 		appGone:    map[string]time.Time{},
 		syncedCh:   make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	// Every response tells whether the API server is reachable, watches
 	// included, so health needs no polling of its own.
@@ -249,9 +263,11 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	watched := []cache.SharedIndexInformer{
 		s.core.Core().V1().Nodes().Informer(),
 		pods,
-		s.core.Core().V1().Events().Informer(),
 		s.leases.Coordination().V1().Leases().Informer(),
 		s.appConfig.Core().V1().ConfigMaps().Informer(),
+	}
+	if !s.withoutEvents {
+		watched = append(watched, s.core.Core().V1().Events().Informer())
 	}
 	s.mu.Lock()
 	hasLonghorn, hasKubeVirt := s.hasLonghorn, s.hasKubeVirt
@@ -566,7 +582,9 @@ func (s *Snapshot) Data() Data {
 	all := labels.Everything()
 	d.Nodes, _ = s.core.Core().V1().Nodes().Lister().List(all)
 	d.Pods, _ = s.core.Core().V1().Pods().Lister().List(all)
-	d.Events, _ = s.core.Core().V1().Events().Lister().List(all)
+	if !s.withoutEvents {
+		d.Events, _ = s.core.Core().V1().Events().Lister().List(all)
+	}
 	d.Leases, _ = s.leases.Coordination().V1().Leases().Lister().List(all)
 	d.ConfigMaps, _ = s.appConfig.Core().V1().ConfigMaps().Lister().List(all)
 	if s.longhorn != nil {

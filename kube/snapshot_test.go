@@ -265,3 +265,52 @@ func TestSnapshotSurvivesAPIServerRestart(t *testing.T) {
 		return false
 	})
 }
+
+// A snapshot made WithoutEvents (the agent's) never lists or watches the
+// cluster's Events, and holds none, while everything else it reads works.
+func TestSnapshotWithoutEventsNeverReadsThem(t *testing.T) {
+	site := sitebox.Shared(t)
+	var mu sync.Mutex
+	var paths []string
+	cfg := rest.CopyConfig(site.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			paths = append(paths, req.URL.Path)
+			mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	})
+	snap, err := kube.NewSnapshot(cfg, nil, kube.WithoutEvents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(t.Context())
+	syncCtx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := snap.WaitForSync(syncCtx); err != nil {
+		t.Fatal(err)
+	}
+	if st := snap.Status(); st.NodesTotal != 3 {
+		t.Fatalf("the snapshot should still read the Nodes: %d", st.NodesTotal)
+	}
+	if d := snap.Data(); len(d.Events) != 0 {
+		t.Errorf("a snapshot without Events holds %d", len(d.Events))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range paths {
+		if strings.HasSuffix(p, "/events") {
+			t.Errorf("a snapshot without Events requested %s", p)
+		}
+	}
+	// And the default snapshot does read them: the check above can fail.
+	full := startSnapshot(t, site.Config)
+	if len(full.Data().Events) == 0 {
+		t.Error("the default snapshot holds no Events on a site that has logged its start")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
