@@ -41,11 +41,14 @@ func newFormCmd(g *globalFlags) *cobra.Command {
 generates the cluster UUID and token, gives each node an address in the
 cluster prefix (default ` + agent.DefaultClusterPrefix + `; the seed gets the first),
 writes this node's config under --dir, and prints one join bundle per other
-node. On each of them:
+node (also saved, root-only, under join-bundles/ in --dir; the seed's agent
+removes each once its node has joined). On each of them, either
 
-  sitecon form --join sitecon-join.v1....
+  sitecon form --join -            (paste the bundle, then Ctrl-D)
+  sitecon form --join FILE         (the node's .bundle file, copied over)
 
-The bundles carry the cluster token: treat them like the token itself.`,
+The bundles carry the cluster token: treat them like the token itself, and
+keep them off command lines (shell history, ps).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			out := cmd.OutOrStdout()
@@ -107,7 +110,11 @@ The bundles carry the cluster token: treat them like the token itself.`,
 				return nil
 			}
 			if join != "" {
-				bundle, err := agent.DecodeBundle(join)
+				text, err := readJoinSource(join, cmd.InOrStdin(), cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				bundle, err := agent.DecodeBundle(text)
 				if err != nil {
 					return err
 				}
@@ -181,7 +188,7 @@ The bundles carry the cluster token: treat them like the token itself.`,
 	f.StringArrayVar(&workers, "worker", nil, "a worker node, NAME or NAME=UUID (repeat)")
 	f.StringVar(&thisNode, "this-node", "", "which node this one is (default: the seed)")
 	f.StringVar(&dir, "dir", DefaultConfigDir, "where this node's cluster.json and token are written")
-	f.StringVar(&join, "join", "", "join with a bundle printed by 'sitecon form' on the seed")
+	f.StringVar(&join, "join", "", "join with a bundle printed by 'sitecon form' on the seed: - reads it from stdin, else a file holding it")
 	f.BoolVar(&force, "force", false, "replace this node's config for another cluster")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	f.BoolVar(&noHostChecks, "no-host-checks", false, "skip the overlap check against the interface's addresses")
@@ -196,9 +203,26 @@ type formed struct {
 	thisNode string
 	written  string // this node's config path; empty on a dry run
 	joins    []joinLine
+	// saveProblem is why the bundles could not be saved (they are printed).
+	saveProblem string
 }
 
-type joinLine struct{ node, line string }
+// lines are the join instructions for every other node: comments, then the
+// bundle alone on its line, ready to paste into 'sitecon form --join -'.
+func (f *formed) lines() []string {
+	var out []string
+	for _, j := range f.joins {
+		out = append(out, "# "+j.node+": on "+j.node+" run 'sitecon form --join -', paste the bundle below, then Ctrl-D")
+		if j.file != "" {
+			out = append(out, "#   or copy "+j.file+" there and run 'sitecon form --join "+filepath.Base(j.file)+"'")
+		}
+		out = append(out, j.bundle)
+	}
+	return out
+}
+
+// joinLine is one other node's bundle, and the file it was saved in.
+type joinLine struct{ node, bundle, file string }
 
 // formCluster plans the cluster and writes this node's config (unless
 // dryRun). It refuses to move a node that belongs to another cluster.
@@ -241,17 +265,66 @@ func formCluster(req agent.FormRequest, thisNode, dir string, force, dryRun bool
 		return nil, err
 	}
 	f.written = files.ConfigPath
+	texts := map[string]string{}
 	for _, n := range plan.Nodes {
 		if n.NodeName == thisNode {
 			continue
 		}
-		line, err := n.Encode()
+		bundle, err := n.Encode()
 		if err != nil {
 			return nil, err
 		}
-		f.joins = append(f.joins, joinLine{n.NodeName, "sitecon form --join " + line})
+		f.joins = append(f.joins, joinLine{node: n.NodeName, bundle: bundle})
+		texts[n.NodeName] = bundleFileText(n, bundle)
+	}
+	// Saved root-only beside the config, for copying to each node as a
+	// file; the agent removes each once its node has joined. The config is
+	// written already: a failure here is reported, the bundles are still
+	// printed.
+	paths, err := agent.SaveJoinBundles(agent.JoinBundlesDir(files.ConfigPath), texts)
+	if err != nil {
+		f.saveProblem = err.Error()
+	}
+	for i := range f.joins {
+		f.joins[i].file = paths[f.joins[i].node]
 	}
 	return f, nil
+}
+
+// bundleFileText is a saved bundle file: what it is, then the bundle.
+func bundleFileText(n agent.JoinBundle, bundle string) string {
+	return fmt.Sprintf("# join bundle for %s in cluster %s (%s): it carries the cluster token, keep it private\n# on %s: sitecon form --join THIS-FILE\n%s\n",
+		n.NodeName, n.ClusterName, n.ClusterID, n.NodeName, bundle)
+}
+
+// readJoinSource reads the bundle --join names: "-" is stdin, anything else
+// a file holding it (a saved .bundle file, or the lines forming printed).
+// A bundle given on the command line itself still works, with a warning:
+// it is now in the shell's history and visible to every user in ps.
+func readJoinSource(join string, stdin io.Reader, stderr io.Writer) (string, error) {
+	if strings.HasPrefix(strings.TrimSpace(join), agent.BundlePrefix) {
+		fmt.Fprintln(stderr, "warning: the join bundle was given on the command line: it carries the cluster token and is now in your shell history "+
+			"and visible in ps; next time use 'sitecon form --join -' (paste, then Ctrl-D) or 'sitecon form --join FILE'")
+		return join, nil
+	}
+	var data []byte
+	var err error
+	what := join
+	if join == "-" {
+		what = "stdin"
+		// A bundle is a few hundred bytes; a megabyte is plenty.
+		data, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
+	} else {
+		data, err = os.ReadFile(join)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the join bundle from %s: %w", what, err)
+	}
+	text, err := agent.BundleFromText(string(data))
+	if err != nil {
+		return "", fmt.Errorf("the join bundle from %s: %w", what, err)
+	}
+	return text, nil
 }
 
 func (f *formed) summary() []string {
@@ -280,9 +353,17 @@ func (f *formed) print(out io.Writer) {
 		return
 	}
 	fmt.Fprintf(out, "wrote %s for %s\n\n", f.written, f.thisNode)
-	fmt.Fprintln(out, "On each other node run its line (the bundles carry the cluster token; keep them private):")
-	for _, j := range f.joins {
-		fmt.Fprintf(out, "\n# %s\n%s\n", j.node, j.line)
+	fmt.Fprintln(out, "Join each other node with its bundle (the bundles carry the cluster token; keep them private, off command lines):")
+	if f.saveProblem != "" {
+		fmt.Fprintf(out, "(the bundles could not be saved: %s)\n", f.saveProblem)
+	}
+	lines := f.lines()
+	for i, l := range lines {
+		// A blank line before each node's block.
+		if strings.HasPrefix(l, "# ") && (i == 0 || !strings.HasPrefix(lines[i-1], "#")) {
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintln(out, l)
 	}
 }
 
@@ -364,14 +445,9 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 			return nil, err
 		}
 		*formedOut = f
-		res := &views.FormResult{Summary: f.summary(), Written: f.written}
-		for _, j := range f.joins {
-			res.Joins = append(res.Joins, "# "+j.node, j.line)
-		}
-		// The bundles carry the token: root-only, like the token file.
-		path := filepath.Join(dir, "join-bundles.txt")
-		if err := agent.WriteFileAtomic(path, []byte(strings.Join(res.Joins, "\n")+"\n"), 0o600); err == nil {
-			res.JoinsFile = path
+		res := &views.FormResult{Summary: f.summary(), Written: f.written, Joins: f.lines()}
+		if f.saveProblem == "" && len(f.joins) > 0 {
+			res.JoinsFile = filepath.Dir(f.joins[0].file)
 		}
 		return res, nil
 	}

@@ -93,7 +93,7 @@ func TestFormWizard(t *testing.T) {
 		t.Fatalf("this node's config: %+v", cfg)
 	}
 	v := w.View()
-	for _, want := range []string{"# node-a", "# node-c", "sitecon form --join sitecon-join.v1."} {
+	for _, want := range []string{"# node-a", "# node-c", "sitecon form --join -", "sitecon-join.v1."} {
 		if !strings.Contains(v, want) {
 			t.Errorf("the result lacks %q:\n%s", want, v)
 		}
@@ -106,35 +106,51 @@ func TestFormWizard(t *testing.T) {
 	// screen still decodes; they are kept in a root-only file as well.
 	ctx.Width = 80
 	v = w.View()
-	var onScreen []string
+	var nodeA []string
 	inNodeA := false
 	for _, line := range strings.Split(v, "\n") {
 		if strings.Contains(line, "sitecon-join") && len([]rune(line)) > 80 {
 			t.Errorf("bundle line wider than the screen: %q", line)
 		}
 		switch {
-		case line == "# node-a":
+		case strings.HasPrefix(line, "# node-a:"):
 			inNodeA = true
-		case strings.HasPrefix(line, "# "):
+		case strings.HasPrefix(line, "# node-"):
 			inNodeA = false
-		case inNodeA:
-			onScreen = append(onScreen, line)
+		}
+		if inNodeA {
+			nodeA = append(nodeA, line)
 		}
 	}
-	copied := strings.TrimPrefix(strings.Join(onScreen, "\n"), "sitecon form --join ")
+	copied, err := agent.BundleFromText(strings.Join(nodeA, "\n"))
+	if err != nil {
+		t.Fatalf("node-a's block as shown at 80 columns: %v\n%s", err, strings.Join(nodeA, "\n"))
+	}
 	if b, err := agent.DecodeBundle(copied); err != nil || b.NodeName != "node-a" {
 		t.Fatalf("the bundle as shown at 80 columns does not decode: %v\n%s", err, copied)
 	}
-	file := filepath.Join(dir, "join-bundles.txt")
-	data, err := os.ReadFile(file)
-	if err != nil || !strings.Contains(v, file) {
-		t.Fatalf("join lines not saved (or not named on screen): %v", err)
+	// Saved one file per node, root-only, named on screen; each file is
+	// what 'sitecon form --join FILE' reads.
+	bundles := filepath.Join(dir, "join-bundles")
+	if st, err := os.Stat(bundles); err != nil || st.Mode().Perm() != 0o700 || !strings.Contains(strings.ReplaceAll(v, "\n", ""), bundles) {
+		t.Fatalf("bundles directory %s: %v (want mode 0700, named on screen)", bundles, err)
 	}
-	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
-		t.Errorf("%s mode %v, want 0600: it carries the token", file, st.Mode())
+	for _, node := range []string{"node-a", "node-c"} {
+		file := filepath.Join(bundles, node+".bundle")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%s's bundle not saved: %v", node, err)
+		}
+		if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v, want 0600: it carries the token", file, st.Mode())
+		}
+		text, err := agent.BundleFromText(string(data))
+		if b, derr := agent.DecodeBundle(text); err != nil || derr != nil || b.NodeName != node {
+			t.Errorf("%s does not hold %s's bundle: %v %v\n%s", file, node, err, derr, data)
+		}
 	}
-	if !strings.Contains(string(data), "# node-c\nsitecon form --join sitecon-join.v1.") {
-		t.Errorf("saved join lines:\n%s", data)
+	if _, err := os.Stat(filepath.Join(bundles, "node-b.bundle")); err == nil {
+		t.Error("this node (node-b) needs no saved bundle")
 	}
 }
 
@@ -197,7 +213,13 @@ func TestJoinInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, line, _ := strings.Cut(text, "sitecon form --join ")
+	line, err := agent.BundleFromText(text)
+	if err != nil {
+		t.Fatalf("no bundle in:\n%s", text)
+	}
+	if strings.Contains(text, "--join "+line) {
+		t.Errorf("join-info puts the bundle in a command line:\n%s", text)
+	}
 	b, err := agent.DecodeBundle(line)
 	if err != nil || b.ClusterID != plan.ClusterID || b.ClusterIPPrefix != "10.250.0.4/28" || b.NodeName != "node-d" || b.IsWorkerNode {
 		t.Fatalf("bundle %+v, %v", b, err)
@@ -248,25 +270,29 @@ func siteOfThree(t *testing.T) (string, *agent.FormPlan) {
 // kubeconfig), as on a device whose seed just died.
 func sitecon(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return siteconWithInput(t, "", args...)
+}
+
+// siteconWithInput runs sitecon with stdin holding input.
+func siteconWithInput(t *testing.T, input string, args ...string) (string, error) {
+	t.Helper()
 	root := newRoot()
 	var out strings.Builder
 	root.SetOut(&out)
 	root.SetErr(&out)
+	root.SetIn(strings.NewReader(input))
 	root.SetArgs(append(args, "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl")))
 	err := root.Execute()
 	return out.String(), err
 }
 
-// joinAndRender plays the new device: sitecon form --join with the bundle
-// in text, then sitecon agent render of the config it wrote.
+// joinAndRender plays the new device: sitecon form --join - with what
+// join-info printed pasted on stdin, then sitecon agent render of the
+// config it wrote.
 func joinAndRender(t *testing.T, text string) (string, error) {
 	t.Helper()
-	_, line, ok := strings.Cut(text, "sitecon form --join ")
-	if !ok {
-		t.Fatalf("no join line in:\n%s", text)
-	}
 	dir := t.TempDir()
-	if out, err := sitecon(t, "form", "--join", strings.TrimSpace(line), "--dir", dir); err != nil {
+	if out, err := siteconWithInput(t, text, "form", "--join", "-", "--dir", dir); err != nil {
 		return out, err
 	}
 	k3sDir := t.TempDir()
@@ -330,4 +356,75 @@ func TestReplaceBundleForTheSeedNeverInitialises(t *testing.T) {
 	if !strings.Contains(err.Error(), "existing cluster") {
 		t.Fatalf("refusal without its reason: %v", err)
 	}
+}
+
+// sitecon form on the seed prints each other node's bundle alone on its
+// line (never inside a command) and saves it root-only; on the other node
+// 'sitecon form --join FILE' and 'sitecon form --join -' (pasted) both
+// write that node's config. A bundle given on the command line still
+// works, with a warning; text holding two bundles is refused, nothing
+// written.
+func TestJoinBundleFromFileAndStdin(t *testing.T) {
+	seedDir := t.TempDir()
+	out, err := sitecon(t, "form", "--cluster-name", "site1", "--interface", "lo", "--prefix", "10.250.0.0/28", "--no-host-checks",
+		"--node", "node-a", "--node", "node-b", "--node", "node-c", "--dir", seedDir)
+	if err != nil {
+		t.Fatalf("form: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "--join sitecon-join") {
+		t.Errorf("a bundle is printed inside a command line:\n%s", out)
+	}
+	fileB := filepath.Join(seedDir, "join-bundles", "node-b.bundle")
+	if !strings.Contains(out, fileB) {
+		t.Errorf("the output does not name node-b's saved bundle %s:\n%s", fileB, out)
+	}
+
+	joined := func(how string, dir string) {
+		t.Helper()
+		cfg, err := agent.LoadConfig(filepath.Join(dir, "cluster.json"))
+		if err != nil || cfg.ClusterName != "site1" {
+			t.Fatalf("%s: no config written: %+v %v", how, cfg, err)
+		}
+	}
+	dirB := t.TempDir()
+	if out, err := sitecon(t, "form", "--join", fileB, "--dir", dirB); err != nil {
+		t.Fatalf("--join FILE: %v\n%s", err, out)
+	}
+	joined("--join FILE", dirB)
+
+	// What the seed printed for node-c, pasted.
+	_, block, _ := strings.Cut(out, "# node-c:")
+	dirC := t.TempDir()
+	if out, err := siteconWithInput(t, "# node-c:"+block, "form", "--join", "-", "--dir", dirC); err != nil {
+		t.Fatalf("--join -: %v\n%s", err, out)
+	}
+	joined("--join -", dirC)
+
+	// Both nodes' blocks pasted at once: refused, nothing written.
+	dirX := t.TempDir()
+	_, both, _ := strings.Cut(out, "# node-b:")
+	if out, err := siteconWithInput(t, "# node-b:"+both, "form", "--join", "-", "--dir", dirX); err == nil || !strings.Contains(err.Error(), "2 join bundles") {
+		t.Fatalf("two bundles on stdin should be refused: %v\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(dirX); len(entries) != 0 {
+		t.Errorf("a refused join wrote %d files", len(entries))
+	}
+	if _, err := siteconWithInput(t, "", "form", "--join", "-", "--dir", dirX); err == nil || !strings.Contains(err.Error(), "no sitecon join bundle") {
+		t.Errorf("empty stdin: %v", err)
+	}
+
+	data, err := os.ReadFile(fileB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	literal, err := agent.BundleFromText(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirL := t.TempDir()
+	out, err = sitecon(t, "form", "--join", literal, "--dir", dirL, "--force")
+	if err != nil || !strings.Contains(out, "shell history") {
+		t.Fatalf("a bundle on the command line should work, with a warning: %v\n%s", err, out)
+	}
+	joined("--join BUNDLE", dirL)
 }

@@ -204,8 +204,9 @@ func joinInfo(v *agent.Validated, role, nodeName, nodeUUID, nodeIP string, used 
 	if role == "agent" {
 		article = "an"
 	}
-	return fmt.Sprintf("# %s joins %s as %s %s at %s through the seed at %s (the bundle carries the cluster token: keep it private)\nsitecon form --join %s\n",
-		nodeName, v.ClusterName, article, role, bundle.ClusterIPPrefix, bundle.JoinServerIP, line), nil
+	return fmt.Sprintf("# %s joins %s as %s %s at %s through the seed at %s (the bundle carries the cluster token: keep it private)\n"+
+		"# on %s: run 'sitecon form --join -', paste the bundle below, then Ctrl-D (or save it to a file: sitecon form --join FILE)\n%s\n",
+		nodeName, v.ClusterName, article, role, bundle.ClusterIPPrefix, bundle.JoinServerIP, nodeName, line), nil
 }
 
 // clusterAddresses asks the cluster, briefly, which addresses its nodes use

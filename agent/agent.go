@@ -749,6 +749,9 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	a.leader = leader
 	a.mu.Unlock()
 	go func() { _ = leader.Run(ctx) }()
+	if a.opts.ConfigPath != "" {
+		go RemoveBundlesOnceJoined(ctx, snap, JoinBundlesDir(a.opts.ConfigPath), a.log)
+	}
 	if a.opts.Apps.AppsDir == "" {
 		return
 	}
@@ -826,7 +829,7 @@ func (m *membership) waitJoined(ctx context.Context, joined func()) {
 			changes, unsubscribe := snap.Subscribe()
 			defer unsubscribe()
 			for {
-				if n, ok := m.ownNode(); ok && nodeIsReady(n) {
+				if n, ok := m.ownNode(); ok && kube.NodeIsReady(n) {
 					joined()
 					return
 				}
@@ -841,15 +844,6 @@ func (m *membership) waitJoined(ctx context.Context, joined func()) {
 			return
 		}
 	}
-}
-
-func nodeIsReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // serveLocalAPI serves the agent's state on its unix socket, mode 0600.
@@ -1022,4 +1016,40 @@ func (a *Agent) retry(ctx context.Context, try func() (done bool)) bool {
 // Events would be most of what it holds).
 func newAgentSnapshot(cfg *rest.Config, log *slog.Logger) (*kube.Snapshot, error) {
 	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents())
+}
+
+// RemoveBundlesOnceJoined removes each join bundle forming saved in dir
+// once its node is a Ready member of the cluster: the bundle carries the
+// cluster token and is not needed after the join. It looks on every change
+// of the snapshot (no polling) until none is left or ctx ends.
+func RemoveBundlesOnceJoined(ctx context.Context, snap *kube.Snapshot, dir string, log *slog.Logger) {
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	for {
+		if snap.Synced() {
+			ready := map[string]bool{}
+			for _, n := range snap.Data().Nodes {
+				ready[n.Name] = kube.NodeIsReady(n)
+			}
+			removed, err := RemoveJoinedBundles(dir, func(node string) bool { return ready[node] })
+			for _, node := range removed {
+				log.Info("removed the join bundle of a node that has joined", "node", node, "dir", dir)
+			}
+			entries, rerr := os.ReadDir(dir)
+			switch {
+			case err != nil:
+				log.Warn("join bundles", "dir", dir, "err", err)
+			case errors.Is(rerr, fs.ErrNotExist):
+				return // none saved on this node
+			case rerr == nil && len(entries) == 0:
+				_ = os.Remove(dir) // every node joined
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+	}
 }

@@ -478,7 +478,7 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 		defer cancel()
 		if retry := a.place(ctx, set, decisions, states, myUUID, func(name string) bool {
 			n, ok := nodes[name]
-			return ok && nodeIsReady(n)
+			return ok && kube.NodeIsReady(n)
 		}, d.VMIs, now); retry > 0 {
 			next = retry
 		}
@@ -515,17 +515,15 @@ func PinnedLost(app AppConfig, node, dnidNode string, nodes map[string]*corev1.N
 		return nil
 	}
 	where := cmp.Or(node, dnidNode)
-	if n, ok := nodes[where]; ok && !nodeIsReady(n) {
+	if n, ok := nodes[where]; ok && !kube.NodeIsReady(n) {
 		return &LostApp{Node: where, Since: readySince(n)}
 	}
 	return nil
 }
 
 func readySince(n *corev1.Node) time.Time {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.LastTransitionTime.Time
-		}
+	if c := kube.NodeReadyCondition(n); c != nil {
+		return c.LastTransitionTime.Time
 	}
 	return time.Time{}
 }
@@ -545,7 +543,7 @@ func (a *AppsAgent) followNodes(d kube.Data, synced bool, now time.Time) {
 		st.Status, st.Since, st.Reason = NodeNotReady, now, "no Node object named "+a.opts.NodeName
 	}
 	for _, n := range d.Nodes {
-		ready := nodeIsReady(n)
+		ready := kube.NodeIsReady(n)
 		if synced && d.Health.Connected && n.Name == a.opts.NodeName {
 			st.Status, st.Since, st.Reason = NodeNotReady, readySince(n), "the cluster marks it not ready"
 			if ready {

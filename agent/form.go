@@ -201,7 +201,7 @@ type bundleWire struct {
 
 const (
 	bundleVersion = 1
-	bundlePrefix  = "sitecon-join.v1."
+	BundlePrefix  = "sitecon-join.v1."
 )
 
 // Encode turns the bundle into one copy-pasteable line:
@@ -212,7 +212,7 @@ func (b JoinBundle) Encode() (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(data)
-	return bundlePrefix + base64.RawStdEncoding.EncodeToString(data) + "." + hex.EncodeToString(sum[:8]), nil
+	return BundlePrefix + base64.RawStdEncoding.EncodeToString(data) + "." + hex.EncodeToString(sum[:8]), nil
 }
 
 // ErrBundleChecksum means a bundle was mistyped or cut short.
@@ -222,9 +222,9 @@ var ErrBundleChecksum = errors.New("join bundle checksum does not match: it was 
 // a terminal) is ignored.
 func DecodeBundle(s string) (JoinBundle, error) {
 	s = strings.Join(strings.Fields(s), "")
-	rest, ok := strings.CutPrefix(s, bundlePrefix)
+	rest, ok := strings.CutPrefix(s, BundlePrefix)
 	if !ok {
-		return JoinBundle{}, errors.New("not a sitecon join bundle (it starts with " + bundlePrefix + ")")
+		return JoinBundle{}, errors.New("not a sitecon join bundle (it starts with " + BundlePrefix + ")")
 	}
 	payload, sumHex, ok := strings.Cut(rest, ".")
 	if !ok || len(sumHex) != 16 {

@@ -100,7 +100,7 @@ func TestBundleRoundTripAndChecksum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.ContainsAny(line, " \n") || !strings.HasPrefix(line, bundlePrefix) {
+	if strings.ContainsAny(line, " \n") || !strings.HasPrefix(line, BundlePrefix) {
 		t.Errorf("bundle is not one line: %q", line)
 	}
 	got, err := DecodeBundle(line[:40] + "\n  " + line[40:]) // wrapped by a terminal
@@ -111,7 +111,7 @@ func TestBundleRoundTripAndChecksum(t *testing.T) {
 		t.Errorf("round trip: %+v != %+v", got, plan.Nodes[1])
 	}
 	// Any single mistyped character is caught.
-	for i := len(bundlePrefix); i < len(line); i += 7 {
+	for i := len(BundlePrefix); i < len(line); i += 7 {
 		typo := []byte(line)
 		typo[i] ^= 0x01
 		if _, err := DecodeBundle(string(typo)); err == nil {
@@ -172,8 +172,8 @@ func FuzzDecodeBundle(f *testing.F) {
 	}
 	line, _ := plan.Nodes[0].Encode()
 	f.Add(line)
-	f.Add(bundlePrefix + "e30.44136fa355b3678a")
-	f.Add(bundlePrefix + "....")
+	f.Add(BundlePrefix + "e30.44136fa355b3678a")
+	f.Add(BundlePrefix + "....")
 	f.Fuzz(func(t *testing.T, s string) {
 		b, err := DecodeBundle(s)
 		if err != nil {

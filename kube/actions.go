@@ -135,7 +135,7 @@ func EtcdMembersFromNodes(nodes []*corev1.Node) []safety.Member {
 		}
 		m := safety.Member{Name: n.Name}
 		switch {
-		case !nodeReady(n):
+		case !NodeIsReady(n):
 			m.Down = "NotReady"
 		case n.Spec.Unschedulable:
 			m.Down = "cordoned"
@@ -245,7 +245,7 @@ func quorumChecks(p *Preflight, c DrainCheck, target *corev1.Node, purpose Purpo
 	if c.LocalNode != "" && c.LocalNode == c.Node {
 		p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the node this runs on: a node does not remove itself; run this from another node", c.Node))
 	}
-	if nodeReady(target) {
+	if NodeIsReady(target) {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is Ready (the device is alive): %s a live node needs --force and its name typed; to service it, drain it instead", c.Node, purpose.verb()))
 	}
 }
@@ -268,7 +268,7 @@ type lastCopy struct {
 func lastCopies(d Data, node string) []lastCopy {
 	ready := map[string]bool{}
 	for _, n := range d.Nodes {
-		ready[n.Name] = nodeReady(n)
+		ready[n.Name] = NodeIsReady(n)
 	}
 	byVolume := map[string][]*lhv1beta2.Replica{}
 	for _, r := range d.Replicas {
@@ -402,15 +402,6 @@ func volumeLabel(v *lhv1beta2.Volume) string {
 		return v.Name + " (" + ks.Namespace + "/" + ks.PVCName + ")"
 	}
 	return v.Name
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // DrainOptions tune a drain.
@@ -639,7 +630,7 @@ func Drain(ctx context.Context, cs kubernetes.Interface, node string, opts Drain
 	if err != nil {
 		return err
 	}
-	if !nodeReady(n) {
+	if !NodeIsReady(n) {
 		// A lost node's kubelet never confirms a pod gone: once evicted
 		// (its replacement scheduled elsewhere), a pod is not waited for,
 		// as kubectl drain --skip-wait-for-delete-timeout does. Without
@@ -716,7 +707,7 @@ func MigrateTargets(app AppStatus, nodes []*corev1.Node) []MigrateTarget {
 		switch {
 		case n.Name == app.Node:
 			t.Why = "the app runs here"
-		case !nodeReady(n):
+		case !NodeIsReady(n):
 			t.Why = "not Ready"
 		case n.Spec.Unschedulable:
 			t.Why = "cordoned"
@@ -794,7 +785,7 @@ func SeedCheck(d Data, node string) error {
 			continue
 		}
 		switch {
-		case !nodeReady(n):
+		case !NodeIsReady(n):
 			return fmt.Errorf("%s is not Ready: the seed must answer joiners now", node)
 		case !IsEtcdMember(n):
 			return fmt.Errorf("%s is not an etcd member: only a server with etcd can be the seed", node)

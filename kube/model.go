@@ -663,3 +663,21 @@ func appName(labels map[string]string, fallback string) string {
 	}
 	return fallback
 }
+
+// NodeReadyCondition is the node's Ready condition, or nil when the node
+// has none yet (a node that never reported).
+func NodeReadyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// NodeIsReady says whether the node's Ready condition is True: the one
+// readiness test everything that acts on nodes uses.
+func NodeIsReady(n *corev1.Node) bool {
+	c := NodeReadyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
+}

@@ -33,7 +33,8 @@ type FormResult struct {
 	Summary []string
 	Written string
 	Joins   []string
-	// JoinsFile keeps the join lines for copying after the screen is gone.
+	// JoinsFile is the directory the bundles are saved in, one file per
+	// node, for copying after the screen is gone.
 	JoinsFile string
 }
 
@@ -209,10 +210,10 @@ func (w *FormWizard) View() string {
 			out = append(out, clean(l))
 		}
 		out = append(out, "", st.OK.Render("wrote "+clean(w.result.Written)), "",
-			"On each other node run its line (they carry the cluster token; keep them private).",
+			"Join each other node with its bundle (they carry the cluster token; keep them private).",
 			"Line breaks inside a bundle do not matter: sitecon form --join ignores them.")
 		if w.result.JoinsFile != "" {
-			out = append(out, "Also saved in "+clean(w.result.JoinsFile)+" (readable by root only).")
+			out = append(out, "Also saved in "+clean(w.result.JoinsFile)+" (readable by root only; each removed once its node joined).")
 		}
 		out = append(out, "")
 		width := w.ctx.Width
