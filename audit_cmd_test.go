@@ -84,7 +84,7 @@ func TestJoinInfoRecordedWithoutToken(t *testing.T) {
 	config, _ := siteOfThree(t)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	out, err := runCLI(t, auditLog, append([]string{"join-info"}, joinArgs(config)...)...)
-	if err != nil || !strings.Contains(out, "sitecon form --join ") {
+	if err != nil || !strings.Contains(out, "sitecon form --join -") {
 		t.Fatalf("join-info: %v\n%s", err, out)
 	}
 	if got := strings.Join(actionsOf(t, auditLog), " "); got != "join-info:intent join-info:done" {

@@ -846,11 +846,9 @@ func TestReplaceNode(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-old", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node-old still there: %v", err)
 	}
-	var line string
-	for _, l := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(l, "sitecon form --join "); ok {
-			line = rest
-		}
+	line, err := agent.BundleFromText(out)
+	if err != nil {
+		t.Fatalf("no join bundle in:\n%s\n%v", out, err)
 	}
 	bundle, err := agent.DecodeBundle(line)
 	if err != nil {
@@ -1102,8 +1100,8 @@ func TestRemoveOrReplaceOfTheSeedRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node add: %v\n%s", err, out)
 	}
-	_, line, _ := strings.Cut(out, "sitecon form --join ")
-	bundle, err := agent.DecodeBundle(strings.TrimSpace(line))
+	line, _ := agent.BundleFromText(out)
+	bundle, err := agent.DecodeBundle(line)
 	if err != nil || bundle.JoinServerIP != "10.244.244.2" || !bundle.ExistingCluster {
 		t.Fatalf("the bundle must join through the seed in effect (node-b, 10.244.244.2) as an existing cluster: %+v, %v\n%s", bundle, err, out)
 	}
