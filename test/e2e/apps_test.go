@@ -226,6 +226,35 @@ const (
 	appMoved  = "e2e-moved"
 )
 
+// localDataVolume is e2e-local's one-replica volume. Longhorn places a
+// replica where its scheduler likes (sitecon asks for no data locality):
+// TestAppsAgents puts it on node-b itself, see placeOnlyReplica.
+func localDataVolume() agent.VolumeConfig {
+	return agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000c", Name: "local-data", DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 1}
+}
+
+// placeOnlyReplica creates a volume's claim as the agents lay it out, with
+// the Longhorn simulator's test-side knob naming the node for its replica
+// (as an administrator would pin it with Longhorn node tags); the agents
+// then apply their layout over it and leave the knob alone.
+func placeOnlyReplica(t *testing.T, dyn dynamic.Interface, v agent.VolumeConfig, node string) {
+	t.Helper()
+	l, err := agent.LayoutVolume(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := l.Object.DeepCopy()
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[sitebox.AnnotationReplicaNode] = node
+	obj.SetAnnotations(ann)
+	if _, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writeTestApps writes the apps of TestAppsAgents: four on node-b (an auto
 // container and an auto VM with three-replica volumes, a pinned VM, an auto
 // container whose only replica lives on node-b) and one on node-c.
@@ -234,7 +263,7 @@ func writeTestApps(t *testing.T, dir string) map[string]agent.AppConfig {
 	vols := []agent.VolumeConfig{
 		{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3},
 		{UUID: "e2e00000-0000-4000-8000-00000000000b", Name: "vm-disk", DesignatedNodeID: b, Size: "2Gi", ReplicaCount: 3},
-		{UUID: "e2e00000-0000-4000-8000-00000000000c", Name: "local-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 1},
+		localDataVolume(),
 	}
 	apps := map[string]agent.AppConfig{
 		appWeb: {UUID: "e2e00000-0000-4000-8000-000000000001", DisplayName: appWeb, Activate: true, Kind: agent.KindContainer,
@@ -283,16 +312,19 @@ func TestAppsAgents(t *testing.T) {
 			}
 		}
 	})
+	dyn, err := dynamic.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The only replica of e2e-local's volume on node-b, arranged by the
+	// test before any agent lays the claim out.
+	placeOnlyReplica(t, dyn, localDataVolume(), "node-b")
 	apps := writeTestApps(t, appsDir)
 	agents := map[string]*siteAgent{}
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
 	}
 	all := func() []*siteAgent { return []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]} }
-	dyn, err := dynamic.NewForConfig(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { cleanupApps(t, cs, dyn, agents, appsDir, apps) })
 
 	// Each app runs on its designated node, laid out by that node's agent.

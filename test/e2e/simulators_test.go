@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -112,4 +113,80 @@ func TestLonghornSimulatorDetachesUnusedVolumes(t *testing.T) {
 		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-used", metav1.GetOptions{})
 		t.Fatalf("the volume stayed attached when its pod went: %+v", v.Status)
 	}
+}
+
+// Issue 13 item 3: the Longhorn simulator places replicas as Longhorn's
+// scheduler would for sitecon's storage class (no data locality): it
+// ignores sitecon's own dnid annotation on the claim, and puts a replica on
+// a given node only when the test itself asks, with the simulator's knob.
+func TestLonghornSimulatorIgnoresTheProductsDNId(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	dyn, err := dynamic.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := agent.LayoutStorageClass(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(sc.GVR).Create(t.Context(), sc.Object, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	claim := func(name string, knob string) {
+		t.Helper()
+		l, err := agent.LayoutVolume(placeVolume(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if knob != "" {
+			ann := l.Object.GetAnnotations()
+			ann[sitebox.AnnotationReplicaNode] = knob
+			l.Object.SetAnnotations(ann)
+		}
+		if _, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Create(t.Context(), l.Object, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = dyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(context.Background(), l.Name(), metav1.DeleteOptions{})
+		})
+	}
+	claim("place-d1", "")
+	claim("place-k2", "node-c")
+	lh := site.Clients(t).Longhorn.LonghornV1beta2()
+	replicaNode := func(pvc string) string {
+		vols, err := lh.Volumes(kube.LonghornNamespace).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return ""
+		}
+		for _, v := range vols.Items {
+			if v.Status.KubernetesStatus.PVCName != pvc {
+				continue
+			}
+			reps, err := lh.Replicas(kube.LonghornNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "longhornvolume=" + v.Name})
+			if err == nil && len(reps.Items) == 1 {
+				return reps.Items[0].Spec.NodeID
+			}
+		}
+		return ""
+	}
+	var d1, k2 string
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		d1, k2 = replicaNode(agent.ClaimName(placeVolume("place-d1"))), replicaNode(agent.ClaimName(placeVolume("place-k2")))
+		return d1 != "" && k2 != "", nil
+	}); err != nil {
+		t.Fatalf("replicas not placed: %q %q", d1, k2)
+	}
+	if d1 != "node-a" {
+		t.Errorf("a claim whose dnid names node-c got its replica on %s: Longhorn ignores sitecon's annotation (first ready node by name: node-a)", d1)
+	}
+	if k2 != "node-c" {
+		t.Errorf("the test's knob asked for node-c, the replica is on %s", k2)
+	}
+}
+
+// placeVolume is a one-replica volume whose designated node is node-c.
+func placeVolume(name string) agent.VolumeConfig {
+	return agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-0000000000" + map[string]string{"place-d1": "d1", "place-k2": "d2"}[name], Name: name,
+		DesignatedNodeID: sitebox.NodeUUID("node-c"), Size: "1Gi", ReplicaCount: 1}
 }

@@ -22,13 +22,19 @@ import (
 
 // Annotations the provisioner simulator leaves on a Longhorn volume for the
 // Longhorn simulator: the claim it serves (Longhorn's kubernetesStatus) and
-// the node its first replica goes to (Longhorn's data locality: the node
-// that wrote the claim, named on the PVC by sitecon's dnid annotation).
+// the node its first replica goes to.
+//
+// Real Longhorn places replicas by its own scheduler and ignores anything
+// sitecon writes (sitecon's storage class asks for no data locality), so the
+// simulator places them on the ready nodes in name order. A test that needs
+// a replica on a given node says so itself, on the claim, with
+// AnnotationReplicaNode: the simulator's knob, standing for what an
+// administrator would do with Longhorn node tags. The product never sets it.
 const (
 	annotationClaim        = "sitebox.sitecon.io/claim"
-	AnnotationFirstReplica = "sitebox.sitecon.io/first-replica-node" // exported: tests place a volume
+	AnnotationFirstReplica = "sitebox.sitecon.io/first-replica-node" // on a Longhorn volume made by hand
+	AnnotationReplicaNode  = "sitebox.sitecon.io/replica-node"       // on a claim, set by a test
 	longhornProvisioner    = "driver.longhorn.io"
-	dnidAnnotation         = "sitecon.io/dnid"
 )
 
 // provisionerSimulator stands in for Longhorn's CSI provisioner: a PVC on a
@@ -41,7 +47,6 @@ type provisionerSimulator struct {
 	claims  corelisters.PersistentVolumeClaimLister
 	volumes corelisters.PersistentVolumeLister
 	classes storagelisters.StorageClassLister
-	nodes   corelisters.NodeLister
 	// made are the claims (by UID) already provisioned: the informers may
 	// lag behind the objects this simulator created.
 	made map[string]bool
@@ -65,7 +70,7 @@ func (s *provisionerSimulator) reconcile(ctx context.Context) time.Duration {
 		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		vol := LonghornVolume(name, size.Value(), max(replicas, 1))
 		vol.Annotations = map[string]string{annotationClaim: pvc.Namespace + "/" + pvc.Name}
-		if node := s.nodeByUUID(pvc.Annotations[dnidAnnotation]); node != "" {
+		if node := pvc.Annotations[AnnotationReplicaNode]; node != "" {
 			vol.Annotations[AnnotationFirstReplica] = node
 		}
 		if _, err := s.lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).Create(ctx, vol, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -93,19 +98,6 @@ func (s *provisionerSimulator) reconcile(ctx context.Context) time.Duration {
 		s.log.Info("provisioned", "claim", pvc.Namespace+"/"+pvc.Name, "volume", name, "replicas", replicas)
 	}
 	return 0
-}
-
-func (s *provisionerSimulator) nodeByUUID(uuid string) string {
-	if uuid == "" {
-		return ""
-	}
-	nodes, _ := s.nodes.List(labels.Everything())
-	for _, n := range nodes {
-		if n.Labels[kube.LabelNodeUUID] == uuid {
-			return n.Name
-		}
-	}
-	return ""
 }
 
 // kubernetesStatusFromAnnotation is the claim the provisioner simulator

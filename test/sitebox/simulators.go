@@ -95,7 +95,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	vip := &vipSimulator{core: core, log: log.With("simulator", "kube-vip"), nodes: coreInf.Core().V1().Nodes().Lister()}
 	provisioner := &provisionerSimulator{core: core, lh: lh, log: log.With("simulator", "longhorn-csi"),
 		claims: coreInf.Core().V1().PersistentVolumeClaims().Lister(), volumes: coreInf.Core().V1().PersistentVolumes().Lister(),
-		classes: coreInf.Storage().V1().StorageClasses().Lister(), nodes: coreInf.Core().V1().Nodes().Lister(), made: map[string]bool{}}
+		classes: coreInf.Storage().V1().StorageClasses().Lister(), made: map[string]bool{}}
 	kubelet := &kubeletReadinessSimulator{core: core, log: log.With("simulator", "kubelet-readiness"),
 		nodes: coreInf.Core().V1().Nodes().Lister(), pods: coreInf.Core().V1().Pods().Lister()}
 
