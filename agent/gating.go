@@ -75,7 +75,7 @@ func CheckOverride(app AppConfig, o *PlacementOverride, target *corev1.Node, run
 	if runningNode == target.Name {
 		return ""
 	}
-	if !nodeIsReady(target) {
+	if !kube.NodeIsReady(target) {
 		return fmt.Sprintf("on-site move of %s to %s refused: the node is not Ready", app.DisplayName, target.Name)
 	}
 	if target.Spec.Unschedulable {

@@ -51,7 +51,7 @@ func JudgeClusterSeed(data map[string]string, nodes []*corev1.Node) ClusterSeed 
 		switch {
 		case !IsEtcdMember(n):
 			s.Reason = fmt.Sprintf("%s (%s) is not an etcd member", n.Name, ip)
-		case !nodeReady(n):
+		case !NodeIsReady(n):
 			s.Reason = fmt.Sprintf("%s (%s) is not Ready", n.Name, ip)
 		default:
 			s.Accepted = true
