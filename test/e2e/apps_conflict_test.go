@@ -111,6 +111,8 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 			}
 			t.Fatalf("%s: want one node holding back with a conflict, the other placing; agents see:%s", app.DisplayName, b.String())
 		}
+		st, _ := agents[holder].app(app.DisplayName)
+		t.Logf("%s laid out by %s; %s says: %s", app.DisplayName, placer, holder, st.Error)
 		waitTimeline(t, agents[holder], 10*time.Second, "the conflict on the timeline", func(e agent.TimelineEvent) bool {
 			return e.App == app.DisplayName && e.Warning && strings.Contains(e.Message, "conflict") && strings.Contains(e.Message, placer)
 		})
@@ -132,7 +134,10 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	}
 
 	// Settled, the workloads stay as they are: the holder's next passes
-	// (a config re-read, a status change) write nothing.
+	// (a config re-read, a status change) write nothing, and neither do
+	// the agents restarted: a restarted holder has lost its sightings and
+	// counts the window afresh from its first look, it does not write at
+	// once.
 	dep, err := deployments.Get(ctx, agent.WorkloadName(web), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +146,23 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, n := range []string{"node-b", "node-c"} {
+		agents[n].stop()
+		agents[n] = startSiteAgent(t, site, n, map[string]string{"node-b": dirB, "node-c": dirC}[n], logDir)
+	}
 	if _, err := waitSettledFor(agents, 60*time.Second, 2*time.Minute, nil); err != nil {
-		t.Fatal("the agents did not settle again")
+		t.Fatal("the restarted agents did not settle")
+	}
+	for _, app := range []agent.AppConfig{web, vm} {
+		conflicts := 0
+		for _, a := range agents {
+			if st, _ := a.app(app.DisplayName); strings.Contains(st.Error, "conflict") {
+				conflicts++
+			}
+		}
+		if conflicts != 1 {
+			t.Errorf("%s: after the restarts, %d nodes report the conflict, want 1", app.DisplayName, conflicts)
+		}
 	}
 	depAfter, err := deployments.Get(ctx, dep.Name, metav1.GetOptions{})
 	if err != nil {
