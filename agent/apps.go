@@ -800,8 +800,9 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 			verdict = DecideLayoutWrite(live, l.Object, a.sighted(key, live, now), now, a.opts.ConflictWindow)
 		}
 		if verdict.Hold != "" {
-			uuid := l.Object.GetLabels()[kube.LabelAppUUID]
-			appErr[uuid] = verdict.Hold
+			if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
+				appErr[uuid] = verdict.Hold // a claim has no app state to carry it
+			}
 			if verdict.Conflict {
 				if wait := verdict.Until.Sub(now); retry == 0 || wait < retry {
 					retry = wait

@@ -149,3 +149,28 @@ func freshLayoutHash(t *testing.T, app AppConfig) string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A volume's claim is laid out by its designated node alone; two nodes
+// whose volume configs name different designated nodes would overwrite
+// each other's claim on every change as two app layouts would.
+func TestDecideLayoutWriteVolumes(t *testing.T) {
+	const window = 5 * time.Minute
+	seen := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	claim := func(dnid string, replicas int) Layout {
+		l, err := LayoutVolume(VolumeConfig{UUID: volID, Name: "plc-data", DesignatedNodeID: dnid, Size: "1Gi", ReplicaCount: replicas})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	byB, byA := claim(nodeB, 3), claim(nodeA, 3)
+	if got := DecideLayoutWrite(byB.Object, byA.Object, seen, seen.Add(time.Second), window); !got.Conflict {
+		t.Fatalf("another designated node's fresh claim: %+v, want a conflict", got)
+	}
+	if got := DecideLayoutWrite(byB.Object, claim(nodeB, 2).Object, seen, seen.Add(time.Second), window); got.Hold != "" {
+		t.Fatalf("this node's own claim, its config changed: %+v, want a write", got)
+	}
+	if got := DecideLayoutWrite(byB.Object, byA.Object, seen, seen.Add(window), window); got.Hold != "" {
+		t.Fatalf("after the window: %+v, want a write", got)
+	}
+}

@@ -250,7 +250,10 @@ func LayoutVolume(v VolumeConfig) (Layout, error) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	return finish(GVRPVC, pvc, map[string]string{AnnotationDNId: v.DesignatedNodeID})
+	// Only the designated node lays a claim out: the config it came from
+	// tells two nodes' disagreeing volume configs apart (DecideLayoutWrite).
+	return finish(GVRPVC, pvc, map[string]string{AnnotationDNId: v.DesignatedNodeID,
+		AnnotationConfigDNId: v.DesignatedNodeID, AnnotationConfigHash: configHash(v)})
 }
 
 // LayoutApp is the workload for an app whose effective DNId node is
@@ -359,9 +362,10 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 	return finish(GVRVMIRS, rs, annotations)
 }
 
-// configHash is a short hash of the app's config as this node holds it.
-func configHash(app AppConfig) string {
-	data, _ := json.Marshal(app)
+// configHash is a short hash of an app's or volume's config as this node
+// holds it.
+func configHash(config any) string {
+	data, _ := json.Marshal(config)
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
 }

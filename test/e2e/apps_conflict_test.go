@@ -93,6 +93,7 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	}
 
 	// Per app, one node laid it out and the other holds back and says so.
+	placers := map[string]string{}
 	for _, app := range []agent.AppConfig{web, vm} {
 		placer, holder := "", ""
 		for n, a := range agents {
@@ -111,6 +112,7 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 			}
 			t.Fatalf("%s: want one node holding back with a conflict, the other placing; agents see:%s", app.DisplayName, b.String())
 		}
+		placers[app.DisplayName] = placer
 		st, _ := agents[holder].app(app.DisplayName)
 		t.Logf("%s laid out by %s; %s says: %s", app.DisplayName, placer, holder, st.Error)
 		waitTimeline(t, agents[holder], 10*time.Second, "the conflict on the timeline", func(e agent.TimelineEvent) bool {
@@ -145,6 +147,12 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	vmi, err := vmis.Get(ctx, agent.WorkloadName(vm), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for name, obj := range map[string]metav1.Object{web.DisplayName: dep, vm.DisplayName: vmi} {
+		ann := obj.GetAnnotations()
+		if ann[agent.AnnotationLaidOutBy] != placers[name] || ann[agent.AnnotationLaidOutAt] == "" || ann[agent.AnnotationConfigHash] == "" {
+			t.Errorf("%s does not record its layout by %s: %v", name, placers[name], ann)
+		}
 	}
 	for _, n := range []string{"node-b", "node-c"} {
 		agents[n].stop()
