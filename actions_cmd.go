@@ -583,12 +583,12 @@ func runMigrate(a *action, appRef, target string, timeout time.Duration, reason 
 	case !chosen.Eligible:
 		return a.refuse([]string{fmt.Sprintf("%s cannot take %s: %s (eligible: %s)", target, app.Name, chosen.Why, orNone(eligible))})
 	}
-	configDNId, err := kube.AppConfigDNId(ctx, a.snap.Clients(), app.UUID)
+	config, err := kube.ReadAppConfigRef(ctx, a.snap.Clients(), app.UUID)
 	if err != nil {
 		return a.finish(audit.OutcomeRefused, err)
 	}
 	n, _ := a.snap.Node(target)
-	o := kube.PlacementOverride{Node: target, NodeUUID: n.Labels[kube.LabelNodeUUID], By: audit.CurrentUser(), At: time.Now().UTC(), Reason: reason, ConfigDNId: configDNId}
+	o := kube.PlacementOverride{Node: target, NodeUUID: n.Labels[kube.LabelNodeUUID], By: audit.CurrentUser(), At: time.Now().UTC(), Reason: reason, ConfigDNId: config.DNId, ConfigVersion: config.Version}
 	if o.NodeUUID == "" {
 		return a.refuse([]string{fmt.Sprintf("%s has no %s label: its agent could not know it is the app's node", target, kube.LabelNodeUUID)})
 	}

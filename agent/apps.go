@@ -56,11 +56,22 @@ type AppsOptions struct {
 	// RereadInterval is how often the apps directory is read in full
 	// whatever the watch says (default 30 s).
 	RereadInterval time.Duration
+	// ConflictWindow is how long another node's layout of an app from a
+	// config that disagrees with this node's (and is not older) stands
+	// before this node writes over it (default 5 min); see
+	// DecideLayoutWrite.
+	ConflictWindow time.Duration
 	// Leader reports the stats-leader election; only the leader acts on
 	// failover and writes cluster-wide stats.
 	Leader func() LeaderState
 	Log    *slog.Logger
 }
+
+// DefaultConflictWindow is how long a layout from a disagreeing config
+// stands: long enough that two nodes with disagreeing configs restart an
+// app at most once per window, short enough that a config changed without
+// a version number takes effect within minutes.
+const DefaultConflictWindow = 5 * time.Minute
 
 // AppState is what this node publishes about one app.
 type AppState struct {
@@ -147,6 +158,12 @@ type AppsAgent struct {
 	// staleConfig are the layouts held back because a newer config laid
 	// them out, by layout key: reported once each.
 	staleConfig map[string]bool
+	// layoutSeen is when this node first saw each workload as it stands,
+	// by layout key: the start of another node's layout's window.
+	layoutSeen map[string]layoutSighting
+	// conflicts are the layouts held back for a conflicting config, by
+	// layout key: the sighting reported, so each is reported once.
+	conflicts map[string]string
 	// overrideRefused is the refusal last reported per app UUID.
 	overrideRefused map[string]string
 	// placementErrors are what the last pass's placement found wrong, by
@@ -182,6 +199,9 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 	if opts.Leader == nil {
 		opts.Leader = func() LeaderState { return LeaderState{} }
 	}
+	if opts.ConflictWindow == 0 {
+		opts.ConflictWindow = DefaultConflictWindow
+	}
 	dyn, err := dynamic.NewForConfig(snap.Clients().Config)
 	if err != nil {
 		return nil, err
@@ -199,6 +219,8 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 		lostSeen:        map[string]bool{},
 		failedApply:     map[string]applyFailure{},
 		staleConfig:     map[string]bool{},
+		layoutSeen:      map[string]layoutSighting{},
+		conflicts:       map[string]string{},
 		overrideRefused: map[string]string{},
 		node:            NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
 	}, nil
@@ -756,6 +778,8 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 	notDesired := func(key string) bool { _, ok := desired[key]; return !ok }
 	maps.DeleteFunc(a.failedApply, func(key string, _ applyFailure) bool { return notDesired(key) })
 	maps.DeleteFunc(a.staleConfig, func(key string, _ bool) bool { return notDesired(key) })
+	maps.DeleteFunc(a.conflicts, func(key string, _ string) bool { return notDesired(key) })
+	a.noteSightings(now)
 	retry := time.Duration(0)
 	for _, key := range slices.Sorted(maps.Keys(desired)) {
 		l := desired[key]
@@ -766,22 +790,48 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 			continue
 		}
 		appName := l.Object.GetLabels()[kube.LabelAppName]
-		// Another node laid it out from a newer config: this node's older
-		// one must not take it back (two nodes would overwrite each other
-		// until this one's config catches up).
+		// Another node laid it out from a newer config, or recently from
+		// one that disagrees with this node's: writing over it would have
+		// the two nodes overwrite each other, restarting the app each time.
+		verdict := LayoutWrite{}
 		if live != nil {
-			if why := StaleConfig(live, l.Object); why != "" {
-				uuid := l.Object.GetLabels()[kube.LabelAppUUID]
-				appErr[uuid] = why
-				if !a.staleConfig[key] {
-					a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, App: appName, Node: a.opts.NodeName, Warning: true,
-						Message: fmt.Sprintf("%s: %s", appName, why)})
+			verdict = DecideLayoutWrite(live, l.Object, a.sighted(key, live, now), now, a.opts.ConflictWindow)
+		}
+		if verdict.Hold != "" {
+			if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
+				appErr[uuid] = verdict.Hold // a claim has no app state to carry it
+			}
+			if verdict.Conflict {
+				if wait := verdict.Until.Sub(now); retry == 0 || wait < retry {
+					retry = wait
 				}
-				a.staleConfig[key] = true
+				if id := LayoutSighting(live); a.conflicts[key] != id {
+					a.conflicts[key] = id
+					msg := fmt.Sprintf("%s: %s", appName, verdict.Hold)
+					a.log.Warn("layout conflict: not writing", "object", key, "reason", verdict.Hold)
+					a.timeline.Add(TimelineEvent{Time: now, Kind: EventConflict, App: appName, Node: a.opts.NodeName, Warning: true, Message: msg})
+					a.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflict", a.opts.NodeName+": "+msg)
+				}
 				continue
 			}
+			if !a.staleConfig[key] {
+				a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, App: appName, Node: a.opts.NodeName, Warning: true,
+					Message: fmt.Sprintf("%s: %s", appName, verdict.Hold)})
+			}
+			a.staleConfig[key] = true
+			continue
 		}
 		delete(a.staleConfig, key)
+		if _, held := a.conflicts[key]; held {
+			// The window passed (or this node's config is newer now): the
+			// layout is taken over, and that is said as loudly as the hold.
+			delete(a.conflicts, key)
+			msg := fmt.Sprintf("%s: writing this node's layout over %s's from a conflicting config", appName,
+				cmp.Or(live.GetAnnotations()[AnnotationLaidOutBy], "another node"))
+			a.log.Warn("layout conflict: taking over", "object", key)
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventConflict, App: appName, Node: a.opts.NodeName, Warning: true, Message: msg})
+			a.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflictTakeover", a.opts.NodeName+": "+msg)
+		}
 		// The effective DNId changed: a manual migration.
 		moved := live != nil && live.GetAnnotations()[AnnotationDNId] != l.Object.GetAnnotations()[AnnotationDNId]
 		if moved && l.GVR == GVRVMI {
@@ -805,6 +855,7 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 			}
 			continue
 		}
+		StampLayout(l.Object, a.opts.NodeName, now)
 		var err error
 		if l.GVR == GVRStorageClass {
 			_, err = a.dyn.Resource(l.GVR).Apply(ctx, l.Name(), l.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
@@ -922,6 +973,37 @@ func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]
 	}
 	a.placementErrors = appErr
 	return retry
+}
+
+// layoutSighting is one write of a layout (LayoutSighting) and when this
+// node first saw it.
+type layoutSighting struct {
+	id string
+	at time.Time
+}
+
+// noteSightings records when this node first saw each workload as it
+// stands now, on its own monotonic clock, and forgets the ones gone.
+func (a *AppsAgent) noteSightings(now time.Time) {
+	present := map[string]bool{}
+	for _, gvr := range a.placed.workloadGVRs() {
+		for _, obj := range a.placed.list(gvr) {
+			key := layoutKey(gvr, obj.GetNamespace(), obj.GetName())
+			present[key] = true
+			a.sighted(key, obj, now)
+		}
+	}
+	maps.DeleteFunc(a.layoutSeen, func(key string, _ layoutSighting) bool { return !present[key] })
+}
+
+// sighted is when this node first saw obj as it stands, now if it just did.
+func (a *AppsAgent) sighted(key string, obj metav1.Object, now time.Time) time.Time {
+	id := LayoutSighting(obj)
+	if s, ok := a.layoutSeen[key]; ok && s.id == id {
+		return s.at
+	}
+	a.layoutSeen[key] = layoutSighting{id: id, at: now}
+	return now
 }
 
 // applyFailure is a layout the API server refused: retried after 5 s, its

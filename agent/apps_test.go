@@ -112,22 +112,35 @@ func TestMergeAppFilesKeepsLastGood(t *testing.T) {
 	}
 }
 
+// An override holds while the config still names the node it moved the app
+// from, or while this node's config is older than the one it was made
+// against; only a newer config version voids and clears it. A config of the
+// same version (or unversioned) naming another node voids it here but may
+// not clear it: that node cannot tell whose config is the newer.
 func TestEffectiveDNId(t *testing.T) {
-	app := testApp()
+	const nodeC = "33333333-3333-4333-8333-333333333333"
 	for name, tc := range map[string]struct {
+		version   uint64
 		o         *PlacementOverride
 		want      string
 		active    bool
 		wantStale bool
 	}{
-		"no override":        {nil, nodeA, false, false},
-		"override holds":     {&PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeA}, nodeB, true, false},
-		"controller changed": {&PlacementOverride{NodeUUID: nodeB, ConfigDNId: "33333333-3333-4333-8333-333333333333"}, nodeA, false, true},
+		"no override":    {0, nil, nodeA, false, false},
+		"override holds": {0, &PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeA}, nodeB, true, false},
+		"holds across a version that kept the designated node": {3, &PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeA, ConfigVersion: 2}, nodeB, true, false},
+		"a newer config named another node: void and cleared":  {3, &PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeC, ConfigVersion: 2}, nodeA, false, true},
+		"an override from before versions, a versioned config": {1, &PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeC}, nodeA, false, true},
+		"this node's config is older than the override's":      {1, &PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeC, ConfigVersion: 2}, nodeB, true, false},
+		"same version, another node named: void, kept":         {2, &PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeC, ConfigVersion: 2}, nodeA, false, false},
+		"unversioned, another node named: void, kept":          {0, &PlacementOverride{NodeUUID: nodeB, ConfigDNId: nodeC}, nodeA, false, false},
 	} {
 		t.Run(name, func(t *testing.T) {
+			app := testApp()
+			app.Version = tc.version
 			got, active, stale := EffectiveDNId(app, tc.o)
 			if got != tc.want || (active != nil) != tc.active || stale != tc.wantStale {
-				t.Fatalf("got %s active=%v stale=%v", got, active != nil, stale)
+				t.Fatalf("got %s active=%v stale=%v, want %s active=%v stale=%v", got, active != nil, stale, tc.want, tc.active, tc.wantStale)
 			}
 		})
 	}

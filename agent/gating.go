@@ -21,7 +21,9 @@ const PlacementConfigMapName = kube.PlacementConfigMapName
 
 // PlacementOverride moves an app on site, without a controller. It holds
 // while the app's designated_node_id is still ConfigDNId, the one the
-// technician overrode; a new one from the controller voids it.
+// technician overrode. A config naming another node voids it; only a
+// config newer than ConfigVersion, the version it was made against,
+// clears it (see EffectiveDNId).
 type PlacementOverride = kube.PlacementOverride
 
 // ParseOverrides reads the placement ConfigMap; entries that do not parse are
@@ -45,14 +47,24 @@ func ParseOverrides(cm *corev1.ConfigMap) (map[string]PlacementOverride, map[str
 // EffectiveDNId is the node UUID that should run the app, and the override in
 // force (nil when the config decides). A stale override is reported so the
 // config's DNId node can remove it.
+//
+// An override is stale only when this node's config is newer than the one
+// it was made against and names another node: the controller has spoken
+// since. A node whose config is older has not heard of the config the
+// technician saw: the override stands, and the node must not clear it. A
+// config of the same version (or both unversioned) naming another node
+// cannot tell which came last: the override is void here but kept.
 func EffectiveDNId(app AppConfig, o *PlacementOverride) (dnid string, active *PlacementOverride, stale bool) {
-	if o == nil {
+	switch {
+	case o == nil:
+		return app.DesignatedNodeID, nil, false
+	case strings.EqualFold(o.ConfigDNId, app.DesignatedNodeID), app.Version < o.ConfigVersion:
+		return strings.ToLower(o.NodeUUID), o, false
+	case app.Version > o.ConfigVersion:
+		return app.DesignatedNodeID, nil, true
+	default:
 		return app.DesignatedNodeID, nil, false
 	}
-	if !strings.EqualFold(o.ConfigDNId, app.DesignatedNodeID) {
-		return app.DesignatedNodeID, nil, true
-	}
-	return strings.ToLower(o.NodeUUID), o, false
 }
 
 // CheckOverride re-checks an on-site override where the agents act on it,

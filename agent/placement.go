@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,7 +45,17 @@ const (
 	AnnotationConfigDNId = kube.AnnotationConfigDNId
 	// AnnotationConfigVersion is the version of the app config an object
 	// was laid out from; a node holding an older one leaves it alone.
-	AnnotationConfigVersion = "sitecon.io/config-version"
+	AnnotationConfigVersion = kube.AnnotationConfigVersion
+	// AnnotationConfigHash is the hash of the app config an object was
+	// laid out from: two configs with one version number (or none) that
+	// say different things tell apart by it.
+	AnnotationConfigHash = "sitecon.io/config-hash"
+	// AnnotationLaidOutBy is the name of the node whose agent last wrote
+	// the object, and AnnotationLaidOutAt when, by that node's clock: for
+	// people reading the object. No agent compares another node's clock
+	// with its own.
+	AnnotationLaidOutBy = "sitecon.io/laid-out-by"
+	AnnotationLaidOutAt = "sitecon.io/laid-out-at"
 	// LonghornProvisioner is Longhorn's CSI driver.
 	LonghornProvisioner = "driver.longhorn.io"
 )
@@ -100,6 +112,106 @@ func StaleConfig(live, want metav1.Object) string {
 	return fmt.Sprintf("this node holds version %d of the app's config, version %d is laid out: waiting for the newer config", have, laid)
 }
 
+// LayoutWrite is one node's verdict on writing its layout of an app over
+// the live object.
+type LayoutWrite struct {
+	// Hold says why this node must not write; empty: write.
+	Hold string
+	// Conflict: held because another node laid the object out recently
+	// from a config that disagrees with this node's and is not older.
+	Conflict bool
+	// Until is when a conflict hold lapses. Zero for a stale config, which
+	// holds until this node's config catches up.
+	Until time.Time
+}
+
+// DecideLayoutWrite says whether this node may write want over live at
+// now. seen is when this node first saw live as it stands (its layout
+// stamps, see LayoutSighting), on this node's own clock; window is how
+// long another node's layout from a disagreeing config stands before this
+// node writes over it.
+//
+// Two nodes whose configs disagree (another designated node or other
+// content, with the same version or none) each think the app theirs: were
+// both to write on every change, each write would wake the other and
+// every round restart the app. Neither config is known to be the newer,
+// so the first layout stands and the other node holds and reports, until
+// the layout has stood for the window or this node gets a newer version.
+// Freshness is counted from this node's own sighting, never from the other
+// node's clock in laid-out-at: a skewed clock there neither holds this
+// node forever nor lets it write at once.
+func DecideLayoutWrite(live, want metav1.Object, seen, now time.Time, window time.Duration) LayoutWrite {
+	if live == nil {
+		return LayoutWrite{}
+	}
+	if why := StaleConfig(live, want); why != "" {
+		return LayoutWrite{Hold: why}
+	}
+	laid, mine := live.GetAnnotations(), want.GetAnnotations()
+	switch {
+	case strings.EqualFold(laid[AnnotationDNId], mine[AnnotationDNId]):
+		return LayoutWrite{} // this node's own layout, from whatever config it held then
+	case ConfigVersion(want) > ConfigVersion(live):
+		return LayoutWrite{}
+	case sameConfig(laid, mine):
+		// One config on both nodes: the layout differs by an on-site
+		// override, which both read from one ConfigMap. A move, not a
+		// disagreement.
+		return LayoutWrite{}
+	}
+	until := seen.Add(window)
+	if !now.Before(until) {
+		return LayoutWrite{}
+	}
+	by := cmp.Or(laid[AnnotationLaidOutBy], "node "+laid[AnnotationDNId])
+	differs := ""
+	if strings.EqualFold(laid[AnnotationConfigDNId], mine[AnnotationConfigDNId]) {
+		differs = ", other content"
+	}
+	return LayoutWrite{Conflict: true, Until: until, Hold: fmt.Sprintf(
+		"conflict: %s laid this app out from a config (%s) that disagrees with this node's (%s%s); not writing over it before %s unless a newer config version arrives",
+		by, describeConfig(laid), describeConfig(mine), differs, until.Format(time.TimeOnly))}
+}
+
+// sameConfig: two layouts come from one app config. Layouts from before
+// the config hash compare by version and designated node only.
+func sameConfig(a, b map[string]string) bool {
+	if !strings.EqualFold(a[AnnotationConfigDNId], b[AnnotationConfigDNId]) || a[AnnotationConfigVersion] != b[AnnotationConfigVersion] {
+		return false
+	}
+	return a[AnnotationConfigHash] == "" || b[AnnotationConfigHash] == "" || a[AnnotationConfigHash] == b[AnnotationConfigHash]
+}
+
+func describeConfig(ann map[string]string) string {
+	version := "unversioned"
+	if v := ann[AnnotationConfigVersion]; v != "" {
+		version = "version " + v
+	}
+	return version + ", designated node " + cmp.Or(ann[AnnotationConfigDNId], "unknown")
+}
+
+// LayoutSighting identifies one write of a layout: the object, the node
+// that wrote it, what it wrote and the writer's stamp. A node records when
+// it first saw each; a new write by anyone is a new sighting. Status
+// updates by Kubernetes leave it as it is.
+func LayoutSighting(obj metav1.Object) string {
+	ann := obj.GetAnnotations()
+	return strings.Join([]string{string(obj.GetUID()), ann[AnnotationDNId], ann[AnnotationSpecHash], ann[AnnotationLaidOutBy], ann[AnnotationLaidOutAt]}, "|")
+}
+
+// StampLayout records on obj, just before it is written, which node lays
+// it out and when by its clock. The stamps are not part of the spec hash:
+// an unchanged app is still never written again.
+func StampLayout(obj metav1.Object, node string, at time.Time) {
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationLaidOutBy] = node
+	ann[AnnotationLaidOutAt] = at.UTC().Format(time.RFC3339)
+	obj.SetAnnotations(ann)
+}
+
 // StorageClassName is the Longhorn storage class for a replica count.
 func StorageClassName(replicas int) string { return "sitecon-longhorn-r" + strconv.Itoa(replicas) }
 
@@ -138,7 +250,10 @@ func LayoutVolume(v VolumeConfig) (Layout, error) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	return finish(GVRPVC, pvc, map[string]string{AnnotationDNId: v.DesignatedNodeID})
+	// Only the designated node lays a claim out: the config it came from
+	// tells two nodes' disagreeing volume configs apart (DecideLayoutWrite).
+	return finish(GVRPVC, pvc, map[string]string{AnnotationDNId: v.DesignatedNodeID,
+		AnnotationConfigDNId: v.DesignatedNodeID, AnnotationConfigHash: configHash(v)})
 }
 
 // LayoutApp is the workload for an app whose effective DNId node is
@@ -176,7 +291,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 		claims = append(claims, v)
 	}
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}}
-	annotations := map[string]string{AnnotationDNId: dnid, AnnotationConfigDNId: app.DesignatedNodeID}
+	annotations := map[string]string{AnnotationDNId: dnid, AnnotationConfigDNId: app.DesignatedNodeID, AnnotationConfigHash: configHash(app)}
 	if app.Version > 0 {
 		annotations[AnnotationConfigVersion] = strconv.FormatUint(app.Version, 10)
 	}
@@ -245,6 +360,14 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 		},
 	}
 	return finish(GVRVMIRS, rs, annotations)
+}
+
+// configHash is a short hash of an app's or volume's config as this node
+// holds it.
+func configHash(config any) string {
+	data, _ := json.Marshal(config)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 // appAffinity: the DNId node preferred (auto-migration) or required (pinned);

@@ -15,6 +15,9 @@ const (
 	EventLeader    = "leader"
 	EventPlacement = "placement"
 	EventConfig    = "config"
+	// EventConflict: this node's config and another node's disagree on an
+	// app; one holds back, or takes the layout over after the window.
+	EventConflict = "conflict"
 )
 
 // TimelineEvent is one entry of the agent's timeline.

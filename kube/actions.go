@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,9 @@ const (
 	// AnnotationConfigDNId on an app's workload is its designated_node_id
 	// in the app config; an override must name it to hold.
 	AnnotationConfigDNId = "sitecon.io/config-dnid"
+	// AnnotationConfigVersion on an app's workload is the version of the
+	// app config it was laid out from; an override records it.
+	AnnotationConfigVersion = "sitecon.io/config-version"
 	// AnnotationVNCPort on a VM app's VMI is the port of its VNC console.
 	AnnotationVNCPort = "sitecon.io/vnc-port"
 	// ClusterKeySeedNode names the seed node in the sitecon-cluster ConfigMap.
@@ -757,6 +761,9 @@ type PlacementOverride struct {
 	At         time.Time `json:"at"`
 	Reason     string    `json:"reason,omitempty"`
 	ConfigDNId string    `json:"config_dnid"`
+	// ConfigVersion is the version of the app's config the move was made
+	// against (0: unversioned): only an agent holding a newer one clears it.
+	ConfigVersion uint64 `json:"config_version,omitempty"`
 }
 
 // WriteOverride records an on-site move in the placement ConfigMap, creating
@@ -913,32 +920,44 @@ func AppNames(apps []AppStatus) string {
 	return strings.Join(names, ", ")
 }
 
-// AppConfigDNId reads an app's designated node from the config (stamped by
-// its agent on the workload), which an override must name to hold.
-func AppConfigDNId(ctx context.Context, c *Clients, uuid string) (string, error) {
+// AppConfigRef is what an app's workload says of the config it was laid
+// out from: the designated node and the version, which an on-site
+// override records (see PlacementOverride).
+type AppConfigRef struct {
+	DNId    string
+	Version uint64
+}
+
+// ReadAppConfigRef reads an app's designated node and config version from
+// its workload (stamped by the agent that laid it out).
+func ReadAppConfigRef(ctx context.Context, c *Clients, uuid string) (AppConfigRef, error) {
+	ref := func(ann map[string]string) (AppConfigRef, bool) {
+		v, _ := strconv.ParseUint(ann[AnnotationConfigVersion], 10, 64)
+		return AppConfigRef{DNId: ann[AnnotationConfigDNId], Version: v}, ann[AnnotationConfigDNId] != ""
+	}
 	sel := metav1.ListOptions{LabelSelector: LabelAppUUID + "=" + uuid}
 	deps, err := c.Core.AppsV1().Deployments(AppNamespace).List(ctx, sel)
 	if err != nil {
-		return "", err
+		return AppConfigRef{}, err
 	}
 	for _, d := range deps.Items {
-		if v := d.Annotations[AnnotationConfigDNId]; v != "" {
-			return v, nil
+		if r, ok := ref(d.Annotations); ok {
+			return r, nil
 		}
 	}
 	if rs, err := c.KubeVirt.KubevirtV1().VirtualMachineInstanceReplicaSets(AppNamespace).List(ctx, sel); err == nil {
-		for _, r := range rs.Items {
-			if v := r.Annotations[AnnotationConfigDNId]; v != "" {
-				return v, nil
+		for _, x := range rs.Items {
+			if r, ok := ref(x.Annotations); ok {
+				return r, nil
 			}
 		}
 	}
 	if vmis, err := c.KubeVirt.KubevirtV1().VirtualMachineInstances(AppNamespace).List(ctx, sel); err == nil {
 		for _, v := range vmis.Items {
-			if dnid := v.Annotations[AnnotationConfigDNId]; dnid != "" {
-				return dnid, nil
+			if r, ok := ref(v.Annotations); ok {
+				return r, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("app %s has no workload laid out by a sitecon agent: an on-site move needs the agents to place it", uuid)
+	return AppConfigRef{}, fmt.Errorf("app %s has no workload laid out by a sitecon agent: an on-site move needs the agents to place it", uuid)
 }

@@ -419,11 +419,11 @@ func (d *dialog) chooseTarget() {
 		timeout = 5 * time.Minute
 	}
 	d.run = func(ctx context.Context, progress func(string)) error {
-		configDNId, err := kube.AppConfigDNId(ctx, snap.Clients(), app.UUID)
+		config, err := kube.ReadAppConfigRef(ctx, snap.Clients(), app.UUID)
 		if err != nil {
 			return err
 		}
-		o := kube.PlacementOverride{Node: target, NodeUUID: nodeUUID, By: audit.CurrentUser() + " (console)", At: time.Now().UTC(), ConfigDNId: configDNId}
+		o := kube.PlacementOverride{Node: target, NodeUUID: nodeUUID, By: audit.CurrentUser() + " (console)", At: time.Now().UTC(), ConfigDNId: config.DNId, ConfigVersion: config.Version}
 		raw, _ := json.Marshal(o)
 		d.rec.Detail = string(raw)
 		if err := kube.WriteOverride(ctx, snap.Clients().Core, app.UUID, o); err != nil {

@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// Two nodes hold different unversioned configs for the same two apps, each
+// naming itself the designated node: a container app (a Deployment) and a
+// pinned VM (a VMI). Neither config is newer, so neither node may take the
+// apps from the other on every change: the node that finds the other's
+// fresh layout holds back and reports the conflict (its app state, its
+// timeline, a Kubernetes Event on the workload), and the workloads stay as
+// the first node laid them out: no Deployment rolled again and again, no
+// VMI deleted again and again. The window (--conflict-window, minutes by
+// default) outlasts the test.
+func TestAppsConflictingConfigsBackOff(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	dirB, dirC, logDir := t.TempDir(), t.TempDir(), t.TempDir()
+	web := agent.AppConfig{UUID: "e6000000-0000-4000-8000-000000000001", DisplayName: "conflict-web", Activate: true, Kind: agent.KindContainer,
+		Image: "registry.local/conflict-web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: agent.AffinityPreferred}
+	vm := agent.AppConfig{UUID: "e6000000-0000-4000-8000-000000000002", DisplayName: "conflict-vm", Activate: true, Kind: agent.KindVM,
+		Image: "registry.local/conflict-vm:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: agent.AffinityRequired,
+		Resources: agent.AppResources{Memory: "512Mi"}}
+	apps := map[string]agent.AppConfig{web.DisplayName: web, vm.DisplayName: vm}
+	for name, app := range apps {
+		writeJSON(t, filepath.Join(dirB, "apps", name+".json"), app)
+		app.DesignatedNodeID = sitebox.NodeUUID("node-c")
+		writeJSON(t, filepath.Join(dirC, "apps", name+".json"), app)
+	}
+	agents := map[string]*siteAgent{
+		"node-b": startSiteAgent(t, site, "node-b", dirB, logDir),
+		"node-c": startSiteAgent(t, site, "node-c", dirC, logDir),
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"node-b", "node-c"} {
+				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
+					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
+				}
+			}
+		}
+		for name := range apps {
+			_ = os.Remove(filepath.Join(dirC, "apps", name+".json")) // first: node-c would lay them out again
+		}
+		cleanupApps(t, cs, dynClient(t, site), agents, dirB, apps)
+	})
+	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
+	vmis := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace)
+
+	// Every VMI of the pinned VM and every generation of the Deployment
+	// seen while the agents settle: a fight shows as more of them.
+	vmiUIDs := map[types.UID]bool{}
+	var lastGeneration int64
+	look := func() {
+		if v, err := vmis.Get(ctx, agent.WorkloadName(vm), metav1.GetOptions{}); err == nil {
+			vmiUIDs[v.UID] = true
+		}
+		if d, err := deployments.Get(ctx, agent.WorkloadName(web), metav1.GetOptions{}); err == nil {
+			lastGeneration = d.Generation
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		look()
+		return len(vmiUIDs) > 0 && lastGeneration > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the apps were not laid out: VMIs %d, Deployment generation %d", len(vmiUIDs), lastGeneration)
+	}
+	if last, err := waitSettledFor(agents, 60*time.Second, 2*time.Minute, look); err != nil {
+		t.Fatalf("the agents fight over the apps: %d VMIs of %s created, the Deployment of %s at generation %d; pending %+v",
+			len(vmiUIDs), vm.DisplayName, web.DisplayName, lastGeneration, last)
+	}
+	if len(vmiUIDs) != 1 {
+		t.Fatalf("the pinned VM's VMI was deleted and made again: %d VMIs", len(vmiUIDs))
+	}
+
+	// Per app, one node laid it out and the other holds back and says so.
+	placers := map[string]string{}
+	for _, app := range []agent.AppConfig{web, vm} {
+		placer, holder := "", ""
+		for n, a := range agents {
+			st, _ := a.app(app.DisplayName)
+			if strings.Contains(st.Error, "conflict") {
+				holder = n
+			} else {
+				placer = n
+			}
+		}
+		if holder == "" || placer == "" {
+			var b strings.Builder
+			for n, a := range agents {
+				st, _ := a.app(app.DisplayName)
+				fmt.Fprintf(&b, "\n  %s: is_dnid=%v node=%s error=%q", n, st.IsDNIdNode, st.Node, st.Error)
+			}
+			t.Fatalf("%s: want one node holding back with a conflict, the other placing; agents see:%s", app.DisplayName, b.String())
+		}
+		placers[app.DisplayName] = placer
+		st, _ := agents[holder].app(app.DisplayName)
+		t.Logf("%s laid out by %s; %s says: %s", app.DisplayName, placer, holder, st.Error)
+		waitTimeline(t, agents[holder], 10*time.Second, "the conflict on the timeline", func(e agent.TimelineEvent) bool {
+			return e.App == app.DisplayName && e.Warning && strings.Contains(e.Message, "conflict") && strings.Contains(e.Message, placer)
+		})
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			evs, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + agent.WorkloadName(app)})
+			if err != nil {
+				return false, nil
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "LayoutConflict" && e.Type == corev1.EventTypeWarning && e.Source.Host == holder {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Errorf("%s: no LayoutConflict Event from %s on its workload", app.DisplayName, holder)
+		}
+	}
+
+	// Settled, the workloads stay as they are: the holder's next passes
+	// (a config re-read, a status change) write nothing, and neither do
+	// the agents restarted: a restarted holder has lost its sightings and
+	// counts the window afresh from its first look, it does not write at
+	// once.
+	dep, err := deployments.Get(ctx, agent.WorkloadName(web), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi, err := vmis.Get(ctx, agent.WorkloadName(vm), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, obj := range map[string]metav1.Object{web.DisplayName: dep, vm.DisplayName: vmi} {
+		ann := obj.GetAnnotations()
+		if ann[agent.AnnotationLaidOutBy] != placers[name] || ann[agent.AnnotationLaidOutAt] == "" || ann[agent.AnnotationConfigHash] == "" {
+			t.Errorf("%s does not record its layout by %s: %v", name, placers[name], ann)
+		}
+	}
+	for _, n := range []string{"node-b", "node-c"} {
+		agents[n].stop()
+		agents[n] = startSiteAgent(t, site, n, map[string]string{"node-b": dirB, "node-c": dirC}[n], logDir)
+	}
+	if _, err := waitSettledFor(agents, 60*time.Second, 2*time.Minute, nil); err != nil {
+		t.Fatal("the restarted agents did not settle")
+	}
+	for _, app := range []agent.AppConfig{web, vm} {
+		conflicts := 0
+		for _, a := range agents {
+			if st, _ := a.app(app.DisplayName); strings.Contains(st.Error, "conflict") {
+				conflicts++
+			}
+		}
+		if conflicts != 1 {
+			t.Errorf("%s: after the restarts, %d nodes report the conflict, want 1", app.DisplayName, conflicts)
+		}
+	}
+	depAfter, err := deployments.Get(ctx, dep.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmiAfter, err := vmis.Get(ctx, vmi.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if depAfter.Generation != dep.Generation || siteconApply(depAfter) != siteconApply(dep) {
+		t.Errorf("the Deployment was rewritten: generation %d → %d, apply %s → %s", dep.Generation, depAfter.Generation, siteconApply(dep), siteconApply(depAfter))
+	}
+	if vmiAfter.UID != vmi.UID || siteconApply(vmiAfter) != siteconApply(vmi) {
+		t.Errorf("the VMI was replaced or rewritten: uid %s → %s, apply %s → %s", vmi.UID, vmiAfter.UID, siteconApply(vmi), siteconApply(vmiAfter))
+	}
+}
+
+// The controller moved an app to node-c (version 2), and a technician then
+// moved it on site to node-a, against version 2. node-b has not heard of
+// version 2 (its version 1 names node-b): it must neither clear the
+// technician's move nor lay the app out. Version 3 reaching node-b does
+// clear it: the controller has spoken since.
+func TestAppsOverrideKeptByOlderConfig(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
+	v2 := agent.AppConfig{UUID: "e6000000-0000-4000-8000-000000000003", Version: 2, DisplayName: "kept-move", Activate: true, Kind: agent.KindContainer,
+		Image: "registry.local/kept-move:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred}
+	v1 := v2
+	v1.Version, v1.Image, v1.DesignatedNodeID = 1, "registry.local/kept-move:1", sitebox.NodeUUID("node-b")
+	oldFile := filepath.Join(oldDir, "apps", "kept-move.json")
+	writeJSON(t, filepath.Join(newDir, "apps", "kept-move.json"), v2)
+	writeJSON(t, oldFile, v1)
+	agents := map[string]*siteAgent{
+		"node-a": startSiteAgent(t, site, "node-a", newDir, logDir),
+		"node-b": startSiteAgent(t, site, "node-b", oldDir, logDir),
+		"node-c": startSiteAgent(t, site, "node-c", newDir, logDir),
+	}
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	t.Cleanup(func() {
+		_ = os.Remove(oldFile) // first: with it, node-b would lay the app out again
+		cleanupApps(t, cs, dynClient(t, site), agents, newDir, map[string]agent.AppConfig{"kept-move": v2})
+	})
+	waitAgents(t, all, v2.DisplayName, 60*time.Second, "running on node-c", runningOn("node-c"))
+
+	if err := kube.WriteOverride(ctx, cs, v2.UUID, kube.PlacementOverride{Node: "node-a", NodeUUID: sitebox.NodeUUID("node-a"),
+		By: "e2e", At: time.Now().UTC(), ConfigDNId: v2.DesignatedNodeID, ConfigVersion: 2, Reason: "on-site move"}); err != nil {
+		t.Fatal(err)
+	}
+	overrideKept := func() bool {
+		cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, agent.PlacementConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := cm.Data[v2.UUID]
+		return ok
+	}
+	waitAgents(t, all, v2.DisplayName, 60*time.Second, "moved to node-a", func(v agentView) bool {
+		return overrideKept() && runningOn("node-a")(v)
+	})
+	waitSettled(t, agents)
+	if !overrideKept() {
+		t.Fatal("the on-site move was cleared by a node holding an older config")
+	}
+	waitAgents(t, all, v2.DisplayName, 10*time.Second, "still on node-a", runningOn("node-a"))
+
+	// Version 3 names node-b: node-b clears the move and takes the app; the
+	// others, holding version 2, leave it to node-b.
+	v3 := v1
+	v3.Version, v3.Image = 3, "registry.local/kept-move:3"
+	writeJSON(t, oldFile, v3)
+	waitAgents(t, all, v2.DisplayName, 60*time.Second, "moved to node-b by version 3", func(v agentView) bool {
+		return !overrideKept() && runningOn("node-b")(v)
+	})
+}
