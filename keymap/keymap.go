@@ -18,6 +18,10 @@ type KeyMap struct {
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode key.Binding
 	// Confirm and Cancel answer a dialog.
 	Confirm, Cancel key.Binding
+	// The formation form: arrows move between fields (letters are typed
+	// into them, so k and j are not moves there), right arrow at the end of
+	// a field takes the suggestion, ctrl+s forms from any field.
+	FieldUp, FieldDown, TakeSuggestion, Submit key.Binding
 }
 
 // ScreenNames are the screens in tab order; number keys 1..6 jump to them.
@@ -42,41 +46,27 @@ func Default() KeyMap {
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		ForceQuit:  key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit from anywhere")),
-		Cordon:     key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cordon node")),
-		Uncordon:   key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "uncordon node")),
-		Drain:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "drain node")),
-		Remove:     key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "remove node (drain, delete; :replace OLD NEW UUID)")),
-		Seed:       key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "make node the seed")),
-		Migrate:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate app")),
-		AddNode:    key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add a node (:add ROLE NAME UUID)")),
-		Confirm:    key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
-		Cancel:     key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
+		// The footer shows these short words; each screen's help says
+		// what they do in full.
+		Cordon:         key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "cordon")),
+		Uncordon:       key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "uncordon")),
+		Drain:          key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "drain")),
+		Remove:         key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "remove")),
+		Seed:           key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "seed")),
+		Migrate:        key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate")),
+		AddNode:        key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add node")),
+		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
+		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
+		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),
+		FieldDown:      key.NewBinding(key.WithKeys("down"), key.WithHelp("↓", "next field")),
+		TakeSuggestion: key.NewBinding(key.WithKeys("right"), key.WithHelp("→", "take the suggestion")),
+		Submit:         key.NewBinding(key.WithKeys("ctrl+s"), key.WithHelp("ctrl+s", "form the cluster")),
 	}
 	for i, name := range ScreenNames {
 		n := string(rune('1' + i))
 		km.Screens = append(km.Screens, key.NewBinding(key.WithKeys(n), key.WithHelp(n, name)))
 	}
 	return km
-}
-
-// ShortHelp is the one-line help in the footer.
-func (k KeyMap) ShortHelp() []key.Binding {
-	// Help and quit first: at 80 columns the end of the line is cut.
-	return []key.Binding{k.Help, k.Quit, k.NextScreen, k.Command, k.Filter, k.Sort, k.Enter}
-}
-
-// FullHelp is the help screen, in columns; the actions column is empty (and
-// left out) in read-only mode.
-func (k KeyMap) FullHelp() [][]key.Binding {
-	cols := [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom},
-		append([]key.Binding{k.NextScreen, k.PrevScreen}, k.Screens...),
-		{k.Command, k.Filter, k.Sort, k.Enter, k.Back, k.Help, k.Quit, k.ForceQuit},
-	}
-	if k.Cordon.Enabled() {
-		cols = append(cols, []key.Binding{k.Cordon, k.Uncordon, k.Drain, k.Remove, k.Seed, k.Migrate, k.AddNode})
-	}
-	return cols
 }
 
 // ReadOnly disables every action binding: they no longer match a key and

@@ -58,6 +58,8 @@ type screen interface {
 	table() *ui.Table
 	// title may change on drill-in (pods of a namespace).
 	title() string
+	// help says what the screen shows, its actions and its own keys.
+	help() screenHelp
 }
 
 // App is the console's root model: it owns the context, switches screens,
@@ -416,8 +418,7 @@ func (a *App) View() string {
 	}
 	st := a.ctx.Styles
 	if a.full {
-		return lipgloss.NewStyle().MaxWidth(w).MaxHeight(h).Render(
-			st.Title.Render("sitecon — keys") + "\n\n" + a.help.FullHelpView(a.ctx.Keys.FullHelp()) + "\n\n" + st.Muted.Render("any key to go back"))
+		return a.fullHelp(w, h)
 	}
 	header := a.header(w)
 	tabs := a.tabs(w)
@@ -534,7 +535,7 @@ func (a *App) footer(w int) string {
 	if a.ctx.ReadOnly {
 		extra = append(extra, "read-only")
 	}
-	line := a.help.ShortHelpView(a.ctx.Keys.ShortHelp())
+	line := a.help.ShortHelpView(a.shortHelp())
 	if len(extra) > 0 {
 		line = st.Warn.Render(strings.Join(extra, " · ")) + "  " + line
 	}

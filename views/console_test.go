@@ -137,7 +137,7 @@ func TestNavigation(t *testing.T) {
 		t.Errorf(":bogus should stay and say so:\n%s", a.View())
 	}
 	press(a, "?")
-	if !strings.Contains(a.View(), "keys") || !strings.Contains(a.View(), "filter") {
+	if !strings.Contains(a.View(), "apps screen") || !strings.Contains(a.View(), "filter") {
 		t.Errorf("? shows no help:\n%s", a.View())
 	}
 	press(a, "x")
@@ -570,11 +570,18 @@ func TestReadOnlyHidesActions(t *testing.T) {
 	}
 
 	rw := newTestApp(160, 48)
+	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("5")})
 	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("?")})
-	if v := rw.View(); !strings.Contains(v, "cordon node") || !strings.Contains(v, "migrate app") {
-		t.Fatalf("help lacks the actions:\n%s", v)
+	if v := rw.View(); !strings.Contains(v, "migrate the app") {
+		t.Fatalf("the apps screen's help lacks migrate:\n%s", v)
 	}
+	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")})
 	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2")})
+	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("?")})
+	if v := rw.View(); !strings.Contains(v, "cordon the node") {
+		t.Fatalf("the nodes screen's help lacks cordon:\n%s", v)
+	}
+	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")})
 	rw.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("d")})
 	if rw.dialog != nil || !strings.Contains(rw.View(), "actions need a live cluster connection") {
 		t.Fatalf("drain without a cluster: dialog=%v\n%s", rw.dialog != nil, rw.View())

@@ -135,18 +135,18 @@ func (w *FormWizard) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return w, tea.Quit
 		}
 		switch {
-		case msg.Type == tea.KeyEsc || msg.String() == "ctrl+c":
+		case key.Matches(msg, k.Back), key.Matches(msg, k.ForceQuit):
 			w.closed = true
 			return w, tea.Quit
-		case key.Matches(msg, k.NextScreen), msg.Type == tea.KeyDown:
+		case key.Matches(msg, k.NextScreen), key.Matches(msg, k.FieldDown):
 			return w, w.move(1)
-		case key.Matches(msg, k.PrevScreen), msg.Type == tea.KeyUp:
+		case key.Matches(msg, k.PrevScreen), key.Matches(msg, k.FieldUp):
 			return w, w.move(-1)
-		case msg.Type == tea.KeyEnter && w.focus < len(w.fields)-1:
+		case key.Matches(msg, k.Enter) && w.focus < len(w.fields)-1:
 			return w, w.move(1)
-		case msg.Type == tea.KeyEnter, msg.String() == "ctrl+s":
+		case key.Matches(msg, k.Enter), key.Matches(msg, k.Submit):
 			return w, w.submit()
-		case msg.Type == tea.KeyRight && w.fields[w.focus].input.Position() == len(w.fields[w.focus].input.Value()):
+		case key.Matches(msg, k.TakeSuggestion) && w.fields[w.focus].input.Position() == len(w.fields[w.focus].input.Value()):
 			if s := w.fields[w.focus].input.CurrentSuggestion(); s != "" {
 				w.fields[w.focus].input.SetValue(s)
 				w.fields[w.focus].input.CursorEnd()

@@ -1,0 +1,57 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+func newApps(ctx *ui.Context) screen {
+	// NOTE takes the room left (a terminating old pod is said there); at 80
+	// columns the columns before it need it all.
+	cols := []ui.Column{{Title: "NAME", Width: 12}, {Title: "KIND", Width: 9}, {Title: "MODE", Width: 6}, {Title: "DESIGNATED", Width: 10},
+		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10}, {Title: "LAST MOVE", Width: 20}, {Title: "VNC", Width: 5, HideBelow: 100},
+		{Title: "NOTE", Width: 5, Flex: true, HideBelow: 100}}
+	about := screenHelp{
+		about:   "The apps: where each should run (designated) and where it runs, its state, last move and VNC port.",
+		actions: []helpLine{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)"}},
+	}
+	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
+		var rows []ui.Row
+		for _, a := range f.Status.Apps {
+			status := styled(a.Phase, ctx.Styles.OK)
+			if !a.Ready {
+				status = styled(orNA(a.Phase), ctx.Styles.Bad)
+			}
+			node := plain(orNA(a.Node))
+			if a.DesignatedNode != "" && a.Node != "" && a.Node != a.DesignatedNode {
+				node = styled(a.Node, ctx.Styles.Warn) // running away from its designated node
+			}
+			move := ui.Cell{Text: "-"}
+			if m := a.LastMove; m != nil {
+				move = ui.Cell{Text: fmt.Sprintf("%s %s→%s", Age(m.At, now, true), m.From, m.To), Key: durationKey(m.At, now)}
+			}
+			vnc := plain("-")
+			if a.VNCPort > 0 {
+				vnc = plain(fmt.Sprint(a.VNCPort))
+			}
+			// The old pods or VMIs still going away are said on the app's
+			// one row, not as rows of their own.
+			note := plain("")
+			if len(a.Terminating) > 0 {
+				var parts []string
+				for _, o := range a.Terminating {
+					parts = append(parts, "terminating on "+orNA(o.Node))
+				}
+				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), ctx.Styles.Warn)
+			}
+			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
+				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc, note,
+			}})
+		}
+		return rows
+	}}
+}

@@ -1,0 +1,144 @@
+package views
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/sitecon/sitecon/ui"
+)
+
+// eventEntry is one row of the events screen: a Kubernetes event or a line
+// of the agent's timeline.
+type eventEntry struct {
+	at, first                   time.Time
+	warning                     bool
+	reason, object, message, id string
+	count                       int32
+}
+
+// eventsScreen merges the agent's timeline (source "agent") with the
+// cluster's Kubernetes events, newest first; enter opens a row's detail
+// (a message is cut in the table), esc goes back.
+type eventsScreen struct {
+	ctx     *ui.Context
+	t       *ui.Table
+	entries map[string]eventEntry
+	open    string // the row shown in detail, "" for the list
+	now     time.Time
+}
+
+func newEvents(ctx *ui.Context) screen {
+	cols := []ui.Column{{Title: "AGE", Width: 5}, {Title: "TYPE", Width: 7}, {Title: "REASON", Width: 14}, {Title: "OBJECT", Width: 24}, {Title: "MESSAGE", Width: 20, Flex: true}}
+	return &eventsScreen{ctx: ctx, t: ui.NewTable(ctx, cols)}
+}
+
+func (s *eventsScreen) setFrame(f *Frame, now time.Time) {
+	s.now = now
+	var all []eventEntry
+	// Row IDs name what a row is, not where it sorts, so a chosen row keeps
+	// the cursor while newer events arrive above it.
+	for _, e := range f.Events {
+		all = append(all, eventEntry{at: e.Time, first: e.First, warning: e.Type == "Warning", reason: e.Reason, object: e.Object, message: e.Message,
+			count: e.Count, id: "k/" + e.Namespace + "/" + e.Name + "/" + e.Object + "/" + e.Reason})
+	}
+	if f.Agent != nil {
+		for _, e := range f.Agent.Events {
+			source := e.Source
+			if source == "" {
+				source = "agent"
+			}
+			all = append(all, eventEntry{at: e.Time, warning: e.Warning, reason: source + ":" + e.Kind, object: e.Subject, message: e.Message,
+				id: "a/" + source + "/" + e.Time.UTC().Format(time.RFC3339Nano) + "/" + e.Kind + "/" + e.Subject})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b eventEntry) int { return b.at.Compare(a.at) })
+	s.entries = make(map[string]eventEntry, len(all))
+	var rows []ui.Row
+	for _, e := range all {
+		s.entries[e.id] = e
+		typ := plain("Normal")
+		if e.warning {
+			typ = styled("Warning", s.ctx.Styles.Warn)
+		}
+		rows = append(rows, ui.Row{ID: e.id, Cells: []ui.Cell{
+			{Text: Age(e.at, now, true), Key: durationKey(e.at, now)}, typ, plain(e.reason), plain(e.object), plain(e.message),
+		}})
+	}
+	s.t.SetRows(rows)
+}
+
+func (s *eventsScreen) table() *ui.Table { return s.t }
+
+func (s *eventsScreen) help() screenHelp {
+	k := s.ctx.Keys
+	return screenHelp{
+		about: "The cluster's Kubernetes events, this node's agent timeline (agent:) and the actions recorded on this device (audit:), newest first.",
+		keys:  []helpLine{{k.Enter, "open the event: the whole message, object, count, first and last seen"}, {k.Back, "back to the list"}},
+	}
+}
+
+func (s *eventsScreen) title() string {
+	if s.open != "" {
+		return "event (esc: back)"
+	}
+	return ""
+}
+
+func (s *eventsScreen) key(msg tea.KeyMsg, h int) bool {
+	k := s.ctx.Keys
+	switch {
+	case key.Matches(msg, k.Enter) && s.open == "":
+		if id := s.t.SelectedID(); id != "" {
+			s.open = id
+		}
+		return true
+	case key.Matches(msg, k.Back) && s.open != "":
+		s.open = ""
+		return true
+	case s.open != "":
+		// The detail has no cursor: navigation keys wait for the list.
+		return true
+	}
+	return s.t.Update(msg, h)
+}
+
+// view shows the list, or one event in full: the message wrapped to the
+// width, the object, the count and when it was first and last seen.
+func (s *eventsScreen) view(w, h int) string {
+	e, ok := s.entries[s.open]
+	if s.open == "" || !ok {
+		// An event that went away (Kubernetes expires them) closes its detail.
+		s.open = ""
+		return s.t.View(w, h)
+	}
+	st := s.ctx.Styles
+	typ := "Normal"
+	if e.warning {
+		typ = st.Warn.Render("Warning")
+	}
+	var b strings.Builder
+	row := func(label, value string) { fmt.Fprintf(&b, "%s %s\n", st.Section.Render(ui.Fit(label, 11)), value) }
+	row("Type", typ)
+	row("Reason", e.reason)
+	row("Object", e.object)
+	if e.count > 0 {
+		row("Count", fmt.Sprint(e.count))
+	}
+	if !e.first.IsZero() {
+		row("First seen", Age(e.first, s.now, true)+" ago, "+e.first.UTC().Format(time.RFC3339))
+	}
+	row("Last seen", Age(e.at, s.now, true)+" ago, "+e.at.UTC().Format(time.RFC3339))
+	b.WriteString("\n")
+	for _, line := range strings.Split(e.message, "\n") {
+		for _, piece := range ui.Wrap(line, max(w, 1)) {
+			b.WriteString(piece + "\n")
+		}
+	}
+	b.WriteString("\n" + st.Muted.Render("esc: back to the list"))
+	return b.String()
+}

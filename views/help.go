@@ -1,0 +1,181 @@
+package views
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/sitecon/sitecon/ui"
+)
+
+// helpLine is one key in a screen's help: the binding (its key and short
+// description, as the footer shows it) and what it does, said in full.
+type helpLine struct {
+	b    key.Binding
+	long string
+}
+
+// screenHelp is what a screen tells the technician: what it shows, what it
+// can do to the cluster (first in the help and the footer), the commands
+// that go with those actions, and its own keys.
+type screenHelp struct {
+	about    string
+	actions  []helpLine
+	commands [][2]string // a ":command" typed on this screen, and what it does
+	keys     []helpLine
+}
+
+// helpSection is one titled block of the help screen.
+type helpSection struct {
+	title string
+	lines [][2]string // key, description
+}
+
+// sections are the help of the current screen: its actions first, then its
+// own keys, moving around, and the keys that work everywhere. Disabled
+// bindings (actions in read-only mode) are left out.
+func (a *App) sections() []helpSection {
+	k := a.ctx.Keys
+	sh := a.screens[a.current].help()
+	name := a.Screen()
+	pairs := func(hl []helpLine) [][2]string {
+		var out [][2]string
+		for _, l := range hl {
+			if l.b.Enabled() {
+				out = append(out, [2]string{l.b.Help().Key, l.long})
+			}
+		}
+		return out
+	}
+	var out []helpSection
+	if acts := pairs(sh.actions); len(acts) > 0 {
+		if !a.ctx.ReadOnly {
+			acts = append(acts, sh.commands...)
+		}
+		out = append(out, helpSection{"Actions on the " + name + " screen", acts})
+	}
+	own := pairs(sh.keys)
+	if a.screens[a.current].table() != nil {
+		own = append(own, pairs([]helpLine{{k.Filter, "filter the rows"}, {k.Sort, "sort by next column"}})...)
+	}
+	if len(own) > 0 {
+		out = append(out, helpSection{"On this screen", own})
+	}
+	if a.screens[a.current].table() != nil {
+		out = append(out, helpSection{"Move", pairs([]helpLine{{k.Up, "up"}, {k.Down, "down"}, {k.PageUp, "page up"},
+			{k.PageDown, "page down"}, {k.Top, "top"}, {k.Bottom, "bottom"}})})
+	}
+	out = append(out, helpSection{"Everywhere", append(pairs([]helpLine{{k.NextScreen, "next screen"}, {k.PrevScreen, "previous screen"}}),
+		[2]string{"1-6", "jump to a screen"},
+		[2]string{":", "command (:vol, :form)"},
+		[2]string{"?", "this help"},
+		[2]string{"q", "quit"},
+		[2]string{"ctrl+c", "quit from anywhere"})})
+	return out
+}
+
+// fullHelp draws the help of the current screen: what it shows, its
+// actions full width (their descriptions wrapped), then the other sections
+// side by side in as many columns as the width holds. What the height does
+// not hold is cut with a line that says so.
+func (a *App) fullHelp(w, h int) string {
+	st := a.ctx.Styles
+	sh := a.screens[a.current].help()
+	lines := []string{st.Title.Render("sitecon — " + a.Screen() + " screen")}
+	if sh.about != "" {
+		lines = append(lines, strings.Split(ansi.Wordwrap(sh.about, w, ""), "\n")...)
+	}
+	sections := a.sections()
+	keyWidth := func(s helpSection) int {
+		kw := 0
+		for _, l := range s.lines {
+			kw = max(kw, ansi.StringWidth(l[0]))
+		}
+		return kw
+	}
+	if len(sections) > 0 && strings.HasPrefix(sections[0].title, "Actions") {
+		s := sections[0]
+		sections = sections[1:]
+		kw := keyWidth(s)
+		lines = append(lines, "", st.Section.Render(s.title))
+		for _, l := range s.lines {
+			desc := strings.Split(ansi.Wordwrap(l[1], max(w-kw-2, 10), ""), "\n")
+			lines = append(lines, st.Key.Render(ui.Fit(l[0], kw))+"  "+desc[0])
+			for _, more := range desc[1:] {
+				lines = append(lines, strings.Repeat(" ", kw+2)+more)
+			}
+		}
+	}
+	// The other sections as blocks, side by side, as many to a row as the
+	// width holds.
+	type block struct {
+		lines []string
+		width int
+	}
+	var blocks []block
+	for _, s := range sections {
+		kw := keyWidth(s)
+		b := block{lines: []string{st.Section.Render(s.title)}}
+		for _, l := range s.lines {
+			b.lines = append(b.lines, st.Key.Render(ui.Fit(l[0], kw))+"  "+l[1])
+		}
+		for _, l := range b.lines {
+			b.width = min(max(b.width, ansi.StringWidth(l)), w)
+		}
+		blocks = append(blocks, b)
+	}
+	const gap = 3
+	for len(blocks) > 0 {
+		n, used := 1, blocks[0].width
+		for n < len(blocks) && used+gap+blocks[n].width <= w {
+			used += gap + blocks[n].width
+			n++
+		}
+		row := blocks[:n]
+		blocks = blocks[n:]
+		height := 0
+		for _, b := range row {
+			height = max(height, len(b.lines))
+		}
+		lines = append(lines, "")
+		for i := range height {
+			var parts []string
+			for _, b := range row {
+				cell := ""
+				if i < len(b.lines) {
+					cell = b.lines[i]
+				}
+				parts = append(parts, ui.Fit(cell, b.width))
+			}
+			lines = append(lines, strings.TrimRight(strings.Join(parts, strings.Repeat(" ", gap)), " "))
+		}
+	}
+	foot := st.Muted.Render("any key to go back")
+	if room := max(h-2, 1); len(lines) > room {
+		lines = append(lines[:room-1], st.Muted.Render("… (a taller terminal shows the rest)"))
+	}
+	lines = append(lines, "", foot)
+	for i, l := range lines {
+		lines[i] = ui.Fit(l, w)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// shortHelp is the footer's key list: the screen's actions first (they are
+// what a technician came for), then help and quit, then the rest; the end
+// of the line is what a narrow terminal cuts.
+func (a *App) shortHelp() []key.Binding {
+	k := a.ctx.Keys
+	var out []key.Binding
+	for _, l := range a.screens[a.current].help().actions {
+		if l.b.Enabled() {
+			out = append(out, l.b)
+		}
+	}
+	out = append(out, k.Help, k.Quit)
+	for _, l := range a.screens[a.current].help().keys {
+		out = append(out, l.b)
+	}
+	return append(out, k.NextScreen, k.Command, k.Filter, k.Sort)
+}

@@ -1,0 +1,82 @@
+package views
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// nodeStatusCell colours a node's readiness.
+func nodeStatusCell(ctx *ui.Context, n kube.NodeStatus) ui.Cell {
+	switch n.Status {
+	case kube.NodeReady:
+		return styled(n.Status, ctx.Styles.OK)
+	default:
+		return styled(n.Status, ctx.Styles.Bad)
+	}
+}
+
+func newNodes(ctx *ui.Context) screen {
+	cols := []ui.Column{{Title: "NAME", Width: 10}, {Title: "ROLES", Width: 16}, {Title: "STATUS", Width: 8}, {Title: "SINCE", Width: 6},
+		{Title: "SCHED", Width: 8}, {Title: "VERSION", Width: 13, HideBelow: 90}, {Title: "IP", Width: 13}, {Title: "PODS", Width: 5},
+		{Title: "CPU REQ/ALLOC", Width: 13, HideBelow: 120}, {Title: "MEM REQ/ALLOC", Width: 14, HideBelow: 120}}
+	k := ctx.Keys
+	about := screenHelp{
+		about: "The cluster's nodes: readiness and since when, roles (the seed marked), schedulability, version, address, load.",
+		actions: []helpLine{
+			{k.Cordon, "cordon the node: no new pods, running ones stay"},
+			{k.Uncordon, "uncordon the node: it takes new pods again"},
+			{k.Drain, "drain the node: cordon, then evict its pods (checks volumes and etcd quorum first)"},
+			{k.Remove, "remove the node: drain, then delete it from the cluster"},
+			{k.Seed, "make the node the seed others join through"},
+			{k.AddNode, "add a node: its join bundle (or :add ROLE NAME UUID)"},
+		},
+		commands: [][2]string{{":replace", "OLD NEW UUID: replace a dead node by a new device"}},
+	}
+	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
+		var rows []ui.Row
+		for _, n := range f.Status.Nodes {
+			roles := shortRoles(n.Roles)
+			if n.Seed {
+				roles += ",seed"
+			}
+			sched := styled("yes", ctx.Styles.Muted)
+			if !n.Schedulable {
+				sched = styled("cordoned", ctx.Styles.Warn)
+			}
+			version := plain(n.KubeletVersion)
+			if n.VersionSkew != "" {
+				version = styled(n.KubeletVersion+"!", ctx.Styles.Bad)
+			}
+			rows = append(rows, ui.Row{ID: n.Name, Cells: []ui.Cell{
+				plain(n.Name), plain(roles), nodeStatusCell(ctx, n),
+				{Text: Age(n.Since, now, true), Key: durationKey(n.Since, now)},
+				sched, version, plain(n.InternalIP), {Text: fmt.Sprint(n.Pods), Key: numberKey(int64(n.Pods))},
+				{Text: fmt.Sprintf("%s/%s", cores(n.CPURequested), cores(n.CPUAllocatable)), Key: numberKey(n.CPURequested)},
+				{Text: fmt.Sprintf("%s/%s", Bytes(n.MemoryRequested), Bytes(n.MemoryAllocatable)), Key: numberKey(n.MemoryRequested)},
+			}})
+		}
+		return rows
+	}}
+}
+
+// cores formats millicores as kubectl does: "500m", "2".
+func cores(milli int64) string {
+	if milli%1000 == 0 {
+		return fmt.Sprint(milli / 1000)
+	}
+	return fmt.Sprintf("%dm", milli)
+}
+
+// shortRoles abbreviates k3s's three server roles to "server".
+func shortRoles(roles []string) string {
+	if slices.Contains(roles, "control-plane") && slices.Contains(roles, "etcd") {
+		rest := slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return r == "control-plane" || r == "etcd" || r == "master" })
+		return strings.Join(append([]string{"server"}, rest...), ",")
+	}
+	return strings.Join(roles, ",")
+}

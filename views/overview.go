@@ -1,0 +1,190 @@
+package views
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// Alert is one thing on the site that needs attention.
+type Alert struct {
+	Bad   bool // false: a warning
+	Text  string
+	Since time.Time
+}
+
+// Alerts lists what needs attention, worst and longest first: faulted and
+// long-degraded volumes, nodes not ready, version skew, failed pods, apps not
+// running.
+func Alerts(f *Frame, now time.Time) []Alert {
+	var out []Alert
+	s := f.Status
+	for _, v := range s.Volumes {
+		switch v.Robustness {
+		case "faulted":
+			out = append(out, Alert{Bad: true, Since: v.Since, Text: fmt.Sprintf("volume %s faulted for %s", v.Label(), Age(v.Since, now, v.SinceExact))})
+		case "degraded":
+			failed := 0
+			for _, r := range v.Replicas {
+				if r.State != kube.ReplicaHealthy {
+					failed++
+				}
+			}
+			out = append(out, Alert{Bad: now.Sub(v.Since) >= time.Hour, Since: v.Since,
+				Text: fmt.Sprintf("volume %s degraded for %s (%d of %d replicas not healthy)", v.Label(), Age(v.Since, now, v.SinceExact), failed, len(v.Replicas))})
+		}
+	}
+	for _, n := range s.Nodes {
+		if !n.Ready {
+			out = append(out, Alert{Bad: true, Since: n.Since, Text: fmt.Sprintf("node %s %s for %s %s", n.Name, n.Status, Age(n.Since, now, true), n.Reason)})
+		}
+		if n.VersionSkew != "" {
+			out = append(out, Alert{Since: n.Since, Text: fmt.Sprintf("node %s: %s", n.Name, n.VersionSkew)})
+		}
+	}
+	for _, ns := range s.Namespaces {
+		if ns.Failed > 0 {
+			out = append(out, Alert{Since: now, Text: fmt.Sprintf("%s: %d pod(s) failed", ns.Name, ns.Failed)})
+		}
+	}
+	for _, a := range s.Apps {
+		if !a.Ready && a.Phase != "Terminating" {
+			out = append(out, Alert{Since: now, Text: fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, orNA(a.Phase), orNA(a.Node))})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Alert) int {
+		if a.Bad != b.Bad {
+			if a.Bad {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Since.UnixNano(), b.Since.UnixNano()) // longest first
+	})
+	return out
+}
+
+// overview is the first screen: the site at a glance and its alerts.
+type overview struct {
+	ctx   *ui.Context
+	frame *Frame
+	now   time.Time
+}
+
+func newOverview(ctx *ui.Context) screen { return &overview{ctx: ctx} }
+
+func (o *overview) setFrame(f *Frame, now time.Time) { o.frame, o.now = f, now }
+func (o *overview) key(tea.KeyMsg, int) bool         { return false }
+func (o *overview) table() *ui.Table                 { return nil }
+func (o *overview) title() string                    { return "" }
+func (o *overview) help() screenHelp {
+	return screenHelp{about: "The site at a glance: the cluster, seed, VIP, nodes, this node's agent, the stats leader, and what needs attention."}
+}
+
+// ThisNodeStatus is READY, NOTREADY or DOWN (API server unreachable) for the
+// node this console runs on, or "" when that node is not known.
+func ThisNodeStatus(f *Frame) string {
+	if f.Agent == nil || f.Agent.Node == "" {
+		return ""
+	}
+	if !f.Synced || !f.Status.API.Connected {
+		return "DOWN"
+	}
+	for _, n := range f.Status.Nodes {
+		if n.Name == f.Agent.Node {
+			if n.Ready {
+				return "READY"
+			}
+			return "NOTREADY"
+		}
+	}
+	return "NOTREADY"
+}
+
+func (o *overview) view(w, h int) string {
+	st := o.ctx.Styles
+	if o.frame == nil {
+		return st.Muted.Render("waiting for data…")
+	}
+	f, now := o.frame, o.now
+	s := f.Status
+	var b strings.Builder
+	row := func(label, value string) { fmt.Fprintf(&b, "%s %s\n", st.Section.Render(ui.Fit(label, 13)), value) }
+	name := orNA(s.Cluster.Name)
+	if s.Cluster.UUID != "" {
+		name += st.Muted.Render(" " + s.Cluster.UUID)
+	}
+	row("Cluster", name)
+	row("Seed server", SeedText(s.Cluster))
+	vip := orNA(s.VIP.Address)
+	if s.VIP.Owner != "" {
+		vip += " on " + st.Section.Render(s.VIP.Owner)
+		if s.VIP.Since != nil {
+			vip += " for " + Age(*s.VIP.Since, now, true)
+		}
+	} else if f.Synced {
+		vip += st.Bad.Render(" no owner")
+	}
+	row("VIP", vip)
+	nodes := fmt.Sprintf("%d/%d ready", s.NodesReady, s.NodesTotal)
+	if s.NodesReady < s.NodesTotal {
+		nodes = st.Bad.Render(nodes)
+	} else if f.Synced {
+		nodes = st.OK.Render(nodes)
+	}
+	row("Nodes", nodes)
+	if a := f.Agent; a != nil {
+		if a.Running {
+			status := ThisNodeStatus(f)
+			style := st.OK
+			if status != "READY" {
+				style = st.Bad
+			}
+			line := fmt.Sprintf("%s %s · %s %s for %s", a.Node, style.Render(status), orNA(a.Role), a.Phase, Age(a.Since, now, true))
+			if a.LastError != "" {
+				line += st.Warn.Render(" · " + a.LastError)
+			}
+			row("This node", line)
+		} else {
+			row("This node", st.Muted.Render("agent not running ("+a.Problem+")"))
+		}
+	}
+	leader := st.Muted.Render("n/a")
+	if l := s.StatsLeader; l.Holder != "" {
+		leader = l.Holder
+		if l.Since != nil {
+			leader += " for " + Age(*l.Since, now, true)
+		}
+		if l.Expired {
+			leader += st.Warn.Render(" (lease expired: no agent renews it)")
+		}
+	}
+	row("Stats leader", leader)
+	b.WriteString("\n" + st.Section.Render("Alerts") + "\n")
+	alerts := Alerts(f, now)
+	if !f.Synced {
+		b.WriteString(st.Muted.Render("  no cluster data yet: "+orNA(f.Problem)) + "\n")
+	} else if len(alerts) == 0 {
+		b.WriteString(st.OK.Render("  none: every node ready, every volume healthy, every app running") + "\n")
+	}
+	room := max(h-8, 1)
+	for i, a := range alerts {
+		if i == room-1 && len(alerts) > room {
+			fmt.Fprintf(&b, "  … %d more\n", len(alerts)-i)
+			break
+		}
+		mark := st.Warn.Render("  ! ")
+		if a.Bad {
+			mark = st.Bad.Render("  ✖ ")
+		}
+		b.WriteString(mark + a.Text + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}

@@ -1,0 +1,112 @@
+package views
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/sitecon/sitecon/ui"
+)
+
+// podsScreen lists namespaces; enter opens one namespace's pods, esc goes back.
+type podsScreen struct {
+	ctx        *ui.Context
+	namespaces *ui.Table
+	pods       *ui.Table
+	open       string // namespace drilled into, "" for the list
+	frame      *Frame
+	now        time.Time
+}
+
+func newPods(ctx *ui.Context) screen {
+	return &podsScreen{
+		ctx: ctx,
+		namespaces: ui.NewTable(ctx, []ui.Column{{Title: "NAMESPACE", Width: 16}, {Title: "READY", Width: 6},
+			{Title: "NOT-READY", Width: 10}, {Title: "FAILED", Width: 7}}),
+		pods: ui.NewTable(ctx, []ui.Column{{Title: "NAME", Width: 20}, {Title: "PHASE", Width: 11}, {Title: "READY", Width: 6},
+			{Title: "RESTARTS", Width: 9}, {Title: "NODE", Width: 7}, {Title: "AGE", Width: 5}}),
+	}
+}
+
+func (s *podsScreen) setFrame(f *Frame, now time.Time) {
+	s.frame, s.now = f, now
+	st := s.ctx.Styles
+	var rows []ui.Row
+	for _, ns := range f.Status.Namespaces {
+		notReady := plain(fmt.Sprint(ns.NotReady))
+		if ns.NotReady > 0 {
+			notReady = styled(fmt.Sprint(ns.NotReady), st.Warn)
+		}
+		failed := plain(fmt.Sprint(ns.Failed))
+		if ns.Failed > 0 {
+			failed = styled(fmt.Sprint(ns.Failed), st.Bad)
+		}
+		rows = append(rows, ui.Row{ID: ns.Name, Cells: []ui.Cell{plain(ns.Name), plain(fmt.Sprint(ns.Ready)), notReady, failed}})
+	}
+	s.namespaces.SetRows(rows)
+	s.buildPods()
+}
+
+func (s *podsScreen) buildPods() {
+	if s.frame == nil {
+		return
+	}
+	st := s.ctx.Styles
+	var rows []ui.Row
+	for _, p := range s.frame.Pods {
+		if p.Namespace != s.open {
+			continue
+		}
+		phase := styled(p.Phase, st.OK)
+		if !p.Healthy {
+			phase = styled(p.Phase, st.Bad)
+		}
+		rows = append(rows, ui.Row{ID: p.Name, Cells: []ui.Cell{
+			plain(p.Name), phase, plain(p.Ready), {Text: fmt.Sprint(p.Restarts), Key: numberKey(int64(p.Restarts))},
+			plain(orNA(p.Node)), {Text: Age(p.Created, s.now, true), Key: durationKey(p.Created, s.now)},
+		}})
+	}
+	s.pods.SetRows(rows)
+}
+
+func (s *podsScreen) table() *ui.Table {
+	if s.open != "" {
+		return s.pods
+	}
+	return s.namespaces
+}
+
+func (s *podsScreen) help() screenHelp {
+	k := s.ctx.Keys
+	return screenHelp{
+		about: "Pod health per namespace; enter shows a namespace's pods.",
+		keys:  []helpLine{{k.Enter, "open the namespace's pods"}, {k.Back, "back to the namespaces"}},
+	}
+}
+
+func (s *podsScreen) title() string {
+	if s.open != "" {
+		return "pods in " + s.open + " (esc: back)"
+	}
+	return ""
+}
+
+func (s *podsScreen) key(msg tea.KeyMsg, h int) bool {
+	k := s.ctx.Keys
+	switch {
+	case key.Matches(msg, k.Enter) && s.open == "":
+		if ns := s.namespaces.SelectedID(); ns != "" {
+			s.open = ns
+			s.buildPods()
+		}
+		return true
+	case key.Matches(msg, k.Back) && s.open != "":
+		s.open = ""
+		return true
+	}
+	return s.table().Update(msg, h)
+}
+
+func (s *podsScreen) view(w, h int) string { return s.table().View(w, h) }

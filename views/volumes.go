@@ -1,0 +1,76 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// replicaMark keeps the replicas column readable at 80 columns:
+// node-a✓ healthy, node-b✗ failed, node-c↻ rebuilding, node-d■ stopped.
+func replicaMark(s string) string {
+	switch s {
+	case kube.ReplicaHealthy:
+		return "✓"
+	case kube.ReplicaRebuilding:
+		return "↻"
+	case kube.ReplicaFailed:
+		return "✗"
+	}
+	return "■"
+}
+
+// robustnessCell colours a volume's robustness and how long it has held:
+// degraded for a minute is a warning, for an hour or more an alarm.
+func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Cell, ui.Cell) {
+	st := ctx.Styles
+	since := ui.Cell{Text: Age(v.Since, now, v.SinceExact), Key: durationKey(v.Since, now)}
+	switch v.Robustness {
+	case "healthy":
+		return styled(v.Robustness, st.OK), since
+	case "degraded":
+		sev := st.Warn
+		if now.Sub(v.Since) >= time.Hour {
+			sev = st.Bad
+		}
+		since.Style = &sev
+		return styled(v.Robustness, sev), since
+	case "faulted":
+		since.Style = &st.Bad
+		return styled(v.Robustness, st.Bad), since
+	}
+	return styled(v.Robustness, st.Muted), since
+}
+
+func newVolumes(ctx *ui.Context) screen {
+	cols := []ui.Column{{Title: "NAME", Width: 16}, {Title: "STATE", Width: 9}, {Title: "ROBUSTNESS", Width: 10}, {Title: "SINCE", Width: 5},
+		{Title: "SIZE", Width: 5}, {Title: "USED", Width: 6, HideBelow: 100}, {Title: "NODE", Width: 7}, {Title: "REPLICAS ✓✗↻", Width: 18, Flex: true}}
+	about := screenHelp{about: "Longhorn volumes: state, robustness and how long it has held, size, where attached, and each replica (✓ healthy ✗ failed ↻ rebuilding ■ stopped)."}
+	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
+		var rows []ui.Row
+		for _, v := range f.Status.Volumes {
+			rob, since := robustnessCells(ctx, v, now)
+			var reps []string
+			for _, r := range v.Replicas {
+				mark := r.Node + replicaMark(r.State)
+				if r.State == kube.ReplicaRebuilding && r.Progress >= 0 {
+					mark += fmt.Sprintf("%d%%", r.Progress)
+				}
+				reps = append(reps, mark)
+			}
+			replicas := strings.Join(reps, " ")
+			if len(v.Replicas) < v.WantReplicas {
+				replicas += fmt.Sprintf(" (%d/%d)", len(v.Replicas), v.WantReplicas)
+			}
+			rows = append(rows, ui.Row{ID: v.Name, Cells: []ui.Cell{
+				plain(v.Label()), plain(v.State), rob, since,
+				{Text: Bytes(v.Size), Key: numberKey(v.Size)}, {Text: Bytes(v.ActualSize), Key: numberKey(v.ActualSize)},
+				plain(orNA(v.Node)), plain(replicas),
+			}})
+		}
+		return rows
+	}}
+}
