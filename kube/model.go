@@ -681,3 +681,18 @@ func NodeIsReady(n *corev1.Node) bool {
 	c := NodeReadyCondition(n)
 	return c != nil && c.Status == corev1.ConditionTrue
 }
+
+// NextLeaseExpiry is when the stats leader's lease runs out if its holder
+// stops renewing it (zero when there is none, or it has run out): the
+// status changes then without any event, so a reader waits for that time.
+func NextLeaseExpiry(d Data, now time.Time) time.Time {
+	for _, l := range d.Leases {
+		if l.Namespace != AppNamespace || l.Name != StatsLeaderLeaseName || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+			continue
+		}
+		if at := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second); at.After(now) {
+			return at
+		}
+	}
+	return time.Time{}
+}

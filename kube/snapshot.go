@@ -15,6 +15,7 @@ import (
 	lhinformers "github.com/longhorn/longhorn-manager/k8s/pkg/client/informers/externalversions"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -306,12 +307,31 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		UpdateFunc: func(any, any) { s.notify() },
 		DeleteFunc: func(any) { s.notify() },
 	}
+	leases := s.leases.Coordination().V1().Leases().Informer()
 	for _, inf := range watched {
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			s.markError(err)
 		})
+		if inf == leases {
+			continue
+		}
 		_, _ = inf.AddEventHandler(notify)
 	}
+	// A lease holder renews every few seconds and says nothing new: only a
+	// change of holder (or of its terms) is a change. Expiry, which no event
+	// announces, is a time the reader waits for (NextLeaseExpiry).
+	_, _ = leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.notify() },
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*coordinationv1.Lease)
+			n, ok2 := obj.(*coordinationv1.Lease)
+			if ok1 && ok2 && LeaseRenewalOnly(o, n) {
+				return
+			}
+			s.notify()
+		},
+		DeleteFunc: func(any) { s.notify() },
+	})
 	s.core.Start(ctx.Done())
 	s.leases.Start(ctx.Done())
 	s.appConfig.Start(ctx.Done())
@@ -615,4 +635,14 @@ func unreachable(host string, err error) error {
 		err = uerr.Err
 	}
 	return fmt.Errorf("cannot reach the API server at %s: %w", host, err)
+}
+
+// LeaseRenewalOnly says whether new differs from old only by its renew
+// time (and the object's own bookkeeping): the holder renewing, nothing a
+// reader shows.
+func LeaseRenewalOnly(old, new *coordinationv1.Lease) bool {
+	a, b := old.Spec.DeepCopy(), new.Spec.DeepCopy()
+	a.RenewTime, b.RenewTime = nil, nil
+	return apiequality.Semantic.DeepEqual(a, b) && old.Namespace == new.Namespace && old.Name == new.Name &&
+		apiequality.Semantic.DeepEqual(old.Labels, new.Labels) && apiequality.Semantic.DeepEqual(old.Annotations, new.Annotations)
 }

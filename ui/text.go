@@ -3,6 +3,7 @@ package ui
 import (
 	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -135,6 +136,84 @@ func CleanStrings[T any](v T) T {
 	return v
 }
 
+// The types CleanStrings walks, worked out once per type: which exported
+// fields of a struct can hold a string (a time.Time, say, cannot: its
+// fields are unexported), so a frame of a thousand rows costs a look at
+// its strings, not a reflection over every field of every row.
+var (
+	typePlans   sync.Map // reflect.Type → []int (struct) or bool (other)
+	typePlansMu sync.Mutex
+)
+
+// stringFields are the indexes of t's exported fields that may hold a
+// string.
+func stringFields(t reflect.Type) []int {
+	if p, ok := typePlans.Load(t); ok {
+		return p.([]int)
+	}
+	typePlansMu.Lock()
+	defer typePlansMu.Unlock()
+	return planStruct(t, map[reflect.Type]bool{})
+}
+
+// mayHoldStrings says whether a value of type t can hold a string
+// CleanStrings would reach.
+func mayHoldStrings(t reflect.Type) bool {
+	if p, ok := typePlans.Load(t); ok {
+		if fields, isStruct := p.([]int); isStruct {
+			return len(fields) > 0
+		}
+		return p.(bool)
+	}
+	typePlansMu.Lock()
+	defer typePlansMu.Unlock()
+	return plan(t, map[reflect.Type]bool{})
+}
+
+// plan works out (and records) whether t may hold strings; visiting guards
+// against recursive types, which are taken to hold them.
+func plan(t reflect.Type, visiting map[reflect.Type]bool) bool {
+	if p, ok := typePlans.Load(t); ok {
+		if fields, isStruct := p.([]int); isStruct {
+			return len(fields) > 0
+		}
+		return p.(bool)
+	}
+	if visiting[t] {
+		return true
+	}
+	var holds bool
+	switch t.Kind() {
+	case reflect.String, reflect.Interface:
+		holds = true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		visiting[t] = true
+		holds = plan(t.Elem(), visiting)
+	case reflect.Map:
+		visiting[t] = true
+		holds = plan(t.Key(), visiting) || plan(t.Elem(), visiting)
+	case reflect.Struct:
+		return len(planStruct(t, visiting)) > 0
+	}
+	typePlans.Store(t, holds)
+	return holds
+}
+
+func planStruct(t reflect.Type, visiting map[reflect.Type]bool) []int {
+	if p, ok := typePlans.Load(t); ok {
+		return p.([]int)
+	}
+	visiting[t] = true
+	fields := []int{}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && plan(f.Type, visiting) {
+			fields = append(fields, i)
+		}
+	}
+	typePlans.Store(t, fields)
+	return fields
+}
+
 // cleanValue returns v cleaned, and whether anything changed (when not,
 // the value returned is v itself).
 func cleanValue(v reflect.Value) (reflect.Value, bool) {
@@ -166,10 +245,7 @@ func cleanValue(v reflect.Value) (reflect.Value, bool) {
 		}
 	case reflect.Struct:
 		var out reflect.Value
-		for i := range v.NumField() {
-			if !v.Type().Field(i).IsExported() {
-				continue
-			}
+		for _, i := range stringFields(v.Type()) {
 			field, changed := cleanValue(v.Field(i))
 			if !changed {
 				continue
@@ -184,7 +260,7 @@ func cleanValue(v reflect.Value) (reflect.Value, bool) {
 			return out, true
 		}
 	case reflect.Slice, reflect.Array:
-		if v.Kind() == reflect.Slice && v.IsNil() {
+		if v.Kind() == reflect.Slice && v.IsNil() || !mayHoldStrings(v.Type().Elem()) {
 			break
 		}
 		var out reflect.Value

@@ -22,13 +22,13 @@ func newApps(ctx *ui.Context) screen {
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, a := range f.Status.Apps {
-			status := styled(a.Phase, ctx.Styles.OK)
+			status := styled(a.Phase, &ctx.Styles.OK)
 			if !a.Ready {
-				status = styled(orNA(a.Phase), ctx.Styles.Bad)
+				status = styled(orNA(a.Phase), &ctx.Styles.Bad)
 			}
 			node := plain(orNA(a.Node))
 			if a.DesignatedNode != "" && a.Node != "" && a.Node != a.DesignatedNode {
-				node = styled(a.Node, ctx.Styles.Warn) // running away from its designated node
+				node = styled(a.Node, &ctx.Styles.Warn) // running away from its designated node
 			}
 			move := ui.Cell{Text: "-"}
 			if m := a.LastMove; m != nil {
@@ -46,7 +46,7 @@ func newApps(ctx *ui.Context) screen {
 				for _, o := range a.Terminating {
 					parts = append(parts, "terminating on "+orNA(o.Node))
 				}
-				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), ctx.Styles.Warn)
+				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), &ctx.Styles.Warn)
 			}
 			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
 				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc, note,

@@ -84,6 +84,10 @@ type App struct {
 	// newWizard builds the formation wizard (:form); wizard is the open one.
 	newWizard func() *FormWizard
 	wizard    *FormWizard
+	// builtAt is the time of the latest frame or tick; built is when each
+	// screen was last built from it (only the visible screen is rebuilt).
+	builtAt time.Time
+	built   []time.Time
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
@@ -103,6 +107,7 @@ func NewApp(ctx *ui.Context) *App {
 	a.screens = []screen{
 		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
 	}
+	a.built = make([]time.Time, len(a.screens))
 	return a
 }
 
@@ -166,16 +171,10 @@ func (a *App) update(msg tea.Msg) tea.Cmd {
 		// the banner draw comes through here: cleaned once, in one place
 		// (safety rule 7).
 		a.frame = ui.CleanStrings(Frame(msg))
-		now := a.ctx.Now()
-		for _, s := range a.screens {
-			s.setFrame(&a.frame, now)
-		}
+		a.refresh()
 		return nil
 	case TickMsg:
-		now := a.ctx.Now()
-		for _, s := range a.screens {
-			s.setFrame(&a.frame, now)
-		}
+		a.refresh()
 		return tick()
 	case tea.KeyMsg:
 		return a.handleKey(msg)
@@ -267,9 +266,9 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Help):
 		a.full = true
 	case key.Matches(msg, k.NextScreen):
-		a.current = (a.current + 1) % len(a.screens)
+		a.show((a.current + 1) % len(a.screens))
 	case key.Matches(msg, k.PrevScreen):
-		a.current = (a.current + len(a.screens) - 1) % len(a.screens)
+		a.show((a.current + len(a.screens) - 1) % len(a.screens))
 	case key.Matches(msg, k.Command):
 		a.mode = modeCommand
 		a.input.SetValue("")
@@ -288,7 +287,7 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 	default:
 		for i, b := range k.Screens {
 			if key.Matches(msg, b) {
-				a.current = i
+				a.show(i)
 				return nil
 			}
 		}
@@ -381,11 +380,31 @@ func (a *App) runCommand(cmd string) tea.Cmd {
 		}
 	}
 	if len(matches) == 1 {
-		a.current = matches[0]
+		a.show(matches[0])
 		return nil
 	}
 	a.message = fmt.Sprintf("unknown command :%s (try :%s)", cmd, strings.Join(keymap.ScreenNames, ", :"))
 	return nil
+}
+
+// refresh rebuilds the visible screen from the frame (ages move with the
+// clock); the others are rebuilt when they are shown.
+func (a *App) refresh() {
+	a.builtAt = a.ctx.Now()
+	for i := range a.built {
+		a.built[i] = time.Time{}
+	}
+	a.show(a.current)
+}
+
+// show makes screen i the current one, rebuilt if the frame or the clock
+// moved since it was last built.
+func (a *App) show(i int) {
+	a.current = i
+	if a.built[i] != a.builtAt {
+		a.screens[i].setFrame(&a.frame, a.builtAt)
+		a.built[i] = a.builtAt
+	}
 }
 
 // bodyHeight is what the header, tab and footer lines leave, less the stale

@@ -63,7 +63,7 @@ func (s *eventsScreen) setFrame(f *Frame, now time.Time) {
 		s.entries[e.id] = e
 		typ := plain("Normal")
 		if e.warning {
-			typ = styled("Warning", s.ctx.Styles.Warn)
+			typ = styled("Warning", &s.ctx.Styles.Warn)
 		}
 		rows = append(rows, ui.Row{ID: e.id, Cells: []ui.Cell{
 			{Text: Age(e.at, now, true), Key: durationKey(e.at, now)}, typ, plain(e.reason), plain(e.object), plain(e.message),

@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -15,18 +16,23 @@ const MaxFrameRate = 10
 
 // agentPollInterval is how often the agent's local state is re-read; it is a
 // unix socket on this node, not the API server.
-const agentPollInterval = 2 * time.Second
+var agentPollInterval = 2 * time.Second
 
 // BuildFrame computes a frame from the snapshot; snap may be nil when there
 // is no cluster to read (problem says why).
 func BuildFrame(snap *kube.Snapshot, agent *AgentSummary, problem string, now time.Time) Frame {
-	f := Frame{Agent: agent, Problem: problem}
 	if snap == nil {
-		return f
+		return Frame{Agent: agent, Problem: problem}
 	}
-	d := snap.Data()
+	return FrameFromData(snap.Data(), snap.Synced(), agent, problem, now)
+}
+
+// FrameFromData computes a frame from what the snapshot holds: the cluster
+// model, the pod and event rows.
+func FrameFromData(d kube.Data, synced bool, agent *AgentSummary, problem string, now time.Time) Frame {
+	f := Frame{Agent: agent, Problem: problem}
 	f.Status = kube.Derive(d, now)
-	f.Synced = snap.Synced()
+	f.Synced = synced
 	if f.Synced {
 		f.Pods = kube.PodRows(d.Pods)
 		f.Events = kube.EventRows(d.Events, 500)
@@ -53,24 +59,52 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 	poll := time.NewTicker(agentPollInterval)
 	defer poll.Stop()
 	var agent *AgentSummary
-	refreshAgent := func() {
-		if agentState != nil {
-			agent = agentState(ctx)
+	refreshAgent := func() (changed bool) {
+		if agentState == nil {
+			return false
 		}
+		next := agentState(ctx)
+		changed = !reflect.DeepEqual(next, agent)
+		agent = next
+		return changed
 	}
 	refreshAgent()
 	minGap := time.Second / MaxFrameRate
 	for {
-		send(FrameMsg(BuildFrame(snap, agent, problem, time.Now())))
-		sent := time.Now()
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes:
-		case <-poll.C:
-			refreshAgent()
+		now := time.Now()
+		f := BuildFrame(snap, agent, problem, now)
+		send(FrameMsg(f))
+		// The stats leader's lease running out changes the status with no
+		// event to say so: wake up for it.
+		var expiry <-chan time.Time
+		var timer *time.Timer
+		if snap != nil {
+			if at := kube.NextLeaseExpiry(snap.Data(), now); !at.IsZero() {
+				timer = time.NewTimer(time.Until(at) + 10*time.Millisecond)
+				expiry = timer.C
+			}
 		}
-		if wait := minGap - time.Since(sent); wait > 0 {
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+				break wait
+			case <-expiry:
+				break wait
+			case <-poll.C:
+				// The agent's state is re-read; the frame is rebuilt only
+				// when it says something new.
+				if refreshAgent() {
+					break wait
+				}
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if wait := minGap - time.Since(now); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return

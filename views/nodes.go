@@ -14,9 +14,9 @@ import (
 func nodeStatusCell(ctx *ui.Context, n kube.NodeStatus) ui.Cell {
 	switch n.Status {
 	case kube.NodeReady:
-		return styled(n.Status, ctx.Styles.OK)
+		return styled(n.Status, &ctx.Styles.OK)
 	default:
-		return styled(n.Status, ctx.Styles.Bad)
+		return styled(n.Status, &ctx.Styles.Bad)
 	}
 }
 
@@ -44,13 +44,13 @@ func newNodes(ctx *ui.Context) screen {
 			if n.Seed {
 				roles += ",seed"
 			}
-			sched := styled("yes", ctx.Styles.Muted)
+			sched := styled("yes", &ctx.Styles.Muted)
 			if !n.Schedulable {
-				sched = styled("cordoned", ctx.Styles.Warn)
+				sched = styled("cordoned", &ctx.Styles.Warn)
 			}
 			version := plain(n.KubeletVersion)
 			if n.VersionSkew != "" {
-				version = styled(n.KubeletVersion+"!", ctx.Styles.Bad)
+				version = styled(n.KubeletVersion+"!", &ctx.Styles.Bad)
 			}
 			rows = append(rows, ui.Row{ID: n.Name, Cells: []ui.Cell{
 				plain(n.Name), plain(roles), nodeStatusCell(ctx, n),

@@ -32,16 +32,16 @@ func newPods(ctx *ui.Context) screen {
 
 func (s *podsScreen) setFrame(f *Frame, now time.Time) {
 	s.frame, s.now = f, now
-	st := s.ctx.Styles
+	st := &s.ctx.Styles
 	var rows []ui.Row
 	for _, ns := range f.Status.Namespaces {
 		notReady := plain(fmt.Sprint(ns.NotReady))
 		if ns.NotReady > 0 {
-			notReady = styled(fmt.Sprint(ns.NotReady), st.Warn)
+			notReady = styled(fmt.Sprint(ns.NotReady), &st.Warn)
 		}
 		failed := plain(fmt.Sprint(ns.Failed))
 		if ns.Failed > 0 {
-			failed = styled(fmt.Sprint(ns.Failed), st.Bad)
+			failed = styled(fmt.Sprint(ns.Failed), &st.Bad)
 		}
 		rows = append(rows, ui.Row{ID: ns.Name, Cells: []ui.Cell{plain(ns.Name), plain(fmt.Sprint(ns.Ready)), notReady, failed}})
 	}
@@ -53,15 +53,15 @@ func (s *podsScreen) buildPods() {
 	if s.frame == nil {
 		return
 	}
-	st := s.ctx.Styles
+	st := &s.ctx.Styles
 	var rows []ui.Row
 	for _, p := range s.frame.Pods {
 		if p.Namespace != s.open {
 			continue
 		}
-		phase := styled(p.Phase, st.OK)
+		phase := styled(p.Phase, &st.OK)
 		if !p.Healthy {
-			phase = styled(p.Phase, st.Bad)
+			phase = styled(p.Phase, &st.Bad)
 		}
 		rows = append(rows, ui.Row{ID: p.Name, Cells: []ui.Cell{
 			plain(p.Name), phase, plain(p.Ready), {Text: fmt.Sprint(p.Restarts), Key: numberKey(int64(p.Restarts))},

@@ -13,7 +13,9 @@ import (
 // cell helpers keep severity colouring in one place.
 func plain(s string) ui.Cell { return ui.Cell{Text: s} }
 
-func styled(s string, st lipgloss.Style) ui.Cell { return ui.Cell{Text: s, Style: &st} }
+// styled points at a style of the context's theme: shared, never copied,
+// so a cell costs no allocation for its colour.
+func styled(s string, st *lipgloss.Style) ui.Cell { return ui.Cell{Text: s, Style: st} }
 
 // durationKey sorts ages by value: zero-padded seconds.
 func durationKey(t, now time.Time) string { return fmt.Sprintf("%015d", int64(now.Sub(t).Seconds())) }

@@ -26,23 +26,23 @@ func replicaMark(s string) string {
 // robustnessCell colours a volume's robustness and how long it has held:
 // degraded for a minute is a warning, for an hour or more an alarm.
 func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Cell, ui.Cell) {
-	st := ctx.Styles
+	st := &ctx.Styles
 	since := ui.Cell{Text: Age(v.Since, now, v.SinceExact), Key: durationKey(v.Since, now)}
 	switch v.Robustness {
 	case "healthy":
-		return styled(v.Robustness, st.OK), since
+		return styled(v.Robustness, &st.OK), since
 	case "degraded":
-		sev := st.Warn
+		sev := &st.Warn
 		if now.Sub(v.Since) >= time.Hour {
-			sev = st.Bad
+			sev = &st.Bad
 		}
-		since.Style = &sev
+		since.Style = sev
 		return styled(v.Robustness, sev), since
 	case "faulted":
 		since.Style = &st.Bad
-		return styled(v.Robustness, st.Bad), since
+		return styled(v.Robustness, &st.Bad), since
 	}
-	return styled(v.Robustness, st.Muted), since
+	return styled(v.Robustness, &st.Muted), since
 }
 
 func newVolumes(ctx *ui.Context) screen {

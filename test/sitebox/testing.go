@@ -47,56 +47,78 @@ type TestSite struct {
 	done   sync.WaitGroup
 }
 
-var shared *TestSite
+// The package's site: started by the first test that asks for it, so a
+// run of pure tests (go test -run TestSomePureThing) boots nothing.
+var (
+	sharedOnce sync.Once
+	shared     *TestSite
+	sharedErr  error
+	sharedDir  string
+	mainRan    bool
+)
 
-// RunMain starts one site for a package's tests, runs them, and tears the
-// site down: call it from TestMain as os.Exit(sitebox.RunMain(m)). The site's
-// logs stay in a temporary directory named on failure.
+// RunMain runs a package's tests and tears down the site they shared, if
+// one asked for it: call it from TestMain as os.Exit(sitebox.RunMain(m)).
+// The site's logs stay in a temporary directory named on failure.
 func RunMain(m *testing.M) int {
+	mainRan = true
+	code := m.Run()
+	if shared == nil {
+		if sharedErr != nil && code == 0 {
+			code = 1
+		}
+		return code
+	}
+	if os.Getenv("SITEBOX_KEEP") != "" {
+		// Debugging: leave the site up to look at (sitebox down --dir).
+		fmt.Fprintf(os.Stderr, "sitebox: SITEBOX_KEEP set, site left running in %s\n", sharedDir)
+		return code
+	}
+	shared.Stop()
+	if code == 0 {
+		_ = os.RemoveAll(sharedDir)
+	} else {
+		fmt.Fprintf(os.Stderr, "sitebox: logs kept in %s\n", filepath.Join(sharedDir, "logs"))
+	}
+	return code
+}
+
+// Shared returns the package's site, starting it on first use.
+func Shared(t testing.TB) *TestSite {
+	t.Helper()
+	if !mainRan {
+		t.Fatal("no sitebox: call sitebox.RunMain from TestMain")
+	}
+	sharedOnce.Do(startShared)
+	if sharedErr != nil {
+		t.Fatalf("sitebox: %v", sharedErr)
+	}
+	return shared
+}
+
+func startShared() {
 	dir, err := os.MkdirTemp("", "sitebox-test-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sitebox:", err)
-		return 1
+		sharedErr = err
+		return
 	}
+	sharedDir = dir
 	site, err := StartTestSite(TestOptions(dir))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sitebox:", err)
-		return 1
+		sharedErr = fmt.Errorf("%w (logs in %s)", err, filepath.Join(dir, "logs"))
+		return
 	}
-	shared = site
 	// client-go in this process (the tests' agents, snapshots and leader
 	// elections) logs through klog to stderr; it goes to a file beside the
 	// site's logs instead, so a failing test's own words are what stand out.
 	clientGoLog, err := os.OpenFile(filepath.Join(dir, "logs", "client-go.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sitebox:", err)
 		site.Stop()
-		return 1
+		sharedErr = err
+		return
 	}
-	defer clientGoLog.Close()
 	klog.SetSlogLogger(slog.New(slog.NewTextHandler(clientGoLog, nil)))
-	code := m.Run()
-	if os.Getenv("SITEBOX_KEEP") != "" {
-		// Debugging: leave the site up to look at (sitebox down --dir).
-		fmt.Fprintf(os.Stderr, "sitebox: SITEBOX_KEEP set, site left running in %s\n", dir)
-		return code
-	}
-	site.Stop()
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(os.Stderr, "sitebox: logs kept in %s\n", filepath.Join(dir, "logs"))
-	}
-	return code
-}
-
-// Shared returns the package's site started by RunMain.
-func Shared(t testing.TB) *TestSite {
-	t.Helper()
-	if shared == nil {
-		t.Fatal("no sitebox: call sitebox.RunMain from TestMain")
-	}
-	return shared
+	shared = site
 }
 
 // StartTestSite starts a site with the simulators running in this process,
