@@ -278,13 +278,10 @@ func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
 }
 
 // auditEvents are the latest actions recorded on this device, for the
-// Events screen.
-func auditEvents(path string, max int) []views.AgentEvent {
-	recs, err := audit.Read(path)
-	if err != nil {
-		return nil
-	}
-	recs = recs[len(recs)-min(len(recs), max):]
+// Events screen, from a tail of the log: each poll reads only what was
+// appended since the last.
+func auditEvents(tail *audit.Tail) []views.AgentEvent {
+	recs, _ := tail.Latest()
 	var out []views.AgentEvent
 	for _, r := range recs {
 		msg := r.Outcome + " by " + r.User
@@ -376,9 +373,10 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 		})
 	}
 	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
+	auditTail := audit.NewTail(g.auditLog, 200)
 	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary {
 		sum := agentSummary(ctx, agentSocket)
-		sum.Events = append(sum.Events, auditEvents(g.auditLog, 200)...)
+		sum.Events = append(sum.Events, auditEvents(auditTail)...)
 		return sum
 	}, problem, prog.Send)
 	log.Info("console started", "readonly", g.readOnly)
