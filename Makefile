@@ -59,8 +59,9 @@ demo: build sitebox
 
 # PNGs of the console's real frames (the golden-frame path, in colour) for
 # the README, through charmbracelet/freeze (built once into the cache) and
-# rsvg-convert (Debian's librsvg2-bin). freeze sometimes reads no output
-# from the command it runs in its pty: each frame gets three tries.
+# rsvg-convert (Debian's librsvg2-bin). freeze sometimes reads no output,
+# or only part of it, from the command it runs in its pty: each frame gets
+# three tries, and a PNG shorter than its frame's lines is a failed try.
 FREEZE   := $(HOME)/.cache/sitecon/tools/freeze-v0.2.2
 MONOFONT := /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf
 screenshots:
@@ -71,9 +72,13 @@ screenshots:
 	  mkdir -p screenshots && for f in $$frames/*.ansi; do \
 	    name=$$(basename $$f .ansi); \
 	    font=""; test -f $(MONOFONT) && font="--font.file $(MONOFONT) --font.family DejaVuSansMono"; \
-	    ok=""; for try in 1 2 3; do \
-	      if $(FREEZE) -x "cat $$f" -o screenshots/$$name.png --window $$font </dev/null >/dev/null 2>&1; then ok=1; break; fi; \
-	    done; test -n "$$ok" || { echo "freeze failed on $$name"; exit 1; }; \
+	    lines=$$(wc -l < $$f); ok=""; for try in 1 2 3; do \
+	      if $(FREEZE) -x "cat $$f" -o screenshots/$$name.png --window $$font </dev/null >/dev/null 2>&1; then \
+	        height=$$(od -An -tu1 -j20 -N4 screenshots/$$name.png | awk '{print $$1*16777216+$$2*65536+$$3*256+$$4}'); \
+	        if [ "$$height" -ge $$((lines * 50)) ]; then ok=1; break; fi; \
+	        echo "freeze drew $$name short ($$height px for $$lines lines); again"; \
+	      fi; \
+	    done; test -n "$$ok" || { echo "freeze failed on $$name (or drew it short: PNG height, read from its IHDR, under 50 px a line)"; exit 1; }; \
 	    echo "screenshots/$$name.png"; \
 	  done
 

@@ -444,6 +444,16 @@ func TestWriteScreenshotFrames(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "7-drain-refused.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The nodes screen's help, as ? shows it at 80x24.
+	ctx = ui.NewContext(r, func() time.Time { return now }, nil)
+	ctx.Width, ctx.Height = 80, 24
+	a = NewApp(ctx)
+	a.SetActions(&Actions{})
+	a.Update(FrameMsg(sampleFrame()))
+	press(a, "2", "?")
+	if err := os.WriteFile(filepath.Join(dir, "8-nodes-help.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func refusedDrain() kube.Preflight {
