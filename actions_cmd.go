@@ -18,6 +18,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
 )
 
 // actionFlags are shared by every command that changes the cluster.
@@ -172,15 +173,17 @@ func printPreflight(w io.Writer, p kube.Preflight) {
 	case kube.PurposeReplace:
 		what = "replacing"
 	}
-	fmt.Fprintf(w, "preflight for %s %s:\n", what, p.Node)
+	// The verdict quotes the cluster (names, the published etcd member
+	// list's errors): cleaned before it is printed (safety rule 7).
+	fmt.Fprintf(w, "preflight for %s %s:\n", what, ui.Clean(p.Node))
 	for _, r := range p.Refusals {
-		fmt.Fprintf(w, "  REFUSED  %s\n", r)
+		fmt.Fprintf(w, "  REFUSED  %s\n", ui.Clean(r))
 	}
 	for _, r := range p.Warnings {
-		fmt.Fprintf(w, "  WARNING  %s (needs --force)\n", r)
+		fmt.Fprintf(w, "  WARNING  %s (needs --force)\n", ui.Clean(r))
 	}
 	for _, n := range p.Notes {
-		fmt.Fprintf(w, "  note     %s\n", n)
+		fmt.Fprintf(w, "  note     %s\n", ui.Clean(n))
 	}
 	if len(p.Refusals)+len(p.Warnings) == 0 {
 		fmt.Fprintln(w, "  ok       nothing stands in the way")
