@@ -341,8 +341,9 @@ func newDrainCmd(g *globalFlags) *cobra.Command {
 		Use:   "drain NODE",
 		Short: "Take NODE out for service: preflight, cordon, evict its pods (PodDisruptionBudgets respected)",
 		Long: `Drain a node for service. The preflight refuses when etcd would lose
-quorum (with M etcd members, floor(M/2)+1 must stay Ready and uncordoned; it
-says the numbers), when the node holds the only healthy replica of a volume
+quorum (with M etcd members, floor(M/2)+1 must stay healthy; M is etcd's own
+member list as the servers' agents publish it, else the Nodes' etcd label,
+and the verdict says which; it says the numbers), when the node holds the only healthy replica of a volume
 in use, or when a pod cannot be evicted safely. It asks for --force (and the
 node name typed) when pinned apps would stop, when the node holds the only
 up-to-date copy of a detached volume (every replica that holds data counts,
