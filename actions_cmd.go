@@ -18,6 +18,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
 )
 
 // actionFlags are shared by every command that changes the cluster.
@@ -172,15 +173,17 @@ func printPreflight(w io.Writer, p kube.Preflight) {
 	case kube.PurposeReplace:
 		what = "replacing"
 	}
-	fmt.Fprintf(w, "preflight for %s %s:\n", what, p.Node)
+	// The verdict quotes the cluster (names, the published etcd member
+	// list's errors): cleaned before it is printed (safety rule 7).
+	fmt.Fprintf(w, "preflight for %s %s:\n", what, ui.Clean(p.Node))
 	for _, r := range p.Refusals {
-		fmt.Fprintf(w, "  REFUSED  %s\n", r)
+		fmt.Fprintf(w, "  REFUSED  %s\n", ui.Clean(r))
 	}
 	for _, r := range p.Warnings {
-		fmt.Fprintf(w, "  WARNING  %s (needs --force)\n", r)
+		fmt.Fprintf(w, "  WARNING  %s (needs --force)\n", ui.Clean(r))
 	}
 	for _, n := range p.Notes {
-		fmt.Fprintf(w, "  note     %s\n", n)
+		fmt.Fprintf(w, "  note     %s\n", ui.Clean(n))
 	}
 	if len(p.Refusals)+len(p.Warnings) == 0 {
 		fmt.Fprintln(w, "  ok       nothing stands in the way")
@@ -338,8 +341,9 @@ func newDrainCmd(g *globalFlags) *cobra.Command {
 		Use:   "drain NODE",
 		Short: "Take NODE out for service: preflight, cordon, evict its pods (PodDisruptionBudgets respected)",
 		Long: `Drain a node for service. The preflight refuses when etcd would lose
-quorum (with M etcd members, floor(M/2)+1 must stay Ready and uncordoned; it
-says the numbers), when the node holds the only healthy replica of a volume
+quorum (with M etcd members, floor(M/2)+1 must stay healthy; M is etcd's own
+member list as the servers' agents publish it, else the Nodes' etcd label,
+and the verdict says which; it says the numbers), when the node holds the only healthy replica of a volume
 in use, or when a pod cannot be evicted safely. It asks for --force (and the
 node name typed) when pinned apps would stop, when the node holds the only
 up-to-date copy of a detached volume (every replica that holds data counts,

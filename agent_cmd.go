@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
 )
 
 // DefaultAgentSocket is where the agent serves its local API.
@@ -19,6 +21,7 @@ const DefaultAgentSocket = "/run/sitecon/agent.sock"
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var opts agent.Options
 	var k3sConfig, k3sDataDir string
+	var etcd kube.EtcdAccess
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run the node agent: cluster address and firewall, /status, k3s in its role",
@@ -58,6 +61,12 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 			klog.SetSlogLogger(log.With("from", "client-go"))
 			opts.Kubeconfig = g.kubeconfig
 			opts.K3sPaths = agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
+			// k3s's own client certificates unless named; an empty
+			// endpoint publishes no member list.
+			k3sEtcd := kube.K3sEtcdAccess(k3sDataDir)
+			opts.Etcd = kube.EtcdAccess{Endpoint: etcd.Endpoint,
+				CertFile: cmp.Or(etcd.CertFile, k3sEtcd.CertFile), KeyFile: cmp.Or(etcd.KeyFile, k3sEtcd.KeyFile),
+				CAFile: cmp.Or(etcd.CAFile, k3sEtcd.CAFile)}
 			if opts.NoBootstrap && opts.NodeName == "" {
 				return fmt.Errorf("--no-bootstrap needs --node-name")
 			}
@@ -73,6 +82,10 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 	f.StringVar(&opts.K3sBin, "k3s-bin", "k3s", "k3s binary")
 	f.StringVar(&k3sConfig, "k3s-config", agent.DefaultK3sPaths.ConfigFile, "k3s config file")
 	f.StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory")
+	f.StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, read for etcd's member list (published for the drain preflight's quorum); empty: publish none")
+	f.StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
+	f.StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")
+	f.StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")
 	f.StringVar(&opts.K3sLogFile, "k3s-log", "/var/log/sitecon-k3s.log", "where k3s's output goes")
 	f.StringVar(&opts.SocketPath, "socket", DefaultAgentSocket, "local API socket (mode 0600)")
 	f.BoolVar(&opts.NoBootstrap, "no-bootstrap", false, "run only the apps part against an existing cluster (needs --node-name, --apps-dir)")

@@ -111,7 +111,12 @@ type Options struct {
 	SeedBackoffMin, SeedBackoffMax time.Duration
 	// K3sBackoffMin bounds k3s restarts (tests shorten it).
 	K3sBackoffMin time.Duration
-	Log           *slog.Logger
+	// Etcd reaches this node's etcd member, to publish etcd's member list
+	// for the drain preflight's quorum (kube.EtcdPublisher); an empty
+	// endpoint publishes nothing. Default: k3s's own endpoint and client
+	// certificates (kube.K3sEtcdAccess).
+	Etcd kube.EtcdAccess
+	Log  *slog.Logger
 }
 
 // Agent is the node agent's bootstrap part.
@@ -160,6 +165,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.Env.ReadFile == nil {
 		opts.Env = HostEnvironment()
+	}
+	if opts.Etcd == (kube.EtcdAccess{}) {
+		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
 	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now()}}
 }
@@ -741,13 +749,24 @@ func (m *membership) connect(ctx context.Context) {
 }
 
 // startClusterWork starts what needs the cluster: the stats-leader election
-// (every node stands) and the apps part.
+// (every node stands), the publication of etcd's member list (servers)
+// and the apps part.
 func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string) {
 	leader := &StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
 	a.mu.Lock()
 	a.leader = leader
+	applied := a.applied
 	a.mu.Unlock()
+	// Every server publishes what its own member sees, not the stats
+	// leader alone: the leader may be a worker, which has no etcd client
+	// certificates, and a server cut off from the quorum cannot write, so
+	// what is published comes from the side that holds it.
+	if a.opts.Etcd.Endpoint != "" && (applied == nil || DecideRole(applied) != RoleAgent) {
+		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
+			Log: a.log.With("component", "etcd-members")}
+		go publisher.Run(ctx)
+	}
 	go func() { _ = leader.Run(ctx) }()
 	if a.opts.ConfigPath != "" {
 		go RemoveBundlesOnceJoined(ctx, snap, JoinBundlesDir(a.opts.ConfigPath), a.log)

@@ -102,10 +102,9 @@ type DrainCheck struct {
 	// LocalNode is the node this program runs on, when known: a node does
 	// not remove itself.
 	LocalNode string
-	// Members is the etcd member list; nil: the Nodes carrying the etcd
-	// role label (EtcdMembersFromNodes). etcd's own list replaces it once
-	// the agents publish it.
-	Members []safety.Member
+	// Now judges the age of the published etcd member list; zero: the
+	// current time.
+	Now time.Time
 }
 
 // Preflight is the drain's verdict before anything changes. Refusals stop
@@ -152,7 +151,11 @@ func EtcdMembersFromNodes(nodes []*corev1.Node) []safety.Member {
 // DrainPreflight judges a drain, remove or replace (c.Purpose).
 //
 // Quorum is arithmetic: with M etcd members, floor(M/2)+1 must stay healthy
-// (Ready, not cordoned) with the node out; the refusal says the numbers.
+// with the node out; the refusal says the numbers. The members are etcd's
+// own list as the agents publish it, each healthy when etcd's status call
+// answered and its Node is Ready and not cordoned (EtcdQuorumMembers); a
+// list that is missing or stale gives way to the Nodes' etcd role label,
+// and a note says which was counted.
 // A remove that leaves the cluster unable to take a failure warns (needs
 // --force); so does removing a node that is still Ready. A remove never
 // takes the last server or the node this runs on.
@@ -205,11 +208,18 @@ func DrainPreflight(c DrainCheck) Preflight {
 
 // quorumChecks: the etcd arithmetic, and what a remove must never take.
 func quorumChecks(p *Preflight, c DrainCheck, target *corev1.Node, purpose Purpose) {
-	members := c.Members
-	if members == nil {
-		members = EtcdMembersFromNodes(c.Data.Nodes)
+	now := c.Now
+	if now.IsZero() {
+		now = time.Now()
 	}
-	q := safety.TakeOut(members, c.Node, purpose.verb())
+	members := EtcdQuorumMembers(c.Data, now)
+	q := safety.TakeOut(members.Members, c.Node, purpose.verb())
+	if q.IsMember || IsEtcdMember(target) {
+		// Never silent about which list was counted: a fallback to the
+		// labels is said, and so is a server the list does not have.
+		p.Notes = append(p.Notes, members.Source)
+		p.Notes = append(p.Notes, members.Learners...)
+	}
 	switch {
 	case !q.IsMember:
 	case !q.Holds():
@@ -478,7 +488,7 @@ func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts
 	opts.Progress = nil
 	h := opts.helper(ctx, clients.Core)
 	list, errs := h.GetPodsForDeletion(node)
-	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d), Excluded: errs, Purpose: purpose, LocalNode: local}
+	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d), Excluded: errs, Purpose: purpose, LocalNode: local, Now: time.Now()}
 	if list != nil {
 		check.Evict = list.Pods()
 	}
@@ -605,8 +615,9 @@ func DrainAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed P
 }
 
 // freshDrainData replaces, in d, what the drain preflight judges by (nodes,
-// Longhorn volumes and replicas) with a read from the API server. These are
-// one-shot reads for an action, not steady state.
+// the published etcd member list, Longhorn volumes and replicas) with a
+// read from the API server. These are one-shot reads for an action, not
+// steady state.
 func freshDrainData(ctx context.Context, clients *Clients, d Data) (Data, error) {
 	nodes, err := clients.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -615,6 +626,16 @@ func freshDrainData(ctx context.Context, clients *Clients, d Data) (Data, error)
 	d.Nodes = nil
 	for i := range nodes.Items {
 		d.Nodes = append(d.Nodes, &nodes.Items[i])
+	}
+	members, err := clients.Core.CoreV1().ConfigMaps(AppNamespace).Get(ctx, EtcdMembersConfigMapName, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return d, fmt.Errorf("etcd member list: %w", err)
+	}
+	d.ConfigMaps = slices.DeleteFunc(slices.Clone(d.ConfigMaps), func(cm *corev1.ConfigMap) bool {
+		return cm.Name == EtcdMembersConfigMapName
+	})
+	if err == nil {
+		d.ConfigMaps = append(d.ConfigMaps, members)
 	}
 	// Asked again, not taken from d: Longhorn may have come since.
 	has, err := longhornInstalled(ctx, clients)

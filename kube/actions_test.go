@@ -53,10 +53,10 @@ func TestDrainPreflight(t *testing.T) {
 		"last healthy replica": {node: "node-b", refusals: []string{"node-b holds the only healthy replica of vol-single (eve-kube-app/vol-single-claim)"}},
 		"another server not ready": {node: "node-a", edit: func(c *DrainCheck) {
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)
-		}, refusals: []string{"3 etcd members; draining node-a leaves 1 healthy (node-c NotReady), quorum needs 2"}},
+		}, refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); draining node-a leaves 1 of the 2 needed"}},
 		"another server draining": {node: "node-a", edit: func(c *DrainCheck) {
 			c.Data.Nodes[1].Spec.Unschedulable = true
-		}, refusals: []string{"3 etcd members; draining node-a leaves 1 healthy (node-b cordoned), quorum needs 2"}},
+		}, refusals: []string{"3 etcd members, 1 unhealthy (node-b: cordoned); draining node-a leaves 1 of the 2 needed"}},
 		"agent node ignores quorum": {node: "node-d", edit: func(c *DrainCheck) {
 			c.Data.Nodes = append(c.Data.Nodes, node("node-d", "10.244.244.4", corev1.ConditionTrue, t0, agentLabels))
 			c.Data.Nodes[2] = node("node-c", "10.244.244.3", corev1.ConditionUnknown, t0, serverLabels)

@@ -2,10 +2,12 @@ package kube_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -38,5 +40,112 @@ func TestCheckDrainFindsLonghornTheSnapshotMissed(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(p.Refusals, "\n"), "node-b holds the only healthy replica of vol-late-lh") {
 		t.Fatalf("the preflight did not look for Longhorn itself: refusals %q warnings %q", p.Refusals, p.Warnings)
+	}
+}
+
+// Issue 10 item 4: the preflight counts etcd's own member list, as an
+// agent observes it through its node's member and publishes it, against
+// sitebox's real three-member etcd. A member that stops while its Node
+// stays Ready (etcd failed on a server whose kubelet still reports) is
+// seen by the member list and nowhere else: draining another server is
+// then refused with the arithmetic.
+func TestCheckDrainCountsEtcdMemberList(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	clients := site.Clients(t)
+	cms := clients.Core.CoreV1().ConfigMaps(kube.AppNamespace)
+	t.Cleanup(func() {
+		if err := site.StartEtcdMember("node-c"); err != nil {
+			t.Errorf("start node-c's etcd member again: %v", err)
+		}
+		_ = cms.Delete(context.Background(), kube.EtcdMembersConfigMapName, metav1.DeleteOptions{})
+	})
+	local, ok := site.EtcdMemberOf("node-a")
+	if !ok {
+		t.Fatal("sitebox runs no etcd member for node-a")
+	}
+	snap := startSnapshot(t, site.Config)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	// node-a's agent, as it runs with --etcd-endpoint: sitebox serves
+	// plain http, so no certificates.
+	publisher := &kube.EtcdPublisher{Access: kube.EtcdAccess{Endpoint: local.ClientURL()}, Node: "node-a",
+		Client: clients.Core, ObserveEvery: 500 * time.Millisecond, PublishEvery: 2 * time.Second}
+	go publisher.Run(ctx)
+
+	// waitQuorum waits until the published list, as the snapshot has it,
+	// satisfies cond.
+	waitQuorum := func(what string, cond func(kube.EtcdQuorum) bool) kube.EtcdQuorum {
+		t.Helper()
+		changes, unsubscribe := snap.Subscribe()
+		defer unsubscribe()
+		deadline := time.After(60 * time.Second)
+		for {
+			q := kube.EtcdQuorumMembers(snap.Data(), time.Now())
+			if cond(q) {
+				return q
+			}
+			select {
+			case <-changes:
+			case <-deadline:
+				t.Fatalf("%s: not within 60s; last: %+v", what, q)
+			}
+		}
+	}
+	healthy := func(q kube.EtcdQuorum) bool {
+		if !q.FromEtcd || len(q.Members) != 3 {
+			return false
+		}
+		for _, m := range q.Members {
+			if m.Down != "" || !strings.HasPrefix(m.Name, "node-") || len(m.Name) != len("node-a") {
+				return false
+			}
+		}
+		return true
+	}
+	waitQuorum("three healthy members, each named by its node", healthy)
+	drainA := func() kube.Preflight {
+		t.Helper()
+		p, err := kube.CheckDrain(context.Background(), clients, snap.Data(), "node-a", kube.DrainOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := drainA()
+	if strings.Contains(strings.Join(p.Refusals, "\n"), "etcd members") || !strings.Contains(strings.Join(p.Notes, "\n"), "etcd members as etcd lists them (observed by node-a") {
+		t.Fatalf("with three healthy members: refusals %q notes %q", p.Refusals, p.Notes)
+	}
+
+	if err := site.StopEtcdMember("node-c"); err != nil {
+		t.Fatal(err)
+	}
+	waitQuorum("node-c's member seen unhealthy", func(q kube.EtcdQuorum) bool {
+		for _, m := range q.Members {
+			if m.Name == "node-c" {
+				return strings.HasPrefix(m.Down, "etcd: ")
+			}
+		}
+		return false
+	})
+	if n, err := clients.Core.CoreV1().Nodes().Get(context.Background(), "node-c", metav1.GetOptions{}); err != nil || !kube.IsEtcdMember(n) ||
+		!slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}) {
+		t.Fatalf("node-c's Node should still look a Ready etcd member: %v", err)
+	}
+	p = drainA()
+	refusals := strings.Join(p.Refusals, "\n")
+	if !strings.Contains(refusals, "3 etcd members, 1 unhealthy (node-c: etcd: ") || !strings.Contains(refusals, "draining node-a leaves 1 of the 2 needed") {
+		t.Fatalf("node-c's etcd member is down: draining node-a must be refused with the arithmetic; refusals %q", p.Refusals)
+	}
+	t.Logf("refused: %s", p.Refusals[0])
+
+	if err := site.StartEtcdMember("node-c"); err != nil {
+		t.Fatal(err)
+	}
+	waitQuorum("node-c's member healthy again", healthy)
+	if p := drainA(); strings.Contains(strings.Join(p.Refusals, "\n"), "etcd members") {
+		t.Fatalf("node-c's member is back, yet: %q", p.Refusals)
 	}
 }

@@ -122,6 +122,12 @@ type Snapshot struct {
 	withoutEvents bool
 	changes       Broadcast
 	syncedCh      chan struct{}
+	// lastEvent is when a watch last delivered something: proof that the
+	// API server serves.
+	lastEvent time.Time
+	// quietProbe is how long the watches may be silent before the API
+	// server is asked whether it is ready (QuietProbeAfter).
+	quietProbe time.Duration
 
 	core      informers.SharedInformerFactory
 	leases    informers.SharedInformerFactory
@@ -153,12 +159,15 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*S
 		appMoves:   map[string]AppMove{},
 		appGone:    map[string]time.Time{},
 		syncedCh:   make(chan struct{}),
+		quietProbe: QuietProbeAfter,
 	}
 	for _, o := range opts {
 		o(s)
 	}
 	// Every response tells whether the API server is reachable, watches
-	// included, so health needs no polling of its own.
+	// included, so health needs no polling of its own while events flow
+	// (probeWhenQuiet covers the silence of an API server whose etcd lost
+	// quorum).
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &healthTransport{next: rt, s: s} })
 	clients, err := NewClients(cfg)
@@ -201,9 +210,99 @@ func (s *Snapshot) run(ctx context.Context) {
 	}
 	s.mu.Lock()
 	s.synced = true
+	s.lastEvent = s.now()
 	s.mu.Unlock()
 	close(s.syncedCh)
 	s.notify()
+	s.probeWhenQuiet(ctx)
+}
+
+// QuietProbeAfter is how long a snapshot's watches may deliver nothing
+// before it asks the API server whether it is ready. An API server whose
+// etcd lost quorum keeps its watches open and silent and answers no LIST:
+// without asking, the snapshot would look live forever. A live cluster is
+// never quiet that long (kube-vip and the stats leader renew their Leases
+// every few seconds), so in steady state nothing is asked.
+const QuietProbeAfter = 15 * time.Second
+
+// probeWhenQuiet asks the API server's /readyz whenever the watches have
+// been silent for quietProbe, until ctx ends; a failed answer makes the
+// snapshot stale with the checks that failed ("etcd failed").
+func (s *Snapshot) probeWhenQuiet(ctx context.Context) {
+	timer := time.NewTimer(s.quietProbe)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		s.mu.Lock()
+		quiet := s.now().Sub(s.lastEvent)
+		s.mu.Unlock()
+		if quiet < s.quietProbe {
+			timer.Reset(s.quietProbe - quiet)
+			continue
+		}
+		if err := s.probeReady(ctx); err != nil && ctx.Err() == nil {
+			s.markError(err)
+		}
+		timer.Reset(s.quietProbe)
+	}
+}
+
+// probeReady asks /readyz; its error names the failed checks.
+func (s *Snapshot) probeReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, probeKey{}, true), 10*time.Second)
+	defer cancel()
+	body, err := s.clients.Core.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err == nil {
+		return nil
+	}
+	var failed []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if check, ok := strings.CutPrefix(line, "[-]"); ok {
+			failed = append(failed, check)
+		}
+	}
+	if len(failed) == 0 {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			// The checks come back inside the status message.
+			for _, line := range strings.Split(status.Status().Message, "\n") {
+				if _, check, ok := strings.Cut(line, "[-]"); ok {
+					failed = append(failed, check)
+				}
+			}
+		}
+	}
+	if len(failed) == 0 {
+		return unreachable(s.clients.Config.Host, err)
+	}
+	msg := fmt.Sprintf("the API server at %s answers but is not ready: %s", s.clients.Config.Host, strings.Join(failed, "; "))
+	for _, check := range failed {
+		if strings.HasPrefix(check, "etcd ") {
+			msg += " (its etcd has no quorum or does not answer: are more than half the servers down?)"
+			break
+		}
+	}
+	return errors.New(msg)
+}
+
+// probeKey marks the probe's own request: its outcome is judged by
+// probeWhenQuiet, which can say which checks failed.
+type probeKey struct{}
+
+// sawEvent records a watch event: the API server serves, whatever a
+// failed probe said before.
+func (s *Snapshot) sawEvent() {
+	s.mu.Lock()
+	s.lastEvent = s.now()
+	stale := !s.health.Connected && s.synced
+	s.mu.Unlock()
+	if stale {
+		s.markConnected()
+	}
 }
 
 // discover asks the API server which optional APIs (Longhorn, KubeVirt) exist,
@@ -303,9 +402,9 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		watched = append(watched, s.vmis)
 	}
 	notify := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.notify() },
-		UpdateFunc: func(any, any) { s.notify() },
-		DeleteFunc: func(any) { s.notify() },
+		AddFunc:    func(any) { s.sawEvent(); s.notify() },
+		UpdateFunc: func(any, any) { s.sawEvent(); s.notify() },
+		DeleteFunc: func(any) { s.sawEvent(); s.notify() },
 	}
 	leases := s.leases.Coordination().V1().Leases().Informer()
 	for _, inf := range watched {
@@ -320,9 +419,11 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	// A lease holder renews every few seconds and says nothing new: only a
 	// change of holder (or of its terms) is a change. Expiry, which no event
 	// announces, is a time the reader waits for (NextLeaseExpiry).
+	// A renewal is still a watch event: proof the API server serves.
 	_, _ = leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { s.notify() },
+		AddFunc: func(any) { s.sawEvent(); s.notify() },
 		UpdateFunc: func(old, obj any) {
+			s.sawEvent()
 			o, ok1 := old.(*coordinationv1.Lease)
 			n, ok2 := obj.(*coordinationv1.Lease)
 			if ok1 && ok2 && LeaseRenewalOnly(o, n) {
@@ -330,7 +431,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 			}
 			s.notify()
 		},
-		DeleteFunc: func(any) { s.notify() },
+		DeleteFunc: func(any) { s.sawEvent(); s.notify() },
 	})
 	s.core.Start(ctx.Done())
 	s.leases.Start(ctx.Done())
@@ -436,7 +537,9 @@ type healthTransport struct {
 
 func (t *healthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
+	probe, _ := req.Context().Value(probeKey{}).(bool)
 	switch {
+	case probe && (err != nil || resp.StatusCode >= 500):
 	case err != nil:
 		if req.Context().Err() == nil { // a caller giving up is not the server's fault
 			t.s.markError(unreachable(req.URL.Scheme+"://"+req.URL.Host, err))

@@ -314,3 +314,68 @@ func TestSnapshotWithoutEventsNeverReadsThem(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Issue 10 item 4: sitebox runs one etcd member per server, as k3s does, and
+// a failed node loses its member. With two of three failed, etcd has no
+// quorum: the API server stops answering, and the snapshot (the console's
+// data) goes stale with the reason while keeping the last data. One node
+// back restores quorum, and the snapshot comes back by itself.
+func TestSnapshotStaleWhenEtcdLosesQuorum(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	snap := startSnapshot(t, site.Config)
+	before := snap.Status()
+	// Unthrottled: a client-side rate limit is not the API server failing.
+	cfg := rest.CopyConfig(site.Config)
+	cfg.QPS = -1
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// write is one request the API server can only answer with a quorum.
+	write := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "quorum-"}}
+		_, err := admin.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}
+	for _, node := range []string{"node-b", "node-c"} {
+		site.RecoverOnCleanup(t, node)
+		if err := site.Fail(node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lastErr error
+	// Each write has its own deadline, not the poll's: a write cut short
+	// by the poll ending is no answer from the API server.
+	err = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		lastErr = write(t.Context())
+		return lastErr != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("node-b and node-c failed, yet the API server still writes: etcd kept its quorum")
+	}
+	t.Logf("without quorum a write fails: %v", lastErr)
+	st := waitFor(t, snap, 60*time.Second, "snapshot marked stale", func(st kube.ClusterStatus) bool { return !st.API.Connected })
+	if !strings.Contains(st.API.LastError, "etcd") || st.NodesTotal != before.NodesTotal {
+		t.Errorf("stale snapshot = %+v with %d nodes, want etcd named in the reason and the last data (%d nodes)", st.API, st.NodesTotal, before.NodesTotal)
+	}
+	t.Logf("stale: %s", st.API.LastError)
+
+	if err := site.Recover("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		lastErr = write(t.Context())
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("node-b recovered (two of three members), yet the API server does not write: %v", lastErr)
+	}
+	waitFor(t, snap, 60*time.Second, "snapshot reconnected", func(st kube.ClusterStatus) bool { return st.API.Connected })
+	if err := site.Recover("node-c"); err != nil {
+		t.Fatal(err)
+	}
+	site.WaitSettled(t, 90*time.Second)
+}

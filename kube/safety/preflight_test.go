@@ -5,6 +5,7 @@ package safety_test
 // plane in TestMain: these need none and run anywhere.
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -221,19 +222,96 @@ func TestDrainQuorumArithmetic(t *testing.T) {
 	}
 	for name, tc := range map[string]preflightCase{
 		"two members left: either one down loses quorum": {node: "node-a", edits: []func(*kube.DrainCheck){dropNode("node-c")},
-			refusals: []string{"2 etcd members; draining node-a leaves 1 healthy, quorum needs 2"}},
+			refusals: []string{"2 etcd members, all healthy; draining node-a leaves 1 of the 2 needed"}},
 		"three members: one out leaves exactly a quorum": {node: "node-a", clean: true,
-			notes: []string{"3 etcd members; draining node-a leaves 2 healthy, quorum needs 2: one more failure loses quorum"}},
+			notes: []string{"3 etcd members, all healthy; draining node-a leaves 2 of the 2 needed: one more failure loses quorum"}},
 		"five members, one down: a drain still leaves a quorum": {node: "node-a", clean: true,
 			edits: []func(*kube.DrainCheck){addServer("node-d", true), addServer("node-e", false)}},
 		"five members, two down: a drain would lose quorum": {node: "node-a",
 			edits:    []func(*kube.DrainCheck){addServer("node-d", false), addServer("node-e", false)},
-			refusals: []string{"5 etcd members; draining node-a leaves 2 healthy (node-d NotReady, node-e NotReady), quorum needs 3"}},
+			refusals: []string{"5 etcd members, 2 unhealthy (node-d: NotReady, node-e: NotReady); draining node-a leaves 2 of the 3 needed"}},
 		"a cordoned member is not counted healthy": {node: "node-a",
 			edits:    []func(*kube.DrainCheck){func(c *kube.DrainCheck) { c.Data.Nodes[1].Spec.Unschedulable = true }},
-			refusals: []string{"3 etcd members; draining node-a leaves 1 healthy (node-b cordoned), quorum needs 2"}},
+			refusals: []string{"3 etcd members, 1 unhealthy (node-b: cordoned); draining node-a leaves 1 of the 2 needed"}},
 		"a worker's drain does not touch etcd": {node: "node-w", clean: true,
 			edits: []func(*kube.DrainCheck){dropNode("node-c")}},
+	} {
+		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
+	}
+}
+
+// Issue 10 item 4: the member list comes from etcd itself, as the server
+// nodes' agents publish it (ConfigMap sitecon-etcd-members, one key per
+// observing node), not from the Nodes' etcd role label. A list that is
+// missing or stale is not trusted: the Nodes are counted instead, and the
+// verdict says so.
+func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
+	type member struct {
+		node    string
+		healthy bool
+		err     string
+		learner bool
+	}
+	published := func(observer string, age time.Duration, members ...member) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) {
+			var list []string
+			for i, m := range members {
+				// k3s names a member after its node with a random suffix.
+				list = append(list, fmt.Sprintf(`{"id":"%x","name":"%s-%08x","peerURLs":["https://10.244.244.%d:2380"],"clientURLs":["https://10.244.244.%d:2379"],"learner":%v,"healthy":%v,"error":%q}`,
+					uint64(0x8e9e05c52164694d)+uint64(i), m.node, 0x1a2b3c4d+i, i+1, i+1, m.learner, m.healthy, m.err))
+			}
+			view := fmt.Sprintf(`{"observedBy":%q,"observedAt":%q,"endpoint":"https://127.0.0.1:2379","members":[%s]}`,
+				observer, time.Now().Add(-age).UTC().Format(time.RFC3339), strings.Join(list, ","))
+			for _, cm := range c.Data.ConfigMaps {
+				if cm.Name == "sitecon-etcd-members" {
+					cm.Data[observer] = view
+					return
+				}
+			}
+			c.Data.ConfigMaps = append(c.Data.ConfigMaps, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "sitecon-etcd-members", Namespace: kube.AppNamespace},
+				Data:       map[string]string{observer: view},
+			})
+		}
+	}
+	healthy := func(node string) member { return member{node: node, healthy: true} }
+	notReady := func(name string) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) {
+			for i, n := range c.Data.Nodes {
+				if n.Name == name {
+					c.Data.Nodes[i] = mkNode(name, false, n.Labels)
+				}
+			}
+		}
+	}
+	for name, tc := range map[string]preflightCase{
+		"etcd says a member is unhealthy that the Nodes do not show": {node: "node-a",
+			edits: []func(*kube.DrainCheck){published("node-a", 5*time.Second,
+				healthy("node-a"), healthy("node-b"), member{node: "node-c", err: "context deadline exceeded"})},
+			refusals: []string{"3 etcd members, 1 unhealthy (node-c: etcd: context deadline exceeded); draining node-a leaves 1 of the 2 needed"},
+			notes:    []string{"etcd members as etcd lists them (observed by node-a 5s ago)"}},
+		"etcd lists two members: the third Node's label does not make it one": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){published("node-b", 5*time.Second, healthy("node-a"), healthy("node-b"))},
+			refusals: []string{"2 etcd members, all healthy; draining node-a leaves 1 of the 2 needed"}},
+		"a learner does not vote": {node: "node-a", clean: true,
+			edits: []func(*kube.DrainCheck){published("node-a", 5*time.Second,
+				healthy("node-a"), healthy("node-b"), healthy("node-c"), member{node: "node-w", healthy: true, learner: true})},
+			notes: []string{"3 etcd members, all healthy; draining node-a leaves 2 of the 2 needed", "node-w is a learner (joining; it does not vote yet)"}},
+		"a member healthy in etcd on a NotReady node is not counted on": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){published("node-a", 5*time.Second, healthy("node-a"), healthy("node-b"), healthy("node-c")), notReady("node-c")},
+			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); draining node-a leaves 1 of the 2 needed"}},
+		"a stale list: the Nodes are counted, and that is said": {node: "node-a", clean: true,
+			edits: []func(*kube.DrainCheck){published("node-a", 10*time.Minute,
+				healthy("node-a"), healthy("node-b"), member{node: "node-c", err: "context deadline exceeded"})},
+			notes: []string{"etcd's member list is stale (last observed by node-a 10m0s ago); etcd members counted from the Nodes' etcd role label instead"}},
+		"no list: the Nodes are counted, and that is said": {node: "node-a", clean: true,
+			notes: []string{"etcd's member list is not published (no ConfigMap eve-kube-app/sitecon-etcd-members); etcd members counted from the Nodes' etcd role label instead"}},
+		"the freshest observation counts": {node: "node-a",
+			edits: []func(*kube.DrainCheck){
+				published("node-b", 50*time.Second, healthy("node-a"), healthy("node-b"), healthy("node-c")),
+				published("node-c", 2*time.Second, healthy("node-a"), member{node: "node-b", err: "etcdserver: no leader"}, healthy("node-c")),
+			},
+			refusals: []string{"3 etcd members, 1 unhealthy (node-b: etcd: etcdserver: no leader); draining node-a leaves 1 of the 2 needed"}},
 	} {
 		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
 	}
@@ -287,7 +365,7 @@ func TestRemovePreflight(t *testing.T) {
 			notes: []string{"after replacing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to) until the new node has joined"}},
 		"a live server while another is down loses quorum": {node: "node-a",
 			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-c")},
-			refusals: []string{"3 etcd members; removing node-a leaves 1 healthy (node-c NotReady), quorum needs 2"},
+			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); removing node-a leaves 1 of the 2 needed"},
 			warnings: []string{"node-a is Ready"}},
 		"the last server": {node: "node-a",
 			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), only("node-a", "node-w"), notReady("node-a")},

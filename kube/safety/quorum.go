@@ -6,16 +6,18 @@ import (
 	"strings"
 )
 
-// Member is one etcd member as the quorum arithmetic sees it. Today the
-// members are the Nodes carrying the etcd role label; the arithmetic takes
-// the list from its caller so that etcd's own member list (read with
-// k3s's client certificates) can replace them without touching it.
+// Member is one voting etcd member as the quorum arithmetic sees it. The
+// caller gives the list: etcd's own member list as the agents publish it,
+// or the Nodes carrying the etcd role label when that list is missing or
+// stale.
 type Member struct {
+	// Name is the member's node when known, else its etcd name.
 	Name string
 	// Down says why the member cannot be counted on to vote ("NotReady",
-	// "cordoned"); empty when it is healthy. A cordoned member still
-	// votes, but it is on its way out (another drain is running or
-	// stopped half way): counting it would let two members leave at once.
+	// "cordoned", "etcd: context deadline exceeded"); empty when it is
+	// healthy. A cordoned member still votes, but it is on its way out
+	// (another drain is running or stopped half way): counting it would
+	// let two members leave at once.
 	Down string
 }
 
@@ -34,7 +36,8 @@ type Quorum struct {
 	Healthy int
 	// Needed is floor(M/2)+1.
 	Needed int
-	// Down lists the other members that are not healthy, with why.
+	// Down lists the members that are not healthy, Out included, each
+	// with why ("node-c: NotReady").
 	Down []string
 }
 
@@ -45,12 +48,13 @@ func Needed(m int) int { return m/2 + 1 }
 func TakeOut(members []Member, out, verb string) Quorum {
 	q := Quorum{Verb: verb, Out: out, Members: len(members), Needed: Needed(len(members))}
 	for _, m := range members {
+		if m.Down != "" {
+			q.Down = append(q.Down, m.Name+": "+m.Down)
+		}
 		switch {
 		case m.Name == out:
 			q.IsMember = true
-		case m.Down != "":
-			q.Down = append(q.Down, m.Name+" "+m.Down)
-		default:
+		case m.Down == "":
 			q.Healthy++
 		}
 	}
@@ -68,15 +72,15 @@ func (q Quorum) Holds() bool { return !q.IsMember || q.Healthy >= q.Needed }
 // lost (negative: already lost).
 func (q Quorum) Spare() int { return q.Healthy - q.Needed }
 
-// String says the arithmetic in words: "2 etcd members; draining node-a
-// leaves 1 healthy, quorum needs 2".
+// String says the arithmetic in words: "3 etcd members, 1 unhealthy
+// (node-c: NotReady); draining node-a leaves 1 of the 2 needed".
 func (q Quorum) String() string {
-	down := ""
+	health := "all healthy"
 	if len(q.Down) > 0 {
-		down = " (" + strings.Join(q.Down, ", ") + ")"
+		health = fmt.Sprintf("%d unhealthy (%s)", len(q.Down), strings.Join(q.Down, ", "))
 	}
-	return fmt.Sprintf("%d etcd member%s; %s %s leaves %d healthy%s, quorum needs %d",
-		q.Members, plural(q.Members), q.Verb, q.Out, q.Healthy, down, q.Needed)
+	return fmt.Sprintf("%d etcd member%s, %s; %s %s leaves %d of the %d needed",
+		q.Members, plural(q.Members), health, q.Verb, q.Out, q.Healthy, q.Needed)
 }
 
 // AfterRemoval is the arithmetic once Out has left the member list (a

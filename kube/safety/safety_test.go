@@ -27,15 +27,15 @@ func TestTakeOut(t *testing.T) {
 		afterMember int
 	}{
 		"three, one out": {members: up("a", "b", "c"), out: "a", holds: true, spare: 0,
-			say: "3 etcd members; draining a leaves 2 healthy, quorum needs 2", afterSpare: 0, afterMember: 2},
+			say: "3 etcd members, all healthy; draining a leaves 2 of the 2 needed", afterSpare: 0, afterMember: 2},
 		"two, one out": {members: up("a", "b"), out: "a", holds: false, spare: -1,
-			say: "2 etcd members; draining a leaves 1 healthy, quorum needs 2", afterSpare: 0, afterMember: 1},
+			say: "2 etcd members, all healthy; draining a leaves 1 of the 2 needed", afterSpare: 0, afterMember: 1},
 		"one, the last": {members: up("a"), out: "a", holds: false, spare: -1,
-			say: "1 etcd member; draining a leaves 0 healthy, quorum needs 1", afterSpare: 0, afterMember: 0},
+			say: "1 etcd member, all healthy; draining a leaves 0 of the 1 needed", afterSpare: 0, afterMember: 0},
 		"five, one down, one out": {members: append(up("a", "b", "c", "d"), Member{Name: "e", Down: "NotReady"}), out: "a", holds: true, spare: 0,
-			say: "5 etcd members; draining a leaves 3 healthy (e NotReady), quorum needs 3", afterSpare: 0, afterMember: 4},
+			say: "5 etcd members, 1 unhealthy (e: NotReady); draining a leaves 3 of the 3 needed", afterSpare: 0, afterMember: 4},
 		"three, the dead one out": {members: append(up("a", "b"), Member{Name: "c", Down: "NotReady"}), out: "c", holds: true, spare: 0,
-			say: "3 etcd members; draining c leaves 2 healthy, quorum needs 2", afterSpare: 0, afterMember: 2},
+			say: "3 etcd members, 1 unhealthy (c: NotReady); draining c leaves 2 of the 2 needed", afterSpare: 0, afterMember: 2},
 		"not a member": {members: up("a", "b"), out: "w", holds: true},
 	} {
 		t.Run(name, func(t *testing.T) {

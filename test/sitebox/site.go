@@ -53,9 +53,14 @@ const (
 	// KubeletVersion is what the simulated nodes report: the k3s line EVE ships.
 	KubeletVersion = "v1.34.4+k3s1"
 
-	// minFreeBytes is the disk space a site needs to start: etcd's WAL and
-	// database, and the logs.
-	minFreeBytes = 256 << 20
+	// minFreeBytes is the disk space a site needs to start: each etcd
+	// member's WAL (64 MiB preallocated) and database, and the logs.
+	minFreeBytes = 512 << 20
+
+	// EtcdMembers is how many of the site's nodes run an etcd member (the
+	// first ones): the servers of an edge-node cluster. Later nodes are
+	// k3s agents.
+	EtcdMembers = 3
 
 	serviceClusterIP    = "10.43.0.1"
 	serviceClusterRange = "10.43.0.0/16"
@@ -102,21 +107,39 @@ type Node struct {
 	CIDR string `json:"cidr"`
 }
 
+// EtcdMember is one member of the site's etcd cluster, run for one node
+// as k3s runs one inside each server. Plain http on loopback: the site's
+// processes share one host.
+type EtcdMember struct {
+	// Name is the member's etcd name: the node's name and a suffix, as
+	// k3s names its members (node-a-1a2b3c4d).
+	Name       string `json:"name"`
+	Node       string `json:"node"`
+	ClientPort int    `json:"clientPort"`
+	PeerPort   int    `json:"peerPort"`
+}
+
+// ClientURL is where the member serves etcd clients.
+func (m EtcdMember) ClientURL() string { return fmt.Sprintf("http://127.0.0.1:%d", m.ClientPort) }
+
+// PeerURL is where the member talks to the other members.
+func (m EtcdMember) PeerURL() string { return fmt.Sprintf("http://127.0.0.1:%d", m.PeerPort) }
+
 // State is what a running site records in DIR/site.json, so that later
 // commands (fail, recover, down) act on the same processes.
 type State struct {
-	Dir                    string `json:"dir"`
-	BinDir                 string `json:"binDir"`
-	EtcdPort               int    `json:"etcdPort"`
-	EtcdPeerPort           int    `json:"etcdPeerPort"`
-	APIPort                int    `json:"apiPort"`
-	Nodes                  []Node `json:"nodes"`
-	NodeLeaseSeconds       int    `json:"nodeLeaseSeconds"`
-	NodeMonitorGracePeriod string `json:"nodeMonitorGracePeriod"`
-	EvictionToleration     int    `json:"evictionTolerationSeconds"`
-	ClusterName            string `json:"clusterName"`
-	ClusterID              string `json:"clusterID"`
-	DieWithParent          bool   `json:"dieWithParent,omitempty"`
+	Dir    string `json:"dir"`
+	BinDir string `json:"binDir"`
+	// Etcd are the etcd members, one per server node.
+	Etcd                   []EtcdMember `json:"etcd"`
+	APIPort                int          `json:"apiPort"`
+	Nodes                  []Node       `json:"nodes"`
+	NodeLeaseSeconds       int          `json:"nodeLeaseSeconds"`
+	NodeMonitorGracePeriod string       `json:"nodeMonitorGracePeriod"`
+	EvictionToleration     int          `json:"evictionTolerationSeconds"`
+	ClusterName            string       `json:"clusterName"`
+	ClusterID              string       `json:"clusterID"`
+	DieWithParent          bool         `json:"dieWithParent,omitempty"`
 }
 
 // Site is a started (or loaded) sitebox.
@@ -233,7 +256,8 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		}
 		return d
 	}
-	ports, err := freePorts(3)
+	members := min(opts.Nodes, EtcdMembers)
+	ports, err := freePorts(1 + 2*members)
 	if err != nil {
 		return nil, err
 	}
@@ -244,9 +268,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	site := &Site{State: State{
 		Dir:                    dir,
 		BinDir:                 bin,
-		EtcdPort:               ports[0],
-		EtcdPeerPort:           ports[1],
-		APIPort:                ports[2],
+		APIPort:                ports[0],
 		NodeLeaseSeconds:       int(withDefault(opts.NodeLeaseDuration, 40*time.Second).Seconds()),
 		NodeMonitorGracePeriod: withDefault(opts.NodeMonitorGracePeriod, 40*time.Second).String(),
 		EvictionToleration:     int(withDefault(opts.EvictionToleration, 300*time.Second).Seconds()),
@@ -264,6 +286,12 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 			IP:   fmt.Sprintf("10.244.244.%d", i+1),
 			CIDR: fmt.Sprintf("10.42.%d.0/24", i),
 		})
+		if i < members {
+			site.Etcd = append(site.Etcd, EtcdMember{
+				Name: name + "-" + NodeUUID(name)[:8], Node: name,
+				ClientPort: ports[1+2*i], PeerPort: ports[2+2*i],
+			})
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -377,30 +405,73 @@ options:
 	return os.WriteFile(filepath.Join(s.Dir, "kwok.yaml"), []byte(kwokConfig), 0o644)
 }
 
+// startEtcd starts every member at once (a new cluster forms only once a
+// quorum of its members runs) and waits until each serves with a leader.
 func (s *Site) startEtcd(ctx context.Context) error {
-	client := fmt.Sprintf("http://127.0.0.1:%d", s.EtcdPort)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", s.EtcdPeerPort)
-	if err := s.start("etcd",
-		"--name=sitebox",
-		"--data-dir="+filepath.Join(s.Dir, "etcd"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=sitebox="+peer,
-		"--listen-metrics-urls=",
-		"--log-level=warn",
-		// Test data: losing it on a host crash costs nothing, and fsync is
-		// most of etcd's latency on a shared disk.
-		"--unsafe-no-fsync",
-	); err != nil {
-		return err
+	var initial []string
+	for _, m := range s.Etcd {
+		initial = append(initial, m.Name+"="+m.PeerURL())
 	}
-	return s.waitHTTP(ctx, "etcd", client+"/health", nil)
+	for _, m := range s.Etcd {
+		if err := s.start(etcdProcess(m.Node),
+			"--name="+m.Name,
+			"--data-dir="+filepath.Join(s.Dir, "etcd", m.Node),
+			"--listen-client-urls="+m.ClientURL(), "--advertise-client-urls="+m.ClientURL(),
+			"--listen-peer-urls="+m.PeerURL(), "--initial-advertise-peer-urls="+m.PeerURL(),
+			"--initial-cluster="+strings.Join(initial, ","),
+			// The token keeps a member from joining another site's
+			// cluster on a reused port. A restart (Recover) keeps its
+			// data directory, and etcd ignores the initial-* flags then.
+			"--initial-cluster-token="+s.ClusterID,
+			"--initial-cluster-state=new",
+			"--listen-metrics-urls=",
+			"--log-level=warn",
+			// Test data: losing it on a host crash costs nothing, and fsync is
+			// most of etcd's latency on a shared disk.
+			"--unsafe-no-fsync",
+			// k3s's own timings (500 ms, 5 s) would make a lost leader
+			// cost the API server seconds; etcd's defaults (100 ms, 1 s)
+			// risk elections when the three members, the API server and
+			// the tests share two busy cores. In between:
+			"--heartbeat-interval=250", "--election-timeout=2500",
+		); err != nil {
+			return err
+		}
+	}
+	for _, m := range s.Etcd {
+		if err := s.waitHTTP(ctx, etcdProcess(m.Node), m.ClientURL()+"/health", nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// etcdProcess names the site process of a node's etcd member.
+func etcdProcess(node string) string { return "etcd-" + node }
+
+// EtcdEndpoints are the client URLs of every member.
+func (s *Site) EtcdEndpoints() []string {
+	var out []string
+	for _, m := range s.Etcd {
+		out = append(out, m.ClientURL())
+	}
+	return out
+}
+
+// EtcdMemberOf is the etcd member the node runs; false for a node without one.
+func (s *Site) EtcdMemberOf(node string) (EtcdMember, bool) {
+	for _, m := range s.Etcd {
+		if m.Node == node {
+			return m, true
+		}
+	}
+	return EtcdMember{}, false
 }
 
 func (s *Site) startAPIServer(ctx context.Context) error {
 	tol := strconv.Itoa(s.EvictionToleration)
 	if err := s.start("kube-apiserver",
-		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", s.EtcdPort),
+		"--etcd-servers="+strings.Join(s.EtcdEndpoints(), ","),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", s.APIPort),
 		"--endpoint-reconciler-type=none",
@@ -538,23 +609,27 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
-// nodeObject is a Node as a k3s server on EVE registers it. Nodes may set
-// their status on create, so capacity and the kubelet version are there from
-// the start (kwok keeps what is set).
+// nodeObject is a Node as k3s on EVE registers it: a server (control
+// plane, etcd) when the site runs an etcd member for it, else an agent.
+// Nodes may set their status on create, so capacity and the kubelet version
+// are there from the start (kwok keeps what is set).
 func (s *Site) nodeObject(n Node) *corev1.Node {
+	labels := map[string]string{
+		"kubernetes.io/hostname": n.Name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+		kube.LabelNodeUUID:       n.UUID,
+		"type":                   "kwok",
+	}
+	if _, server := s.EtcdMemberOf(n.Name); server {
+		labels["node-role.kubernetes.io/control-plane"] = "true"
+		labels[kube.LabelEtcd] = "true"
+		labels["node-role.kubernetes.io/master"] = "true"
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name,
-			Labels: map[string]string{
-				"kubernetes.io/hostname":                n.Name,
-				"kubernetes.io/os":                      "linux",
-				"kubernetes.io/arch":                    "amd64",
-				"node-role.kubernetes.io/control-plane": "true",
-				"node-role.kubernetes.io/etcd":          "true",
-				"node-role.kubernetes.io/master":        "true",
-				kube.LabelNodeUUID:                      n.UUID,
-				"type":                                  "kwok",
-			},
+			Name:   n.Name,
+			Labels: labels,
 			Annotations: map[string]string{
 				// kwok manages only nodes carrying this annotation.
 				"kwok.x-k8s.io/node": "fake",
@@ -668,7 +743,8 @@ func nodeReady(n *corev1.Node) bool {
 
 // Fail stops the named node's kwok: its heartbeats stop, and the real
 // node-lifecycle controller marks it Unknown and taints it unreachable after
-// the node-monitor grace period.
+// the node-monitor grace period. A server loses its etcd member with it: two
+// failed servers of three leave etcd, and so the API server, without quorum.
 func (s *Site) Fail(node string) error {
 	if _, err := s.node(node); err != nil {
 		return err
@@ -679,13 +755,15 @@ func (s *Site) Fail(node string) error {
 	if err := s.stop("kwok-" + node); err != nil {
 		return err
 	}
-	// The device is lost with all it runs: a sitecon agent started for it
-	// (StartAgents) dies with it, without a word, as a powered-off node's
-	// does: it neither releases its stats-leader lease nor says goodbye.
-	return s.kill(agentProcess(node))
+	// The device is lost with all it runs: its etcd member and a sitecon
+	// agent started for it (StartAgents) die with it, without a word, as
+	// a powered-off node's do: the member hands no leadership over, the
+	// agent neither releases its stats-leader lease nor says goodbye.
+	return errors.Join(s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
 }
 
-// Recover restarts the named node's kwok; the node turns Ready again, and
+// Recover restarts the named node's kwok; the node turns Ready again. Its
+// etcd member starts again from its data directory and rejoins the others;
 // its agent, if the site runs agents, starts again as it was started.
 func (s *Site) Recover(node string) error {
 	n, err := s.node(node)
@@ -695,10 +773,40 @@ func (s *Site) Recover(node string) error {
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
 	}
+	if err := s.StartEtcdMember(node); err != nil {
+		return err
+	}
 	if err := s.startKwok(n); err != nil {
 		return err
 	}
 	return s.restart(agentProcess(node))
+}
+
+// StopEtcdMember stops only the node's etcd member (SIGKILL): the node
+// stays Ready, as when etcd fails on a server whose kubelet still reports.
+// Nothing for a node without a member.
+func (s *Site) StopEtcdMember(node string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	return s.kill(etcdProcess(node))
+}
+
+// StartEtcdMember starts a stopped member again from its data directory
+// and returns once it serves (whether it has a leader depends on the other
+// members); nothing when it runs or the node has none.
+func (s *Site) StartEtcdMember(node string) error {
+	m, ok := s.EtcdMemberOf(node)
+	if !ok || s.running(etcdProcess(node)) {
+		return nil
+	}
+	if err := s.restart(etcdProcess(node)); err != nil {
+		return err
+	}
+	// /livez answers without a quorum: the member itself is up.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return s.waitHTTP(ctx, etcdProcess(node), m.ClientURL()+"/livez", nil)
 }
 
 func agentProcess(node string) string { return "agent-" + node }
@@ -768,7 +876,12 @@ func (s *Site) processOrder() []string {
 	for _, n := range s.Nodes {
 		order = append(order, "kwok-"+n.Name)
 	}
-	return append(order, "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+	order = append(order, "kube-scheduler", "kube-controller-manager", "kube-apiserver")
+	for _, m := range s.Etcd {
+		order = append(order, etcdProcess(m.Node))
+	}
+	// A site started by an older sitebox ran one member named "etcd".
+	return append(order, "etcd")
 }
 
 // Down stops every process the site started, by PID, and keeps the directory
@@ -795,8 +908,11 @@ func (s *Site) cmdFile(name string) string { return filepath.Join(s.Dir, "run", 
 // in DIR/logs/NAME.log and its PID in DIR/run/NAME.pid.
 func (s *Site) start(name string, args ...string) error {
 	path := filepath.Join(s.BinDir, name)
-	if strings.HasPrefix(name, "kwok-") {
+	switch {
+	case strings.HasPrefix(name, "kwok-"):
 		path = filepath.Join(s.BinDir, "kwok")
+	case strings.HasPrefix(name, "etcd-"):
+		path = filepath.Join(s.BinDir, "etcd")
 	}
 	return s.StartProcess(name, path, args...)
 }

@@ -2,8 +2,8 @@
 // EVE nodes, for sitecon's tests and demo.
 //
 //	sitebox up --nodes 3 --dir DIR     start a site; returns once it is ready
-//	sitebox fail node-b --dir DIR      stop node-b's kubelet (kwok)
-//	sitebox recover node-b --dir DIR   start it again
+//	sitebox fail node-b --dir DIR      lose node-b: its kubelet (kwok) and etcd member stop
+//	sitebox recover node-b --dir DIR   start them again (the member rejoins with its data)
 //	sitebox down --dir DIR             stop everything the site started
 package main
 
@@ -117,7 +117,7 @@ func root() *cobra.Command {
 	}
 	fail := &cobra.Command{
 		Use:   "fail NODE",
-		Short: "Fail a node: stop its simulated kubelet",
+		Short: "Fail a node: stop its simulated kubelet and its etcd member (two of three failed: no quorum)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			site, err := sitebox.Load(dir)
@@ -129,7 +129,7 @@ func root() *cobra.Command {
 	}
 	recover := &cobra.Command{
 		Use:   "recover NODE",
-		Short: "Recover a failed node: start its simulated kubelet again",
+		Short: "Recover a failed node: start its simulated kubelet and its etcd member again",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			site, err := sitebox.Load(dir)
