@@ -178,7 +178,7 @@ func readyNodes(l nodeLister) map[string]bool {
 	nodes, _ := l.List(labels.Everything())
 	ready := map[string]bool{}
 	for _, n := range nodes {
-		ready[n.Name] = nodeReady(n) && !hasUnreachableTaint(n)
+		ready[n.Name] = kube.NodeIsReady(n) && !hasUnreachableTaint(n)
 	}
 	return ready
 }

@@ -720,7 +720,7 @@ func (s *Site) waitNodesReady(ctx context.Context, cfg *rest.Config) error {
 		notReady = notReady[:0]
 		for _, n := range s.Nodes {
 			node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil || !nodeReady(node) {
+			if err != nil || !kube.NodeIsReady(node) {
 				notReady = append(notReady, n.Name)
 			}
 		}
@@ -730,15 +730,6 @@ func (s *Site) waitNodesReady(ctx context.Context, cfg *rest.Config) error {
 		return fmt.Errorf("nodes not Ready in time: %s (see %s/logs/kwok-*.log)", strings.Join(notReady, ", "), s.Dir)
 	}
 	return nil
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Fail stops the named node's kwok: its heartbeats stop, and the real

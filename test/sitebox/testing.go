@@ -201,7 +201,7 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 			return false, nil
 		}
 		for _, n := range nodes.Items {
-			if !nodeReady(&n) {
+			if !kube.NodeIsReady(&n) {
 				unsettled = append(unsettled, "node "+n.Name)
 			}
 		}
