@@ -198,7 +198,7 @@ func placeVolume(name string) agent.VolumeConfig {
 // kubelet holds it (Pending, its container ContainerCreating, a
 // Multi-Attach event from the attach/detach controller) until the first pod
 // is really gone; then the volume moves and the second pod starts.
-func TestAttachmentStaysWhileItsPodExists(t *testing.T) {
+func TestLonghornSimulatorKeepsAttachmentWhilePodExists(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
 	v := site.Volume(t, "vol-held", sitebox.VolumeOptions{Replicas: 1, UsedOn: "node-c"})
