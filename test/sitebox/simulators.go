@@ -289,6 +289,14 @@ func podClaimKeys(p *corev1.Pod) []string {
 // first (a Multi-Attach error until then), and detaches it only once no pod
 // on that node uses it. Otherwise it goes to the node of the oldest live pod
 // that wants it, if that node's Longhorn is up to attach it.
+//
+// Kinder than the real controller in one respect, not simulated yet: once
+// the pod on an unhealthy node is gone (force-deleted), the real controller
+// still waits maxWaitForUnmountDuration (6 min) before it detaches, when
+// that node last reported the volume in use (node.status.volumesInUse),
+// unless the node carries the node.kubernetes.io/out-of-service taint or
+// the VolumeAttachment is deleted (Longhorn's node-down pod deletion policy
+// deletes it). Here the volume moves as soon as the pod is gone.
 func attachNode(current string, holders []*corev1.Pod, ready map[string]bool) string {
 	if current != "" && slices.ContainsFunc(holders, func(p *corev1.Pod) bool { return p.Spec.NodeName == current }) {
 		return current
