@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/agent"
@@ -189,4 +191,100 @@ func TestLonghornSimulatorIgnoresTheProductsDNId(t *testing.T) {
 func placeVolume(name string) agent.VolumeConfig {
 	return agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-0000000000" + map[string]string{"place-d1": "d1", "place-k2": "d2"}[name], Name: name,
 		DesignatedNodeID: sitebox.NodeUUID("node-c"), Size: "1Gi", ReplicaCount: 1}
+}
+
+// Issue 13 item 4: a ReadWriteOnce Longhorn volume stays attached to the
+// node whose pod holds it, and a second pod on another node is held as the
+// kubelet holds it (Pending, its container ContainerCreating, a
+// Multi-Attach event from the attach/detach controller) until the first pod
+// is really gone; then the volume moves and the second pod starts.
+func TestLonghornSimulatorKeepsAttachmentWhilePodExists(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	v := site.Volume(t, "vol-held", sitebox.VolumeOptions{Replicas: 1, UsedOn: "node-c"})
+	if v.Status.CurrentNodeID != "node-c" {
+		t.Fatalf("a volume in use on node-c: %+v", v.Status)
+	}
+	core := site.Clients(t).Core.CoreV1()
+	lh := site.Clients(t).Longhorn.LonghornV1beta2()
+	second := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "second-vol-held", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:   "node-a",
+			Containers: []corev1.Container{{Name: "c", Image: "registry.local/x:1"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "vol-held"}}}},
+		},
+	}
+	if _, err := core.Pods("default").Create(t.Context(), second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = core.Pods("default").Delete(context.Background(), second.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	// Judged: the pod either ran (the volume moved under the first pod) or
+	// was held with the attach/detach controller's word for why.
+	held := waitPodJudged(t, site, "default", second.Name, 30*time.Second)
+	if held == nil {
+		p, _ := core.Pods("default").Get(t.Context(), second.Name, metav1.GetOptions{})
+		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-held", metav1.GetOptions{})
+		t.Fatalf("the second pod on node-a started while uses-vol-held on node-c still used the volume (phase %s, volume on %q)", p.Status.Phase, v.Status.CurrentNodeID)
+	}
+	if !strings.Contains(held.Message, `Multi-Attach error for volume "vol-held" Volume is already used by pod(s) uses-vol-held`) {
+		t.Fatalf("the held pod's event does not say why: %q", held.Message)
+	}
+	p, err := core.Pods("default").Get(t.Context(), second.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Phase != corev1.PodPending || kube.PodReady(p) || len(p.Status.ContainerStatuses) != 1 ||
+		p.Status.ContainerStatuses[0].State.Waiting == nil || p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
+		t.Fatalf("the held pod is not waiting in ContainerCreating: %+v", p.Status)
+	}
+	if v, err := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-held", metav1.GetOptions{}); err != nil || v.Status.CurrentNodeID != "node-c" {
+		t.Fatalf("the volume left node-c while its pod there exists: %v %+v", err, v.Status)
+	}
+	// The first pod goes (its kubelet finishes it): the volume moves to
+	// node-a and the second pod starts.
+	if err := core.Pods("default").Delete(t.Context(), "uses-vol-held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, "vol-held", metav1.GetOptions{})
+		if err != nil || v.Status.CurrentNodeID != "node-a" || v.Status.State != "attached" {
+			return false, nil
+		}
+		p, err := core.Pods("default").Get(ctx, second.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning && kube.PodReady(p), nil
+	}); err != nil {
+		p, _ := core.Pods("default").Get(t.Context(), second.Name, metav1.GetOptions{})
+		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-held", metav1.GetOptions{})
+		t.Fatalf("the first pod is gone, but the volume (on %q, %s) or the second pod (%s) did not follow", v.Status.CurrentNodeID, v.Status.State, p.Status.Phase)
+	}
+}
+
+// waitPodJudged waits until the pod either runs (Running and Ready: nil) or
+// carries a FailedAttachVolume event (returned): the simulators decided on it.
+func waitPodJudged(t *testing.T, site *sitebox.TestSite, ns, name string, within time.Duration) *corev1.Event {
+	t.Helper()
+	core := site.Clients(t).Core.CoreV1()
+	var held *corev1.Event
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		p, err := core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if p.Status.Phase == corev1.PodRunning && kube.PodReady(p) {
+			return true, nil
+		}
+		events, err := core.Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=FailedAttachVolume"})
+		if err != nil || len(events.Items) == 0 {
+			return false, nil
+		}
+		held = &events.Items[0]
+		return true, nil
+	}); err != nil {
+		t.Fatalf("pod %s/%s neither ran nor was held within %s", ns, name, within)
+	}
+	return held
 }

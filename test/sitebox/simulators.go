@@ -46,7 +46,9 @@ type SimulatorOptions struct {
 //     keep their count),
 //   - a Longhorn CSI provisioner simulator (a PVC on a Longhorn class gets a
 //     Longhorn volume and a bound PV),
-//   - a kube-vip simulator (the plndr-cp-lock Lease moves off a lost node).
+//   - a kube-vip simulator (the plndr-cp-lock Lease moves off a lost node),
+//   - a kubelet volume-manager simulator (a pod that mounts a Longhorn claim
+//     starts only once its volume is attached on the pod's node; see attach.go).
 //
 // They stand in for components that need real nodes; they never ship in sitecon.
 func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions, log *slog.Logger) error {
@@ -96,11 +98,15 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	provisioner := &provisionerSimulator{core: core, lh: lh, log: log.With("simulator", "longhorn-csi"),
 		claims: coreInf.Core().V1().PersistentVolumeClaims().Lister(), volumes: coreInf.Core().V1().PersistentVolumes().Lister(),
 		classes: coreInf.Storage().V1().StorageClasses().Lister(), made: map[string]bool{}}
+	volumeManager := &volumeManagerSimulator{core: core, log: log.With("simulator", "volume-manager"),
+		nodes: coreInf.Core().V1().Nodes().Lister(), pods: coreInf.Core().V1().Pods().Lister(),
+		claims: coreInf.Core().V1().PersistentVolumeClaims().Lister(), pvs: coreInf.Core().V1().PersistentVolumes().Lister(),
+		volumes: lhInf.Longhorn().V1beta2().Volumes().Lister(), reported: map[string]bool{}}
 	kubelet := &kubeletReadinessSimulator{core: core, log: log.With("simulator", "kubelet-readiness"),
 		nodes: coreInf.Core().V1().Nodes().Lister(), pods: coreInf.Core().V1().Pods().Lister()}
 
 	lhTrigger, kvTrigger, vipTrigger, kubeletTrigger := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
-	csiTrigger := make(chan struct{}, 1)
+	csiTrigger, attachTrigger := make(chan struct{}, 1), make(chan struct{}, 1)
 	on := func(inf cache.SharedIndexInformer, triggers ...chan struct{}) {
 		poke := func() {
 			for _, t := range triggers {
@@ -114,14 +120,14 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 			AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() },
 		})
 	}
-	on(coreInf.Core().V1().Nodes().Informer(), lhTrigger, vipTrigger, kubeletTrigger)
-	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger, lhTrigger)
-	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger)
+	on(coreInf.Core().V1().Nodes().Informer(), lhTrigger, vipTrigger, kubeletTrigger, attachTrigger)
+	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger, lhTrigger, attachTrigger)
+	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger, attachTrigger)
 	on(lhInf.Longhorn().V1beta2().Replicas().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Engines().Informer(), lhTrigger)
 	on(vmiInf, kvTrigger)
-	on(coreInf.Core().V1().PersistentVolumeClaims().Informer(), csiTrigger)
-	on(coreInf.Core().V1().PersistentVolumes().Informer(), csiTrigger, lhTrigger)
+	on(coreInf.Core().V1().PersistentVolumeClaims().Informer(), csiTrigger, attachTrigger)
+	on(coreInf.Core().V1().PersistentVolumes().Informer(), csiTrigger, lhTrigger, attachTrigger)
 	on(coreInf.Storage().V1().StorageClasses().Informer(), csiTrigger)
 	on(rsInf, kvTrigger)
 
@@ -155,12 +161,13 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 			}
 		}
 	}
-	wg.Add(5)
+	wg.Add(6)
 	go loop(csiTrigger, provisioner.reconcile)
 	go loop(lhTrigger, longhorn.reconcile)
 	go loop(kvTrigger, kubevirt.reconcile)
 	go loop(vipTrigger, vip.reconcile)
 	go loop(kubeletTrigger, kubelet.reconcile)
+	go loop(attachTrigger, volumeManager.reconcile)
 	wg.Wait()
 	return nil
 }
@@ -245,42 +252,69 @@ func (s *longhornSimulator) kubernetesStatus(v *lhv1beta2.Volume) lhv1beta2.Kube
 	return kubernetesStatusFromAnnotation(v)
 }
 
-// claimNodes maps each claim ("namespace/name") a live pod mounts (a
-// container app's pod or a VM's virt-launcher pod) to that pod's node.
-func (s *longhornSimulator) claimNodes() map[string]string {
-	out := map[string]string{}
-	pods, _ := s.pods.List(labels.Everything())
-	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		for _, v := range p.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil {
-				out[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = p.Spec.NodeName
-			}
-		}
-	}
-	return out
-}
-
-// usedClaims are the claims ("namespace/name") some pod placed on a node
-// still holds: one running or starting, and one terminating too, whose
-// volume stays attached until the pod is really gone, as the attach/detach
-// controller keeps its VolumeAttachment. Longhorn detaches the others.
-func (s *longhornSimulator) usedClaims() map[string]bool {
-	out := map[string]bool{}
+// claimPods maps each claim ("namespace/name") to the pods placed on a
+// node that still hold it: one running or starting, and one terminating too,
+// whose volume stays attached until the pod is really gone, as the
+// attach/detach controller keeps its VolumeAttachment (a terminating pod on
+// a lost node never goes by itself). Longhorn detaches a volume nobody holds.
+func (s *longhornSimulator) claimPods() map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
 	pods, _ := s.pods.List(labels.Everything())
 	for _, p := range pods {
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		for _, v := range p.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil {
-				out[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = true
-			}
+		for _, claim := range podClaimKeys(p) {
+			out[claim] = append(out[claim], p)
 		}
 	}
 	return out
+}
+
+// podClaimKeys are the claims ("namespace/name") a pod mounts.
+func podClaimKeys(p *corev1.Pod) []string {
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && !slices.Contains(out, p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName) {
+			out = append(out, p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return out
+}
+
+// attachNode is where a ReadWriteOnce volume is attached, given where it is
+// attached now and the pods that hold its claim. It stays on its node while
+// any pod there holds it, reachable or not: the attach/detach controller
+// attaches an RWO volume to a second node only after detaching it from the
+// first (a Multi-Attach error until then), and detaches it only once no pod
+// on that node uses it. Otherwise it goes to the node of the oldest live pod
+// that wants it, if that node's Longhorn is up to attach it.
+//
+// Kinder than the real controller in one respect, not simulated yet: once
+// the pod on an unhealthy node is gone (force-deleted), the real controller
+// still waits maxWaitForUnmountDuration (6 min) before it detaches, when
+// that node last reported the volume in use (node.status.volumesInUse),
+// unless the node carries the node.kubernetes.io/out-of-service taint or
+// the VolumeAttachment is deleted (Longhorn's node-down pod deletion policy
+// deletes it). Here the volume moves as soon as the pod is gone.
+func attachNode(current string, holders []*corev1.Pod, ready map[string]bool) string {
+	if current != "" && slices.ContainsFunc(holders, func(p *corev1.Pod) bool { return p.Spec.NodeName == current }) {
+		return current
+	}
+	var first *corev1.Pod
+	for _, p := range holders {
+		if p.DeletionTimestamp != nil || !ready[p.Spec.NodeName] {
+			continue
+		}
+		if first == nil || p.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			p.CreationTimestamp.Equal(&first.CreationTimestamp) && p.Name < first.Name {
+			first = p
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	return first.Spec.NodeName
 }
 
 // reconcileEngine keeps one engine per volume whose status, as Longhorn's
@@ -356,17 +390,17 @@ func (s *longhornSimulator) reconcile(ctx context.Context) time.Duration {
 	for _, r := range all {
 		byVolume[r.Spec.VolumeName] = append(byVolume[r.Spec.VolumeName], r)
 	}
-	claimNodes, used := s.claimNodes(), s.usedClaims()
+	holders := s.claimPods()
 	var again time.Duration
 	for _, v := range volumes {
-		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready, claimNodes, used); d > 0 && (again == 0 || d < again) {
+		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready, holders); d > 0 && (again == 0 || d < again) {
 			again = d
 		}
 	}
 	return again
 }
 
-func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool, claimNodes map[string]string, used map[string]bool) time.Duration {
+func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool, claimPods map[string][]*corev1.Pod) time.Duration {
 	now := time.Now()
 	want := v.Spec.NumberOfReplicas
 	if want <= 0 {
@@ -374,9 +408,14 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	}
 	var again time.Duration
 	// Longhorn attaches a volume for the pod that uses its claim and
-	// detaches it when no pod (running, or placed and starting) does.
+	// detaches it when no pod (running, placed and starting, or
+	// terminating) does.
 	ks := s.kubernetesStatus(v)
-	consumer, inUse := claimNodes[ks.Namespace+"/"+ks.PVCName], ks.PVCName != "" && used[ks.Namespace+"/"+ks.PVCName]
+	var holders []*corev1.Pod
+	if ks.PVCName != "" {
+		holders = claimPods[ks.Namespace+"/"+ks.PVCName]
+	}
+	inUse := len(holders) > 0
 	replicas := s.lh.LonghornV1beta2().Replicas(kube.LonghornNamespace)
 	hasReplica := map[string]bool{}
 	healthy, usable := 0, 0
@@ -477,28 +516,13 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	}
 	st := v.Status.DeepCopy()
 	st.Robustness = robustness
-	st.State = lhv1beta2.VolumeStateAttached
-	if robustness == lhv1beta2.VolumeRobustnessFaulted || !inUse {
-		st.State = lhv1beta2.VolumeStateDetached
+	st.CurrentNodeID = ""
+	if inUse {
+		st.CurrentNodeID = attachNode(v.Status.CurrentNodeID, holders, ready)
 	}
-	// Attached where the claim's pod runs.
-	if !inUse {
-		st.CurrentNodeID = ""
-	} else if consumer != "" && ready[consumer] {
-		st.CurrentNodeID = consumer
-	} else if st.CurrentNodeID == "" || !ready[st.CurrentNodeID] {
-		st.CurrentNodeID = ""
-		for _, r := range reps {
-			if ready[r.Spec.NodeID] {
-				st.CurrentNodeID = r.Spec.NodeID
-				break
-			}
-		}
-		if st.CurrentNodeID == "" && len(reps) == 0 && healthy > 0 {
-			if nodes := sortedReady(ready); len(nodes) > 0 {
-				st.CurrentNodeID = nodes[0]
-			}
-		}
+	st.State = lhv1beta2.VolumeStateAttached
+	if robustness == lhv1beta2.VolumeRobustnessFaulted || st.CurrentNodeID == "" {
+		st.State = lhv1beta2.VolumeStateDetached
 	}
 	if robustness == lhv1beta2.VolumeRobustnessDegraded {
 		if v.Status.Robustness != lhv1beta2.VolumeRobustnessDegraded || st.LastDegradedAt == "" {

@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// The failover guard's reason to exist: a node is lost, and its app pods
+// hang terminating there. As long as such a pod exists, the attach/detach
+// controller keeps its ReadWriteOnce volume attached to the lost node and the
+// replacement pod elsewhere never starts (ContainerCreating, Multi-Attach).
+// Only the guard's force-delete lets the volume move. So:
+//   - while the lost node still answers (a partition), the guard holds and
+//     the replacement of an app with safe volumes stays held;
+//   - once the node is silent, the guard force-deletes and the app comes up
+//     on another node, its volume attached there;
+//   - an app whose only up-to-date replica is on the lost node is refused,
+//     and its replacement stays held, with the reason on the pod.
+func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs, dyn, lh := clientset(t, site), dynClient(t, site), longhornClient(t, site)
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	b := sitebox.NodeUUID("node-b")
+	safeVol := agent.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000000a", Name: "fo-safe-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
+	localVol := agent.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000000b", Name: "fo-local-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 1}
+	apps := map[string]agent.AppConfig{
+		"fo-safe": {UUID: "e4000000-0000-4000-8000-000000000001", DisplayName: "fo-safe", Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/safe:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{safeVol.UUID}},
+		"fo-local": {UUID: "e4000000-0000-4000-8000-000000000002", DisplayName: "fo-local", Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/local:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{localVol.UUID}},
+	}
+	// fo-local's only replica on node-b, arranged before any agent lays
+	// the claim out.
+	placeOnlyReplica(t, dyn, localVol, "node-b")
+	for _, v := range []agent.VolumeConfig{safeVol, localVol} {
+		writeJSON(t, filepath.Join(appsDir, "volumes", v.Name+".json"), v)
+	}
+	for name, a := range apps {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
+	}
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"node-a", "node-b", "node-c"} {
+				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
+					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
+				}
+			}
+		}
+		cleanupApps(t, cs, dyn, agents, appsDir, apps)
+		for _, v := range []agent.VolumeConfig{safeVol, localVol} {
+			_ = cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(context.Background(), agent.ClaimName(v), metav1.DeleteOptions{})
+		}
+	})
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	for name := range apps {
+		waitAgents(t, all, name, 60*time.Second, "running on node-b", runningOn("node-b"))
+	}
+
+	// node-b is lost, but its device still answers on the cluster network.
+	agents["node-b"].stop()
+	stillAnswers := siteStatus.answer(t, "node-b")
+	site.RecoverOnCleanup(t, "node-b")
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	live := []*siteAgent{agents["node-a"], agents["node-c"]}
+
+	// replacement is the app's pod off node-b, once the simulators judged
+	// it (it ran, or it is held with the attach/detach controller's event).
+	replacement := func(name string) (*corev1.Pod, *corev1.Event) {
+		t.Helper()
+		var pod *corev1.Pod
+		if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+			pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[name].UUID})
+			if err != nil {
+				return false, nil
+			}
+			for i, p := range pods.Items {
+				if p.Spec.NodeName != "" && p.Spec.NodeName != "node-b" && p.DeletionTimestamp == nil {
+					pod = &pods.Items[i]
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatalf("%s: no replacement pod scheduled off node-b", name)
+		}
+		return pod, waitPodJudged(t, site, kube.AppNamespace, pod.Name, 30*time.Second)
+	}
+	// stuckPod is the app's pod hanging terminating on node-b.
+	stuckPod := func(name string) string {
+		t.Helper()
+		pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[name].UUID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "node-b" && p.DeletionTimestamp != nil {
+				return p.Name
+			}
+		}
+		return ""
+	}
+	// assertHeld: the replacement pod does not run, and says why.
+	assertHeld := func(name string, pod *corev1.Pod, held *corev1.Event, claim agent.VolumeConfig) {
+		t.Helper()
+		if held == nil {
+			t.Fatalf("%s: replacement %s on %s runs while %s's pod still hangs on lost node-b holding its volume", name, pod.Name, pod.Spec.NodeName, name)
+		}
+		stuck := stuckPod(name)
+		if stuck == "" || !strings.Contains(held.Message, "Multi-Attach error") || !strings.Contains(held.Message, "Volume is already used by pod(s) "+stuck) {
+			t.Fatalf("%s: the held pod's event does not name the pod on node-b (%q): %q", name, stuck, held.Message)
+		}
+		p, err := cs.CoreV1().Pods(kube.AppNamespace).Get(t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase == corev1.PodRunning || kube.PodReady(p) {
+			t.Fatalf("%s: replacement %s runs while its volume is attached to node-b: %+v", name, p.Name, p.Status)
+		}
+		if at := attachedNode(t, lh, agent.ClaimName(claim)); at != "node-b" {
+			t.Fatalf("%s: volume attached to %q while the pod on node-b exists", name, at)
+		}
+		for _, a := range live {
+			if st, ok := a.app(name); !ok || st.KubeStatus == agent.KubeRunning {
+				t.Fatalf("%s: %s's agent reports it running: %+v", name, a.node, st)
+			}
+		}
+	}
+
+	// The partition: the guard holds, and so does the volume.
+	waitAnyTimeline(t, live, 90*time.Second, "fo-safe held while node-b answers", func(e agent.TimelineEvent) bool {
+		return e.App == "fo-safe" && e.Kind == agent.EventRefusal && strings.Contains(e.Message, "still answers")
+	})
+	safePod, safeHeld := replacement("fo-safe")
+	assertHeld("fo-safe", safePod, safeHeld, safeVol)
+
+	// node-b goes silent: the guard force-deletes fo-safe's pod, whose
+	// volume has up-to-date replicas elsewhere, and the app comes up there.
+	stillAnswers()
+	waitAnyTimeline(t, live, 60*time.Second, "fo-safe force-deleted", func(e agent.TimelineEvent) bool {
+		return e.App == "fo-safe" && e.Kind == agent.EventFailover
+	})
+	view := waitAgents(t, live, "fo-safe", 60*time.Second, "running on node-a or node-c", func(v agentView) bool {
+		return v["node-a"].Node != "node-b" && (runningOn("node-a")(v) || runningOn("node-c")(v))
+	})
+	if at := attachedNode(t, lh, agent.ClaimName(safeVol)); at != view["node-a"].Node {
+		t.Fatalf("fo-safe runs on %s, its volume is attached to %q", view["node-a"].Node, at)
+	}
+
+	// fo-local's only replica is on node-b: the guard refuses, and its
+	// replacement stays held, as it would on real nodes.
+	refusal := waitAnyTimeline(t, live, 60*time.Second, "fo-local refused", func(e agent.TimelineEvent) bool {
+		return e.App == "fo-local" && e.Kind == agent.EventRefusal && !strings.Contains(e.Message, "still answers")
+	})
+	if !strings.Contains(refusal.Message, "no up-to-date replica off node-b") {
+		t.Fatalf("the refusal does not say why: %q", refusal.Message)
+	}
+	localPod, localHeld := replacement("fo-local")
+	assertHeld("fo-local", localPod, localHeld, localVol)
+
+	// node-b returns: its kubelet finishes the old pod, the volume moves,
+	// and fo-local's replacement starts.
+	if err := site.Recover("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	agents["node-b"] = startSiteAgent(t, site, "node-b", appsDir, logDir)
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(kube.AppNamespace).Get(ctx, localPod.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning && kube.PodReady(p), nil
+	}); err != nil {
+		t.Fatalf("fo-local's replacement %s did not start once node-b returned and released the volume (attached to %q)",
+			localPod.Name, attachedNode(t, lh, agent.ClaimName(localVol)))
+	}
+}
+
+// attachedNode is the node the claim's Longhorn volume is attached to.
+func attachedNode(t *testing.T, lh lhclientset.Interface, claim string) string {
+	t.Helper()
+	vols, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(vols.Items, func(v lhv1beta2.Volume) bool { return v.Status.KubernetesStatus.PVCName == claim })
+	if i < 0 {
+		return ""
+	}
+	return vols.Items[i].Status.CurrentNodeID
+}
