@@ -31,7 +31,7 @@ func TestFormWizard(t *testing.T) {
 	ctx := ui.NewContext(r, nil, nil)
 	ctx.Width, ctx.Height = 120, 40
 	dir := t.TempDir()
-	var result *formed
+	var result *agent.Formed
 	w := newFormWizard(ctx, []string{"lo"}, dir, false, &result)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	var err error

@@ -352,7 +352,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 		// :form forms a new cluster from the console, as the seed, into the
 		// default config directory.
 		app.SetFormWizard(func() *views.FormWizard {
-			var result *formed
+			var result *agent.Formed
 			return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)
 		})
 	}
