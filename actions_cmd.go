@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -34,22 +34,19 @@ func (f *actionFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.confirm, "confirm", "", "with --yes: the node name, for actions that need it typed")
 }
 
-// action is one run of a mutating command: its audit record, the cluster
-// as read once synced, and the confirmation rules.
+// action is one run of a mutating command: the cluster as read once
+// synced, the confirmation rules, and where its flow records itself.
 type action struct {
-	cmd    *cobra.Command
-	flags  *actionFlags
-	log    *audit.Log
-	rec    audit.Record
-	snap   *kube.Snapshot
-	cancel context.CancelFunc
-	// entry is the intent on disk once the change is about to be made
-	// (intend); the outcome is written through it.
-	entry *audit.Entry
+	cmd      *cobra.Command
+	flags    *actionFlags
+	recorder flow.Recorder
+	snap     *kube.Snapshot
+	cancel   context.CancelFunc
 }
 
 // beginAction refuses in read-only mode, opens the audit log (an action
-// that cannot be recorded is not taken) and reads the cluster.
+// that cannot be recorded is not taken) and reads the cluster; a cluster
+// that cannot be read is recorded as the action failed.
 func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, target string) (*action, error) {
 	if g.readOnly {
 		return nil, fmt.Errorf("read-only mode (--readonly or SITECON_READONLY): %s %s not run", name, target)
@@ -58,23 +55,26 @@ func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, targe
 	if err != nil {
 		return nil, err
 	}
-	a := &action{cmd: cmd, flags: f, log: log, rec: audit.Record{Action: name, Target: target}}
+	a := &action{cmd: cmd, flags: f, recorder: flow.Recorder{Log: log}}
+	failed := func(err error) error {
+		return a.ended(a.recorder.Open(name, target), audit.OutcomeFailed, err)
+	}
 	cfg, err := g.restConfig()
 	if err != nil {
-		return nil, a.finish(audit.OutcomeFailed, err)
+		return nil, failed(err)
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	snap, err := kube.NewSnapshot(cfg, nil)
 	if err != nil {
 		cancel()
-		return nil, a.finish(audit.OutcomeFailed, err)
+		return nil, failed(err)
 	}
 	snap.Start(ctx)
 	syncCtx, syncCancel := context.WithTimeout(ctx, 15*time.Second)
 	defer syncCancel()
 	if err := snap.WaitForSync(syncCtx); err != nil {
 		cancel()
-		return nil, a.finish(audit.OutcomeFailed, err)
+		return nil, failed(err)
 	}
 	a.snap, a.cancel = snap, cancel
 	return a, nil
@@ -82,13 +82,19 @@ func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, targe
 
 func (a *action) out() io.Writer { return a.cmd.OutOrStdout() }
 
-// finish records the outcome and returns err (nil for done and dry-run).
-// An action cut off by a signal (Ctrl-C, the SSH session's SIGHUP) is
-// recorded as interrupted, whatever step it was in.
-func (a *action) finish(outcome string, err error) error {
+// done releases the cluster watch; err is what the command returns.
+func (a *action) done(err error) error {
 	if a.cancel != nil {
-		defer a.cancel()
+		a.cancel()
 	}
+	return err
+}
+
+// ended records rec's outcome, when the flow has not: a step of the
+// command's own (a cluster that cannot be read, a refusal it alone makes).
+// A command cut off by a signal (Ctrl-C, the SSH session's SIGHUP) is
+// recorded as interrupted, whatever step it was in.
+func (a *action) ended(rec *flow.Record, outcome string, err error) error {
 	if sig := (interruptedError{}); outcome != audit.OutcomeDone && errors.As(context.Cause(a.cmd.Context()), &sig) {
 		outcome = audit.OutcomeInterrupted
 		if err == nil {
@@ -97,48 +103,22 @@ func (a *action) finish(outcome string, err error) error {
 			err = fmt.Errorf("%w (%v)", err, sig)
 		}
 	}
-	a.rec.Outcome = outcome
-	if err != nil {
-		a.rec.Error = err.Error()
-	}
-	var werr error
-	if a.entry != nil {
-		// The outcome of the intent on disk: same id, what was learnt since.
-		a.entry.Rec = a.rec
-		werr = a.entry.End(outcome, err)
-	} else {
-		werr = a.log.Write(a.rec)
-	}
-	if werr != nil {
+	if werr := rec.End(outcome, err); werr != nil {
 		err = errors.Join(err, fmt.Errorf("audit log: %w", werr))
 	}
-	return err
+	return a.done(err)
 }
 
-// intend writes the action's intent, synced, right before the change it
-// names: cut off after this (a dropped SSH session, a crash, a kill), the
-// log still says what was under way. If the intent cannot be written the
-// change is not made (the error says so, and the attempt is recorded if the
-// log takes it after all). Calling it again is a no-op.
-func (a *action) intend() error {
-	if a.entry != nil {
-		return nil
+// confirm asks the question; typed, when set, must be typed back exactly.
+// --yes answers for scripts (with --confirm for typed answers). Not
+// confirmed, the flow's record says so.
+func (a *action) confirm(rec *flow.Record, question, typed string) error {
+	if err := a.confirmed(question, typed); err != nil {
+		return a.done(rec.Cancel(err))
 	}
-	e, err := a.log.Begin(a.rec)
-	if err != nil {
-		return a.finish(audit.OutcomeFailed, fmt.Errorf("%s %s not done: its intent cannot be recorded: %w", a.rec.Action, a.rec.Target, err))
-	}
-	a.entry, a.rec.ID = e, e.Rec.ID
 	return nil
 }
 
-// refuse records a preflight refusal.
-func (a *action) refuse(reasons []string) error {
-	return a.finish(audit.OutcomeRefused, fmt.Errorf("%s %s refused:\n  - %s", a.rec.Action, a.rec.Target, strings.Join(reasons, "\n  - ")))
-}
-
-// confirmed asks the question; typed, when set, must be typed back exactly.
-// --yes answers for scripts (with --confirm for typed answers).
 func (a *action) confirmed(question, typed string) error {
 	if a.flags.yes {
 		if typed != "" && a.flags.confirm != typed {
@@ -163,7 +143,10 @@ func (a *action) confirmed(question, typed string) error {
 	return errors.New("not confirmed; nothing changed")
 }
 
-func (a *action) notConfirmed(err error) error { return a.finish(audit.OutcomeCancelled, err) }
+// run carries out a confirmed flow, its progress printed line by line.
+func (a *action) run(f *flow.Action) error {
+	return a.done(f.Run(a.cmd.Context(), func(line string) { fmt.Fprintln(a.out(), line) }))
+}
 
 func printPreflight(w io.Writer, p kube.Preflight) {
 	what := "draining"
@@ -194,53 +177,41 @@ func printPreflight(w io.Writer, p kube.Preflight) {
 	}
 }
 
-func preflightSummary(p kube.Preflight) []string {
-	var out []string
-	for _, r := range p.Refusals {
-		out = append(out, "refused: "+r)
-	}
-	for _, w := range p.Warnings {
-		out = append(out, "warning: "+w)
-	}
-	return append(out, fmt.Sprintf("evict %d pod(s)", len(p.Evict)))
-}
-
 func newCordonCmd(g *globalFlags, unschedulable bool) *cobra.Command {
 	f := &actionFlags{}
-	name, doing := "cordon", "Mark NODE unschedulable: running pods stay, new ones go elsewhere"
+	name, doing := flow.CordonName(unschedulable), "Mark NODE unschedulable: running pods stay, new ones go elsewhere"
 	if !unschedulable {
-		name, doing = "uncordon", "Mark NODE schedulable again"
+		doing = "Mark NODE schedulable again"
 	}
 	cmd := &cobra.Command{
 		Use: name + " NODE", Short: doing, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := beginAction(cmd, g, f, name, args[0])
+			node := args[0]
+			a, err := beginAction(cmd, g, f, name, node)
 			if err != nil {
 				return err
 			}
-			n, ok := a.snap.Node(args[0])
+			cordon := flow.Cordon(a.recorder, a.snap, node, unschedulable)
+			n, ok := a.snap.Node(node)
 			if !ok {
-				return a.finish(audit.OutcomeRefused, fmt.Errorf("%s: %w", args[0], kube.ErrUnknownNode))
+				return a.done(cordon.Refuse(fmt.Sprintf("%s: %v", node, kube.ErrUnknownNode)))
 			}
 			if n.Spec.Unschedulable == unschedulable {
-				fmt.Fprintf(a.out(), "%s is already %sed; nothing to do\n", args[0], name)
-				return a.finish(audit.OutcomeDone, nil)
+				fmt.Fprintf(a.out(), "%s is already %sed; nothing to do\n", node, name)
+				return a.ended(cordon.Record, audit.OutcomeDone, nil)
 			}
 			if f.dryRun {
-				fmt.Fprintf(a.out(), "would %s %s\n", name, args[0])
-				return a.finish(audit.OutcomeDryRun, nil)
+				fmt.Fprintf(a.out(), "would %s %s\n", name, node)
+				return a.done(cordon.DryRun())
 			}
-			if err := a.confirmed(fmt.Sprintf("%s %s?", strings.ToUpper(name[:1])+name[1:], args[0]), ""); err != nil {
-				return a.notConfirmed(err)
-			}
-			if err := a.intend(); err != nil {
+			if err := a.confirm(cordon.Record, fmt.Sprintf("%s %s?", strings.ToUpper(name[:1])+name[1:], node), ""); err != nil {
 				return err
 			}
-			if _, err := kube.Cordon(cmd.Context(), a.snap.Clients().Core, args[0], unschedulable); err != nil {
-				return a.finish(audit.OutcomeFailed, err)
+			if err := a.run(cordon); err != nil {
+				return err
 			}
-			fmt.Fprintf(a.out(), "%s %sed\n", args[0], name)
-			return a.finish(audit.OutcomeDone, nil)
+			fmt.Fprintf(a.out(), "%s %sed\n", node, name)
+			return nil
 		},
 	}
 	f.register(cmd)
@@ -248,17 +219,16 @@ func newCordonCmd(g *globalFlags, unschedulable bool) *cobra.Command {
 }
 
 type drainFlags struct {
-	force              bool
-	gracePeriod        time.Duration
-	timeout            time.Duration
-	deleteEmptyDirData bool
+	flow.DrainOptions
+	force bool
 }
 
 func (d *drainFlags) register(cmd *cobra.Command) {
+	def := flow.DefaultDrainOptions()
 	cmd.Flags().BoolVar(&d.force, "force", false, "go on past the preflight's warnings: pinned apps that stop, a volume that cannot attach while the node is out, a live node removed, a cluster left unable to take a failure (the node name must be typed)")
-	cmd.Flags().DurationVar(&d.gracePeriod, "grace-period", -time.Second, "time each pod gets to stop (negative: the pod's own)")
-	cmd.Flags().DurationVar(&d.timeout, "timeout", 5*time.Minute, "give up the evictions after this long (the node stays cordoned)")
-	cmd.Flags().BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", false, "evict pods with emptyDir data too (that data is lost)")
+	cmd.Flags().DurationVar(&d.GracePeriod, "grace-period", def.GracePeriod, "time each pod gets to stop (negative: the pod's own)")
+	cmd.Flags().DurationVar(&d.Timeout, "timeout", def.Timeout, "give up the evictions after this long (the node stays cordoned)")
+	cmd.Flags().BoolVar(&d.DeleteEmptyDirData, "delete-emptydir-data", def.DeleteEmptyDirData, "evict pods with emptyDir data too (that data is lost)")
 }
 
 // localNode is the node this command runs on, from its cluster config, or
@@ -270,69 +240,47 @@ func localNode(configPath string) string {
 	return ""
 }
 
-// runDrain is the preflight, the confirmation and the drain, shared by
-// drain, node remove and node replace (a.rec.Action says which); local is
-// the node this runs on, when known.
-func runDrain(a *action, node string, d *drainFlags, question, local string) error {
-	ctx := a.cmd.Context()
-	p, err := kube.CheckDrain(ctx, a.snap.Clients(), a.snap.Data(), node, kube.DrainOptions{
-		DeleteEmptyDirData: d.deleteEmptyDirData, Purpose: kube.PurposeOf(a.rec.Action), LocalNode: local})
-	if err != nil {
-		return a.finish(audit.OutcomeRefused, err)
+// runDrain is the preflight, the confirmation and the drain of node,
+// shared by drain, node remove and node replace (rec's action says which);
+// local is the node this runs on, when known; newDrain makes the flow
+// from the preflight.
+func runDrain(a *action, rec *flow.Record, node string, d *drainFlags, question, local string,
+	newDrain func(p kube.Preflight, err error) (*flow.Drain, error)) error {
+	p, err := flow.CheckDrain(a.cmd.Context(), a.snap, rec.Audit().Action, node, local, d.DrainOptions)
+	if err == nil {
+		printPreflight(a.out(), p)
 	}
-	a.rec.Preflight = preflightSummary(p)
-	printPreflight(a.out(), p)
-	if p.Refused() {
-		return a.refuse(p.Refusals)
+	drain, err := newDrain(p, err)
+	if err != nil {
+		return a.done(err)
 	}
 	if p.NeedsForce() && !d.force {
-		return a.refuse(append(p.Warnings, "run again with --force to accept this"))
+		return a.done(rec.Refuse(append(p.Warnings, "run again with --force to accept this")...))
 	}
 	if a.flags.dryRun {
-		return a.finish(audit.OutcomeDryRun, nil)
+		return a.done(rec.DryRun())
 	}
-	typed := ""
-	if d.force || a.rec.Action == "remove-node" || a.rec.Action == "replace-node" {
+	typed := drain.TypedName()
+	if d.force {
 		typed = node
 	}
-	if err := a.confirmed(fmt.Sprintf(question, node, len(p.Evict)), typed); err != nil {
-		return a.notConfirmed(err)
-	}
-	// The drain cordons first: the intent is on disk before that.
-	if err := a.intend(); err != nil {
+	if err := a.confirm(rec, fmt.Sprintf(question, node, len(p.Evict)), typed); err != nil {
 		return err
 	}
-	evicted := 0
-	err = kube.DrainAsConfirmed(ctx, a.snap.Clients(), a.snap.Data(), p, kube.DrainOptions{
-		GracePeriod: d.gracePeriod, Timeout: d.timeout, DeleteEmptyDirData: d.deleteEmptyDirData,
-		Progress: func(s kube.DrainStep) {
-			if s.Phase == "evicted" {
-				evicted++
-			}
-			fmt.Fprintf(a.out(), "%-9s %s %s\n", s.Phase, s.Pod, s.Message)
-		},
-	})
+	// The drain cordons first: its intent is on disk before that.
+	err = a.run(&drain.Action)
 	if changed := (*kube.PlanChangedError)(nil); errors.As(err, &changed) {
 		fmt.Fprintf(a.out(), "the cluster changed since the preflight:\n")
-		return a.refuse(changed.Reasons)
+		return &flow.Refused{Action: rec.Audit().Action, Target: rec.Audit().Target, Reasons: changed.Reasons}
 	}
-	a.rec.Detail = fmt.Sprintf("evicted %d of %d pod(s)", evicted, len(p.Evict))
 	if stopped := (*kube.DrainStoppedError)(nil); errors.As(err, &stopped) {
-		fmt.Fprintf(a.out(), "the drain stopped after %s:\n", a.rec.Detail)
+		fmt.Fprintf(a.out(), "the drain stopped after %s:\n", rec.Audit().Detail)
 		for _, r := range stopped.Reasons {
 			fmt.Fprintf(a.out(), "  STOPPED  %s\n", r)
 		}
 		fmt.Fprintf(a.out(), "%s stays cordoned (sitecon uncordon %s takes it back)\n", node, node)
-		return a.finish(audit.OutcomeFailed, stopped)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return a.finish(audit.OutcomeCancelled, fmt.Errorf("drain of %s cancelled after %s; the node stays cordoned (sitecon uncordon %s)", node, a.rec.Detail, node))
-	case err != nil:
-		return a.finish(audit.OutcomeFailed, fmt.Errorf("drain of %s: %w; the node stays cordoned", node, err))
-	}
-	fmt.Fprintf(a.out(), "%s drained: %s\n", node, a.rec.Detail)
-	return nil
+	return err
 }
 
 func newDrainCmd(g *globalFlags) *cobra.Command {
@@ -354,14 +302,14 @@ whose data is on the node are watched: if one loses a copy elsewhere or turns
 faulted, the drain stops. Ctrl-C cancels; the node then stays cordoned.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := beginAction(cmd, g, f, "drain", args[0])
+			a, err := beginAction(cmd, g, f, flow.ActionDrain, args[0])
 			if err != nil {
 				return err
 			}
-			if err := runDrain(a, args[0], d, "Drain %s: cordon it and evict %d pod(s)?", ""); err != nil || a.rec.Outcome != "" {
-				return err
-			}
-			return a.finish(audit.OutcomeDone, nil)
+			rec := a.recorder.Open(flow.ActionDrain, args[0])
+			return runDrain(a, rec, args[0], d, "Drain %s: cordon it and evict %d pod(s)?", "", func(p kube.Preflight, err error) (*flow.Drain, error) {
+				return flow.NewDrain(rec, a.snap, p, err, d.DrainOptions)
+			})
 		},
 	}
 	f.register(cmd)
@@ -379,30 +327,22 @@ func newNodeCmd(g *globalFlags) *cobra.Command {
 		Long: `Remove a node: the drain preflight and drain, then the Node object is
 deleted (k3s drops its etcd member) and the node leaves the cluster's node
 list. The node name must be typed. Refused: the last server, the node this
-runs on, a removal that leaves etcd without quorum, and a node holding the
-only up-to-date copy of a volume (copy it off first). A node still Ready
-needs --force, and so does leaving the cluster unable to take a failure
-(fewer than three servers). To replace the device, remove it, then give the
-new one a join bundle with the old one's cluster IP
-(sitecon join-info --node-ip IP).`,
+runs on, the seed in effect (move it first: sitecon seed), a removal that
+leaves etcd without quorum, and a node holding the only up-to-date copy of
+a volume (copy it off first). A node still Ready needs --force, and so does
+leaving the cluster unable to take a failure (fewer than three servers). To
+replace the device, see 'sitecon node replace'.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := beginAction(cmd, g, f, "remove-node", args[0])
+			a, err := beginAction(cmd, g, f, flow.ActionRemove, args[0])
 			if err != nil {
 				return err
 			}
-			// Joiners need the seed: it moves first (sitecon seed).
-			if why := kube.SeedRemovalRefusal(a.snap.Data(), args[0]); why != "" {
-				return a.refuse([]string{why})
-			}
-			if err := runDrain(a, args[0], d, "Remove %s: evict %d pod(s), then delete the node from the cluster?", localNode(removeConfig)); err != nil || a.rec.Outcome != "" {
-				return err
-			}
-			if err := kube.RemoveNode(cmd.Context(), a.snap.Clients().Core, args[0]); err != nil {
-				return a.finish(audit.OutcomeFailed, err)
-			}
-			fmt.Fprintf(a.out(), "%s removed from the cluster\n", args[0])
-			return a.finish(audit.OutcomeDone, nil)
+			rec := a.recorder.Open(flow.ActionRemove, args[0])
+			return runDrain(a, rec, args[0], d, "Remove %s: evict %d pod(s), then delete the node from the cluster?", localNode(removeConfig),
+				func(p kube.Preflight, err error) (*flow.Drain, error) {
+					return flow.NewDrain(rec, a.snap, p, err, d.DrainOptions)
+				})
 		},
 	}
 	f.register(remove)
@@ -437,50 +377,29 @@ the bundle.`,
 			if err != nil {
 				return fmt.Errorf("the join bundle needs this node's cluster config: %w", err)
 			}
-			a, err := beginAction(cmd, g, rf, "replace-node", old+" → "+name)
+			a, err := beginAction(cmd, g, rf, flow.ActionReplace, old+" → "+name)
 			if err != nil {
 				return err
 			}
-			n, ok := a.snap.Node(old)
-			if !ok {
-				return a.finish(audit.OutcomeRefused, fmt.Errorf("%s: %w", old, kube.ErrUnknownNode))
+			data := a.snap.Data()
+			rp, err := flow.PlanReplace(a.recorder, data, kube.Derive(data, time.Now()).Nodes, flow.ReplaceRequest{Old: old, New: name,
+				Bundle: func(ip string) (string, error) {
+					text, _, err := agent.MakeJoinInfo(configPath, agent.ViewOf(a.snap.Data(), true),
+						agent.JoinRequest{Role: role, NodeName: name, NodeUUID: newUUID, NodeIP: ip})
+					return text, err
+				}})
+			if err != nil {
+				return a.done(err)
 			}
-			ip := kube.InternalIP(n)
-			if ip == "" {
-				return a.finish(audit.OutcomeRefused, fmt.Errorf("%s has no internal address to hand on", old))
-			}
-			// The seed's address handed to a new device would make it the
-			// seed of a cluster it never was part of: the seed moves first.
-			if why := kube.SeedRemovalRefusal(a.snap.Data(), old); why != "" {
-				return a.refuse([]string{why})
-			}
-			// The bundle is made before anything changes: a bundle that
-			// cannot be made must not leave the site one device short.
-			var bundle strings.Builder
-			info := newJoinInfoCmd(g)
-			info.SetOut(&bundle)
-			info.SetErr(cmd.ErrOrStderr())
-			info.SetContext(cmd.Context())
-			for flag, value := range map[string]string{"config": configPath, "role": role, "node-name": name, "node-ip": ip, "node-uuid": newUUID} {
-				if err := info.Flags().Set(flag, value); err != nil {
-					return a.finish(audit.OutcomeFailed, err)
-				}
-			}
-			if err := info.RunE(info, nil); err != nil {
-				return a.refuse([]string{"the new node's bundle: " + err.Error()})
-			}
-			if err := runDrain(a, old, rd, "Replace %s: evict %d pod(s), delete it, then print the new node's bundle?", local.NodeName); err != nil || a.rec.Outcome != "" {
+			err = runDrain(a, rp.Record, old, rd, "Replace %s: evict %d pod(s), delete it, then print the new node's bundle?", local.NodeName,
+				func(p kube.Preflight, err error) (*flow.Drain, error) {
+					return rp.Drain(a.snap, p, err, rd.DrainOptions)
+				})
+			if err != nil || rp.Record.Audit().Outcome != audit.OutcomeDone {
 				return err
 			}
-			if err := kube.RemoveNode(cmd.Context(), a.snap.Clients().Core, old); err != nil {
-				return a.finish(audit.OutcomeFailed, err)
-			}
-			fmt.Fprintf(a.out(), "%s removed from the cluster; %s takes its address %s\n\n", old, name, ip)
-			a.rec.Detail = fmt.Sprintf("%s removed; %s joins at %s", old, name, ip)
-			if err := a.finish(audit.OutcomeDone, nil); err != nil {
-				return err
-			}
-			_, err = io.WriteString(a.out(), bundle.String())
+			fmt.Fprintf(a.out(), "%s takes %s's address %s\n\n", name, old, rp.IP)
+			_, err = io.WriteString(a.out(), rp.Bundle)
 			return err
 		},
 	}
@@ -508,28 +427,18 @@ restarts join through NODE. A running k3s is not restarted.`,
 			if err != nil {
 				return err
 			}
-			d := a.snap.Data()
-			if err := kube.SeedCheck(d, args[0]); err != nil {
-				return a.refuse([]string{err.Error()})
+			seed, err := flow.PlanSeed(a.recorder, a.snap, args[0])
+			if err != nil {
+				return a.done(err)
 			}
-			current := kube.Derive(d, time.Now()).Cluster
 			if f.dryRun {
-				fmt.Fprintf(a.out(), "would make %s the seed (join_server_ip %s → its address)\n", args[0], current.SeedAddress)
-				return a.finish(audit.OutcomeDryRun, nil)
+				fmt.Fprintf(a.out(), "would make %s the seed (join_server_ip %s → its address)\n", args[0], seed.From)
+				return a.done(seed.DryRun())
 			}
-			if err := a.confirmed(fmt.Sprintf("Make %s the seed server? Every node's k3s config will join through it.", args[0]), ""); err != nil {
-				return a.notConfirmed(err)
-			}
-			if err := a.intend(); err != nil {
+			if err := a.confirm(seed.Record, fmt.Sprintf("Make %s the seed server? Every node's k3s config will join through it.", args[0]), ""); err != nil {
 				return err
 			}
-			ip, err := kube.SetSeed(cmd.Context(), a.snap.Clients().Core, d, args[0])
-			if err != nil {
-				return a.finish(audit.OutcomeFailed, err)
-			}
-			a.rec.Detail = fmt.Sprintf("join_server_ip %s → %s", current.SeedAddress, ip)
-			fmt.Fprintf(a.out(), "%s is the seed: join_server_ip %s\n", args[0], ip)
-			return a.finish(audit.OutcomeDone, nil)
+			return a.run(&seed.Action)
 		},
 	}
 	f.register(cmd)
@@ -538,8 +447,7 @@ restarts join through NODE. A running k3s is not restarted.`,
 
 func newMigrateCmd(g *globalFlags) *cobra.Command {
 	f := &actionFlags{}
-	var timeout time.Duration
-	var reason string
+	req := flow.MigrateRequest{}
 	cmd := &cobra.Command{
 		Use:   "migrate APP NODE",
 		Short: "Move an app to NODE on site (no controller needed) and follow it until it runs there",
@@ -554,81 +462,23 @@ later designated node from the controller replaces the override.`,
 			if err != nil {
 				return err
 			}
-			return runMigrate(a, args[0], args[1], timeout, reason)
+			req.App, req.Target = args[0], args[1]
+			m, err := flow.PlanMigrate(cmd.Context(), a.recorder, a.snap, req)
+			if err != nil {
+				return a.done(err)
+			}
+			if f.dryRun {
+				fmt.Fprintf(a.out(), "would move %s from %s to %s: override %s\n", m.App.Name, m.From(), m.Target, m.Audit().Detail)
+				return a.done(m.DryRun())
+			}
+			if err := a.confirm(m.Record, fmt.Sprintf("Move %s from %s to %s?", m.App.Name, m.From(), m.Target), ""); err != nil {
+				return err
+			}
+			return a.run(&m.Action)
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the app to run on the target")
-	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	cmd.Flags().DurationVar(&req.Timeout, "timeout", flow.DefaultMigrateTimeout, "how long to wait for the app to run on the target")
+	cmd.Flags().StringVar(&req.Reason, "reason", "", "why, for the record")
 	return cmd
-}
-
-func runMigrate(a *action, appRef, target string, timeout time.Duration, reason string) error {
-	ctx := a.cmd.Context()
-	d := a.snap.Data()
-	st := kube.Derive(d, time.Now())
-	app, ok := kube.FindApp(st.Apps, appRef)
-	if !ok {
-		return a.finish(audit.OutcomeRefused, fmt.Errorf("no app %q (apps: %s)", appRef, kube.AppNames(st.Apps)))
-	}
-	var chosen *kube.MigrateTarget
-	var eligible []string
-	for _, t := range kube.MigrateTargets(app, d.Nodes) {
-		if t.Node == target {
-			chosen = &t
-		}
-		if t.Eligible {
-			eligible = append(eligible, t.Node)
-		}
-	}
-	switch {
-	case chosen == nil:
-		return a.finish(audit.OutcomeRefused, fmt.Errorf("%s: %w (nodes: %s)", target, kube.ErrUnknownNode, kube.NodeNames(d.Nodes)))
-	case !chosen.Eligible:
-		return a.refuse([]string{fmt.Sprintf("%s cannot take %s: %s (eligible: %s)", target, app.Name, chosen.Why, orNone(eligible))})
-	}
-	config, err := kube.ReadAppConfigRef(ctx, a.snap.Clients(), app.UUID)
-	if err != nil {
-		return a.finish(audit.OutcomeRefused, err)
-	}
-	n, _ := a.snap.Node(target)
-	o := kube.PlacementOverride{Node: target, NodeUUID: n.Labels[kube.LabelNodeUUID], By: audit.CurrentUser(), At: time.Now().UTC(), Reason: reason, ConfigDNId: config.DNId, ConfigVersion: config.Version}
-	if o.NodeUUID == "" {
-		return a.refuse([]string{fmt.Sprintf("%s has no %s label: its agent could not know it is the app's node", target, kube.LabelNodeUUID)})
-	}
-	raw, _ := json.Marshal(o)
-	a.rec.Detail = string(raw)
-	if a.flags.dryRun {
-		fmt.Fprintf(a.out(), "would move %s from %s to %s: override %s\n", app.Name, orNone([]string{app.Node}), target, raw)
-		return a.finish(audit.OutcomeDryRun, nil)
-	}
-	if err := a.confirmed(fmt.Sprintf("Move %s from %s to %s?", app.Name, orNone([]string{app.Node}), target), ""); err != nil {
-		return a.notConfirmed(err)
-	}
-	if err := a.intend(); err != nil {
-		return err
-	}
-	if err := kube.WriteOverride(ctx, a.snap.Clients().Core, app.UUID, o); err != nil {
-		return a.finish(audit.OutcomeFailed, err)
-	}
-	fmt.Fprintf(a.out(), "override written; waiting for %s to run on %s\n", app.Name, target)
-	last, err := kube.WaitAppOn(ctx, a.snap, app.UUID, target, timeout, func(where string) {
-		fmt.Fprintf(a.out(), "  %s: %s\n", app.Name, where)
-	})
-	switch {
-	case err == nil:
-		fmt.Fprintf(a.out(), "%s runs on %s\n", app.Name, target)
-		return a.finish(audit.OutcomeDone, nil)
-	case errors.Is(err, kube.ErrNotMovedYet):
-		return a.finish(audit.OutcomeFailed, fmt.Errorf("%s did not run on %s within %s (last seen: %s); the override stays in place", app.Name, target, timeout, last))
-	default:
-		return a.finish(audit.OutcomeCancelled, fmt.Errorf("stopped waiting; the override stays in place and %s keeps moving to %s", app.Name, target))
-	}
-}
-
-func orNone(s []string) string {
-	if len(s) == 0 || (len(s) == 1 && s[0] == "") {
-		return "none"
-	}
-	return strings.Join(s, ", ")
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
 )
 
@@ -33,7 +34,7 @@ func joinArgs(config string) []string {
 // noToken fails the test if the log holds the cluster token.
 func noToken(t *testing.T, auditLog, config string) {
 	t.Helper()
-	v, err := loadClusterConfig(config)
+	v, err := agent.LoadClusterConfig(config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -110,23 +108,15 @@ keep them off command lines (shell history, ps).`,
 				return nil
 			}
 			if join != "" {
-				text, err := readJoinSource(join, cmd.InOrStdin(), cmd.ErrOrStderr())
+				text, err := agent.ReadJoinSource(join, cmd.InOrStdin(), cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
-				bundle, err := agent.DecodeBundle(text)
+				bundle, files, err := agent.PlanJoin(text, dir, iface, force)
+				if bundle.NodeName != "" {
+					target = bundle.NodeName + " in " + bundle.ClusterName
+				}
 				if err != nil {
-					return err
-				}
-				target = bundle.NodeName + " in " + bundle.ClusterName
-				if err := checkJoinsExisting(bundle); err != nil {
-					return err
-				}
-				files, err := bundle.Files(dir, iface)
-				if err != nil {
-					return err
-				}
-				if err := checkOverwrite(configPath, bundle.ClusterID, force); err != nil {
 					return err
 				}
 				if dryRun {
@@ -136,16 +126,7 @@ keep them off command lines (shell history, ps).`,
 				if err := intend(); err != nil {
 					return err
 				}
-				if bundle.ExistingCluster {
-					// Marked before the config is written: an agent that
-					// sees the config must already know the node never
-					// initialises this cluster.
-					if err := agent.MarkFormed(agent.FormedMarkerFile(files.ConfigPath), agent.FormedMarker{ClusterID: bundle.ClusterID,
-						NodeName: bundle.NodeName, How: "given a join bundle made on the running cluster"}); err != nil {
-						return err
-					}
-				}
-				if err := files.Write(); err != nil {
+				if err := agent.WriteJoin(bundle, files); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "wrote %s for %s: cluster %s, address %s, seed %s\n", files.ConfigPath, bundle.NodeName, bundle.ClusterName, bundle.ClusterIPPrefix, bundle.JoinServerIP)
@@ -171,11 +152,11 @@ keep them off command lines (shell history, ps).`,
 				}
 				req.ExistingPrefixes = existing
 			}
-			formed, err := formCluster(req, thisNode, dir, force, dryRun, intend)
+			formed, err := agent.FormCluster(req, thisNode, dir, force, dryRun, intend)
 			if err != nil {
 				return err
 			}
-			formed.print(out)
+			printFormed(out, formed)
 			return nil
 		},
 	}
@@ -196,168 +177,22 @@ keep them off command lines (shell history, ps).`,
 	return cmd
 }
 
-// formed is what forming a cluster did: the plan, this node's files, and
-// the join lines for the others.
-type formed struct {
-	plan     *agent.FormPlan
-	thisNode string
-	written  string // this node's config path; empty on a dry run
-	joins    []joinLine
-	// saveProblem is why the bundles could not be saved (they are printed).
-	saveProblem string
-}
-
-// lines are the join instructions for every other node: comments, then the
-// bundle alone on its line, ready to paste into 'sitecon form --join -'.
-func (f *formed) lines() []string {
-	var out []string
-	for _, j := range f.joins {
-		out = append(out, "# "+j.node+": on "+j.node+" run 'sitecon form --join -', paste the bundle below, then Ctrl-D")
-		if j.file != "" {
-			out = append(out, "#   or copy "+j.file+" there and run 'sitecon form --join "+filepath.Base(j.file)+"'")
-		}
-		out = append(out, j.bundle)
-	}
-	return out
-}
-
-// joinLine is one other node's bundle, and the file it was saved in.
-type joinLine struct{ node, bundle, file string }
-
-// formCluster plans the cluster and writes this node's config (unless
-// dryRun). It refuses to move a node that belongs to another cluster.
-// intend, when set, records the intent once the plan holds and before the
-// first file is written; its error stops everything.
-func formCluster(req agent.FormRequest, thisNode, dir string, force, dryRun bool, intend func() error) (*formed, error) {
-	plan, err := agent.Plan(req)
-	if err != nil {
-		return nil, err
-	}
-	if thisNode == "" {
-		thisNode = plan.Nodes[0].NodeName // the seed
-	}
-	var mine *agent.JoinBundle
-	for i := range plan.Nodes {
-		if plan.Nodes[i].NodeName == thisNode {
-			mine = &plan.Nodes[i]
-		}
-	}
-	if mine == nil {
-		return nil, fmt.Errorf("--this-node %s is not one of the nodes", thisNode)
-	}
-	files, err := mine.Files(dir, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := checkOverwrite(files.ConfigPath, plan.ClusterID, force); err != nil {
-		return nil, err
-	}
-	f := &formed{plan: plan, thisNode: thisNode}
-	if dryRun {
-		return f, nil
-	}
-	if intend != nil {
-		if err := intend(); err != nil {
-			return nil, err
-		}
-	}
-	if err := files.Write(); err != nil {
-		return nil, err
-	}
-	f.written = files.ConfigPath
-	texts := map[string]string{}
-	for _, n := range plan.Nodes {
-		if n.NodeName == thisNode {
-			continue
-		}
-		bundle, err := n.Encode()
-		if err != nil {
-			return nil, err
-		}
-		f.joins = append(f.joins, joinLine{node: n.NodeName, bundle: bundle})
-		texts[n.NodeName] = bundleFileText(n, bundle)
-	}
-	// Saved root-only beside the config, for copying to each node as a
-	// file; the agent removes each once its node has joined. The config is
-	// written already: a failure here is reported, the bundles are still
-	// printed.
-	paths, err := agent.SaveJoinBundles(agent.JoinBundlesDir(files.ConfigPath), texts)
-	if err != nil {
-		f.saveProblem = err.Error()
-	}
-	for i := range f.joins {
-		f.joins[i].file = paths[f.joins[i].node]
-	}
-	return f, nil
-}
-
-// bundleFileText is a saved bundle file: what it is, then the bundle.
-func bundleFileText(n agent.JoinBundle, bundle string) string {
-	return fmt.Sprintf("# join bundle for %s in cluster %s (%s): it carries the cluster token, keep it private\n# on %s: sitecon form --join THIS-FILE\n%s\n",
-		n.NodeName, n.ClusterName, n.ClusterID, n.NodeName, bundle)
-}
-
-// readJoinSource reads the bundle --join names: "-" is stdin, anything else
-// a file holding it (a saved .bundle file, or the lines forming printed).
-// A bundle given on the command line itself still works, with a warning:
-// it is now in the shell's history and visible to every user in ps.
-func readJoinSource(join string, stdin io.Reader, stderr io.Writer) (string, error) {
-	if strings.HasPrefix(strings.TrimSpace(join), agent.BundlePrefix) {
-		fmt.Fprintln(stderr, "warning: the join bundle was given on the command line: it carries the cluster token and is now in your shell history "+
-			"and visible in ps; next time use 'sitecon form --join -' (paste, then Ctrl-D) or 'sitecon form --join FILE'")
-		return join, nil
-	}
-	var data []byte
-	var err error
-	what := join
-	if join == "-" {
-		what = "stdin"
-		// A bundle is a few hundred bytes; a megabyte is plenty.
-		data, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
-	} else {
-		data, err = os.ReadFile(join)
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading the join bundle from %s: %w", what, err)
-	}
-	text, err := agent.BundleFromText(string(data))
-	if err != nil {
-		return "", fmt.Errorf("the join bundle from %s: %w", what, err)
-	}
-	return text, nil
-}
-
-func (f *formed) summary() []string {
-	p := f.plan
-	out := []string{fmt.Sprintf("cluster %s (%s), seed %s at %s", p.Nodes[0].ClusterName, p.ClusterID, p.Nodes[0].NodeName, p.Nodes[0].JoinServerIP), ""}
-	for _, n := range p.Nodes {
-		role := "server"
-		if n.IsWorkerNode {
-			role = "worker"
-		}
-		if n.NodeName == p.Nodes[0].NodeName {
-			role = "seed server"
-		}
-		out = append(out, fmt.Sprintf("%-12s %-12s %-18s %s", n.NodeName, role, n.ClusterIPPrefix, n.NodeUUID))
-	}
-	return out
-}
-
-func (f *formed) print(out io.Writer) {
-	for _, l := range f.summary() {
+// printFormed tells what forming the cluster did, the join lines last.
+func printFormed(out io.Writer, f *agent.Formed) {
+	for _, l := range f.Summary() {
 		fmt.Fprintln(out, l)
 	}
 	fmt.Fprintln(out)
-	if f.written == "" {
-		fmt.Fprintf(out, "would write the config for %s under its directory (dry run: nothing written, no bundles)\n", f.thisNode)
+	if f.Written == "" {
+		fmt.Fprintf(out, "would write the config for %s under its directory (dry run: nothing written, no bundles)\n", f.ThisNode)
 		return
 	}
-	fmt.Fprintf(out, "wrote %s for %s\n\n", f.written, f.thisNode)
+	fmt.Fprintf(out, "wrote %s for %s\n\n", f.Written, f.ThisNode)
 	fmt.Fprintln(out, "Join each other node with its bundle (the bundles carry the cluster token; keep them private, off command lines):")
-	if f.saveProblem != "" {
-		fmt.Fprintf(out, "(the bundles could not be saved: %s)\n", f.saveProblem)
+	if f.SaveProblem != "" {
+		fmt.Fprintf(out, "(the bundles could not be saved: %s)\n", f.SaveProblem)
 	}
-	lines := f.lines()
+	lines := f.Lines()
 	for i, l := range lines {
 		// A blank line before each node's block.
 		if strings.HasPrefix(l, "# ") && (i == 0 || !strings.HasPrefix(lines[i-1], "#")) {
@@ -365,35 +200,6 @@ func (f *formed) print(out io.Writer) {
 		}
 		fmt.Fprintln(out, l)
 	}
-}
-
-// checkJoinsExisting refuses a bundle made on a running cluster that names
-// the new node's own address as the join address: the node could only
-// initialise a second cluster with the same ID and token there. A formation
-// bundle may do so (the seed's own, when another node formed the cluster).
-func checkJoinsExisting(b agent.JoinBundle) error {
-	own, err := netip.ParsePrefix(b.ClusterIPPrefix)
-	if err != nil || !b.ExistingCluster || own.Addr().String() != b.JoinServerIP {
-		return nil
-	}
-	return fmt.Errorf("this bundle joins %s to an existing cluster (%s) through %s, its own address: it has no seed to join and must never initialise the cluster again; "+
-		"on a live member move the seed (sitecon seed NODE) and make a new bundle (sitecon node replace or sitecon join-info)", b.NodeName, b.ClusterName, b.JoinServerIP)
-}
-
-// checkOverwrite refuses to replace a node's config for another cluster
-// unless forced: that would silently move the node to another cluster.
-func checkOverwrite(path, clusterID string, force bool) error {
-	existing, err := agent.LoadConfig(path)
-	if errors.Is(err, os.ErrNotExist) || force {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("%s exists and cannot be read (%v): use --force to replace it", path, err)
-	}
-	if existing.ClusterID != clusterID {
-		return fmt.Errorf("%s already makes this node a member of cluster %s (%s): use --force to replace it", path, existing.ClusterName, existing.ClusterID)
-	}
-	return nil
 }
 
 // formRequest turns the wizard's input into a formation request, with the
@@ -421,7 +227,7 @@ func formRequest(in views.FormInput) (agent.FormRequest, map[string][]string) {
 
 // newFormWizard builds the wizard over this device's interfaces; *formedOut
 // is set once the cluster is formed.
-func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force bool, formedOut **formed) *views.FormWizard {
+func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force bool, formedOut **agent.Formed) *views.FormWizard {
 	w := views.NewFormWizard(uiCtx, interfaces, views.FormInput{Prefix: agent.DefaultClusterPrefix})
 	w.Check = func(in views.FormInput) map[string][]string {
 		req, problems := formRequest(in)
@@ -440,14 +246,14 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 	w.Submit = func(in views.FormInput) (*views.FormResult, error) {
 		req, _ := formRequest(in)
 		// The wizard records the intent itself, before Submit.
-		f, err := formCluster(req, in.Seed, dir, force, false, nil)
+		f, err := agent.FormCluster(req, in.Seed, dir, force, false, nil)
 		if err != nil {
 			return nil, err
 		}
 		*formedOut = f
-		res := &views.FormResult{Summary: f.summary(), Written: f.written, Joins: f.lines()}
-		if f.saveProblem == "" && len(f.joins) > 0 {
-			res.JoinsFile = filepath.Dir(f.joins[0].file)
+		res := &views.FormResult{Summary: f.Summary(), Written: f.Written, Joins: f.Lines()}
+		if f.SaveProblem == "" && len(f.Joins) > 0 {
+			res.JoinsFile = filepath.Dir(f.Joins[0].File)
 		}
 		return res, nil
 	}
@@ -458,7 +264,7 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 // typed, writes this node's config (as the seed), recorded in log, and
 // prints the join lines. Its keys go through the console's guard.
 func runFormWizard(cmd *cobra.Command, dir string, force bool, log *audit.Log) error {
-	var result *formed
+	var result *agent.Formed
 	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), interfaceNames(), dir, force, &result)
 	w.Audit = log
 	if _, err := tea.NewProgram(views.Guarded(w), tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run(); err != nil {
@@ -468,7 +274,7 @@ func runFormWizard(cmd *cobra.Command, dir string, force bool, log *audit.Log) e
 		fmt.Fprintln(cmd.OutOrStdout(), "no cluster formed; nothing written")
 		return nil
 	}
-	result.print(cmd.OutOrStdout())
+	printFormed(cmd.OutOrStdout(), result)
 	return nil
 }
 

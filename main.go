@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -339,36 +338,18 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 	}
 	if actions != nil && snap != nil {
 		actions.JoinInfo = func(role, name, uuid, ip string) (string, error) {
-			// The bundle carries the seed in effect, decided from the
-			// snapshot's record and Nodes once synced.
-			var data *kube.Data
-			if snap.Synced() {
-				d := snap.Data()
-				data = &d
-			}
-			v, _, err := configInEffect(clusterConfig, data)
-			if err != nil {
-				return "", err
-			}
-			// The addresses in use, from the snapshot: no request here.
-			// Not read yet, they are unknown (nil), not free.
-			var used []netip.Addr
-			if snap.Synced() {
-				used = []netip.Addr{}
-			}
-			for _, n := range snap.Data().Nodes {
-				if ip, err := netip.ParseAddr(kube.InternalIP(n)); err == nil {
-					used = append(used, ip)
-				}
-			}
-			return joinInfo(v, role, name, uuid, ip, used, "")
+			// The bundle carries the seed in effect and a free address,
+			// both from the snapshot once synced: no request here.
+			text, _, err := agent.MakeJoinInfo(clusterConfig, agent.ViewOf(snap.Data(), snap.Synced()),
+				agent.JoinRequest{Role: role, NodeName: name, NodeUUID: uuid, NodeIP: ip})
+			return text, err
 		}
 	}
 	if !g.readOnly {
 		// :form forms a new cluster from the console, as the seed, into the
 		// default config directory.
 		app.SetFormWizard(func() *views.FormWizard {
-			var result *formed
+			var result *agent.Formed
 			return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)
 		})
 	}

@@ -2,7 +2,6 @@ package views
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,15 +13,19 @@ import (
 
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/ui"
 )
 
 // Actions is what the console acts with. Without it (no cluster, tests of
-// the look) the action keys say why nothing happens.
+// the look) the action keys say why nothing happens. The actions
+// themselves are package flow's, as the CLI's are: the console asks and
+// tells.
 type Actions struct {
 	Snap  *kube.Snapshot
 	Audit *audit.Log
-	// MigrateTimeout bounds the wait for a moved app to run (default 5 min).
+	// MigrateTimeout bounds the wait for a moved app to run (0: the
+	// flows' default, as for the CLI).
 	MigrateTimeout time.Duration
 	// Unavailable says why actions cannot run (the audit log cannot be
 	// written: an action that cannot be recorded is not taken).
@@ -45,24 +48,8 @@ func (ac *Actions) unavailable() string {
 	return ""
 }
 
-// record writes a record that is the whole of an action that changed
-// nothing (refused, cancelled) or that only showed something (join info).
-func (ac *Actions) record(r audit.Record) error {
-	if ac.Audit == nil {
-		return errors.New("no audit log")
-	}
-	r.Via = "console"
-	return ac.Audit.Write(r)
-}
-
-// begin writes an action's intent before it runs.
-func (ac *Actions) begin(r audit.Record) (*audit.Entry, error) {
-	if ac.Audit == nil {
-		return nil, errors.New("no audit log")
-	}
-	r.Via = "console"
-	return ac.Audit.Begin(r)
-}
+// recorder is where the flows started here record themselves.
+func (ac *Actions) recorder() flow.Recorder { return flow.Recorder{Log: ac.Audit, Via: "console"} }
 
 type dialogState int
 
@@ -89,16 +76,19 @@ type dialog struct {
 	targets []kube.MigrateTarget
 	choice  int
 	app     kube.AppStatus
-	// run is the action itself, once confirmed.
-	run      func(ctx context.Context, progress func(string)) error
+	// record is the action's audit record, which its flow writes.
+	record *flow.Record
+	// action is the flow once planned; confirmed, it runs.
+	action *flow.Action
+	// drain is the drain planned, for a drain, removal or replace.
+	drain *flow.Drain
+	// newDrain makes a drain's flow from its preflight (a replace's drain
+	// is the replace's).
+	newDrain func(p kube.Preflight, err error) (*flow.Drain, error)
 	task     *ui.Task
 	progress []string
 	result   string
 	failed   bool
-	rec      audit.Record
-	// entry is the action's intent on disk, once confirmed; its outcome is
-	// written through it.
-	entry *audit.Entry
 	// auditProblem is why a record could not be written, for the status
 	// line once the dialog is closed.
 	auditProblem string
@@ -110,16 +100,20 @@ type dialog struct {
 // takes, and its join bundle.
 type handOn struct{ name, ip, bundle string }
 
-// preflightMsg carries a drain preflight back to the UI goroutine.
+// preflightMsg carries what a dialog waited for back to the UI goroutine:
+// a drain's preflight, or a plan made off it (apply).
 type preflightMsg struct {
 	p   kube.Preflight
 	err error
+	// apply, when set, is the dialog's next step from a plan that needed
+	// the network (a migrate's): the UI goroutine never waits on it.
+	apply func(*dialog)
 }
 
-func (a *App) openDialog(title string, rec audit.Record) *dialog {
+func (a *App) openDialog(title string, rec *flow.Record) *dialog {
 	in := textinput.New()
 	in.Prompt = "> "
-	d := &dialog{ctx: a.ctx, actions: a.actions, title: title, rec: rec, input: in}
+	d := &dialog{ctx: a.ctx, actions: a.actions, title: title, record: rec, input: in}
 	a.dialog = d
 	return d
 }
@@ -165,59 +159,42 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 		return true, nil
 	}
 	node := selected
-	cs := a.actions.Snap.Clients().Core
+	rec, snap := a.actions.recorder(), a.actions.Snap
 	switch {
 	case key.Matches(msg, k.Cordon), key.Matches(msg, k.Uncordon):
 		cordon := key.Matches(msg, k.Cordon)
-		name := map[bool]string{true: "cordon", false: "uncordon"}[cordon]
-		d := a.openDialog(fmt.Sprintf("%s %s", name, node), audit.Record{Action: name, Target: node})
+		act := flow.Cordon(rec, snap, node, cordon)
+		d := a.openDialog(flow.CordonName(cordon)+" "+node, act.Record)
 		if cordon {
 			d.lines = []string{"New pods will not be scheduled on " + node + "; running pods stay."}
 		} else {
 			d.lines = []string{node + " takes new pods again."}
 		}
-		d.state = dialogConfirm
-		d.run = func(ctx context.Context, progress func(string)) error {
-			changed, err := kube.Cordon(ctx, cs, node, cordon)
-			if err == nil && !changed {
-				progress(node + " was already " + name + "ed")
-			}
-			return err
-		}
+		d.state, d.action = dialogConfirm, act
 	case key.Matches(msg, k.Seed):
-		d := a.openDialog("make "+node+" the seed", audit.Record{Action: "seed", Target: node})
-		data := a.actions.Snap.Data()
-		if err := kube.SeedCheck(data, node); err != nil {
-			d.refuse([]string{err.Error()})
+		seed, err := flow.PlanSeed(rec, snap, node)
+		if err != nil {
+			a.openDialog("make "+node+" the seed", nil).refused(err, true)
 			return true, nil
 		}
+		d := a.openDialog("make "+node+" the seed", seed.Record)
 		d.lines = []string{"Every node's k3s config will join through " + node + " from its next start.", "A running k3s is not restarted."}
-		d.state = dialogConfirm
-		d.run = func(ctx context.Context, progress func(string)) error {
-			ip, err := kube.SetSeed(ctx, cs, data, node)
-			if err == nil {
-				progress("join_server_ip is now " + ip)
-			}
-			return err
-		}
+		d.state, d.action = dialogConfirm, &seed.Action
 	case key.Matches(msg, k.Drain):
-		return true, a.openDrain("drain "+node, audit.Record{Action: "drain", Target: node}, node)
+		return true, a.openDrain("drain "+node, rec.Open(flow.ActionDrain, node), node, nil)
 	case key.Matches(msg, k.Remove):
-		// Joiners need the seed: it moves first (sitecon seed), as the CLI says.
-		if why := kube.SeedRemovalRefusal(a.actions.Snap.Data(), node); why != "" {
-			a.openDialog("remove "+node, audit.Record{Action: "remove-node", Target: node}).refuse([]string{why})
-			return true, nil
-		}
-		return true, a.openDrain("remove "+node, audit.Record{Action: "remove-node", Target: node}, node)
+		return true, a.openDrain("remove "+node, rec.Open(flow.ActionRemove, node), node, nil)
 	}
 	return true, nil
 }
 
 // openDrain opens the dialog of a drain of node (drain, remove or replace,
-// by rec.Action) and starts its preflight.
-func (a *App) openDrain(title string, rec audit.Record, node string) tea.Cmd {
+// by rec's action) and starts its preflight; newDrain makes the flow from
+// it (nil: a drain or removal of its own).
+func (a *App) openDrain(title string, rec *flow.Record, node string, newDrain func(kube.Preflight, error) (*flow.Drain, error)) tea.Cmd {
 	d := a.openDialog(title, rec)
 	d.lines = []string{"checking what draining " + node + " would do..."}
+	d.newDrain = newDrain
 	snap := a.actions.Snap
 	if snap == nil {
 		return nil
@@ -225,8 +202,8 @@ func (a *App) openDrain(title string, rec audit.Record, node string) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{Purpose: kube.PurposeOf(rec.Action)})
-		return preflightMsg{p, err}
+		p, err := flow.CheckDrain(ctx, snap, rec.Audit().Action, node, "", flow.DefaultDrainOptions())
+		return preflightMsg{p: p, err: err}
 	}
 }
 
@@ -252,37 +229,22 @@ func (a *App) replaceNode(args []string) tea.Cmd {
 		a.message = fmt.Sprintf("the new node's role must be server or agent, not %q — %s", role, usage)
 		return nil
 	}
-	ip := ""
-	var names []string
-	for _, n := range a.frame.Status.Nodes {
-		names = append(names, n.Name)
-		if n.Name == old {
-			ip = n.InternalIP
-			if ip == "" {
-				a.message = old + " has no internal address to hand on"
-				return nil
-			}
-		}
-	}
-	if ip == "" {
-		a.message = fmt.Sprintf("%s: no such node (nodes: %s)", old, strings.Join(names, ", "))
-		return nil
-	}
-	// The seed's address handed to a new device would make it the seed of
-	// a cluster it never was part of: the seed moves first.
+	var data kube.Data
 	if a.actions.Snap != nil {
-		if why := kube.SeedRemovalRefusal(a.actions.Snap.Data(), old); why != "" {
-			a.openDialog("replace "+old, audit.Record{Action: "replace-node", Target: old + " → " + name}).refuse([]string{why})
-			return nil
-		}
+		data = a.actions.Snap.Data()
 	}
-	bundle, err := a.actions.JoinInfo(role, name, uuid, ip)
+	title := "replace " + old
+	rp, err := flow.PlanReplace(a.actions.recorder(), data, a.frame.Status.Nodes, flow.ReplaceRequest{Old: old, New: name,
+		Bundle: func(ip string) (string, error) { return a.actions.JoinInfo(role, name, uuid, ip) }})
 	if err != nil {
-		a.message = err.Error() + " — " + usage
+		a.openDialog(title, nil).refused(err, true)
 		return nil
 	}
-	cmd := a.openDrain("replace "+old, audit.Record{Action: "replace-node", Target: old + " → " + name}, old)
-	a.dialog.handOn = handOn{name: name, ip: ip, bundle: bundle}
+	snap := a.actions.Snap
+	cmd := a.openDrain(title, rp.Record, old, func(p kube.Preflight, err error) (*flow.Drain, error) {
+		return rp.Drain(snap, p, err, flow.DefaultDrainOptions())
+	})
+	a.dialog.handOn = handOn{name: name, ip: rp.IP, bundle: rp.Bundle}
 	return cmd
 }
 
@@ -294,10 +256,10 @@ func (a *App) openMigrate(rowID string) tea.Cmd {
 			app = x
 		}
 	}
-	d := a.openDialog("migrate "+app.Name, audit.Record{Action: "migrate", Target: app.Name})
+	d := a.openDialog("migrate "+app.Name, a.actions.recorder().Open(flow.ActionMigrate, app.Name))
 	d.app = app
 	if app.UUID == "" {
-		d.refuse([]string{app.Name + " has no app UUID: it was not laid out by a sitecon agent"})
+		d.refuse(app.Name + " has no app UUID: it was not laid out by a sitecon agent")
 		return nil
 	}
 	d.targets = kube.MigrateTargets(app, a.actions.Snap.Data().Nodes)
@@ -312,132 +274,114 @@ func (a *App) openMigrate(rowID string) tea.Cmd {
 		for _, t := range d.targets {
 			why = append(why, t.Node+": "+t.Why)
 		}
-		d.refuse(append([]string{"no node can take " + app.Name}, why...))
+		d.refuse(append([]string{"no node can take " + app.Name}, why...)...)
 		return nil
 	}
 	d.state = dialogChoose
 	return nil
 }
 
-func (d *dialog) refuse(reasons []string) {
-	d.lines = append(d.lines, reasons...)
-	d.refused(reasons)
-}
+// refuse records a refusal the console itself makes and shows it.
+func (d *dialog) refuse(reasons ...string) { d.refused(d.record.Refuse(reasons...), true) }
 
-// refused ends the dialog with a refusal already shown in its lines.
-func (d *dialog) refused(reasons []string) {
+// refused ends the dialog with a refusal its flow recorded; show: its
+// reasons are not in the lines yet.
+func (d *dialog) refused(err error, show bool) {
 	d.state, d.failed = dialogDone, true
+	if r := (*flow.Refused)(nil); errors.As(err, &r) {
+		if d.record == nil {
+			d.record = r.Record
+		}
+		if show {
+			d.lines = append(d.lines, r.Reasons...)
+		}
+	} else if show {
+		d.lines = append(d.lines, err.Error())
+	}
 	// The reasons are in the lines above: the verdict says what it means.
 	d.result = "refused: nothing was changed"
-	d.rec.Preflight = reasons
-	d.finish(audit.OutcomeRefused, nil)
+	d.notRecorded(err)
 }
 
-// finish records the dialog's outcome: through its intent once it ran,
-// else as a record of its own. A record that cannot be written is said on
-// screen: the log no longer holds what happened.
-func (d *dialog) finish(outcome string, err error) {
-	d.rec.Outcome, d.rec.Error = outcome, ""
-	if err != nil {
-		d.rec.Error = err.Error()
-	}
-	var werr error
-	if d.entry != nil {
-		d.entry.Rec = d.rec
-		werr = d.entry.End(outcome, err)
-	} else {
-		werr = d.actions.record(d.rec)
-	}
-	if werr != nil {
-		d.auditProblem = "the audit log could not record " + d.title + ": " + werr.Error()
+// notRecorded says on screen that a record could not be written: the log
+// no longer holds what happened.
+func (d *dialog) notRecorded(err error) {
+	if nr := (*flow.NotRecorded)(nil); errors.As(err, &nr) {
+		d.auditProblem = "the audit log could not record " + d.title + ": " + nr.Err.Error()
 		d.lines = append(d.lines, "WARNING  "+d.auditProblem)
 	}
 }
 
-func (d *dialog) onPreflight(msg preflightMsg) {
-	if msg.err != nil {
-		d.refuse([]string{msg.err.Error()})
-		return
-	}
-	p := msg.p
-	d.lines = nil
+// preflightLines is a drain's preflight as the dialog shows it.
+func preflightLines(p kube.Preflight) []string {
+	var lines []string
 	for _, r := range p.Refusals {
-		d.lines = append(d.lines, "REFUSED  "+r)
+		lines = append(lines, "REFUSED  "+r)
 	}
 	for _, w := range p.Warnings {
-		d.lines = append(d.lines, "WARNING  "+w)
+		lines = append(lines, "WARNING  "+w)
 	}
 	for _, n := range p.Notes {
-		d.lines = append(d.lines, "note     "+n)
+		lines = append(lines, "note     "+n)
 	}
-	d.lines = append(d.lines, fmt.Sprintf("pods to evict (%d): %s", len(p.Evict), strings.Join(p.Evict, ", ")))
-	if p.Refused() {
-		d.refused(p.Refusals)
-		return
-	}
-	d.rec.Preflight = append(p.Warnings, fmt.Sprintf("evict %d pod(s)", len(p.Evict)))
-	remove := d.rec.Action == "remove-node" || d.rec.Action == "replace-node"
-	// Destructive: pinned apps stop, or the node leaves the cluster.
-	if p.NeedsForce() || remove {
-		d.typed = p.Node
-		d.input.Focus()
-	}
-	if remove {
-		d.lines = append(d.lines, "then "+p.Node+" is deleted from the cluster (k3s drops its etcd member)")
-	}
-	d.state = dialogConfirm
-	snap := d.actions.Snap
-	d.run = func(ctx context.Context, progress func(string)) error {
-		err := kube.DrainAsConfirmed(ctx, snap.Clients(), snap.Data(), p, kube.DrainOptions{GracePeriod: -time.Second, Timeout: 10 * time.Minute,
-			Progress: func(s kube.DrainStep) { progress(strings.TrimSpace(s.Phase + " " + s.Pod + " " + s.Message)) }})
-		if err != nil || !remove {
-			return err
-		}
-		if err := kube.RemoveNode(ctx, snap.Clients().Core, p.Node); err != nil {
-			return err
-		}
-		progress(p.Node + " deleted from the cluster")
-		return nil
-	}
+	return append(lines, fmt.Sprintf("pods to evict (%d): %s", len(p.Evict), strings.Join(p.Evict, ", ")))
 }
 
-// chooseTarget confirms the highlighted migrate target.
-func (d *dialog) chooseTarget() {
-	t := d.targets[d.choice]
-	n, ok := d.actions.Snap.Node(t.Node)
-	if !ok || n.Labels[kube.LabelNodeUUID] == "" {
-		d.refuse([]string{t.Node + " has no " + kube.LabelNodeUUID + " label"})
+func (d *dialog) onPreflight(msg preflightMsg) {
+	if msg.apply != nil {
+		msg.apply(d)
 		return
 	}
-	d.rec.Target = d.app.Name + " → " + t.Node
-	d.lines = []string{fmt.Sprintf("Move %s from %s to %s.", d.app.Name, orDash(d.app.Node), t.Node),
-		"An on-site override is written; the agents lay the app out on " + t.Node + "."}
-	d.state = dialogConfirm
-	snap, app, target, nodeUUID := d.actions.Snap, d.app, t.Node, n.Labels[kube.LabelNodeUUID]
-	timeout := d.actions.MigrateTimeout
-	if timeout == 0 {
-		timeout = 5 * time.Minute
+	newDrain := d.newDrain
+	if newDrain == nil {
+		var snap *kube.Snapshot
+		if d.actions != nil {
+			snap = d.actions.Snap
+		}
+		newDrain = func(p kube.Preflight, err error) (*flow.Drain, error) {
+			return flow.NewDrain(d.record, snap, p, err, flow.DefaultDrainOptions())
+		}
 	}
-	d.run = func(ctx context.Context, progress func(string)) error {
-		config, err := kube.ReadAppConfigRef(ctx, snap.Clients(), app.UUID)
-		if err != nil {
-			return err
-		}
-		o := kube.PlacementOverride{Node: target, NodeUUID: nodeUUID, By: audit.CurrentUser() + " (console)", At: time.Now().UTC(), ConfigDNId: config.DNId, ConfigVersion: config.Version}
-		raw, _ := json.Marshal(o)
-		d.rec.Detail = string(raw)
-		if err := kube.WriteOverride(ctx, snap.Clients().Core, app.UUID, o); err != nil {
-			return err
-		}
-		progress("override written; waiting for " + app.Name + " to run on " + target)
-		_, err = kube.WaitAppOn(ctx, snap, app.UUID, target, timeout, func(where string) { progress(app.Name + ": " + where) })
-		switch {
-		case errors.Is(err, kube.ErrNotMovedYet):
-			return fmt.Errorf("%s did not run on %s within %s; the override stays", app.Name, target, timeout)
-		case err != nil:
-			return errors.New("stopped waiting; the override stays in place")
-		}
-		return nil
+	d.lines = nil
+	if msg.err == nil {
+		d.lines = preflightLines(msg.p)
+	}
+	drain, err := newDrain(msg.p, msg.err)
+	if err != nil {
+		d.refused(err, msg.err != nil)
+		return
+	}
+	// Destructive: pinned apps stop, or the node leaves the cluster.
+	if d.typed = drain.TypedName(); d.typed != "" {
+		d.input.Focus()
+	}
+	if drain.Removes {
+		d.lines = append(d.lines, "then "+msg.p.Node+" is deleted from the cluster (k3s drops its etcd member)")
+	}
+	d.state, d.action, d.drain = dialogConfirm, &drain.Action, drain
+}
+
+// chooseTarget plans the move to the highlighted target off the UI
+// goroutine (it reads the app's workload), then asks.
+func (d *dialog) chooseTarget() tea.Cmd {
+	t := d.targets[d.choice]
+	d.state, d.lines = dialogChecking, []string{"checking the move of " + d.app.Name + " to " + t.Node + "..."}
+	ac, app := d.actions, d.app
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m, err := flow.PlanMigrate(ctx, ac.recorder(), ac.Snap, flow.MigrateRequest{App: app.UUID, Target: t.Node, Timeout: ac.MigrateTimeout})
+		return preflightMsg{apply: func(d *dialog) {
+			d.lines = nil
+			if err != nil {
+				d.refused(err, true)
+				return
+			}
+			d.record = m.Record
+			d.lines = []string{fmt.Sprintf("Move %s from %s to %s.", m.App.Name, orDash(m.App.Node), m.Target),
+				"An on-site override is written; the agents lay the app out on " + m.Target + "."}
+			d.state, d.action = dialogConfirm, &m.Action
+		}}
 	}
 }
 
@@ -478,7 +422,7 @@ func (d *dialog) key(msg tea.KeyMsg, nextID func() int) (closeIt bool, cmd tea.C
 				}
 			}
 		case key.Matches(msg, k.Enter):
-			d.chooseTarget()
+			return false, d.chooseTarget()
 		}
 		return false, nil
 	}
@@ -510,22 +454,20 @@ func (d *dialog) key(msg tea.KeyMsg, nextID func() int) (closeIt bool, cmd tea.C
 }
 
 func (d *dialog) cancelled() {
-	d.finish(audit.OutcomeCancelled, errors.New("not confirmed"))
+	d.notRecorded(d.record.Cancel(errors.New("not confirmed")))
 }
 
 // start runs the confirmed action once its intent is on disk; an intent
 // that cannot be written ends the dialog with nothing done, saying why.
 func (d *dialog) start(id int) tea.Cmd {
-	e, err := d.actions.begin(d.rec)
-	if err != nil {
+	if err := d.action.Begin(); err != nil {
 		d.state, d.failed = dialogDone, true
 		d.result = "not done: the audit log cannot record it (" + err.Error() + "); nothing was changed"
 		return nil
 	}
-	d.entry, d.rec.ID, d.rec.Via = e, e.Rec.ID, e.Rec.Via
 	d.state = dialogRunning
 	var cmd tea.Cmd
-	d.task, cmd = ui.StartTask(id, d.run)
+	d.task, cmd = ui.StartTask(id, d.action.Run)
 	return cmd
 }
 
@@ -533,7 +475,7 @@ func (d *dialog) start(id int) tea.Cmd {
 // signal, the SSH session dropped, ctrl+c): it is stopped and its outcome
 // is "interrupted", so its intent does not stand alone.
 func (d *dialog) abandon(cause error) {
-	if d.state != dialogRunning || d.entry == nil || d.entry.Ended() {
+	if d.state != dialogRunning || d.action == nil || d.action.Ended() {
 		return
 	}
 	if d.task != nil {
@@ -542,10 +484,11 @@ func (d *dialog) abandon(cause error) {
 	if cause == nil {
 		cause = errors.New("the console was closed while it ran")
 	}
-	d.finish(audit.OutcomeInterrupted, cause)
+	d.action.Interrupt(cause)
 }
 
-// onTask follows the running task.
+// onTask follows the running task; the flow has recorded its outcome by
+// the time it is done, and the dialog tells it.
 func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case ui.TaskProgressMsg:
@@ -553,37 +496,51 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 		return d.task.Next()
 	case ui.TaskDoneMsg:
 		d.state = dialogDone
-		d.result = "done: " + d.title
-		if msg.Err == nil && d.handOn.bundle != "" {
-			// What the new device needs is what matters now: the drain's
-			// steps give it the screen (the audit log keeps them).
-			d.result = fmt.Sprintf("done: %s; %s joins at %s with the above", d.title, d.handOn.name, d.handOn.ip)
-			d.lines, d.progress = nil, joinInfoLines(d.handOn.bundle, d.ctx.Width)
-		}
-		if changed := (*kube.PlanChangedError)(nil); errors.As(msg.Err, &changed) {
+		err := withoutNotRecorded(msg.Err)
+		switch changed := (*kube.PlanChangedError)(nil); {
+		case errors.As(err, &changed):
 			d.lines = append(d.lines, "The cluster changed since you confirmed:")
 			for _, r := range changed.Reasons {
 				d.lines = append(d.lines, "REFUSED  "+r)
 			}
-			d.refused(changed.Reasons)
+			d.refused(msg.Err, false)
 			return nil
-		}
-		outcome := audit.OutcomeDone
-		if msg.Err != nil {
+		case err != nil:
 			d.failed = true
-			outcome = audit.OutcomeFailed
-			if errors.Is(msg.Err, context.Canceled) {
-				outcome = audit.OutcomeCancelled
-			}
-			d.result = "failed: " + msg.Err.Error()
+			d.result = "failed: " + err.Error()
+		case d.handOn.bundle != "":
+			// What the new device needs is what matters now: the drain's
+			// steps give it the screen (the audit log keeps them).
+			d.result = fmt.Sprintf("done: %s; %s joins at %s with the above", d.title, d.handOn.name, d.handOn.ip)
+			d.lines, d.progress = nil, joinInfoLines(d.handOn.bundle, d.ctx.Width)
+		case d.action.Done != "":
+			d.result = "done: " + d.action.Done
+		default:
+			d.result = "done: " + d.title
 		}
-		d.finish(outcome, msg.Err)
+		d.notRecorded(msg.Err)
 		if d.auditProblem != "" {
 			d.failed = true
 			d.result += " — " + d.auditProblem
 		}
 	}
 	return nil
+}
+
+// withoutNotRecorded is what a change returned, without the audit log's
+// part (told apart, as a warning).
+func withoutNotRecorded(err error) error {
+	var rest []error
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		if _, nr := e.(*flow.NotRecorded); !nr {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
 }
 
 // view draws the dialog; the keys that answer it are shown only once armed
@@ -709,21 +666,29 @@ func (a *App) addNode(args []string) {
 	if len(args) == 3 {
 		uuid = args[2]
 	}
-	text, err := a.actions.JoinInfo(role, name, uuid, "")
-	if err != nil {
-		a.message = err.Error() + " — " + usage
-		return
-	}
 	// The join info carries the cluster token: it is shown only once the
-	// log holds who asked for it (without the token).
-	rec := audit.Record{Action: "add-node", Target: name, Detail: role, Outcome: audit.OutcomeDone}
-	if err := a.actions.record(rec); err != nil {
-		a.message = "not shown: the audit log cannot record it: " + err.Error()
+	// log holds who asked for it (without the token), as the CLI does.
+	add, err := flow.PlanAdd(a.actions.recorder(), "add-node", name, "role "+role, func() (string, error) {
+		return a.actions.JoinInfo(role, name, uuid, "")
+	})
+	if err != nil {
+		a.message = withoutNotRecorded(err).Error() + " — " + usage
 		return
 	}
-	d := a.openDialog("add "+name, rec)
-	d.lines = joinInfoLines(text, a.ctx.Width)
-	d.state, d.result = dialogDone, "join info for "+name+" ("+role+")"
+	var shown *dialog
+	err = add.Show(func(text string) error {
+		shown = a.openDialog("add "+name, add.Record)
+		shown.lines = joinInfoLines(text, a.ctx.Width)
+		shown.state, shown.result = dialogDone, "join info for "+name+" ("+role+")"
+		return nil
+	})
+	switch {
+	case shown != nil:
+		shown.notRecorded(err)
+	case err != nil:
+		// The intent could not be written: nothing is shown.
+		a.message = "not shown: the audit log cannot record it: " + err.Error()
+	}
 }
 
 // Abandon records the outcome of an action still running as the console

@@ -51,7 +51,7 @@ func TestConsoleRefusesAnActionItCannotRecord(t *testing.T) {
 	if a.dialog == nil {
 		t.Fatalf("c opened no dialog (message %q)", a.message)
 	}
-	a.dialog.run = func(context.Context, func(string)) error { ran = true; return nil }
+	a.dialog.action.Change = func(context.Context, func(string)) error { ran = true; return nil }
 	advance(a, readTime)
 	run(a, press(a, "y"))
 	if ran || started(a) {
@@ -73,7 +73,7 @@ func TestConsoleRecordsIntentThenOutcome(t *testing.T) {
 	a.actions.Audit = l
 	a.Update(runes("c"))
 	var during []string
-	a.dialog.run = func(context.Context, func(string)) error {
+	a.dialog.action.Change = func(context.Context, func(string)) error {
 		during = outcomes(t, path)
 		return nil
 	}
@@ -155,7 +155,7 @@ func TestConsoleRecordsAnActionCutOff(t *testing.T) {
 	a.actions.Audit = l
 	a.Update(runes("c"))
 	stopped := make(chan struct{})
-	a.dialog.run = func(ctx context.Context, _ func(string)) error {
+	a.dialog.action.Change = func(ctx context.Context, _ func(string)) error {
 		<-ctx.Done()
 		close(stopped)
 		return ctx.Err()
@@ -189,5 +189,29 @@ func TestStandaloneWizardIsGuarded(t *testing.T) {
 	m.Update(runes("site1"))
 	if got := w.Input().ClusterName; got != "site1" {
 		t.Fatalf("typed once read: %q", got)
+	}
+}
+
+// :add hands out the cluster token: recorded as the CLI records it (sitecon
+// node add), its intent before the join info is shown and its outcome
+// after, under one id.
+func TestAddRecordsIntentThenOutcome(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newTestApp(100, 30)
+	a.SetActions(&Actions{Audit: l, JoinInfo: func(role, name, uuid, _ string) (string, error) {
+		return "sitecon form --join sitecon-join.v1.QUJD\n", nil
+	}})
+	press(a, ":")
+	a.Update(runes("add server node-d 0d1c2b3a"))
+	a.Update(enter)
+	if a.dialog == nil {
+		t.Fatalf(":add showed nothing (message %q)", a.message)
+	}
+	if got := strings.Join(outcomes(t, path), " "); got != "add-node:intent add-node:done" {
+		t.Fatalf(":add recorded as %q", got)
 	}
 }

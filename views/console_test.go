@@ -22,6 +22,7 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/keymap"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -472,7 +473,7 @@ func drainDialogApp(t *testing.T, ctx *ui.Context, p kube.Preflight) *App {
 	a.SetActions(&Actions{Audit: testAudit(t)})
 	a.Update(FrameMsg(sampleFrame()))
 	press(a, "2")
-	a.openDialog("drain "+p.Node, audit.Record{Action: "drain", Target: p.Node})
+	a.openDialog("drain "+p.Node, a.actions.recorder().Open(flow.ActionDrain, p.Node))
 	a.Update(preflightMsg{p: p})
 	// As a technician sees it: long enough on screen to be answered.
 	advance(a, readTime)
@@ -547,7 +548,7 @@ func TestDrainRefusedAtRecheck(t *testing.T) {
 		t.Fatal("a clean preflight asks for confirmation")
 	}
 	reason := "node-b holds the only healthy replica of pvc-3f2a"
-	a.dialog.run = func(context.Context, func(string)) error {
+	a.dialog.action.Change = func(context.Context, func(string)) error {
 		return &kube.PlanChangedError{Node: "node-b", Reasons: []string{reason}}
 	}
 	run(a, press(a, "y"))
@@ -557,8 +558,8 @@ func TestDrainRefusedAtRecheck(t *testing.T) {
 			t.Errorf("dialog lacks %q:\n%s", want, v)
 		}
 	}
-	if a.dialog.rec.Outcome != audit.OutcomeRefused || !slices.Contains(a.dialog.rec.Preflight, reason) {
-		t.Fatalf("audit record: %+v", a.dialog.rec)
+	if a.dialog.record.Audit().Outcome != audit.OutcomeRefused || !slices.Contains(a.dialog.record.Audit().Preflight, reason) {
+		t.Fatalf("audit record: %+v", a.dialog.record.Audit())
 	}
 }
 
@@ -693,7 +694,8 @@ func TestAddNodeCommand(t *testing.T) {
 
 // :replace drains and removes the old node (its name typed), then shows
 // the new node's bundle at the old node's address. The bundle is made first:
-// an unknown node or a bundle that cannot be made opens no dialog at all.
+// an unknown node or a bundle that cannot be made is refused before any
+// drain.
 func TestReplaceNodeCommand(t *testing.T) {
 	a := newTestApp(80, 24)
 	var asked []string
@@ -712,16 +714,26 @@ func TestReplaceNodeCommand(t *testing.T) {
 		_, cmd := a.Update(tea.KeyMsg{Type: tea.KeyEnter})
 		return cmd
 	}
+	// Refused, and recorded as the CLI's node replace records it; nothing
+	// is drained.
+	refused := func(what, want string) {
+		t.Helper()
+		v := a.View()
+		if a.dialog == nil || a.dialog.state != dialogDone || !strings.Contains(v, want) || !strings.Contains(v, "refused: nothing was changed") {
+			t.Fatalf("%s: want a refusal saying %q:\n%s", what, want, v)
+		}
+		if rec := a.dialog.record.Audit(); rec.Action != "replace-node" || rec.Outcome != audit.OutcomeRefused {
+			t.Fatalf("%s: audit record %+v", what, rec)
+		}
+		advance(a, readTime)
+		press(a, "x")
+	}
 	command("replace node-z node-d 0d1c2b3a")
-	if a.dialog != nil || !strings.Contains(a.message, "node-z: no such node") {
-		t.Fatalf("unknown node: dialog %v, message %q", a.dialog != nil, a.message)
-	}
+	refused("unknown node", "node-z: no such node")
 	command("replace node-c node-d bad")
-	if a.dialog != nil || !strings.Contains(a.message, "no cluster config") {
-		t.Fatalf("no bundle: dialog %v, message %q", a.dialog != nil, a.message)
-	}
+	refused("no bundle", "no cluster config")
 	command("replace node-c node-d 0d1c2b3a agent")
-	if a.dialog == nil || a.dialog.rec.Action != "replace-node" || a.dialog.rec.Target != "node-c → node-d" {
+	if a.dialog == nil || a.dialog.record.Audit().Action != "replace-node" || a.dialog.record.Audit().Target != "node-c → node-d" {
 		t.Fatalf("no replace dialog (message %q)", a.message)
 	}
 	if got := asked[len(asked)-1]; got != "agent node-d 0d1c2b3a 10.244.244.3" {
@@ -733,7 +745,7 @@ func TestReplaceNodeCommand(t *testing.T) {
 		t.Fatalf("a replace removes the node: the name must be typed:\n%s", a.View())
 	}
 	ran := false
-	a.dialog.run = func(context.Context, func(string)) error { ran = true; return nil }
+	a.dialog.action.Change = func(context.Context, func(string)) error { ran = true; return nil }
 	for _, r := range "node-c" {
 		a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
 	}
@@ -760,5 +772,20 @@ func TestVolumesNamedByClaim(t *testing.T) {
 	press(a, "1")
 	if v := a.View(); !strings.Contains(v, "volume plc-data-9a7e degraded for 7d") {
 		t.Errorf("the alert should name the claim:\n%s", v)
+	}
+}
+
+// The console drains as sitecon drain does: with the flows' options, the
+// CLI's flag defaults (it once hard-coded a 10-minute timeout where the
+// CLI gives up after 5).
+func TestConsoleDrainsWithTheCLIsDefaults(t *testing.T) {
+	clean := refusedDrain()
+	clean.Refusals, clean.Warnings = nil, nil
+	a := drainDialogApp(t, testContext(120, 30), clean)
+	if a.dialog == nil || a.dialog.drain == nil {
+		t.Fatalf("no drain planned:\n%s", a.View())
+	}
+	if got := a.dialog.drain.Options; got != flow.DefaultDrainOptions() || got.Timeout != 5*time.Minute {
+		t.Fatalf("the console drains with %+v, want the CLI's defaults %+v", got, flow.DefaultDrainOptions())
 	}
 }

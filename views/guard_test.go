@@ -56,7 +56,7 @@ func stub(t *testing.T, a *App) {
 	if a.dialog == nil {
 		t.Fatal("no dialog open")
 	}
-	a.dialog.run = func(context.Context, func(string)) error { return nil }
+	a.dialog.action.Change = func(context.Context, func(string)) error { return nil }
 }
 
 // started reports whether the open dialog's action was confirmed.
@@ -211,7 +211,7 @@ func TestBurstAfterCommandLine(t *testing.T) {
 	for _, m := range []tea.KeyMsg{runes(":replace"), runes(" "), runes("node-c"), runes(" "), runes("node-d"), runes(" "), runes("0d1c2b3a"), enter} {
 		a.Update(m)
 	}
-	if a.dialog == nil || a.dialog.rec.Action != "replace-node" {
+	if a.dialog == nil || a.dialog.record.Audit().Action != "replace-node" {
 		t.Fatalf(":replace opened no dialog (message %q)", a.message)
 	}
 	a.Update(preflightMsg{p: kube.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})

@@ -857,6 +857,20 @@ func TestReplaceNode(t *testing.T) {
 	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.9/") || bundle.ClusterID != clusterID {
 		t.Fatalf("bundle %+v does not hand node-old's address to node-new", bundle)
 	}
+	// One flow, one record: the replace alone, as the console records it.
+	// The bundle of the unconfirmed attempt was never shown, so no record
+	// may say it was (the CLI once ran join-info inside, which did).
+	recs, err := audit.Read(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, r := range recs {
+		outcomes = append(outcomes, r.Action+":"+r.Outcome)
+	}
+	if want := []string{"replace-node:cancelled", "replace-node:intent", "replace-node:done"}; !slices.Equal(outcomes, want) {
+		t.Fatalf("audit outcomes %v, want %v", outcomes, want)
+	}
 }
 
 // Issue 11 item 3: a stopped app's volume whose only copy is on node-b

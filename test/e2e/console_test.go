@@ -270,6 +270,10 @@ func TestConsoleNodeActions(t *testing.T) {
 	if !unschedulable("node-c") {
 		t.Fatal("a drained node must stay cordoned")
 	}
+	// The drain's record says what it did, as the CLI's does.
+	if rec := lastAudit(t, auditLog); rec.Action != "drain" || rec.Outcome != audit.OutcomeDone || !strings.HasPrefix(rec.Detail, "evicted ") {
+		t.Fatalf("the console's drain record lacks what it evicted: %+v", rec)
+	}
 	closeDialog()
 	c.keys("u")
 	c.waitScreen(5*time.Second, "uncordon dialog", func(s string) bool { return strings.Contains(s, "Uncordon node-c?") })
@@ -425,10 +429,17 @@ func TestConsoleMigrate(t *testing.T) {
 		return strings.Contains(s, "Move cons-mig from node-c to node-a.") && strings.Contains(s, "Migrate cons-mig? y to go on")
 	})
 	c.keys("y")
-	c.waitScreen(60*time.Second, "moved", func(s string) bool { return strings.Contains(s, "done: migrate cons-mig") })
+	// The dialog ends saying it is done, in the CLI's words.
+	c.waitScreen(60*time.Second, "moved", func(s string) bool { return strings.Contains(s, "done: cons-mig runs on node-a") })
 	waitAgents(t, all, "cons-mig", 30*time.Second, "agreed on node-a", runningOn("node-a"))
 	if rec := lastAudit(t, auditLog); rec.Action != "migrate" || rec.Outcome != audit.OutcomeDone || rec.Target != "cons-mig → node-a" {
 		t.Fatalf("audit record: %+v", rec)
+	}
+	// The intent names the override about to be written, as the CLI's does:
+	// cut off after it, the log still says what was under way.
+	recs, err := audit.Read(auditLog)
+	if err != nil || len(recs) != 2 || recs[0].Outcome != audit.OutcomeIntent || !strings.Contains(recs[0].Detail, `"node":"node-a"`) {
+		t.Fatalf("the migrate's intent lacks the override: %+v (%v)", recs, err)
 	}
 }
 

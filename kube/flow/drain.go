@@ -1,0 +1,140 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// Action names of the drains, as recorded.
+const (
+	ActionDrain   = "drain"
+	ActionRemove  = "remove-node"
+	ActionReplace = "replace-node"
+)
+
+// DrainOptions tune a drain, whichever face asked for it.
+type DrainOptions struct {
+	// GracePeriod for each pod; negative: the pod's own.
+	GracePeriod time.Duration
+	// Timeout gives up the evictions after this long; the node stays
+	// cordoned.
+	Timeout            time.Duration
+	DeleteEmptyDirData bool
+}
+
+// DefaultDrainOptions are what a drain does unless told otherwise: the
+// CLI's flags default to them and the console uses them.
+func DefaultDrainOptions() DrainOptions {
+	return DrainOptions{GracePeriod: PodsOwnGracePeriod, Timeout: DefaultDrainTimeout}
+}
+
+// CheckDrain is the preflight of a drain of node for action (drain,
+// remove-node or replace-node); local is the node this runs on, when
+// known. Removing the seed in effect is refused here too: joiners need it,
+// so it moves first (sitecon seed).
+func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local string, opts DrainOptions) (kube.Preflight, error) {
+	purpose := kube.PurposeOf(action)
+	if purpose != kube.PurposeDrain {
+		if why := kube.SeedRemovalRefusal(snap.Data(), node); why != "" {
+			return kube.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil
+		}
+	}
+	return kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{
+		DeleteEmptyDirData: opts.DeleteEmptyDirData, Purpose: purpose, LocalNode: local})
+}
+
+// PreflightSummary is a preflight as the audit record keeps it.
+func PreflightSummary(p kube.Preflight) []string {
+	var out []string
+	for _, r := range p.Refusals {
+		out = append(out, "refused: "+r)
+	}
+	for _, w := range p.Warnings {
+		out = append(out, "warning: "+w)
+	}
+	return append(out, fmt.Sprintf("evict %d pod(s)", len(p.Evict)))
+}
+
+// Drain is a drain (and, for a removal or a replace, the node's deletion
+// after it) judged by its preflight and waiting to be confirmed.
+type Drain struct {
+	Action
+	Preflight kube.Preflight
+	Options   DrainOptions
+	// Removes: the node is deleted from the cluster once drained.
+	Removes bool
+	// removed, for a replace, says what the removal hands on.
+	removed func()
+}
+
+// NewDrain turns a preflight (or the error that stopped it) into the drain
+// to confirm, recorded in rec. A refusal is recorded and returned as a
+// *Refused.
+func NewDrain(rec *Record, snap *kube.Snapshot, p kube.Preflight, checkErr error, opts DrainOptions) (*Drain, error) {
+	if checkErr != nil {
+		return nil, rec.Refuse(checkErr.Error())
+	}
+	rec.SetPreflight(PreflightSummary(p))
+	if p.Refused() {
+		return nil, rec.Refuse(p.Refusals...)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultDrainTimeout
+	}
+	d := &Drain{Action: Action{Record: rec}, Preflight: p, Options: opts, Removes: kube.PurposeOf(rec.Audit().Action) != kube.PurposeDrain}
+	d.Change = func(ctx context.Context, progress func(string)) error { return d.drain(ctx, snap, progress) }
+	return d, nil
+}
+
+// TypedName is what must be typed back to confirm, "" for a yes: the
+// node's name when it leaves the cluster or when pinned apps stop.
+func (d *Drain) TypedName() string {
+	if d.Removes || d.Preflight.NeedsForce() {
+		return d.Preflight.Node
+	}
+	return ""
+}
+
+func (d *Drain) drain(ctx context.Context, snap *kube.Snapshot, progress func(string)) error {
+	node, evicted := d.Preflight.Node, 0
+	err := kube.DrainAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight, kube.DrainOptions{
+		GracePeriod: d.Options.GracePeriod, Timeout: d.Options.Timeout, DeleteEmptyDirData: d.Options.DeleteEmptyDirData,
+		Progress: func(s kube.DrainStep) {
+			if s.Phase == "evicted" {
+				evicted++
+			}
+			progress(strings.TrimRight(fmt.Sprintf("%-9s %s %s", s.Phase, s.Pod, s.Message), " "))
+		},
+	})
+	if changed := (*kube.PlanChangedError)(nil); errors.As(err, &changed) {
+		return err
+	}
+	detail := fmt.Sprintf("evicted %d of %d pod(s)", evicted, len(d.Preflight.Evict))
+	d.SetDetail(detail)
+	if stopped := (*kube.DrainStoppedError)(nil); errors.As(err, &stopped) {
+		return stopped
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("drain of %s cancelled after %s; the node stays cordoned (sitecon uncordon %s): %w", node, detail, node, ctx.Err())
+	case err != nil:
+		return fmt.Errorf("drain of %s: %w; the node stays cordoned", node, err)
+	}
+	progress(node + " drained: " + detail)
+	if !d.Removes {
+		return nil
+	}
+	if err := kube.RemoveNode(ctx, snap.Clients().Core, node); err != nil {
+		return err
+	}
+	progress(node + " removed from the cluster")
+	if d.removed != nil {
+		d.removed()
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
+)
+
+func testRecorder(t *testing.T) (Recorder, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Recorder{Log: l, Via: "console"}, path
+}
+
+func outcomes(t *testing.T, path string) string {
+	t.Helper()
+	recs, err := audit.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Action+":"+r.Outcome)
+	}
+	return strings.Join(out, " ")
+}
+
+// A flow's records are written once each, by the flow: the intent before
+// the change, one outcome after it (a second, say from a console closed
+// meanwhile, changes nothing), under one id and the face's name.
+func TestActionRecordsOnce(t *testing.T) {
+	r, path := testRecorder(t)
+	a := &Action{Record: r.Open("cordon", "node-c")}
+	a.Change = func(context.Context, func(string)) error {
+		if got := outcomes(t, path); got != "cordon:intent" {
+			t.Errorf("while the change runs the log holds %q, want its intent", got)
+		}
+		return nil
+	}
+	if err := a.Run(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	a.Interrupt(errors.New("too late"))
+	if got := outcomes(t, path); got != "cordon:intent cordon:done" {
+		t.Fatalf("records %q", got)
+	}
+	recs, _ := audit.Read(path)
+	if recs[0].ID == "" || recs[0].ID != recs[1].ID || recs[1].Via != "console" {
+		t.Fatalf("intent and outcome not linked or not the console's: %+v", recs)
+	}
+
+	refused := r.Open("seed", "node-b")
+	err := refused.Refuse("node-b is not Ready")
+	if r := (*Refused)(nil); !errors.As(err, &r) || r.Record != refused || !strings.Contains(err.Error(), "seed node-b refused:\n  - node-b is not Ready") {
+		t.Fatalf("refusal: %v", err)
+	}
+	_ = refused.Cancel(errors.New("not confirmed")) // a second outcome: not written
+	if got := outcomes(t, path); got != "cordon:intent cordon:done seed:refused" {
+		t.Fatalf("records %q", got)
+	}
+}
+
+// An intent that cannot be written stops the change before it is made.
+func TestActionNotTakenUnrecorded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "log")
+	l, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	a := &Action{Record: Recorder{Log: l}.Open("drain", "node-c"), Change: func(context.Context, func(string)) error { ran = true; return nil }}
+	err = a.Run(context.Background(), nil)
+	if nr := (*NotRecorded)(nil); ran || !errors.As(err, &nr) || !strings.Contains(err.Error(), "not done") {
+		t.Fatalf("ran %v, err %v", ran, err)
+	}
+}
+
+type signal struct{}
+
+func (signal) Error() string { return "interrupted by hangup" }
+
+func TestOutcome(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	interrupted, stop := context.WithCancelCause(context.Background())
+	stop(signal{})
+	for _, c := range []struct {
+		ctx  context.Context
+		err  error
+		want string
+	}{
+		{context.Background(), nil, audit.OutcomeDone},
+		{context.Background(), errors.New("boom"), audit.OutcomeFailed},
+		{context.Background(), &kube.PlanChangedError{Node: "node-b", Reasons: []string{"x"}}, audit.OutcomeRefused},
+		{cancelled, context.Canceled, audit.OutcomeCancelled},
+		{interrupted, context.Canceled, audit.OutcomeInterrupted},
+		{context.Background(), context.Canceled, audit.OutcomeCancelled},
+	} {
+		if got := Outcome(c.ctx, c.err); got != c.want {
+			t.Errorf("Outcome(%v, %v) = %s, want %s", c.ctx, c.err, got, c.want)
+		}
+	}
+}
