@@ -8,7 +8,7 @@ SITE_DIR ?= .sitebox
 # Fuzz targets run for this long each in `make test`.
 FUZZTIME ?= 10s
 
-.PHONY: all build sitebox controlplane test fuzz lint bench demo demo-down crds screenshots clean
+.PHONY: all build sitebox controlplane test fuzz lint bench faults demo demo-down crds screenshots clean
 
 all: build
 
@@ -42,6 +42,12 @@ fuzz:
 	  if [ $$rc -ne 0 ]; then echo "$$out" | tail -60; echo "fuzz $$t failed"; exit 1; fi; \
 	  echo "$$out" | tail -1; \
 	done
+
+# A node lost at the timings a real site has (node grace 40s, agents'
+# shipped defaults, two-minute rebuilds, VMs that boot): slow, so not part
+# of make test; it logs when each step happened.
+faults: controlplane
+	$(GO) test -tags faults -count=1 -v -timeout 30m -run 'TestNodeLossAtShippedTimings' ./test/e2e/
 
 bench: controlplane
 	$(GO) test -run '^$$' -bench . -benchmem ./...

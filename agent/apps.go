@@ -180,12 +180,16 @@ type AppsAgent struct {
 }
 
 // NewAppsAgent prepares the apps agent over a started snapshot.
+// DefaultFailoverTimeout is how long a pod may hang terminating on a lost
+// node before the failover guard judges it, unless configured.
+const DefaultFailoverTimeout = 60 * time.Second
+
 func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.FailoverTimeout == 0 {
-		opts.FailoverTimeout = 60 * time.Second
+		opts.FailoverTimeout = DefaultFailoverTimeout
 	}
 	if opts.NodeProbe == nil {
 		opts.NodeProbe = ProbeNodeStatus

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,12 +37,17 @@ import (
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// lost: the device is gone, every request fails (see siteAgent.lose).
+	lost atomic.Bool
 }
 
 func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if c.lost.Load() {
+				return nil, errors.New("the device is lost: nothing it sends arrives")
+			}
 			if req.URL.Query().Get("watch") != "true" {
 				c.mu.Lock()
 				what := resourceOf(req.URL.Path)
@@ -108,7 +115,7 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		t.Fatal(err)
 	}
 	counter := &requestCounter{counts: map[string]int{}}
-	a := agent.New(agent.Options{
+	return runSiteAgent(t, node, logDir, logFile, counter, agent.Options{
 		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
 		SocketPath:      filepath.Join(logDir, node+".sock"),
 		LeaderDurations: agent.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
@@ -119,6 +126,11 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		},
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
+}
+
+// runSiteAgent runs an in-process agent until the test stops or loses it.
+func runSiteAgent(t testing.TB, node, logDir string, logFile *os.File, counter *requestCounter, opts agent.Options) *siteAgent {
+	a := agent.New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	sa := &siteAgent{node: node, agent: a, counter: counter, cancel: cancel, done: make(chan struct{}), socket: filepath.Join(logDir, node+".sock")}
 	go func() {
@@ -154,6 +166,14 @@ func getSocket(t *testing.T, socket, path string, v any) {
 func (s *siteAgent) stop() {
 	s.cancel()
 	<-s.done
+}
+
+// lose takes the agent away as a dead device goes: from now on nothing it
+// sends reaches the API server, so it releases nothing (its stats-leader
+// lease stays until it expires), then it stops.
+func (s *siteAgent) lose() {
+	s.counter.lost.Store(true)
+	s.stop()
 }
 
 func (s *siteAgent) app(name string) (agent.AppState, bool) {

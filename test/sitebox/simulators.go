@@ -32,10 +32,18 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
-// SimulatorOptions tune the simulators.
+// SimulatorOptions tune the simulators. Each is a speed-up the tests take
+// over the field; the comment says what the real component does.
 type SimulatorOptions struct {
 	// RebuildTime is how long a simulated Longhorn replica rebuild takes.
+	// Real Longhorn copies the volume's data: minutes for a few GiB over
+	// the site's LAN, growing with the data (sitebox default 3s, tests 2s).
 	RebuildTime time.Duration
+	// VMBootTime is how long a VMI stays Scheduled after its virt-launcher
+	// pod is Ready before it is Running: virt-handler defining and starting
+	// the domain, seconds on a real device (a cold image pull more). Zero,
+	// the test default, runs it the moment the launcher is Ready.
+	VMBootTime time.Duration
 }
 
 // RunSimulators runs the node-component simulators until ctx ends:
@@ -92,7 +100,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	kubevirt := &kubevirtSimulator{
 		core: core, kv: kv, log: log.With("simulator", "kubevirt"),
 		pods: coreInf.Core().V1().Pods().Lister(),
-		vmis: vmiInf.GetStore(), replicaSets: rsInf.GetStore(),
+		vmis: vmiInf.GetStore(), replicaSets: rsInf.GetStore(), bootTime: opts.VMBootTime,
 	}
 	vip := &vipSimulator{core: core, log: log.With("simulator", "kube-vip"), nodes: coreInf.Core().V1().Nodes().Lister()}
 	provisioner := &provisionerSimulator{core: core, lh: lh, log: log.With("simulator", "longhorn-csi"),
@@ -629,6 +637,8 @@ type kubevirtSimulator struct {
 	}
 	vmis        cache.Store
 	replicaSets cache.Store
+	// bootTime is SimulatorOptions.VMBootTime.
+	bootTime time.Duration
 }
 
 const launcherLabel = "kubevirt.io"
@@ -644,23 +654,29 @@ func (s *kubevirtSimulator) reconcile(ctx context.Context) time.Duration {
 	for _, obj := range s.vmis.List() {
 		vmis = append(vmis, obj.(*kvv1.VirtualMachineInstance))
 	}
+	var again time.Duration
 	for _, vmi := range vmis {
-		s.reconcileVMI(ctx, vmi, launchers[string(vmi.UID)])
+		if wait := s.reconcileVMI(ctx, vmi, launchers[string(vmi.UID)]); wait > 0 && (again == 0 || wait < again) {
+			again = wait
+		}
 	}
 	for _, obj := range s.replicaSets.List() {
 		s.reconcileReplicaSet(ctx, obj.(*kvv1.VirtualMachineInstanceReplicaSet), vmis)
 	}
-	return 0
+	return again
 }
 
 func vmiFinal(vmi *kvv1.VirtualMachineInstance) bool {
 	return vmi.Status.Phase == kvv1.Failed || vmi.Status.Phase == kvv1.Succeeded
 }
 
-func (s *kubevirtSimulator) reconcileVMI(ctx context.Context, vmi *kvv1.VirtualMachineInstance, pods []*corev1.Pod) {
+// reconcileVMI moves one VMI's status along its launcher pod; it returns
+// when to look again (a VM still booting), or zero.
+func (s *kubevirtSimulator) reconcileVMI(ctx context.Context, vmi *kvv1.VirtualMachineInstance, pods []*corev1.Pod) time.Duration {
 	if vmiFinal(vmi) || vmi.DeletionTimestamp != nil {
-		return
+		return 0
 	}
+	var again time.Duration
 	var pod *corev1.Pod
 	for _, p := range pods {
 		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
@@ -673,7 +689,7 @@ func (s *kubevirtSimulator) reconcileVMI(ctx context.Context, vmi *kvv1.VirtualM
 		if len(pods) == 0 {
 			if err := s.createLauncher(ctx, vmi); err != nil {
 				s.log.Warn("create virt-launcher pod", "vmi", vmi.Name, "err", err)
-				return
+				return 0
 			}
 		}
 		st.Phase = kvv1.Scheduling
@@ -681,20 +697,28 @@ func (s *kubevirtSimulator) reconcileVMI(ctx context.Context, vmi *kvv1.VirtualM
 		// The launcher was just created and the pod cache has not shown it
 		// yet (it lags, most of all while its watch is on re-list backoff):
 		// that is no failure. Wait for the pod.
-		return
+		return 0
 	case pod == nil:
 		// The launcher pod is gone or terminating (its node was lost): the VMI
 		// has failed, as virt-controller decides when virt-handler goes silent.
 		st.Phase = kvv1.Failed
 	case pod.Spec.NodeName == "":
 		st.Phase = kvv1.Scheduling
+	case pod.Status.Phase == corev1.PodRunning && podReady(pod) && vmi.Status.Phase != kvv1.Running:
+		// The domain boots once the launcher is up.
+		if left := s.bootTime - time.Since(podReadySince(pod)); left > 0 {
+			st.Phase, st.NodeName = kvv1.Scheduled, pod.Spec.NodeName
+			again = left
+			break
+		}
+		st.Phase, st.NodeName = kvv1.Running, pod.Spec.NodeName
 	case pod.Status.Phase == corev1.PodRunning && podReady(pod):
 		st.Phase, st.NodeName = kvv1.Running, pod.Spec.NodeName
 	default:
 		st.Phase, st.NodeName = kvv1.Scheduled, pod.Spec.NodeName
 	}
 	if st.Phase == vmi.Status.Phase && st.NodeName == vmi.Status.NodeName {
-		return
+		return again
 	}
 	// VMIs have no status subresource in KubeVirt: status and the node label
 	// are written together.
@@ -710,9 +734,20 @@ func (s *kubevirtSimulator) reconcileVMI(ctx context.Context, vmi *kvv1.VirtualM
 		if !apierrors.IsConflict(err) {
 			s.log.Warn("update vmi", "vmi", vmi.Name, "err", err)
 		}
-		return
+		return time.Second
 	}
 	s.log.Info("vmi", "vmi", vmi.Name, "phase", st.Phase, "node", st.NodeName)
+	return again
+}
+
+// podReadySince is when the pod last turned Ready.
+func podReadySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 func podReady(p *corev1.Pod) bool {

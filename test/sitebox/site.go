@@ -97,6 +97,8 @@ type Options struct {
 	// DieWithParent kills the site's processes if the starting process dies,
 	// so a crashed test leaves nothing running.
 	DieWithParent bool
+	// Simulators tunes the in-process simulators StartTestSite runs.
+	Simulators SimulatorOptions
 }
 
 // Node is one simulated node.

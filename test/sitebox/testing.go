@@ -35,6 +35,7 @@ func TestOptions(dir string) Options {
 		EvictionToleration:     10 * time.Second,
 		ClusterName:            "sitebox-test",
 		DieWithParent:          os.Getenv("SITEBOX_KEEP") == "",
+		Simulators:             SimulatorOptions{RebuildTime: 2 * time.Second},
 	}
 }
 
@@ -148,7 +149,7 @@ func StartTestSite(opts Options) (*TestSite, error) {
 		defer ts.done.Done()
 		defer logFile.Close()
 		log := slog.New(slog.NewTextHandler(io.Writer(logFile), nil))
-		if err := RunSimulators(runCtx, cfg, SimulatorOptions{RebuildTime: 2 * time.Second}, log); err != nil {
+		if err := RunSimulators(runCtx, cfg, opts.Simulators, log); err != nil {
 			log.Error("simulators stopped", "err", err)
 		}
 	}()

@@ -139,7 +139,7 @@ func root() *cobra.Command {
 			return site.Recover(args[0])
 		},
 	}
-	var rebuild time.Duration
+	var rebuild, vmBoot time.Duration
 	simulate := &cobra.Command{
 		Use:    "simulate",
 		Short:  "Run the Longhorn, KubeVirt and kube-vip simulators against a site (started by up)",
@@ -157,10 +157,11 @@ func root() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			return sitebox.RunSimulators(ctx, cfg, sitebox.SimulatorOptions{RebuildTime: rebuild}, log)
+			return sitebox.RunSimulators(ctx, cfg, sitebox.SimulatorOptions{RebuildTime: rebuild, VMBootTime: vmBoot}, log)
 		},
 	}
-	simulate.Flags().DurationVar(&rebuild, "rebuild-time", 3*time.Second, "how long a simulated replica rebuild takes")
+	simulate.Flags().DurationVar(&rebuild, "rebuild-time", 3*time.Second, "how long a simulated replica rebuild takes (real Longhorn: minutes, with the data)")
+	simulate.Flags().DurationVar(&vmBoot, "vm-boot-time", 0, "how long a VM takes to boot once its launcher pod is Ready (real virt-handler: seconds)")
 	cmd.AddCommand(up, down, fail, recover, simulate)
 	return cmd
 }

@@ -1,0 +1,111 @@
+//go:build faults
+
+package e2e
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// TestNodeLossAtShippedTimings loses a node on a site run at the timings a
+// real site has, not the tests' speed-ups: the Kubernetes node grace (40s),
+// node leases of 40s, the default 300s eviction toleration, the agents'
+// shipped defaults (stats-leader lease 30s, move-after 60s, the default
+// failover timeout), replica rebuilds of two minutes and VMs that take 10s
+// to boot. The lost node's agent dies with it (its lease is not released).
+// It logs when each step happened, and fails if an auto-migration app is
+// not back within the time those timings add up to.
+//
+// It is slow (minutes) and runs only with the faults build tag: make faults.
+func TestNodeLossAtShippedTimings(t *testing.T) {
+	dir := t.TempDir()
+	opts := sitebox.TestOptions(dir)
+	opts.ClusterName = "sitebox-shipped"
+	opts.NodeMonitorGracePeriod = 40 * time.Second
+	opts.NodeLeaseDuration = 40 * time.Second
+	opts.EvictionToleration = 300 * time.Second
+	opts.Simulators = sitebox.SimulatorOptions{RebuildTime: 2 * time.Minute, VMBootTime: 10 * time.Second}
+	site, err := sitebox.StartTestSite(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Stop)
+	site.WaitSettled(t, 5*time.Minute)
+
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	b := sitebox.NodeUUID("node-b")
+	vol := agent.VolumeConfig{UUID: "5e1f0000-0000-4000-8000-00000000000a", Name: "ship-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
+	apps := map[string]agent.AppConfig{
+		"ship-web": {UUID: "5e1f0000-0000-4000-8000-000000000001", DisplayName: "ship-web", Activate: true, Kind: agent.KindContainer,
+			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vol.UUID}},
+		"ship-vm": {UUID: "5e1f0000-0000-4000-8000-000000000002", DisplayName: "ship-vm", Activate: true, Kind: agent.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, Resources: agent.AppResources{Memory: "512Mi"}},
+	}
+	writeJSON(t, filepath.Join(appsDir, "volumes", vol.Name+".json"), vol)
+	for name, a := range apps {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
+	}
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startShippedAgent(t, site, n, appsDir, logDir)
+		t.Cleanup(agents[n].stop)
+	}
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	for name := range apps {
+		waitAgents(t, all, name, 5*time.Minute, "running on node-b", runningOn("node-b"))
+	}
+
+	start := time.Now()
+	step := func(what string) { t.Logf("+%5.1fs  %s", time.Since(start).Seconds(), what) }
+	agents["node-b"].lose()
+	site.RecoverOnCleanup(t, "node-b")
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	step("node-b lost (kubelet, etcd member and agent)")
+	live := []*siteAgent{agents["node-a"], agents["node-c"]}
+	// The timings add up to: node grace (40s) + move-after (60s) + the
+	// failover timeout and the leader's lease if node-b led (30s), the
+	// VM's boot (10s), and room for the control plane on a busy machine.
+	within := 40*time.Second + 60*time.Second + 30*time.Second + agent.DefaultFailoverTimeout + 10*time.Second + 2*time.Minute
+	for _, name := range []string{"ship-web", "ship-vm"} {
+		view := waitAgents(t, live, name, within-time.Since(start), "running off node-b", func(v agentView) bool {
+			for _, st := range v {
+				if st.KubeStatus != agent.KubeRunning || st.Node == "node-b" || st.Node == "" {
+					return false
+				}
+			}
+			return true
+		})
+		step(name + " running on " + view["node-a"].Node)
+	}
+	if a := agents["node-a"].agent.LeaderState(); !a.IsLeader && !agents["node-c"].agent.LeaderState().IsLeader {
+		t.Error("no live agent leads after node-b was lost")
+	}
+}
+
+// startShippedAgent runs an apps agent with sitecon's shipped defaults: no
+// leader or placement timings given.
+func startShippedAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
+	t.Helper()
+	logFile, err := os.OpenFile(filepath.Join(logDir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &requestCounter{counts: map[string]int{}}
+	return runSiteAgent(t, node, logDir, logFile, counter, agent.Options{
+		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
+		SocketPath: filepath.Join(logDir, node+".sock"),
+		Apps: agent.AppsOptions{
+			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
+			NodeProbe: siteStatus.probe,
+		},
+		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+}
