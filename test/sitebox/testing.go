@@ -30,8 +30,12 @@ func TestOptions(dir string) Options {
 	return Options{
 		Dir:                    dir,
 		Nodes:                  3,
-		NodeMonitorGracePeriod: 8 * time.Second,
-		NodeLeaseDuration:      8 * time.Second,
+		// Short enough to see a failure quickly, long enough that the
+		// etcd election a lost server's member costs (its leader gone: a
+		// few seconds without writes on a busy two-core machine) does not
+		// turn every other node NotReady too. At 8 s it did, now and then.
+		NodeMonitorGracePeriod: 12 * time.Second,
+		NodeLeaseDuration:      12 * time.Second,
 		EvictionToleration:     10 * time.Second,
 		ClusterName:            "sitebox-test",
 		DieWithParent:          os.Getenv("SITEBOX_KEEP") == "",
