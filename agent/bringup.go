@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sitecon/sitecon/netcfg"
+)
+
+// Bring-up: the cluster address and firewall, the /status server, the k3s
+// config and its supervision, each step retried under the agent's backoff.
+
+// bringUp takes a validated config to a running k3s: address and firewall,
+// /status server, k3s config, the wait for the seed, k3s.
+func (a *Agent) bringUp(ctx context.Context, v *Validated) {
+	// One decision of the seed in effect (config and seed record here; the
+	// follower decides again, from the config on disk, when the cluster
+	// moves the seed).
+	disk := v
+	seed := a.seedInEffect(v)
+	v = seed.Config
+	role := DecideRole(v)
+	a.setPhase(PhaseConfiguring, nil)
+	a.attempt(nil)
+	addressed := a.retry(ctx, func() bool {
+		a.mu.Lock()
+		previous := a.prefix
+		a.mu.Unlock()
+		err := a.opts.InNetNS(func() error {
+			if _, err := netcfg.EnsureClusterAddress(v.ClusterInterface, v.Prefix, previous); err != nil {
+				return err
+			}
+			return netcfg.ApplyFirewall(v.ClusterInterface, v.Network)
+		})
+		if err != nil {
+			a.setPhase(PhaseError, err)
+			a.attempt(err)
+		}
+		return err == nil
+	})
+	if !addressed {
+		return
+	}
+	a.mu.Lock()
+	a.prefix, a.state.ClusterIPReady = v.Prefix, true
+	a.mu.Unlock()
+
+	member := a.linkCluster(ctx, disk)
+	// Every bring-up step is retried under the capped backoff: what makes
+	// one fail (the address still held by a dying listener, a read-only
+	// file system at boot) passes, and the node must get there by itself.
+	if !a.retry(ctx, func() bool {
+		err := a.serveStatus(ctx, v, member.isMember)
+		if err != nil {
+			a.setPhase(PhaseError, err)
+			a.attempt(err)
+		}
+		return err == nil
+	}) {
+		return
+	}
+	// Never initialise twice: cluster-init only for the config's own seed
+	// that was never part of the cluster, has no etcd data, and finds no
+	// member answering on the prefix (mayInitialise); a refusal is an error
+	// that holds k3s back and is checked again under the backoff.
+	var k K3sConfig
+	if !a.retry(ctx, func() bool {
+		initialise, err := a.mayInitialise(ctx, seed)
+		if err == nil {
+			k = RenderK3s(v, a.opts.K3sPaths, !initialise)
+			if err = k.Write(); err != nil {
+				err = fmt.Errorf("write k3s config: %w", err)
+			}
+		}
+		if err != nil {
+			a.setPhase(PhaseError, err)
+			a.attempt(err)
+		}
+		return err == nil
+	}) {
+		return
+	}
+	// The seed starts at once: there is nobody to wait for, and on a restart
+	// its own /status stays empty until its k3s runs.
+	if role != RoleSeed {
+		a.setPhase(PhaseWaitingSeed, nil)
+		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal()}
+		seedAnswers := a.retry(ctx, func() bool {
+			err := probe.Check(ctx)
+			switch {
+			case err == nil:
+				return true
+			case errors.Is(err, ErrForeignCluster):
+				// Another cluster at the join address is an error, never a
+				// reason to join; the check goes on in case the site is fixed.
+				a.setPhase(PhaseError, err)
+			default:
+				a.setPhase(PhaseWaitingSeed, err)
+			}
+			a.attempt(err)
+			return false
+		})
+		if !seedAnswers {
+			return
+		}
+	}
+	a.setPhase(PhaseStartingK3s, nil)
+	super := &Supervisor{
+		Bin: a.opts.K3sBin, Args: k.Args, LogFile: a.opts.K3sLogFile, Log: a.log.With("component", "k3s"),
+		PIDFile:    filepath.Join(a.opts.K3sPaths.DataDir, "sitecon-k3s.pid"),
+		MinBackoff: a.opts.K3sBackoffMin,
+		Start: func(c *exec.Cmd) error {
+			return a.opts.InNetNS(c.Start)
+		},
+	}
+	a.mu.Lock()
+	a.super = super
+	a.mu.Unlock()
+	superDone := make(chan struct{})
+	go func() {
+		defer close(superDone)
+		_ = super.Run(ctx)
+	}()
+	member.waitJoined(ctx, func() {
+		a.setPhase(PhaseJoined, nil)
+		a.markFormed(v, k.FirstBoot)
+		// Only a member records the cluster: a node that reaches an API
+		// server it never joined must not write into it.
+		member.mu.Lock()
+		snap := member.snap
+		member.mu.Unlock()
+		go a.recordCluster(ctx, snap, v)
+		if DecideRole(v) != RoleAgent {
+			go a.grantAgentAccess(ctx, snap)
+		}
+	})
+	<-superDone
+}
+
+func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		err = a.opts.InNetNS(func() error {
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+}
+
+// serveStatus serves GET /status on the cluster address.
+func (a *Agent) serveStatus(ctx context.Context, v *Validated, member Membership) error {
+	var l net.Listener
+	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(StatusPort))
+	err := a.opts.InNetNS(func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("/status server on %s: %w", addr, err)
+	}
+	srv := NewStatusServer(StatusHandler(v.ClusterID, member))
+	go func() { _ = srv.Serve(l) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	a.log.Info("serving /status", "addr", addr)
+	return nil
+}

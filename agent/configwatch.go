@@ -1,0 +1,136 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sitecon/sitecon/netcfg"
+)
+
+// The agent's config file: watched poll by poll (a file absent for a
+// moment is not a leave), loaded, validated, and left on intent only.
+
+// configWatch decides, poll by poll, what the config file's stat means.
+// Only a file that is absent (ENOENT) for the whole grace period takes the
+// node out: an editor's rename-save, a remount or a tool swapping the file
+// leaves it absent for moments, and leaving stops k3s (on two servers at
+// once, etcd's quorum). Any other stat error says nothing about intent: the
+// node holds what it runs and says so. A config that failed to load is
+// loaded again on every poll, since what made it fail (an interface not
+// created yet, a key not readable yet) can change without the file changing.
+type configWatch struct {
+	grace        time.Duration
+	lastStamp    string
+	missingSince time.Time // zero: not missing
+	left         bool
+	retry        bool
+}
+
+type configStep struct {
+	load, leave bool
+	// note says what the agent holds and why ("config missing for 12s;
+	// leaving in 18s"); empty when the file reads.
+	note string
+}
+
+func (w *configWatch) next(stamp string, statErr error, now time.Time) configStep {
+	switch {
+	case statErr == nil:
+		w.missingSince = time.Time{}
+		changed := stamp != w.lastStamp || w.left
+		w.lastStamp, w.left = stamp, false
+		load := changed || w.retry
+		w.retry = false
+		return configStep{load: load}
+	case errors.Is(statErr, fs.ErrNotExist):
+		if w.left {
+			return configStep{note: "no cluster config: not in a cluster"}
+		}
+		if w.missingSince.IsZero() {
+			w.missingSince = now
+		}
+		missing := now.Sub(w.missingSince)
+		if missing >= w.grace {
+			w.left, w.lastStamp = true, ""
+			return configStep{leave: true, note: "no cluster config: not in a cluster"}
+		}
+		return configStep{note: fmt.Sprintf("config missing for %s; leaving in %s unless it returns",
+			missing.Round(time.Second), (w.grace - missing).Round(time.Second))}
+	default:
+		// Absence must be continuous to count.
+		w.missingSince = time.Time{}
+		return configStep{note: fmt.Sprintf("config cannot be read (%v); holding what runs", statErr)}
+	}
+}
+
+// loadFailed asks for the config to be loaded again at the next poll.
+func (w *configWatch) loadFailed() { w.retry = true }
+
+func fileStamp(path string) (string, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "absent", false
+	}
+	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), true
+}
+
+// load reads and validates the config.
+func (a *Agent) load() (*Validated, error) {
+	c, err := LoadConfig(a.opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	return Validate(c, a.opts.Env)
+}
+
+func (a *Agent) configError(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// Retried every poll: logged when the reason changes, not each time.
+	if a.state.ConfigError != err.Error() {
+		a.log.Error("cluster config rejected; keeping the previous one, retrying", "err", err)
+	}
+	a.state.ConfigError = err.Error()
+	if a.applied == nil {
+		a.state.Phase, a.state.Since, a.state.LastError = PhaseError, time.Now(), err.Error()
+	}
+}
+
+func (a *Agent) sameAsApplied(v *Validated) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.applied == nil {
+		return false
+	}
+	x, _ := json.Marshal(a.applied.Config)
+	y, _ := json.Marshal(v.Config)
+	return bytes.Equal(x, y) && a.applied.Token == v.Token
+}
+
+// leave takes this node out: k3s is stopped (by the caller), the cluster
+// address and the firewall table removed.
+func (a *Agent) leave() {
+	a.mu.Lock()
+	applied, prefix := a.applied, a.prefix
+	a.applied, a.prefix = nil, netip.Prefix{}
+	a.mu.Unlock()
+	if applied == nil {
+		return
+	}
+	err := a.opts.InNetNS(func() error {
+		_, err := netcfg.RemoveClusterAddress(applied.ClusterInterface, prefix)
+		return errors.Join(err, netcfg.RemoveFirewall())
+	})
+	a.mu.Lock()
+	a.state.ClusterIPReady = false
+	a.mu.Unlock()
+	a.setPhase(PhaseLeft, err)
+	a.log.Info("left the cluster", "err", err)
+}
