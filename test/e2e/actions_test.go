@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -623,21 +624,10 @@ func TestSeedChange(t *testing.T) {
 
 func waitNode(t *testing.T, cs kubernetes.Interface, name string, ready bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return (c.Status == corev1.ConditionTrue) == ready, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("%s never turned ready=%v", name, ready)
-	}
+	until(t, 60*time.Second, fmt.Sprintf("%s ready=%v", name, ready), func() (struct{}, bool) {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		return struct{}{}, err == nil && kube.NodeIsReady(n) == ready
+	}, nil)
 }
 
 // Remove node: the name must be typed; then the Node is deleted and it

@@ -193,25 +193,23 @@ type agentView map[string]agent.AppState // by node
 
 func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
 	t.Helper()
-	var view agentView
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		view = agentView{}
+	return until(t, within, app+": "+what, func() (agentView, bool) {
+		view := agentView{}
 		for _, a := range agents {
 			if st, ok := a.app(app); ok {
 				view[a.node] = st
 			}
 		}
-		return len(view) == len(agents) && cond(view), nil
-	})
-	if err != nil {
+		return view, len(view) == len(agents) && cond(view)
+	}, func(view agentView) string {
 		var b strings.Builder
+		b.WriteString("agents see:")
 		for node, st := range view {
 			fmt.Fprintf(&b, "\n  %s: dnid=%s is_dnid=%v sched=%v running=%v status=%s node=%s lost=%v err=%q",
 				node, st.DNIdNode, st.IsDNIdNode, st.ScheduledOnThisNode, st.ClusterAppRunning, st.KubeStatus, st.Node, st.Lost, st.Error)
 		}
-		t.Fatalf("%s: %s not within %s; agents see:%s", app, what, within, b.String())
-	}
-	return view
+		return b.String()
+	})
 }
 
 // runningOn: every agent agrees the app runs on node, and only node's agent
@@ -747,32 +745,7 @@ func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, 
 
 func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string, match func(agent.TimelineEvent) bool) agent.TimelineEvent {
 	t.Helper()
-	var found agent.TimelineEvent
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		apps := a.agent.Apps()
-		if apps == nil {
-			return false, nil // a restarted agent has not reached the cluster yet
-		}
-		for _, e := range apps.Timeline() {
-			if match(e) {
-				found = e
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		var b strings.Builder
-		var events []agent.TimelineEvent
-		if apps := a.agent.Apps(); apps != nil {
-			events = apps.Timeline()
-		}
-		for _, e := range events {
-			fmt.Fprintf(&b, "\n  %s %s %s %s", e.Time.Format(time.TimeOnly), e.Kind, e.App, e.Message)
-		}
-		t.Fatalf("%s: %s not within %s; timeline:%s", a.node, what, within, b.String())
-	}
-	return found
+	return waitAnyTimeline(t, []*siteAgent{a}, within, a.node+": "+what, match)
 }
 
 // cleanupApps removes the test's apps through the agents (the config goes,

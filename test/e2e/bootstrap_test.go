@@ -103,16 +103,13 @@ func putClusterRecordAside(t *testing.T, cs kubernetes.Interface) {
 
 func waitState(t *testing.T, n *nodeAgent, within time.Duration, what string, cond func(agent.State) bool) agent.State {
 	t.Helper()
-	var st agent.State
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		st = n.agent.State()
-		return cond(st), nil
-	})
-	if err != nil {
+	return until(t, within, n.host.Name+" ("+what+")", func() (agent.State, bool) {
+		st := n.agent.State()
+		return st, cond(st)
+	}, func(st agent.State) string {
 		dump, _ := json.MarshalIndent(st, "", "  ")
-		t.Fatalf("%s (%s): not within %s; state:\n%s", n.host.Name, what, within, dump)
-	}
-	return st
+		return "state:\n" + string(dump)
+	})
 }
 
 // Three agents form a cluster in network namespaces: the joiners start k3s

@@ -2,15 +2,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sitecon/sitecon/agent"
 )
@@ -73,29 +74,28 @@ func (s *statusStandIns) answer(t *testing.T, node string) (stop func()) {
 // event (the stats leader may move between them) and returns it.
 func waitAnyTimeline(t *testing.T, agents []*siteAgent, within time.Duration, what string, match func(agent.TimelineEvent) bool) agent.TimelineEvent {
 	t.Helper()
-	var found agent.TimelineEvent
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
+	return until(t, within, what, func() (agent.TimelineEvent, bool) {
 		for _, a := range agents {
+			// A restarted agent has no apps part until it reaches the cluster.
 			if apps := a.agent.Apps(); apps != nil {
 				for _, e := range apps.Timeline() {
 					if match(e) {
-						found = e
-						return true, nil
+						return e, true
 					}
 				}
 			}
 		}
-		return false, nil
-	})
-	if err != nil {
+		return agent.TimelineEvent{}, false
+	}, func(agent.TimelineEvent) string {
+		var b strings.Builder
+		b.WriteString("timelines:")
 		for _, a := range agents {
 			if apps := a.agent.Apps(); apps != nil {
 				for _, e := range apps.Timeline() {
-					t.Logf("%s: %s %s %s %s", a.node, e.Time.Format(time.TimeOnly), e.Kind, e.App, e.Message)
+					fmt.Fprintf(&b, "\n  %s: %s %s %s %s", a.node, e.Time.Format(time.TimeOnly), e.Kind, e.App, e.Message)
 				}
 			}
 		}
-		t.Fatalf("%s not within %s", what, within)
-	}
-	return found
+		return b.String()
+	})
 }

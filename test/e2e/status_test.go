@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,42 +19,6 @@ import (
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
-
-var sitecon string // path of the sitecon binary under test
-
-func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "sitecon-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	sitecon = filepath.Join(dir, "sitecon")
-	build := exec.Command("go", "build", "-o", sitecon, "github.com/sitecon/sitecon")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build sitecon:", err)
-		return 1
-	}
-	return sitebox.RunMain(m)
-}
-
-// runSitecon runs the binary and returns stdout, stderr and the exit error.
-func runSitecon(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, sitecon, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return stdout.String(), stderr.String(), err
-}
 
 func statusJSON(t *testing.T, kubeconfig string) kube.ClusterStatus {
 	t.Helper()
@@ -75,19 +36,13 @@ func statusJSON(t *testing.T, kubeconfig string) kube.ClusterStatus {
 // eventually runs sitecon status until cond holds or the deadline passes.
 func eventually(t *testing.T, kubeconfig string, within time.Duration, what string, cond func(kube.ClusterStatus) bool) kube.ClusterStatus {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	var last kube.ClusterStatus
-	for {
-		last = statusJSON(t, kubeconfig)
-		if cond(last) {
-			return last
-		}
-		if time.Now().After(deadline) {
-			dump, _ := json.MarshalIndent(last, "", "  ")
-			t.Fatalf("%s: not within %s; last status:\n%s", what, within, dump)
-		}
-		time.Sleep(250 * time.Millisecond) // pacing between polls of a condition, not synchronisation
-	}
+	return until(t, within, what, func() (kube.ClusterStatus, bool) {
+		st := statusJSON(t, kubeconfig)
+		return st, cond(st)
+	}, func(st kube.ClusterStatus) string {
+		dump, _ := json.MarshalIndent(st, "", "  ")
+		return "last status:\n" + string(dump)
+	})
 }
 
 func findNode(st kube.ClusterStatus, name string) (kube.NodeStatus, bool) {

@@ -28,8 +28,8 @@ import (
 // seconds, not minutes, so tests can wait on them with short deadlines.
 func TestOptions(dir string) Options {
 	return Options{
-		Dir:                    dir,
-		Nodes:                  3,
+		Dir:   dir,
+		Nodes: 3,
 		// Short enough to see a failure quickly, long enough that the
 		// etcd election a lost server's member costs (its leader gone: a
 		// few seconds without writes on a busy two-core machine) does not
