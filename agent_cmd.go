@@ -100,7 +100,7 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 	f.DurationVar(&opts.LeaderDurations.LeaseDuration, "leader-lease-duration", agent.DefaultLeaderDurations.LeaseDuration, "stats-leader lease duration")
 	f.DurationVar(&opts.LeaderDurations.RenewDeadline, "leader-renew-deadline", agent.DefaultLeaderDurations.RenewDeadline, "stats-leader renew deadline")
 	f.DurationVar(&opts.LeaderDurations.RetryPeriod, "leader-retry-period", agent.DefaultLeaderDurations.RetryPeriod, "stats-leader retry period")
-	cmd.AddCommand(newAgentRenderCmd())
+	cmd.AddCommand(newAgentRenderCmd(), newAgentLeaveCmd(g))
 	return cmd
 }
 

@@ -31,6 +31,9 @@ type configWatch struct {
 	missingSince time.Time // zero: not missing
 	left         bool
 	retry        bool
+	// requestedLeave: the node left on a leave request (LeaveRequestFile)
+	// that is still there.
+	requestedLeave bool
 }
 
 type configStep struct {

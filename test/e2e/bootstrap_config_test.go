@@ -170,12 +170,35 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	waitState(t, n, 5*time.Second, "config readable again", func(st agent.State) bool { return st.ConfigNote == "" })
 	untouched("an unreadable config")
 
+	// A leave request (sitecon agent leave) takes the node out at once,
+	// the config still there; removed, the node comes back from its config.
+	request := agent.LeaveRequestFile(files.ConfigPath)
+	if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
+		t.Fatal(err)
+	}
+	st = waitState(t, n, 10*time.Second, "left on request", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })
+	if !strings.Contains(st.ConfigNote, "left the cluster on request") || !strings.Contains(st.ConfigNote, request) {
+		t.Errorf("the state does not say the node left on request, nor how to come back: %q", st.ConfigNote)
+	}
+	var have []netip.Prefix
+	if err := host.Do(func() (err error) { have, err = netcfg.InterfacePrefixes(lateIface); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(have, clusterPrefix) {
+		t.Errorf("after leaving on request, the cluster address is still there: %v", have)
+	}
+	if err := os.Remove(request); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, 15*time.Second, "back once the request is removed", func(st agent.State) bool {
+		return st.Phase != agent.PhaseLeft && st.ClusterIPReady && st.ConfigNote == ""
+	})
+
 	// Absent for the whole grace period: the node leaves.
 	if err := os.Remove(files.ConfigPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, grace+10*time.Second, "left", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })
-	var have []netip.Prefix
 	if err := host.Do(func() (err error) { have, err = netcfg.InterfacePrefixes(lateIface); return err }); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// A node leaves its cluster on intent only: its config file gone for the
+// whole grace period, or a leave request written beside the config by
+// `sitecon agent leave` after its quorum and volume preflight. While the
+// request is there the agent stays out (k3s stopped, the cluster address
+// and firewall table removed), whatever the config says; removing it
+// brings the node back.
+
+// LeaveRequest is the tombstone `sitecon agent leave` writes.
+type LeaveRequest struct {
+	ClusterID string    `json:"cluster_id"`
+	NodeName  string    `json:"node_name"`
+	At        time.Time `json:"at"`
+	By        string    `json:"by"`
+}
+
+// LeaveRequestFile is where the leave request for the config at
+// configPath lives.
+func LeaveRequestFile(configPath string) string {
+	return filepath.Join(filepath.Dir(configPath), "leave.json")
+}
+
+// WriteLeaveRequest writes the request atomically, root-only.
+func WriteLeaveRequest(path string, r LeaveRequest) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+// ReadLeaveRequest reads the request at path: ok false when there is none.
+// An unreadable or malformed request is an error: the caller holds.
+func ReadLeaveRequest(path string) (LeaveRequest, bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return LeaveRequest{}, false, nil
+	}
+	if err != nil {
+		return LeaveRequest{}, false, err
+	}
+	var r LeaveRequest
+	if err := json.Unmarshal(data, &r); err != nil {
+		return LeaveRequest{}, false, fmt.Errorf("leave request %s: %w", path, err)
+	}
+	return r, true, nil
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sitecon/sitecon/agent"
+)
+
+// sitecon agent leave, with the cluster out of reach: refused (quorum and
+// volume copies unknown), nothing written; --force needs the node name
+// typed; forced and typed, the leave request is written for this node's
+// cluster, root-only, and recorded (intent, then outcome).
+func TestAgentLeaveCLI(t *testing.T) {
+	config, plan := siteOfThree(t) // node-c's config
+	request := agent.LeaveRequestFile(config)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes"); err == nil || !strings.Contains(err.Error(), "quorum and volume copies are unknown") {
+		t.Fatalf("a leave with the cluster out of reach should be refused: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(request); err == nil {
+		t.Fatal("a refused leave wrote its request")
+	}
+	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes", "--force"); err == nil || !strings.Contains(err.Error(), "--confirm node-c") {
+		t.Fatalf("--force without the node name typed should be refused: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(request); err == nil {
+		t.Fatal("an unconfirmed leave wrote its request")
+	}
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes", "--force", "--confirm", "node-c")
+	if err != nil {
+		t.Fatalf("forced leave: %v\n%s", err, out)
+	}
+	req, ok, err := agent.ReadLeaveRequest(request)
+	if err != nil || !ok || req.NodeName != "node-c" || req.ClusterID != plan.ClusterID || req.By == "" {
+		t.Fatalf("leave request %+v ok=%v err=%v", req, ok, err)
+	}
+	if st, _ := os.Stat(request); st.Mode().Perm() != 0o600 {
+		t.Errorf("leave request mode %v, want 0600", st.Mode().Perm())
+	}
+	got := strings.Join(actionsOf(t, auditLog), " ")
+	if !strings.HasSuffix(got, "leave:intent leave:done") {
+		t.Errorf("audit %q should end with the forced leave's intent and outcome", got)
+	}
+}
