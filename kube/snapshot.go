@@ -128,6 +128,10 @@ type Snapshot struct {
 	// quietProbe is how long the watches may be silent before the API
 	// server is asked whether it is ready (QuietProbeAfter).
 	quietProbe time.Duration
+	// notReady: the API server said it is not ready (its etcd has no
+	// quorum). It still answers from its watch cache, and an answer is no
+	// proof the data can change: only /readyz passing again ends it.
+	notReady bool
 
 	core      informers.SharedInformerFactory
 	leases    informers.SharedInformerFactory
@@ -238,16 +242,31 @@ func (s *Snapshot) probeWhenQuiet(ctx context.Context) {
 		case <-timer.C:
 		}
 		s.mu.Lock()
-		quiet := s.now().Sub(s.lastEvent)
+		quiet, notReady := s.now().Sub(s.lastEvent), s.notReady
 		s.mu.Unlock()
-		if quiet < s.quietProbe {
+		if quiet < s.quietProbe && !notReady {
 			timer.Reset(s.quietProbe - quiet)
 			continue
 		}
-		if err := s.probeReady(ctx); err != nil && ctx.Err() == nil {
-			s.markError(err)
+		err := s.probeReady(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-		timer.Reset(s.quietProbe)
+		s.mu.Lock()
+		wasNotReady := s.notReady
+		s.notReady = err != nil
+		s.mu.Unlock()
+		next := s.quietProbe
+		switch {
+		case err != nil:
+			s.markError(err)
+			// Not ready: asked again sooner, and nothing but a passing
+			// /readyz brings the snapshot back (markConnected holds).
+			next = max(s.quietProbe/3, time.Second)
+		case wasNotReady:
+			s.markConnected()
+		}
+		timer.Reset(next)
 	}
 }
 
@@ -519,7 +538,7 @@ func (s *Snapshot) markError(err error) {
 
 func (s *Snapshot) markConnected() {
 	s.mu.Lock()
-	if s.health.Connected {
+	if s.health.Connected || s.notReady {
 		s.mu.Unlock()
 		return
 	}

@@ -364,6 +364,14 @@ func TestSnapshotStaleWhenEtcdLosesQuorum(t *testing.T) {
 		t.Errorf("stale snapshot = %+v with %d nodes, want etcd named in the reason and the last data (%d nodes)", st.API, st.NodesTotal, before.NodesTotal)
 	}
 	t.Logf("stale: %s", st.API.LastError)
+	// And it stays stale: the API server still answers from its watch
+	// cache, which is no proof the data can change. Watched for longer
+	// than two of the snapshot's probes.
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 2*kube.QuietProbeAfter, true, func(context.Context) (bool, error) {
+		return snap.Status().API.Connected, nil
+	}); err == nil {
+		t.Fatal("the snapshot came back while etcd still had no quorum")
+	}
 
 	if err := site.Recover("node-b"); err != nil {
 		t.Fatal(err)
