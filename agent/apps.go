@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -151,7 +152,10 @@ type AppsAgent struct {
 	nodeReady   map[string]bool
 	// stuck is the stats leader's own record of each pod stuck on a lost
 	// node, by UID; pruned with the pods (and cleared when not leading).
-	stuck       map[types.UID]*stuckPod
+	stuck map[types.UID]*stuckPod
+	// releases are the force-deletes whose VolumeAttachments on the lost
+	// node are still to be removed, by the deleted pod's UID.
+	releases    map[types.UID]*pendingRelease
 	lostSeen    map[string]bool
 	leaderSeen  string
 	failedApply map[string]applyFailure
@@ -220,6 +224,7 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 		lastRunning:     map[string]string{},
 		nodeReady:       map[string]bool{},
 		stuck:           map[types.UID]*stuckPod{},
+		releases:        map[types.UID]*pendingRelease{},
 		lostSeen:        map[string]bool{},
 		failedApply:     map[string]applyFailure{},
 		staleConfig:     map[string]bool{},
@@ -519,6 +524,7 @@ func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration
 			// A leader's timer is its own sighting: one that leads again
 			// later starts afresh.
 			clear(a.stuck)
+			clear(a.releases)
 		}
 		if !reflect.DeepEqual(seen, states) {
 			// Acting found something new: an apply refused or mended, a
@@ -1109,6 +1115,13 @@ func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[strin
 					soon(5 * time.Second)
 					continue
 				}
+				// Then its volumes' VolumeAttachments on the lost node, on
+				// the same evidence. In this order: while the pod exists
+				// the attach/detach controller wants the volume on that
+				// node, and would attach it there again.
+				if _, ok := a.releases[pod.UID]; !ok {
+					a.releases[pod.UID] = &pendingRelease{in: in, verdict: v, app: app.DisplayName}
+				}
 			}
 			for i := range states {
 				if states[i].UUID == uuid {
@@ -1135,7 +1148,67 @@ func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[strin
 	// Bounded memory: a pod gone, finished by its kubelet or deleted here
 	// leaves no record behind.
 	maps.DeleteFunc(a.stuck, func(uid types.UID, _ *stuckPod) bool { return !live[uid] })
+	for uid, r := range a.releases {
+		if unreachableTaint(nodes[r.in.Pod.Spec.NodeName]) == nil {
+			// The node is back (or gone from the cluster): its kubelet
+			// reports the volumes unused and the controller detaches them.
+			delete(a.releases, uid)
+			continue
+		}
+		if err := a.releaseAttachments(ctx, r, now); err != nil {
+			soon(5 * time.Second)
+			continue
+		}
+		delete(a.releases, uid)
+	}
 	return next
+}
+
+// pendingRelease is a force-delete whose VolumeAttachments on the lost node
+// are still to be removed: the verdict and the evidence it rested on.
+type pendingRelease struct {
+	in      FailoverInput
+	verdict FailoverVerdict
+	app     string
+}
+
+// releaseAttachments deletes the VolumeAttachments that hold the
+// force-deleted pod's volumes on its lost node (AttachmentsToRelease), read
+// afresh from the API server, and records each in the timeline and as an
+// Event on the pod. An error leaves the release to be tried again.
+func (a *AppsAgent) releaseAttachments(ctx context.Context, r *pendingRelease, now time.Time) error {
+	client := a.snap.Clients().Core.StorageV1().VolumeAttachments()
+	list, err := client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		a.opts.Metrics.APIErrors.Inc()
+		a.log.Error("list volume attachments", "pod", r.in.Pod.Name, "err", err)
+		return err
+	}
+	var errs []error
+	node := r.in.Pod.Spec.NodeName
+	for _, va := range AttachmentsToRelease(r.in, r.verdict, list.Items) {
+		if va.DeletionTimestamp != nil {
+			continue // being detached already
+		}
+		err := client.Delete(ctx, va.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(va.UID)}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			continue // gone, or another object of that name: not the one judged
+		}
+		if err != nil {
+			a.opts.Metrics.APIErrors.Inc()
+			a.log.Error("delete volume attachment", "attachment", va.Name, "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		pv := ptr.Deref(va.Spec.Source.PersistentVolumeName, "")
+		msg := fmt.Sprintf("released volume %s from lost node %s (deleted VolumeAttachment %s): up-to-date replica elsewhere, node silent; the attach/detach controller would hold it there 6 min after the force-delete",
+			pv, node, va.Name)
+		a.opts.Metrics.FailoverActions.WithLabelValues("release-attachment").Inc()
+		a.log.Info("failover", "app", r.app, "pod", r.in.Pod.Name, "action", "release-attachment", "reason", msg)
+		a.timeline.Add(TimelineEvent{Time: now, Kind: EventFailover, App: r.app, Node: node, Message: msg})
+		a.recorder.Event(r.in.Pod, corev1.EventTypeNormal, "VolumeAttachmentDeleted", msg)
+	}
+	return errors.Join(errs...)
 }
 
 // failoverEvidence probes the lost node (once per pass) and, only when it

@@ -13,6 +13,7 @@ import (
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -198,6 +199,42 @@ func claimUnsafe(cv ClaimVolume, lostNode string) string {
 		}
 	}
 	return fmt.Sprintf("%s (volume %s)", cv.Claim, cv.Volume.Name)
+}
+
+// AttachmentsToRelease names the VolumeAttachments to delete after a
+// force-delete: the attach/detach controller does not detach a volume from
+// an unhealthy node that last reported it in use (node.status.volumesInUse,
+// which a lost node never updates again) until maxWaitForUnmountDuration
+// (6 min) has passed since the pod went, so without this the replacement
+// pod waits that long. Only for a force-delete verdict, and only the
+// attachments of the PVs of claims the same evidence vouched for (silent
+// node, an up-to-date replica elsewhere), on the lost node itself: an
+// attachment of a volume the guard refused, or of another pod, stays.
+//
+// Not the node.kubernetes.io/out-of-service taint, which would release the
+// volumes too: it is node-wide, so it would release the volumes of every
+// pod on the node, those the guard refused included, and it makes the pod
+// garbage collector force-delete every terminating pod there.
+func AttachmentsToRelease(in FailoverInput, v FailoverVerdict, attachments []storagev1.VolumeAttachment) []*storagev1.VolumeAttachment {
+	ev := in.Evidence
+	if v.Action != FailoverForceDelete || ev == nil || ev.Alive {
+		return nil
+	}
+	node := in.Pod.Spec.NodeName
+	safe := map[string]bool{} // PV names
+	for _, claim := range podClaims(in.Pod) {
+		i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
+		if i >= 0 && ev.Volumes[i].VolumeName != "" && claimUnsafe(ev.Volumes[i], node) == "" {
+			safe[ev.Volumes[i].VolumeName] = true
+		}
+	}
+	var out []*storagev1.VolumeAttachment
+	for i, va := range attachments {
+		if pv := va.Spec.Source.PersistentVolumeName; pv != nil && safe[*pv] && va.Spec.NodeName == node && node != "" {
+			out = append(out, &attachments[i])
+		}
+	}
+	return out
 }
 
 // ReadFailoverEvidence reads, from the API server and not from any cache,

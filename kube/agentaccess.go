@@ -25,7 +25,8 @@ const AgentRoleName = "sitecon-agent"
 // AgentRules is what a sitecon agent does in the cluster: watch what the
 // snapshot watches, lay out apps (workloads, claims, the storage class),
 // keep the placement and cluster ConfigMaps, hold the stats-leader Lease,
-// record Events, and force-delete a pod stuck on a lost node.
+// record Events, and force-delete a pod stuck on a lost node and release
+// its volumes' attachments there.
 var AgentRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "events", "configmaps", "persistentvolumeclaims", "persistentvolumes", "namespaces"},
 		Verbs: []string{"get", "list", "watch"}},
@@ -38,6 +39,9 @@ var AgentRules = []rbacv1.PolicyRule{
 		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	{APIGroups: []string{"longhorn.io"}, Resources: []string{"volumes", "replicas", "engines", "settings", "nodes"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+	// The failover guard, after a force-delete, deletes the VolumeAttachments
+	// of the volumes it judged safe on the lost node (agent.AttachmentsToRelease).
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"get", "list", "delete"}},
 }
 
 // EnsureAgentAccess grants the k3s controller identity the agent's rules

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,9 +12,12 @@ import (
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/kube"
@@ -159,7 +163,14 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	// volume has up-to-date replicas elsewhere, and the app comes up there.
 	stillAnswers()
 	waitAnyTimeline(t, live, 60*time.Second, "fo-safe force-deleted", func(e agent.TimelineEvent) bool {
-		return e.App == "fo-safe" && e.Kind == agent.EventFailover
+		return e.App == "fo-safe" && e.Kind == agent.EventFailover && strings.Contains(e.Message, "force-deleting")
+	})
+	// And its volume's VolumeAttachment on node-b: the attach/detach
+	// controller would hold the volume there 6 min, node-b having last
+	// reported it in use.
+	waitAnyTimeline(t, live, 30*time.Second, "fo-safe's volume released from node-b", func(e agent.TimelineEvent) bool {
+		return e.App == "fo-safe" && e.Kind == agent.EventFailover && strings.Contains(e.Message, "VolumeAttachment") &&
+			strings.Contains(e.Message, claimPV(t, cs, agent.ClaimName(safeVol)))
 	})
 	view := waitAgents(t, live, "fo-safe", 60*time.Second, "running on node-a or node-c", func(v agentView) bool {
 		return v["node-a"].Node != "node-b" && (runningOn("node-a")(v) || runningOn("node-c")(v))
@@ -178,6 +189,19 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	}
 	localPod, localHeld := replacement("fo-local")
 	assertHeld("fo-local", localPod, localHeld, localVol)
+	// The refused volume's VolumeAttachment on node-b stays, through a
+	// recheck of the evidence (every 10 s): only volumes judged safe are
+	// released.
+	localPV := claimPV(t, cs, agent.ClaimName(localVol))
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 12*time.Second, true, func(context.Context) (bool, error) {
+		if va := volumeAttachmentOf(t, cs, localPV, "node-b"); va == nil || va.DeletionTimestamp != nil {
+			return false, fmt.Errorf("fo-local's VolumeAttachment on node-b was removed though the guard refused its pod: %+v", va)
+		}
+		return false, nil // it must stay for the whole window
+	})
+	if !wait.Interrupted(err) || t.Context().Err() != nil {
+		t.Fatal(err)
+	}
 
 	// node-b returns: its kubelet finishes the old pod, the volume moves,
 	// and fo-local's replacement starts.
@@ -206,4 +230,61 @@ func attachedNode(t *testing.T, lh lhclientset.Interface, claim string) string {
 		return ""
 	}
 	return vols.Items[i].Status.CurrentNodeID
+}
+
+// A worker node's agent reaches the cluster as k3s's controller identity,
+// with only the sitecon-agent ClusterRole: that must let the failover
+// guard, as stats leader, find and delete VolumeAttachments.
+func TestFailoverReleaseAllowedToTheAgentIdentity(t *testing.T) {
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	rbac := cs.RbacV1()
+	_, errRole := rbac.ClusterRoles().Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{})
+	if err := kube.EnsureAgentAccess(t.Context(), cs); err != nil {
+		t.Fatal(err)
+	}
+	if errRole != nil {
+		// Leave the site as found: the worker test starts with no grant.
+		t.Cleanup(func() {
+			_ = rbac.ClusterRoleBindings().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
+			_ = rbac.ClusterRoles().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
+		})
+	}
+	for _, verb := range []string{"get", "list", "delete"} {
+		review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: kube.K3sControllerUser, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: "storage.k8s.io", Resource: "volumeattachments", Verb: verb}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !review.Status.Allowed {
+			t.Errorf("%s may not %s volumeattachments: %s", kube.K3sControllerUser, verb, review.Status.Reason)
+		}
+	}
+}
+
+// claimPV is the PV a claim in the app namespace is bound to.
+func claimPV(t *testing.T, cs kubernetes.Interface, claim string) string {
+	t.Helper()
+	pvc, err := cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Get(t.Context(), claim, metav1.GetOptions{})
+	if err != nil || pvc.Spec.VolumeName == "" {
+		t.Fatalf("claim %s not bound: %v", claim, err)
+	}
+	return pvc.Spec.VolumeName
+}
+
+// volumeAttachmentOf is the VolumeAttachment of the PV on node (nil: none).
+func volumeAttachmentOf(t *testing.T, cs kubernetes.Interface, pv, node string) *storagev1.VolumeAttachment {
+	t.Helper()
+	vas, err := cs.StorageV1().VolumeAttachments().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, va := range vas.Items {
+		if va.Spec.NodeName == node && va.Spec.Source.PersistentVolumeName != nil && *va.Spec.Source.PersistentVolumeName == pv {
+			return &vas.Items[i]
+		}
+	}
+	return nil
 }

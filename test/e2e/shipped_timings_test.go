@@ -17,8 +17,8 @@ import (
 // real site has, not the tests' speed-ups: the Kubernetes node grace (40s),
 // node leases of 40s, the default 300s eviction toleration, the agents'
 // shipped defaults (stats-leader lease 30s, move-after 60s, the default
-// failover timeout), replica rebuilds of two minutes and VMs that take 10s
-// to boot. The lost node's agent dies with it (its lease is not released).
+// failover timeout), the attach/detach controller's one-minute sync,
+// replica rebuilds of two minutes and VMs that take 10s to boot. The lost node's agent dies with it (its lease is not released).
 // It logs when each step happened, and fails if an auto-migration app is
 // not back within the time those timings add up to.
 //
@@ -30,6 +30,7 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 	opts.NodeMonitorGracePeriod = 40 * time.Second
 	opts.NodeLeaseDuration = 40 * time.Second
 	opts.EvictionToleration = 300 * time.Second
+	opts.AttachDetachSyncPeriod = time.Minute
 	opts.Simulators = sitebox.SimulatorOptions{RebuildTime: 2 * time.Minute, VMBootTime: 10 * time.Second}
 	site, err := sitebox.StartTestSite(opts)
 	if err != nil {
@@ -72,8 +73,10 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 	live := []*siteAgent{agents["node-a"], agents["node-c"]}
 	// The timings add up to: node grace (40s) + move-after (60s) + the
 	// failover timeout and the leader's lease if node-b led (30s), the
-	// VM's boot (10s), and room for the control plane on a busy machine.
-	within := 40*time.Second + 60*time.Second + 30*time.Second + agent.DefaultFailoverTimeout + 10*time.Second + 2*time.Minute
+	// attach/detach controller noticing the released VolumeAttachment
+	// (up to 60s), the VM's boot (10s), and room for the control plane on
+	// a busy machine.
+	within := 40*time.Second + 60*time.Second + 30*time.Second + agent.DefaultFailoverTimeout + time.Minute + 10*time.Second + 2*time.Minute
 	for _, name := range []string{"ship-web", "ship-vm"} {
 		view := waitAgents(t, live, name, within-time.Since(start), "running off node-b", func(v agentView) bool {
 			for _, st := range v {

@@ -2,16 +2,20 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
 
@@ -287,4 +291,173 @@ func waitPodJudged(t *testing.T, site *sitebox.TestSite, ns, name string, within
 		t.Fatalf("pod %s/%s neither ran nor was held within %s", ns, name, within)
 	}
 	return held
+}
+
+// The attach/detach controller (the real one, in sitebox's
+// kube-controller-manager) does not detach a volume from a lost node that
+// last reported it in use, even once the pod there is force-deleted: it
+// waits maxWaitForUnmountDuration (6 min), unless the VolumeAttachment is
+// deleted or the node carries the out-of-service taint. The simulators
+// must not be kinder: the Longhorn volume stays attached to the lost node,
+// its VolumeAttachment stays, and a pod elsewhere that wants it stays held,
+// well past the point where a simulator that followed pods alone would have
+// moved it. Deleting one volume's VolumeAttachment releases that volume
+// alone; the out-of-service taint releases every volume of the node.
+func TestLonghornSimulatorHoldsVolumeOnLostNodeUntilVolumeAttachmentGoes(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	core := site.Clients(t).Core
+	lh := site.Clients(t).Longhorn.LonghornV1beta2()
+	names := []string{"vol-lost-1", "vol-lost-2"}
+	for _, name := range names {
+		if v := site.Volume(t, name, sitebox.VolumeOptions{Replicas: 3, UsedOn: "node-c"}); v.Status.CurrentNodeID != "node-c" {
+			t.Fatalf("%s in use on node-c: %+v", name, v.Status)
+		}
+		// A kubelet attaches nothing itself: the attach/detach controller
+		// made a VolumeAttachment, and Longhorn's attacher marked it attached.
+		waitVolumeAttachment(t, site, name, "node-c", func(va *storagev1.VolumeAttachment) bool { return va != nil && va.Status.Attached })
+	}
+	site.RecoverOnCleanup(t, "node-c")
+	t.Cleanup(func() { removeOutOfService(t, site, "node-c") })
+	if err := site.Fail("node-c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := core.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{})
+		return err == nil && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable }), nil
+	}); err != nil {
+		t.Fatal("node-c never marked unreachable")
+	}
+	// What the failover guard does: force-delete the pods stuck there, and
+	// start others on node-a that want the volumes.
+	for _, name := range names {
+		if err := core.CoreV1().Pods("default").Delete(t.Context(), "uses-"+name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		second := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "second-" + name, Namespace: "default"},
+			Spec: corev1.PodSpec{
+				NodeName:   "node-a",
+				Containers: []corev1.Container{{Name: "c", Image: "registry.local/x:1"}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}},
+			},
+		}
+		if _, err := core.CoreV1().Pods("default").Create(t.Context(), second, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = core.CoreV1().Pods("default").Delete(context.Background(), second.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		})
+	}
+	gone := time.Now()
+	// Held: for 20 s (a pod-following simulator moved it within a second;
+	// the controller holds it for 6 min), the volumes stay on node-c, their
+	// VolumeAttachments stay, and the pods on node-a do not start.
+	const hold = 20 * time.Second
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, hold, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			if v.Status.CurrentNodeID != "node-c" {
+				return false, fmt.Errorf("%s left lost node-c %s after its pod there was force-deleted (now on %q, %s); the attach/detach controller holds it for 6 min while node-c last reported it in use",
+					name, time.Since(gone).Round(100*time.Millisecond), v.Status.CurrentNodeID, v.Status.State)
+			}
+			if p, err := core.CoreV1().Pods("default").Get(ctx, "second-"+name, metav1.GetOptions{}); err == nil && p.Status.Phase == corev1.PodRunning {
+				return false, fmt.Errorf("second-%s runs on node-a while %s is attached to node-c", name, name)
+			}
+		}
+		return false, nil // it must hold for the whole window
+	})
+	if !wait.Interrupted(err) || t.Context().Err() != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		waitVolumeAttachment(t, site, name, "node-c", func(va *storagev1.VolumeAttachment) bool { return va != nil && va.DeletionTimestamp == nil })
+	}
+	// Deleting vol-lost-1's VolumeAttachment releases vol-lost-1 alone.
+	va := waitVolumeAttachment(t, site, names[0], "node-c", func(va *storagev1.VolumeAttachment) bool { return va != nil })
+	if err := core.StorageV1().VolumeAttachments().Delete(t.Context(), va.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunsWithVolume(t, site, "second-"+names[0], names[0], "node-a", 60*time.Second)
+	if v, err := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), names[1], metav1.GetOptions{}); err != nil || v.Status.CurrentNodeID != "node-c" {
+		t.Fatalf("%s left node-c with the other volume's VolumeAttachment: %v %+v", names[1], err, v.Status)
+	}
+	waitVolumeAttachment(t, site, names[1], "node-c", func(va *storagev1.VolumeAttachment) bool { return va != nil && va.DeletionTimestamp == nil })
+	// The out-of-service taint releases whatever is left on the node.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := core.CoreV1().Nodes().Get(t.Context(), "node-c", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+		_, err = core.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunsWithVolume(t, site, "second-"+names[1], names[1], "node-a", 60*time.Second)
+}
+
+// waitVolumeAttachment waits until the VolumeAttachment of the volume's PV
+// on node (nil: none) satisfies ok, and returns it.
+func waitVolumeAttachment(t *testing.T, site *sitebox.TestSite, pv, node string, ok func(*storagev1.VolumeAttachment) bool) *storagev1.VolumeAttachment {
+	t.Helper()
+	storage := site.Clients(t).Core.StorageV1()
+	var found *storagev1.VolumeAttachment
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		vas, err := storage.VolumeAttachments().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		found = nil
+		for i, va := range vas.Items {
+			if va.Spec.NodeName == node && ptr.Deref(va.Spec.Source.PersistentVolumeName, "") == pv {
+				found = &vas.Items[i]
+			}
+		}
+		return ok(found), nil
+	}); err != nil {
+		t.Fatalf("the VolumeAttachment of %s on %s is not as expected: %+v", pv, node, found)
+	}
+	return found
+}
+
+// waitRunsWithVolume waits until the pod runs with the volume attached on node.
+func waitRunsWithVolume(t *testing.T, site *sitebox.TestSite, pod, volume, node string, within time.Duration) {
+	t.Helper()
+	core := site.Clients(t).Core.CoreV1()
+	lh := site.Clients(t).Longhorn.LonghornV1beta2()
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, volume, metav1.GetOptions{})
+		if err != nil || v.Status.CurrentNodeID != node || v.Status.State != "attached" {
+			return false, nil
+		}
+		p, err := core.Pods("default").Get(ctx, pod, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning && kube.PodReady(p), nil
+	}); err != nil {
+		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), volume, metav1.GetOptions{})
+		t.Fatalf("%s did not run on %s with %s attached there (volume on %q, %s)", pod, node, volume, v.Status.CurrentNodeID, v.Status.State)
+	}
+}
+
+// removeOutOfService takes the out-of-service taint off the node.
+func removeOutOfService(t *testing.T, site *sitebox.TestSite, node string) {
+	core := site.Clients(t).Core.CoreV1()
+	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := core.Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		taints := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
+		if len(taints) == len(n.Spec.Taints) {
+			return nil
+		}
+		n.Spec.Taints = taints
+		_, err = core.Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -28,17 +27,39 @@ import (
 // are attached and mounted. Simulator plumbing: the product never reads it.
 const AnnotationVolumesAttached = "sitebox.sitecon.io/volumes-attached"
 
-// attachDetachController is the component that reports a Multi-Attach
-// error on a pod, as the real one names itself.
-const attachDetachController = "attachdetach-controller"
+// ControllerManagedAttachAnnotation is what a kubelet puts on its Node
+// when the attach/detach controller attaches its volumes (the kubelet's
+// default, and k3s's): the controller manages no node without it.
+const ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
 
-// volumeManagerSimulator stands in for the kubelet's volume manager and for
-// what the attach/detach controller reports: a pod that mounts a Longhorn
-// claim starts only once the Longhorn simulator has the volume attached on
-// the pod's node. Until then the pod stays Pending, its containers waiting
-// in ContainerCreating, and, when the volume is attached to another node
-// whose pods still hold it, it gets the attach/detach controller's
-// FailedAttachVolume event (Multi-Attach error) naming those pods.
+// csiUniqueVolumeName is how the kubelet and the attach/detach controller
+// name a CSI volume in node.status.volumesInUse and volumesAttached
+// (kubernetes.io/csi/<driver>^<volume handle>).
+func csiUniqueVolumeName(csi *corev1.CSIPersistentVolumeSource) corev1.UniqueVolumeName {
+	return corev1.UniqueVolumeName("kubernetes.io/csi/" + csi.Driver + "^" + csi.VolumeHandle)
+}
+
+// volumeManagerSimulator stands in for the kubelet's volume manager. The
+// real attach/detach controller (in kube-controller-manager) does the
+// attaching: it makes a VolumeAttachment for a pod's CSI volume on the
+// pod's node, the Longhorn simulator (as Longhorn's CSI attacher) attaches
+// the volume and marks it attached, and the controller lists the volume in
+// the node's status.volumesAttached. What a kubelet adds, this does:
+//   - it reports in node.status.volumesInUse the CSI volumes of the pods
+//     on its node that have not finished (a terminating pod's volumes stay
+//     mounted until the pod is gone). The controller detaches nothing
+//     listed there; from a lost node, whose list stays as it last wrote
+//     it, only after maxWaitForUnmountDuration (6 min), or once the node
+//     carries the out-of-service taint or the VolumeAttachment is deleted;
+//   - it starts a pod (AnnotationVolumesAttached, for kwok) only once each
+//     of its CSI volumes is in the node's volumesAttached and, for a
+//     Longhorn volume, Longhorn has it attached on that node. Until then the
+//     pod stays Pending, its containers waiting in ContainerCreating; the
+//     controller itself reports a Multi-Attach error on it when the volume
+//     is attached to another node.
+//
+// Only a live kubelet acts: a lost node's status and pods are left as they
+// were.
 type volumeManagerSimulator struct {
 	core    kubernetes.Interface
 	log     *slog.Logger
@@ -49,12 +70,10 @@ type volumeManagerSimulator struct {
 	volumes interface {
 		List(labels.Selector) ([]*lhv1beta2.Volume, error)
 	}
-	// reported are the Multi-Attach events sent, by pod UID and volume:
-	// the attach/detach controller reports each once per pod, not per pass.
-	reported map[string]bool
 }
 
 func (s *volumeManagerSimulator) reconcile(ctx context.Context) time.Duration {
+	nodes, _ := s.nodes.List(labels.Everything())
 	ready := readyNodes(s.nodes)
 	pods, _ := s.pods.List(labels.Everything())
 	volumes, _ := s.volumes.List(labels.Everything())
@@ -63,12 +82,37 @@ func (s *volumeManagerSimulator) reconcile(ctx context.Context) time.Duration {
 		byName[v.Name] = v
 	}
 	var again time.Duration
-	live := map[string]bool{}
+	// Volumes in use, by node: every CSI volume of a pod placed there that
+	// has not finished, the volumes of a pod still starting included (a
+	// kubelet reports a volume in use before it waits for its attachment).
+	inUse := map[string][]corev1.UniqueVolumeName{}
 	for _, p := range pods {
-		live[string(p.UID)] = true
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, claim := range podClaimKeys(p) {
+			if pv, ok := s.claimPV(claim); ok && pv.Spec.CSI != nil {
+				inUse[p.Spec.NodeName] = append(inUse[p.Spec.NodeName], csiUniqueVolumeName(pv.Spec.CSI))
+			}
+		}
 	}
-	// Bounded memory: a pod gone takes its reports with it.
-	maps.DeleteFunc(s.reported, func(key string, _ bool) bool { uid, _, _ := strings.Cut(key, "/"); return !live[uid] })
+	attached := map[string][]corev1.UniqueVolumeName{}
+	for _, n := range nodes {
+		for _, av := range n.Status.VolumesAttached {
+			attached[n.Name] = append(attached[n.Name], av.Name)
+		}
+		if !ready[n.Name] {
+			continue
+		}
+		want := inUse[n.Name]
+		slices.Sort(want)
+		want = slices.Compact(want)
+		if !slices.Equal(want, n.Status.VolumesInUse) {
+			if err := s.reportInUse(ctx, n.Name, want); err != nil {
+				again = time.Second
+			}
+		}
+	}
 	for _, p := range pods {
 		// Only a live kubelet acts, on a pod placed on its node and not
 		// started yet; a started pod's volumes were attached.
@@ -80,21 +124,28 @@ func (s *volumeManagerSimulator) reconcile(ctx context.Context) time.Duration {
 		if len(claims) == 0 {
 			continue
 		}
-		unattached := map[string]*lhv1beta2.Volume{} // PV name -> its Longhorn volume, when it has one
+		waiting := false
 		for _, claim := range claims {
-			pv, vol, ok := s.claimVolume(claim, byName)
+			pv, ok := s.claimPV(claim)
 			if !ok {
-				unattached[claim] = nil
+				waiting = true // not bound yet: the kubelet waits for it too
 				continue
 			}
-			if vol == nil {
-				continue // not a Longhorn volume: nothing sitebox attaches
+			if pv.Spec.CSI == nil {
+				continue // not attachable: nothing to wait for
 			}
-			if vol.Status.State != lhv1beta2.VolumeStateAttached || vol.Status.CurrentNodeID != p.Spec.NodeName {
-				unattached[pv] = vol
+			if !slices.Contains(attached[p.Spec.NodeName], csiUniqueVolumeName(pv.Spec.CSI)) {
+				waiting = true // the attach/detach controller has not attached it here
+				continue
+			}
+			if pv.Spec.CSI.Driver == longhornProvisioner {
+				// The CSI node plugin stages the device Longhorn attached.
+				if v := byName[pv.Spec.CSI.VolumeHandle]; v == nil || v.Status.State != lhv1beta2.VolumeStateAttached || v.Status.CurrentNodeID != p.Spec.NodeName {
+					waiting = true
+				}
 			}
 		}
-		if len(unattached) == 0 {
+		if !waiting {
 			if err := s.markAttached(ctx, p); err != nil {
 				again = time.Second
 			}
@@ -103,35 +154,37 @@ func (s *volumeManagerSimulator) reconcile(ctx context.Context) time.Duration {
 		if err := s.hold(ctx, p); err != nil {
 			again = time.Second
 		}
-		for pv, vol := range unattached {
-			if vol != nil && vol.Status.CurrentNodeID != "" && vol.Status.CurrentNodeID != p.Spec.NodeName {
-				if err := s.reportMultiAttach(ctx, p, pv, vol.Status.CurrentNodeID, pods); err != nil {
-					again = time.Second
-				}
-			}
-		}
 	}
 	return again
 }
 
-// claimVolume follows a claim ("namespace/name") to its PV's name and, for
-// a Longhorn PV, its Longhorn volume. ok is false while the claim is not
-// bound (or its volume not known yet): the kubelet waits for it too.
-func (s *volumeManagerSimulator) claimVolume(claim string, volumes map[string]*lhv1beta2.Volume) (pvName string, vol *lhv1beta2.Volume, ok bool) {
+// reportInUse writes the node's volumesInUse, as its kubelet's status
+// update does.
+func (s *volumeManagerSimulator) reportInUse(ctx context.Context, node string, names []corev1.UniqueVolumeName) error {
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"volumesInUse": names}})
+	if _, err := s.core.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		if !apierrors.IsNotFound(err) {
+			s.log.Warn("report volumes in use", "node", node, "err", err)
+		}
+		return err
+	}
+	s.log.Info("volumes in use", "node", node, "volumes", names)
+	return nil
+}
+
+// claimPV follows a claim ("namespace/name") to its bound PV; false while
+// the claim is not bound (or its PV not known yet).
+func (s *volumeManagerSimulator) claimPV(claim string) (*corev1.PersistentVolume, bool) {
 	ns, name, _ := strings.Cut(claim, "/")
 	pvc, err := s.claims.PersistentVolumeClaims(ns).Get(name)
 	if err != nil || pvc.Spec.VolumeName == "" {
-		return "", nil, false
+		return nil, false
 	}
 	pv, err := s.pvs.Get(pvc.Spec.VolumeName)
 	if err != nil {
-		return "", nil, false
+		return nil, false
 	}
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != longhornProvisioner {
-		return pv.Name, nil, true
-	}
-	vol, ok = volumes[pv.Spec.CSI.VolumeHandle]
-	return pv.Name, vol, ok
+	return pv, true
 }
 
 // markAttached lets kwok start the pod.
@@ -190,57 +243,5 @@ func (s *volumeManagerSimulator) hold(ctx context.Context, p *corev1.Pod) error 
 		return err
 	}
 	s.log.Info("pod held: volumes not attached on its node", "pod", p.Namespace+"/"+p.Name, "node", p.Spec.NodeName)
-	return nil
-}
-
-// reportMultiAttach sends the attach/detach controller's event for a pod
-// whose RWO volume is attached to another node, naming the pods there that
-// hold it, in the controller's words.
-func (s *volumeManagerSimulator) reportMultiAttach(ctx context.Context, p *corev1.Pod, pvName, attachedTo string, pods []*corev1.Pod) error {
-	key := string(p.UID) + "/" + pvName
-	if s.reported[key] {
-		return nil
-	}
-	var local []string
-	others := 0
-	for _, o := range pods {
-		if o.Spec.NodeName != attachedTo || o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed ||
-			!slices.ContainsFunc(podClaimKeys(o), func(c string) bool { return slices.Contains(podClaimKeys(p), c) }) {
-			continue
-		}
-		if o.Namespace == p.Namespace {
-			local = append(local, o.Name)
-		} else {
-			others++
-		}
-	}
-	slices.Sort(local)
-	var msg string
-	switch {
-	case len(local) > 0 && others > 0:
-		msg = fmt.Sprintf("Volume is already used by pod(s) %s and %d pod(s) in different namespaces", strings.Join(local, ", "), others)
-	case len(local) > 0:
-		msg = "Volume is already used by pod(s) " + strings.Join(local, ", ")
-	case others > 0:
-		msg = fmt.Sprintf("Volume is already used by %d pod(s) in different namespaces", others)
-	default:
-		msg = "Volume is already exclusively attached to one node and can't be attached to another"
-	}
-	now := metav1.Now()
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", p.Name, now.UnixNano()), Namespace: p.Namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name,
-			UID: p.UID, ResourceVersion: p.ResourceVersion},
-		Type: corev1.EventTypeWarning, Reason: "FailedAttachVolume",
-		Message: fmt.Sprintf("Multi-Attach error for volume %q %s", pvName, msg),
-		Source:  corev1.EventSource{Component: attachDetachController}, ReportingController: attachDetachController,
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	if _, err := s.core.CoreV1().Events(p.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		s.log.Warn("report multi-attach", "pod", p.Namespace+"/"+p.Name, "err", err)
-		return err
-	}
-	s.reported[key] = true
-	s.log.Info("multi-attach", "pod", p.Namespace+"/"+p.Name, "volume", pvName, "attached", attachedTo)
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	lhinformers "github.com/longhorn/longhorn-manager/k8s/pkg/client/informers/externalversions"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -55,8 +56,12 @@ type SimulatorOptions struct {
 //   - a Longhorn CSI provisioner simulator (a PVC on a Longhorn class gets a
 //     Longhorn volume and a bound PV),
 //   - a kube-vip simulator (the plndr-cp-lock Lease moves off a lost node),
-//   - a kubelet volume-manager simulator (a pod that mounts a Longhorn claim
-//     starts only once its volume is attached on the pod's node; see attach.go).
+//   - Longhorn's CSI attacher, inside the Longhorn simulator (a volume is
+//     attached where the real attach/detach controller's VolumeAttachment
+//     asks, and the VolumeAttachment is marked attached once it is),
+//   - a kubelet volume-manager simulator (the node reports the volumes its
+//     pods use; a pod that mounts a claim starts only once its volume is
+//     attached on the pod's node; see attach.go).
 //
 // They stand in for components that need real nodes; they never ship in sitecon.
 func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions, log *slog.Logger) error {
@@ -86,16 +91,16 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		}, &kvv1.VirtualMachineInstanceReplicaSet{})
 
 	longhorn := &longhornSimulator{
-		lh: lh, opts: opts, log: log.With("simulator", "longhorn"),
-		nodes:    coreInf.Core().V1().Nodes().Lister(),
-		volumes:  lhInf.Longhorn().V1beta2().Volumes().Lister(),
-		replicas: lhInf.Longhorn().V1beta2().Replicas().Lister(),
-		engines:  lhInf.Longhorn().V1beta2().Engines().Lister(),
-		rebuild:  map[string]time.Time{},
-		engined:  map[string]bool{},
-		seeded:   map[string]bool{},
-		pods:     coreInf.Core().V1().Pods().Lister(),
-		pvs:      coreInf.Core().V1().PersistentVolumes().Lister(),
+		lh: lh, core: core, opts: opts, log: log.With("simulator", "longhorn"),
+		nodes:       coreInf.Core().V1().Nodes().Lister(),
+		volumes:     lhInf.Longhorn().V1beta2().Volumes().Lister(),
+		replicas:    lhInf.Longhorn().V1beta2().Replicas().Lister(),
+		engines:     lhInf.Longhorn().V1beta2().Engines().Lister(),
+		rebuild:     map[string]time.Time{},
+		engined:     map[string]bool{},
+		seeded:      map[string]bool{},
+		attachments: coreInf.Storage().V1().VolumeAttachments().Lister(),
+		pvs:         coreInf.Core().V1().PersistentVolumes().Lister(),
 	}
 	kubevirt := &kubevirtSimulator{
 		core: core, kv: kv, log: log.With("simulator", "kubevirt"),
@@ -109,7 +114,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	volumeManager := &volumeManagerSimulator{core: core, log: log.With("simulator", "volume-manager"),
 		nodes: coreInf.Core().V1().Nodes().Lister(), pods: coreInf.Core().V1().Pods().Lister(),
 		claims: coreInf.Core().V1().PersistentVolumeClaims().Lister(), pvs: coreInf.Core().V1().PersistentVolumes().Lister(),
-		volumes: lhInf.Longhorn().V1beta2().Volumes().Lister(), reported: map[string]bool{}}
+		volumes: lhInf.Longhorn().V1beta2().Volumes().Lister()}
 	kubelet := &kubeletReadinessSimulator{core: core, log: log.With("simulator", "kubelet-readiness"),
 		nodes: coreInf.Core().V1().Nodes().Lister(), pods: coreInf.Core().V1().Pods().Lister()}
 
@@ -129,7 +134,8 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		})
 	}
 	on(coreInf.Core().V1().Nodes().Informer(), lhTrigger, vipTrigger, kubeletTrigger, attachTrigger)
-	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger, lhTrigger, attachTrigger)
+	on(coreInf.Core().V1().Pods().Informer(), kvTrigger, kubeletTrigger, attachTrigger)
+	on(coreInf.Storage().V1().VolumeAttachments().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Volumes().Informer(), lhTrigger, attachTrigger)
 	on(lhInf.Longhorn().V1beta2().Replicas().Informer(), lhTrigger)
 	on(lhInf.Longhorn().V1beta2().Engines().Informer(), lhTrigger)
@@ -209,9 +215,12 @@ func hasUnreachableTaint(n *corev1.Node) bool {
 
 // longhornSimulator stands in for longhorn-manager: it keeps each volume's
 // replicas on distinct nodes, fails the replicas of a lost node, rebuilds them
-// when the node returns, and sets the volume's state and robustness.
+// when the node returns, and sets the volume's state and robustness. It is
+// also Longhorn's CSI controller with its external-attacher: a volume is
+// attached where a VolumeAttachment for it asks, and detached when none does.
 type longhornSimulator struct {
 	lh      lhclientset.Interface
+	core    kubernetes.Interface
 	opts    SimulatorOptions
 	log     *slog.Logger
 	nodes   nodeLister
@@ -231,13 +240,13 @@ type longhornSimulator struct {
 	seeded map[string]bool
 	// engined are the volumes (by UID) given their engine.
 	engined map[string]bool
-	// pods are read for the pod that uses a volume's claim: Longhorn
-	// attaches a volume on that pod's node.
-	pods interface {
-		List(labels.Selector) ([]*corev1.Pod, error)
+	// attachments are the VolumeAttachments the attach/detach controller
+	// makes: Longhorn's CSI driver attaches a volume where one asks.
+	attachments interface {
+		List(labels.Selector) ([]*storagev1.VolumeAttachment, error)
 	}
 	// pvs are read for the claim a volume serves, as Longhorn fills its
-	// kubernetesStatus.
+	// kubernetesStatus, and for the volume a VolumeAttachment's PV names.
 	pvs interface {
 		List(labels.Selector) ([]*corev1.PersistentVolume, error)
 	}
@@ -260,21 +269,33 @@ func (s *longhornSimulator) kubernetesStatus(v *lhv1beta2.Volume) lhv1beta2.Kube
 	return kubernetesStatusFromAnnotation(v)
 }
 
-// claimPods maps each claim ("namespace/name") to the pods placed on a
-// node that still hold it: one running or starting, and one terminating too,
-// whose volume stays attached until the pod is really gone, as the
-// attach/detach controller keeps its VolumeAttachment (a terminating pod on
-// a lost node never goes by itself). Longhorn detaches a volume nobody holds.
-func (s *longhornSimulator) claimPods() map[string][]*corev1.Pod {
-	out := map[string][]*corev1.Pod{}
-	pods, _ := s.pods.List(labels.Everything())
-	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+// csiAttacherFinalizer is the finalizer Longhorn's external-attacher puts
+// on a VolumeAttachment it handles: the object stays until the volume is
+// detached from its node.
+const csiAttacherFinalizer = "external-attacher/driver-longhorn-io"
+
+// volumeAttachments maps each Longhorn volume (by name) to the
+// VolumeAttachments for it (those for driver.longhorn.io whose PV's handle
+// is the volume); under "" are those whose PV or volume is not known.
+func (s *longhornSimulator) volumeAttachments(volumes map[string]bool) map[string][]*storagev1.VolumeAttachment {
+	pvs, _ := s.pvs.List(labels.Everything())
+	handle := map[string]string{}
+	for _, pv := range pvs {
+		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == longhornProvisioner {
+			handle[pv.Name] = pv.Spec.CSI.VolumeHandle
+		}
+	}
+	out := map[string][]*storagev1.VolumeAttachment{}
+	vas, _ := s.attachments.List(labels.Everything())
+	for _, va := range vas {
+		if va.Spec.Attacher != longhornProvisioner {
 			continue
 		}
-		for _, claim := range podClaimKeys(p) {
-			out[claim] = append(out[claim], p)
+		vol := handle[ptr.Deref(va.Spec.Source.PersistentVolumeName, "")]
+		if !volumes[vol] {
+			vol = ""
 		}
+		out[vol] = append(out[vol], va)
 	}
 	return out
 }
@@ -291,38 +312,88 @@ func podClaimKeys(p *corev1.Pod) []string {
 }
 
 // attachNode is where a ReadWriteOnce volume is attached, given where it is
-// attached now and the pods that hold its claim. It stays on its node while
-// any pod there holds it, reachable or not: the attach/detach controller
-// attaches an RWO volume to a second node only after detaching it from the
-// first (a Multi-Attach error until then), and detaches it only once no pod
-// on that node uses it. Otherwise it goes to the node of the oldest live pod
-// that wants it, if that node's Longhorn is up to attach it.
-//
-// Kinder than the real controller in one respect, not simulated yet: once
-// the pod on an unhealthy node is gone (force-deleted), the real controller
-// still waits maxWaitForUnmountDuration (6 min) before it detaches, when
-// that node last reported the volume in use (node.status.volumesInUse),
-// unless the node carries the node.kubernetes.io/out-of-service taint or
-// the VolumeAttachment is deleted (Longhorn's node-down pod deletion policy
-// deletes it). Here the volume moves as soon as the pod is gone.
-func attachNode(current string, holders []*corev1.Pod, ready map[string]bool) string {
-	if current != "" && slices.ContainsFunc(holders, func(p *corev1.Pod) bool { return p.Spec.NodeName == current }) {
+// attached now and the live (not deleting) VolumeAttachments for it. It
+// stays on its node while that node's VolumeAttachment exists, reachable
+// or not: the attach/detach controller removes it only once no pod there
+// uses the volume and the node no longer reports it in use (from a lost
+// node: after 6 min, or with the out-of-service taint), or someone deletes
+// it. Otherwise it goes to the node of the oldest VolumeAttachment, if that
+// node's Longhorn is up to attach it.
+func attachNode(current string, attachments []*storagev1.VolumeAttachment, ready map[string]bool) string {
+	if current != "" && slices.ContainsFunc(attachments, func(va *storagev1.VolumeAttachment) bool { return va.Spec.NodeName == current }) {
 		return current
 	}
-	var first *corev1.Pod
-	for _, p := range holders {
-		if p.DeletionTimestamp != nil || !ready[p.Spec.NodeName] {
+	var first *storagev1.VolumeAttachment
+	for _, va := range attachments {
+		if !ready[va.Spec.NodeName] {
 			continue
 		}
-		if first == nil || p.CreationTimestamp.Before(&first.CreationTimestamp) ||
-			p.CreationTimestamp.Equal(&first.CreationTimestamp) && p.Name < first.Name {
-			first = p
+		if first == nil || va.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			va.CreationTimestamp.Equal(&first.CreationTimestamp) && va.Name < first.Name {
+			first = va
 		}
 	}
 	if first == nil {
 		return ""
 	}
 	return first.Spec.NodeName
+}
+
+// answerAttachments is Longhorn's external-attacher answering the
+// VolumeAttachments of a volume whose attachment is now at node ("": none),
+// attached there (up) or not (faulted, or still attaching): one for that
+// node is marked attached once the volume is up there
+// (ControllerPublishVolume returned) and stays so while the attachment
+// stays, faulted or not, as the attacher re-checks nothing; others are not
+// attached. A deleted one loses its finalizer once the volume is off its
+// node (ControllerUnpublishVolume returned), and so goes.
+func (s *longhornSimulator) answerAttachments(ctx context.Context, vas []*storagev1.VolumeAttachment, node string, up bool) (again time.Duration) {
+	client := s.core.StorageV1().VolumeAttachments()
+	for _, va := range vas {
+		has := slices.Contains(va.Finalizers, csiAttacherFinalizer)
+		if va.DeletionTimestamp != nil {
+			if !has || va.Spec.NodeName == node {
+				continue
+			}
+			nva := va.DeepCopy()
+			nva.Finalizers = slices.DeleteFunc(nva.Finalizers, func(f string) bool { return f == csiAttacherFinalizer })
+			if _, err := client.Update(ctx, nva, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				s.log.Warn("release volume attachment", "attachment", va.Name, "err", err)
+				again = time.Second
+				continue
+			}
+			s.log.Info("volume detached, attachment released", "attachment", va.Name, "node", va.Spec.NodeName)
+			continue
+		}
+		if !has {
+			nva := va.DeepCopy()
+			nva.Finalizers = append(nva.Finalizers, csiAttacherFinalizer)
+			updated, err := client.Update(ctx, nva, metav1.UpdateOptions{})
+			if err != nil {
+				if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+					s.log.Warn("take volume attachment", "attachment", va.Name, "err", err)
+				}
+				again = time.Second
+				continue
+			}
+			va = updated
+		}
+		attached := va.Spec.NodeName == node && (up || va.Status.Attached)
+		if va.Status.Attached == attached {
+			continue
+		}
+		nva := va.DeepCopy()
+		nva.Status.Attached = attached
+		if _, err := client.UpdateStatus(ctx, nva, metav1.UpdateOptions{}); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				s.log.Warn("answer volume attachment", "attachment", va.Name, "err", err)
+			}
+			again = time.Second
+			continue
+		}
+		s.log.Info("volume attachment answered", "attachment", va.Name, "node", va.Spec.NodeName, "attached", attached)
+	}
+	return again
 }
 
 // reconcileEngine keeps one engine per volume whose status, as Longhorn's
@@ -398,32 +469,44 @@ func (s *longhornSimulator) reconcile(ctx context.Context) time.Duration {
 	for _, r := range all {
 		byVolume[r.Spec.VolumeName] = append(byVolume[r.Spec.VolumeName], r)
 	}
-	holders := s.claimPods()
+	known := map[string]bool{}
+	for _, v := range volumes {
+		known[v.Name] = true
+	}
+	attachments := s.volumeAttachments(known)
 	var again time.Duration
 	for _, v := range volumes {
-		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready, holders); d > 0 && (again == 0 || d < again) {
+		if d := s.reconcileVolume(ctx, v, byVolume[v.Name], ready, attachments[v.Name]); d > 0 && (again == 0 || d < again) {
 			again = d
 		}
+	}
+	// A VolumeAttachment for no known volume is answered as Longhorn's
+	// driver answers one for a volume it does not have: not attached, and
+	// a deleted one goes.
+	if d := s.answerAttachments(ctx, attachments[""], "", false); d > 0 && (again == 0 || d < again) {
+		again = d
 	}
 	return again
 }
 
-func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool, claimPods map[string][]*corev1.Pod) time.Duration {
+func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Volume, reps []*lhv1beta2.Replica, ready map[string]bool, attachments []*storagev1.VolumeAttachment) time.Duration {
 	now := time.Now()
 	want := v.Spec.NumberOfReplicas
 	if want <= 0 {
 		want = 3
 	}
 	var again time.Duration
-	// Longhorn attaches a volume for the pod that uses its claim and
-	// detaches it when no pod (running, placed and starting, or
-	// terminating) does.
+	// Longhorn attaches a volume where a live VolumeAttachment asks for
+	// it, and detaches it when none does (the deleted ones are being
+	// detached).
 	ks := s.kubernetesStatus(v)
-	var holders []*corev1.Pod
-	if ks.PVCName != "" {
-		holders = claimPods[ks.Namespace+"/"+ks.PVCName]
+	var live []*storagev1.VolumeAttachment
+	for _, va := range attachments {
+		if va.DeletionTimestamp == nil {
+			live = append(live, va)
+		}
 	}
-	inUse := len(holders) > 0
+	inUse := len(live) > 0
 	replicas := s.lh.LonghornV1beta2().Replicas(kube.LonghornNamespace)
 	hasReplica := map[string]bool{}
 	healthy, usable := 0, 0
@@ -526,7 +609,7 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	st.Robustness = robustness
 	st.CurrentNodeID = ""
 	if inUse {
-		st.CurrentNodeID = attachNode(v.Status.CurrentNodeID, holders, ready)
+		st.CurrentNodeID = attachNode(v.Status.CurrentNodeID, live, ready)
 	}
 	st.State = lhv1beta2.VolumeStateAttached
 	if robustness == lhv1beta2.VolumeRobustnessFaulted || st.CurrentNodeID == "" {
@@ -547,11 +630,22 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 	if !statusEqual(&v.Status, st) {
 		nv := v.DeepCopy()
 		nv.Status = *st
-		if _, err := s.lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).UpdateStatus(ctx, nv, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
-			s.log.Warn("update volume status", "volume", v.Name, "err", err)
-		} else if v.Status.Robustness != robustness {
+		if _, err := s.lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).UpdateStatus(ctx, nv, metav1.UpdateOptions{}); err != nil {
+			if !apierrors.IsConflict(err) {
+				s.log.Warn("update volume status", "volume", v.Name, "err", err)
+			}
+			// Not attached or detached yet: the attacher answers nothing.
+			return time.Second
+		}
+		if v.Status.Robustness != robustness {
 			s.log.Info("volume robustness", "volume", v.Name, "robustness", robustness, "healthy", healthy, "want", want)
 		}
+		if v.Status.CurrentNodeID != st.CurrentNodeID {
+			s.log.Info("volume attachment", "volume", v.Name, "from", v.Status.CurrentNodeID, "to", st.CurrentNodeID, "state", st.State)
+		}
+	}
+	if d := s.answerAttachments(ctx, attachments, st.CurrentNodeID, st.State == lhv1beta2.VolumeStateAttached); d > 0 && (again == 0 || d < again) {
+		again = d
 	}
 	_ = usable
 	return again

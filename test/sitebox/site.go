@@ -30,6 +30,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,6 +93,12 @@ type Options struct {
 	// EvictionToleration is the apiserver's default not-ready/unreachable
 	// toleration added to pods that set none (Kubernetes default: 300s).
 	EvictionToleration time.Duration
+	// AttachDetachSyncPeriod is how often the attach/detach controller
+	// checks that the volumes it believes attached still are: how soon it
+	// learns that a VolumeAttachment was deleted behind its back
+	// (controller-manager --attach-detach-reconcile-sync-period; Kubernetes
+	// and k3s default: 1m). Tests shorten it to see a release in seconds.
+	AttachDetachSyncPeriod time.Duration
 	// ClusterName names the cluster in the sitecon-cluster ConfigMap.
 	ClusterName string
 	// DieWithParent kills the site's processes if the starting process dies,
@@ -139,6 +146,7 @@ type State struct {
 	NodeLeaseSeconds       int          `json:"nodeLeaseSeconds"`
 	NodeMonitorGracePeriod string       `json:"nodeMonitorGracePeriod"`
 	EvictionToleration     int          `json:"evictionTolerationSeconds"`
+	AttachDetachSyncPeriod string       `json:"attachDetachSyncPeriod,omitempty"`
 	ClusterName            string       `json:"clusterName"`
 	ClusterID              string       `json:"clusterID"`
 	DieWithParent          bool         `json:"dieWithParent,omitempty"`
@@ -274,6 +282,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		NodeLeaseSeconds:       int(withDefault(opts.NodeLeaseDuration, 40*time.Second).Seconds()),
 		NodeMonitorGracePeriod: withDefault(opts.NodeMonitorGracePeriod, 40*time.Second).String(),
 		EvictionToleration:     int(withDefault(opts.EvictionToleration, 300*time.Second).Seconds()),
+		AttachDetachSyncPeriod: withDefault(opts.AttachDetachSyncPeriod, time.Minute).String(),
 		ClusterName:            clusterName,
 		ClusterID:              randomUUID(),
 		DieWithParent:          opts.DieWithParent,
@@ -521,6 +530,12 @@ func (s *Site) startControllers() error {
 		"--use-service-account-credentials=false",
 		"--node-monitor-grace-period="+s.NodeMonitorGracePeriod,
 		"--node-monitor-period=1s",
+		// The attach/detach controller runs as in k3s (it is on by
+		// default): it attaches Longhorn volumes through VolumeAttachments
+		// on nodes that ask for it, and holds a volume on a lost node that
+		// last reported it in use. Only how often it re-reads the
+		// VolumeAttachments is the site's to choose.
+		"--attach-detach-reconcile-sync-period="+cmp.Or(s.AttachDetachSyncPeriod, "1m0s"),
 		"--profiling=false",
 	); err != nil {
 		return err
@@ -567,6 +582,16 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 	clients, err := kube.NewClients(cfg)
 	if err != nil {
 		return err
+	}
+	// Longhorn's driver deployer registers its CSI driver as one that
+	// needs attaching: the attach/detach controller attaches its volumes
+	// through VolumeAttachments (with no CSIDriver object it would too, as
+	// the default; the object says so out loud).
+	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: longhornProvisioner},
+		Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true), PodInfoOnMount: ptr.To(true)},
+	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("CSIDriver %s: %w", longhornProvisioner, err)
 	}
 	if err := installKubevirtAdmission(ctx, cs, clients.KubeVirt); err != nil {
 		return fmt.Errorf("kubevirt admission simulator: %w", err)
@@ -635,6 +660,11 @@ func (s *Site) nodeObject(n Node) *corev1.Node {
 			Annotations: map[string]string{
 				// kwok manages only nodes carrying this annotation.
 				"kwok.x-k8s.io/node": "fake",
+				// What a kubelet (k3s's included) sets at registration
+				// with --enable-controller-attach-detach (its default): the
+				// attach/detach controller attaches and detaches this
+				// node's volumes, and manages no node without it.
+				ControllerManagedAttachAnnotation: "true",
 			},
 		},
 		Spec: corev1.NodeSpec{PodCIDR: n.CIDR},

@@ -37,6 +37,9 @@ func TestOptions(dir string) Options {
 		NodeMonitorGracePeriod: 12 * time.Second,
 		NodeLeaseDuration:      12 * time.Second,
 		EvictionToleration:     10 * time.Second,
+		// A deleted VolumeAttachment is noticed within seconds, not the
+		// minute a k3s node takes: the order of events is the same.
+		AttachDetachSyncPeriod: 5 * time.Second,
 		ClusterName:            "sitebox-test",
 		DieWithParent:          os.Getenv("SITEBOX_KEEP") == "",
 		Simulators:             SimulatorOptions{RebuildTime: 2 * time.Second},

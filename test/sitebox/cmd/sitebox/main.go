@@ -97,6 +97,7 @@ func root() *cobra.Command {
 	up.Flags().DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a silent node stays Ready (controller-manager); shorten to see failures sooner")
 	up.Flags().DurationVar(&opts.NodeLeaseDuration, "node-lease-duration", 40*time.Second, "simulated kubelet node-lease duration")
 	up.Flags().DurationVar(&opts.EvictionToleration, "eviction-toleration", 300*time.Second, "default not-ready/unreachable toleration of pods (apiserver)")
+	up.Flags().DurationVar(&opts.AttachDetachSyncPeriod, "attach-detach-sync-period", time.Minute, "how often the attach/detach controller re-reads VolumeAttachments (controller-manager)")
 	up.Flags().StringVar(&opts.ClusterName, "cluster-name", "sitebox", "cluster name recorded in the sitecon-cluster ConfigMap")
 	up.Flags().BoolVar(&demo, "demo", false, "write the demo site's app and volume configs to DIR/apps (two VMs, two containers, one pinned)")
 	up.Flags().StringVar(&agents, "agents", "", "sitecon binary: run one agent per node (--no-bootstrap) on DIR/apps")
