@@ -379,3 +379,18 @@ func Wrap(s string, w int) []string {
 	}
 	return append(out, s)
 }
+
+// Clip cuts s to at most h lines of at most w cells each: a view drawn
+// into a terminal of that size, nothing wrapped onto the next line.
+func Clip(s string, w, h int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > h {
+		lines = lines[:max(h, 0)]
+	}
+	for i, l := range lines {
+		if ansi.StringWidth(l) > w {
+			lines[i] = ansi.Truncate(l, w, "")
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -118,3 +118,11 @@ func TestTableCursor(t *testing.T) {
 		t.Errorf("clearing the filter lost the row found with it, on %s", tb.SelectedID())
 	}
 }
+
+func TestClip(t *testing.T) {
+	got := Clip("abcdef\n\x1b[31mred line\x1b[0m\nthird", 4, 2)
+	lines := strings.Split(got, "\n")
+	if len(lines) != 2 || lines[0] != "abcd" || ansi.Strip(lines[1]) != "red " {
+		t.Errorf("Clip = %q", got)
+	}
+}

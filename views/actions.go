@@ -61,13 +61,47 @@ const (
 	dialogDone
 )
 
+// lineKind says how a dialog line is drawn: what it is, not what its text
+// starts with (a cluster's message may well start with "REFUSED").
+type lineKind int
+
+const (
+	lineText lineKind = iota
+	lineRefused
+	lineWarning
+	lineNote
+)
+
+// dialogLine is one line of a dialog's body.
+type dialogLine struct {
+	kind lineKind
+	text string
+}
+
+// textLines are plain lines.
+func textLines(texts ...string) []dialogLine {
+	out := make([]dialogLine, 0, len(texts))
+	for _, t := range texts {
+		out = append(out, dialogLine{lineText, t})
+	}
+	return out
+}
+
+func refusedLines(texts ...string) []dialogLine {
+	out := make([]dialogLine, 0, len(texts))
+	for _, t := range texts {
+		out = append(out, dialogLine{lineRefused, t})
+	}
+	return out
+}
+
 // dialog is one action in progress: its preflight, confirmation, progress
 // and outcome, drawn in place of the screen until closed.
 type dialog struct {
 	ctx     *ui.Context
 	actions *Actions
 	title   string
-	lines   []string
+	lines   []dialogLine
 	state   dialogState
 	// typed, when set, must be typed back to confirm.
 	typed string
@@ -166,9 +200,9 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 		act := flow.Cordon(rec, snap, node, cordon)
 		d := a.openDialog(flow.CordonName(cordon)+" "+node, act.Record)
 		if cordon {
-			d.lines = []string{"New pods will not be scheduled on " + node + "; running pods stay."}
+			d.lines = textLines("New pods will not be scheduled on " + node + "; running pods stay.")
 		} else {
-			d.lines = []string{node + " takes new pods again."}
+			d.lines = textLines(node + " takes new pods again.")
 		}
 		d.state, d.action = dialogConfirm, act
 	case key.Matches(msg, k.Seed):
@@ -178,7 +212,7 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 			return true, nil
 		}
 		d := a.openDialog("make "+node+" the seed", seed.Record)
-		d.lines = []string{"Every node's k3s config will join through " + node + " from its next start.", "A running k3s is not restarted."}
+		d.lines = textLines("Every node's k3s config will join through "+node+" from its next start.", "A running k3s is not restarted.")
 		d.state, d.action = dialogConfirm, &seed.Action
 	case key.Matches(msg, k.Drain):
 		return true, a.openDrain("drain "+node, rec.Open(flow.ActionDrain, node), node, nil)
@@ -193,7 +227,7 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 // it (nil: a drain or removal of its own).
 func (a *App) openDrain(title string, rec *flow.Record, node string, newDrain func(kube.Preflight, error) (*flow.Drain, error)) tea.Cmd {
 	d := a.openDialog(title, rec)
-	d.lines = []string{"checking what draining " + node + " would do..."}
+	d.lines = textLines("checking what draining " + node + " would do...")
 	d.newDrain = newDrain
 	snap := a.actions.Snap
 	if snap == nil {
@@ -293,10 +327,10 @@ func (d *dialog) refused(err error, show bool) {
 			d.record = r.Record
 		}
 		if show {
-			d.lines = append(d.lines, r.Reasons...)
+			d.lines = append(d.lines, refusedLines(r.Reasons...)...)
 		}
 	} else if show {
-		d.lines = append(d.lines, err.Error())
+		d.lines = append(d.lines, refusedLines(err.Error())...)
 	}
 	// The reasons are in the lines above: the verdict says what it means.
 	d.result = "refused: nothing was changed"
@@ -308,23 +342,23 @@ func (d *dialog) refused(err error, show bool) {
 func (d *dialog) notRecorded(err error) {
 	if nr := (*flow.NotRecorded)(nil); errors.As(err, &nr) {
 		d.auditProblem = "the audit log could not record " + d.title + ": " + nr.Err.Error()
-		d.lines = append(d.lines, "WARNING  "+d.auditProblem)
+		d.lines = append(d.lines, dialogLine{lineWarning, "WARNING  " + d.auditProblem})
 	}
 }
 
 // preflightLines is a drain's preflight as the dialog shows it.
-func preflightLines(p kube.Preflight) []string {
-	var lines []string
+func preflightLines(p kube.Preflight) []dialogLine {
+	var lines []dialogLine
 	for _, r := range p.Refusals {
-		lines = append(lines, "REFUSED  "+r)
+		lines = append(lines, dialogLine{lineRefused, "REFUSED  " + r})
 	}
 	for _, w := range p.Warnings {
-		lines = append(lines, "WARNING  "+w)
+		lines = append(lines, dialogLine{lineWarning, "WARNING  " + w})
 	}
 	for _, n := range p.Notes {
-		lines = append(lines, "note     "+n)
+		lines = append(lines, dialogLine{lineNote, "note     " + n})
 	}
-	return append(lines, fmt.Sprintf("pods to evict (%d): %s", len(p.Evict), strings.Join(p.Evict, ", ")))
+	return append(lines, dialogLine{lineText, fmt.Sprintf("pods to evict (%d): %s", len(p.Evict), strings.Join(p.Evict, ", "))})
 }
 
 func (d *dialog) onPreflight(msg preflightMsg) {
@@ -356,7 +390,7 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 		d.input.Focus()
 	}
 	if drain.Removes {
-		d.lines = append(d.lines, "then "+msg.p.Node+" is deleted from the cluster (k3s drops its etcd member)")
+		d.lines = append(d.lines, dialogLine{lineText, "then " + msg.p.Node + " is deleted from the cluster (k3s drops its etcd member)"})
 	}
 	d.state, d.action, d.drain = dialogConfirm, &drain.Action, drain
 }
@@ -365,7 +399,7 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 // goroutine (it reads the app's workload), then asks.
 func (d *dialog) chooseTarget() tea.Cmd {
 	t := d.targets[d.choice]
-	d.state, d.lines = dialogChecking, []string{"checking the move of " + d.app.Name + " to " + t.Node + "..."}
+	d.state, d.lines = dialogChecking, textLines("checking the move of "+d.app.Name+" to "+t.Node+"...")
 	ac, app := d.actions, d.app
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -378,8 +412,8 @@ func (d *dialog) chooseTarget() tea.Cmd {
 				return
 			}
 			d.record = m.Record
-			d.lines = []string{fmt.Sprintf("Move %s from %s to %s.", m.App.Name, orDash(m.App.Node), m.Target),
-				"An on-site override is written; the agents lay the app out on " + m.Target + "."}
+			d.lines = textLines(fmt.Sprintf("Move %s from %s to %s.", m.App.Name, orDash(m.App.Node), m.Target),
+				"An on-site override is written; the agents lay the app out on "+m.Target+".")
 			d.state, d.action = dialogConfirm, &m.Action
 		}}
 	}
@@ -434,7 +468,7 @@ func (d *dialog) key(msg tea.KeyMsg, nextID func() int) (closeIt bool, cmd tea.C
 			return true, nil
 		case tea.KeyEnter:
 			if strings.TrimSpace(d.input.Value()) != d.typed {
-				d.lines = append(d.lines, fmt.Sprintf("type %q exactly to go on, esc to cancel", d.typed))
+				d.lines = append(d.lines, dialogLine{lineText, fmt.Sprintf("type %q exactly to go on, esc to cancel", d.typed)})
 				return false, nil
 			}
 			return false, d.start(nextID())
@@ -499,9 +533,9 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 		err := withoutNotRecorded(msg.Err)
 		switch changed := (*kube.PlanChangedError)(nil); {
 		case errors.As(err, &changed):
-			d.lines = append(d.lines, "The cluster changed since you confirmed:")
+			d.lines = append(d.lines, dialogLine{lineText, "The cluster changed since you confirmed:"})
 			for _, r := range changed.Reasons {
-				d.lines = append(d.lines, "REFUSED  "+r)
+				d.lines = append(d.lines, dialogLine{lineRefused, "REFUSED  " + r})
 			}
 			d.refused(msg.Err, false)
 			return nil
@@ -563,14 +597,14 @@ func (d *dialog) view(w, h int, armed bool) string {
 		return s
 	}
 	for _, l := range d.lines {
-		l = clean(l)
-		switch {
-		case strings.HasPrefix(l, "REFUSED"):
-			out = append(out, st.Bad.Render(l))
-		case strings.HasPrefix(l, "WARNING"):
-			out = append(out, st.Warn.Render(l))
+		text := clean(l.text)
+		switch l.kind {
+		case lineRefused:
+			out = append(out, st.Bad.Render(text))
+		case lineWarning:
+			out = append(out, st.Warn.Render(text))
 		default:
-			out = append(out, l)
+			out = append(out, text)
 		}
 	}
 	if d.state == dialogChoose {
@@ -678,7 +712,7 @@ func (a *App) addNode(args []string) {
 	var shown *dialog
 	err = add.Show(func(text string) error {
 		shown = a.openDialog("add "+name, add.Record)
-		shown.lines = joinInfoLines(text, a.ctx.Width)
+		shown.lines = textLines(joinInfoLines(text, a.ctx.Width)...)
 		shown.state, shown.result = dialogDone, "join info for "+name+" ("+role+")"
 		return nil
 	})

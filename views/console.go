@@ -446,7 +446,7 @@ func (a *App) View() string {
 		tabs += "\n" + ui.Fit(st.Bad.Render(b), w)
 	}
 	if a.wizard != nil {
-		return lipgloss.NewStyle().MaxWidth(w).MaxHeight(h).Render(a.wizard.View())
+		return ui.Clip(a.wizard.View(), w, h)
 	}
 	body := ""
 	if a.dialog != nil {
