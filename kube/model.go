@@ -157,6 +157,14 @@ type VolumeStatus struct {
 // Longhorn name.
 func (v VolumeStatus) Label() string { return cmp.Or(v.PVC, v.Name) }
 
+// Volume robustness as Longhorn reports it (VolumeStatus.Robustness).
+const (
+	RobustnessHealthy  = string(lhv1beta2.VolumeRobustnessHealthy)
+	RobustnessDegraded = string(lhv1beta2.VolumeRobustnessDegraded)
+	RobustnessFaulted  = string(lhv1beta2.VolumeRobustnessFaulted)
+	RobustnessUnknown  = string(lhv1beta2.VolumeRobustnessUnknown)
+)
+
 // Replica states as sitecon reports them.
 const (
 	ReplicaHealthy    = "healthy"

@@ -28,9 +28,9 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	s := f.Status
 	for _, v := range s.Volumes {
 		switch v.Robustness {
-		case "faulted":
+		case kube.RobustnessFaulted:
 			out = append(out, Alert{Bad: true, Since: v.Since, Text: fmt.Sprintf("volume %s faulted for %s", v.Label(), Age(v.Since, now, v.SinceExact))})
-		case "degraded":
+		case kube.RobustnessDegraded:
 			failed := 0
 			for _, r := range v.Replicas {
 				if r.State != kube.ReplicaHealthy {

@@ -29,16 +29,16 @@ func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Ce
 	st := &ctx.Styles
 	since := ui.Cell{Text: Age(v.Since, now, v.SinceExact), Key: durationKey(v.Since, now)}
 	switch v.Robustness {
-	case "healthy":
+	case kube.RobustnessHealthy:
 		return styled(v.Robustness, &st.OK), since
-	case "degraded":
+	case kube.RobustnessDegraded:
 		sev := &st.Warn
 		if now.Sub(v.Since) >= time.Hour {
 			sev = &st.Bad
 		}
 		since.Style = sev
 		return styled(v.Robustness, sev), since
-	case "faulted":
+	case kube.RobustnessFaulted:
 		since.Style = &st.Bad
 		return styled(v.Robustness, &st.Bad), since
 	}
