@@ -175,7 +175,7 @@ func ObserveApps(d kube.Data) map[string]AppObservation {
 	return out
 }
 
-func isLauncher(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, "virt-launcher-") }
+func isLauncher(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, kube.VirtLauncherPrefix) }
 
 // AppDecision is one node's verdict on one app.
 type AppDecision struct {

@@ -24,8 +24,8 @@ const (
 	LabelEdgeworker = "node-role.sitecon.io/edgeworker"
 
 	nodeRolePrefix = "node-role.kubernetes.io/"
-	// virtLauncherPrefix names the pod KubeVirt runs each VMI in.
-	virtLauncherPrefix = "virt-launcher-"
+	// VirtLauncherPrefix begins the name of the pod KubeVirt runs each VMI in.
+	VirtLauncherPrefix = "virt-launcher-"
 )
 
 // Keys of the sitecon-cluster ConfigMap.
@@ -578,7 +578,7 @@ func appStatuses(d Data) []AppStatus {
 	}
 	for _, p := range d.Pods {
 		// VM apps are reported through their VMI, not their launcher pod.
-		if p.Namespace != AppNamespace || strings.HasPrefix(p.Name, virtLauncherPrefix) {
+		if p.Namespace != AppNamespace || strings.HasPrefix(p.Name, VirtLauncherPrefix) {
 			continue
 		}
 		phase := string(p.Status.Phase)

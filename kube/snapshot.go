@@ -599,7 +599,7 @@ func (s *Snapshot) trackRobustness(obj any) {
 // are followed through their VMI, not their launcher pod.
 func (s *Snapshot) trackPod(obj any) {
 	p, ok := obj.(*corev1.Pod)
-	if !ok || p.Namespace != AppNamespace || strings.HasPrefix(p.Name, virtLauncherPrefix) {
+	if !ok || p.Namespace != AppNamespace || strings.HasPrefix(p.Name, VirtLauncherPrefix) {
 		return
 	}
 	if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
@@ -634,7 +634,7 @@ func (s *Snapshot) forgetPod(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if p, ok := obj.(*corev1.Pod); ok && p.Namespace == AppNamespace && !strings.HasPrefix(p.Name, virtLauncherPrefix) {
+	if p, ok := obj.(*corev1.Pod); ok && p.Namespace == AppNamespace && !strings.HasPrefix(p.Name, VirtLauncherPrefix) {
 		s.appObjectGone(AppKey(p.Labels, p.Name), p.Name, p.Spec.NodeName)
 	}
 }

@@ -874,7 +874,7 @@ func (s *kubevirtSimulator) createLauncher(ctx context.Context, vmi *kvv1.Virtua
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "virt-launcher-" + vmi.Name + "-",
+			GenerateName: kube.VirtLauncherPrefix + vmi.Name + "-",
 			Namespace:    vmi.Namespace,
 			Labels:       podLabels,
 			OwnerReferences: []metav1.OwnerReference{{
