@@ -469,7 +469,7 @@ func TestAppsAgents(t *testing.T) {
 	// node-b is lost (its agent with it): the auto apps come up elsewhere,
 	// the pinned one stays and is reported, the stuck pods are dealt with.
 	t.Run("node lost", func(t *testing.T) {
-		agents["node-b"].stop()
+		agents["node-b"].lose() // as a dead device: nothing released, its lease expires
 		// At first node-b's device still answers on the cluster network (a
 		// partition, not a loss): its stuck pods are held, whatever the
 		// replicas elsewhere, and the leader says why.

@@ -81,7 +81,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	}
 
 	// node-b is lost, but its device still answers on the cluster network.
-	agents["node-b"].stop()
+	agents["node-b"].lose()
 	stillAnswers := siteStatus.answer(t, "node-b")
 	site.RecoverOnCleanup(t, "node-b")
 	if err := site.Fail("node-b"); err != nil {
