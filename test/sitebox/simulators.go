@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
@@ -106,6 +107,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		core: core, kv: kv, log: log.With("simulator", "kubevirt"),
 		pods: coreInf.Core().V1().Pods().Lister(),
 		vmis: vmiInf.GetStore(), replicaSets: rsInf.GetStore(), bootTime: opts.VMBootTime,
+		created: map[types.UID]map[string]time.Time{},
 	}
 	vip := &vipSimulator{core: core, log: log.With("simulator", "kube-vip"), nodes: coreInf.Core().V1().Nodes().Lister()}
 	provisioner := &provisionerSimulator{core: core, lh: lh, log: log.With("simulator", "longhorn-csi"),
@@ -733,6 +735,11 @@ type kubevirtSimulator struct {
 	replicaSets cache.Store
 	// bootTime is SimulatorOptions.VMBootTime.
 	bootTime time.Duration
+	// created are the VMIs each replica set (by UID) was given that the
+	// VMI cache may not show yet (KubeVirt's controller keeps the same
+	// expectations): counted as live, so a lagging cache does not make a
+	// second one.
+	created map[types.UID]map[string]time.Time
 }
 
 const launcherLabel = "kubevirt.io"
@@ -935,7 +942,14 @@ func (s *kubevirtSimulator) reconcileReplicaSet(ctx context.Context, rs *kvv1.Vi
 			ready++
 		}
 	}
-	for i := len(live); i < want; i++ {
+	expected := s.created[rs.UID]
+	for name, at := range expected {
+		seen := slices.ContainsFunc(vmis, func(v *kvv1.VirtualMachineInstance) bool { return v.Namespace == rs.Namespace && v.Name == name })
+		if seen || time.Since(at) > 30*time.Second {
+			delete(expected, name)
+		}
+	}
+	for i := len(live) + len(expected); i < want; i++ {
 		vmi := &kvv1.VirtualMachineInstance{
 			ObjectMeta: *rs.Spec.Template.ObjectMeta.DeepCopy(),
 			Spec:       *rs.Spec.Template.Spec.DeepCopy(),
@@ -945,9 +959,15 @@ func (s *kubevirtSimulator) reconcileReplicaSet(ctx context.Context, rs *kvv1.Vi
 			APIVersion: kvv1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstanceReplicaSet",
 			Name: rs.Name, UID: rs.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 		}}
-		if _, err := vmiClient.Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
+		made, err := vmiClient.Create(ctx, vmi, metav1.CreateOptions{})
+		if err != nil {
 			s.log.Warn("create vmi for replica set", "replicaset", rs.Name, "err", err)
+			continue
 		}
+		if s.created[rs.UID] == nil {
+			s.created[rs.UID] = map[string]time.Time{}
+		}
+		s.created[rs.UID][made.Name] = time.Now()
 	}
 	slices.SortFunc(live, func(a, b *kvv1.VirtualMachineInstance) int {
 		return cmp.Compare(b.CreationTimestamp.UnixNano(), a.CreationTimestamp.UnixNano())
