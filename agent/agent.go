@@ -263,34 +263,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		_, statErr := os.Stat(a.opts.ConfigPath)
 		stamp, _ := fileStamp(a.opts.ConfigPath)
-		step := watch.next(stamp, statErr, time.Now())
-		// A leave request overrides the file: the node stays out while it
-		// is there, and comes back (the config loaded afresh) once removed.
-		req, requested, reqErr := ReadLeaveRequest(LeaveRequestFile(a.opts.ConfigPath))
-		switch {
-		case reqErr != nil:
-			step = configStep{note: fmt.Sprintf("leave request unreadable (%v); holding what runs", reqErr)}
-		case requested:
-			if !watch.requestedLeave {
-				a.log.Info("leaving the cluster on request", "by", req.By, "at", req.At, "request", LeaveRequestFile(a.opts.ConfigPath))
-				stopBringUp()
-				a.leave()
-				watch.requestedLeave = true
-			}
-			// Out until the request goes; then the config counts as new.
-			watch.left, watch.lastStamp = true, ""
-			step = configStep{note: fmt.Sprintf("left the cluster on request (by %s at %s); remove %s to join again",
-				req.By, req.At.UTC().Format(time.RFC3339), LeaveRequestFile(a.opts.ConfigPath))}
-		case watch.requestedLeave:
-			// The request was withdrawn: load the config again.
-			watch.requestedLeave = false
-		}
+		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath), time.Now())
 		a.mu.Lock()
 		a.state.ConfigNote = step.note
 		a.mu.Unlock()
 		switch {
 		case step.leave:
-			a.log.Info("cluster config absent past its grace period; leaving", "grace", watch.grace)
+			a.log.Info("leaving the cluster", "why", step.note)
 			stopBringUp()
 			a.leave()
 		case step.load:

@@ -255,22 +255,22 @@ func RemoveBundlesOnceJoined(ctx context.Context, snap *kube.Snapshot, dir strin
 	defer unsubscribe()
 	for {
 		if snap.Synced() {
-			ready := map[string]bool{}
-			for _, n := range snap.Data().Nodes {
-				ready[n.Name] = kube.NodeIsReady(n)
-			}
-			removed, err := RemoveJoinedBundles(dir, func(node string) bool { return ready[node] })
+			// One lister lookup per saved bundle: no copy of the cluster.
+			removed, left, err := RemoveJoinedBundles(dir, func(node string) bool {
+				n, ok := snap.Node(node)
+				return ok && kube.NodeIsReady(n)
+			})
 			for _, node := range removed {
 				log.Info("removed the join bundle of a node that has joined", "node", node, "dir", dir)
 			}
-			entries, rerr := os.ReadDir(dir)
 			switch {
 			case err != nil:
 				log.Warn("join bundles", "dir", dir, "err", err)
-			case errors.Is(rerr, fs.ErrNotExist):
-				return // none saved on this node
-			case rerr == nil && len(entries) == 0:
-				_ = os.Remove(dir) // every node joined
+			case left == 0:
+				// None saved on this node, or every node joined.
+				if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					log.Warn("join bundles", "dir", dir, "err", err)
+				}
 				return
 			}
 		}

@@ -43,7 +43,36 @@ type configStep struct {
 	note string
 }
 
-func (w *configWatch) next(stamp string, statErr error, now time.Time) configStep {
+// leaveRead is what the leave request beside the config said at a poll.
+type leaveRead struct {
+	req     LeaveRequest
+	present bool
+	err     error
+	path    string
+}
+
+// readLeave reads the leave request for the config at configPath.
+func readLeave(configPath string) leaveRead {
+	path := LeaveRequestFile(configPath)
+	req, ok, err := ReadLeaveRequest(path)
+	return leaveRead{req: req, present: ok, err: err, path: path}
+}
+
+// next decides one poll from the config file's stat and the leave request.
+// A leave request overrides the file: the node leaves once and stays out
+// while it is there; withdrawn, the config counts as new and is loaded. A
+// request that cannot be read says nothing of intent: hold.
+func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.Time) configStep {
+	switch {
+	case lr.err != nil:
+		return configStep{note: fmt.Sprintf("leave request unreadable (%v); holding what runs", lr.err)}
+	case lr.present:
+		step := configStep{leave: !w.requestedLeave, note: fmt.Sprintf("left the cluster on request (by %s at %s); remove %s to join again",
+			lr.req.By, lr.req.At.UTC().Format(time.RFC3339), lr.path)}
+		w.requestedLeave, w.left, w.lastStamp, w.missingSince = true, true, "", time.Time{}
+		return step
+	}
+	w.requestedLeave = false
 	switch {
 	case statErr == nil:
 		w.missingSince = time.Time{}

@@ -21,6 +21,8 @@ func TestConfigWatch(t *testing.T) {
 		stamp     string
 		err       error
 		loadFails bool
+		leaveReq  bool  // a leave request is there
+		reqErr    error // the leave request cannot be read
 		load      bool
 		leave     bool
 		noteHas   string
@@ -47,6 +49,17 @@ func TestConfigWatch(t *testing.T) {
 			{at: 41 * time.Second, err: notExist},
 			{at: 60 * time.Second, err: notExist, noteHas: "leaving in 11s"},
 		},
+		"a leave request: leave once at once, stay out, come back when it is withdrawn": {
+			{at: 0, stamp: "s1", load: true},
+			{at: 2 * time.Second, stamp: "s1", leaveReq: true, leave: true, noteHas: "left the cluster on request (by tech"},
+			{at: 4 * time.Second, stamp: "s1", leaveReq: true, noteHas: "remove /persist/sitecon/leave.json to join again"},
+			{at: 6 * time.Second, stamp: "s1", load: true},
+		},
+		"a leave request that cannot be read holds, whatever the file": {
+			{at: 0, stamp: "s1", load: true},
+			{at: 2 * time.Second, err: notExist, reqErr: syscall.EACCES, noteHas: "leave request unreadable"},
+			{at: 40 * time.Second, err: notExist, reqErr: syscall.EACCES, noteHas: "holding what runs"},
+		},
 		"a config that failed is retried every poll, unchanged or not": {
 			{at: 0, stamp: "s1", load: true, loadFails: true},
 			{at: 2 * time.Second, stamp: "s1", load: true, loadFails: true},
@@ -58,7 +71,9 @@ func TestConfigWatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := configWatch{grace: 30 * time.Second}
 			for i, p := range polls {
-				step := w.next(p.stamp, p.err, t0.Add(p.at))
+				lr := leaveRead{present: p.leaveReq, err: p.reqErr, path: "/persist/sitecon/leave.json",
+					req: LeaveRequest{By: "tech", At: t0}}
+				step := w.next(p.stamp, p.err, lr, t0.Add(p.at))
 				if step.load != p.load || step.leave != p.leave || !strings.Contains(step.note, p.noteHas) {
 					t.Fatalf("poll %d at %s: got load=%v leave=%v note %q; want load=%v leave=%v note containing %q",
 						i, p.at, step.load, step.leave, step.note, p.load, p.leave, p.noteHas)

@@ -51,19 +51,19 @@ func SaveJoinBundles(dir string, bundles map[string]string) (map[string]string, 
 }
 
 // RemoveJoinedBundles removes the saved bundle of every node for which
-// joined says yes, and returns the nodes whose bundles it removed. A missing
-// directory is nothing to do. Only regular files named <node>.bundle are
-// touched.
-func RemoveJoinedBundles(dir string, joined func(node string) bool) ([]string, error) {
+// joined says yes. It returns the nodes whose bundles it removed and how
+// many entries the directory still holds; a missing directory holds none.
+// Only regular files named <node>.bundle are touched.
+func RemoveJoinedBundles(dir string, joined func(node string) bool) (removed []string, left int, err error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var removed []string
 	var errs []error
+	left = len(entries)
 	for _, e := range entries {
 		node, ok := strings.CutSuffix(e.Name(), bundleSuffix)
 		if !ok || !e.Type().IsRegular() || !joined(node) {
@@ -74,9 +74,10 @@ func RemoveJoinedBundles(dir string, joined func(node string) bool) ([]string, e
 			continue
 		}
 		removed = append(removed, node)
+		left--
 	}
 	sort.Strings(removed)
-	return removed, errors.Join(errs...)
+	return removed, left, errors.Join(errs...)
 }
 
 // bundleChars are what a bundle is made of after its prefix: base64 and the

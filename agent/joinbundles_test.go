@@ -75,16 +75,16 @@ func TestSaveAndRemoveJoinBundles(t *testing.T) {
 	if err := os.Symlink("/etc/hostname", filepath.Join(dir, "node-d.bundle")); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := RemoveJoinedBundles(dir, func(node string) bool { return node == "node-b" || node == "node-d" || node == "notes.txt" })
-	if err != nil || strings.Join(removed, ",") != "node-b" {
-		t.Fatalf("removed %v, %v; want node-b only", removed, err)
+	removed, left, err := RemoveJoinedBundles(dir, func(node string) bool { return node == "node-b" || node == "node-d" || node == "notes.txt" })
+	if err != nil || strings.Join(removed, ",") != "node-b" || left != 3 {
+		t.Fatalf("removed %v, %d left, %v; want node-b only, 3 left", removed, left, err)
 	}
 	for _, name := range []string{"node-c.bundle", "notes.txt", "node-d.bundle"} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s should stay: %v", name, err)
 		}
 	}
-	if removed, err := RemoveJoinedBundles(filepath.Join(t.TempDir(), "none"), func(string) bool { return true }); err != nil || len(removed) != 0 {
-		t.Errorf("a missing directory is nothing to do: %v %v", removed, err)
+	if removed, left, err := RemoveJoinedBundles(filepath.Join(t.TempDir(), "none"), func(string) bool { return true }); err != nil || len(removed) != 0 || left != 0 {
+		t.Errorf("a missing directory is nothing to do: %v %d %v", removed, left, err)
 	}
 }

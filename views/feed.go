@@ -24,7 +24,8 @@ func BuildFrame(snap *kube.Snapshot, agent *AgentSummary, problem string, now ti
 	if snap == nil {
 		return Frame{Agent: agent, Problem: problem}
 	}
-	return FrameFromData(snap.Data(), snap.Synced(), agent, problem, now)
+	synced := snap.Synced() // first: the data read after it holds the lists
+	return FrameFromData(snap.Data(), synced, agent, problem, now)
 }
 
 // FrameFromData computes a frame from what the snapshot holds: the cluster
@@ -72,14 +73,20 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 	minGap := time.Second / MaxFrameRate
 	for {
 		now := time.Now()
-		f := BuildFrame(snap, agent, problem, now)
-		send(FrameMsg(f))
-		// The stats leader's lease running out changes the status with no
-		// event to say so: wake up for it.
 		var expiry <-chan time.Time
 		var timer *time.Timer
-		if snap != nil {
-			if at := kube.NextLeaseExpiry(snap.Data(), now); !at.IsZero() {
+		if snap == nil {
+			send(FrameMsg(Frame{Agent: agent, Problem: problem}))
+		} else {
+			// One read of the caches for the frame and its next wake-up.
+			// Synced first: once true it stays so, and the data read after
+			// it holds the lists.
+			synced := snap.Synced()
+			d := snap.Data()
+			send(FrameMsg(FrameFromData(d, synced, agent, problem, now)))
+			// The stats leader's lease running out changes the status with
+			// no event to say so: wake up for it.
+			if at := kube.NextLeaseExpiry(d, now); !at.IsZero() {
 				timer = time.NewTimer(time.Until(at) + 10*time.Millisecond)
 				expiry = timer.C
 			}

@@ -198,24 +198,11 @@ func TestAppsOverrideKeptByOlderConfig(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
-	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
 	v2 := agent.AppConfig{UUID: "e6000000-0000-4000-8000-000000000003", Version: 2, DisplayName: "kept-move", Activate: true, Kind: agent.KindContainer,
 		Image: "registry.local/kept-move:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred}
 	v1 := v2
 	v1.Version, v1.Image, v1.DesignatedNodeID = 1, "registry.local/kept-move:1", sitebox.NodeUUID("node-b")
-	oldFile := filepath.Join(oldDir, "apps", "kept-move.json")
-	writeJSON(t, filepath.Join(newDir, "apps", "kept-move.json"), v2)
-	writeJSON(t, oldFile, v1)
-	agents := map[string]*siteAgent{
-		"node-a": startSiteAgent(t, site, "node-a", newDir, logDir),
-		"node-b": startSiteAgent(t, site, "node-b", oldDir, logDir),
-		"node-c": startSiteAgent(t, site, "node-c", newDir, logDir),
-	}
-	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
-	t.Cleanup(func() {
-		_ = os.Remove(oldFile) // first: with it, node-b would lay the app out again
-		cleanupApps(t, cs, dynClient(t, site), agents, newDir, map[string]agent.AppConfig{"kept-move": v2})
-	})
+	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
 	waitAgents(t, all, v2.DisplayName, 60*time.Second, "running on node-c", runningOn("node-c"))
 
 	if err := kube.WriteOverride(ctx, cs, v2.UUID, kube.PlacementOverride{Node: "node-a", NodeUUID: sitebox.NodeUUID("node-a"),

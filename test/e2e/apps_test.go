@@ -110,22 +110,36 @@ type siteAgent struct {
 
 func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
 	t.Helper()
+	return startAgentWith(t, site, node, appsDir, logDir, func(o *agent.Options) {
+		// The tests' speed-ups over the shipped defaults (see the README).
+		o.LeaderDurations = agent.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+		o.Apps.Placement = agent.PlacementOptions{MoveAfter: 3 * time.Second}
+		o.Apps.FailoverTimeout = 3 * time.Second
+	})
+}
+
+// startAgentWith runs an apps agent for node on sitebox, logging to
+// logDir, with sitecon's shipped timings unless tune changes them.
+func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string, tune func(*agent.Options)) *siteAgent {
+	t.Helper()
 	logFile, err := os.OpenFile(filepath.Join(logDir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	counter := &requestCounter{counts: map[string]int{}}
-	return runSiteAgent(t, node, logDir, logFile, counter, agent.Options{
+	opts := agent.Options{
 		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
-		SocketPath:      filepath.Join(logDir, node+".sock"),
-		LeaderDurations: agent.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
+		SocketPath: filepath.Join(logDir, node+".sock"),
 		Apps: agent.AppsOptions{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
-			Placement: agent.PlacementOptions{MoveAfter: 3 * time.Second}, FailoverTimeout: 3 * time.Second,
 			NodeProbe: siteStatus.probe,
 		},
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	return runSiteAgent(t, node, logDir, logFile, counter, opts)
 }
 
 // runSiteAgent runs an in-process agent until the test stops or loses it.
@@ -794,24 +808,11 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
-	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
 	v2 := agent.AppConfig{UUID: "e3000000-0000-4000-8000-000000000001", Version: 2, DisplayName: "stale-web", Activate: true, Kind: agent.KindContainer,
 		Image: "registry.local/web:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred}
 	v1 := v2
 	v1.Version, v1.Image, v1.DesignatedNodeID = 1, "registry.local/web:1", sitebox.NodeUUID("node-b")
-	oldFile := filepath.Join(oldDir, "apps", "stale-web.json")
-	writeJSON(t, filepath.Join(newDir, "apps", "stale-web.json"), v2)
-	writeJSON(t, oldFile, v1)
-	agents := map[string]*siteAgent{
-		"node-a": startSiteAgent(t, site, "node-a", newDir, logDir),
-		"node-b": startSiteAgent(t, site, "node-b", oldDir, logDir),
-		"node-c": startSiteAgent(t, site, "node-c", newDir, logDir),
-	}
-	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
-	t.Cleanup(func() {
-		_ = os.Remove(oldFile) // first: with it, node-b would lay the app out again
-		cleanupApps(t, cs, dynClient(t, site), agents, newDir, map[string]agent.AppConfig{"stale-web": v2})
-	})
+	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
 
 	waitAgents(t, all, "stale-web", 60*time.Second, "running on node-c", runningOn("node-c"))
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
@@ -942,4 +943,27 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(lost)
+}
+
+// startOlderConfigAgents runs three agents where node-b holds an older
+// version of one app (older) than node-a and node-c (newer); it returns
+// the agents and node-b's config file. The app and its agents are cleaned
+// up after the test, node-b's file first (with it, node-b would lay the
+// app out again).
+func startOlderConfigAgents(t *testing.T, site *sitebox.TestSite, newer, older agent.AppConfig) (map[string]*siteAgent, []*siteAgent, string) {
+	t.Helper()
+	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
+	oldFile := filepath.Join(oldDir, "apps", older.DisplayName+".json")
+	writeJSON(t, filepath.Join(newDir, "apps", newer.DisplayName+".json"), newer)
+	writeJSON(t, oldFile, older)
+	agents := map[string]*siteAgent{
+		"node-a": startSiteAgent(t, site, "node-a", newDir, logDir),
+		"node-b": startSiteAgent(t, site, "node-b", oldDir, logDir),
+		"node-c": startSiteAgent(t, site, "node-c", newDir, logDir),
+	}
+	t.Cleanup(func() {
+		_ = os.Remove(oldFile)
+		cleanupApps(t, clientset(t, site), dynClient(t, site), agents, newDir, map[string]agent.AppConfig{newer.DisplayName: newer})
+	})
+	return agents, []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}, oldFile
 }

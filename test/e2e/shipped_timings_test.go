@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -54,7 +52,7 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 	}
 	agents := map[string]*siteAgent{}
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
-		agents[n] = startShippedAgent(t, site, n, appsDir, logDir)
+		agents[n] = startAgentWith(t, site, n, appsDir, logDir, nil) // the shipped timings
 		t.Cleanup(agents[n].stop)
 	}
 	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
@@ -91,24 +89,4 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 	if a := agents["node-a"].agent.LeaderState(); !a.IsLeader && !agents["node-c"].agent.LeaderState().IsLeader {
 		t.Error("no live agent leads after node-b was lost")
 	}
-}
-
-// startShippedAgent runs an apps agent with sitecon's shipped defaults: no
-// leader or placement timings given.
-func startShippedAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
-	t.Helper()
-	logFile, err := os.OpenFile(filepath.Join(logDir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &requestCounter{counts: map[string]int{}}
-	return runSiteAgent(t, node, logDir, logFile, counter, agent.Options{
-		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
-		SocketPath: filepath.Join(logDir, node+".sock"),
-		Apps: agent.AppsOptions{
-			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
-			NodeProbe: siteStatus.probe,
-		},
-		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
 }
