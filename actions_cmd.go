@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
@@ -234,7 +235,7 @@ func (d *drainFlags) register(cmd *cobra.Command) {
 // localNode is the node this command runs on, from its cluster config, or
 // "" when there is none to read (not on a node: then nothing is assumed).
 func localNode(configPath string) string {
-	if c, err := agent.LoadConfig(configPath); err == nil {
+	if c, err := config.Load(configPath); err == nil {
 		return c.NodeName
 	}
 	return ""
@@ -373,7 +374,7 @@ the bundle.`,
 				return errors.New("--node-uuid is required: the new device's UUID")
 			}
 			// The bundle needs this node's config: check it before anything changes.
-			local, err := agent.LoadConfig(configPath)
+			local, err := config.Load(configPath)
 			if err != nil {
 				return fmt.Errorf("the join bundle needs this node's cluster config: %w", err)
 			}

@@ -12,6 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -95,11 +97,11 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 	f.StringVar(&opts.Apps.StateDir, "state-dir", "", "directory for JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
 	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", 60*time.Second, "how long auto-migration apps tolerate an unreachable or not-ready node")
-	f.DurationVar(&opts.Apps.ConflictWindow, "conflict-window", agent.DefaultConflictWindow, "how long another node's layout of an app from a disagreeing config (not older) stands before this node writes over it")
+	f.DurationVar(&opts.Apps.ConflictWindow, "conflict-window", apps.DefaultConflictWindow, "how long another node's layout of an app from a disagreeing config (not older) stands before this node writes over it")
 	f.DurationVar(&opts.Apps.FailoverTimeout, "failover-timeout", 60*time.Second, "how long a pod may hang terminating on a lost node before the leader force-deletes it")
-	f.DurationVar(&opts.LeaderDurations.LeaseDuration, "leader-lease-duration", agent.DefaultLeaderDurations.LeaseDuration, "stats-leader lease duration")
-	f.DurationVar(&opts.LeaderDurations.RenewDeadline, "leader-renew-deadline", agent.DefaultLeaderDurations.RenewDeadline, "stats-leader renew deadline")
-	f.DurationVar(&opts.LeaderDurations.RetryPeriod, "leader-retry-period", agent.DefaultLeaderDurations.RetryPeriod, "stats-leader retry period")
+	f.DurationVar(&opts.LeaderDurations.LeaseDuration, "leader-lease-duration", apps.DefaultLeaderDurations.LeaseDuration, "stats-leader lease duration")
+	f.DurationVar(&opts.LeaderDurations.RenewDeadline, "leader-renew-deadline", apps.DefaultLeaderDurations.RenewDeadline, "stats-leader renew deadline")
+	f.DurationVar(&opts.LeaderDurations.RetryPeriod, "leader-retry-period", apps.DefaultLeaderDurations.RetryPeriod, "stats-leader retry period")
 	cmd.AddCommand(newAgentRenderCmd(), newAgentLeaveCmd(g))
 	return cmd
 }
@@ -116,15 +118,15 @@ node changes. With --out DIR the files are written under DIR instead (token
 included, mode 0600), for a closer look.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := agent.LoadConfig(configPath)
+			cfg, err := config.Load(configPath)
 			if err != nil {
 				return err
 			}
-			env := agent.HostEnvironment()
+			env := config.HostEnvironment()
 			if noHostChecks {
 				env.InterfaceExists = nil
 			}
-			v, err := agent.Validate(cfg, env)
+			v, err := config.Validate(cfg, env)
 			if err != nil {
 				return err
 			}

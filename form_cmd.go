@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/ui"
@@ -232,7 +233,7 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 	w.Check = func(in views.FormInput) map[string][]string {
 		req, problems := formRequest(in)
 		if _, err := agent.Plan(req); err != nil {
-			var verr *agent.ValidationError
+			var verr *config.ValidationError
 			if errors.As(err, &verr) {
 				for _, p := range verr.Problems {
 					problems[p.Field] = append(problems[p.Field], p.Problem+" — "+p.Fix)

@@ -12,6 +12,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/ui"
 )
@@ -84,7 +85,7 @@ func TestFormWizard(t *testing.T) {
 	if result == nil {
 		t.Fatalf("not formed:\n%s", w.View())
 	}
-	cfg, err := agent.LoadConfig(filepath.Join(dir, "cluster.json"))
+	cfg, err := config.Load(filepath.Join(dir, "cluster.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestJoinBundleFromFileAndStdin(t *testing.T) {
 
 	joined := func(how string, dir string) {
 		t.Helper()
-		cfg, err := agent.LoadConfig(filepath.Join(dir, "cluster.json"))
+		cfg, err := config.Load(filepath.Join(dir, "cluster.json"))
 		if err != nil || cfg.ClusterName != "site1" {
 			t.Fatalf("%s: no config written: %+v %v", how, cfg, err)
 		}

@@ -23,6 +23,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
@@ -258,7 +260,7 @@ func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	st, err := agent.ReadState(ctx, socket)
+	st, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent)
 	if err != nil {
 		sum.Problem = fmt.Sprintf("its socket %s does not answer: %v", socket, err)
 		return sum
@@ -268,7 +270,7 @@ func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
 	sum.Attempts, sum.LastError, sum.ConfigError = st.Attempts, st.LastError, st.ConfigError
 	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
 	// An agent without the apps part answers an empty timeline.
-	if events, err := agent.ReadTimeline(ctx, socket); err == nil {
+	if events, err := localapi.Get[[]apps.TimelineEvent](ctx, socket, localapi.PathEvents); err == nil {
 		for _, e := range events {
 			sum.Events = append(sum.Events, views.AgentEvent{Time: e.Time, Kind: e.Kind, Subject: cmp.Or(e.App, e.Node), Message: e.Message, Warning: e.Warning})
 		}

@@ -16,6 +16,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -77,7 +79,7 @@ type Options struct {
 	// once k3s has written it.
 	Kubeconfig string
 	// LeaderDurations time the stats-leader election (zero: defaults).
-	LeaderDurations LeaderDurations
+	LeaderDurations apps.LeaderDurations
 	// RESTConfig, when set, is used instead of Kubeconfig (tests wrap its
 	// transport to count requests).
 	RESTConfig *rest.Config
@@ -86,10 +88,10 @@ type Options struct {
 	NoBootstrap bool
 	NodeName    string
 	// Apps configures the apps part; it runs when Apps.AppsDir is set.
-	Apps AppsOptions
+	Apps apps.Options
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
-	Env         Environment
+	Env         config.Environment
 	// InNetNS runs host-network work (addresses, firewall, listening,
 	// dialling, starting k3s). Tests run it inside a network namespace.
 	InNetNS func(func() error) error
@@ -117,12 +119,12 @@ type Agent struct {
 
 	mu      sync.Mutex
 	state   State
-	applied *Validated
+	applied *config.Validated
 	// prefix is the cluster address applied to the interface.
 	prefix netip.Prefix
 	super  *Supervisor
-	leader *StatsLeader
-	apps   *AppsAgent
+	leader *apps.StatsLeader
+	apps   *apps.Agent
 }
 
 // New prepares an agent.
@@ -155,7 +157,7 @@ func New(opts Options) *Agent {
 		opts.K3sLogFile = filepath.Join(os.TempDir(), "sitecon-k3s.log")
 	}
 	if opts.Env.ReadFile == nil {
-		opts.Env = HostEnvironment()
+		opts.Env = config.HostEnvironment()
 	}
 	if opts.Etcd == (kube.EtcdAccess{}) {
 		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
@@ -165,12 +167,12 @@ func New(opts Options) *Agent {
 
 // LeaderState is this node's view of the stats-leader election; empty until
 // the node can reach its cluster.
-func (a *Agent) LeaderState() LeaderState {
+func (a *Agent) LeaderState() apps.LeaderState {
 	a.mu.Lock()
 	leader := a.leader
 	a.mu.Unlock()
 	if leader == nil {
-		return LeaderState{Identity: a.State().Node}
+		return apps.LeaderState{Identity: a.State().Node}
 	}
 	return leader.State()
 }
@@ -211,7 +213,7 @@ func (a *Agent) attempt(err error) {
 
 // Apps is the apps part, nil until the agent reaches its cluster (or when
 // no apps directory is configured).
-func (a *Agent) Apps() *AppsAgent {
+func (a *Agent) Apps() *apps.Agent {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.apps
@@ -234,7 +236,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.opts.MetricsAddr != "" {
 		if a.opts.Apps.Metrics == nil {
-			a.opts.Apps.Metrics = NewMetrics()
+			a.opts.Apps.Metrics = apps.NewMetrics()
 		}
 		// Metrics are a side service: a port taken by someone else is
 		// reported and retried, never a reason to stop bootstrap or k3s.

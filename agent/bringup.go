@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/netcfg"
 )
 
@@ -18,7 +20,7 @@ import (
 
 // bringUp takes a validated config to a running k3s: address and firewall,
 // /status server, k3s config, the wait for the seed, k3s.
-func (a *Agent) bringUp(ctx context.Context, v *Validated) {
+func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// One decision of the seed in effect (config and seed record here; the
 	// follower decides again, from the config on disk, when the cluster
 	// moves the seed).
@@ -155,9 +157,9 @@ func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Co
 }
 
 // serveStatus serves GET /status on the cluster address.
-func (a *Agent) serveStatus(ctx context.Context, v *Validated, member Membership) error {
+func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Membership) error {
 	var l net.Listener
-	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(StatusPort))
+	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(config.StatusPort))
 	err := a.opts.InNetNS(func() (err error) {
 		l, err = net.Listen("tcp", addr)
 		return err
@@ -165,7 +167,7 @@ func (a *Agent) serveStatus(ctx context.Context, v *Validated, member Membership
 	if err != nil {
 		return fmt.Errorf("/status server on %s: %w", addr, err)
 	}
-	srv := NewStatusServer(StatusHandler(v.ClusterID, member))
+	srv := localapi.NewServer(StatusHandler(v.ClusterID, member))
 	go func() { _ = srv.Serve(l) }()
 	go func() {
 		<-ctx.Done()

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -25,12 +27,12 @@ type clusterLink struct {
 	a        *Agent
 	node     string
 	nodeUUID string
-	v        *Validated
+	v        *config.Validated
 	mu       sync.Mutex
 	snap     *kube.Snapshot
 }
 
-func (a *Agent) linkCluster(ctx context.Context, v *Validated) *clusterLink {
+func (a *Agent) linkCluster(ctx context.Context, v *config.Validated) *clusterLink {
 	m := &clusterLink{a: a, node: v.NodeName, nodeUUID: v.NodeUUID, v: v}
 	go m.connect(ctx)
 	return m
@@ -87,7 +89,7 @@ func (m *clusterLink) connect(ctx context.Context) {
 // (every node stands), the publication of etcd's member list (servers)
 // and the apps part.
 func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string) {
-	leader := &StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
+	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
 	a.mu.Lock()
 	a.leader = leader
@@ -113,16 +115,16 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	opts.NodeName, opts.NodeUUID = node, cmp.Or(opts.NodeUUID, nodeUUID)
 	opts.Log = a.log.With("component", "apps")
 	opts.Leader = leader.State
-	apps, err := NewAppsAgent(opts, snap)
+	appsPart, err := apps.New(opts, snap)
 	if err != nil {
 		a.log.Error("apps agent", "err", err)
 		return
 	}
 	a.mu.Lock()
-	a.apps = apps
+	a.apps = appsPart
 	a.mu.Unlock()
 	go func() {
-		if err := apps.Run(ctx); err != nil {
+		if err := appsPart.Run(ctx); err != nil {
 			a.log.Error("apps agent stopped", "err", err)
 		}
 	}()
@@ -204,7 +206,7 @@ func (m *clusterLink) waitJoined(ctx context.Context, joined func()) {
 // and names this node: seed changes and node removal work through it. It
 // retries until the API answers; a ConfigMap of another cluster is reported
 // and left alone.
-func (a *Agent) recordCluster(ctx context.Context, snap *kube.Snapshot, v *Validated) {
+func (a *Agent) recordCluster(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
 	rec := kube.ClusterRecord{Name: v.ClusterName, ID: v.ClusterID, JoinServerIP: v.JoinIP.String()}
 	if v.IsSeed {
 		rec.SeedNode = v.NodeName

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/netcfg"
 )
 
@@ -114,12 +115,12 @@ func fileStamp(path string) (string, bool) {
 }
 
 // load reads and validates the config.
-func (a *Agent) load() (*Validated, error) {
-	c, err := LoadConfig(a.opts.ConfigPath)
+func (a *Agent) load() (*config.Validated, error) {
+	c, err := config.Load(a.opts.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
-	return Validate(c, a.opts.Env)
+	return config.Validate(c, a.opts.Env)
 }
 
 func (a *Agent) configError(err error) {
@@ -135,7 +136,7 @@ func (a *Agent) configError(err error) {
 	}
 }
 
-func (a *Agent) sameAsApplied(v *Validated) bool {
+func (a *Agent) sameAsApplied(v *config.Validated) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.applied == nil {

@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // DefaultClusterPrefix is the cluster prefix offline formation uses unless
@@ -46,7 +48,7 @@ type FormRequest struct {
 // FormPlan is a formed cluster: every node's config and the shared token.
 type FormPlan struct {
 	ClusterID string
-	Token     Secret
+	Token     config.Secret
 	Nodes     []JoinBundle
 }
 
@@ -54,15 +56,15 @@ type FormPlan struct {
 // node an address (the seed the first host address, the others in order) and
 // returns every node's config. Every problem is reported at once.
 func Plan(req FormRequest) (*FormPlan, error) {
-	var problems []*FieldError
+	var problems []*config.FieldError
 	add := func(field, problem, fix string) {
-		problems = append(problems, &FieldError{Field: field, Problem: problem, Fix: fix})
+		problems = append(problems, &config.FieldError{Field: field, Problem: problem, Fix: fix})
 	}
 	rnd := req.Rand
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	if !clusterNameRegexp.MatchString(req.ClusterName) {
+	if !config.ClusterNameRegexp.MatchString(req.ClusterName) {
 		add("cluster name", fmt.Sprintf("%q is not a valid name", req.ClusterName), "use letters, digits, '-', '_' or '.', at most 63 characters")
 	}
 	if req.Interface == "" {
@@ -96,14 +98,14 @@ func Plan(req FormRequest) (*FormPlan, error) {
 	seen := map[string]bool{}
 	seedFound := false
 	for _, n := range req.Nodes {
-		if !nodeNamePattern.MatchString(n.Name) {
+		if !config.NodeNamePattern.MatchString(n.Name) {
 			add("nodes", fmt.Sprintf("%q is not a valid node name", n.Name), "use lower-case letters, digits and '-'")
 		}
 		if seen[n.Name] {
 			add("nodes", fmt.Sprintf("%s is named twice", n.Name), "give every node its own name")
 		}
 		seen[n.Name] = true
-		if n.UUID != "" && !uuidPattern.MatchString(n.UUID) {
+		if n.UUID != "" && !config.UUIDPattern.MatchString(n.UUID) {
 			add("nodes", fmt.Sprintf("%s: %q is not a UUID", n.Name, n.UUID), "use the 8-4-4-4-12 hex form or leave it out")
 		}
 		if n.Name == seed {
@@ -117,7 +119,7 @@ func Plan(req FormRequest) (*FormPlan, error) {
 		add("seed", fmt.Sprintf("%s is not one of the nodes", seed), "choose one of the nodes")
 	}
 	if len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
+		return nil, &config.ValidationError{Problems: problems}
 	}
 
 	clusterID, err := newUUID(rnd)
@@ -128,7 +130,7 @@ func Plan(req FormRequest) (*FormPlan, error) {
 	if _, err := io.ReadFull(rnd, tokenBytes); err != nil {
 		return nil, err
 	}
-	plan := &FormPlan{ClusterID: clusterID, Token: Secret(hex.EncodeToString(tokenBytes))}
+	plan := &FormPlan{ClusterID: clusterID, Token: config.Secret(hex.EncodeToString(tokenBytes))}
 	// The seed takes the first host address, the rest follow in order.
 	ordered := make([]FormNode, 0, len(req.Nodes))
 	for _, n := range req.Nodes {
@@ -177,16 +179,16 @@ func newUUID(r io.Reader) (string, error) {
 // JoinBundle is everything a node needs to join a cluster formed offline.
 // It carries the token: it is secret, like the token file.
 type JoinBundle struct {
-	Version          int    `json:"v"`
-	ClusterName      string `json:"cluster_name"`
-	ClusterID        string `json:"cluster_id"`
-	ClusterInterface string `json:"cluster_interface"`
-	ClusterIPPrefix  string `json:"cluster_ip_prefix"`
-	IsWorkerNode     bool   `json:"is_worker_node,omitempty"`
-	JoinServerIP     string `json:"join_server_ip"`
-	Token            Secret `json:"-"`
-	NodeName         string `json:"node_name"`
-	NodeUUID         string `json:"node_uuid"`
+	Version          int           `json:"v"`
+	ClusterName      string        `json:"cluster_name"`
+	ClusterID        string        `json:"cluster_id"`
+	ClusterInterface string        `json:"cluster_interface"`
+	ClusterIPPrefix  string        `json:"cluster_ip_prefix"`
+	IsWorkerNode     bool          `json:"is_worker_node,omitempty"`
+	JoinServerIP     string        `json:"join_server_ip"`
+	Token            config.Secret `json:"-"`
+	NodeName         string        `json:"node_name"`
+	NodeUUID         string        `json:"node_uuid"`
 	// ExistingCluster says the bundle was made on a cluster that already
 	// runs (join-info, node add/replace): the node joins it and must never
 	// initialise one, whatever address it is given.
@@ -250,7 +252,7 @@ func DecodeBundle(s string) (JoinBundle, error) {
 		return JoinBundle{}, fmt.Errorf("join bundle version %d; this sitecon reads version %d", w.Version, bundleVersion)
 	}
 	b := w.JoinBundle
-	b.Token = Secret(w.Token)
+	b.Token = config.Secret(w.Token)
 	return b, nil
 }
 
@@ -260,7 +262,7 @@ type NodeFiles struct {
 	ConfigPath string
 	Config     []byte
 	TokenPath  string
-	Token      Secret
+	Token      config.Secret
 }
 
 // Files turns a bundle into this node's config, with the token in a file of
@@ -271,7 +273,7 @@ func (b JoinBundle) Files(dir, iface string) (NodeFiles, error) {
 		iface = b.ClusterInterface
 	}
 	tokenPath := filepath.Join(dir, "token")
-	cfg := Config{
+	cfg := config.Config{
 		ClusterName:      b.ClusterName,
 		ClusterID:        b.ClusterID,
 		ClusterInterface: iface,
@@ -292,8 +294,8 @@ func (b JoinBundle) Files(dir, iface string) (NodeFiles, error) {
 // Write writes the token, then the config that names it, each atomically
 // with mode 0600.
 func (f NodeFiles) Write() error {
-	if err := WriteFileAtomic(f.TokenPath, []byte(f.Token.Reveal()+"\n"), 0o600); err != nil {
+	if err := config.WriteFileAtomic(f.TokenPath, []byte(f.Token.Reveal()+"\n"), 0o600); err != nil {
 		return err
 	}
-	return WriteFileAtomic(f.ConfigPath, f.Config, 0o600)
+	return config.WriteFileAtomic(f.ConfigPath, f.Config, 0o600)
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 func formRequest() FormRequest {
@@ -35,25 +37,25 @@ func TestPlanAssignsAddressesAndOneToken(t *testing.T) {
 			t.Errorf("node %d = %+v, want %s at %s joining the seed", i, n, wantOrder[i], wantAddr[i])
 		}
 	}
-	if plan.Nodes[0].NodeUUID != "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d" || !uuidPattern.MatchString(plan.Nodes[1].NodeUUID) {
+	if plan.Nodes[0].NodeUUID != "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d" || !config.UUIDPattern.MatchString(plan.Nodes[1].NodeUUID) {
 		t.Errorf("UUIDs: given one kept, others generated: %s %s", plan.Nodes[0].NodeUUID, plan.Nodes[1].NodeUUID)
 	}
-	if !plan.Nodes[3].IsWorkerNode || EntropyBits(plan.Token.Reveal()) < MinTokenEntropyBytes*8 {
+	if !plan.Nodes[3].IsWorkerNode || config.EntropyBits(plan.Token.Reveal()) < config.MinTokenEntropyBytes*8 {
 		t.Errorf("worker flag or token entropy wrong")
 	}
 	// Every node's config validates and renders the role it was given.
-	env := Environment{InterfaceExists: func(string) bool { return true }, ReadFile: func(string) ([]byte, error) { return []byte(plan.Token.Reveal()), nil }}
+	env := config.Environment{InterfaceExists: func(string) bool { return true }, ReadFile: func(string) ([]byte, error) { return []byte(plan.Token.Reveal()), nil }}
 	wantRoles := []Role{RoleSeed, RoleServer, RoleServer, RoleAgent}
 	for i, n := range plan.Nodes {
 		files, err := n.Files(t.TempDir(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := ParseConfig(files.Config)
+		cfg, err := config.Parse(files.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := Validate(cfg, env)
+		v, err := config.Validate(cfg, env)
 		if err != nil {
 			t.Fatalf("%s: %v", n.NodeName, err)
 		}
@@ -83,7 +85,7 @@ func TestPlanRefusals(t *testing.T) {
 			req := formRequest()
 			tc.edit(&req)
 			_, err := Plan(req)
-			var verr *ValidationError
+			var verr *config.ValidationError
 			if !errors.As(err, &verr) || !strings.Contains(err.Error(), tc.say) {
 				t.Errorf("err = %v, want a validation error saying %q", err, tc.say)
 			}
@@ -139,7 +141,7 @@ func TestNodeFilesWrite(t *testing.T) {
 	if err := files.Write(); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(filepath.Join(dir, "cluster.json"))
+	cfg, err := config.Load(filepath.Join(dir, "cluster.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

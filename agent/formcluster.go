@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // Formed is what forming a cluster did: the plan, this node's files, and
@@ -173,7 +175,7 @@ func CheckJoinsExisting(b JoinBundle) error {
 // CheckOverwrite refuses to replace a node's config for another cluster
 // unless forced: that would silently move the node to another cluster.
 func CheckOverwrite(path, clusterID string, force bool) error {
-	existing, err := LoadConfig(path)
+	existing, err := config.Load(path)
 	if errors.Is(err, os.ErrNotExist) || force {
 		return nil
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // FormedMarker says this node has been part of a cluster: it initialised
@@ -42,7 +44,7 @@ func ReadFormedMarker(path string) (FormedMarker, bool, error) {
 		return FormedMarker{}, false, err
 	}
 	var m FormedMarker
-	if err := decodeStrict(data, &m); err != nil {
+	if err := config.DecodeStrict(data, &m); err != nil {
 		return FormedMarker{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, true, nil
@@ -61,7 +63,7 @@ func MarkFormed(path string, m FormedMarker) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, append(data, '\n'), 0o600)
+	return config.WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
 // ErrAlreadyFormed means this node must not initialise its cluster: it has
@@ -103,7 +105,7 @@ func InitCheck(d SeedDecision, etcdData bool, markerPath string) (initialise boo
 // (formation and join-info hand out addresses from the bottom up) puts the
 // nodes, plus the extra addresses given (the seed record's). Its own
 // address is left out.
-func ProbeAddresses(v *Validated, extra ...netip.Addr) []netip.Addr {
+func ProbeAddresses(v *config.Validated, extra ...netip.Addr) []netip.Addr {
 	const limit = 254
 	seen := map[netip.Addr]bool{v.NodeIP: true}
 	var out []netip.Addr
@@ -113,7 +115,7 @@ func ProbeAddresses(v *Validated, extra ...netip.Addr) []netip.Addr {
 			out = append(out, a)
 		}
 	}
-	last := broadcast(v.Network)
+	last := config.Broadcast(v.Network)
 	n := 0
 	for a := v.Network.Masked().Addr().Next(); a.IsValid() && a != last && n < limit; a = a.Next() {
 		add(a)

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // cluster-init only for the config's own seed, without etcd data, never
 // part of the cluster before; a learnt seed or an unreadable marker never.
 func TestInitCheck(t *testing.T) {
-	seed := func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" }
+	seed := func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" }
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "formed.json")
 	other := filepath.Join(dir, "other.json")
@@ -24,19 +26,19 @@ func TestInitCheck(t *testing.T) {
 	if err := MarkFormed(other, FormedMarker{ClusterID: "another"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(unreadable, []byte("{"), 0o600); err != nil {
+	if err := config.WriteFileAtomic(unreadable, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	moved := &SeedRecord{ClusterID: "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", ConfigJoinIP: "10.244.244.3", JoinServerIP: "10.244.244.1"}
 	cases := []struct {
 		name     string
-		edit     func(*Config)
+		edit     func(*config.Config)
 		record   *SeedRecord
 		etcd     bool
 		marker   string
 		init     bool
 		refusal  string
-		joinEdit func(*Config)
+		joinEdit func(*config.Config)
 	}{
 		{name: "seed, first boot", edit: seed, marker: filepath.Join(dir, "none.json"), init: true},
 		{name: "seed with etcd data rejoins", edit: seed, etcd: true, marker: marker},
@@ -44,7 +46,7 @@ func TestInitCheck(t *testing.T) {
 		{name: "seed formed before, data lost", edit: seed, marker: marker, refusal: "was part of cluster"},
 		{name: "marker of another cluster does not count", edit: seed, marker: other, init: true},
 		{name: "unreadable marker is unknown", edit: seed, marker: unreadable, refusal: "cannot tell"},
-		{name: "seed learnt from a record never initialises", edit: func(c *Config) { seed(c); c.JoinServerIP = "10.244.244.3" },
+		{name: "seed learnt from a record never initialises", edit: func(c *config.Config) { seed(c); c.JoinServerIP = "10.244.244.3" },
 			record: moved, marker: filepath.Join(dir, "none.json"), refusal: "never initialises"},
 	}
 	for _, tc := range cases {
@@ -78,7 +80,7 @@ func TestMemberProbe(t *testing.T) {
 		}
 		return nil, &net.OpError{Op: "dial", Net: network, Err: context.DeadlineExceeded}
 	}
-	v := validated(t, func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
+	v := validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
 	addrs := ProbeAddresses(v)
 	if len(addrs) != 13 || addrs[0].String() != "10.244.244.2" {
 		t.Fatalf("a /28 probes its 13 other hosts, got %v", addrs)
@@ -90,7 +92,7 @@ func TestMemberProbe(t *testing.T) {
 	if got := p.Find(t.Context(), addrs[:2]); got.IsValid() {
 		t.Fatalf("an empty answer or another cluster counted: %v", got)
 	}
-	big := validated(t, func(c *Config) { c.ClusterIPPrefix = "10.244.0.1/16"; c.JoinServerIP = "10.244.200.7" })
+	big := validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.0.1/16"; c.JoinServerIP = "10.244.200.7" })
 	if a := ProbeAddresses(big); len(a) != 254 || a[len(a)-1] != netip.MustParseAddr("10.244.200.7") {
 		t.Fatalf("a /16 probes the lowest addresses and the join address: %d, last %v", len(a), a[len(a)-1])
 	}

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // LocalSeedInputs are the seed-in-effect inputs a node has on its own disk:
 // its config and the seed record beside it. An unreadable record is
 // returned as an error along with the inputs without it, for the caller to
 // report: the config's seed is then the best the node knows.
-func LocalSeedInputs(configPath string, v *Validated) (SeedInputs, error) {
+func LocalSeedInputs(configPath string, v *config.Validated) (SeedInputs, error) {
 	in := SeedInputs{Config: v}
 	rec, ok, err := ReadSeedRecord(SeedRecordFile(configPath))
 	if ok {
@@ -24,7 +26,7 @@ func LocalSeedInputs(configPath string, v *Validated) (SeedInputs, error) {
 // seedInEffect decides the seed at bring-up: the cluster cannot be asked
 // before k3s runs, so from the config and the seed record. A record that no
 // longer applies is removed.
-func (a *Agent) seedInEffect(v *Validated) SeedDecision {
+func (a *Agent) seedInEffect(v *config.Validated) SeedDecision {
 	in, err := LocalSeedInputs(a.opts.ConfigPath, v)
 	if err != nil {
 		a.log.Error("seed record unreadable; joining through the config's seed", "err", err)
@@ -83,7 +85,7 @@ func (a *Agent) mayInitialise(ctx context.Context, d SeedDecision) (bool, error)
 }
 
 // markFormed records that this node is part of its cluster, once it is.
-func (a *Agent) markFormed(v *Validated, initialised bool) {
+func (a *Agent) markFormed(v *config.Validated, initialised bool) {
 	how := "joined the cluster"
 	if initialised {
 		how = "initialised the cluster"

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sitecon/sitecon/agent/localapi"
+
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -39,7 +41,7 @@ func TestSecondAgentRefusedFirstKeepsItsSocket(t *testing.T) {
 	go func() { first <- New(opts).Run(ctx) }()
 	defer func() { cancel(); <-first }()
 	waitFor(t, 10*time.Second, "the first agent's socket answers", func() bool {
-		_, err := ReadState(ctx, socket)
+		_, err := localapi.Get[State](ctx, socket, localapi.PathAgent)
 		return err == nil
 	})
 	second := make(chan error, 1)
@@ -52,7 +54,7 @@ func TestSecondAgentRefusedFirstKeepsItsSocket(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a second agent on the same socket ran")
 	}
-	if _, err := ReadState(ctx, socket); err != nil {
+	if _, err := localapi.Get[State](ctx, socket, localapi.PathAgent); err != nil {
 		t.Fatalf("the first agent's socket no longer answers: %v", err)
 	}
 }
@@ -82,7 +84,7 @@ func TestMetricsPortTakenStopsNothing(t *testing.T) {
 			t.Fatalf("the agent stopped because its metrics port was taken: %v", err)
 		default:
 		}
-		st, err = ReadState(ctx, socket)
+		st, err = localapi.Get[State](ctx, socket, localapi.PathAgent)
 		return err == nil && strings.Contains(st.MetricsError, "address already in use")
 	})
 	taken.Close()
@@ -96,7 +98,7 @@ func TestMetricsPortTakenStopsNothing(t *testing.T) {
 		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "sitecon_")
 	})
 	waitFor(t, 5*time.Second, "the metrics error cleared", func() bool {
-		st, err = ReadState(ctx, socket)
+		st, err = localapi.Get[State](ctx, socket, localapi.PathAgent)
 		return err == nil && st.MetricsError == ""
 	})
 }
@@ -182,7 +184,7 @@ func TestLocalReadsReuseOneClient(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	waitFor(t, 10*time.Second, "the socket answers", func() bool {
-		_, err := ReadState(ctx, socket)
+		_, err := localapi.Get[State](ctx, socket, localapi.PathAgent)
 		return err == nil
 	})
 	openFDs := func() int {
@@ -194,7 +196,7 @@ func TestLocalReadsReuseOneClient(t *testing.T) {
 	}
 	before := openFDs()
 	for range 100 {
-		if _, err := ReadState(ctx, socket); err != nil {
+		if _, err := localapi.Get[State](ctx, socket, localapi.PathAgent); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // Join bundles carry the cluster token. Forming saves each other node's
@@ -42,7 +44,7 @@ func SaveJoinBundles(dir string, bundles map[string]string) (map[string]string, 
 			return nil, fmt.Errorf("node name %q cannot name a file", node)
 		}
 		path := filepath.Join(dir, node+bundleSuffix)
-		if err := WriteFileAtomic(path, []byte(text), 0o600); err != nil {
+		if err := config.WriteFileAtomic(path, []byte(text), 0o600); err != nil {
 			return nil, err
 		}
 		paths[node] = path

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // NextFreeAddress is the first host address of the cluster prefix not in use.
@@ -12,7 +14,7 @@ func NextFreeAddress(network netip.Prefix, used []netip.Addr) (netip.Addr, error
 	for _, a := range used {
 		taken[a] = true
 	}
-	last := broadcast(network)
+	last := config.Broadcast(network)
 	for a := network.Masked().Addr().Next(); a.IsValid() && a != last; a = a.Next() {
 		if !taken[a] {
 			return a, nil
@@ -28,7 +30,7 @@ const EdgeworkerLabel = "node-role.sitecon.io/edgeworker=true"
 // EdgeworkerInstructions tells how to join a generic Linux host, not running
 // EVE, as a k3s agent: the config it needs and the command. The token is not
 // printed: it is copied from this node's token file.
-func EdgeworkerInstructions(v *Validated, nodeName string, addr netip.Addr, serverVersion string) string {
+func EdgeworkerInstructions(v *config.Validated, nodeName string, addr netip.Addr, serverVersion string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Join a generic Linux host as edgeworker %s of cluster %s.\n", nodeName, v.ClusterName)
 	fmt.Fprintf(&b, "# On that host, with k3s installed")

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -91,14 +92,14 @@ func ReadClusterView(ctx context.Context, cfg *rest.Config) ClusterView {
 
 // LoadClusterConfig reads and checks this node's cluster config (the
 // interface need not exist here: only the addressing and token are used).
-func LoadClusterConfig(path string) (*Validated, error) {
-	cfg, err := LoadConfig(path)
+func LoadClusterConfig(path string) (*config.Validated, error) {
+	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	env := HostEnvironment()
+	env := config.HostEnvironment()
 	env.InterfaceExists = nil
-	return Validate(cfg, env)
+	return config.Validate(cfg, env)
 }
 
 // ConfigInEffect is this node's config with the seed in effect as its join
@@ -107,7 +108,7 @@ func LoadClusterConfig(path string) (*Validated, error) {
 // cluster could be read (d nil: it could not). A bundle made from it sends
 // the new node to the seed every member follows, not to the one this
 // node's file was formed with.
-func ConfigInEffect(path string, d *kube.Data) (*Validated, SeedDecision, error) {
+func ConfigInEffect(path string, d *kube.Data) (*config.Validated, SeedDecision, error) {
 	v, err := LoadClusterConfig(path)
 	if err != nil {
 		return nil, SeedDecision{}, err
@@ -147,7 +148,7 @@ func MakeJoinInfo(configPath string, view ClusterView, req JoinRequest) (text, n
 // addresses the cluster's nodes have. used nil means they could not be
 // read: then an address must be given, since a guess could be a live
 // node's.
-func JoinInfo(v *Validated, req JoinRequest, used []netip.Addr, serverVersion string) (string, error) {
+func JoinInfo(v *config.Validated, req JoinRequest, used []netip.Addr, serverVersion string) (string, error) {
 	role, nodeName := req.Role, req.NodeName
 	switch {
 	case role != "server" && role != "agent" && role != "edgeworker":

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // Role is what this node is in the cluster.
@@ -26,7 +28,7 @@ const (
 
 // DecideRole is the node's role: the seed iff its cluster IP is the join
 // server IP; otherwise a worker if is_worker_node, else a joining server.
-func DecideRole(v *Validated) Role {
+func DecideRole(v *config.Validated) Role {
 	switch {
 	case v.IsSeed:
 		return RoleSeed
@@ -100,7 +102,7 @@ const nodeDropIn = "50-sitecon-node.yaml"
 // tls-san); the drop-in carries this node's identity and network (node-name,
 // node-ip, flannel-iface, node-label). Every key is a real k3s flag of the
 // role's subcommand; server-only flags never go to an agent.
-func RenderK3s(v *Validated, paths K3sPaths, etcdDataPresent bool) K3sConfig {
+func RenderK3s(v *config.Validated, paths K3sPaths, etcdDataPresent bool) K3sConfig {
 	role := DecideRole(v)
 	out := K3sConfig{Role: role, Subcommand: "server"}
 	if role == RoleAgent {
@@ -151,7 +153,7 @@ func RenderK3s(v *Validated, paths K3sPaths, etcdDataPresent bool) K3sConfig {
 	return out
 }
 
-func tokenSource(v *Validated) string {
+func tokenSource(v *config.Validated) string {
 	if v.TokenFile != "" {
 		return v.TokenFile
 	}
@@ -195,57 +197,16 @@ func (c K3sConfig) CommandLine(k3sBin string) string {
 // Write writes every file atomically with mode 0600 (it holds the token).
 func (c K3sConfig) Write() error {
 	for _, f := range c.Files {
-		if err := WriteFileAtomic(f.Path, f.Content, 0o600); err != nil {
+		if err := config.WriteFileAtomic(f.Path, f.Content, 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// WriteFileAtomic replaces path with data so that a crash leaves either the
-// old file or the new one, never a torn one: write a temporary file in the
-// same directory, fsync it, rename it over path, fsync the directory.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // PrintPlan writes what the agent would do for this node: its role, each
 // config file (token redacted) and the k3s command line.
-func (c K3sConfig) PrintPlan(w io.Writer, v *Validated, k3sBin string) error {
+func (c K3sConfig) PrintPlan(w io.Writer, v *config.Validated, k3sBin string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s in cluster %s (%s): %s\n", v.NodeName, v.ClusterName, v.ClusterID, roleDescription(c.Role, c.FirstBoot || c.Role != RoleSeed))
 	fmt.Fprintf(&b, "# cluster address %s on %s, seed %s\n", v.Prefix, v.ClusterInterface, v.JoinIP)

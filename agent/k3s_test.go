@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // k3sFlags are the k3s v1.34 flags each subcommand accepts that sitecon may
@@ -18,13 +20,13 @@ var k3sFlags = map[string][]string{
 	"agent":  {"server", "token", "node-ip", "flannel-iface", "node-name", "node-label", "data-dir"},
 }
 
-func validated(t *testing.T, edit func(*Config)) *Validated {
+func validated(t *testing.T, edit func(*config.Config)) *config.Validated {
 	t.Helper()
 	c := validConfig()
 	if edit != nil {
 		edit(c)
 	}
-	v, err := Validate(c, testEnv(goodToken))
+	v, err := config.Validate(c, testEnv(goodToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestRenderK3s(t *testing.T) {
 	labels := []any{"node-uuid=0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "gpu=2"}
 	cases := []struct {
 		name       string
-		edit       func(*Config)
+		edit       func(*config.Config)
 		etcdData   bool
 		role       Role
 		firstBoot  bool
@@ -66,13 +68,13 @@ func TestRenderK3s(t *testing.T) {
 		want       map[string]any
 	}{
 		{
-			name: "seed first boot", edit: func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" },
+			name: "seed first boot", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" },
 			role: RoleSeed, firstBoot: true, subcommand: "server",
 			want: map[string]any{"cluster-init": true, "tls-san": []any{"10.244.244.1"}, "token": goodToken,
 				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
-			name: "seed restart", edit: func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" }, etcdData: true,
+			name: "seed restart", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" }, etcdData: true,
 			role: RoleSeed, subcommand: "server",
 			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": goodToken,
 				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
@@ -83,7 +85,7 @@ func TestRenderK3s(t *testing.T) {
 				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
-			name: "worker", edit: func(c *Config) { c.IsWorkerNode = true }, role: RoleAgent, subcommand: "agent",
+			name: "worker", edit: func(c *config.Config) { c.IsWorkerNode = true }, role: RoleAgent, subcommand: "agent",
 			want: map[string]any{"server": "https://10.244.244.1:6443", "token": goodToken,
 				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
@@ -128,7 +130,7 @@ func equalYAML(a, b any) bool {
 func TestRenderK3sPathsAndWrite(t *testing.T) {
 	dir := t.TempDir()
 	paths := K3sPaths{ConfigFile: filepath.Join(dir, "etc", "config.yaml"), DataDir: filepath.Join(dir, "data")}
-	v := validated(t, func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
+	v := validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
 	if paths.EtcdMemberDataPresent() {
 		t.Fatal("no etcd data yet")
 	}
@@ -168,7 +170,7 @@ func TestWriteFileAtomicLeavesNoTemporaries(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	for _, content := range []string{"one", "two"} {
-		if err := WriteFileAtomic(path, []byte(content), 0o600); err != nil {
+		if err := config.WriteFileAtomic(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(path); string(got) != content {
@@ -180,7 +182,7 @@ func TestWriteFileAtomicLeavesNoTemporaries(t *testing.T) {
 		t.Errorf("directory holds %d entries, want just the file", len(entries))
 	}
 	// A write that cannot happen leaves the old file intact.
-	if err := WriteFileAtomic(filepath.Join(path, "sub"), []byte("x"), 0o600); err == nil {
+	if err := config.WriteFileAtomic(filepath.Join(path, "sub"), []byte("x"), 0o600); err == nil {
 		t.Error("writing under a file succeeded")
 	}
 	if got, _ := os.ReadFile(path); string(got) != "two" {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // A node leaves its cluster on intent only: its config file gone for the
@@ -37,7 +39,7 @@ func WriteLeaveRequest(path string, r LeaveRequest) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, append(data, '\n'), 0o600)
+	return config.WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
 // ReadLeaveRequest reads the request at path: ok false when there is none.

@@ -13,45 +13,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
 )
-
-// k3s's secure token form: K10<sha256 of the cluster CA bundle>::server:<password>.
-// A joiner holding it checks the server it reaches serves that CA before it
-// trusts it; the short form (the password alone) trusts whatever answers at
-// the join address first.
-const secureTokenPrefix = "K10"
-
-// SecureToken puts a token into k3s's secure form for the CA bundle caPEM
-// (the file k3s serves at /cacerts: <data-dir>/server/tls/server-ca.crt).
-// A token already in that form keeps its password and takes this CA hash.
-func SecureToken(token string, caPEM []byte) string {
-	_, password := ParseToken(token)
-	sum := sha256.Sum256(caPEM)
-	return secureTokenPrefix + hex.EncodeToString(sum[:]) + "::server:" + password
-}
-
-// ParseToken splits a k3s token into the CA hash it pins (empty for the
-// short form) and its password.
-func ParseToken(token string) (caHash, password string) {
-	if !strings.HasPrefix(token, secureTokenPrefix) {
-		return "", token
-	}
-	rest := strings.TrimPrefix(token, secureTokenPrefix)
-	hash, creds, ok := strings.Cut(rest, "::")
-	if !ok || len(hash) != sha256.Size*2 {
-		return "", token
-	}
-	if _, err := hex.DecodeString(hash); err != nil {
-		return "", token
-	}
-	// creds is "<user>:<password>"; k3s's server user is "server".
-	if _, pw, ok := strings.Cut(creds, ":"); ok {
-		return hash, pw
-	}
-	return hash, creds
-}
 
 // ClusterCA reads the cluster's CA bundle on a node that runs k3s: a
 // server's own, or the copy an agent keeps. Not found: nil, no error (a
@@ -80,7 +46,7 @@ var ErrCAMismatch = errors.New("the server at the join address does not serve th
 // anyone, unauthenticated) and checks its hash against the token's pin.
 // A token without a pin verifies nothing and returns nil.
 func VerifyServerCA(ctx context.Context, ip string, token string, dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) error {
-	pin, _ := ParseToken(token)
+	pin, _ := config.ParseToken(token)
 	if pin == "" {
 		return nil
 	}
@@ -96,7 +62,7 @@ func VerifyServerCA(ctx context.Context, ip string, token string, dial func(ctx 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("seed %s: /cacerts: %w", ip, unwrapURL(err))
+		return fmt.Errorf("seed %s: /cacerts: %w", ip, localapi.URLErrorCause(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -114,7 +80,7 @@ func VerifyServerCA(ctx context.Context, ip string, token string, dial func(ctx 
 // carries: k3s's secure form when this node holds the cluster's CA, so the
 // new node verifies the server it reaches; the token as it is otherwise
 // (pinned false: the new node trusts the first server that answers).
-func BundleToken(token Secret, paths K3sPaths) (Secret, bool, error) {
+func BundleToken(token config.Secret, paths K3sPaths) (config.Secret, bool, error) {
 	ca, err := ClusterCA(paths)
 	if err != nil {
 		return "", false, err
@@ -122,5 +88,5 @@ func BundleToken(token Secret, paths K3sPaths) (Secret, bool, error) {
 	if ca == nil {
 		return token, false, nil
 	}
-	return Secret(SecureToken(token.Reveal(), ca)), true, nil
+	return config.Secret(config.SecureToken(token.Reveal(), ca)), true, nil
 }

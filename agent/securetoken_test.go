@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 const testPassword = "5e1b0c7a9d2f4e6b8a1c3d5f7e9b0a2c4d6f8e1b3a5c7d9f0e2b4a6c8d0f1e3a"
@@ -21,19 +23,19 @@ const testPassword = "5e1b0c7a9d2f4e6b8a1c3d5f7e9b0a2c4d6f8e1b3a5c7d9f0e2b4a6c8d
 func TestSecureTokenForm(t *testing.T) {
 	ca := []byte("-----BEGIN CERTIFICATE-----\nsitebox\n-----END CERTIFICATE-----\n")
 	sum := sha256.Sum256(ca)
-	secure := SecureToken(testPassword, ca)
+	secure := config.SecureToken(testPassword, ca)
 	if want := "K10" + hex.EncodeToString(sum[:]) + "::server:" + testPassword; secure != want {
 		t.Fatalf("SecureToken = %q, want %q", secure, want)
 	}
-	if pin, pw := ParseToken(secure); pin != hex.EncodeToString(sum[:]) || pw != testPassword {
+	if pin, pw := config.ParseToken(secure); pin != hex.EncodeToString(sum[:]) || pw != testPassword {
 		t.Fatalf("ParseToken(secure) = %q, %q", pin, pw)
 	}
 	// Made again from a secure token: the password stays, the pin follows the CA.
-	if again := SecureToken(secure, ca); again != secure {
+	if again := config.SecureToken(secure, ca); again != secure {
 		t.Fatalf("SecureToken of a secure token = %q", again)
 	}
 	for _, short := range []string{testPassword, "K10nothex::server:x", "K10" + strings.Repeat("a", 64)} {
-		if pin, pw := ParseToken(short); pin != "" || pw != short {
+		if pin, pw := config.ParseToken(short); pin != "" || pw != short {
 			t.Errorf("ParseToken(%q) = %q, %q: want no pin and the token itself", short, pin, pw)
 		}
 	}
@@ -43,20 +45,20 @@ func TestSecureTokenForm(t *testing.T) {
 // exists yet (formation), it carries the token as it is.
 func TestBundleToken(t *testing.T) {
 	paths := K3sPaths{DataDir: t.TempDir()}
-	got, pinned, err := BundleToken(Secret(testPassword), paths)
+	got, pinned, err := BundleToken(config.Secret(testPassword), paths)
 	if err != nil || pinned || got.Reveal() != testPassword {
 		t.Fatalf("without a CA: %v %v %v", got.Reveal(), pinned, err)
 	}
 	ca := []byte("the cluster CA")
-	if err := WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {
+	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, pinned, err = BundleToken(Secret(testPassword), paths)
-	if err != nil || !pinned || got.Reveal() != SecureToken(testPassword, ca) {
+	got, pinned, err = BundleToken(config.Secret(testPassword), paths)
+	if err != nil || !pinned || got.Reveal() != config.SecureToken(testPassword, ca) {
 		t.Fatalf("with a CA: %v %v %v", got.Reveal(), pinned, err)
 	}
 	// A secure token passes the config's entropy check on its password.
-	v, err := Validate(validConfig(), testEnv(got.Reveal()))
+	v, err := config.Validate(validConfig(), testEnv(got.Reveal()))
 	if err != nil || v.Token.Reveal() != got.Reveal() {
 		t.Fatalf("a secure token file is refused: %v", err)
 	}
@@ -83,11 +85,11 @@ func TestSeedProbeChecksThePinnedCA(t *testing.T) {
 		},
 	}
 	ctx := context.Background()
-	probe.Token = SecureToken(testPassword, servedCA)
+	probe.Token = config.SecureToken(testPassword, servedCA)
 	if err := probe.Check(ctx); err != nil {
 		t.Errorf("the server serving the pinned CA: %v", err)
 	}
-	probe.Token = SecureToken(testPassword, []byte("the cluster's real CA"))
+	probe.Token = config.SecureToken(testPassword, []byte("the cluster's real CA"))
 	if err := probe.Check(ctx); !errors.Is(err, ErrForeignCluster) || !errors.Is(err, ErrCAMismatch) {
 		t.Errorf("a server serving another CA: %v, want ErrForeignCluster and ErrCAMismatch", err)
 	}

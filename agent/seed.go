@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -22,7 +23,7 @@ import (
 type SeedFollower struct {
 	// Config is the node's config as on disk; the seed record (RecordPath)
 	// and the cluster's record are applied to it by SeedInEffect.
-	Config *Validated
+	Config *config.Validated
 	Paths  K3sPaths
 	// RecordPath keeps the seed change on the device (SeedRecord); empty:
 	// not kept.

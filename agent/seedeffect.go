@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -25,7 +26,7 @@ const (
 // cannot be asked, e.g. at bring-up before k3s runs), Nodes nil (unknown).
 type SeedInputs struct {
 	// Config is the node's validated config as on disk (no seed applied).
-	Config *Validated
+	Config *config.Validated
 	Record *SeedRecord
 	// Cluster is the sitecon-cluster ConfigMap's data.
 	Cluster map[string]string
@@ -36,7 +37,7 @@ type SeedInputs struct {
 type SeedDecision struct {
 	// Config is the node's config with the seed in effect as its join
 	// address; IsSeed says this node is that seed.
-	Config *Validated
+	Config *config.Validated
 	JoinIP netip.Addr
 	Source SeedSource
 	Why    string

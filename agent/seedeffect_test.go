@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -41,10 +42,10 @@ func TestSeedInEffect(t *testing.T) {
 	cluster := func(join string) map[string]string {
 		return map[string]string{kube.ClusterKeyID: id, kube.ClusterKeyJoinServerIP: join}
 	}
-	worker := func(c *Config) { c.IsWorkerNode = true; c.ClusterIPPrefix = "10.244.244.5/28" }
+	worker := func(c *config.Config) { c.IsWorkerNode = true; c.ClusterIPPrefix = "10.244.244.5/28" }
 	cases := []struct {
 		name    string
-		edit    func(*Config)
+		edit    func(*config.Config)
 		record  *SeedRecord
 		cluster map[string]string
 		nodes   []*corev1.Node
@@ -56,7 +57,7 @@ func TestSeedInEffect(t *testing.T) {
 		note    string // part of ClusterNote; empty: none
 	}{
 		{name: "config only", join: "10.244.244.1", source: SeedFromConfig, mayInit: true},
-		{name: "config's own seed", edit: func(c *Config) { c.ClusterIPPrefix = "10.244.244.1/28" },
+		{name: "config's own seed", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" },
 			join: "10.244.244.1", source: SeedFromConfig, isSeed: true, mayInit: true},
 		{name: "record moves the seed", record: &SeedRecord{ClusterID: id, ConfigJoinIP: "10.244.244.1", JoinServerIP: "10.244.244.3"},
 			join: "10.244.244.3", source: SeedFromRecord},
@@ -92,7 +93,7 @@ func TestSeedInEffect(t *testing.T) {
 			join:  "10.244.244.1", source: SeedFromConfig, mayInit: true, note: "a worker is never the seed"},
 		{name: "worker follows a moved seed and stays a worker", edit: worker, cluster: cluster("10.244.244.3"), nodes: members,
 			join: "10.244.244.3", source: SeedFromCluster},
-		{name: "cluster names a dead seed: the config's stands", edit: func(c *Config) { c.JoinServerIP = "10.244.244.3" },
+		{name: "cluster names a dead seed: the config's stands", edit: func(c *config.Config) { c.JoinServerIP = "10.244.244.3" },
 			cluster: cluster("10.244.244.1"), nodes: withA(seedTestNode("node-a", "10.244.244.1", true, false)),
 			join: "10.244.244.3", source: SeedFromConfig, mayInit: true, note: "not Ready"},
 	}

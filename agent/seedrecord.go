@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // SeedRecord is a seed change this node learnt from its cluster (sitecon seed
@@ -39,7 +41,7 @@ func ReadSeedRecord(path string) (SeedRecord, bool, error) {
 		return SeedRecord{}, false, err
 	}
 	var r SeedRecord
-	if err := decodeStrict(data, &r); err != nil {
+	if err := config.DecodeStrict(data, &r); err != nil {
 		return SeedRecord{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, true, nil
@@ -51,25 +53,14 @@ func WriteSeedRecord(path string, r SeedRecord) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, append(data, '\n'), 0o600)
-}
-
-// WithJoinIP is the config with another seed address: the seed is the server
-// whose cluster address it is. A worker is never the seed, whatever address
-// it is given: that would turn it into a k3s server.
-func (v *Validated) WithJoinIP(ip netip.Addr) *Validated {
-	out := *v
-	cfg := *v.Config
-	cfg.JoinServerIP = ip.String()
-	out.Config, out.JoinIP, out.IsSeed = &cfg, ip, v.NodeIP == ip && !v.IsWorkerNode
-	return &out
+	return config.WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
 // ApplySeedRecord decides whether a recorded seed change holds for config v:
 // it must be this cluster's, made against the join address v still names,
 // and inside the cluster prefix. stale means the record no longer applies
 // (the controller set a new seed, or the record moved back to the config's).
-func ApplySeedRecord(v *Validated, r SeedRecord) (out *Validated, applied, stale bool) {
+func ApplySeedRecord(v *config.Validated, r SeedRecord) (out *config.Validated, applied, stale bool) {
 	ip, err := netip.ParseAddr(r.JoinServerIP)
 	switch {
 	case r.ClusterID != v.ClusterID:

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // A recorded seed change holds only for the cluster it was made in, against
 // the join address the config still names, inside the prefix.
 func TestApplySeedRecord(t *testing.T) {
-	v, err := Validate(validConfig(), testEnv(goodToken)) // node-b, 10.244.244.2, seed 10.244.244.1
+	v, err := config.Validate(validConfig(), testEnv(goodToken)) // node-b, 10.244.244.2, seed 10.244.244.1
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// StatusPort is where every node answers GET /status on its cluster address.
-const StatusPort = 12346
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
+)
 
 // Membership says whether this node is a control-plane + etcd member right
 // now, as the live Node object says. It returns false whenever that cannot be
@@ -39,19 +39,6 @@ func StatusHandler(clusterID string, member Membership) http.Handler {
 		}
 	})
 	return mux
-}
-
-// NewStatusServer serves the handler with timeouts that keep a slow or
-// hostile client from holding connections; request bodies are never read.
-func NewStatusServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    8 << 10,
-	}
 }
 
 // ErrForeignCluster means the join address answers for another cluster: this
@@ -124,14 +111,14 @@ func statusAnswer(ctx context.Context, ip netip.Addr, dial func(ctx context.Cont
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
-	statusURL := "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(StatusPort)) + "/status"
+	statusURL := "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(config.StatusPort)) + "/status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statusURL, nil)
 	if err != nil {
 		return "", err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("/status: %w", unwrapURL(err))
+		return "", fmt.Errorf("/status: %w", localapi.URLErrorCause(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 256))
@@ -142,14 +129,4 @@ func statusAnswer(ctx context.Context, ip netip.Addr, dial func(ctx context.Cont
 		return "", fmt.Errorf("/status answered %s", resp.Status)
 	}
 	return strings.TrimSpace(string(body)), nil
-}
-
-func unwrapURL(err error) error {
-	var u interface{ Unwrap() error }
-	if errors.As(err, &u) {
-		if inner := u.Unwrap(); inner != nil {
-			return inner
-		}
-	}
-	return err
 }

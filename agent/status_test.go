@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sitecon/sitecon/agent/localapi"
 )
 
 func TestStatusHandler(t *testing.T) {
@@ -40,7 +42,7 @@ func TestStatusHandler(t *testing.T) {
 			t.Errorf("%s: %d, want 405 with Allow: GET", m, resp.StatusCode)
 		}
 	}
-	srv := NewStatusServer(h)
+	srv := localapi.NewServer(h)
 	if srv.ReadHeaderTimeout == 0 || srv.IdleTimeout == 0 {
 		t.Error("the status server needs read-header and idle timeouts")
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // Supervisor runs k3s, restarts it with capped exponential backoff when it
@@ -119,7 +121,7 @@ func (s *Supervisor) recordPID(pid int) {
 	if s.PIDFile == "" {
 		return
 	}
-	if err := WriteFileAtomic(s.PIDFile, []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
+	if err := config.WriteFileAtomic(s.PIDFile, []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
 		s.Log.Error("k3s PID file", "err", err)
 	}
 }

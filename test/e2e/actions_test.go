@@ -32,6 +32,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -89,14 +91,14 @@ func TestMigrateApps(t *testing.T) {
 	cs := clientset(t, site)
 	appsDir, logDir, auditLog := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "audit.jsonl")
 	a := sitebox.NodeUUID("node-a")
-	apps := map[string]agent.AppConfig{
-		"mig-vm": {UUID: "f1000000-0000-4000-8000-000000000001", DisplayName: "mig-vm", Activate: true, Kind: agent.KindVM,
-			Image: "registry.local/vm:1", DesignatedNodeID: a, Affinity: agent.AffinityPreferred,
-			Resources: agent.AppResources{Memory: "1Gi"}},
-		"mig-pinned": {UUID: "f1000000-0000-4000-8000-000000000002", DisplayName: "mig-pinned", Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/pinned:1", DesignatedNodeID: a, Affinity: agent.AffinityRequired},
+	appConfigs := map[string]apps.AppConfig{
+		"mig-vm": {UUID: "f1000000-0000-4000-8000-000000000001", DisplayName: "mig-vm", Activate: true, Kind: apps.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: a, Affinity: apps.AffinityPreferred,
+			Resources: apps.AppResources{Memory: "1Gi"}},
+		"mig-pinned": {UUID: "f1000000-0000-4000-8000-000000000002", DisplayName: "mig-pinned", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/pinned:1", DesignatedNodeID: a, Affinity: apps.AffinityRequired},
 	}
-	for name, app := range apps {
+	for name, app := range appConfigs {
 		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), app)
 	}
 	agents := map[string]*siteAgent{}
@@ -104,8 +106,8 @@ func TestMigrateApps(t *testing.T) {
 		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
 	}
 	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
-	t.Cleanup(func() { cleanupApps(t, cs, dynClient(t, site), agents, appsDir, apps) })
-	for name := range apps {
+	t.Cleanup(func() { cleanupApps(t, cs, dynClient(t, site), agents, appsDir, appConfigs) })
+	for name := range appConfigs {
 		waitAgents(t, all, name, 60*time.Second, "running on node-a", runningOn("node-a"))
 	}
 
@@ -528,7 +530,7 @@ func TestSeedChange(t *testing.T) {
 		node   string
 		file   string
 		record string
-		v      *agent.Validated
+		v      *config.Validated
 	}
 	var files []rendered
 	for _, b := range plan.Nodes {
@@ -543,11 +545,11 @@ func TestSeedChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := agent.LoadConfig(nf.ConfigPath)
+		cfg, err := config.Load(nf.ConfigPath)
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := agent.Validate(cfg, agent.Environment{ReadFile: os.ReadFile})
+		v, err := config.Validate(cfg, config.Environment{ReadFile: os.ReadFile})
 		if err != nil {
 			t.Fatal(err)
 		}

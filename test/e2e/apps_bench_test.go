@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -33,8 +33,8 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	appsDir, logDir := b.TempDir(), b.TempDir()
 	// The app's designated node is not in the cluster: nothing lays it out,
 	// so the benchmark alone decides where its pod runs.
-	app := agent.AppConfig{UUID: "be0c0000-0000-4000-8000-000000000001", DisplayName: "bench-detect", Activate: true,
-		Kind: agent.KindContainer, Image: "registry.local/bench:1", DesignatedNodeID: "be0c0000-0000-4000-8000-0000000000ff"}
+	app := apps.AppConfig{UUID: "be0c0000-0000-4000-8000-000000000001", DisplayName: "bench-detect", Activate: true,
+		Kind: apps.KindContainer, Image: "registry.local/bench:1", DesignatedNodeID: "be0c0000-0000-4000-8000-0000000000ff"}
 	writeJSON(b, filepath.Join(appsDir, "apps", "bench.json"), app)
 	sa := startSiteAgent(b, site, "node-a", appsDir, logDir)
 	defer sa.stop()
@@ -58,20 +58,20 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	var apps *agent.AppsAgent
+	var appsPart *apps.Agent
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		apps = sa.agent.Apps()
-		return apps != nil, nil
+		appsPart = sa.agent.Apps()
+		return appsPart != nil, nil
 	}); err != nil {
 		b.Fatal("the agent's apps part never started")
 	}
-	changes, unsubscribe := apps.Subscribe()
+	changes, unsubscribe := appsPart.Subscribe()
 	defer unsubscribe()
 	waitState := func(running bool) time.Time {
 		deadline := time.After(30 * time.Second)
 		for {
-			for _, st := range apps.Apps() {
-				if st.UUID == app.UUID && st.ClusterAppRunning == running && st.KubeStatus != agent.KubeUnknown {
+			for _, st := range appsPart.Apps() {
+				if st.UUID == app.UUID && st.ClusterAppRunning == running && st.KubeStatus != apps.KubeUnknown {
 					return st.ChangedAt
 				}
 			}

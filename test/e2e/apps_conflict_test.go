@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -34,13 +34,13 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 	dirB, dirC, logDir := t.TempDir(), t.TempDir(), t.TempDir()
-	web := agent.AppConfig{UUID: "e6000000-0000-4000-8000-000000000001", DisplayName: "conflict-web", Activate: true, Kind: agent.KindContainer,
-		Image: "registry.local/conflict-web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: agent.AffinityPreferred}
-	vm := agent.AppConfig{UUID: "e6000000-0000-4000-8000-000000000002", DisplayName: "conflict-vm", Activate: true, Kind: agent.KindVM,
-		Image: "registry.local/conflict-vm:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: agent.AffinityRequired,
-		Resources: agent.AppResources{Memory: "512Mi"}}
-	apps := map[string]agent.AppConfig{web.DisplayName: web, vm.DisplayName: vm}
-	for name, app := range apps {
+	web := apps.AppConfig{UUID: "e6000000-0000-4000-8000-000000000001", DisplayName: "conflict-web", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/conflict-web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
+	vm := apps.AppConfig{UUID: "e6000000-0000-4000-8000-000000000002", DisplayName: "conflict-vm", Activate: true, Kind: apps.KindVM,
+		Image: "registry.local/conflict-vm:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityRequired,
+		Resources: apps.AppResources{Memory: "512Mi"}}
+	appConfigs := map[string]apps.AppConfig{web.DisplayName: web, vm.DisplayName: vm}
+	for name, app := range appConfigs {
 		writeJSON(t, filepath.Join(dirB, "apps", name+".json"), app)
 		app.DesignatedNodeID = sitebox.NodeUUID("node-c")
 		writeJSON(t, filepath.Join(dirC, "apps", name+".json"), app)
@@ -57,10 +57,10 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 				}
 			}
 		}
-		for name := range apps {
+		for name := range appConfigs {
 			_ = os.Remove(filepath.Join(dirC, "apps", name+".json")) // first: node-c would lay them out again
 		}
-		cleanupApps(t, cs, dynClient(t, site), agents, dirB, apps)
+		cleanupApps(t, cs, dynClient(t, site), agents, dirB, appConfigs)
 	})
 	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
 	vmis := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace)
@@ -70,10 +70,10 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	vmiUIDs := map[types.UID]bool{}
 	var lastGeneration int64
 	look := func() {
-		if v, err := vmis.Get(ctx, agent.WorkloadName(vm), metav1.GetOptions{}); err == nil {
+		if v, err := vmis.Get(ctx, apps.WorkloadName(vm), metav1.GetOptions{}); err == nil {
 			vmiUIDs[v.UID] = true
 		}
-		if d, err := deployments.Get(ctx, agent.WorkloadName(web), metav1.GetOptions{}); err == nil {
+		if d, err := deployments.Get(ctx, apps.WorkloadName(web), metav1.GetOptions{}); err == nil {
 			lastGeneration = d.Generation
 		}
 	}
@@ -94,7 +94,7 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 
 	// Per app, one node laid it out and the other holds back and says so.
 	placers := map[string]string{}
-	for _, app := range []agent.AppConfig{web, vm} {
+	for _, app := range []apps.AppConfig{web, vm} {
 		placer, holder := "", ""
 		for n, a := range agents {
 			st, _ := a.app(app.DisplayName)
@@ -115,11 +115,11 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 		placers[app.DisplayName] = placer
 		st, _ := agents[holder].app(app.DisplayName)
 		t.Logf("%s laid out by %s; %s says: %s", app.DisplayName, placer, holder, st.Error)
-		waitTimeline(t, agents[holder], 10*time.Second, "the conflict on the timeline", func(e agent.TimelineEvent) bool {
+		waitTimeline(t, agents[holder], 10*time.Second, "the conflict on the timeline", func(e apps.TimelineEvent) bool {
 			return e.App == app.DisplayName && e.Warning && strings.Contains(e.Message, "conflict") && strings.Contains(e.Message, placer)
 		})
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-			evs, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + agent.WorkloadName(app)})
+			evs, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + apps.WorkloadName(app)})
 			if err != nil {
 				return false, nil
 			}
@@ -140,17 +140,17 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	// the agents restarted: a restarted holder has lost its sightings and
 	// counts the window afresh from its first look, it does not write at
 	// once.
-	dep, err := deployments.Get(ctx, agent.WorkloadName(web), metav1.GetOptions{})
+	dep, err := deployments.Get(ctx, apps.WorkloadName(web), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vmi, err := vmis.Get(ctx, agent.WorkloadName(vm), metav1.GetOptions{})
+	vmi, err := vmis.Get(ctx, apps.WorkloadName(vm), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, obj := range map[string]metav1.Object{web.DisplayName: dep, vm.DisplayName: vmi} {
 		ann := obj.GetAnnotations()
-		if ann[agent.AnnotationLaidOutBy] != placers[name] || ann[agent.AnnotationLaidOutAt] == "" || ann[agent.AnnotationConfigHash] == "" {
+		if ann[apps.AnnotationLaidOutBy] != placers[name] || ann[apps.AnnotationLaidOutAt] == "" || ann[apps.AnnotationConfigHash] == "" {
 			t.Errorf("%s does not record its layout by %s: %v", name, placers[name], ann)
 		}
 	}
@@ -161,7 +161,7 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 	if _, err := waitSettledFor(agents, 60*time.Second, 2*time.Minute, nil); err != nil {
 		t.Fatal("the restarted agents did not settle")
 	}
-	for _, app := range []agent.AppConfig{web, vm} {
+	for _, app := range []apps.AppConfig{web, vm} {
 		conflicts := 0
 		for _, a := range agents {
 			if st, _ := a.app(app.DisplayName); strings.Contains(st.Error, "conflict") {
@@ -198,8 +198,8 @@ func TestAppsOverrideKeptByOlderConfig(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
-	v2 := agent.AppConfig{UUID: "e6000000-0000-4000-8000-000000000003", Version: 2, DisplayName: "kept-move", Activate: true, Kind: agent.KindContainer,
-		Image: "registry.local/kept-move:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred}
+	v2 := apps.AppConfig{UUID: "e6000000-0000-4000-8000-000000000003", Version: 2, DisplayName: "kept-move", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/kept-move:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityPreferred}
 	v1 := v2
 	v1.Version, v1.Image, v1.DesignatedNodeID = 1, "registry.local/kept-move:1", sitebox.NodeUUID("node-b")
 	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
@@ -210,7 +210,7 @@ func TestAppsOverrideKeptByOlderConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	overrideKept := func() bool {
-		cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, agent.PlacementConfigMapName, metav1.GetOptions{})
+		cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, apps.PlacementConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -41,8 +41,8 @@ func TestOverrideToUnfitNodeRefused(t *testing.T) {
 	t.Cleanup(func() { setLabel("node-b", "") })
 
 	appsDir, logDir := t.TempDir(), t.TempDir()
-	app := agent.AppConfig{UUID: "e5000000-0000-4000-8000-000000000001", DisplayName: "override-unfit", Activate: true, Kind: agent.KindContainer,
-		Image: "registry.local/line2:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: agent.AffinityPreferred,
+	app := apps.AppConfig{UUID: "e5000000-0000-4000-8000-000000000001", DisplayName: "override-unfit", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/line2:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred,
 		NodeSelectLabels: map[string]string{label: "2"}}
 	writeJSON(t, appsDir+"/apps/override-unfit.json", app)
 	agents := map[string]*siteAgent{
@@ -51,7 +51,7 @@ func TestOverrideToUnfitNodeRefused(t *testing.T) {
 	}
 	all := []*siteAgent{agents["node-b"], agents["node-c"]}
 	t.Cleanup(func() {
-		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]agent.AppConfig{"override-unfit": app})
+		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]apps.AppConfig{"override-unfit": app})
 	})
 	waitAgents(t, all, app.DisplayName, 60*time.Second, "running on node-b", runningOn("node-b"))
 
@@ -63,8 +63,8 @@ func TestOverrideToUnfitNodeRefused(t *testing.T) {
 	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
 	movedTo := ""
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if d, err := deployments.Get(ctx, agent.WorkloadName(app), metav1.GetOptions{}); err == nil && d.Annotations[agent.AnnotationDNId] != app.DesignatedNodeID {
-			movedTo = d.Annotations[agent.AnnotationDNId]
+		if d, err := deployments.Get(ctx, apps.WorkloadName(app), metav1.GetOptions{}); err == nil && d.Annotations[apps.AnnotationDNId] != app.DesignatedNodeID {
+			movedTo = d.Annotations[apps.AnnotationDNId]
 			return true, nil
 		}
 		st, ok := agents["node-b"].app(app.DisplayName)
@@ -81,8 +81,8 @@ func TestOverrideToUnfitNodeRefused(t *testing.T) {
 	if !strings.Contains(st.Error, "lacks the app's label "+label+"=2") || !st.IsDNIdNode || st.Override != nil {
 		t.Errorf("node-b's view of the refused override: error %q, is DNId %v, override %+v", st.Error, st.IsDNIdNode, st.Override)
 	}
-	waitTimeline(t, agents["node-b"], 10*time.Second, "the refusal on the timeline", func(e agent.TimelineEvent) bool {
-		return e.Kind == agent.EventRefusal && strings.Contains(e.Message, "override-unfit to node-c refused")
+	waitTimeline(t, agents["node-b"], 10*time.Second, "the refusal on the timeline", func(e apps.TimelineEvent) bool {
+		return e.Kind == apps.EventRefusal && strings.Contains(e.Message, "override-unfit to node-c refused")
 	})
 	waitAgents(t, all, app.DisplayName, 10*time.Second, "still on node-b", runningOn("node-b"))
 }

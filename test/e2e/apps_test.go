@@ -28,6 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -112,8 +114,8 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 	t.Helper()
 	return startAgentWith(t, site, node, appsDir, logDir, func(o *agent.Options) {
 		// The tests' speed-ups over the shipped defaults (see the README).
-		o.LeaderDurations = agent.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
-		o.Apps.Placement = agent.PlacementOptions{MoveAfter: 3 * time.Second}
+		o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+		o.Apps.Placement = apps.PlacementOptions{MoveAfter: 3 * time.Second}
 		o.Apps.FailoverTimeout = 3 * time.Second
 	})
 }
@@ -130,7 +132,7 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 	opts := agent.Options{
 		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
 		SocketPath: filepath.Join(logDir, node+".sock"),
-		Apps: agent.AppsOptions{
+		Apps: apps.Options{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
 			NodeProbe: siteStatus.probe,
 		},
@@ -190,20 +192,20 @@ func (s *siteAgent) lose() {
 	s.stop()
 }
 
-func (s *siteAgent) app(name string) (agent.AppState, bool) {
-	apps := s.agent.Apps()
-	if apps == nil {
-		return agent.AppState{}, false
+func (s *siteAgent) app(name string) (apps.AppState, bool) {
+	appsPart := s.agent.Apps()
+	if appsPart == nil {
+		return apps.AppState{}, false
 	}
-	for _, st := range apps.Apps() {
+	for _, st := range appsPart.Apps() {
 		if st.Name == name {
 			return st, true
 		}
 	}
-	return agent.AppState{}, false
+	return apps.AppState{}, false
 }
 
-type agentView map[string]agent.AppState // by node
+type agentView map[string]apps.AppState // by node
 
 func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
 	t.Helper()
@@ -231,7 +233,7 @@ func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Durat
 func runningOn(node string) func(agentView) bool {
 	return func(v agentView) bool {
 		for n, st := range v {
-			if st.KubeStatus != agent.KubeRunning || st.Node != node || st.ClusterAppRunning != (n == node) {
+			if st.KubeStatus != apps.KubeRunning || st.Node != node || st.ClusterAppRunning != (n == node) {
 				return false
 			}
 		}
@@ -245,7 +247,7 @@ func writeJSON(t testing.TB, path string, v any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := agent.WriteFileAtomic(path, data, 0o644); err != nil {
+	if err := config.WriteFileAtomic(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -261,17 +263,17 @@ const (
 // localDataVolume is e2e-local's one-replica volume. Longhorn places a
 // replica where its scheduler likes (sitecon asks for no data locality):
 // TestAppsAgents puts it on node-b itself, see placeOnlyReplica.
-func localDataVolume() agent.VolumeConfig {
-	return agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000c", Name: "local-data", DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 1}
+func localDataVolume() apps.VolumeConfig {
+	return apps.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000c", Name: "local-data", DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 1}
 }
 
 // placeOnlyReplica creates a volume's claim as the agents lay it out, with
 // the Longhorn simulator's test-side knob naming the node for its replica
 // (as an administrator would pin it with Longhorn node tags); the agents
 // then apply their layout over it and leave the knob alone.
-func placeOnlyReplica(t *testing.T, dyn dynamic.Interface, v agent.VolumeConfig, node string) {
+func placeOnlyReplica(t *testing.T, dyn dynamic.Interface, v apps.VolumeConfig, node string) {
 	t.Helper()
-	l, err := agent.LayoutVolume(v)
+	l, err := apps.LayoutVolume(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,34 +292,34 @@ func placeOnlyReplica(t *testing.T, dyn dynamic.Interface, v agent.VolumeConfig,
 // writeTestApps writes the apps of TestAppsAgents: four on node-b (an auto
 // container and an auto VM with three-replica volumes, a pinned VM, an auto
 // container whose only replica lives on node-b) and one on node-c.
-func writeTestApps(t *testing.T, dir string) map[string]agent.AppConfig {
+func writeTestApps(t *testing.T, dir string) map[string]apps.AppConfig {
 	b, c := sitebox.NodeUUID("node-b"), sitebox.NodeUUID("node-c")
-	vols := []agent.VolumeConfig{
+	vols := []apps.VolumeConfig{
 		{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3},
 		{UUID: "e2e00000-0000-4000-8000-00000000000b", Name: "vm-disk", DesignatedNodeID: b, Size: "2Gi", ReplicaCount: 3},
 		localDataVolume(),
 	}
-	apps := map[string]agent.AppConfig{
-		appWeb: {UUID: "e2e00000-0000-4000-8000-000000000001", DisplayName: appWeb, Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vols[0].UUID}},
-		appVM: {UUID: "e2e00000-0000-4000-8000-000000000002", DisplayName: appVM, Activate: true, Kind: agent.KindVM,
-			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vols[1].UUID},
-			Resources: agent.AppResources{CPU: "1", Memory: "512Mi"}},
-		appPinned: {UUID: "e2e00000-0000-4000-8000-000000000003", DisplayName: appPinned, Activate: true, Kind: agent.KindVM,
-			Image: "registry.local/pinned:1", DesignatedNodeID: b, Affinity: agent.AffinityRequired,
-			Resources: agent.AppResources{Memory: "1Gi"}},
-		appLocal: {UUID: "e2e00000-0000-4000-8000-000000000004", DisplayName: appLocal, Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/local:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vols[2].UUID}},
-		appMoved: {UUID: "e2e00000-0000-4000-8000-000000000005", DisplayName: appMoved, Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/moved:1", DesignatedNodeID: c, Affinity: agent.AffinityPreferred},
+	appConfigs := map[string]apps.AppConfig{
+		appWeb: {UUID: "e2e00000-0000-4000-8000-000000000001", DisplayName: appWeb, Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vols[0].UUID}},
+		appVM: {UUID: "e2e00000-0000-4000-8000-000000000002", DisplayName: appVM, Activate: true, Kind: apps.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vols[1].UUID},
+			Resources: apps.AppResources{CPU: "1", Memory: "512Mi"}},
+		appPinned: {UUID: "e2e00000-0000-4000-8000-000000000003", DisplayName: appPinned, Activate: true, Kind: apps.KindVM,
+			Image: "registry.local/pinned:1", DesignatedNodeID: b, Affinity: apps.AffinityRequired,
+			Resources: apps.AppResources{Memory: "1Gi"}},
+		appLocal: {UUID: "e2e00000-0000-4000-8000-000000000004", DisplayName: appLocal, Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/local:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vols[2].UUID}},
+		appMoved: {UUID: "e2e00000-0000-4000-8000-000000000005", DisplayName: appMoved, Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/moved:1", DesignatedNodeID: c, Affinity: apps.AffinityPreferred},
 	}
 	for _, v := range vols {
 		writeJSON(t, filepath.Join(dir, "volumes", v.Name+".json"), v)
 	}
-	for name, a := range apps {
+	for name, a := range appConfigs {
 		writeJSON(t, filepath.Join(dir, "apps", name+".json"), a)
 	}
-	return apps
+	return appConfigs
 }
 
 // Three agents on sitebox run the apps: each on its designated node; a node
@@ -351,13 +353,13 @@ func TestAppsAgents(t *testing.T) {
 	// The only replica of e2e-local's volume on node-b, arranged by the
 	// test before any agent lays the claim out.
 	placeOnlyReplica(t, dyn, localDataVolume(), "node-b")
-	apps := writeTestApps(t, appsDir)
+	appConfigs := writeTestApps(t, appsDir)
 	agents := map[string]*siteAgent{}
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
 	}
 	all := func() []*siteAgent { return []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]} }
-	t.Cleanup(func() { cleanupApps(t, cs, dyn, agents, appsDir, apps) })
+	t.Cleanup(func() { cleanupApps(t, cs, dyn, agents, appsDir, appConfigs) })
 
 	// Each app runs on its designated node, laid out by that node's agent.
 	for _, name := range []string{appWeb, appVM, appPinned, appLocal} {
@@ -367,11 +369,11 @@ func TestAppsAgents(t *testing.T) {
 		}
 	}
 	waitAgents(t, all(), appMoved, 30*time.Second, "running on node-c", runningOn("node-c"))
-	dep, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(apps[appWeb]), metav1.GetOptions{})
+	dep, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, apps.WorkloadName(appConfigs[appWeb]), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dep.Annotations[agent.AnnotationDNId] != sitebox.NodeUUID("node-b") || !managedBySitecon(dep.ManagedFields) {
+	if dep.Annotations[apps.AnnotationDNId] != sitebox.NodeUUID("node-b") || !managedBySitecon(dep.ManagedFields) {
 		t.Fatalf("deployment not applied by sitecon from node-b: %v %v", dep.Annotations, dep.ManagedFields)
 	}
 
@@ -398,18 +400,18 @@ func TestAppsAgents(t *testing.T) {
 		t.Fatal("the agents do not agree on the volumes")
 	}
 	// The same, as another service on the device reads it: the socket.
-	var overSocket []agent.AppState
+	var overSocket []apps.AppState
 	getSocket(t, agents["node-b"].socket, "/v1/apps", &overSocket)
 	var pinnedSeen bool
 	for _, st := range overSocket {
 		if st.Name == appPinned {
-			pinnedSeen = st.IsDNIdNode && st.ClusterAppRunning && st.Node == "node-b" && st.KubeStatus == agent.KubeRunning
+			pinnedSeen = st.IsDNIdNode && st.ClusterAppRunning && st.Node == "node-b" && st.KubeStatus == apps.KubeRunning
 		}
 	}
-	if len(overSocket) != len(apps) || !pinnedSeen {
+	if len(overSocket) != len(appConfigs) || !pinnedSeen {
 		t.Fatalf("/v1/apps on node-b's socket: %+v", overSocket)
 	}
-	var volsOverSocket []agent.VolumeState
+	var volsOverSocket []apps.VolumeState
 	getSocket(t, agents["node-a"].socket, "/v1/volumes", &volsOverSocket)
 	if len(volsOverSocket) != 3 || volsOverSocket[0].IsDNIdNode || !volsOverSocket[0].Replicated {
 		t.Fatalf("/v1/volumes on node-a's socket: %+v", volsOverSocket)
@@ -439,12 +441,12 @@ func TestAppsAgents(t *testing.T) {
 	// An on-site override moves appMoved to node-a: every agent agrees on
 	// the new DNId; node-c's agent, restarted, does not touch it.
 	t.Run("override moves an app", func(t *testing.T) {
-		override := agent.PlacementOverride{Node: "node-a", NodeUUID: sitebox.NodeUUID("node-a"), By: "e2e", At: time.Now().UTC(),
+		override := apps.PlacementOverride{Node: "node-a", NodeUUID: sitebox.NodeUUID("node-a"), By: "e2e", At: time.Now().UTC(),
 			Reason: "test", ConfigDNId: sitebox.NodeUUID("node-c")}
 		raw, _ := json.Marshal(override)
 		_, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: agent.PlacementConfigMapName, Namespace: kube.AppNamespace},
-			Data:       map[string]string{apps[appMoved].UUID: string(raw)},
+			ObjectMeta: metav1.ObjectMeta{Name: apps.PlacementConfigMapName, Namespace: kube.AppNamespace},
+			Data:       map[string]string{appConfigs[appMoved].UUID: string(raw)},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -455,7 +457,7 @@ func TestAppsAgents(t *testing.T) {
 				t.Fatalf("%s disagrees on the effective DNId: %+v", n, st)
 			}
 		}
-		before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(apps[appMoved]), metav1.GetOptions{})
+		before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, apps.WorkloadName(appConfigs[appMoved]), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,13 +495,13 @@ func TestAppsAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		live := []*siteAgent{agents["node-a"], agents["node-c"]}
-		held := waitAnyTimeline(t, live, 90*time.Second, "the web pod held while node-b answers", func(e agent.TimelineEvent) bool {
-			return e.App == appWeb && (e.Kind == agent.EventFailover || e.Kind == agent.EventRefusal && strings.Contains(e.Message, "still answers"))
+		held := waitAnyTimeline(t, live, 90*time.Second, "the web pod held while node-b answers", func(e apps.TimelineEvent) bool {
+			return e.App == appWeb && (e.Kind == apps.EventFailover || e.Kind == apps.EventRefusal && strings.Contains(e.Message, "still answers"))
 		})
-		if held.Kind != agent.EventRefusal {
+		if held.Kind != apps.EventRefusal {
 			t.Fatalf("the web pod was force-deleted while node-b still answered: %q", held.Message)
 		}
-		webPods, listErr := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[appWeb].UUID})
+		webPods, listErr := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[appWeb].UUID})
 		if listErr != nil {
 			t.Fatal(listErr)
 		}
@@ -522,7 +524,7 @@ func TestAppsAgents(t *testing.T) {
 		}
 		// Longhorn attaches the web app's volume where its pod runs now.
 		webNode, _ := agents["node-a"].app(appWeb)
-		webClaim := agent.ClaimName(agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data"})
+		webClaim := apps.ClaimName(apps.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data"})
 		lh := longhornClient(t, site)
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			vols, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
@@ -541,7 +543,7 @@ func TestAppsAgents(t *testing.T) {
 		}
 		view := waitAgents(t, live, appPinned, 60*time.Second, "reported lost on node-b", func(v agentView) bool {
 			for _, st := range v {
-				if st.Lost == nil || st.Lost.Node != "node-b" || st.Lost.Since.IsZero() || st.KubeStatus == agent.KubeRunning {
+				if st.Lost == nil || st.Lost.Node != "node-b" || st.Lost.Since.IsZero() || st.KubeStatus == apps.KubeRunning {
 					return false
 				}
 			}
@@ -565,16 +567,16 @@ func TestAppsAgents(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no single stats leader among the live agents: %v", err)
 		}
-		waitTimeline(t, leader, 60*time.Second, "force-deleted the web pod", func(e agent.TimelineEvent) bool {
-			return e.Kind == agent.EventFailover && e.App == appWeb
+		waitTimeline(t, leader, 60*time.Second, "force-deleted the web pod", func(e apps.TimelineEvent) bool {
+			return e.Kind == apps.EventFailover && e.App == appWeb
 		})
-		refusal := waitTimeline(t, leader, 30*time.Second, "refused the local pod", func(e agent.TimelineEvent) bool {
-			return e.Kind == agent.EventRefusal && e.App == appLocal && !strings.Contains(e.Message, "still answers")
+		refusal := waitTimeline(t, leader, 30*time.Second, "refused the local pod", func(e apps.TimelineEvent) bool {
+			return e.Kind == apps.EventRefusal && e.App == appLocal && !strings.Contains(e.Message, "still answers")
 		})
 		if !strings.Contains(refusal.Message, "no up-to-date replica off node-b") {
 			t.Fatalf("refusal does not say why: %q", refusal.Message)
 		}
-		pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[appLocal].UUID})
+		pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[appLocal].UUID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +589,7 @@ func TestAppsAgents(t *testing.T) {
 		if stuck != 1 {
 			t.Fatalf("the pod holding the only replica's app on node-b must be left alone: %d stuck pods", stuck)
 		}
-		pods, err = cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[appWeb].UUID})
+		pods, err = cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[appWeb].UUID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -626,32 +628,32 @@ func TestAppsAgents(t *testing.T) {
 		if err != nil {
 			t.Fatalf("no per-file error for %s: %+v", path, a.agent.Apps().Node())
 		}
-		if len(a.agent.Apps().Apps()) != len(apps) {
-			t.Fatalf("a broken file dropped apps: %d of %d served", len(a.agent.Apps().Apps()), len(apps))
+		if len(a.agent.Apps().Apps()) != len(appConfigs) {
+			t.Fatalf("a broken file dropped apps: %d of %d served", len(a.agent.Apps().Apps()), len(appConfigs))
 		}
-		if st, ok := a.app(appMoved); !ok || st.KubeStatus != agent.KubeRunning {
+		if st, ok := a.app(appMoved); !ok || st.KubeStatus != apps.KubeRunning {
 			t.Fatalf("the broken app lost its last good version: %+v", st)
 		}
 
 		// The agent placing it restarts with the file still broken: it has
 		// no last good version now, so the app is unknown to it, and its
 		// running workload must not be taken for a removed app.
-		before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(apps[appMoved]), metav1.GetOptions{})
+		before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, apps.WorkloadName(appConfigs[appMoved]), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		placer := ""
 		for n := range agents {
-			if sitebox.NodeUUID(n) == before.Annotations[agent.AnnotationDNId] {
+			if sitebox.NodeUUID(n) == before.Annotations[apps.AnnotationDNId] {
 				placer = n
 			}
 		}
 		if placer == "" {
-			t.Fatalf("no agent's node is the DNId %q of %s", before.Annotations[agent.AnnotationDNId], before.Name)
+			t.Fatalf("no agent's node is the DNId %q of %s", before.Annotations[apps.AnnotationDNId], before.Name)
 		}
 		agents[placer].stop()
 		agents[placer] = startSiteAgent(t, site, placer, appsDir, logDir)
-		waitTimeline(t, agents[placer], 30*time.Second, "removals held", func(e agent.TimelineEvent) bool {
+		waitTimeline(t, agents[placer], 30*time.Second, "removals held", func(e apps.TimelineEvent) bool {
 			return strings.Contains(e.Message, "removals held") && strings.Contains(e.Message, path)
 		})
 		waitSettled(t, agents)
@@ -663,10 +665,10 @@ func TestAppsAgents(t *testing.T) {
 			t.Fatalf("deployment %s replaced or deleting after the restart (uid %s -> %s)", before.Name, before.UID, after.UID)
 		}
 		// Mended, the file is the app again and removals resume.
-		writeJSON(t, path, apps[appMoved])
+		writeJSON(t, path, appConfigs[appMoved])
 		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 			st, ok := agents[placer].app(appMoved)
-			return ok && len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == agent.KubeRunning, nil
+			return ok && len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == apps.KubeRunning, nil
 		})
 		if err != nil {
 			t.Fatalf("the mended file was not taken up: %+v", agents[placer].agent.Apps().Node())
@@ -678,7 +680,7 @@ func TestAppsAgents(t *testing.T) {
 // made and the fields it owns. Another apply that changes anything changes it.
 func siteconApply(obj metav1.Object) string {
 	for _, f := range obj.GetManagedFields() {
-		if f.Manager == agent.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
+		if f.Manager == apps.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
 			fields := ""
 			if f.FieldsV1 != nil {
 				fields = string(f.FieldsV1.Raw)
@@ -691,7 +693,7 @@ func siteconApply(obj metav1.Object) string {
 
 func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
 	for _, f := range fields {
-		if f.Manager == agent.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
+		if f.Manager == apps.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
 			return true
 		}
 	}
@@ -700,7 +702,7 @@ func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
 
 // waitSettled waits until every agent says it has nothing pending (no pass
 // running, no retry or failover timer armed, no change queued: see
-// agent.Pending), five looks in a row, with no request by any agent but
+// apps.Pending), five looks in a row, with no request by any agent but
 // its lease renewals and events between them. Quiet alone is no witness:
 // a write held back by a timer (a failed apply retried after 5 s, a
 // failover timer) comes after any quiet spell shorter than the timer; an
@@ -717,22 +719,22 @@ func waitSettled(t *testing.T, agents map[string]*siteAgent) {
 // look. A timer armed to fire more than beyond from now counts as settled:
 // a hold that lapses later (a conflict's window) is no work in hand for a
 // test that ends before it.
-func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, look func()) (map[string]agent.Pending, error) {
+func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, look func()) (map[string]apps.Pending, error) {
 	idleLooks := 0
-	var last map[string]agent.Pending
+	var last map[string]apps.Pending
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
 		if look != nil {
 			look()
 		}
 		settled := true
-		last = map[string]agent.Pending{}
+		last = map[string]apps.Pending{}
 		for n, a := range agents {
-			apps := a.agent.Apps()
-			if apps == nil {
+			appsPart := a.agent.Apps()
+			if appsPart == nil {
 				settled = false // a restarted agent has not reached the cluster yet
 				continue
 			}
-			p := apps.Pending()
+			p := appsPart.Pending()
 			last[n] = p
 			if beyond > 0 && p.RetryAt.After(time.Now().Add(beyond)) {
 				p.RetryAt = time.Time{}
@@ -757,29 +759,29 @@ func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, 
 	return last, err
 }
 
-func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string, match func(agent.TimelineEvent) bool) agent.TimelineEvent {
+func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string, match func(apps.TimelineEvent) bool) apps.TimelineEvent {
 	t.Helper()
 	return waitAnyTimeline(t, []*siteAgent{a}, within, a.node+": "+what, match)
 }
 
 // cleanupApps removes the test's apps through the agents (the config goes,
 // the DNId agents delete their workloads), then what is left of them.
-func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, agents map[string]*siteAgent, appsDir string, apps map[string]agent.AppConfig) {
+func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, agents map[string]*siteAgent, appsDir string, appConfigs map[string]apps.AppConfig) {
 	ctx := context.Background()
-	for name := range apps {
+	for name := range appConfigs {
 		_ = os.Remove(filepath.Join(appsDir, "apps", name+".json"))
 	}
 	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: agent.LabelManagedBy + "=" + agent.FieldManager})
+		deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: apps.LabelManagedBy + "=" + apps.FieldManager})
 		return err == nil && len(deps.Items) == 0, nil
 	})
 	for _, a := range agents {
 		a.stop()
 	}
-	_ = cs.CoreV1().ConfigMaps(kube.AppNamespace).Delete(ctx, agent.PlacementConfigMapName, metav1.DeleteOptions{})
-	for _, a := range apps {
+	_ = cs.CoreV1().ConfigMaps(kube.AppNamespace).Delete(ctx, apps.PlacementConfigMapName, metav1.DeleteOptions{})
+	for _, a := range appConfigs {
 		sel := metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID}
-		for _, gvr := range agent.WorkloadGVRs {
+		for _, gvr := range apps.WorkloadGVRs {
 			_ = dyn.Resource(gvr).Namespace(kube.AppNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
 		}
 		pods, _ := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, sel)
@@ -808,8 +810,8 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
-	v2 := agent.AppConfig{UUID: "e3000000-0000-4000-8000-000000000001", Version: 2, DisplayName: "stale-web", Activate: true, Kind: agent.KindContainer,
-		Image: "registry.local/web:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred}
+	v2 := apps.AppConfig{UUID: "e3000000-0000-4000-8000-000000000001", Version: 2, DisplayName: "stale-web", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/web:2", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityPreferred}
 	v1 := v2
 	v1.Version, v1.Image, v1.DesignatedNodeID = 1, "registry.local/web:1", sitebox.NodeUUID("node-b")
 	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
@@ -826,11 +828,11 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	// The Deployment as node-c laid it out, read as soon as node-b holds
 	// back: node-b's apply from then on, at once or after any timer, is
 	// the fight. Its watch wakes it on every change node-c makes.
-	before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, agent.WorkloadName(v2), metav1.GetOptions{})
+	before, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, apps.WorkloadName(v2), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.Annotations[agent.AnnotationConfigVersion] != "2" || before.Annotations[agent.AnnotationDNId] != sitebox.NodeUUID("node-c") {
+	if before.Annotations[apps.AnnotationConfigVersion] != "2" || before.Annotations[apps.AnnotationDNId] != sitebox.NodeUUID("node-c") {
 		t.Fatalf("the Deployment is not version 2 from node-c: %v", before.Annotations)
 	}
 	waitSettled(t, agents)
@@ -872,8 +874,8 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	nodeStatus := func(node string) (agent.NodeState, error) {
-		var st agent.NodeState
+	nodeStatus := func(node string) (apps.NodeState, error) {
+		var st apps.NodeState
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, "unix", site.AgentSocket(node))
@@ -889,7 +891,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 			st, err := nodeStatus(node)
-			return err == nil && st.Status == agent.NodeReady, nil
+			return err == nil && st.Status == apps.NodeReady, nil
 		})
 		if err != nil {
 			t.Fatalf("%s's agent never reported READY", node)
@@ -950,7 +952,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 // the agents and node-b's config file. The app and its agents are cleaned
 // up after the test, node-b's file first (with it, node-b would lay the
 // app out again).
-func startOlderConfigAgents(t *testing.T, site *sitebox.TestSite, newer, older agent.AppConfig) (map[string]*siteAgent, []*siteAgent, string) {
+func startOlderConfigAgents(t *testing.T, site *sitebox.TestSite, newer, older apps.AppConfig) (map[string]*siteAgent, []*siteAgent, string) {
 	t.Helper()
 	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
 	oldFile := filepath.Join(oldDir, "apps", older.DisplayName+".json")
@@ -963,7 +965,7 @@ func startOlderConfigAgents(t *testing.T, site *sitebox.TestSite, newer, older a
 	}
 	t.Cleanup(func() {
 		_ = os.Remove(oldFile)
-		cleanupApps(t, clientset(t, site), dynClient(t, site), agents, newDir, map[string]agent.AppConfig{newer.DisplayName: newer})
+		cleanupApps(t, clientset(t, site), dynClient(t, site), agents, newDir, map[string]apps.AppConfig{newer.DisplayName: newer})
 	})
 	return agents, []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}, oldFile
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -33,8 +33,8 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	ctx := context.Background()
 	appsDir, logDir := t.TempDir(), t.TempDir()
 	b := sitebox.NodeUUID("node-b")
-	keep := agent.AppConfig{UUID: "e4000000-0000-4000-8000-000000000001", DisplayName: "unknown-keep", Activate: true, Kind: agent.KindContainer,
-		Image: "registry.local/keep:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred}
+	keep := apps.AppConfig{UUID: "e4000000-0000-4000-8000-000000000001", DisplayName: "unknown-keep", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/keep:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred}
 	added := keep
 	added.UUID, added.DisplayName, added.Image = "e4000000-0000-4000-8000-000000000002", "unknown-added", "registry.local/added:1"
 	writeJSON(t, filepath.Join(appsDir, "apps", keep.DisplayName+".json"), keep)
@@ -44,7 +44,7 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	agents := map[string]*siteAgent{"node-b": startSiteAgent(t, site, "node-b", appsDir, logDir)}
 	nodeB := agents["node-b"]
 	t.Cleanup(func() {
-		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]agent.AppConfig{keep.DisplayName: keep, added.DisplayName: added})
+		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]apps.AppConfig{keep.DisplayName: keep, added.DisplayName: added})
 	})
 	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
 	waitDeployment := func(name string, within time.Duration) {
@@ -56,8 +56,8 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 			t.Fatalf("Deployment %s not laid out within %s", name, within)
 		}
 	}
-	waitDeployment(agent.WorkloadName(keep), 60*time.Second)
-	before, err := deployments.Get(ctx, agent.WorkloadName(keep), metav1.GetOptions{})
+	waitDeployment(apps.WorkloadName(keep), 60*time.Second)
+	before, err := deployments.Get(ctx, apps.WorkloadName(keep), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	if err := os.Rename(appsSub, appsSub+".away"); err != nil {
 		t.Fatal(err)
 	}
-	writeJSON(t, filepath.Join(appsDir, "volumes", "unrelated.json"), agent.VolumeConfig{
+	writeJSON(t, filepath.Join(appsDir, "volumes", "unrelated.json"), apps.VolumeConfig{
 		UUID: "e4000000-0000-4000-8000-00000000000a", Name: "unrelated", DesignatedNodeID: sitebox.NodeUUID("node-c"), Size: "1Gi", ReplicaCount: 1})
 	// Either the agent says it holds removals, or it has deleted the app.
 	gone := false
@@ -109,7 +109,7 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	// A file added to the new directory is seen by the watch, well before
 	// the 30 s full re-read.
 	writeJSON(t, filepath.Join(appsSub, added.DisplayName+".json"), added)
-	waitDeployment(agent.WorkloadName(added), 15*time.Second)
+	waitDeployment(apps.WorkloadName(added), 15*time.Second)
 
 	// A file removed from a readable directory removes its app, with an Event.
 	if err := os.Remove(filepath.Join(appsSub, keep.DisplayName+".json")); err != nil {

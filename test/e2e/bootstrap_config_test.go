@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 )
@@ -56,7 +57,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 		K3sLogFile: filepath.Join(dir, "k3s.log"),
 		// No API server: this test is about the node's own bring-up.
 		Kubeconfig: filepath.Join(dir, "no-kubeconfig"),
-		Env: agent.Environment{
+		Env: config.Environment{
 			InterfaceExists: func(name string) bool {
 				return host.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
 			},

@@ -22,6 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
@@ -180,7 +183,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 			K3sLogFile: filepath.Join(dir, "k3s.log"),
 			SocketPath: n.socket,
 			Kubeconfig: site.Kubeconfig(),
-			Env: agent.Environment{
+			Env: config.Environment{
 				InterfaceExists: func(name string) bool {
 					err := h.Do(func() error { _, err := net.InterfaceByName(name); return err })
 					return err == nil
@@ -193,7 +196,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 			SeedBackoffMin:     100 * time.Millisecond,
 			SeedBackoffMax:     500 * time.Millisecond,
 			K3sBackoffMin:      100 * time.Millisecond,
-			LeaderDurations:    agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+			LeaderDurations:    apps.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
 		})
 		agents[i] = n
 		wg.Add(1)
@@ -283,7 +286,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	waitState(t, seed, 20*time.Second, "seed joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
 
 	// The agent's state on its socket says the same.
-	st, err := agent.ReadState(ctx, joiners[0].socket)
+	st, err := localapi.Get[agent.State](ctx, joiners[0].socket, localapi.PathAgent)
 	if err != nil || st.Phase != agent.PhaseJoined || st.Role != agent.RoleServer || st.ClusterIP != "10.244.244.2" {
 		t.Errorf("socket state = %+v, %v", st, err)
 	}
@@ -400,7 +403,7 @@ func startAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, site *sit
 		K3sLogFile: filepath.Join(dir, "k3s.log"),
 		SocketPath: n.socket,
 		Kubeconfig: site.Kubeconfig(),
-		Env: agent.Environment{
+		Env: config.Environment{
 			InterfaceExists: func(name string) bool {
 				return h.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
 			},
@@ -411,7 +414,7 @@ func startAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, site *sit
 		SeedBackoffMin:     100 * time.Millisecond,
 		SeedBackoffMax:     500 * time.Millisecond,
 		K3sBackoffMin:      100 * time.Millisecond,
-		LeaderDurations:    agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+		LeaderDurations:    apps.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
 	})
 	wg.Add(1)
 	go func() {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -84,7 +86,7 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 			ConfigPath: files.ConfigPath, K3sBin: standin,
 			K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
 			K3sLogFile: filepath.Join(dir, "k3s.log"), SocketPath: n.socket, Kubeconfig: kubeconfig,
-			Env: agent.Environment{
+			Env: config.Environment{
 				InterfaceExists: func(name string) bool {
 					return h.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
 				},
@@ -92,7 +94,7 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 			},
 			InNetNS: h.Do, ConfigPollInterval: 100 * time.Millisecond,
 			SeedBackoffMin: 100 * time.Millisecond, SeedBackoffMax: 500 * time.Millisecond, K3sBackoffMin: 100 * time.Millisecond,
-			LeaderDurations: agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+			LeaderDurations: apps.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
 		})
 		wg.Add(1)
 		go func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/prereq"
@@ -399,17 +400,17 @@ func TestConsoleMigrate(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	appsDir, logDir := t.TempDir(), t.TempDir()
-	apps := map[string]agent.AppConfig{
-		"cons-mig": {UUID: "f2000000-0000-4000-8000-000000000001", DisplayName: "cons-mig", Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/cons:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: agent.AffinityPreferred},
+	appConfigs := map[string]apps.AppConfig{
+		"cons-mig": {UUID: "f2000000-0000-4000-8000-000000000001", DisplayName: "cons-mig", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/cons:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityPreferred},
 	}
-	writeJSON(t, filepath.Join(appsDir, "apps", "cons-mig.json"), apps["cons-mig"])
+	writeJSON(t, filepath.Join(appsDir, "apps", "cons-mig.json"), appConfigs["cons-mig"])
 	agents := map[string]*siteAgent{}
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
 	}
 	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
-	t.Cleanup(func() { cleanupApps(t, cs, dynClient(t, site), agents, appsDir, apps) })
+	t.Cleanup(func() { cleanupApps(t, cs, dynClient(t, site), agents, appsDir, appConfigs) })
 	waitAgents(t, all, "cons-mig", 60*time.Second, "running on node-c", runningOn("node-c"))
 
 	auditLog := t.TempDir() + "/audit.jsonl"

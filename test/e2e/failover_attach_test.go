@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -41,21 +41,21 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	cs, dyn, lh := clientset(t, site), dynClient(t, site), longhornClient(t, site)
 	appsDir, logDir := t.TempDir(), t.TempDir()
 	b := sitebox.NodeUUID("node-b")
-	safeVol := agent.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000000a", Name: "fo-safe-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
-	localVol := agent.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000000b", Name: "fo-local-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 1}
-	apps := map[string]agent.AppConfig{
-		"fo-safe": {UUID: "e4000000-0000-4000-8000-000000000001", DisplayName: "fo-safe", Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/safe:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{safeVol.UUID}},
-		"fo-local": {UUID: "e4000000-0000-4000-8000-000000000002", DisplayName: "fo-local", Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/local:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{localVol.UUID}},
+	safeVol := apps.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000000a", Name: "fo-safe-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
+	localVol := apps.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000000b", Name: "fo-local-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 1}
+	appConfigs := map[string]apps.AppConfig{
+		"fo-safe": {UUID: "e4000000-0000-4000-8000-000000000001", DisplayName: "fo-safe", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/safe:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{safeVol.UUID}},
+		"fo-local": {UUID: "e4000000-0000-4000-8000-000000000002", DisplayName: "fo-local", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/local:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{localVol.UUID}},
 	}
 	// fo-local's only replica on node-b, arranged before any agent lays
 	// the claim out.
 	placeOnlyReplica(t, dyn, localVol, "node-b")
-	for _, v := range []agent.VolumeConfig{safeVol, localVol} {
+	for _, v := range []apps.VolumeConfig{safeVol, localVol} {
 		writeJSON(t, filepath.Join(appsDir, "volumes", v.Name+".json"), v)
 	}
-	for name, a := range apps {
+	for name, a := range appConfigs {
 		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
 	}
 	agents := map[string]*siteAgent{}
@@ -70,13 +70,13 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 				}
 			}
 		}
-		cleanupApps(t, cs, dyn, agents, appsDir, apps)
-		for _, v := range []agent.VolumeConfig{safeVol, localVol} {
-			_ = cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(context.Background(), agent.ClaimName(v), metav1.DeleteOptions{})
+		cleanupApps(t, cs, dyn, agents, appsDir, appConfigs)
+		for _, v := range []apps.VolumeConfig{safeVol, localVol} {
+			_ = cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(context.Background(), apps.ClaimName(v), metav1.DeleteOptions{})
 		}
 	})
 	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
-	for name := range apps {
+	for name := range appConfigs {
 		waitAgents(t, all, name, 60*time.Second, "running on node-b", runningOn("node-b"))
 	}
 
@@ -95,7 +95,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 		t.Helper()
 		var pod *corev1.Pod
 		if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-			pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[name].UUID})
+			pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[name].UUID})
 			if err != nil {
 				return false, nil
 			}
@@ -114,7 +114,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	// stuckPod is the app's pod hanging terminating on node-b.
 	stuckPod := func(name string) string {
 		t.Helper()
-		pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + apps[name].UUID})
+		pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[name].UUID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 		return ""
 	}
 	// assertHeld: the replacement pod does not run, and says why.
-	assertHeld := func(name string, pod *corev1.Pod, held *corev1.Event, claim agent.VolumeConfig) {
+	assertHeld := func(name string, pod *corev1.Pod, held *corev1.Event, claim apps.VolumeConfig) {
 		t.Helper()
 		if held == nil {
 			t.Fatalf("%s: replacement %s on %s runs while %s's pod still hangs on lost node-b holding its volume", name, pod.Name, pod.Spec.NodeName, name)
@@ -142,19 +142,19 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 		if p.Status.Phase == corev1.PodRunning || kube.PodReady(p) {
 			t.Fatalf("%s: replacement %s runs while its volume is attached to node-b: %+v", name, p.Name, p.Status)
 		}
-		if at := attachedNode(t, lh, agent.ClaimName(claim)); at != "node-b" {
+		if at := attachedNode(t, lh, apps.ClaimName(claim)); at != "node-b" {
 			t.Fatalf("%s: volume attached to %q while the pod on node-b exists", name, at)
 		}
 		for _, a := range live {
-			if st, ok := a.app(name); !ok || st.KubeStatus == agent.KubeRunning {
+			if st, ok := a.app(name); !ok || st.KubeStatus == apps.KubeRunning {
 				t.Fatalf("%s: %s's agent reports it running: %+v", name, a.node, st)
 			}
 		}
 	}
 
 	// The partition: the guard holds, and so does the volume.
-	waitAnyTimeline(t, live, 90*time.Second, "fo-safe held while node-b answers", func(e agent.TimelineEvent) bool {
-		return e.App == "fo-safe" && e.Kind == agent.EventRefusal && strings.Contains(e.Message, "still answers")
+	waitAnyTimeline(t, live, 90*time.Second, "fo-safe held while node-b answers", func(e apps.TimelineEvent) bool {
+		return e.App == "fo-safe" && e.Kind == apps.EventRefusal && strings.Contains(e.Message, "still answers")
 	})
 	safePod, safeHeld := replacement("fo-safe")
 	assertHeld("fo-safe", safePod, safeHeld, safeVol)
@@ -162,27 +162,27 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	// node-b goes silent: the guard force-deletes fo-safe's pod, whose
 	// volume has up-to-date replicas elsewhere, and the app comes up there.
 	stillAnswers()
-	waitAnyTimeline(t, live, 60*time.Second, "fo-safe force-deleted", func(e agent.TimelineEvent) bool {
-		return e.App == "fo-safe" && e.Kind == agent.EventFailover && strings.Contains(e.Message, "force-deleting")
+	waitAnyTimeline(t, live, 60*time.Second, "fo-safe force-deleted", func(e apps.TimelineEvent) bool {
+		return e.App == "fo-safe" && e.Kind == apps.EventFailover && strings.Contains(e.Message, "force-deleting")
 	})
 	// And its volume's VolumeAttachment on node-b: the attach/detach
 	// controller would hold the volume there 6 min, node-b having last
 	// reported it in use.
-	waitAnyTimeline(t, live, 30*time.Second, "fo-safe's volume released from node-b", func(e agent.TimelineEvent) bool {
-		return e.App == "fo-safe" && e.Kind == agent.EventFailover && strings.Contains(e.Message, "VolumeAttachment") &&
-			strings.Contains(e.Message, claimPV(t, cs, agent.ClaimName(safeVol)))
+	waitAnyTimeline(t, live, 30*time.Second, "fo-safe's volume released from node-b", func(e apps.TimelineEvent) bool {
+		return e.App == "fo-safe" && e.Kind == apps.EventFailover && strings.Contains(e.Message, "VolumeAttachment") &&
+			strings.Contains(e.Message, claimPV(t, cs, apps.ClaimName(safeVol)))
 	})
 	view := waitAgents(t, live, "fo-safe", 60*time.Second, "running on node-a or node-c", func(v agentView) bool {
 		return v["node-a"].Node != "node-b" && (runningOn("node-a")(v) || runningOn("node-c")(v))
 	})
-	if at := attachedNode(t, lh, agent.ClaimName(safeVol)); at != view["node-a"].Node {
+	if at := attachedNode(t, lh, apps.ClaimName(safeVol)); at != view["node-a"].Node {
 		t.Fatalf("fo-safe runs on %s, its volume is attached to %q", view["node-a"].Node, at)
 	}
 
 	// fo-local's only replica is on node-b: the guard refuses, and its
 	// replacement stays held, as it would on real nodes.
-	refusal := waitAnyTimeline(t, live, 60*time.Second, "fo-local refused", func(e agent.TimelineEvent) bool {
-		return e.App == "fo-local" && e.Kind == agent.EventRefusal && !strings.Contains(e.Message, "still answers")
+	refusal := waitAnyTimeline(t, live, 60*time.Second, "fo-local refused", func(e apps.TimelineEvent) bool {
+		return e.App == "fo-local" && e.Kind == apps.EventRefusal && !strings.Contains(e.Message, "still answers")
 	})
 	if !strings.Contains(refusal.Message, "no up-to-date replica off node-b") {
 		t.Fatalf("the refusal does not say why: %q", refusal.Message)
@@ -192,7 +192,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	// The refused volume's VolumeAttachment on node-b stays, through a
 	// recheck of the evidence (every 10 s): only volumes judged safe are
 	// released.
-	localPV := claimPV(t, cs, agent.ClaimName(localVol))
+	localPV := claimPV(t, cs, apps.ClaimName(localVol))
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 12*time.Second, true, func(context.Context) (bool, error) {
 		if va := volumeAttachmentOf(t, cs, localPV, "node-b"); va == nil || va.DeletionTimestamp != nil {
 			return false, fmt.Errorf("fo-local's VolumeAttachment on node-b was removed though the guard refused its pod: %+v", va)
@@ -214,7 +214,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 		return err == nil && p.Status.Phase == corev1.PodRunning && kube.PodReady(p), nil
 	}); err != nil {
 		t.Fatalf("fo-local's replacement %s did not start once node-b returned and released the volume (attached to %q)",
-			localPod.Name, attachedNode(t, lh, agent.ClaimName(localVol)))
+			localPod.Name, attachedNode(t, lh, apps.ClaimName(localVol)))
 	}
 }
 

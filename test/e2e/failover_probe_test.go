@@ -13,12 +13,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 )
 
 // statusStandIns play the nodes' /status on the cluster network for the
 // in-process agents: sitebox's node addresses are not on this host, so the
-// probe (agent.ProbeStatus, the real HTTP GET) is pointed at a local
+// probe (apps.ProbeStatus, the real HTTP GET) is pointed at a local
 // address per node. A node that answers is a real HTTP server here, as a
 // partitioned node's agent would be; every other node is probed at a port
 // that refuses, as a powered-off node's would.
@@ -31,7 +31,7 @@ type statusStandIns struct {
 var siteStatus = &statusStandIns{addrs: map[string]string{}}
 
 // probe is the agents' NodeProbe.
-func (s *statusStandIns) probe(ctx context.Context, node *corev1.Node) agent.NodeLife {
+func (s *statusStandIns) probe(ctx context.Context, node *corev1.Node) apps.NodeLife {
 	s.mu.Lock()
 	addr, ok := s.addrs[node.Name]
 	if !ok {
@@ -45,7 +45,7 @@ func (s *statusStandIns) probe(ctx context.Context, node *corev1.Node) agent.Nod
 		addr = s.refused
 	}
 	s.mu.Unlock()
-	return agent.ProbeStatus(ctx, addr)
+	return apps.ProbeStatus(ctx, addr)
 }
 
 // answer makes node answer on /status until the returned stop is called
@@ -72,26 +72,26 @@ func (s *statusStandIns) answer(t *testing.T, node string) (stop func()) {
 
 // waitAnyTimeline waits until one of the agents' timelines holds a matching
 // event (the stats leader may move between them) and returns it.
-func waitAnyTimeline(t *testing.T, agents []*siteAgent, within time.Duration, what string, match func(agent.TimelineEvent) bool) agent.TimelineEvent {
+func waitAnyTimeline(t *testing.T, agents []*siteAgent, within time.Duration, what string, match func(apps.TimelineEvent) bool) apps.TimelineEvent {
 	t.Helper()
-	return until(t, within, what, func() (agent.TimelineEvent, bool) {
+	return until(t, within, what, func() (apps.TimelineEvent, bool) {
 		for _, a := range agents {
 			// A restarted agent has no apps part until it reaches the cluster.
-			if apps := a.agent.Apps(); apps != nil {
-				for _, e := range apps.Timeline() {
+			if appsPart := a.agent.Apps(); appsPart != nil {
+				for _, e := range appsPart.Timeline() {
 					if match(e) {
 						return e, true
 					}
 				}
 			}
 		}
-		return agent.TimelineEvent{}, false
-	}, func(agent.TimelineEvent) string {
+		return apps.TimelineEvent{}, false
+	}, func(apps.TimelineEvent) string {
 		var b strings.Builder
 		b.WriteString("timelines:")
 		for _, a := range agents {
-			if apps := a.agent.Apps(); apps != nil {
-				for _, e := range apps.Timeline() {
+			if appsPart := a.agent.Apps(); appsPart != nil {
+				for _, e := range appsPart.Timeline() {
 					fmt.Fprintf(&b, "\n  %s: %s %s %s %s", a.node, e.Time.Format(time.TimeOnly), e.Kind, e.App, e.Message)
 				}
 			}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -37,16 +37,16 @@ func TestStatsLeaderElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	d := apps.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
 	history := watchLeaseHistory(t, cs)
 	var mu sync.Mutex
 	var terms []term
-	electors := map[string]*agent.StatsLeader{}
+	electors := map[string]*apps.StatsLeader{}
 	cancels := map[string]context.CancelFunc{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
-		e := &agent.StatsLeader{Client: cs, Identity: node, Durations: d}
+		e := &apps.StatsLeader{Client: cs, Identity: node, Durations: d}
 		e.OnStarted = func() {
 			mu.Lock()
 			terms = append(terms, term{who: node, start: time.Now()})

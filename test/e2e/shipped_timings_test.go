@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -39,15 +39,15 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 
 	appsDir, logDir := t.TempDir(), t.TempDir()
 	b := sitebox.NodeUUID("node-b")
-	vol := agent.VolumeConfig{UUID: "5e1f0000-0000-4000-8000-00000000000a", Name: "ship-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
-	apps := map[string]agent.AppConfig{
-		"ship-web": {UUID: "5e1f0000-0000-4000-8000-000000000001", DisplayName: "ship-web", Activate: true, Kind: agent.KindContainer,
-			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, VolumeRefs: []string{vol.UUID}},
-		"ship-vm": {UUID: "5e1f0000-0000-4000-8000-000000000002", DisplayName: "ship-vm", Activate: true, Kind: agent.KindVM,
-			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: agent.AffinityPreferred, Resources: agent.AppResources{Memory: "512Mi"}},
+	vol := apps.VolumeConfig{UUID: "5e1f0000-0000-4000-8000-00000000000a", Name: "ship-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
+	appConfigs := map[string]apps.AppConfig{
+		"ship-web": {UUID: "5e1f0000-0000-4000-8000-000000000001", DisplayName: "ship-web", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vol.UUID}},
+		"ship-vm": {UUID: "5e1f0000-0000-4000-8000-000000000002", DisplayName: "ship-vm", Activate: true, Kind: apps.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, Resources: apps.AppResources{Memory: "512Mi"}},
 	}
 	writeJSON(t, filepath.Join(appsDir, "volumes", vol.Name+".json"), vol)
-	for name, a := range apps {
+	for name, a := range appConfigs {
 		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
 	}
 	agents := map[string]*siteAgent{}
@@ -56,7 +56,7 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 		t.Cleanup(agents[n].stop)
 	}
 	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
-	for name := range apps {
+	for name := range appConfigs {
 		waitAgents(t, all, name, 5*time.Minute, "running on node-b", runningOn("node-b"))
 	}
 
@@ -74,11 +74,11 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 	// attach/detach controller noticing the released VolumeAttachment
 	// (up to 60s), the VM's boot (10s), and room for the control plane on
 	// a busy machine.
-	within := 40*time.Second + 60*time.Second + 30*time.Second + agent.DefaultFailoverTimeout + time.Minute + 10*time.Second + 2*time.Minute
+	within := 40*time.Second + 60*time.Second + 30*time.Second + apps.DefaultFailoverTimeout + time.Minute + 10*time.Second + 2*time.Minute
 	for _, name := range []string{"ship-web", "ship-vm"} {
 		view := waitAgents(t, live, name, within-time.Since(start), "running off node-b", func(v agentView) bool {
 			for _, st := range v {
-				if st.KubeStatus != agent.KubeRunning || st.Node == "node-b" || st.Node == "" {
+				if st.KubeStatus != apps.KubeRunning || st.Node == "node-b" || st.Node == "" {
 					return false
 				}
 			}

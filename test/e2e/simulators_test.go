@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -35,20 +35,20 @@ func TestKubevirtAdmissionSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vols := map[string]agent.VolumeConfig{"e2e00000-0000-4000-8000-0000000000f1": {UUID: "e2e00000-0000-4000-8000-0000000000f1",
+	vols := map[string]apps.VolumeConfig{"e2e00000-0000-4000-8000-0000000000f1": {UUID: "e2e00000-0000-4000-8000-0000000000f1",
 		Name: "adm-disk", DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 1}}
-	app := agent.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f0", DisplayName: "adm-vm", Activate: true, Kind: agent.KindVM,
+	app := apps.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f0", DisplayName: "adm-vm", Activate: true, Kind: apps.KindVM,
 		Image: "registry.local/vm:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), VolumeRefs: []string{"e2e00000-0000-4000-8000-0000000000f1"},
-		Resources: agent.AppResources{Memory: "1Gi"}}
+		Resources: apps.AppResources{Memory: "1Gi"}}
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	create := func(l agent.Layout) error {
+	create := func(l apps.Layout) error {
 		_, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Create(t.Context(), l.Object, dry)
 		return err
 	}
-	for _, affinity := range []string{agent.AffinityPreferred, agent.AffinityRequired} {
+	for _, affinity := range []string{apps.AffinityPreferred, apps.AffinityRequired} {
 		a := app
 		a.Affinity = affinity
-		good, err := agent.LayoutApp(a, a.DesignatedNodeID, "node-b", vols, agent.PlacementOptions{})
+		good, err := apps.LayoutApp(a, a.DesignatedNodeID, "node-b", vols, apps.PlacementOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestKubevirtAdmissionSimulator(t *testing.T) {
 		}
 		// What the agent laid out before memory was required.
 		a.Resources.Memory = ""
-		bad, err := agent.LayoutApp(a, a.DesignatedNodeID, "node-b", vols, agent.PlacementOptions{})
+		bad, err := apps.LayoutApp(a, a.DesignatedNodeID, "node-b", vols, apps.PlacementOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,19 +66,19 @@ func TestKubevirtAdmissionSimulator(t *testing.T) {
 		}
 		// A disk whose volume is gone, and a volume with no source.
 		spec := []string{"spec"}
-		if bad.GVR == agent.GVRVMIRS {
+		if bad.GVR == apps.GVRVMIRS {
 			spec = []string{"spec", "template", "spec"}
 		}
 		noVolume := good.Object.DeepCopy()
 		volumes, _, _ := unstructured.NestedSlice(noVolume.Object, append(spec, "volumes")...)
 		_ = unstructured.SetNestedSlice(noVolume.Object, volumes[:1], append(spec, "volumes")...)
-		if err := create(agent.Layout{GVR: good.GVR, Object: noVolume}); err == nil || !strings.Contains(err.Error(), "no volume for disk 'adm-disk'") {
+		if err := create(apps.Layout{GVR: good.GVR, Object: noVolume}); err == nil || !strings.Contains(err.Error(), "no volume for disk 'adm-disk'") {
 			t.Fatalf("%s with a disk without a volume: %v, want it refused naming the disk", good.GVR.Resource, err)
 		}
 		noSource := good.Object.DeepCopy()
 		volumes[0] = map[string]any{"name": "rootdisk"}
 		_ = unstructured.SetNestedSlice(noSource.Object, volumes, append(spec, "volumes")...)
-		if err := create(agent.Layout{GVR: good.GVR, Object: noSource}); err == nil || !strings.Contains(err.Error(), "exactly one source type") {
+		if err := create(apps.Layout{GVR: good.GVR, Object: noSource}); err == nil || !strings.Contains(err.Error(), "exactly one source type") {
 			t.Fatalf("%s with a volume without a source: %v, want it refused", good.GVR.Resource, err)
 		}
 	}
@@ -132,7 +132,7 @@ func TestLonghornSimulatorIgnoresTheProductsDNId(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := agent.LayoutStorageClass(1)
+	sc, err := apps.LayoutStorageClass(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestLonghornSimulatorIgnoresTheProductsDNId(t *testing.T) {
 	}
 	claim := func(name string, knob string) {
 		t.Helper()
-		l, err := agent.LayoutVolume(placeVolume(name))
+		l, err := apps.LayoutVolume(placeVolume(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestLonghornSimulatorIgnoresTheProductsDNId(t *testing.T) {
 	}
 	var d1, k2 string
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		d1, k2 = replicaNode(agent.ClaimName(placeVolume("place-d1"))), replicaNode(agent.ClaimName(placeVolume("place-k2")))
+		d1, k2 = replicaNode(apps.ClaimName(placeVolume("place-d1"))), replicaNode(apps.ClaimName(placeVolume("place-k2")))
 		return d1 != "" && k2 != "", nil
 	}); err != nil {
 		t.Fatalf("replicas not placed: %q %q", d1, k2)
@@ -192,8 +192,8 @@ func TestLonghornSimulatorIgnoresTheProductsDNId(t *testing.T) {
 }
 
 // placeVolume is a one-replica volume whose designated node is node-c.
-func placeVolume(name string) agent.VolumeConfig {
-	return agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-0000000000" + map[string]string{"place-d1": "d1", "place-k2": "d2"}[name], Name: name,
+func placeVolume(name string) apps.VolumeConfig {
+	return apps.VolumeConfig{UUID: "e2e00000-0000-4000-8000-0000000000" + map[string]string{"place-d1": "d1", "place-k2": "d2"}[name], Name: name,
 		DesignatedNodeID: sitebox.NodeUUID("node-c"), Size: "1Gi", ReplicaCount: 1}
 }
 

@@ -11,7 +11,8 @@ import (
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -51,10 +52,10 @@ type DemoApp struct {
 
 // DemoApps are the demo site's apps: two VMs and two containers, one pinned.
 var DemoApps = []DemoApp{
-	{Name: "hmi", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d01", Kind: agent.KindVM, Node: "node-a", VNC: true},
-	{Name: "historian", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d02", Kind: agent.KindVM, Node: "node-b", Pinned: true},
-	{Name: "plc-gateway", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d03", Kind: agent.KindContainer, Node: "node-b"},
-	{Name: "mqtt-broker", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d04", Kind: agent.KindContainer, Node: "node-c"},
+	{Name: "hmi", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d01", Kind: apps.KindVM, Node: "node-a", VNC: true},
+	{Name: "historian", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d02", Kind: apps.KindVM, Node: "node-b", Pinned: true},
+	{Name: "plc-gateway", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d03", Kind: apps.KindContainer, Node: "node-b"},
+	{Name: "mqtt-broker", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d04", Kind: apps.KindContainer, Node: "node-c"},
 }
 
 // WriteDemoApps writes the demo site's app and volume configs under dir, as
@@ -62,18 +63,18 @@ var DemoApps = []DemoApp{
 // three-replica volume and is designated to its node by UUID.
 func WriteDemoApps(dir string) error {
 	for i, app := range DemoApps {
-		vol := agent.VolumeConfig{
+		vol := apps.VolumeConfig{
 			UUID: fmt.Sprintf("9a7e0000-0000-4000-8000-%012d", i+1), Name: app.Name + "-data",
 			DesignatedNodeID: NodeUUID(app.Node), Size: fmt.Sprintf("%dGi", 10*(i+1)), ReplicaCount: 3,
 		}
-		cfg := agent.AppConfig{
+		cfg := apps.AppConfig{
 			UUID: app.UUID, DisplayName: app.Name, Activate: true, Kind: app.Kind,
 			Image: "registry.local/" + app.Name + ":1.0", DesignatedNodeID: NodeUUID(app.Node),
-			Affinity: agent.AffinityPreferred, VolumeRefs: []string{vol.UUID},
-			Resources: agent.AppResources{CPU: "250m", Memory: "256Mi"},
+			Affinity: apps.AffinityPreferred, VolumeRefs: []string{vol.UUID},
+			Resources: apps.AppResources{CPU: "250m", Memory: "256Mi"},
 		}
 		if app.Pinned {
-			cfg.Affinity = agent.AffinityRequired
+			cfg.Affinity = apps.AffinityRequired
 		}
 		cfg.EnableVNC = app.VNC
 		for path, v := range map[string]any{
@@ -84,7 +85,7 @@ func WriteDemoApps(dir string) error {
 			if err != nil {
 				return err
 			}
-			if err := agent.WriteFileAtomic(path, append(data, '\n'), 0o644); err != nil {
+			if err := config.WriteFileAtomic(path, append(data, '\n'), 0o644); err != nil {
 				return err
 			}
 		}

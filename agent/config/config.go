@@ -1,6 +1,4 @@
-// Package agent is the node agent: its configuration, cluster formation
-// (role, k3s configuration, seed wait), and the state it publishes.
-package agent
+package config
 
 import (
 	"bytes"
@@ -86,9 +84,9 @@ func (e *ValidationError) Fields() []string {
 	return out
 }
 
-// ParseConfig decodes a config. Unknown fields are errors: a misspelt field
+// Parse decodes a config. Unknown fields are errors: a misspelt field
 // name would otherwise be silently ignored.
-func ParseConfig(data []byte) (*Config, error) {
+func Parse(data []byte) (*Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var c Config
@@ -104,13 +102,13 @@ func ParseConfig(data []byte) (*Config, error) {
 	return &c, nil
 }
 
-// LoadConfig reads and parses a config file.
-func LoadConfig(path string) (*Config, error) {
+// Load reads and parses a config file.
+func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cluster config: %w", err)
 	}
-	c, err := ParseConfig(data)
+	c, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -137,13 +135,13 @@ func HostEnvironment() Environment {
 }
 
 var (
-	uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	UUIDPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	// A Kubernetes node name is a DNS subdomain; k3s uses it as-is.
-	nodeNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	NodeNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	// Label keys and values as Kubernetes accepts them.
 	labelValuePattern = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
 	labelNamePattern  = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
-	clusterNameRegexp = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
+	ClusterNameRegexp = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
 )
 
 // MinTokenEntropyBytes is how much entropy a cluster token must carry.
@@ -171,13 +169,13 @@ func Validate(c *Config, env Environment) (*Validated, error) {
 
 	if c.ClusterName == "" {
 		add("cluster_name", "missing", "name the cluster, e.g. \"site1\"")
-	} else if !clusterNameRegexp.MatchString(c.ClusterName) {
+	} else if !ClusterNameRegexp.MatchString(c.ClusterName) {
 		add("cluster_name", fmt.Sprintf("%q is not a valid name", c.ClusterName), "use letters, digits, '-', '_' or '.', at most 63 characters")
 	}
 	checkUUID := func(field, value string) {
 		if value == "" {
 			add(field, "missing", "set it to a UUID like 7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60")
-		} else if !uuidPattern.MatchString(value) {
+		} else if !UUIDPattern.MatchString(value) {
 			add(field, fmt.Sprintf("%q is not a UUID", value), "use the 8-4-4-4-12 hex form")
 		}
 	}
@@ -185,7 +183,7 @@ func Validate(c *Config, env Environment) (*Validated, error) {
 	checkUUID("node_uuid", c.NodeUUID)
 	if c.NodeName == "" {
 		add("node_name", "missing", "set this node's name, e.g. \"node-a\"")
-	} else if len(c.NodeName) > 253 || !nodeNamePattern.MatchString(c.NodeName) {
+	} else if len(c.NodeName) > 253 || !NodeNamePattern.MatchString(c.NodeName) {
 		add("node_name", fmt.Sprintf("%q is not a valid Kubernetes node name", c.NodeName), "use lower-case letters, digits and '-'")
 	}
 	if c.ClusterType != "" && c.ClusterType != ClusterTypeK3s {
@@ -212,7 +210,7 @@ func Validate(c *Config, env Environment) (*Validated, error) {
 		prefixOK = true
 		if v.NodeIP == v.Network.Addr() {
 			add("cluster_ip_prefix", fmt.Sprintf("%s is the network address of %s", v.NodeIP, v.Network), "pick a host address inside the prefix")
-		} else if v.NodeIP == broadcast(v.Network) {
+		} else if v.NodeIP == Broadcast(v.Network) {
 			add("cluster_ip_prefix", fmt.Sprintf("%s is the broadcast address of %s", v.NodeIP, v.Network), "pick a host address inside the prefix")
 		}
 	}
@@ -226,7 +224,7 @@ func Validate(c *Config, env Environment) (*Validated, error) {
 		if prefixOK {
 			if !v.Network.Contains(ip) {
 				add("join_server_ip", fmt.Sprintf("%s is outside the cluster prefix %s", ip, v.Network), "the seed must be on the cluster LAN")
-			} else if ip == v.Network.Addr() || ip == broadcast(v.Network) {
+			} else if ip == v.Network.Addr() || ip == Broadcast(v.Network) {
 				add("join_server_ip", fmt.Sprintf("%s is not a host address of %s", ip, v.Network), "pick the seed's host address")
 			}
 			v.IsSeed = ip == v.NodeIP
@@ -326,7 +324,7 @@ func decryptConfigToken(c *Config, env Environment) (token Secret, field, proble
 	return token, "", "", ""
 }
 
-func broadcast(p netip.Prefix) netip.Addr {
+func Broadcast(p netip.Prefix) netip.Addr {
 	a := p.Masked().Addr().As4()
 	host := uint32(1)<<(32-p.Bits()) - 1
 	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
@@ -433,4 +431,18 @@ func (v *Validated) NodeLabels() []string {
 		labels = append(labels, k+"="+v.ResourceLabels[k])
 	}
 	return labels
+}
+
+// StatusPort is where every node answers GET /status on its cluster address.
+const StatusPort = 12346
+
+// WithJoinIP is the config with another seed address: the seed is the server
+// whose cluster address it is. A worker is never the seed, whatever address
+// it is given: that would turn it into a k3s server.
+func (v *Validated) WithJoinIP(ip netip.Addr) *Validated {
+	out := *v
+	cfg := *v.Config
+	cfg.JoinServerIP = ip.String()
+	out.Config, out.JoinIP, out.IsSeed = &cfg, ip, v.NodeIP == ip && !v.IsWorkerNode
+	return &out
 }

@@ -1,4 +1,4 @@
-package agent
+package apps
 
 import (
 	"cmp"
@@ -33,11 +33,12 @@ import (
 	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
-// AppsOptions configure the apps part of the agent.
-type AppsOptions struct {
+// Options configure the apps part of the agent.
+type Options struct {
 	NodeName string
 	// NodeUUID is this node's UUID; empty: read from its Node's node-uuid label.
 	NodeUUID string
@@ -125,9 +126,9 @@ const (
 	NodeDown     = "DOWN"
 )
 
-// AppsAgent gates, places and follows the apps from the watch-driven snapshot.
-type AppsAgent struct {
-	opts     AppsOptions
+// Agent gates, places and follows the apps from the watch-driven snapshot.
+type Agent struct {
+	opts     Options
 	snap     *kube.Snapshot
 	dyn      dynamic.Interface
 	log      *slog.Logger
@@ -183,12 +184,12 @@ type AppsAgent struct {
 	pass passes
 }
 
-// NewAppsAgent prepares the apps agent over a started snapshot.
+// New prepares the apps agent over a started snapshot.
 // DefaultFailoverTimeout is how long a pod may hang terminating on a lost
 // node before the failover guard judges it, unless configured.
 const DefaultFailoverTimeout = 60 * time.Second
 
-func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
+func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -216,7 +217,7 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: snap.Clients().Core.CoreV1().Events("")})
-	return &AppsAgent{
+	return &Agent{
 		opts: opts, snap: snap, dyn: dyn, log: opts.Log, broadcaster: broadcaster,
 		recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName}),
 		timeline:        NewTimeline(500),
@@ -236,21 +237,21 @@ func NewAppsAgent(opts AppsOptions, snap *kube.Snapshot) (*AppsAgent, error) {
 }
 
 // Apps returns the published app states, sorted by name.
-func (a *AppsAgent) Apps() []AppState {
+func (a *Agent) Apps() []AppState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.apps)
 }
 
 // Volumes returns the configured volumes as last published.
-func (a *AppsAgent) Volumes() []VolumeState {
+func (a *Agent) Volumes() []VolumeState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.volumes)
 }
 
 // Node returns this node's published status.
-func (a *AppsAgent) Node() NodeState {
+func (a *Agent) Node() NodeState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.node
@@ -259,15 +260,15 @@ func (a *AppsAgent) Node() NodeState {
 }
 
 // Timeline returns the agent's events, newest first.
-func (a *AppsAgent) Timeline() []TimelineEvent { return a.timeline.Events() }
+func (a *Agent) Timeline() []TimelineEvent { return a.timeline.Events() }
 
 // Subscribe returns a channel that receives a value after the published
 // state changed (coalesced), and a function to unsubscribe.
-func (a *AppsAgent) Subscribe() (<-chan struct{}, func()) { return a.changes.Subscribe() }
+func (a *Agent) Subscribe() (<-chan struct{}, func()) { return a.changes.Subscribe() }
 
-func (a *AppsAgent) notify() { a.changes.Notify() }
+func (a *Agent) notify() { a.changes.Notify() }
 
-func (a *AppsAgent) wake() {
+func (a *Agent) wake() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -275,7 +276,7 @@ func (a *AppsAgent) wake() {
 }
 
 // Run follows the config directory and the cluster until ctx ends.
-func (a *AppsAgent) Run(ctx context.Context) error {
+func (a *Agent) Run(ctx context.Context) error {
 	defer a.broadcaster.Shutdown()
 	// A fresh install has an apps directory without its subdirectories:
 	// make them. When the apps directory itself is missing (a partition not
@@ -381,7 +382,7 @@ func (w *watchedDirs) arm(root string) {
 	}
 }
 
-func (a *AppsAgent) loadFiles() {
+func (a *Agent) loadFiles() {
 	read := ReadAppFiles(a.opts.AppsDir)
 	a.mu.Lock()
 	prevErrors := a.set.Errors
@@ -399,7 +400,7 @@ func (a *AppsAgent) loadFiles() {
 
 // reconcile publishes the state, lays out this node's apps and acts on
 // failover. It returns when it wants to run again without a change (0: no).
-func (a *AppsAgent) reconcile(ctx context.Context, woke time.Time) time.Duration {
+func (a *Agent) reconcile(ctx context.Context, woke time.Time) time.Duration {
 	d := a.snap.Data()
 	synced := a.snap.Synced()
 	now := time.Now()
@@ -561,7 +562,7 @@ func readySince(n *corev1.Node) time.Time {
 }
 
 // followNodes records node readiness transitions and this node's status.
-func (a *AppsAgent) followNodes(d kube.Data, synced bool, now time.Time) {
+func (a *Agent) followNodes(d kube.Data, synced bool, now time.Time) {
 	st := NodeState{Node: a.opts.NodeName, UUID: a.opts.NodeUUID}
 	switch {
 	case !d.Health.Connected:
@@ -607,7 +608,7 @@ func (a *AppsAgent) followNodes(d kube.Data, synced bool, now time.Time) {
 	}
 }
 
-func (a *AppsAgent) followLeader(now time.Time) {
+func (a *Agent) followLeader(now time.Time) {
 	l := a.opts.Leader()
 	if l.IsLeader {
 		a.opts.Metrics.Leader.Set(1)
@@ -629,7 +630,7 @@ func (a *AppsAgent) followLeader(now time.Time) {
 // publish stores the app states, notes moves, and writes the state files.
 // publishVolumes publishes the volumes when they changed (volumes.json,
 // /v1/volumes).
-func (a *AppsAgent) publishVolumes(vols []VolumeState) {
+func (a *Agent) publishVolumes(vols []VolumeState) {
 	a.mu.Lock()
 	changed := !reflect.DeepEqual(a.volumes, vols)
 	a.volumes = vols
@@ -640,7 +641,7 @@ func (a *AppsAgent) publishVolumes(vols []VolumeState) {
 	}
 }
 
-func (a *AppsAgent) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
+func (a *Agent) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
 	now := time.Now()
 	a.mu.Lock()
 	prev := map[string]AppState{}
@@ -706,7 +707,7 @@ func (a *AppsAgent) publish(states []AppState, d kube.Data, nodes map[string]*co
 const clusterStateInterval = 10 * time.Second
 
 // noteMove records an app starting to run on another node than before.
-func (a *AppsAgent) noteMove(st AppState, now time.Time) {
+func (a *Agent) noteMove(st AppState, now time.Time) {
 	running := ""
 	if st.KubeStatus == KubeRunning {
 		running = st.Node
@@ -730,7 +731,7 @@ func (a *AppsAgent) noteMove(st AppState, now time.Time) {
 	}
 }
 
-func (a *AppsAgent) writeState(name string, v any) {
+func (a *Agent) writeState(name string, v any) {
 	if a.opts.StateDir == "" {
 		return
 	}
@@ -738,14 +739,14 @@ func (a *AppsAgent) writeState(name string, v any) {
 	if err != nil {
 		return
 	}
-	if err := WriteFileAtomic(filepath.Join(a.opts.StateDir, name), append(data, '\n'), 0o644); err != nil {
+	if err := config.WriteFileAtomic(filepath.Join(a.opts.StateDir, name), append(data, '\n'), 0o644); err != nil {
 		a.log.Warn("state file", "file", name, "err", err)
 	}
 }
 
 // place lays out the apps and volumes this node is the DNId of. It returns
 // when to retry a failed write (0: nothing to retry).
-func (a *AppsAgent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
+func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
 	if !a.placed.synced() || myUUID == "" {
 		return 0
 	}
@@ -994,7 +995,7 @@ type layoutSighting struct {
 
 // noteSightings records when this node first saw each workload as it
 // stands now, on its own monotonic clock, and forgets the ones gone.
-func (a *AppsAgent) noteSightings(now time.Time) {
+func (a *Agent) noteSightings(now time.Time) {
 	present := map[string]bool{}
 	for _, gvr := range a.placed.workloadGVRs() {
 		for _, obj := range a.placed.list(gvr) {
@@ -1007,7 +1008,7 @@ func (a *AppsAgent) noteSightings(now time.Time) {
 }
 
 // sighted is when this node first saw obj as it stands, now if it just did.
-func (a *AppsAgent) sighted(key string, obj metav1.Object, now time.Time) time.Time {
+func (a *Agent) sighted(key string, obj metav1.Object, now time.Time) time.Time {
 	id := LayoutSighting(obj)
 	if s, ok := a.layoutSeen[key]; ok && s.id == id {
 		return s.at
@@ -1029,7 +1030,7 @@ func layoutKey(gvr schema.GroupVersionResource, ns, name string) string {
 
 // noteOverrideRefusal puts a refused override on the timeline (and in the
 // log and an Event) once per reason, and forgets it when it clears.
-func (a *AppsAgent) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
+func (a *Agent) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
 	if a.overrideRefused[uuid] == refusal {
 		return
 	}
@@ -1043,7 +1044,7 @@ func (a *AppsAgent) noteOverrideRefusal(uuid, app, refusal string, now time.Time
 }
 
 // removeOverride drops a placement override the controller has overruled.
-func (a *AppsAgent) removeOverride(ctx context.Context, uuid string) {
+func (a *Agent) removeOverride(ctx context.Context, uuid string) {
 	patch, _ := json.Marshal(map[string]any{"data": map[string]any{uuid: nil}})
 	_, err := a.snap.Clients().Core.CoreV1().ConfigMaps(kube.AppNamespace).Patch(ctx, PlacementConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -1057,7 +1058,7 @@ func (a *AppsAgent) removeOverride(ctx context.Context, uuid string) {
 
 // failover judges app pods stuck terminating on lost nodes (leader only).
 // It returns when the next verdict could change (0: none pending).
-func (a *AppsAgent) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
+func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
 	next := time.Duration(0)
 	soon := func(wait time.Duration) {
 		if wait = max(wait, 10*time.Millisecond); next == 0 || wait < next {
@@ -1176,7 +1177,7 @@ type pendingRelease struct {
 // force-deleted pod's volumes on its lost node (AttachmentsToRelease), read
 // afresh from the API server, and records each in the timeline and as an
 // Event on the pod. An error leaves the release to be tried again.
-func (a *AppsAgent) releaseAttachments(ctx context.Context, r *pendingRelease, now time.Time) error {
+func (a *Agent) releaseAttachments(ctx context.Context, r *pendingRelease, now time.Time) error {
 	client := a.snap.Clients().Core.StorageV1().VolumeAttachments()
 	list, err := client.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -1213,7 +1214,7 @@ func (a *AppsAgent) releaseAttachments(ctx context.Context, r *pendingRelease, n
 
 // failoverEvidence probes the lost node (once per pass) and, only when it
 // is silent, reads the pod's claims afresh from the API server.
-func (a *AppsAgent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
+func (a *Agent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
 	life, ok := probed[node.Name]
 	if !ok {
 		life = a.opts.NodeProbe(ctx, node)

@@ -1,4 +1,4 @@
-package agent
+package apps
 
 import (
 	"net"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sitecon/sitecon/agent/localapi"
 )
 
 // Metrics are the agent's Prometheus metrics, on their own registry so the
@@ -57,7 +59,7 @@ func (m *Metrics) Serve(addr string) (*http.Server, net.Addr, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	srv := NewStatusServer(mux)
+	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	return srv, l.Addr(), nil
 }

@@ -1,8 +1,6 @@
-package agent
+package apps
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // App kinds and affinities as EVE's AppInstanceConfig names them.
@@ -148,24 +148,12 @@ func ReadAppFiles(dir string) AppFiles {
 	return out
 }
 
-func decodeStrict(data []byte, into any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("more than one JSON value in the file")
-	}
-	return nil
-}
-
 var labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
 
 // ParseAppConfig decodes and checks one app; the error lists every problem.
 func ParseAppConfig(data []byte) (AppConfig, error) {
 	var a AppConfig
-	if err := decodeStrict(data, &a); err != nil {
+	if err := config.DecodeStrict(data, &a); err != nil {
 		return AppConfig{}, fmt.Errorf("not an app config: %w", err)
 	}
 	if a.Affinity == "" {
@@ -173,7 +161,7 @@ func ParseAppConfig(data []byte) (AppConfig, error) {
 	}
 	var problems []string
 	add := func(field, msg string) { problems = append(problems, field+": "+msg) }
-	if !uuidPattern.MatchString(a.UUID) {
+	if !config.UUIDPattern.MatchString(a.UUID) {
 		add("uuid", fmt.Sprintf("%q is not a UUID", a.UUID))
 	}
 	if a.DisplayName == "" {
@@ -187,7 +175,7 @@ func ParseAppConfig(data []byte) (AppConfig, error) {
 	if a.Image == "" {
 		add("image", "missing")
 	}
-	if !uuidPattern.MatchString(a.DesignatedNodeID) {
+	if !config.UUIDPattern.MatchString(a.DesignatedNodeID) {
 		add("designated_node_id", fmt.Sprintf("%q is not a node UUID", a.DesignatedNodeID))
 	}
 	if a.Affinity != AffinityPreferred && a.Affinity != AffinityRequired {
@@ -202,7 +190,7 @@ func ParseAppConfig(data []byte) (AppConfig, error) {
 		}
 	}
 	for _, ref := range a.VolumeRefs {
-		if !uuidPattern.MatchString(ref) {
+		if !config.UUIDPattern.MatchString(ref) {
 			add("volume_refs", fmt.Sprintf("%q is not a volume UUID", ref))
 		}
 	}
@@ -236,17 +224,17 @@ func ParseAppConfig(data []byte) (AppConfig, error) {
 // ParseVolumeConfig decodes and checks one volume.
 func ParseVolumeConfig(data []byte) (VolumeConfig, error) {
 	var v VolumeConfig
-	if err := decodeStrict(data, &v); err != nil {
+	if err := config.DecodeStrict(data, &v); err != nil {
 		return VolumeConfig{}, fmt.Errorf("not a volume config: %w", err)
 	}
 	var problems []string
-	if !uuidPattern.MatchString(v.UUID) {
+	if !config.UUIDPattern.MatchString(v.UUID) {
 		problems = append(problems, fmt.Sprintf("uuid: %q is not a UUID", v.UUID))
 	}
 	if v.Name == "" {
 		problems = append(problems, "name: missing")
 	}
-	if !uuidPattern.MatchString(v.DesignatedNodeID) {
+	if !config.UUIDPattern.MatchString(v.DesignatedNodeID) {
 		problems = append(problems, fmt.Sprintf("designated_node_id: %q is not a node UUID", v.DesignatedNodeID))
 	}
 	if q, err := resource.ParseQuantity(v.Size); err != nil || q.Sign() <= 0 {

@@ -1,4 +1,4 @@
-package agent
+package apps
 
 import (
 	"encoding/json"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kvv1 "kubevirt.io/api/core/v1"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -431,7 +432,7 @@ func TestMergeAppFilesUnreadableDirectoryHolds(t *testing.T) {
 	vol := VolumeConfig{UUID: volID, Name: "plc-data", DesignatedNodeID: nodeA, Size: "1Gi", ReplicaCount: 3}
 	for path, v := range map[string]any{filepath.Join(dir, "apps", "plc.json"): a, filepath.Join(dir, "volumes", "data.json"): vol} {
 		data, _ := json.Marshal(v)
-		if err := WriteFileAtomic(path, data, 0o644); err != nil {
+		if err := config.WriteFileAtomic(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

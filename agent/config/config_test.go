@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ func TestParseConfig(t *testing.T) {
 	 "is_worker_node": false, "join_server_ip": "10.244.244.1",
 	 "token_file": "/persist/sitecon/token", "encrypted_cluster_token": null,
 	 "node_name": "node-b", "node_uuid": "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "resource_labels": {"gpu": "2"}}`
-	c, err := ParseConfig([]byte(good))
+	c, err := Parse([]byte(good))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestParseConfig(t *testing.T) {
 		"wrong type":     `{"is_worker_node": "yes"}`,
 		"truncated":      `{"cluster_name": "x"`,
 	} {
-		if _, err := ParseConfig([]byte(bad)); err == nil {
+		if _, err := Parse([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted %s", name, bad)
 		}
 	}
@@ -181,31 +181,4 @@ func TestEntropyBits(t *testing.T) {
 			t.Errorf("%q: %.0f bits, pass=%v want %v", c.token, EntropyBits(c.token), got, c.pass)
 		}
 	}
-}
-
-func FuzzParseAndValidateConfig(f *testing.F) {
-	seed, _ := json.Marshal(validConfig())
-	f.Add(seed)
-	f.Add([]byte(`{"cluster_ip_prefix": "10.0.0.255/24", "join_server_ip": "10.0.0.0"}`))
-	f.Add([]byte(`{"resource_labels": {"a/b": "c"}, "encrypted_cluster_token": {"x": 1}}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseConfig(data)
-		if err != nil {
-			return
-		}
-		v, err := Validate(c, testEnv(goodToken))
-		if err != nil {
-			var verr *ValidationError
-			if !errors.As(err, &verr) || len(verr.Problems) == 0 {
-				t.Fatalf("validation failed without naming a field: %v", err)
-			}
-			return
-		}
-		// Whatever validates renders, and the addresses it renders are in
-		// the prefix.
-		k := RenderK3s(v, DefaultK3sPaths, false)
-		if !v.Network.Contains(v.NodeIP) || !v.Network.Contains(v.JoinIP) || len(k.Files) == 0 {
-			t.Fatalf("validated config renders outside its prefix: %+v", v)
-		}
-	})
 }

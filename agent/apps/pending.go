@@ -1,4 +1,4 @@
-package agent
+package apps
 
 import (
 	"sync"
@@ -53,7 +53,7 @@ func (s *passes) end(next time.Duration) {
 }
 
 // Pending returns what the apps agent has in hand (see Pending).
-func (a *AppsAgent) Pending() Pending {
+func (a *Agent) Pending() Pending {
 	a.pass.mu.Lock()
 	defer a.pass.mu.Unlock()
 	p := a.pass.p

@@ -1,4 +1,4 @@
-package agent
+package apps
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -319,7 +321,7 @@ func ProbeStatus(ctx context.Context, addr string) NodeLife {
 	}
 	resp, err := probeClient.Do(req)
 	if err != nil {
-		return NodeLife{Detail: fmt.Sprintf("GET %s/status: %v", addr, unwrapURL(err))}
+		return NodeLife{Detail: fmt.Sprintf("GET %s/status: %v", addr, localapi.URLErrorCause(err))}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 256))
 	resp.Body.Close()
@@ -332,7 +334,7 @@ func ProbeStatus(ctx context.Context, addr string) NodeLife {
 func ProbeNodeStatus(ctx context.Context, node *corev1.Node) NodeLife {
 	for _, a := range node.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP && a.Address != "" {
-			return ProbeStatus(ctx, net.JoinHostPort(a.Address, strconv.Itoa(StatusPort)))
+			return ProbeStatus(ctx, net.JoinHostPort(a.Address, strconv.Itoa(config.StatusPort)))
 		}
 	}
 	return NodeLife{Alive: true, Detail: "no InternalIP to probe; its death cannot be shown"}

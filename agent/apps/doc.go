@@ -1,0 +1,17 @@
+// Package apps is the agent's apps part: it reads the app and volume
+// config files, decides which node each app belongs on (DNId gating,
+// on-site overrides), lays out the workloads and claims this node is the
+// designated node of, detects migrations, judges failover when a node is
+// lost, keeps the timeline, elects the stats leader, and counts its work
+// in Prometheus metrics.
+//
+// Where things are:
+//   - apps.go: the Agent (the apps part), its options, its reconcile loop
+//     and the state it publishes.
+//   - appconfig.go: reading and checking the app and volume files.
+//   - gating.go: what each app's state is and whether this node places it.
+//   - placement.go: the desired layout of an app, a volume, a storage
+//     class, and whether a write over another node's layout may happen.
+//   - failover.go: the evidence and the verdict for a pod on a lost node.
+//   - timeline.go, leader.go, metrics.go, pending.go.
+package apps

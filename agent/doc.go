@@ -1,0 +1,28 @@
+// Package agent is the node agent (`sitecon agent`) and its bootstrap: it
+// decides the node's role, writes k3s's config files, puts the cluster
+// address on the cluster interface, waits for the seed, supervises k3s,
+// answers /status on the cluster address, and starts the apps part once
+// the node is in the cluster.
+//
+// Where things are:
+//   - agent.go: the Agent, its options and the state it publishes; Run.
+//   - configwatch.go: re-reading the config file, and what a missing or
+//     bad one does (nothing, for a while); the leave request.
+//   - bringup.go: one bring-up of an applied config (address, /status,
+//     k3s config, the seed wait, k3s).
+//   - clusterlink.go: the link to the running cluster (snapshot, the apps
+//     part, the stats leader, the seed follower, join-bundle clean-up).
+//   - k3s.go, supervisor.go: k3s's config files and its process.
+//   - seed*.go, initonce.go, formed.go: which server is the seed, and the
+//     rule that a cluster is initialised once.
+//   - status.go, securetoken.go: /status and checking the seed's CA.
+//   - form*.go, join*.go, leaverequest.go: offline formation, join
+//     bundles and join-info, and leaving on request.
+//   - endpoints.go: what the agent answers on its local socket.
+//
+// The parts it is built from are packages of their own: agent/config (the
+// config file, its validation, the token), agent/apps (config files for
+// apps and volumes, DNId gating, placement, failover, the timeline, the
+// stats leader, metrics) and agent/localapi (the socket's server and
+// client).
+package agent

@@ -1,0 +1,40 @@
+package agent
+
+import (
+	"net/http"
+
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/localapi"
+)
+
+// serveLocalAPI serves the agent's state, its apps part's state and its
+// timeline on its unix socket, mode 0600.
+func (a *Agent) serveLocalAPI() (*http.Server, error) {
+	return localapi.Serve(a.opts.SocketPath, map[string]func() any{
+		localapi.PathAgent:  func() any { return a.State() },
+		localapi.PathLeader: func() any { return a.LeaderState() },
+		// The apps part's endpoints answer empty lists until it runs, so a
+		// reader never has to tell "none" from "not yet" by an error.
+		localapi.PathApps:    func() any { return orEmpty(a.Apps(), (*apps.Agent).Apps) },
+		localapi.PathVolumes: func() any { return orEmpty(a.Apps(), (*apps.Agent).Volumes) },
+		localapi.PathEvents:  func() any { return orEmpty(a.Apps(), (*apps.Agent).Timeline) },
+		localapi.PathNode: func() any {
+			if part := a.Apps(); part != nil {
+				return part.Node()
+			}
+			return apps.NodeState{Node: a.State().Node, Status: apps.NodeDown, Reason: "not connected to the cluster yet"}
+		},
+	})
+}
+
+// orEmpty is list(part), or an empty list (JSON [], not null) while the
+// apps part does not run.
+func orEmpty[T any](part *apps.Agent, list func(*apps.Agent) []T) []T {
+	if part == nil {
+		return []T{}
+	}
+	if out := list(part); out != nil {
+		return out
+	}
+	return []T{}
+}
