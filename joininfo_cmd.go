@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 
@@ -33,7 +34,7 @@ in the cluster prefix unless --node-ip says otherwise.`,
 			if cmd.Name() == "add" {
 				action = "add-node"
 			}
-			detail := "role " + req.Role + ", address " + orDefault(req.NodeIP, "the first free one")
+			detail := "role " + req.Role + ", address " + cmp.Or(req.NodeIP, "the first free one")
 			if g.readOnly {
 				rec := audit.Record{Action: action, Target: req.NodeName, Detail: detail}
 				return refuseReadOnly(g, rec, fmt.Errorf("read-only mode (--readonly or SITECON_READONLY): %s not shown (it carries the cluster token)", action))

@@ -2,8 +2,6 @@
 package main
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,16 +13,12 @@ import (
 	"syscall"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent"
-	"github.com/sitecon/sitecon/agent/apps"
-	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
@@ -180,7 +174,7 @@ with the node they run on.`,
 			}
 			if watch {
 				snap.Start(cmd.Context())
-				return watchStatus(cmd.Context(), cmd.OutOrStdout(), snap, agentSocket, format)
+				return views.WatchStatus(cmd.Context(), cmd.OutOrStdout(), snap, agentSocket, format)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -191,7 +185,7 @@ with the node they run on.`,
 				}
 				return err
 			}
-			report := views.StatusReport{ClusterStatus: snap.Status(), Agent: agentSummary(cmd.Context(), agentSocket)}
+			report := views.StatusReport{ClusterStatus: snap.Status(), Agent: views.ReadAgentSummary(cmd.Context(), agentSocket)}
 			return views.WriteStatus(cmd.OutOrStdout(), report, time.Now(), format)
 		},
 	}
@@ -202,102 +196,9 @@ with the node they run on.`,
 	return cmd
 }
 
-// watchStatus redraws the status on every change of the snapshot, at most
-// twice a second, and once a second so ages stay current. It keeps going when
-// the API server goes away, showing the last data and how stale it is.
-func watchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, agentSocket string, format views.Format) error {
-	changes, unsubscribe := snap.Subscribe()
-	defer unsubscribe()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	const minInterval = 500 * time.Millisecond
-	var last time.Time
-	for {
-		if wait := minInterval - time.Since(last); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(wait):
-			}
-		}
-		last = time.Now()
-		var buf bytes.Buffer
-		buf.WriteString("\x1b[H\x1b[2J") // home and clear: a full redraw, like watch(1)
-		fmt.Fprintf(&buf, "sitecon status, %s   (Ctrl-C to quit)\n\n", last.Format("15:04:05"))
-		if !snap.Synced() {
-			h := snap.Health()
-			// An API error quotes what the server (or a proxy) said.
-			fmt.Fprintf(&buf, "waiting for the API server: %s\n", ui.Clean(orDefault(h.LastError, "connecting")))
-		} else if err := views.WriteStatus(&buf, views.StatusReport{ClusterStatus: snap.Status(), Agent: agentSummary(ctx, agentSocket)}, last, format); err != nil {
-			return err
-		}
-		if _, err := out.Write(buf.Bytes()); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changes:
-		case <-tick.C:
-		}
-	}
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// agentSummary asks this node's agent for its state over its socket, and says
-// plainly why when it cannot.
-func agentSummary(ctx context.Context, socket string) *views.AgentSummary {
-	sum := &views.AgentSummary{Socket: socket}
-	if _, err := os.Stat(socket); err != nil {
-		sum.Problem = "no agent socket at " + socket
-		return sum
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	st, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent)
-	if err != nil {
-		sum.Problem = fmt.Sprintf("its socket %s does not answer: %v", socket, err)
-		return sum
-	}
-	sum.Running = true
-	sum.Node, sum.Role, sum.Phase, sum.Since = st.Node, string(st.Role), string(st.Phase), st.Since
-	sum.Attempts, sum.LastError, sum.ConfigError = st.Attempts, st.LastError, st.ConfigError
-	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
-	// An agent without the apps part answers an empty timeline.
-	if events, err := localapi.Get[[]apps.TimelineEvent](ctx, socket, localapi.PathEvents); err == nil {
-		for _, e := range events {
-			sum.Events = append(sum.Events, views.AgentEvent{Time: e.Time, Kind: e.Kind, Subject: cmp.Or(e.App, e.Node), Message: e.Message, Warning: e.Warning})
-		}
-	}
-	return sum
-}
-
-// auditEvents are the latest actions recorded on this device, for the
-// Events screen, from a tail of the log: each poll reads only what was
-// appended since the last.
-func auditEvents(tail *audit.Tail) []views.AgentEvent {
-	recs, _ := tail.Latest()
-	var out []views.AgentEvent
-	for _, r := range recs {
-		msg := r.Outcome + " by " + r.User
-		if r.Error != "" {
-			msg += ": " + r.Error
-		}
-		out = append(out, views.AgentEvent{Source: "audit", Time: r.Time, Kind: r.Action, Subject: r.Target, Message: msg,
-			Warning: r.Outcome == audit.OutcomeRefused || r.Outcome == audit.OutcomeFailed})
-	}
-	return out
-}
-
-// runConsole opens the console. It starts even when the cluster cannot be
-// read (it shows why, and the agent's local state) and never exits on its
-// own: only q or Ctrl-C end it.
+// runConsole opens the console with what the flags say: the cluster (or
+// why it cannot be read), the agent's socket, the audit log, and the join
+// info of this node's cluster config for :add and :replace.
 func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig string) error {
 	if g.logFile == "" {
 		dir, err := os.UserCacheDir()
@@ -314,32 +215,15 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 	defer closeLog()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var snap *kube.Snapshot
-	problem := ""
+	opts := views.ConsoleOptions{AgentSocket: agentSocket, ReadOnly: g.readOnly, AuditPath: g.auditLog, Log: log}
 	if cfg, err := g.restConfig(); err != nil {
-		problem = err.Error()
-	} else if snap, err = kube.NewSnapshot(cfg, log.With("component", "snapshot")); err != nil {
-		problem = err.Error()
+		opts.Problem = err.Error()
+	} else if opts.Snap, err = kube.NewSnapshot(cfg, log.With("component", "snapshot")); err != nil {
+		opts.Problem = err.Error()
 	} else {
+		snap := opts.Snap
 		snap.Start(ctx)
-	}
-	uiCtx := ui.NewContext(lipgloss.DefaultRenderer(), time.Now, log)
-	uiCtx.ReadOnly = g.readOnly
-	app := views.NewApp(uiCtx)
-	var actions *views.Actions
-	if !g.readOnly {
-		// Actions and :form need the audit log; without a cluster the
-		// cluster actions say so themselves, :form does not need one.
-		actions = &views.Actions{Snap: snap}
-		if auditLog, err := audit.Open(g.auditLog); err != nil {
-			actions.Unavailable = err.Error()
-		} else {
-			actions.Audit = auditLog
-		}
-		app.SetActions(actions)
-	}
-	if actions != nil && snap != nil {
-		actions.JoinInfo = func(role, name, uuid, ip string) (string, error) {
+		opts.JoinInfo = func(role, name, uuid, ip string) (string, error) {
 			// The bundle carries the seed in effect and a free address,
 			// both from the snapshot once synced: no request here.
 			text, _, err := agent.MakeJoinInfo(clusterConfig, agent.ViewOf(snap.Data(), snap.Synced()),
@@ -347,28 +231,11 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 			return text, err
 		}
 	}
-	if !g.readOnly {
-		// :form forms a new cluster from the console, as the seed, into the
-		// default config directory.
-		app.SetFormWizard(func() *views.FormWizard {
-			var result *agent.Formed
-			return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)
-		})
+	// :form forms a new cluster from the console, as the seed, into the
+	// default config directory.
+	opts.FormWizard = func(uiCtx *ui.Context) *views.FormWizard {
+		var result *agent.Formed
+		return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)
 	}
-	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
-	auditTail := audit.NewTail(g.auditLog, 200)
-	go views.Feed(ctx, snap, func(ctx context.Context) *views.AgentSummary {
-		sum := agentSummary(ctx, agentSocket)
-		sum.Events = append(sum.Events, auditEvents(auditTail)...)
-		return sum
-	}, problem, prog.Send)
-	log.Info("console started", "readonly", g.readOnly)
-	_, err = prog.Run()
-	// A signal (the SSH session's SIGHUP) ended the console, maybe with an
-	// action under way: its outcome is recorded before the process goes.
-	app.Abandon(context.Cause(ctx))
-	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return views.RunConsole(ctx, opts)
 }

@@ -1,0 +1,81 @@
+package views
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// ConsoleOptions is what the console runs with; the command line decides
+// each of them.
+type ConsoleOptions struct {
+	// Snap is the cluster, started; nil when it cannot be read, with
+	// Problem saying why (the console still opens and shows the agent).
+	Snap    *kube.Snapshot
+	Problem string
+	// AgentSocket is this node's agent's local API.
+	AgentSocket string
+	// ReadOnly hides every action and :form.
+	ReadOnly bool
+	// AuditPath is the audit log: actions are recorded there and its tail
+	// is shown on the events screen.
+	AuditPath string
+	// JoinInfo makes a new node's join bundle for :add and :replace; nil
+	// where this device holds no cluster config.
+	JoinInfo func(role, name, uuid, ip string) (string, error)
+	// FormWizard builds the :form wizard.
+	FormWizard func(*ui.Context) *FormWizard
+	Log        *slog.Logger
+}
+
+// RunConsole runs the console until q, Ctrl-C or ctx ends. It starts even
+// when the cluster cannot be read (it shows why, and the agent's local
+// state) and never exits on its own.
+func RunConsole(ctx context.Context, opts ConsoleOptions) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	uiCtx := ui.NewContext(lipgloss.DefaultRenderer(), time.Now, opts.Log)
+	uiCtx.ReadOnly = opts.ReadOnly
+	app := NewApp(uiCtx)
+	if !opts.ReadOnly {
+		// Actions and :form need the audit log; without a cluster the
+		// cluster actions say so themselves, :form does not need one.
+		actions := &Actions{Snap: opts.Snap}
+		if auditLog, err := audit.Open(opts.AuditPath); err != nil {
+			actions.Unavailable = err.Error()
+		} else {
+			actions.Audit = auditLog
+		}
+		if opts.Snap != nil {
+			actions.JoinInfo = opts.JoinInfo
+		}
+		app.SetActions(actions)
+		if opts.FormWizard != nil {
+			app.SetFormWizard(func() *FormWizard { return opts.FormWizard(uiCtx) })
+		}
+	}
+	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
+	auditTail := audit.NewTail(opts.AuditPath, 200)
+	go Feed(ctx, opts.Snap, func(ctx context.Context) *AgentSummary {
+		sum := ReadAgentSummary(ctx, opts.AgentSocket)
+		sum.Events = append(sum.Events, AuditEvents(auditTail)...)
+		return sum
+	}, opts.Problem, prog.Send)
+	opts.Log.Info("console started", "readonly", opts.ReadOnly)
+	_, err := prog.Run()
+	// A signal (the SSH session's SIGHUP) ended the console, maybe with an
+	// action under way: its outcome is recorded before the process goes.
+	app.Abandon(context.Cause(ctx))
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
