@@ -284,7 +284,9 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.mu.Lock()
 				a.applied = v
 				a.state.Node, a.state.Cluster, a.state.ClusterID = v.NodeName, v.ClusterName, v.ClusterID
-				a.state.Role, a.state.ClusterIP, a.state.ConfigError = DecideRole(v), v.NodeIP.String(), ""
+				// The role is the bring-up's to say: it follows the seed in
+				// effect, which the config alone does not know.
+				a.state.Role, a.state.ClusterIP, a.state.ConfigError = "", v.NodeIP.String(), ""
 				a.mu.Unlock()
 				bctx, cancel := context.WithCancel(ctx)
 				current.cancel, current.done = cancel, make(chan struct{})

@@ -27,7 +27,13 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	disk := v
 	seed := a.seedInEffect(v)
 	v = seed.Config
+	// The role is decided here, once per bring-up, from the seed in
+	// effect; everything after (the kubeconfig, the member list, k3s's
+	// config, the access grant) takes it from here.
 	role := DecideRole(v)
+	a.mu.Lock()
+	a.state.Role = role
+	a.mu.Unlock()
 	a.setPhase(PhaseConfiguring, nil)
 	a.attempt(nil)
 	addressed := a.retry(ctx, func() bool {
@@ -53,7 +59,10 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	a.prefix, a.state.ClusterIPReady = v.Prefix, true
 	a.mu.Unlock()
 
-	member := a.linkCluster(ctx, disk)
+	member := a.linkCluster(ctx, disk, role)
+	// Whatever ends this bring-up, its link (and the seed follower, which
+	// writes k3s's config) ends before the next bring-up writes.
+	defer member.wait()
 	// Every bring-up step is retried under the capped backoff: what makes
 	// one fail (the address still held by a dying listener, a read-only
 	// file system at boot) passes, and the node must get there by itself.
@@ -138,7 +147,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		snap := member.snap
 		member.mu.Unlock()
 		go a.recordCluster(ctx, snap, v)
-		if DecideRole(v) != RoleAgent {
+		if role != RoleAgent {
 			go a.grantAgentAccess(ctx, snap)
 		}
 	})

@@ -19,87 +19,114 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
-// clusterLink is this node's link to its cluster once k3s runs: it connects
-// the snapshot when a kubeconfig exists, starts the work that needs the
-// cluster, and follows this node's own Node object (is it a member, has
-// it joined).
+// clusterLink is this node's link to its cluster once k3s runs: it
+// connects the snapshot when the kubeconfig exists, hands it to whoever
+// starts the work that needs the cluster, and follows this node's own Node
+// object (is it a member, has it joined). It holds no pointer back into the
+// Agent: what the Agent does on connecting is the connected callback.
 type clusterLink struct {
-	a        *Agent
-	node     string
-	nodeUUID string
-	v        *config.Validated
-	mu       sync.Mutex
-	snap     *kube.Snapshot
+	node       string
+	kubeconfig string
+	log        *slog.Logger
+	connected  func(ctx context.Context, snap *kube.Snapshot)
+	// running is the link's goroutine: connecting, then following the
+	// seed until the bring-up ends.
+	running sync.WaitGroup
+	mu      sync.Mutex
+	snap    *kube.Snapshot
 }
 
-func (a *Agent) linkCluster(ctx context.Context, v *config.Validated) *clusterLink {
-	m := &clusterLink{a: a, node: v.NodeName, nodeUUID: v.NodeUUID, v: v}
-	go m.connect(ctx)
-	return m
-}
-
-// connect starts the snapshot once a kubeconfig exists: k3s writes its own
-// only after it started.
-func (m *clusterLink) connect(ctx context.Context) {
-	path := m.a.opts.Kubeconfig
-	if path == "" {
-		path = kube.K3sKubeconfig
+// linkCluster links the bring-up of v to its cluster: once connected, the
+// cluster work starts and the seed follower keeps k3s's config pointed at
+// the cluster's current seed.
+func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role) *clusterLink {
+	kubeconfig := a.opts.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = kube.K3sKubeconfig
 		// `k3s agent` writes no admin kubeconfig: a worker reaches the
 		// cluster as k3s's own controllers do (the servers grant that
 		// identity the agent's rules, grantAgentAccess).
-		if DecideRole(m.v) == RoleAgent {
-			path = K3sControllerKubeconfig(m.a.opts.K3sPaths)
+		if role == RoleAgent {
+			kubeconfig = K3sControllerKubeconfig(a.opts.K3sPaths)
 		}
 	}
+	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log,
+		connected: func(ctx context.Context, snap *kube.Snapshot) {
+			a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role)
+			a.followSeed(ctx, snap, v)
+		}}
+	m.running.Add(1)
+	go func() {
+		defer m.running.Done()
+		m.connect(ctx)
+	}()
+	return m
+}
+
+// wait returns once the link's goroutine has ended (its context ended):
+// the seed follower rewrites k3s's config, and a bring-up that returns
+// before its follower stopped would leave two writers of those files.
+func (m *clusterLink) wait() { m.running.Wait() }
+
+// connect starts the snapshot once the kubeconfig exists: k3s writes its
+// own only after it started.
+func (m *clusterLink) connect(ctx context.Context) {
 	for {
-		if _, err := os.Stat(path); err == nil {
+		if _, err := os.Stat(m.kubeconfig); err == nil {
 			break
 		}
 		if !sleepCtx(ctx, time.Second) {
 			return
 		}
 	}
-	cfg, err := kube.LoadRESTConfig(path, "")
+	cfg, err := kube.LoadRESTConfig(m.kubeconfig, "")
 	if err != nil {
-		m.a.log.Error("kubeconfig", "err", err)
+		m.log.Error("kubeconfig", "err", err)
 		return
 	}
-	snap, err := newAgentSnapshot(cfg, m.a.log)
+	snap, err := newAgentSnapshot(cfg, m.log)
 	if err != nil {
-		m.a.log.Error("snapshot", "err", err)
+		m.log.Error("snapshot", "err", err)
 		return
 	}
 	snap.Start(ctx)
 	m.mu.Lock()
 	m.snap = snap
 	m.mu.Unlock()
-	m.a.startClusterWork(ctx, snap, m.node, m.nodeUUID)
-	// Later restarts must join through the cluster's current seed.
-	follower := &SeedFollower{Config: m.v, Paths: m.a.opts.K3sPaths,
-		RecordPath: SeedRecordFile(m.a.opts.ConfigPath), Log: m.a.log.With("component", "seed"),
+	m.connected(ctx, snap)
+}
+
+// followSeed keeps k3s's config pointed at the cluster's current seed
+// (later restarts must join through it) until ctx ends. While k3s runs it
+// is the only writer of k3s's config: the bring-up wrote it before
+// starting k3s and waits for it before returning.
+func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
+	follower := &SeedFollower{Config: v, Paths: a.opts.K3sPaths,
+		RecordPath: SeedRecordFile(a.opts.ConfigPath), Log: a.log.With("component", "seed"),
 		OnRender: func(ip netip.Addr) {
-			m.a.mu.Lock()
-			m.a.state.SeedAddress = ip.String()
-			m.a.mu.Unlock()
+			a.mu.Lock()
+			a.state.SeedAddress = ip.String()
+			a.mu.Unlock()
 		}}
-	go follower.Run(ctx, snap)
+	follower.Run(ctx, snap)
 }
 
 // startClusterWork starts what needs the cluster: the stats-leader election
 // (every node stands), the publication of etcd's member list (servers)
 // and the apps part.
-func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string) {
+// role is the bring-up's; an agent run against a cluster it did not form
+// (--no-bootstrap) has none and publishes no member list.
+func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role) {
 	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
 	a.mu.Lock()
 	a.leader = leader
-	applied := a.applied
 	a.mu.Unlock()
 	// Every server publishes what its own member sees, not the stats
 	// leader alone: the leader may be a worker, which has no etcd client
 	// certificates, and a server cut off from the quorum cannot write, so
 	// what is published comes from the side that holds it.
-	if a.opts.Etcd.Endpoint != "" && (applied == nil || DecideRole(applied) != RoleAgent) {
+	if a.opts.Etcd.Endpoint != "" && role != RoleAgent {
 		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
 			Log: a.log.With("component", "etcd-members")}
 		go publisher.Run(ctx)
@@ -150,7 +177,7 @@ func (a *Agent) runExternal(ctx context.Context) error {
 	a.state = State{Node: a.opts.NodeName, Phase: PhaseExternal, Since: time.Now()}
 	a.mu.Unlock()
 	snap.Start(ctx)
-	a.startClusterWork(ctx, snap, a.opts.NodeName, "")
+	a.startClusterWork(ctx, snap, a.opts.NodeName, "", "")
 	<-ctx.Done()
 	return nil
 }

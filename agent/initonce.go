@@ -38,13 +38,12 @@ func (a *Agent) seedInEffect(v *config.Validated) SeedDecision {
 			a.log.Error("remove seed record", "err", err)
 		}
 	}
-	a.mu.Lock()
-	a.state.Role = DecideRole(d.Config)
 	if d.Source != SeedFromConfig {
 		a.log.Info("joining through the seed in effect", "seed", d.JoinIP, "why", d.Why)
+		a.mu.Lock()
 		a.state.SeedAddress = d.JoinIP.String()
+		a.mu.Unlock()
 	}
-	a.mu.Unlock()
 	return d
 }
 
