@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
@@ -50,13 +51,32 @@ type leaveRead struct {
 	present bool
 	err     error
 	path    string
+	// otherCluster says why the request is not this config's (written
+	// for another cluster or node); empty when it is, or when there is no
+	// config to compare with.
+	otherCluster string
 }
 
-// readLeave reads the leave request for the config at configPath.
+// readLeave reads the leave request for the config at configPath, and
+// compares it with that config: a request written for another cluster or
+// node (the device formed or joined anew since) is not this one's intent.
 func readLeave(configPath string) leaveRead {
 	path := LeaveRequestFile(configPath)
 	req, ok, err := ReadLeaveRequest(path)
-	return leaveRead{req: req, present: ok, err: err, path: path}
+	lr := leaveRead{req: req, present: ok, err: err, path: path}
+	if !ok || err != nil {
+		return lr
+	}
+	// A config that cannot be read has nothing to join: the request stands.
+	if c, err := config.Load(configPath); err == nil {
+		switch {
+		case req.ClusterID != c.ClusterID:
+			lr.otherCluster = fmt.Sprintf("written for cluster %s, the config is cluster %s", req.ClusterID, c.ClusterID)
+		case req.NodeName != c.NodeName:
+			lr.otherCluster = fmt.Sprintf("written for node %s, the config is node %s's", req.NodeName, c.NodeName)
+		}
+	}
+	return lr
 }
 
 // next decides one poll from the config file's stat and the leave request.
@@ -67,12 +87,23 @@ func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.T
 	switch {
 	case lr.err != nil:
 		return configStep{note: fmt.Sprintf("leave request unreadable (%v); holding what runs", lr.err)}
+	case lr.present && lr.otherCluster != "":
+		// Not this cluster's request: the config decides, as if it were
+		// not there, and the note says so while it stays.
+		step := w.fromFile(stamp, statErr, now)
+		step.note = strings.TrimPrefix(step.note+"; ", "; ") + fmt.Sprintf("a leave request is ignored (%s): remove %s", lr.otherCluster, lr.path)
+		return step
 	case lr.present:
 		step := configStep{leave: !w.requestedLeave, note: fmt.Sprintf("left the cluster on request (by %s at %s); remove %s to join again",
 			lr.req.By, lr.req.At.UTC().Format(time.RFC3339), lr.path)}
 		w.requestedLeave, w.left, w.lastStamp, w.missingSince = true, true, "", time.Time{}
 		return step
 	}
+	return w.fromFile(stamp, statErr, now)
+}
+
+// fromFile decides one poll from the config file's stat alone.
+func (w *configWatch) fromFile(stamp string, statErr error, now time.Time) configStep {
 	w.requestedLeave = false
 	switch {
 	case statErr == nil:

@@ -1,12 +1,17 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // The config file's stat, poll by poll: only an absence that lasts the whole
@@ -22,6 +27,7 @@ func TestConfigWatch(t *testing.T) {
 		err       error
 		loadFails bool
 		leaveReq  bool  // a leave request is there
+		staleReq  bool  // …for another cluster than the config's
 		reqErr    error // the leave request cannot be read
 		load      bool
 		leave     bool
@@ -55,6 +61,11 @@ func TestConfigWatch(t *testing.T) {
 			{at: 4 * time.Second, stamp: "s1", leaveReq: true, noteHas: "remove /persist/sitecon/leave.json to join again"},
 			{at: 6 * time.Second, stamp: "s1", load: true},
 		},
+		"a leave request of another cluster (the device formed anew since) is ignored, and said": {
+			{at: 0, stamp: "s1", leaveReq: true, staleReq: true, load: true, noteHas: "ignored"},
+			{at: 2 * time.Second, stamp: "s1", leaveReq: true, staleReq: true, noteHas: "remove /persist/sitecon/leave.json"},
+			{at: 4 * time.Second, stamp: "s1"},
+		},
 		"a leave request that cannot be read holds, whatever the file": {
 			{at: 0, stamp: "s1", load: true},
 			{at: 2 * time.Second, err: notExist, reqErr: syscall.EACCES, noteHas: "leave request unreadable"},
@@ -73,6 +84,9 @@ func TestConfigWatch(t *testing.T) {
 			for i, p := range polls {
 				lr := leaveRead{present: p.leaveReq, err: p.reqErr, path: "/persist/sitecon/leave.json",
 					req: LeaveRequest{By: "tech", At: t0}}
+				if p.staleReq {
+					lr.otherCluster = "the config is cluster 2b1c…"
+				}
 				step := w.next(p.stamp, p.err, lr, t0.Add(p.at))
 				if step.load != p.load || step.leave != p.leave || !strings.Contains(step.note, p.noteHas) {
 					t.Fatalf("poll %d at %s: got load=%v leave=%v note %q; want load=%v leave=%v note containing %q",
@@ -83,5 +97,58 @@ func TestConfigWatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A leave request names the cluster it was written for: beside a config of
+// another cluster (the device was formed or joined anew since) it is not
+// this cluster's technician asking.
+func TestReadLeaveAgainstTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "cluster.json")
+	cfg := validConfig()
+	writeConfig := func(c *config.Config) {
+		t.Helper()
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig(cfg)
+	if lr := readLeave(cfgPath); lr.present || lr.err != nil {
+		t.Fatalf("no request: %+v", lr)
+	}
+	req := LeaveRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, By: "tech", At: time.Now()}
+	if err := WriteLeaveRequest(LeaveRequestFile(cfgPath), req); err != nil {
+		t.Fatal(err)
+	}
+	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" {
+		t.Fatalf("this cluster's request: %+v, want present and honoured", lr)
+	}
+	other := *cfg
+	other.ClusterID = "2b1c3d4e-5f60-4a7f-8e9a-55aa7f3e2a10"
+	writeConfig(&other)
+	lr := readLeave(cfgPath)
+	if !lr.present || !strings.Contains(lr.otherCluster, other.ClusterID) || !strings.Contains(lr.otherCluster, cfg.ClusterID) {
+		t.Fatalf("a request of cluster %s beside a config of %s: %+v, want it named as another cluster's", cfg.ClusterID, other.ClusterID, lr)
+	}
+	// Another node's request (a config copied between devices) is not this
+	// node's either.
+	moved := *cfg
+	moved.NodeName = "node-c"
+	writeConfig(&moved)
+	if lr := readLeave(cfgPath); !strings.Contains(lr.otherCluster, "node-c") {
+		t.Fatalf("a request for node-b beside node-c's config: %+v, want it named as another node's", lr)
+	}
+	// No config to compare with: the request stands (there is nothing to
+	// join anyway).
+	if err := os.Remove(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" {
+		t.Fatalf("no config: %+v, want the request honoured", lr)
 	}
 }
