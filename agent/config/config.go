@@ -134,13 +134,17 @@ func HostEnvironment() Environment {
 	}
 }
 
+// The shapes a config's fields must have; formation checks a node list
+// with the same ones.
 var (
+	// UUIDPattern is a UUID as EVE writes one (cluster and node ids).
 	UUIDPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	// A Kubernetes node name is a DNS subdomain; k3s uses it as-is.
 	NodeNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 	// Label keys and values as Kubernetes accepts them.
 	labelValuePattern = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
 	labelNamePattern  = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	// ClusterNameRegexp is a cluster name: it becomes a label value.
 	ClusterNameRegexp = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
 )
 
@@ -324,6 +328,7 @@ func decryptConfigToken(c *Config, env Environment) (token Secret, field, proble
 	return token, "", "", ""
 }
 
+// Broadcast is the last address of the prefix: never a node's.
 func Broadcast(p netip.Prefix) netip.Addr {
 	a := p.Masked().Addr().As4()
 	host := uint32(1)<<(32-p.Bits()) - 1

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 )
 
+// DecodeStrict decodes one JSON value, refusing unknown fields and
+// anything after it: a misspelt field in a file the agent keeps is an
+// error, not a default.
 func DecodeStrict(data []byte, into any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
