@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
-	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
@@ -156,26 +155,20 @@ type Agent struct {
 	stuck map[types.UID]*stuckPod
 	// releases are the force-deletes whose VolumeAttachments on the lost
 	// node are still to be removed, by the deleted pod's UID.
-	releases    map[types.UID]*pendingRelease
-	lostSeen    map[string]bool
-	leaderSeen  string
-	failedApply map[string]applyFailure
-	// staleConfig are the layouts held back because a newer config laid
-	// them out, by layout key: reported once each.
-	staleConfig map[string]bool
-	// layoutSeen is when this node first saw each workload as it stands,
-	// by layout key: the start of another node's layout's window.
-	layoutSeen map[string]layoutSighting
-	// conflicts are the layouts held back for a conflicting config, by
-	// layout key: the sighting reported, so each is reported once.
-	conflicts map[string]string
+	releases   map[types.UID]*pendingRelease
+	lostSeen   map[string]bool
+	leaderSeen string
+	// The placement reconcilers (see place): the layout writer and the
+	// orphan remover keep their own memory; restarting failed pinned VMs
+	// needs none, only the effects all three act through.
+	effects placeEffects
+	writer  *layoutWriter
+	orphans *orphanRemover
 	// overrideRefused is the refusal last reported per app UUID.
 	overrideRefused map[string]string
 	// placementErrors are what the last pass's placement found wrong, by
 	// app UUID: published with what is seen, before the next pass acts.
 	placementErrors map[string]string
-	// removalsHeld: the last pass held removals for an unreadable file.
-	removalsHeld bool
 	// clusterWritten is when the leader last wrote cluster.json.
 	clusterWritten time.Time
 	// timelineWritten is the timeline version last written to events.json.
@@ -217,20 +210,22 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: snap.Clients().Core.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName})
+	timeline := NewTimeline(500)
+	fx := placeEffects{dyn: dyn, node: opts.NodeName, timeline: timeline, recorder: recorder, log: opts.Log, metrics: opts.Metrics}
 	return &Agent{
 		opts: opts, snap: snap, dyn: dyn, log: opts.Log, broadcaster: broadcaster,
-		recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName}),
-		timeline:        NewTimeline(500),
+		recorder:        recorder,
+		timeline:        timeline,
+		effects:         fx,
+		writer:          newLayoutWriter(fx, opts.ConflictWindow),
+		orphans:         &orphanRemover{placeEffects: fx},
 		kick:            make(chan struct{}, 1),
 		lastRunning:     map[string]string{},
 		nodeReady:       map[string]bool{},
 		stuck:           map[types.UID]*stuckPod{},
 		releases:        map[types.UID]*pendingRelease{},
 		lostSeen:        map[string]bool{},
-		failedApply:     map[string]applyFailure{},
-		staleConfig:     map[string]bool{},
-		layoutSeen:      map[string]layoutSighting{},
-		conflicts:       map[string]string{},
 		overrideRefused: map[string]string{},
 		node:            NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
 	}, nil
@@ -744,290 +739,6 @@ func (a *Agent) writeState(name string, v any) {
 	}
 }
 
-// place lays out the apps and volumes this node is the DNId of. It returns
-// when to retry a failed write (0: nothing to retry).
-func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
-	if !a.placed.synced() || myUUID == "" {
-		return 0
-	}
-	desired := map[string]Layout{}
-	appErr := map[string]string{}
-	var classes []int
-	dnidNodes := map[string]string{}
-	for _, st := range states {
-		dnidNodes[st.UUID] = st.DNIdNode
-	}
-	for uuid, dec := range decisions {
-		app, dnidNode := set.Apps[uuid], dnidNodes[uuid]
-		if !dec.Place || !app.Activate || dnidNode == "" {
-			continue
-		}
-		l, err := LayoutApp(app, myUUID, dnidNode, set.Volumes, a.opts.Placement)
-		if err != nil {
-			appErr[uuid] = err.Error()
-			continue
-		}
-		desired[layoutKey(l.GVR, l.Namespace(), l.Name())] = l
-	}
-	for _, v := range set.Volumes {
-		if !DecideVolume(v, myUUID).Create {
-			continue
-		}
-		l, err := LayoutVolume(v)
-		if err != nil {
-			continue
-		}
-		desired[layoutKey(l.GVR, l.Namespace(), l.Name())] = l
-		classes = append(classes, v.ReplicaCount)
-	}
-	for _, r := range classes {
-		if l, err := LayoutStorageClass(r); err == nil {
-			desired[layoutKey(l.GVR, "", l.Name())] = l
-		}
-	}
-	// What is no longer laid out has no failure or hold to remember.
-	notDesired := func(key string) bool { _, ok := desired[key]; return !ok }
-	maps.DeleteFunc(a.failedApply, func(key string, _ applyFailure) bool { return notDesired(key) })
-	maps.DeleteFunc(a.staleConfig, func(key string, _ bool) bool { return notDesired(key) })
-	maps.DeleteFunc(a.conflicts, func(key string, _ string) bool { return notDesired(key) })
-	a.noteSightings(now)
-	retry := time.Duration(0)
-	for _, key := range slices.Sorted(maps.Keys(desired)) {
-		l := desired[key]
-		live := a.placed.get(l.GVR, l.Namespace(), l.Name())
-		if live != nil && live.GetAnnotations()[AnnotationSpecHash] == l.Hash() {
-			delete(a.failedApply, key)
-			delete(a.staleConfig, key)
-			continue
-		}
-		appName := l.Object.GetLabels()[kube.LabelAppName]
-		// Another node laid it out from a newer config, or recently from
-		// one that disagrees with this node's: writing over it would have
-		// the two nodes overwrite each other, restarting the app each time.
-		verdict := LayoutWrite{}
-		if live != nil {
-			verdict = DecideLayoutWrite(live, l.Object, a.sighted(key, live, now), now, a.opts.ConflictWindow)
-		}
-		if verdict.Hold != "" {
-			if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
-				appErr[uuid] = verdict.Hold // a claim has no app state to carry it
-			}
-			if verdict.Conflict {
-				if wait := verdict.Until.Sub(now); retry == 0 || wait < retry {
-					retry = wait
-				}
-				if id := LayoutSighting(live); a.conflicts[key] != id {
-					a.conflicts[key] = id
-					msg := fmt.Sprintf("%s: %s", appName, verdict.Hold)
-					a.log.Warn("layout conflict: not writing", "object", key, "reason", verdict.Hold)
-					a.timeline.Add(TimelineEvent{Time: now, Kind: EventConflict, App: appName, Node: a.opts.NodeName, Warning: true, Message: msg})
-					a.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflict", a.opts.NodeName+": "+msg)
-				}
-				continue
-			}
-			if !a.staleConfig[key] {
-				a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, App: appName, Node: a.opts.NodeName, Warning: true,
-					Message: fmt.Sprintf("%s: %s", appName, verdict.Hold)})
-			}
-			a.staleConfig[key] = true
-			continue
-		}
-		delete(a.staleConfig, key)
-		if _, held := a.conflicts[key]; held {
-			// The window passed (or this node's config is newer now): the
-			// layout is taken over, and that is said as loudly as the hold.
-			delete(a.conflicts, key)
-			msg := fmt.Sprintf("%s: writing this node's layout over %s's from a conflicting config", appName,
-				cmp.Or(live.GetAnnotations()[AnnotationLaidOutBy], "another node"))
-			a.log.Warn("layout conflict: taking over", "object", key)
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventConflict, App: appName, Node: a.opts.NodeName, Warning: true, Message: msg})
-			a.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflictTakeover", a.opts.NodeName+": "+msg)
-		}
-		// The effective DNId changed: a manual migration.
-		moved := live != nil && live.GetAnnotations()[AnnotationDNId] != l.Object.GetAnnotations()[AnnotationDNId]
-		if moved && l.GVR == GVRVMI {
-			// A running VMI's spec cannot change: a pinned VM moves by being
-			// laid out afresh on its new node.
-			err := a.dyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(ctx, l.Name(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(live.GetUID())}})
-			if err != nil && !apierrors.IsNotFound(err) {
-				a.opts.Metrics.APIErrors.Inc()
-				retry = 5 * time.Second
-				continue
-			}
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: appName, Node: a.opts.NodeName,
-				Message: fmt.Sprintf("moving pinned VM %s to %s: stopped it to start it there", appName, a.opts.NodeName)})
-			continue
-		}
-		if f, failed := a.failedApply[key]; failed && now.Sub(f.at) < 5*time.Second {
-			// Still failed, not retried yet: the error stands.
-			retry = 5*time.Second - now.Sub(f.at)
-			if f.app != "" {
-				appErr[f.app] = f.msg
-			}
-			continue
-		}
-		StampLayout(l.Object, a.opts.NodeName, now)
-		var err error
-		if l.GVR == GVRStorageClass {
-			_, err = a.dyn.Resource(l.GVR).Apply(ctx, l.Name(), l.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		} else {
-			_, err = a.dyn.Resource(l.GVR).Namespace(l.Namespace()).Apply(ctx, l.Name(), l.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		}
-		a.opts.Metrics.PlacementApplies.Inc()
-		if err != nil {
-			a.opts.Metrics.APIErrors.Inc()
-			f := applyFailure{at: now, app: l.Object.GetLabels()[kube.LabelAppUUID], msg: fmt.Sprintf("apply %s: %v", l.Name(), err)}
-			a.failedApply[key] = f
-			retry = 5 * time.Second
-			if f.app != "" {
-				appErr[f.app] = f.msg
-			}
-			a.log.Error("apply", "object", key, "err", err)
-			continue
-		}
-		delete(a.failedApply, key)
-		a.log.Info("applied", "object", key)
-		if moved && l.GVR == GVRVMIRS {
-			// A replica set keeps its running VMIs whatever its template
-			// says: restart the ones away from the new node.
-			uuid := l.Object.GetLabels()[kube.LabelAppUUID]
-			for _, vmi := range vmis {
-				if vmi.Labels[kube.LabelAppUUID] != uuid || vmi.DeletionTimestamp != nil || vmi.Status.NodeName == dnidNodes[uuid] {
-					continue
-				}
-				err := a.dyn.Resource(GVRVMI).Namespace(vmi.Namespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(vmi.UID)}})
-				if err != nil && !apierrors.IsNotFound(err) {
-					a.opts.Metrics.APIErrors.Inc()
-					continue
-				}
-				a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: appName, Node: a.opts.NodeName,
-					Message: fmt.Sprintf("moving VM %s from %s to %s: restarted it", appName, vmi.Status.NodeName, dnidNodes[uuid])})
-			}
-		}
-		if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: l.Object.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName,
-				Message: fmt.Sprintf("laid out %s %s for %s", strings.ToLower(l.Object.GetKind()), l.Name(), l.Object.GetLabels()[kube.LabelAppName])})
-		}
-	}
-	// A pinned VM's VMI that failed (its node was lost) is not restarted by
-	// KubeVirt: once its node is back, remove it so the next pass lays it
-	// out afresh there.
-	for key, l := range desired {
-		if l.GVR != GVRVMI {
-			continue
-		}
-		live := a.placed.get(l.GVR, l.Namespace(), l.Name())
-		if live == nil || live.GetDeletionTimestamp() != nil {
-			continue
-		}
-		phase, _, _ := unstructured.NestedString(live.Object, "status", "phase")
-		appName := l.Object.GetLabels()[kube.LabelAppName]
-		if (phase != "Failed" && phase != "Succeeded") || !nodeReady(dnidNodes[l.Object.GetLabels()[kube.LabelAppUUID]]) {
-			continue
-		}
-		err := a.dyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(ctx, l.Name(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(live.GetUID())}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			a.opts.Metrics.APIErrors.Inc()
-			a.log.Error("restart pinned VM", "object", key, "err", err)
-			continue
-		}
-		a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: appName, Node: a.opts.NodeName,
-			Message: fmt.Sprintf("pinned VM %s %s; its node is back, laying it out again", appName, strings.ToLower(phase))})
-	}
-	// Remove workloads this node laid out that no longer have a place: the
-	// app left the config, was deactivated, or changed kind. An app another
-	// node now places is that node's business, never this one's. While a
-	// file cannot be read and has no good version, an app missing from the
-	// config may be in that file: nothing is removed until it reads.
-	held := len(set.Unknown) > 0
-	if held && !a.removalsHeld {
-		a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Node: a.opts.NodeName, Warning: true,
-			Message: "removals held: " + strings.Join(set.Unknown, ", ") + " cannot be read; nothing is removed until it reads"})
-		a.log.Warn("removals held: config cannot be read", "unknown", set.Unknown)
-	}
-	a.removalsHeld = held
-	for _, gvr := range a.placed.workloadGVRs() {
-		if held {
-			break
-		}
-		for _, obj := range a.placed.list(gvr) {
-			uuid := obj.GetLabels()[kube.LabelAppUUID]
-			if obj.GetAnnotations()[AnnotationDNId] != myUUID || desired[layoutKey(gvr, obj.GetNamespace(), obj.GetName())].Object != nil {
-				continue
-			}
-			_, inConfig := set.Apps[uuid]
-			if inConfig && !decisions[uuid].Place {
-				continue
-			}
-			err := a.dyn.Resource(gvr).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: ptr.To(obj.GetUID())}})
-			if err != nil && !apierrors.IsNotFound(err) {
-				a.opts.Metrics.APIErrors.Inc()
-				a.log.Error("remove workload", "object", obj.GetName(), "err", err)
-				continue
-			}
-			why := "its app left the config"
-			if inConfig {
-				why = "its app is no longer placed here"
-			}
-			msg := fmt.Sprintf("removed %s %s: %s", strings.ToLower(obj.GetKind()), obj.GetName(), why)
-			// A removal stops an app: it is never silent.
-			a.log.Info("removed workload", "kind", obj.GetKind(), "object", obj.GetName(), "reason", why)
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: obj.GetLabels()[kube.LabelAppName], Node: a.opts.NodeName, Message: msg})
-			a.recorder.Event(obj, corev1.EventTypeNormal, "Removed", msg)
-		}
-	}
-	for i := range states {
-		if msg, ok := appErr[states[i].UUID]; ok {
-			states[i].Error = msg
-		}
-	}
-	a.placementErrors = appErr
-	return retry
-}
-
-// layoutSighting is one write of a layout (LayoutSighting) and when this
-// node first saw it.
-type layoutSighting struct {
-	id string
-	at time.Time
-}
-
-// noteSightings records when this node first saw each workload as it
-// stands now, on its own monotonic clock, and forgets the ones gone.
-func (a *Agent) noteSightings(now time.Time) {
-	present := map[string]bool{}
-	for _, gvr := range a.placed.workloadGVRs() {
-		for _, obj := range a.placed.list(gvr) {
-			key := layoutKey(gvr, obj.GetNamespace(), obj.GetName())
-			present[key] = true
-			a.sighted(key, obj, now)
-		}
-	}
-	maps.DeleteFunc(a.layoutSeen, func(key string, _ layoutSighting) bool { return !present[key] })
-}
-
-// sighted is when this node first saw obj as it stands, now if it just did.
-func (a *Agent) sighted(key string, obj metav1.Object, now time.Time) time.Time {
-	id := LayoutSighting(obj)
-	if s, ok := a.layoutSeen[key]; ok && s.id == id {
-		return s.at
-	}
-	a.layoutSeen[key] = layoutSighting{id: id, at: now}
-	return now
-}
-
-// applyFailure is a layout the API server refused: retried after 5 s, its
-// error standing for its app meanwhile.
-type applyFailure struct {
-	at       time.Time
-	app, msg string
-}
-
-func layoutKey(gvr schema.GroupVersionResource, ns, name string) string {
-	return gvr.Resource + "/" + ns + "/" + name
-}
-
 // noteOverrideRefusal puts a refused override on the timeline (and in the
 // log and an Event) once per reason, and forgets it when it clears.
 func (a *Agent) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
@@ -1306,6 +1017,32 @@ func (c *placedCache) list(gvr schema.GroupVersionResource) []*unstructured.Unst
 	for _, obj := range c.informers[gvr].GetStore().List() {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// live is the object l would be written over, nil when there is none.
+func (c *placedCache) live(l Layout) *unstructured.Unstructured {
+	return c.get(l.GVR, l.Namespace(), l.Name())
+}
+
+// placedObject is one object sitecon laid out, with its resource.
+type placedObject struct {
+	GVR    schema.GroupVersionResource
+	Object *unstructured.Unstructured
+}
+
+func (p placedObject) key() string {
+	return layoutKey(p.GVR, p.Object.GetNamespace(), p.Object.GetName())
+}
+
+// workloads are the apps' workloads sitecon laid out, kind by kind.
+func (c *placedCache) workloads() []placedObject {
+	var out []placedObject
+	for _, gvr := range c.workloadGVRs() {
+		for _, obj := range c.list(gvr) {
+			out = append(out, placedObject{GVR: gvr, Object: obj})
 		}
 	}
 	return out

@@ -1,0 +1,67 @@
+package apps
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// desiredLayouts is what this node lays out this pass, by layout key: the
+// workload of each active app it is the effective DNId of (and whose
+// designated node is in the cluster), the claim of each volume it is the
+// designated node of, and the Longhorn storage class of each replica count
+// those claims use. An app that cannot be laid out is left out, its error
+// returned by app UUID to stand in its state; what is left out is what the
+// orphan reconciler may remove.
+func desiredLayouts(set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, opts PlacementOptions) (map[string]Layout, map[string]string) {
+	desired := map[string]Layout{}
+	appErr := map[string]string{}
+	hosts := designatedNodes(states)
+	for uuid, dec := range decisions {
+		app, dnidNode := set.Apps[uuid], hosts[uuid]
+		if !dec.Place || !app.Activate || dnidNode == "" {
+			continue
+		}
+		l, err := LayoutApp(app, myUUID, dnidNode, set.Volumes, opts)
+		if err != nil {
+			appErr[uuid] = err.Error()
+			continue
+		}
+		desired[l.key()] = l
+	}
+	var classes []int
+	for _, v := range set.Volumes {
+		if !DecideVolume(v, myUUID).Create {
+			continue
+		}
+		l, err := LayoutVolume(v)
+		if err != nil {
+			// A size that does not parse was refused with its file.
+			continue
+		}
+		desired[l.key()] = l
+		classes = append(classes, v.ReplicaCount)
+	}
+	for _, r := range classes {
+		if l, err := LayoutStorageClass(r); err == nil {
+			desired[l.key()] = l
+		}
+	}
+	return desired, appErr
+}
+
+// designatedNodes is the node name of each app's effective DNId, by app
+// UUID ("" when that node is not in the cluster).
+func designatedNodes(states []AppState) map[string]string {
+	out := map[string]string{}
+	for _, st := range states {
+		out[st.UUID] = st.DNIdNode
+	}
+	return out
+}
+
+// layoutKey names one laid-out object across kinds: the memory of the
+// placement reconcilers is kept by it.
+func layoutKey(gvr schema.GroupVersionResource, ns, name string) string {
+	return gvr.Resource + "/" + ns + "/" + name
+}
+
+func (l Layout) key() string { return layoutKey(l.GVR, l.Namespace(), l.Name()) }

@@ -1,0 +1,81 @@
+package apps
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// orphan is a workload this node laid out that no longer has a place, and
+// why.
+type orphan struct {
+	placedObject
+	why string
+}
+
+// orphanWorkloads chooses the workloads to remove: the ones this node laid
+// out (its UUID in their DNId annotation) that are not desired, because the
+// app left the config, was deactivated or changed kind. An app another node
+// laid out, or now places, is that node's business, never this one's: the
+// node that places it writes over this node's layout. held: while a file
+// cannot be read and has no good version (set.Unknown), an app missing from
+// the config may be in that file, so nothing is removed until it reads.
+func orphanWorkloads(workloads []placedObject, desired map[string]Layout, set AppSet, decisions map[string]AppDecision, myUUID string) (orphans []orphan, held bool) {
+	if len(set.Unknown) > 0 {
+		return nil, true
+	}
+	for _, p := range workloads {
+		if p.Object.GetAnnotations()[AnnotationDNId] != myUUID {
+			continue
+		}
+		if _, ok := desired[p.key()]; ok {
+			continue
+		}
+		uuid := p.Object.GetLabels()[kube.LabelAppUUID]
+		_, inConfig := set.Apps[uuid]
+		if inConfig && !decisions[uuid].Place {
+			continue
+		}
+		why := "its app left the config"
+		if inConfig {
+			why = "its app is no longer placed here"
+		}
+		orphans = append(orphans, orphan{placedObject: p, why: why})
+	}
+	return orphans, false
+}
+
+// orphanRemover removes the workloads orphanWorkloads chooses; its memory
+// is whether removals were held last pass, so a hold is reported once.
+type orphanRemover struct {
+	placeEffects
+	held bool
+}
+
+// remove removes this pass's orphans, or reports removals held.
+func (r *orphanRemover) remove(ctx context.Context, workloads []placedObject, desired map[string]Layout, set AppSet, decisions map[string]AppDecision, myUUID string, now time.Time) {
+	orphans, held := orphanWorkloads(workloads, desired, set, decisions, myUUID)
+	if held && !r.held {
+		r.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Node: r.node, Warning: true,
+			Message: "removals held: " + strings.Join(set.Unknown, ", ") + " cannot be read; nothing is removed until it reads"})
+		r.log.Warn("removals held: config cannot be read", "unknown", set.Unknown)
+	}
+	r.held = held
+	for _, o := range orphans {
+		obj := o.Object
+		if err := r.deleteExact(ctx, o.GVR, obj.GetNamespace(), obj.GetName(), obj.GetUID()); err != nil {
+			r.log.Error("remove workload", "object", obj.GetName(), "err", err)
+			continue
+		}
+		msg := fmt.Sprintf("removed %s %s: %s", strings.ToLower(obj.GetKind()), obj.GetName(), o.why)
+		// A removal stops an app: it is never silent.
+		r.log.Info("removed workload", "kind", obj.GetKind(), "object", obj.GetName(), "reason", o.why)
+		r.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: obj.GetLabels()[kube.LabelAppName], Node: r.node, Message: msg})
+		r.recorder.Event(obj, corev1.EventTypeNormal, "Removed", msg)
+	}
+}

@@ -1,0 +1,72 @@
+package apps
+
+import (
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// Which workloads a node removes: only ones it laid out itself, that are
+// not desired any more, for an app that left the config or that it still
+// places; nothing at all while a config file cannot be read.
+func TestOrphanWorkloads(t *testing.T) {
+	const (
+		gone  = "d0000000-0000-4000-8000-000000000001"
+		moved = "d0000000-0000-4000-8000-000000000002"
+		kept  = "d0000000-0000-4000-8000-000000000003"
+		off   = "d0000000-0000-4000-8000-000000000004"
+	)
+	placed := func(gvr Layout, name, uuid, dnid string) placedObject {
+		obj := &unstructured.Unstructured{}
+		obj.SetKind("Deployment")
+		obj.SetName(name)
+		obj.SetNamespace(kube.AppNamespace)
+		obj.SetLabels(map[string]string{kube.LabelAppUUID: uuid})
+		obj.SetAnnotations(map[string]string{AnnotationDNId: dnid})
+		return placedObject{GVR: gvr.GVR, Object: obj}
+	}
+	deployment := Layout{GVR: GVRDeployment}
+	keptApp := testApp()
+	keptApp.UUID, keptApp.DisplayName, keptApp.VolumeRefs = kept, "kept", nil
+	keptLayout := layoutOf(t, keptApp, nodeA, "node-a")
+	vmApp := keptApp
+	vmApp.Kind = KindVM
+	vmLayout := layoutOf(t, vmApp, nodeA, "node-a")
+
+	set := AppSet{Apps: map[string]AppConfig{moved: {UUID: moved}, kept: keptApp, off: {UUID: off}}}
+	decisions := map[string]AppDecision{moved: {Place: false}, kept: {Place: true}, off: {Place: true}}
+	workloads := []placedObject{
+		placed(deployment, "gone", gone, nodeA),
+		placed(deployment, "gone-by-b", gone, nodeB),
+		placed(deployment, "moved", moved, nodeA),
+		placed(deployment, WorkloadName(keptApp), kept, nodeA),
+		placed(deployment, "off", off, nodeA),
+	}
+	for name, tc := range map[string]struct {
+		set     AppSet
+		desired map[string]Layout
+		removed []string // "name: why"
+		held    bool
+	}{
+		"the app left the config, or is no longer placed here": {set: set, desired: map[string]Layout{keptLayout.key(): keptLayout},
+			removed: []string{"gone: its app left the config", "off: its app is no longer placed here"}},
+		"a file cannot be read: nothing removed": {set: AppSet{Apps: set.Apps, Unknown: []string{"/persist/apps/apps/x.json"}},
+			desired: map[string]Layout{keptLayout.key(): keptLayout}, held: true},
+		"the app changed kind: its old workload removed": {set: set, desired: map[string]Layout{vmLayout.key(): vmLayout},
+			removed: []string{"gone: its app left the config", WorkloadName(keptApp) + ": its app is no longer placed here", "off: its app is no longer placed here"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			orphans, held := orphanWorkloads(workloads, tc.desired, tc.set, decisions, nodeA)
+			var got []string
+			for _, o := range orphans {
+				got = append(got, o.Object.GetName()+": "+o.why)
+			}
+			if held != tc.held || !slices.Equal(got, tc.removed) {
+				t.Fatalf("removed %q held %v, want %q held %v", got, held, tc.removed, tc.held)
+			}
+		})
+	}
+}

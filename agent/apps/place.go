@@ -1,0 +1,66 @@
+package apps
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	kvv1 "kubevirt.io/api/core/v1"
+)
+
+// place lays out the apps and volumes this node is the DNId of, one
+// reconciler per concern, in this order: what is desired (desiredLayouts),
+// writing it (layoutWriter), restarting the pinned VMs KubeVirt leaves
+// failed (failedPinnedVMIs), removing what no longer has a place here
+// (orphanRemover). What placement finds wrong lands in the app states. It
+// returns when to retry a write held or refused (0: nothing to retry).
+func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
+	if !a.placed.synced() || myUUID == "" {
+		return 0
+	}
+	desired, appErr := desiredLayouts(set, decisions, states, myUUID, a.opts.Placement)
+	hosts := designatedNodes(states)
+	writeErr, retry := a.writer.write(ctx, a.placed, desired, hosts, vmis, now)
+	maps.Copy(appErr, writeErr)
+	a.effects.restartPinnedVMIs(ctx, failedPinnedVMIs(desired, a.placed.live, hosts, nodeReady), now)
+	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, now)
+	for i := range states {
+		if msg, ok := appErr[states[i].UUID]; ok {
+			states[i].Error = msg
+		}
+	}
+	a.placementErrors = appErr
+	return retry
+}
+
+// placeEffects is what the placement reconcilers act and report through,
+// as this node: the API server, the timeline, Kubernetes Events, the log
+// and the metrics. It holds no memory of its own.
+type placeEffects struct {
+	dyn      dynamic.Interface
+	node     string
+	timeline *Timeline
+	recorder record.EventRecorder
+	log      *slog.Logger
+	metrics  *Metrics
+}
+
+// deleteExact deletes the namespaced object with that UID, and only it: a
+// newer object under the same name is not the one decided on. One already
+// gone is no error; any other error is counted.
+func (fx placeEffects) deleteExact(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, uid types.UID) error {
+	err := fx.dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		fx.metrics.APIErrors.Inc()
+		return err
+	}
+	return nil
+}
