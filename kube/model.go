@@ -673,7 +673,7 @@ func appStatuses(d Data) []AppStatus {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Object, b.Object))
 	})
 	if len(rows) == 0 {
-		return nil // as before: no apps are null in the JSON status
+		return nil // no apps: null in `sitecon status -o json`, as always
 	}
 	out := make([]AppStatus, len(rows))
 	for i, r := range rows {
