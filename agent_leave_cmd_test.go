@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/audit/audittest"
 )
 
 // sitecon agent leave, with the cluster out of reach: refused (quorum and
@@ -40,7 +41,7 @@ func TestAgentLeaveCLI(t *testing.T) {
 	if st, _ := os.Stat(request); st.Mode().Perm() != 0o600 {
 		t.Errorf("leave request mode %v, want 0600", st.Mode().Perm())
 	}
-	got := strings.Join(actionsOf(t, auditLog), " ")
+	got := audittest.Outcomes(t, auditLog)
 	if !strings.HasSuffix(got, "leave:intent leave:done") {
 		t.Errorf("audit %q should end with the forced leave's intent and outcome", got)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent"
-	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/audit/audittest"
 )
 
 // Safety rule 5 for the commands that only print: a join bundle carries
@@ -44,19 +44,6 @@ func noToken(t *testing.T, auditLog, config string) {
 	}
 }
 
-func actionsOf(t *testing.T, path string) []string {
-	t.Helper()
-	recs, err := audit.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.Action+":"+r.Outcome)
-	}
-	return out
-}
-
 // Under --readonly (or SITECON_READONLY) join-info and node add show
 // nothing, and the refusal is recorded, without the token.
 func TestJoinInfoReadOnlyRefusedAndRecorded(t *testing.T) {
@@ -67,7 +54,7 @@ func TestJoinInfoReadOnlyRefusedAndRecorded(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "read-only") || out != "" {
 			t.Fatalf("%s --readonly: %v\n%s", cmd, err, out)
 		}
-		if got := strings.Join(actionsOf(t, auditLog), " "); !strings.HasSuffix(got, ":refused") {
+		if got := audittest.Outcomes(t, auditLog); !strings.HasSuffix(got, ":refused") {
 			t.Fatalf("%s --readonly recorded %q, want its refusal", cmd, got)
 		}
 		noToken(t, auditLog, config)
@@ -88,7 +75,7 @@ func TestJoinInfoRecordedWithoutToken(t *testing.T) {
 	if err != nil || !strings.Contains(out, "sitecon form --join -") {
 		t.Fatalf("join-info: %v\n%s", err, out)
 	}
-	if got := strings.Join(actionsOf(t, auditLog), " "); got != "join-info:intent join-info:done" {
+	if got := audittest.Outcomes(t, auditLog); got != "join-info:intent join-info:done" {
 		t.Fatalf("join-info recorded %q", got)
 	}
 	noToken(t, auditLog, config)
@@ -111,7 +98,7 @@ func TestFormFailureRecordedAsFailed(t *testing.T) {
 	if _, err := runCLI(t, auditLog, "form", "--join", "sitecon-join.v1.garbage", "--dir", t.TempDir()); err == nil {
 		t.Fatal("a bad bundle was taken")
 	}
-	if got := strings.Join(actionsOf(t, auditLog), " "); got != "join:failed" {
+	if got := audittest.Outcomes(t, auditLog); got != "join:failed" {
 		t.Fatalf("a failed join recorded as %q", got)
 	}
 }

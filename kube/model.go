@@ -243,23 +243,28 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	st.Cluster = clusterIdentity(d)
 	st.VIP = vipStatus(d)
 	st.StatsLeader = leaseHolder(d, AppNamespace, StatsLeaderLeaseName, now)
-	podsPerNode := map[string]int{}
-	cpuRequested, memRequested := map[string]int64{}, map[string]int64{}
+	type load struct {
+		pods     int
+		cpu, mem int64
+	}
+	loads := make(map[string]*load, len(d.Nodes))
 	for _, p := range d.Pods {
 		if p.Spec.NodeName != "" && !podFinished(p) {
-			podsPerNode[p.Spec.NodeName]++
+			l := loads[p.Spec.NodeName]
+			if l == nil {
+				l = &load{}
+				loads[p.Spec.NodeName] = l
+			}
 			cpu, mem := podRequests(p)
-			cpuRequested[p.Spec.NodeName] += cpu
-			memRequested[p.Spec.NodeName] += mem
+			l.pods, l.cpu, l.mem = l.pods+1, l.cpu+cpu, l.mem+mem
 		}
 	}
 	for _, n := range d.Nodes {
 		ns := nodeStatus(n)
-		ns.Pods = podsPerNode[n.Name]
-		ns.CPURequested, ns.MemoryRequested = cpuRequested[n.Name], memRequested[n.Name]
-		if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
-			ns.CPUAllocatable = q.MilliValue()
+		if l := loads[n.Name]; l != nil {
+			ns.Pods, ns.CPURequested, ns.MemoryRequested = l.pods, l.cpu, l.mem
 		}
+		ns.CPUAllocatable = milliQuantity(n.Status.Allocatable, corev1.ResourceCPU)
 		ns.MemoryAllocatable = quantity(n.Status.Allocatable, corev1.ResourceMemory)
 		ns.VersionSkew = KubeletSkew(ns.KubeletVersion, d.ServerVersion)
 		ns.Seed = st.Cluster.SeedAddress != "" && ns.InternalIP == st.Cluster.SeedAddress
@@ -415,14 +420,22 @@ func quantity(list corev1.ResourceList, name corev1.ResourceName) int64 {
 // container if that is more.
 func podRequests(p *corev1.Pod) (cpu, mem int64) {
 	for _, c := range p.Spec.Containers {
-		cpu += c.Resources.Requests.Cpu().MilliValue()
-		mem += c.Resources.Requests.Memory().Value()
+		cpu += milliQuantity(c.Resources.Requests, corev1.ResourceCPU)
+		mem += quantity(c.Resources.Requests, corev1.ResourceMemory)
 	}
 	for _, c := range p.Spec.InitContainers {
-		cpu = max(cpu, c.Resources.Requests.Cpu().MilliValue())
-		mem = max(mem, c.Resources.Requests.Memory().Value())
+		cpu = max(cpu, milliQuantity(c.Resources.Requests, corev1.ResourceCPU))
+		mem = max(mem, quantity(c.Resources.Requests, corev1.ResourceMemory))
 	}
 	return cpu, mem
+}
+
+// milliQuantity is quantity in thousandths (CPU in millicores).
+func milliQuantity(list corev1.ResourceList, name corev1.ResourceName) int64 {
+	if q, ok := list[name]; ok {
+		return q.MilliValue()
+	}
+	return 0
 }
 
 func podFinished(p *corev1.Pod) bool {
@@ -443,14 +456,12 @@ func PodReady(p *corev1.Pod) bool {
 // Completed pods (jobs) are neither ready nor a problem, so they are not counted.
 func namespaceHealth(pods []*corev1.Pod) []NamespaceHealth {
 	out := make([]NamespaceHealth, len(Namespaces))
-	index := map[string]int{}
 	for i, ns := range Namespaces {
 		out[i].Name = ns
-		index[ns] = i
 	}
 	for _, p := range pods {
-		i, ok := index[p.Namespace]
-		if !ok {
+		i := slices.Index(Namespaces, p.Namespace)
+		if i < 0 {
 			continue
 		}
 		switch {
@@ -477,16 +488,31 @@ func volumeStatuses(d Data, now time.Time) []VolumeStatus {
 			}
 		}
 	}
-	replicas := map[string][]ReplicaStatus{}
-	for _, r := range d.Replicas {
-		rs := ReplicaStatus{Name: r.Name, Node: r.Spec.NodeID, State: ReplicaState(r), Progress: -1}
-		if p, ok := progress[r.Name]; ok && rs.State == ReplicaRebuilding {
-			rs.Progress = p
+	// The replicas sorted by volume and node, each volume's a run of them:
+	// one slice for all, pointers sorted rather than rows.
+	sortedReplicas := slices.Clone(d.Replicas)
+	slices.SortFunc(sortedReplicas, func(a, b *lhv1beta2.Replica) int {
+		return cmp.Or(strings.Compare(a.Spec.VolumeName, b.Spec.VolumeName), strings.Compare(a.Spec.NodeID, b.Spec.NodeID))
+	})
+	all := make([]ReplicaStatus, len(sortedReplicas))
+	replicas := make(map[string][]ReplicaStatus, len(d.Volumes))
+	for i := 0; i < len(sortedReplicas); {
+		j := i
+		for ; j < len(sortedReplicas) && sortedReplicas[j].Spec.VolumeName == sortedReplicas[i].Spec.VolumeName; j++ {
+			r := sortedReplicas[j]
+			rs := ReplicaStatus{Name: r.Name, Node: r.Spec.NodeID, State: ReplicaState(r), Progress: -1}
+			if p, ok := progress[r.Name]; ok && rs.State == ReplicaRebuilding {
+				rs.Progress = p
+			}
+			all[j] = rs
 		}
-		replicas[r.Spec.VolumeName] = append(replicas[r.Spec.VolumeName], rs)
+		replicas[sortedReplicas[i].Spec.VolumeName] = all[i:j:j]
+		i = j
 	}
-	out := make([]VolumeStatus, 0, len(d.Volumes))
-	for _, v := range d.Volumes {
+	volumes := slices.Clone(d.Volumes)
+	slices.SortFunc(volumes, func(a, b *lhv1beta2.Volume) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]VolumeStatus, len(volumes))
+	for i, v := range volumes {
 		vs := VolumeStatus{
 			Name:         v.Name,
 			State:        string(v.Status.State),
@@ -502,10 +528,8 @@ func volumeStatuses(d Data, now time.Time) []VolumeStatus {
 			vs.Robustness = string(lhv1beta2.VolumeRobustnessUnknown)
 		}
 		vs.Since, vs.SinceExact = robustnessSince(d, v, now)
-		slices.SortFunc(vs.Replicas, func(a, b ReplicaStatus) int { return cmp.Compare(a.Node, b.Node) })
-		out = append(out, vs)
+		out[i] = vs
 	}
-	slices.SortFunc(out, func(a, b VolumeStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -551,20 +575,31 @@ func ReplicaState(r *lhv1beta2.Replica) string {
 func appStatuses(d Data) []AppStatus {
 	type candidate struct {
 		AppStatus
-		key      string
+		key      string // the app's key within its namespace
 		leaving  bool
 		rankTime time.Time
 	}
-	var all []candidate
+	isApp := func(p *corev1.Pod) bool {
+		// VM apps are reported through their VMI, not their launcher pod.
+		return p.Namespace == AppNamespace && !strings.HasPrefix(p.Name, VirtLauncherPrefix)
+	}
+	n := len(d.VMIs)
+	for _, p := range d.Pods {
+		if isApp(p) {
+			n++
+		}
+	}
+	all := make([]candidate, 0, n)
 	for _, vmi := range d.VMIs {
 		designated, mode := affinityTarget(vmi.Spec.Affinity)
 		phase := string(vmi.Status.Phase)
 		if vmi.DeletionTimestamp != nil {
 			phase = "Terminating"
 		}
-		all = append(all, candidate{key: vmi.Namespace + "/" + AppKey(vmi.Labels, vmi.Name), leaving: vmi.DeletionTimestamp != nil,
+		key := AppKey(vmi.Labels, vmi.Name)
+		all = append(all, candidate{key: key, leaving: vmi.DeletionTimestamp != nil,
 			rankTime: vmi.CreationTimestamp.Time, AppStatus: AppStatus{
-				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(vmi.Labels, vmi.Name)), Requires: nodeRequirements(vmi.Spec.Affinity),
+				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(vmi.Spec.Affinity),
 				VNCPort:   vncPort(vmi.Annotations),
 				Name:      appName(vmi.Labels, vmi.Name),
 				UUID:      vmi.Labels[LabelAppUUID],
@@ -577,8 +612,7 @@ func appStatuses(d Data) []AppStatus {
 			}})
 	}
 	for _, p := range d.Pods {
-		// VM apps are reported through their VMI, not their launcher pod.
-		if p.Namespace != AppNamespace || strings.HasPrefix(p.Name, VirtLauncherPrefix) {
+		if !isApp(p) {
 			continue
 		}
 		phase := string(p.Status.Phase)
@@ -586,9 +620,10 @@ func appStatuses(d Data) []AppStatus {
 			phase = "Terminating"
 		}
 		designated, mode := affinityTarget(p.Spec.Affinity)
-		all = append(all, candidate{key: p.Namespace + "/" + AppKey(p.Labels, p.Name), leaving: p.DeletionTimestamp != nil,
+		key := AppKey(p.Labels, p.Name)
+		all = append(all, candidate{key: key, leaving: p.DeletionTimestamp != nil,
 			rankTime: p.CreationTimestamp.Time, AppStatus: AppStatus{
-				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, AppKey(p.Labels, p.Name)), Requires: nodeRequirements(p.Spec.Affinity),
+				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(p.Spec.Affinity),
 				Name:      appName(p.Labels, p.Name),
 				UUID:      p.Labels[LabelAppUUID],
 				Namespace: p.Namespace,
@@ -600,30 +635,50 @@ func appStatuses(d Data) []AppStatus {
 			}})
 	}
 	// Within an app, live objects before terminating ones, ready before not,
-	// newest first: the first is the one the app's row shows.
-	slices.SortFunc(all, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(a.key, b.key), compareBool(a.leaving, b.leaving), compareBool(!a.Ready, !b.Ready),
-			b.rankTime.Compare(a.rankTime), cmp.Compare(a.Object, b.Object))
+	// newest first: the first is the one the app's row shows. Pointers are
+	// sorted, not the candidates.
+	sorted := make([]*candidate, len(all))
+	for i := range all {
+		sorted[i] = &all[i]
+	}
+	slices.SortFunc(sorted, func(a, b *candidate) int {
+		// cmp.Or would work out every comparison first: most end at the key.
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Or(compareBool(a.leaving, b.leaving), compareBool(!a.Ready, !b.Ready),
+			b.rankTime.Compare(a.rankTime), strings.Compare(a.Object, b.Object))
 	})
-	var out []AppStatus
-	for i := 0; i < len(all); {
-		row := all[i].AppStatus
+	sameApp := func(a, b *candidate) bool { return a.key == b.key && a.Namespace == b.Namespace }
+	rows := make([]*AppStatus, 0, len(sorted))
+	for i := 0; i < len(sorted); {
+		row := &sorted[i].AppStatus
 		j := i + 1
-		for ; j < len(all) && all[j].key == all[i].key; j++ {
-			if all[j].leaving {
-				row.Terminating = append(row.Terminating, AppObject{Object: all[j].Object, Node: all[j].Node})
+		for ; j < len(sorted) && sameApp(sorted[j], sorted[i]); j++ {
+			if sorted[j].leaving {
+				row.Terminating = append(row.Terminating, AppObject{Object: sorted[j].Object, Node: sorted[j].Node})
 				continue
 			}
 			// Two live objects for one app (a replica set surging) are both
 			// running somewhere: each keeps its row.
-			out = append(out, all[j].AppStatus)
+			rows = append(rows, &sorted[j].AppStatus)
 		}
-		out = append(out, row)
+		rows = append(rows, row)
 		i = j
 	}
-	slices.SortFunc(out, func(a, b AppStatus) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Object, b.Object))
+	slices.SortFunc(rows, func(a, b *AppStatus) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Object, b.Object))
 	})
+	if len(rows) == 0 {
+		return nil // no apps: null in `sitecon status -o json`, as always
+	}
+	out := make([]AppStatus, len(rows))
+	for i, r := range rows {
+		out[i] = *r
+	}
 	return out
 }
 
@@ -647,10 +702,12 @@ func vncPort(annotations map[string]string) int {
 }
 
 func lastMove(d Data, key string) *AppMove {
-	if m, ok := d.AppMoves[key]; ok {
-		return &m
+	m, ok := d.AppMoves[key]
+	if !ok {
+		return nil
 	}
-	return nil
+	move := m // on the heap only when there is one
+	return &move
 }
 
 // AppKey identifies an app across the pods and VMIs that run it: its UUID

@@ -1,9 +1,9 @@
 package kube
 
 import (
-	"cmp"
-	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,42 +24,66 @@ type PodRow struct {
 
 // PodRows lists the pods of the namespaces sitecon watches over, sorted by
 // namespace and name.
-func PodRows(pods []*corev1.Pod) []PodRow {
-	watched := map[string]bool{}
-	for _, ns := range Namespaces {
-		watched[ns] = true
+func PodRows(pods []*corev1.Pod) []PodRow { return new(PodRowCache).Rows(pods) }
+
+// PodRowCache makes the pod rows of successive reads of the caches (see
+// rowCache). The zero value is ready to use.
+type PodRowCache struct{ c rowCache[corev1.Pod, PodRow] }
+
+// Rows is PodRows, redoing only what changed since the last call.
+func (c *PodRowCache) Rows(pods []*corev1.Pod) []PodRow {
+	return c.c.update(pods, watchedPod, podRow, comparePodRows)
+}
+
+func watchedPod(p *corev1.Pod) bool { return slices.Contains(Namespaces, p.Namespace) }
+
+func comparePodRows(a, b *PodRow) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
 	}
-	out := make([]PodRow, 0, len(pods))
-	for _, p := range pods {
-		if !watched[p.Namespace] {
-			continue
+	return strings.Compare(a.Name, b.Name)
+}
+
+func podRow(p *corev1.Pod) PodRow {
+	ready, restarts := 0, int32(0)
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Ready {
+			ready++
 		}
-		ready, restarts := 0, int32(0)
-		for _, c := range p.Status.ContainerStatuses {
-			if c.Ready {
-				ready++
-			}
-			restarts += c.RestartCount
-		}
-		phase := string(p.Status.Phase)
-		if p.DeletionTimestamp != nil {
-			phase = "Terminating"
-		}
-		out = append(out, PodRow{
-			Namespace: p.Namespace,
-			Name:      p.Name,
-			Phase:     phase,
-			Ready:     fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers)),
-			Restarts:  restarts,
-			Node:      p.Spec.NodeName,
-			Created:   p.CreationTimestamp.Time,
-			Healthy:   p.Status.Phase == corev1.PodSucceeded || (PodReady(p) && p.DeletionTimestamp == nil),
-		})
+		restarts += c.RestartCount
 	}
-	slices.SortFunc(out, func(a, b PodRow) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	return out
+	phase := string(p.Status.Phase)
+	if p.DeletionTimestamp != nil {
+		phase = "Terminating"
+	}
+	return PodRow{
+		Namespace: p.Namespace,
+		Name:      p.Name,
+		Phase:     phase,
+		Ready:     readyText(ready, len(p.Spec.Containers)),
+		Restarts:  restarts,
+		Node:      p.Spec.NodeName,
+		Created:   p.CreationTimestamp.Time,
+		Healthy:   p.Status.Phase == corev1.PodSucceeded || (PodReady(p) && p.DeletionTimestamp == nil),
+	}
+}
+
+// readyTexts are the common "ready/containers" counts, made once.
+var readyTexts = func() (t [4][4]string) {
+	for ready := range t {
+		for total := range t[ready] {
+			t[ready][total] = strconv.Itoa(ready) + "/" + strconv.Itoa(total)
+		}
+	}
+	return t
+}()
+
+// readyText is "ready/total", as kubectl shows a pod's READY column.
+func readyText(ready, total int) string {
+	if ready < len(readyTexts) && total < len(readyTexts[0]) {
+		return readyTexts[ready][total]
+	}
+	return strconv.Itoa(ready) + "/" + strconv.Itoa(total)
 }
 
 // EventRow is one Kubernetes event as the timeline shows it.
@@ -81,30 +105,134 @@ type EventRow struct {
 
 // EventRows lists events newest first, at most limit of them.
 func EventRows(events []*corev1.Event, limit int) []EventRow {
-	out := make([]EventRow, 0, len(events))
-	for _, e := range events {
-		t := e.LastTimestamp.Time
-		if t.IsZero() {
-			t = e.EventTime.Time
-		}
-		if t.IsZero() {
-			t = e.CreationTimestamp.Time
-		}
-		first := e.FirstTimestamp.Time
-		if first.IsZero() {
-			first = e.EventTime.Time
-		}
-		out = append(out, EventRow{
-			First: first,
-			Time:  t, Type: e.Type, Reason: e.Reason, Namespace: e.Namespace, Name: e.Name, Message: e.Message, Count: max(e.Count, 1),
-			Object: fmt.Sprintf("%s/%s", e.InvolvedObject.Kind, e.InvolvedObject.Name),
-		})
-	}
-	slices.SortFunc(out, func(a, b EventRow) int { return cmp.Or(b.Time.Compare(a.Time), cmp.Compare(a.Object, b.Object)) })
+	return new(EventRowCache).Rows(events, limit)
+}
+
+// EventRowCache makes the event rows of successive reads of the caches
+// (see rowCache). The zero value is ready to use.
+type EventRowCache struct {
+	c rowCache[corev1.Event, EventRow]
+}
+
+// Rows is EventRows, redoing only what changed since the last call.
+func (c *EventRowCache) Rows(events []*corev1.Event, limit int) []EventRow {
+	out := c.c.update(events, nil, eventRow, compareEventRows)
 	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+		out = out[:limit:limit]
 	}
 	return out
+}
+
+// compareEventRows orders newest first, then by object; the event's own
+// name last makes the order total, so rows of one time and object keep
+// their order from one read to the next.
+func compareEventRows(a, b *EventRow) int {
+	if c := b.Time.Compare(a.Time); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Object, b.Object); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+func eventRow(e *corev1.Event) EventRow {
+	t := e.LastTimestamp.Time
+	if t.IsZero() {
+		t = e.EventTime.Time
+	}
+	if t.IsZero() {
+		t = e.CreationTimestamp.Time
+	}
+	first := e.FirstTimestamp.Time
+	if first.IsZero() {
+		first = e.EventTime.Time
+	}
+	return EventRow{
+		First: first,
+		Time:  t, Type: e.Type, Reason: e.Reason, Namespace: e.Namespace, Name: e.Name, Message: e.Message, Count: max(e.Count, 1),
+		Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
+	}
+}
+
+// rowCache makes the sorted rows of successive reads of an informer cache,
+// redoing only what changed. An informer replaces an object it updates
+// (its objects are read only), so an object seen before, the same pointer,
+// has the same row and the same place in the order: a read in which k
+// objects are new or changed costs a look-up an object and a sort of k
+// rows, not a sort of all. The rows returned are never written again (a
+// frame on another goroutine may hold them). The zero value is ready to
+// use; it is not safe for concurrent use.
+type rowCache[T, R any] struct {
+	entries map[*T]*rowEntry[T, R]
+	order   []*rowEntry[T, R] // the last rows' objects, in row order
+	rows    []R
+}
+
+type rowEntry[T, R any] struct {
+	obj  *T
+	row  R
+	seen bool // in the read being made
+}
+
+// update makes the rows of the objects that keep accepts (all, when nil),
+// sorted by compare.
+func (c *rowCache[T, R]) update(objs []*T, keep func(*T) bool, row func(*T) R, compare func(a, b *R) int) []R {
+	if c.entries == nil {
+		c.entries = map[*T]*rowEntry[T, R]{}
+	}
+	var added []*rowEntry[T, R]
+	kept := 0
+	for _, o := range objs {
+		if keep != nil && !keep(o) {
+			continue
+		}
+		if e, ok := c.entries[o]; ok {
+			if !e.seen {
+				e.seen = true
+				kept++
+			}
+			continue
+		}
+		e := &rowEntry[T, R]{obj: o, row: row(o), seen: true}
+		c.entries[o] = e
+		added = append(added, e)
+	}
+	if len(added) == 0 && kept == len(c.order) && c.rows != nil {
+		for _, e := range c.order {
+			e.seen = false
+		}
+		return c.rows
+	}
+	// The kept objects are in order already: the new ones are sorted and
+	// merged in, the gone ones dropped.
+	slices.SortFunc(added, func(a, b *rowEntry[T, R]) int { return compare(&a.row, &b.row) })
+	order := make([]*rowEntry[T, R], 0, kept+len(added))
+	rows := make([]R, 0, kept+len(added))
+	take := func(e *rowEntry[T, R]) {
+		e.seen = false
+		order = append(order, e)
+		rows = append(rows, e.row)
+	}
+	j := 0
+	for _, e := range c.order {
+		if !e.seen {
+			delete(c.entries, e.obj)
+			continue
+		}
+		for ; j < len(added) && compare(&added[j].row, &e.row) < 0; j++ {
+			take(added[j])
+		}
+		take(e)
+	}
+	for ; j < len(added); j++ {
+		take(added[j])
+	}
+	c.order, c.rows = order, rows
+	return rows
 }
 
 // affinityTarget reads the node an app is placed on by its node affinity on

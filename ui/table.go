@@ -238,6 +238,8 @@ func (t *Table) View(width, height int) string {
 		b.WriteString(st.Muted.Render(msg))
 		return b.String()
 	}
+	// A column of states is a few texts in a few colours: each drawn once.
+	var styledCells renderMemo
 	for i := t.offset; i < len(t.visible) && i < t.offset+body; i++ {
 		r := t.visible[i]
 		selected := i == t.cursor
@@ -272,7 +274,7 @@ func (t *Table) View(width, height int) string {
 			case cell.Style != nil && selected:
 				text = cell.Style.Reverse(true).Render(text)
 			case cell.Style != nil:
-				text = cell.Style.Render(text)
+				text = styledCells.render(cell.Style, text)
 			case selected:
 				text = st.Selected.Render(text)
 			}
@@ -284,6 +286,29 @@ func (t *Table) View(width, height int) string {
 		}
 	}
 	return b.String()
+}
+
+// renderMemo remembers the last few styled texts drawn, by style and text:
+// rendering with lipgloss costs far more than a look through a few.
+type renderMemo struct {
+	entries [8]struct {
+		style     *lipgloss.Style
+		text, out string
+	}
+	next int
+}
+
+func (m *renderMemo) render(style *lipgloss.Style, text string) string {
+	for _, e := range m.entries {
+		if e.style == style && e.text == text {
+			return e.out
+		}
+	}
+	out := style.Render(text)
+	e := &m.entries[m.next%len(m.entries)]
+	e.style, e.text, e.out = style, text, out
+	m.next++
+	return out
 }
 
 // widths fits the columns to the width. Each column wants its widest cell
@@ -301,14 +326,14 @@ func (t *Table) widths(width int) []int {
 			w[i] = -1
 			continue
 		}
-		w[i] = ansi.StringWidth(c.Title)
+		w[i] = textWidth(c.Title)
 		for _, r := range t.rows {
 			if i < len(r.Cells) {
-				w[i] = max(w[i], ansi.StringWidth(r.Cells[i].Text))
+				w[i] = max(w[i], textWidth(r.Cells[i].Text))
 			}
 		}
 		w[i]++ // with the separator, two spaces between columns
-		floor[i] = min(w[i], max(c.Width, ansi.StringWidth(c.Title)+1))
+		floor[i] = min(w[i], max(c.Width, textWidth(c.Title)+1))
 	}
 	var flex []int
 	for i, c := range t.Columns {
@@ -360,10 +385,25 @@ func pad(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if ansi.StringWidth(s) > w {
+	sw := textWidth(s)
+	if sw > w {
 		return ansi.Truncate(s, w, "…")
 	}
-	return s + strings.Repeat(" ", w-ansi.StringWidth(s))
+	if sw == w {
+		return s
+	}
+	return s + strings.Repeat(" ", w-sw)
+}
+
+// textWidth is the cells s takes: its length for printable ASCII (most of
+// what a table holds: names, states, numbers), else what ansi measures.
+func textWidth(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return ansi.StringWidth(s)
+		}
+	}
+	return len(s)
 }
 
 // Fit truncates or pads a line to exactly w cells.

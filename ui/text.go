@@ -244,28 +244,20 @@ func cleanValue(v reflect.Value) (reflect.Value, bool) {
 			return out, true
 		}
 	case reflect.Struct:
-		var out reflect.Value
-		for _, i := range stringFields(v.Type()) {
-			field, changed := cleanValue(v.Field(i))
-			if !changed {
-				continue
-			}
-			if !out.IsValid() {
-				out = reflect.New(v.Type()).Elem()
-				out.Set(v)
-			}
-			out.Field(i).Set(field)
-		}
-		if out.IsValid() {
-			return out, true
-		}
+		return cleanStruct(v, stringFields(v.Type()))
 	case reflect.Slice, reflect.Array:
 		if v.Kind() == reflect.Slice && v.IsNil() || !mayHoldStrings(v.Type().Elem()) {
 			break
 		}
+		// A thousand rows of one type: its plan is looked up once.
+		clean := cleanValue
+		if v.Type().Elem().Kind() == reflect.Struct {
+			fields := stringFields(v.Type().Elem())
+			clean = func(v reflect.Value) (reflect.Value, bool) { return cleanStruct(v, fields) }
+		}
 		var out reflect.Value
 		for i := range v.Len() {
-			elem, changed := cleanValue(v.Index(i))
+			elem, changed := clean(v.Index(i))
 			if !changed {
 				continue
 			}
@@ -307,6 +299,31 @@ func cleanValue(v reflect.Value) (reflect.Value, bool) {
 			e, _ := cleanValue(iter.Value())
 			out.SetMapIndex(k, e)
 		}
+		return out, true
+	}
+	return v, false
+}
+
+// cleanStruct is cleanValue for a struct whose fields that may hold strings
+// are fields.
+func cleanStruct(v reflect.Value, fields []int) (reflect.Value, bool) {
+	var out reflect.Value
+	for _, i := range fields {
+		f := v.Field(i)
+		if f.Kind() == reflect.String && isClean(f.String()) {
+			continue // most fields: nothing to do, nothing to call
+		}
+		field, changed := cleanValue(f)
+		if !changed {
+			continue
+		}
+		if !out.IsValid() {
+			out = reflect.New(v.Type()).Elem()
+			out.Set(v)
+		}
+		out.Field(i).Set(field)
+	}
+	if out.IsValid() {
 		return out, true
 	}
 	return v, false

@@ -12,25 +12,12 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/audit/audittest"
 )
 
 // Safety rule 5 (DESIGN.md): every action is recorded before and after, or
 // not taken. These tests drive the console with a real audit log in a
 // temporary directory.
-
-// outcomes lists a log's records as action:outcome.
-func outcomes(t *testing.T, path string) []string {
-	t.Helper()
-	recs, err := audit.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.Action+":"+r.Outcome)
-	}
-	return out
-}
 
 // A log that can no longer be written (its directory gone: a full or
 // read-only disk behaves the same) refuses the action when it is
@@ -72,17 +59,17 @@ func TestConsoleRecordsIntentThenOutcome(t *testing.T) {
 	a := actionApp(t)
 	a.actions.Audit = l
 	a.Update(runes("c"))
-	var during []string
+	var during string
 	a.dialog.action.Change = func(context.Context, func(string)) error {
-		during = outcomes(t, path)
+		during = audittest.Outcomes(t, path)
 		return nil
 	}
 	advance(a, readTime)
 	run(a, press(a, "y"))
-	if strings.Join(during, " ") != "cordon:intent" {
+	if during != "cordon:intent" {
 		t.Fatalf("while the cordon ran the log held %v, want its intent", during)
 	}
-	if got := strings.Join(outcomes(t, path), " "); got != "cordon:intent cordon:done" {
+	if got := audittest.Outcomes(t, path); got != "cordon:intent cordon:done" {
 		t.Fatalf("records %s", got)
 	}
 	recs, _ := audit.Read(path)
@@ -120,7 +107,7 @@ func TestFormFromTheConsoleIsRecorded(t *testing.T) {
 	if formed != 1 {
 		t.Fatalf("ctrl+s did not form:\n%s", a.View())
 	}
-	if got := strings.Join(outcomes(t, path), " "); got != "form:intent form:done" {
+	if got := audittest.Outcomes(t, path); got != "form:intent form:done" {
 		t.Fatalf(":form recorded as %q", got)
 	}
 
@@ -211,7 +198,7 @@ func TestAddRecordsIntentThenOutcome(t *testing.T) {
 	if a.dialog == nil {
 		t.Fatalf(":add showed nothing (message %q)", a.message)
 	}
-	if got := strings.Join(outcomes(t, path), " "); got != "add-node:intent add-node:done" {
+	if got := audittest.Outcomes(t, path); got != "add-node:intent add-node:done" {
 		t.Fatalf(":add recorded as %q", got)
 	}
 }

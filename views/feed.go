@@ -31,12 +31,25 @@ func BuildFrame(snap *kube.Snapshot, agent *AgentSummary, problem string, now ti
 // FrameFromData computes a frame from what the snapshot holds: the cluster
 // model, the pod and event rows.
 func FrameFromData(d kube.Data, synced bool, agent *AgentSummary, problem string, now time.Time) Frame {
+	return new(frameBuilder).build(d, synced, agent, problem, now)
+}
+
+// frameBuilder computes the frames of successive reads of the caches,
+// keeping the rows of the objects that did not change (kube.PodRowCache):
+// a change of one pod re-sorts one row, not a thousand.
+type frameBuilder struct {
+	pods   kube.PodRowCache
+	events kube.EventRowCache
+}
+
+// build is FrameFromData.
+func (b *frameBuilder) build(d kube.Data, synced bool, agent *AgentSummary, problem string, now time.Time) Frame {
 	f := Frame{Agent: agent, Problem: problem}
 	f.Status = kube.Derive(d, now)
 	f.Synced = synced
 	if f.Synced {
-		f.Pods = kube.PodRows(d.Pods)
-		f.Events = kube.EventRows(d.Events, 500)
+		f.Pods = b.pods.Rows(d.Pods)
+		f.Events = b.events.Rows(d.Events, 500)
 	} else {
 		f.Problem = d.Health.LastError
 		if f.Problem == "" {
@@ -70,6 +83,7 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 		return changed
 	}
 	refreshAgent()
+	var frames frameBuilder
 	minGap := time.Second / MaxFrameRate
 	for {
 		now := time.Now()
@@ -83,7 +97,7 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 			// it holds the lists.
 			synced := snap.Synced()
 			d := snap.Data()
-			send(FrameMsg(FrameFromData(d, synced, agent, problem, now)))
+			send(FrameMsg(frames.build(d, synced, agent, problem, now)))
 			// The stats leader's lease running out changes the status with
 			// no event to say so: wake up for it.
 			if at := kube.NextLeaseExpiry(d, now); !at.IsZero() {

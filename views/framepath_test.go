@@ -2,6 +2,8 @@ package views
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,16 +65,43 @@ func siteData() kube.Data {
 // model derived, pod and event rows), the console taking it (cleaned, the
 // screen's rows rebuilt) and the screen drawn, at 3 nodes, 1,000 pods, 200
 // volumes and 500 events, 160x48, on the pods screen of one namespace.
-// It does not time the informers' decoding, which happens whatever the
-// console does.
+// Each change is what an informer makes of a pod's update: a new object in
+// place of the old, the list read in the cache's own order (a map's: it
+// differs from read to read). It does not time the informers' decoding,
+// which happens whatever the console does.
 func BenchmarkFramePath(b *testing.B) {
 	d := siteData()
+	// Four orders of the same pods, as successive reads of the cache give
+	// them; where each pod is in each.
+	rng := rand.New(rand.NewPCG(1, 2))
+	orders := make([][]*corev1.Pod, 4)
+	places := make([][]int, len(orders))
+	for o := range orders {
+		orders[o] = slices.Clone(d.Pods)
+		rng.Shuffle(len(orders[o]), func(i, j int) { orders[o][i], orders[o][j] = orders[o][j], orders[o][i] })
+		places[o] = make([]int, len(d.Pods))
+		for i, p := range orders[o] {
+			places[o][slices.Index(d.Pods, p)] = i
+		}
+	}
+	var frames frameBuilder
 	a := NewApp(testContext(160, 48))
-	a.Update(FrameMsg(FrameFromData(d, true, nil, "", now)))
+	a.Update(FrameMsg(frames.build(d, true, nil, "", now)))
 	press(a, "3", "enter")
 	b.ReportAllocs()
+	i := 0
 	for b.Loop() {
-		a.Update(FrameMsg(FrameFromData(d, true, nil, "", now)))
+		// Pod k restarted its container: the informer holds a new object.
+		k := i % len(d.Pods)
+		old := orders[0][places[0][k]]
+		updated := *old
+		updated.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Ready: true, RestartCount: int32(i/len(d.Pods) + 1)}}
+		for o := range orders {
+			orders[o][places[o][k]] = &updated
+		}
+		d.Pods = orders[i%len(orders)]
+		i++
+		a.Update(FrameMsg(frames.build(d, true, nil, "", now)))
 		_ = a.View()
 	}
 }

@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -54,7 +55,16 @@ func (s *podsScreen) buildPods() {
 		return
 	}
 	st := &s.ctx.Styles
-	var rows []ui.Row
+	n := 0
+	for _, p := range s.frame.Pods {
+		if p.Namespace == s.open {
+			n++
+		}
+	}
+	// One allocation for the rows and one for their cells, not one a row.
+	const columns = 6
+	rows := make([]ui.Row, 0, n)
+	cells := make([]ui.Cell, 0, n*columns)
 	for _, p := range s.frame.Pods {
 		if p.Namespace != s.open {
 			continue
@@ -63,10 +73,10 @@ func (s *podsScreen) buildPods() {
 		if !p.Healthy {
 			phase = styled(p.Phase, &st.Bad)
 		}
-		rows = append(rows, ui.Row{ID: p.Name, Cells: []ui.Cell{
-			plain(p.Name), phase, plain(p.Ready), {Text: fmt.Sprint(p.Restarts), Key: numberKey(int64(p.Restarts))},
-			plain(orNA(p.Node)), {Text: Age(p.Created, s.now, true), Key: durationKey(p.Created, s.now)},
-		}})
+		cells = append(cells,
+			plain(p.Name), phase, plain(p.Ready), ui.Cell{Text: strconv.Itoa(int(p.Restarts)), Key: numberKey(int64(p.Restarts))},
+			plain(orNA(p.Node)), ui.Cell{Text: Age(p.Created, s.now, true), Key: durationKey(p.Created, s.now)})
+		rows = append(rows, ui.Row{ID: p.Name, Cells: cells[len(cells)-columns : len(cells) : len(cells)]})
 	}
 	s.pods.SetRows(rows)
 }

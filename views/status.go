@@ -277,18 +277,7 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 	} else {
 		p("VOLUME\tSTATE\tROBUSTNESS\tSINCE\tSIZE\tNODE\tREPLICAS\n")
 		for _, v := range st.Volumes {
-			var reps []string
-			for _, r := range v.Replicas {
-				rep := r.Node + ":" + r.State
-				if r.State == kube.ReplicaRebuilding && r.Progress >= 0 {
-					rep += fmt.Sprintf("(%d%%)", r.Progress)
-				}
-				reps = append(reps, rep)
-			}
-			replicas := strings.Join(reps, " ")
-			if len(v.Replicas) < v.WantReplicas {
-				replicas += fmt.Sprintf(" (%d of %d)", len(v.Replicas), v.WantReplicas)
-			}
+			replicas := replicasInStatus.list(v)
 			p("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Label(), orNA(v.State), v.Robustness, Age(v.Since, now, v.SinceExact), Bytes(v.Size), orNA(v.Node), orNA(replicas))
 		}
 		if len(st.Volumes) == 0 {

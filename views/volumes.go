@@ -23,6 +23,40 @@ func replicaMark(s string) string {
 	return "■"
 }
 
+// replicaFormat writes a volume's replicas on one line: each replica's
+// node and state, a rebuild's progress, and how many are missing when
+// there are too few. The screen and `sitecon status` differ only in these.
+type replicaFormat struct {
+	state    func(string) string // after the node: "✓", ":healthy"
+	progress string              // after a rebuilding state: "%d%%"
+	missing  string              // too few: " (%d/%d)", have and want
+}
+
+var (
+	// node-a✓ node-b↻42% (2/3)
+	replicasOnScreen = replicaFormat{state: replicaMark, progress: "%d%%", missing: " (%d/%d)"}
+	// node-a:healthy node-b:rebuilding(42%) (2 of 3)
+	replicasInStatus = replicaFormat{state: func(s string) string { return ":" + s }, progress: "(%d%%)", missing: " (%d of %d)"}
+)
+
+func (f replicaFormat) list(v kube.VolumeStatus) string {
+	var b strings.Builder
+	for i, r := range v.Replicas {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(r.Node)
+		b.WriteString(f.state(r.State))
+		if r.State == kube.ReplicaRebuilding && r.Progress >= 0 {
+			fmt.Fprintf(&b, f.progress, r.Progress)
+		}
+	}
+	if len(v.Replicas) < v.WantReplicas {
+		fmt.Fprintf(&b, f.missing, len(v.Replicas), v.WantReplicas)
+	}
+	return b.String()
+}
+
 // robustnessCell colours a volume's robustness and how long it has held:
 // degraded for a minute is a warning, for an hour or more an alarm.
 func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Cell, ui.Cell) {
@@ -53,18 +87,7 @@ func newVolumes(ctx *ui.Context) screen {
 		var rows []ui.Row
 		for _, v := range f.Status.Volumes {
 			rob, since := robustnessCells(ctx, v, now)
-			var reps []string
-			for _, r := range v.Replicas {
-				mark := r.Node + replicaMark(r.State)
-				if r.State == kube.ReplicaRebuilding && r.Progress >= 0 {
-					mark += fmt.Sprintf("%d%%", r.Progress)
-				}
-				reps = append(reps, mark)
-			}
-			replicas := strings.Join(reps, " ")
-			if len(v.Replicas) < v.WantReplicas {
-				replicas += fmt.Sprintf(" (%d/%d)", len(v.Replicas), v.WantReplicas)
-			}
+			replicas := replicasOnScreen.list(v)
 			rows = append(rows, ui.Row{ID: v.Name, Cells: []ui.Cell{
 				plain(v.Label()), plain(v.State), rob, since,
 				{Text: Bytes(v.Size), Key: numberKey(v.Size)}, {Text: Bytes(v.ActualSize), Key: numberKey(v.ActualSize)},

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/audit/audittest"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -22,19 +23,6 @@ func testRecorder(t *testing.T) (Recorder, string) {
 	return Recorder{Log: l, Via: "console"}, path
 }
 
-func outcomes(t *testing.T, path string) string {
-	t.Helper()
-	recs, err := audit.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.Action+":"+r.Outcome)
-	}
-	return strings.Join(out, " ")
-}
-
 // A flow's records are written once each, by the flow: the intent before
 // the change, one outcome after it (a second, say from a console closed
 // meanwhile, changes nothing), under one id and the face's name.
@@ -42,7 +30,7 @@ func TestActionRecordsOnce(t *testing.T) {
 	r, path := testRecorder(t)
 	a := &Action{Record: r.Open("cordon", "node-c")}
 	a.Change = func(context.Context, func(string)) error {
-		if got := outcomes(t, path); got != "cordon:intent" {
+		if got := audittest.Outcomes(t, path); got != "cordon:intent" {
 			t.Errorf("while the change runs the log holds %q, want its intent", got)
 		}
 		return nil
@@ -51,7 +39,7 @@ func TestActionRecordsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Interrupt(errors.New("too late"))
-	if got := outcomes(t, path); got != "cordon:intent cordon:done" {
+	if got := audittest.Outcomes(t, path); got != "cordon:intent cordon:done" {
 		t.Fatalf("records %q", got)
 	}
 	recs, _ := audit.Read(path)
@@ -65,7 +53,7 @@ func TestActionRecordsOnce(t *testing.T) {
 		t.Fatalf("refusal: %v", err)
 	}
 	_ = refused.Cancel(errors.New("not confirmed")) // a second outcome: not written
-	if got := outcomes(t, path); got != "cordon:intent cordon:done seed:refused" {
+	if got := audittest.Outcomes(t, path); got != "cordon:intent cordon:done seed:refused" {
 		t.Fatalf("records %q", got)
 	}
 }
