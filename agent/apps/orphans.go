@@ -19,15 +19,26 @@ type orphan struct {
 }
 
 // orphanWorkloads chooses the workloads to remove: the ones this node laid
-// out (its UUID in their DNId annotation) that are not desired, because the
-// app left the config, was deactivated or changed kind. An app another node
-// laid out, or now places, is that node's business, never this one's: the
-// node that places it writes over this node's layout. held: while a file
-// cannot be read and has no good version (set.Unknown), an app missing from
-// the config may be in that file, so nothing is removed until it reads.
+// out (its UUID in their DNId annotation) that the config no longer wants:
+// the app left the config, was deactivated, or is laid out as another kind
+// now. An app another node laid out, or now places, is that node's
+// business, never this one's: the node that places it writes over this
+// node's layout. An active app placed here that this pass could not lay
+// out at all (a volume it names has no config yet, its designated node is
+// not in the node cache) keeps what runs: that is a source not read, not
+// an intent, and the app's state carries the error. held: while a file
+// cannot be read and has no good version (set.Unknown), an app missing
+// from the config may be in that file, so nothing is removed until it
+// reads.
 func orphanWorkloads(workloads []placedObject, desired map[string]Layout, set AppSet, decisions map[string]AppDecision, myUUID string) (orphans []orphan, held bool) {
 	if len(set.Unknown) > 0 {
 		return nil, true
+	}
+	laidOut := map[string]bool{} // app UUIDs with a desired layout this pass
+	for _, l := range desired {
+		if uuid := l.Object.GetLabels()[kube.LabelAppUUID]; uuid != "" {
+			laidOut[uuid] = true
+		}
 	}
 	for _, p := range workloads {
 		if p.Object.GetAnnotations()[AnnotationDNId] != myUUID {
@@ -37,13 +48,18 @@ func orphanWorkloads(workloads []placedObject, desired map[string]Layout, set Ap
 			continue
 		}
 		uuid := p.Object.GetLabels()[kube.LabelAppUUID]
-		_, inConfig := set.Apps[uuid]
-		if inConfig && !decisions[uuid].Place {
-			continue
-		}
+		app, inConfig := set.Apps[uuid]
 		why := "its app left the config"
-		if inConfig {
-			why = "its app is no longer placed here"
+		switch {
+		case !inConfig:
+		case !decisions[uuid].Place:
+			continue
+		case !app.Activate:
+			why = "its app is deactivated"
+		case laidOut[uuid]:
+			why = "its app is laid out as another kind now"
+		default:
+			continue
 		}
 		orphans = append(orphans, orphan{placedObject: p, why: why})
 	}

@@ -52,11 +52,16 @@ func TestOrphanWorkloads(t *testing.T) {
 		held    bool
 	}{
 		"the app left the config, or is no longer placed here": {set: set, desired: map[string]Layout{keptLayout.key(): keptLayout},
-			removed: []string{"gone: its app left the config", "off: its app is no longer placed here"}},
+			removed: []string{"gone: its app left the config", "off: its app is deactivated"}},
 		"a file cannot be read: nothing removed": {set: AppSet{Apps: set.Apps, Unknown: []string{"/persist/apps/apps/x.json"}},
 			desired: map[string]Layout{keptLayout.key(): keptLayout}, held: true},
+		// An active app placed here that this pass could not lay out (a
+		// volume it names has no config yet, its designated node is not in
+		// the node cache): what runs stays, its state says why.
+		"the app cannot be laid out this pass: its workload stays": {set: set, desired: map[string]Layout{},
+			removed: []string{"gone: its app left the config", "off: its app is deactivated"}},
 		"the app changed kind: its old workload removed": {set: set, desired: map[string]Layout{vmLayout.key(): vmLayout},
-			removed: []string{"gone: its app left the config", WorkloadName(keptApp) + ": its app is no longer placed here", "off: its app is no longer placed here"}},
+			removed: []string{"gone: its app left the config", WorkloadName(keptApp) + ": its app is laid out as another kind now", "off: its app is deactivated"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			orphans, held := orphanWorkloads(workloads, tc.desired, tc.set, decisions, nodeA)
