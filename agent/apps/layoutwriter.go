@@ -165,7 +165,7 @@ func (w *layoutWriter) observe(desired map[string]Layout, workloads []placedObje
 	maps.DeleteFunc(w.failed, func(key string, _ applyFailure) bool { return notDesired(key) })
 	maps.DeleteFunc(w.stale, func(key string, _ bool) bool { return notDesired(key) })
 	maps.DeleteFunc(w.conflicts, func(key string, _ string) bool { return notDesired(key) })
-	w.noteSightings(workloads, now)
+	w.noteSightings(workloads, desired, now)
 }
 
 // decide is decideLayout over the writer's memory of key, and what the
@@ -330,18 +330,22 @@ func vmisAwayFrom(vmis []*kvv1.VirtualMachineInstance, uuid, node string) []*kvv
 }
 
 // noteSightings records when this node first saw each workload as it
-// stands now, on its own monotonic clock, and forgets the ones gone.
-// Only workloads are listed: a claim's sighting is dropped here each pass
-// and taken afresh (as now) when its layout is decided, so a claim's
-// conflict hold is renewed every pass rather than lapsing with the window.
-func (w *layoutWriter) noteSightings(workloads []placedObject, now time.Time) {
+// stands now, on its own monotonic clock, and forgets the sightings of
+// what is neither live nor desired. A desired object that is not a
+// workload (a claim) is sighted when its layout is decided; its sighting
+// is kept here, or its conflict hold would start afresh every pass and
+// never lapse.
+func (w *layoutWriter) noteSightings(workloads []placedObject, desired map[string]Layout, now time.Time) {
 	present := map[string]bool{}
 	for _, p := range workloads {
 		key := p.key()
 		present[key] = true
 		w.sighted(key, p.Object, now)
 	}
-	maps.DeleteFunc(w.seen, func(key string, _ layoutSighting) bool { return !present[key] })
+	maps.DeleteFunc(w.seen, func(key string, _ layoutSighting) bool {
+		_, wanted := desired[key]
+		return !present[key] && !wanted
+	})
 }
 
 // sighted is when this node first saw obj as it stands, now if it just did.

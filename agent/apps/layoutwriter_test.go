@@ -218,3 +218,36 @@ func TestVMIsAwayFrom(t *testing.T) {
 		t.Fatalf("restarted %v, want [on-a unscheduled]", got)
 	}
 }
+
+// A claim two nodes' configs disagree on is held for the window from its
+// first sighting, like a workload, then written over: the pass lists only
+// workloads as live objects, and a desired claim's sighting must survive
+// that.
+func TestLayoutWriterClaimConflictLapses(t *testing.T) {
+	const window = 5 * time.Minute
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	claim := func(dnid string) Layout {
+		l, err := LayoutVolume(VolumeConfig{UUID: volID, Name: "plc-data", DesignatedNodeID: dnid, Size: "1Gi", ReplicaCount: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	want := claim(nodeA)
+	byB := liveAs(claim(nodeB), "node-b", t0.Add(-time.Hour))
+	w := newLayoutWriter(placeEffects{}, window)
+	desired := map[string]Layout{want.key(): want}
+	pass := func(now time.Time) layoutAction {
+		w.observe(desired, nil, now) // claims are not workloads
+		return w.decide(want.key(), byB, want, now)
+	}
+	if act := pass(t0); act.do != layoutHoldConflict || !act.report {
+		t.Fatalf("first sighting: %+v, want a conflict hold, reported", act)
+	}
+	if act := pass(t0.Add(4 * time.Minute)); act.do != layoutHoldConflict || act.report || act.wait != time.Minute {
+		t.Fatalf("4m in: %+v, want the hold, quiet, lapsing in 1m0s", act)
+	}
+	if act := pass(t0.Add(window + time.Second)); act.do != layoutApply || !act.takeover {
+		t.Fatalf("past the window: %+v, want this node's claim written over node-b's, said as a takeover", act)
+	}
+}
