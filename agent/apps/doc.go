@@ -10,8 +10,14 @@
 //     and the state it publishes.
 //   - appconfig.go: reading and checking the app and volume files.
 //   - gating.go: what each app's state is and whether this node places it.
-//   - placement.go: the desired layout of an app, a volume, a storage
-//     class, and whether a write over another node's layout may happen.
+//   - placement.go: the layout of an app, a volume, a storage class, and
+//     whether a write over another node's layout may happen.
+//   - place.go: one placement pass, a reconciler per concern, each a pure
+//     decision and a small executor with its own memory: desired.go (what
+//     this node lays out), layoutwriter.go (writing it: in sync, held,
+//     conflict, move, retry, apply), pinnedvmi.go (failed pinned VMs
+//     restarted once their node is back), orphans.go (what no longer has
+//     a place here, never while a source cannot be read).
 //   - failover.go: the evidence and the verdict for a pod on a lost node.
 //   - timeline.go, leader.go, metrics.go, pending.go.
 package apps
