@@ -15,7 +15,6 @@ import (
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -26,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -37,25 +35,6 @@ import (
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
-func clientset(t *testing.T, site *sitebox.TestSite) kubernetes.Interface {
-	t.Helper()
-	return site.Clients(t).Core
-}
-
-func dynClient(t *testing.T, site *sitebox.TestSite) dynamic.Interface {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dyn
-}
-
-func longhornClient(t *testing.T, site *sitebox.TestSite) lhclientset.Interface {
-	t.Helper()
-	return site.Clients(t).Longhorn
-}
-
 // runSiteconEnv runs the binary with extra environment; output combined.
 func runSiteconEnv(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
@@ -63,22 +42,6 @@ func runSiteconEnv(t *testing.T, env []string, args ...string) (string, error) {
 	cmd.Env = append(append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir()), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// act runs a sitecon action command against the site with its own audit log.
-func act(t *testing.T, site *sitebox.TestSite, auditLog string, args ...string) (string, error) {
-	t.Helper()
-	out, errOut, err := runSitecon(t, append(args, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)...)
-	return out + errOut, err
-}
-
-func lastAudit(t *testing.T, path string) audit.Record {
-	t.Helper()
-	recs, err := audit.Read(path)
-	if err != nil || len(recs) == 0 {
-		t.Fatalf("no audit record in %s: %v", path, err)
-	}
-	return recs[len(recs)-1]
 }
 
 // Migrate: sitecon migrate moves an auto VM and a pinned container app;
@@ -139,23 +102,6 @@ func TestMigrateApps(t *testing.T) {
 			}
 		}
 	}
-}
-
-// singleReplicaVolume creates a Longhorn volume whose one replica is on
-// node, in use by a pod on node-a (Longhorn attaches only a volume in use),
-// waits until it is healthy, and removes it (replicas included) after the
-// test.
-func singleReplicaVolume(t *testing.T, site *sitebox.TestSite, name, node string) {
-	t.Helper()
-	replicatedVolume(t, site, name, node, 1)
-}
-
-// replicatedVolume creates a Longhorn volume with n replicas, one on node,
-// in use by a pod on node-a, waits until it is healthy, and removes it
-// (replicas included) after the test.
-func replicatedVolume(t *testing.T, site *sitebox.TestSite, name, node string, n int) {
-	t.Helper()
-	site.Volume(t, name, sitebox.VolumeOptions{Replicas: n, ReplicaOn: node, UsedOn: "node-a"})
 }
 
 // setReplicas changes, through the API server, every replica of volume on
@@ -778,43 +724,6 @@ func TestRemoveLostNode(t *testing.T) {
 	if rec := lastAudit(t, auditLog); rec.Action != "remove-node" || rec.Outcome != audit.OutcomeDone {
 		t.Fatalf("audit record %+v", rec)
 	}
-}
-
-// Replace node: the old node is removed (name typed) and the new one's join
-// bundle carries the old node's cluster address.
-// agentNodeAt adds an agent Node object (no kwok behind it) with the
-// internal address ip, removed when the test ends.
-func agentNodeAt(t *testing.T, cs kubernetes.Interface, name, ip string) {
-	t.Helper()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
-	if _, err := cs.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	// A patch: the node controller writes the new Node's status too.
-	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"` + ip + `"}]}}`)
-	if _, err := cs.CoreV1().Nodes().Patch(t.Context(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// formedConfig writes node-a's cluster config as formation leaves it (the
-// site's three nodes) and returns the cluster's ID and the config's path.
-func formedConfig(t *testing.T) (clusterID, path string) {
-	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := plan.Nodes[0].Files(t.TempDir(), "")
-	if err == nil {
-		err = files.Write()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return plan.ClusterID, files.ConfigPath
 }
 
 func TestReplaceNode(t *testing.T) {

@@ -3,159 +3,26 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
-
-// requestCounter counts an agent's requests to the API server that are not
-// watches, by "VERB resource".
-type requestCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-	// lost: the device is gone, every request fails (see siteAgent.lose).
-	lost atomic.Bool
-}
-
-func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if c.lost.Load() {
-				return nil, errors.New("the device is lost: nothing it sends arrives")
-			}
-			if req.URL.Query().Get("watch") != "true" {
-				c.mu.Lock()
-				what := resourceOf(req.URL.Path)
-				if what == "leases" {
-					what += "/" + path.Base(req.URL.Path)
-				}
-				c.counts[req.Method+" "+what]++
-				c.mu.Unlock()
-			}
-			return rt.RoundTrip(req)
-		})
-	})
-	return cfg
-}
-
-func (c *requestCounter) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.counts
-	c.counts = map[string]int{}
-	return out
-}
-
-// leaseRenewal is the one request an idle agent makes: the stats-leader
-// election reading and renewing its Lease.
-func leaseRenewal(req string) bool {
-	return req == "GET leases/"+kube.StatsLeaderLeaseName || req == "PUT leases/"+kube.StatsLeaderLeaseName
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// resourceOf turns /apis/apps/v1/namespaces/x/deployments/y into "deployments".
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i, p := range parts {
-		if p == "namespaces" && i+2 < len(parts) {
-			return parts[i+2]
-		}
-	}
-	if len(parts) >= 3 && parts[0] == "api" {
-		return parts[2]
-	}
-	if len(parts) >= 4 && parts[0] == "apis" {
-		return parts[3]
-	}
-	return path
-}
-
-// siteAgent is one node's agent, run in-process with --no-bootstrap.
-type siteAgent struct {
-	node    string
-	agent   *agent.Agent
-	counter *requestCounter
-	cancel  context.CancelFunc
-	done    chan struct{}
-	socket  string // its local API
-}
-
-func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
-	t.Helper()
-	return startAgentWith(t, site, node, appsDir, logDir, func(o *agent.Options) {
-		// The tests' speed-ups over the shipped defaults (see the README).
-		o.LeaderDurations = agent.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
-		o.Apps.Placement = agent.PlacementOptions{MoveAfter: 3 * time.Second}
-		o.Apps.FailoverTimeout = 3 * time.Second
-	})
-}
-
-// startAgentWith runs an apps agent for node on sitebox, logging to
-// logDir, with sitecon's shipped timings unless tune changes them.
-func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string, tune func(*agent.Options)) *siteAgent {
-	t.Helper()
-	logFile, err := os.OpenFile(filepath.Join(logDir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &requestCounter{counts: map[string]int{}}
-	opts := agent.Options{
-		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
-		SocketPath: filepath.Join(logDir, node+".sock"),
-		Apps: agent.AppsOptions{
-			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
-			NodeProbe: siteStatus.probe,
-		},
-		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
-	if tune != nil {
-		tune(&opts)
-	}
-	return runSiteAgent(t, node, logDir, logFile, counter, opts)
-}
-
-// runSiteAgent runs an in-process agent until the test stops or loses it.
-func runSiteAgent(t testing.TB, node, logDir string, logFile *os.File, counter *requestCounter, opts agent.Options) *siteAgent {
-	a := agent.New(opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	sa := &siteAgent{node: node, agent: a, counter: counter, cancel: cancel, done: make(chan struct{}), socket: filepath.Join(logDir, node+".sock")}
-	go func() {
-		defer close(sa.done)
-		defer logFile.Close()
-		if err := a.Run(ctx); err != nil {
-			t.Errorf("agent %s: %v", node, err)
-		}
-	}()
-	return sa
-}
 
 // getSocket reads path from an agent's local API into v.
 func getSocket(t *testing.T, socket, path string, v any) {
@@ -177,79 +44,6 @@ func getSocket(t *testing.T, socket, path string, v any) {
 	}
 }
 
-func (s *siteAgent) stop() {
-	s.cancel()
-	<-s.done
-}
-
-// lose takes the agent away as a dead device goes: from now on nothing it
-// sends reaches the API server, so it releases nothing (its stats-leader
-// lease stays until it expires), then it stops.
-func (s *siteAgent) lose() {
-	s.counter.lost.Store(true)
-	s.stop()
-}
-
-func (s *siteAgent) app(name string) (agent.AppState, bool) {
-	apps := s.agent.Apps()
-	if apps == nil {
-		return agent.AppState{}, false
-	}
-	for _, st := range apps.Apps() {
-		if st.Name == name {
-			return st, true
-		}
-	}
-	return agent.AppState{}, false
-}
-
-type agentView map[string]agent.AppState // by node
-
-func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
-	t.Helper()
-	return until(t, within, app+": "+what, func() (agentView, bool) {
-		view := agentView{}
-		for _, a := range agents {
-			if st, ok := a.app(app); ok {
-				view[a.node] = st
-			}
-		}
-		return view, len(view) == len(agents) && cond(view)
-	}, func(view agentView) string {
-		var b strings.Builder
-		b.WriteString("agents see:")
-		for node, st := range view {
-			fmt.Fprintf(&b, "\n  %s: dnid=%s is_dnid=%v sched=%v running=%v status=%s node=%s lost=%v err=%q",
-				node, st.DNIdNode, st.IsDNIdNode, st.ScheduledOnThisNode, st.ClusterAppRunning, st.KubeStatus, st.Node, st.Lost, st.Error)
-		}
-		return b.String()
-	})
-}
-
-// runningOn: every agent agrees the app runs on node, and only node's agent
-// reports cluster_app_running.
-func runningOn(node string) func(agentView) bool {
-	return func(v agentView) bool {
-		for n, st := range v {
-			if st.KubeStatus != agent.KubeRunning || st.Node != node || st.ClusterAppRunning != (n == node) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-func writeJSON(t testing.TB, path string, v any) {
-	t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.WriteFileAtomic(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 const (
 	appWeb    = "e2e-web"
 	appVM     = "e2e-vm"
@@ -263,28 +57,6 @@ const (
 // TestAppsAgents puts it on node-b itself, see placeOnlyReplica.
 func localDataVolume() agent.VolumeConfig {
 	return agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000c", Name: "local-data", DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 1}
-}
-
-// placeOnlyReplica creates a volume's claim as the agents lay it out, with
-// the Longhorn simulator's test-side knob naming the node for its replica
-// (as an administrator would pin it with Longhorn node tags); the agents
-// then apply their layout over it and leave the knob alone.
-func placeOnlyReplica(t *testing.T, dyn dynamic.Interface, v agent.VolumeConfig, node string) {
-	t.Helper()
-	l, err := agent.LayoutVolume(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := l.Object.DeepCopy()
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[sitebox.AnnotationReplicaNode] = node
-	obj.SetAnnotations(ann)
-	if _, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // writeTestApps writes the apps of TestAppsAgents: four on node-b (an auto
@@ -674,21 +446,6 @@ func TestAppsAgents(t *testing.T) {
 	})
 }
 
-// siteconApply is sitecon's server-side apply entry on obj: when it was
-// made and the fields it owns. Another apply that changes anything changes it.
-func siteconApply(obj metav1.Object) string {
-	for _, f := range obj.GetManagedFields() {
-		if f.Manager == agent.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
-			fields := ""
-			if f.FieldsV1 != nil {
-				fields = string(f.FieldsV1.Raw)
-			}
-			return f.Time.UTC().Format(time.RFC3339) + " " + fields
-		}
-	}
-	return "(none)"
-}
-
 func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
 	for _, f := range fields {
 		if f.Manager == agent.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
@@ -696,107 +453,6 @@ func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
 		}
 	}
 	return false
-}
-
-// waitSettled waits until every agent says it has nothing pending (no pass
-// running, no retry or failover timer armed, no change queued: see
-// agent.Pending), five looks in a row, with no request by any agent but
-// its lease renewals and events between them. Quiet alone is no witness:
-// a write held back by a timer (a failed apply retried after 5 s, a
-// failover timer) comes after any quiet spell shorter than the timer; an
-// armed timer shows here. The looks in a row only cover a write still in
-// flight to another agent's watch.
-func waitSettled(t *testing.T, agents map[string]*siteAgent) {
-	t.Helper()
-	if last, err := waitSettledFor(agents, 120*time.Second, 0, nil); err != nil {
-		t.Fatalf("the agents did not settle: %+v", last)
-	}
-}
-
-// waitSettledFor is waitSettled within a time, with look called at every
-// look. A timer armed to fire more than beyond from now counts as settled:
-// a hold that lapses later (a conflict's window) is no work in hand for a
-// test that ends before it.
-func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, look func()) (map[string]agent.Pending, error) {
-	idleLooks := 0
-	var last map[string]agent.Pending
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		if look != nil {
-			look()
-		}
-		settled := true
-		last = map[string]agent.Pending{}
-		for n, a := range agents {
-			apps := a.agent.Apps()
-			if apps == nil {
-				settled = false // a restarted agent has not reached the cluster yet
-				continue
-			}
-			p := apps.Pending()
-			last[n] = p
-			if beyond > 0 && p.RetryAt.After(time.Now().Add(beyond)) {
-				p.RetryAt = time.Time{}
-			}
-			if !p.Idle() || p.Passes == 0 {
-				settled = false
-			}
-			for req := range a.counter.reset() {
-				// Events trail the writes they report: not a sign of work.
-				if !leaseRenewal(req) && !strings.HasSuffix(req, " events") {
-					settled = false
-				}
-			}
-		}
-		if !settled {
-			idleLooks = 0
-			return false, nil
-		}
-		idleLooks++
-		return idleLooks >= 5, nil
-	})
-	return last, err
-}
-
-func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string, match func(agent.TimelineEvent) bool) agent.TimelineEvent {
-	t.Helper()
-	return waitAnyTimeline(t, []*siteAgent{a}, within, a.node+": "+what, match)
-}
-
-// cleanupApps removes the test's apps through the agents (the config goes,
-// the DNId agents delete their workloads), then what is left of them.
-func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, agents map[string]*siteAgent, appsDir string, apps map[string]agent.AppConfig) {
-	ctx := context.Background()
-	for name := range apps {
-		_ = os.Remove(filepath.Join(appsDir, "apps", name+".json"))
-	}
-	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: agent.LabelManagedBy + "=" + agent.FieldManager})
-		return err == nil && len(deps.Items) == 0, nil
-	})
-	for _, a := range agents {
-		a.stop()
-	}
-	_ = cs.CoreV1().ConfigMaps(kube.AppNamespace).Delete(ctx, agent.PlacementConfigMapName, metav1.DeleteOptions{})
-	for _, a := range apps {
-		sel := metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID}
-		for _, gvr := range agent.WorkloadGVRs {
-			_ = dyn.Resource(gvr).Namespace(kube.AppNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
-		}
-		pods, _ := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, sel)
-		for _, p := range pods.Items {
-			err := cs.CoreV1().Pods(kube.AppNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-			if err != nil && !apierrors.IsNotFound(err) {
-				t.Logf("cleanup pod %s: %v", p.Name, err)
-			}
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // The controller moved an app (version 2: designated node-c) and node-b has
@@ -943,27 +599,4 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(lost)
-}
-
-// startOlderConfigAgents runs three agents where node-b holds an older
-// version of one app (older) than node-a and node-c (newer); it returns
-// the agents and node-b's config file. The app and its agents are cleaned
-// up after the test, node-b's file first (with it, node-b would lay the
-// app out again).
-func startOlderConfigAgents(t *testing.T, site *sitebox.TestSite, newer, older agent.AppConfig) (map[string]*siteAgent, []*siteAgent, string) {
-	t.Helper()
-	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
-	oldFile := filepath.Join(oldDir, "apps", older.DisplayName+".json")
-	writeJSON(t, filepath.Join(newDir, "apps", newer.DisplayName+".json"), newer)
-	writeJSON(t, oldFile, older)
-	agents := map[string]*siteAgent{
-		"node-a": startSiteAgent(t, site, "node-a", newDir, logDir),
-		"node-b": startSiteAgent(t, site, "node-b", oldDir, logDir),
-		"node-c": startSiteAgent(t, site, "node-c", newDir, logDir),
-	}
-	t.Cleanup(func() {
-		_ = os.Remove(oldFile)
-		cleanupApps(t, clientset(t, site), dynClient(t, site), agents, newDir, map[string]agent.AppConfig{newer.DisplayName: newer})
-	})
-	return agents, []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}, oldFile
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -39,46 +38,18 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files, err := plan.Nodes[0].Files(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := files.Write(); err != nil {
-		t.Fatal(err)
-	}
 	const grace = 4 * time.Second
-	n := &nodeAgent{host: host, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data")}
-	n.agent = agent.New(agent.Options{
-		ConfigPath: files.ConfigPath,
-		K3sBin:     standin,
-		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
-		K3sLogFile: filepath.Join(dir, "k3s.log"),
-		// No API server: this test is about the node's own bring-up.
-		Kubeconfig: filepath.Join(dir, "no-kubeconfig"),
-		Env: agent.Environment{
-			InterfaceExists: func(name string) bool {
-				return host.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
-			},
-			ReadFile: os.ReadFile,
-		},
-		InNetNS:            host.Do,
-		ConfigPollInterval: 100 * time.Millisecond,
-		ConfigAbsentGrace:  grace,
-		SeedBackoffMin:     100 * time.Millisecond,
-		SeedBackoffMax:     500 * time.Millisecond,
-		K3sBackoffMin:      100 * time.Millisecond,
-	})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := n.agent.Run(ctx); err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+	n := startNodeAgent(t, ctx, &wg, "", standin, host, plan.Nodes[0], nil, func(o *agent.Options) {
+		// No API server: this test is about the node's own bring-up.
+		o.Kubeconfig = filepath.Join(t.TempDir(), "no-kubeconfig")
+		o.SocketPath = ""
+		o.ConfigAbsentGrace = grace
+		o.LeaderDurations = agent.LeaderDurations{}
+	})
+	configPath := n.config
 
 	// The interface does not exist yet: the config is rejected, and k3s
 	// does not start.
@@ -125,8 +96,8 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	untouched("bring-up")
 
 	// An editor's rename-save: the file is away for a moment, then back.
-	away := files.ConfigPath + ".away"
-	if err := os.Rename(files.ConfigPath, away); err != nil {
+	away := configPath + ".away"
+	if err := os.Rename(configPath, away); err != nil {
 		t.Fatal(err)
 	}
 	st := waitState(t, n, 5*time.Second, "says the config is missing", func(st agent.State) bool {
@@ -136,7 +107,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 		t.Errorf("the state does not say when the node would leave: %q", st.ConfigNote)
 	}
 	untouched("a config absent for a moment")
-	if err := os.Rename(away, files.ConfigPath); err != nil {
+	if err := os.Rename(away, configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, 5*time.Second, "config back", func(st agent.State) bool { return st.ConfigNote == "" })
@@ -144,10 +115,10 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 
 	// A stat that fails for another reason (here a symlink loop, ELOOP) is
 	// unknown: held past the grace period, never taken for absence.
-	if err := os.Rename(files.ConfigPath, away); err != nil {
+	if err := os.Rename(configPath, away); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Base(files.ConfigPath), files.ConfigPath); err != nil {
+	if err := os.Symlink(filepath.Base(configPath), configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, 5*time.Second, "says the config cannot be read", func(st agent.State) bool {
@@ -161,10 +132,10 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 		t.Fatal("an unreadable config took the node out of the cluster")
 	}
 	untouched("an unreadable config")
-	if err := os.Remove(files.ConfigPath); err != nil {
+	if err := os.Remove(configPath); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(away, files.ConfigPath); err != nil {
+	if err := os.Rename(away, configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, 5*time.Second, "config readable again", func(st agent.State) bool { return st.ConfigNote == "" })
@@ -172,7 +143,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 
 	// A leave request (sitecon agent leave) takes the node out at once,
 	// the config still there; removed, the node comes back from its config.
-	request := agent.LeaveRequestFile(files.ConfigPath)
+	request := agent.LeaveRequestFile(configPath)
 	if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +166,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	})
 
 	// Absent for the whole grace period: the node leaves.
-	if err := os.Remove(files.ConfigPath); err != nil {
+	if err := os.Remove(configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, grace+10*time.Second, "left", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })

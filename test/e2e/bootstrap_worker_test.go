@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -70,42 +69,9 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	start := func(h *netns.Host, bundle agent.JoinBundle, kubeconfig string) *nodeAgent {
-		dir := t.TempDir()
-		files, err := bundle.Files(dir, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := files.Write(); err != nil {
-			t.Fatal(err)
-		}
-		n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data"), socket: filepath.Join(dir, "agent.sock")}
-		n.agent = agent.New(agent.Options{
-			ConfigPath: files.ConfigPath, K3sBin: standin,
-			K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
-			K3sLogFile: filepath.Join(dir, "k3s.log"), SocketPath: n.socket, Kubeconfig: kubeconfig,
-			Env: agent.Environment{
-				InterfaceExists: func(name string) bool {
-					return h.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
-				},
-				ReadFile: os.ReadFile,
-			},
-			InNetNS: h.Do, ConfigPollInterval: 100 * time.Millisecond,
-			SeedBackoffMin: 100 * time.Millisecond, SeedBackoffMax: 500 * time.Millisecond, K3sBackoffMin: 100 * time.Millisecond,
-			LeaderDurations: agent.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
-		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := n.agent.Run(ctx); err != nil {
-				t.Errorf("agent %s: %v", h.Name, err)
-			}
-		}()
-		return n
-	}
 	// The seed has k3s's admin kubeconfig, as a server has.
-	seed := start(hosts[0], plan.Nodes[0], site.Kubeconfig())
-	worker := start(hosts[1], plan.Nodes[2], "")
+	seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0], nil, nil)
+	worker := startNodeAgent(t, ctx, &wg, "", standin, hosts[1], plan.Nodes[2], nil, nil)
 
 	waitState(t, seed, 30*time.Second, "seed joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
 	st := waitState(t, worker, 40*time.Second, "worker joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })

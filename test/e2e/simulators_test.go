@@ -267,32 +267,6 @@ func TestLonghornSimulatorKeepsAttachmentWhilePodExists(t *testing.T) {
 	}
 }
 
-// waitPodJudged waits until the pod either runs (Running and Ready: nil) or
-// carries a FailedAttachVolume event (returned): the simulators decided on it.
-func waitPodJudged(t *testing.T, site *sitebox.TestSite, ns, name string, within time.Duration) *corev1.Event {
-	t.Helper()
-	core := site.Clients(t).Core.CoreV1()
-	var held *corev1.Event
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		p, err := core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		if p.Status.Phase == corev1.PodRunning && kube.PodReady(p) {
-			return true, nil
-		}
-		events, err := core.Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=FailedAttachVolume"})
-		if err != nil || len(events.Items) == 0 {
-			return false, nil
-		}
-		held = &events.Items[0]
-		return true, nil
-	}); err != nil {
-		t.Fatalf("pod %s/%s neither ran nor was held within %s", ns, name, within)
-	}
-	return held
-}
-
 // The attach/detach controller (the real one, in sitebox's
 // kube-controller-manager) does not detach a volume from a lost node that
 // last reported it in use, even once the pod there is force-deleted: it
