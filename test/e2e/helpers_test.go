@@ -32,7 +32,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -494,10 +493,13 @@ func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, a
 	for name := range apps {
 		_ = os.Remove(filepath.Join(appsDir, "apps", name+".json"))
 	}
-	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	// Best effort: what is left after 30 s goes below, by force.
+	if left, gone := poll(200*time.Millisecond, 30*time.Second, func() (int, bool) {
 		deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: agent.LabelManagedBy + "=" + agent.FieldManager})
-		return err == nil && len(deps.Items) == 0, nil
-	})
+		return len(deps.Items), err == nil && len(deps.Items) == 0
+	}); !gone {
+		t.Logf("cleanup: %d Deployments of sitecon's still there after 30 s; removing them by force", left)
+	}
 	for _, a := range agents {
 		a.stop()
 	}
@@ -598,53 +600,62 @@ func waitAnyTimeline(t *testing.T, agents []*siteAgent, within time.Duration, wh
 // flight to another agent's watch.
 func waitSettled(t *testing.T, agents map[string]*siteAgent) {
 	t.Helper()
-	if last, err := waitSettledFor(agents, 120*time.Second, 0, nil); err != nil {
-		t.Fatalf("the agents did not settle: %+v", last)
+	const within = 120 * time.Second
+	if last, ok := waitSettledFor(agents, within, 0, nil); !ok {
+		t.Fatalf("the agents settled: not within %s; %s", within, last)
 	}
 }
 
+// settling is what waitSettledFor saw on its last look.
+type settling struct {
+	pending map[string]agent.Pending // by node
+	busy    []string                 // what kept it from counting as quiet
+}
+
+func (s settling) String() string {
+	return fmt.Sprintf("last look: pending %+v; busy %v", s.pending, s.busy)
+}
+
 // waitSettledFor is waitSettled within a time, with look called at every
-// look. A timer armed to fire more than beyond from now counts as settled:
-// a hold that lapses later (a conflict's window) is no work in hand for a
-// test that ends before it.
-func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, look func()) (map[string]agent.Pending, error) {
+// look (200 ms apart). A timer armed to fire more than beyond from now
+// counts as settled: a hold that lapses later (a conflict's window) is no
+// work in hand for a test that ends before it. It returns its last look
+// and whether the agents settled.
+func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, look func()) (settling, bool) {
 	idleLooks := 0
-	var last map[string]agent.Pending
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
+	return poll(200*time.Millisecond, within, func() (settling, bool) {
 		if look != nil {
 			look()
 		}
-		settled := true
-		last = map[string]agent.Pending{}
+		last := settling{pending: map[string]agent.Pending{}}
 		for n, a := range agents {
 			apps := a.agent.Apps()
 			if apps == nil {
-				settled = false // a restarted agent has not reached the cluster yet
+				last.busy = append(last.busy, n+": not at the cluster yet") // a restarted agent
 				continue
 			}
 			p := apps.Pending()
-			last[n] = p
+			last.pending[n] = p
 			if beyond > 0 && p.RetryAt.After(time.Now().Add(beyond)) {
 				p.RetryAt = time.Time{}
 			}
 			if !p.Idle() || p.Passes == 0 {
-				settled = false
+				last.busy = append(last.busy, n+": work pending")
 			}
 			for req := range a.counter.reset() {
 				// Events trail the writes they report: not a sign of work.
 				if !leaseRenewal(req) && !strings.HasSuffix(req, " events") {
-					settled = false
+					last.busy = append(last.busy, n+": "+req)
 				}
 			}
 		}
-		if !settled {
+		if len(last.busy) > 0 {
 			idleLooks = 0
-			return false, nil
+			return last, false
 		}
 		idleLooks++
-		return idleLooks >= 5, nil
+		return last, idleLooks >= 5
 	})
-	return last, err
 }
 
 // siteconApply is sitecon's server-side apply entry on obj: when it was
@@ -674,25 +685,119 @@ func tail(s string, n int) string {
 func waitPodJudged(t *testing.T, site *sitebox.TestSite, ns, name string, within time.Duration) *corev1.Event {
 	t.Helper()
 	core := site.Clients(t).Core.CoreV1()
-	var held *corev1.Event
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		p, err := core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	type judged struct {
+		pod  *corev1.Pod
+		held *corev1.Event
+		err  error
+	}
+	return until(t, within, fmt.Sprintf("pod %s/%s ran or was held", ns, name), func() (judged, bool) {
+		p, err := core.Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return judged{err: err}, false
 		}
 		if p.Status.Phase == corev1.PodRunning && kube.PodReady(p) {
-			return true, nil
+			return judged{pod: p}, true
 		}
-		events, err := core.Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=FailedAttachVolume"})
+		events, err := core.Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=FailedAttachVolume"})
 		if err != nil || len(events.Items) == 0 {
-			return false, nil
+			return judged{pod: p, err: err}, false
 		}
-		held = &events.Items[0]
-		return true, nil
-	}); err != nil {
-		t.Fatalf("pod %s/%s neither ran nor was held within %s", ns, name, within)
+		return judged{pod: p, held: &events.Items[0]}, true
+	}, func(j judged) string {
+		if j.pod == nil {
+			return fmt.Sprintf("the pod: %v", j.err)
+		}
+		return "the pod, no FailedAttachVolume event: " + podLine(*j.pod)
+	}).held
+}
+
+// ---- What the site's pods and Events are, as waits see them ----
+
+// podLine is one pod as a wait's failure shows it.
+func podLine(p corev1.Pod) string {
+	line := fmt.Sprintf("%s on %q %s ready=%v", p.Name, p.Spec.NodeName, p.Status.Phase, kube.PodReady(&p))
+	if p.DeletionTimestamp != nil {
+		line += " deleting"
 	}
-	return held
+	return line
+}
+
+// podList is a listing of pods as a wait saw it.
+type podList struct {
+	items []corev1.Pod
+	err   error
+}
+
+func listPods(cs kubernetes.Interface, ns string, opts metav1.ListOptions) podList {
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), opts)
+	if err != nil {
+		return podList{err: err}
+	}
+	return podList{items: pods.Items}
+}
+
+func (l podList) String() string {
+	if l.err != nil {
+		return "listing the pods: " + l.err.Error()
+	}
+	if len(l.items) == 0 {
+		return "no pods"
+	}
+	lines := make([]string, len(l.items))
+	for i, p := range l.items {
+		lines[i] = podLine(p)
+	}
+	return "pods: " + strings.Join(lines, "; ")
+}
+
+// waitPods waits until the pods in ns that opts selects satisfy cond, and
+// returns them.
+func waitPods(t *testing.T, cs kubernetes.Interface, ns string, opts metav1.ListOptions, within time.Duration, what string, cond func([]corev1.Pod) bool) []corev1.Pod {
+	t.Helper()
+	return until(t, within, what, func() (podList, bool) {
+		l := listPods(cs, ns, opts)
+		return l, l.err == nil && cond(l.items)
+	}, podList.String).items
+}
+
+// onlyPodReadyOn: one pod, Ready on node.
+func onlyPodReadyOn(node string) func([]corev1.Pod) bool {
+	return func(pods []corev1.Pod) bool {
+		return len(pods) == 1 && pods[0].Spec.NodeName == node && kube.PodReady(&pods[0])
+	}
+}
+
+// waitEvent waits until an Event in ns that opts selects matches, and
+// returns it.
+func waitEvent(t *testing.T, cs kubernetes.Interface, ns string, opts metav1.ListOptions, within time.Duration, what string, match func(corev1.Event) bool) corev1.Event {
+	t.Helper()
+	type seen struct {
+		events []corev1.Event
+		found  *corev1.Event
+		err    error
+	}
+	return *until(t, within, what, func() (seen, bool) {
+		evs, err := cs.CoreV1().Events(ns).List(context.Background(), opts)
+		if err != nil {
+			return seen{err: err}, false
+		}
+		for i, e := range evs.Items {
+			if match(e) {
+				return seen{found: &evs.Items[i]}, true
+			}
+		}
+		return seen{events: evs.Items}, false
+	}, func(s seen) string {
+		if s.err != nil {
+			return "listing the Events: " + s.err.Error()
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d Events (%s):", len(s.events), opts.FieldSelector)
+		for _, e := range s.events {
+			fmt.Fprintf(&b, "\n  %s %s from %s/%s: %s", e.Type, e.Reason, e.Source.Component, e.Source.Host, e.Message)
+		}
+		return b.String()
+	}).found
 }
 
 // ---- Node agents (bootstrap) in network namespaces, with the k3s stand-in ----
@@ -881,13 +986,8 @@ func (c *tmuxConsole) screen() string {
 // waitScreen waits until the screen satisfies cond.
 func (c *tmuxConsole) waitScreen(within time.Duration, what string, cond func(string) bool) string {
 	c.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(c.t.Context(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		last = c.screen()
-		return cond(last), nil
-	})
-	if err != nil {
-		c.t.Fatalf("%s: not within %s; screen:\n%s", what, within, last)
-	}
-	return last
+	return until(c.t, within, what, func() (string, bool) {
+		s := c.screen()
+		return s, cond(s)
+	}, func(s string) string { return "screen:\n" + s })
 }
