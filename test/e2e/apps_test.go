@@ -15,7 +15,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -149,26 +148,23 @@ func TestAppsAgents(t *testing.T) {
 
 	// Volumes: node-b creates all three (its agent says is_dnid_node), the
 	// others record them as replicated, and all see Longhorn's robustness.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	type volumesSeen map[string][]agent.VolumeState // by node
+	until(t, 30*time.Second, "the agents agree on the volumes: node-b creates all three, the others see them replicated, all healthy", func() (volumesSeen, bool) {
+		seen, agree := volumesSeen{}, true
 		for _, a := range all() {
 			vols := a.agent.Apps().Volumes()
+			seen[a.node] = vols
 			if len(vols) != 3 {
-				return false, nil
+				agree = false
 			}
 			for _, v := range vols {
 				if v.IsDNIdNode != (a.node == "node-b") || v.Replicated == v.IsDNIdNode || v.DNIdNode != "node-b" || v.Robustness != "healthy" {
-					return false, nil
+					agree = false
 				}
 			}
 		}
-		return true, nil
-	})
-	if err != nil {
-		for _, a := range all() {
-			t.Logf("%s: %+v", a.node, a.agent.Apps().Volumes())
-		}
-		t.Fatal("the agents do not agree on the volumes")
-	}
+		return seen, agree
+	}, func(seen volumesSeen) string { return fmt.Sprintf("the agents see: %+v", seen) })
 	// The same, as another service on the device reads it: the socket.
 	var overSocket []agent.AppState
 	getSocket(t, agents["node-b"].socket, "/v1/apps", &overSocket)
@@ -296,21 +292,18 @@ func TestAppsAgents(t *testing.T) {
 		webNode, _ := agents["node-a"].app(appWeb)
 		webClaim := agent.ClaimName(agent.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data"})
 		lh := longhornClient(t, site)
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		until(t, 30*time.Second, fmt.Sprintf("volume %s attached on %s, where %s runs", webClaim, webNode.Node, appWeb), func() (string, bool) {
 			vols, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, nil
+				return "listing the volumes: " + err.Error(), false
 			}
 			for _, v := range vols.Items {
 				if v.Status.KubernetesStatus.PVCName == webClaim {
-					return v.Status.CurrentNodeID == webNode.Node, nil
+					return fmt.Sprintf("attached on %q (%s)", v.Status.CurrentNodeID, v.Status.State), v.Status.CurrentNodeID == webNode.Node
 				}
 			}
-			return false, nil
-		})
-		if err != nil {
-			t.Fatalf("volume %s is not attached on %s, where %s runs", webClaim, webNode.Node, appWeb)
-		}
+			return "no Longhorn volume for the claim", false
+		}, func(last string) string { return "last seen: " + last })
 		view := waitAgents(t, live, appPinned, 60*time.Second, "reported lost on node-b", func(v agentView) bool {
 			for _, st := range v {
 				if st.Lost == nil || st.Lost.Node != "node-b" || st.Lost.Since.IsZero() || st.KubeStatus == agent.KubeRunning {
@@ -321,22 +314,24 @@ func TestAppsAgents(t *testing.T) {
 		})
 		t.Logf("pinned app: lost on %s since %s", view["node-a"].Lost.Node, view["node-a"].Lost.Since)
 		// Exactly one live agent leads, and it judged the stuck pods.
-		var leader *siteAgent
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-			leader = nil
+		leader := until(t, 15*time.Second, "one stats leader among the live agents", func() (*siteAgent, bool) {
+			var leader *siteAgent
 			for _, a := range live {
 				if a.agent.LeaderState().IsLeader {
 					if leader != nil {
-						return false, fmt.Errorf("two leaders: %s and %s", leader.node, a.node)
+						t.Fatalf("two leaders among the live agents: %s and %s", leader.node, a.node)
 					}
 					leader = a
 				}
 			}
-			return leader != nil, nil
+			return leader, leader != nil
+		}, func(*siteAgent) string {
+			var b strings.Builder
+			for _, a := range live {
+				fmt.Fprintf(&b, " %s: %+v", a.node, a.agent.LeaderState())
+			}
+			return "leader states:" + b.String()
 		})
-		if err != nil {
-			t.Fatalf("no single stats leader among the live agents: %v", err)
-		}
 		waitTimeline(t, leader, 60*time.Second, "force-deleted the web pod", func(e agent.TimelineEvent) bool {
 			return e.Kind == agent.EventFailover && e.App == appWeb
 		})
@@ -369,13 +364,8 @@ func TestAppsAgents(t *testing.T) {
 			}
 		}
 		// The event recorder sends its Events in the background.
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
-			events, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailoverRefused"})
-			return err == nil && len(events.Items) > 0, nil
-		})
-		if err != nil {
-			t.Fatalf("no Kubernetes Event for the refusal: %v", err)
-		}
+		waitEvent(t, cs, kube.AppNamespace, metav1.ListOptions{FieldSelector: "reason=FailoverRefused"}, 15*time.Second,
+			"a Kubernetes Event for the refusal", func(corev1.Event) bool { return true })
 		if err := site.Recover("node-b"); err != nil {
 			t.Fatal(err)
 		}
@@ -392,12 +382,10 @@ func TestAppsAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := agents["node-a"]
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return a.agent.Apps().Node().ConfigErrors[path] != "", nil
-		})
-		if err != nil {
-			t.Fatalf("no per-file error for %s: %+v", path, a.agent.Apps().Node())
-		}
+		until(t, 10*time.Second, "a per-file error for "+path, func() (agent.NodeState, bool) {
+			node := a.agent.Apps().Node()
+			return node, node.ConfigErrors[path] != ""
+		}, func(node agent.NodeState) string { return fmt.Sprintf("node-a's node state: %+v", node) })
 		if len(a.agent.Apps().Apps()) != len(apps) {
 			t.Fatalf("a broken file dropped apps: %d of %d served", len(a.agent.Apps().Apps()), len(apps))
 		}
@@ -436,13 +424,9 @@ func TestAppsAgents(t *testing.T) {
 		}
 		// Mended, the file is the app again and removals resume.
 		writeJSON(t, path, apps[appMoved])
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-			st, ok := agents[placer].app(appMoved)
-			return ok && len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == agent.KubeRunning, nil
+		waitApp(t, agents[placer], appMoved, 20*time.Second, "the mended file taken up, the app running", func(st agent.AppState) bool {
+			return len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == agent.KubeRunning
 		})
-		if err != nil {
-			t.Fatalf("the mended file was not taken up: %+v", agents[placer].agent.Apps().Node())
-		}
 	})
 }
 
@@ -471,14 +455,9 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
 
 	waitAgents(t, all, "stale-web", 60*time.Second, "running on node-c", runningOn("node-c"))
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		st, ok := agents["node-b"].app("stale-web")
-		return ok && strings.Contains(st.Error, "waiting for the newer config"), nil
+	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b says it holds an older config", func(st agent.AppState) bool {
+		return strings.Contains(st.Error, "waiting for the newer config")
 	})
-	if err != nil {
-		st, _ := agents["node-b"].app("stale-web")
-		t.Fatalf("node-b does not say it holds an older config: %+v", st)
-	}
 	// The Deployment as node-c laid it out, read as soon as node-b holds
 	// back: node-b's apply from then on, at once or after any timer, is
 	// the fight. Its watch wakes it on every change node-c makes.
@@ -500,14 +479,9 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 
 	// node-b catches up: the error goes, and the app stays on node-c.
 	writeJSON(t, oldFile, v2)
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		st, ok := agents["node-b"].app("stale-web")
-		return ok && st.Error == "" && !st.IsDNIdNode, nil
+	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b takes up the newer config (no error, not the DNId node)", func(st agent.AppState) bool {
+		return st.Error == "" && !st.IsDNIdNode
 	})
-	if err != nil {
-		st, _ := agents["node-b"].app("stale-web")
-		t.Fatalf("node-b did not take up the newer config: %+v", st)
-	}
 	waitAgents(t, all, "stale-web", 30*time.Second, "still on node-c", runningOn("node-c"))
 }
 
@@ -543,13 +517,13 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	}
 	waitReady := func(node string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		until(t, 60*time.Second, node+"'s agent reports READY", func() (string, bool) {
 			st, err := nodeStatus(node)
-			return err == nil && st.Status == agent.NodeReady, nil
-		})
-		if err != nil {
-			t.Fatalf("%s's agent never reported READY", node)
-		}
+			if err != nil {
+				return err.Error(), false
+			}
+			return fmt.Sprintf("%+v", st), st.Status == agent.NodeReady
+		}, func(last string) string { return "its /v1/node: " + last })
 	}
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		waitReady(n)
@@ -557,17 +531,19 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	// The stats leader's node is the one lost: a dead device never gives
 	// its lease up, so another node may take it only once it expires.
 	leases := clientset(t, site).CoordinationV1().Leases(kube.AppNamespace)
-	var held *coordinationv1.Lease
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := leases.Get(ctx, kube.StatsLeaderLeaseName, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
-			return false, nil
-		}
-		held = l
-		return true, nil
-	}); err != nil {
-		t.Fatal("no stats leader among the site's agents")
+	lease := func() (*coordinationv1.Lease, error) {
+		return leases.Get(t.Context(), kube.StatsLeaderLeaseName, metav1.GetOptions{})
 	}
+	describeLease := func(l *coordinationv1.Lease) string {
+		if l == nil {
+			return "no stats-leader Lease"
+		}
+		return fmt.Sprintf("the Lease: %+v", l.Spec)
+	}
+	held := until(t, 60*time.Second, "a stats leader among the site's agents", func() (*coordinationv1.Lease, bool) {
+		l, err := lease()
+		return l, err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && l.Spec.RenewTime != nil
+	}, describeLease)
 	lost := *held.Spec.HolderIdentity
 	site.RecoverOnCleanup(t, lost)
 	if err := site.Fail(lost); err != nil {
@@ -577,17 +553,10 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	if _, err := nodeStatus(lost); err == nil {
 		t.Fatalf("%s failed, but its agent still answers", lost)
 	}
-	var taken *coordinationv1.Lease
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := leases.Get(ctx, kube.StatsLeaderLeaseName, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || *l.Spec.HolderIdentity == lost {
-			return false, nil
-		}
-		taken = l
-		return true, nil
-	}); err != nil {
-		t.Fatalf("the stats leader did not move off failed %s", lost)
-	}
+	taken := until(t, 90*time.Second, "the stats leader moves off failed "+lost, func() (*coordinationv1.Lease, bool) {
+		l, err := lease()
+		return l, err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != lost
+	}, describeLease)
 	// The lease ran out rather than being handed over: the last renewal
 	// the dead node made, plus the lease's duration, came first.
 	expiry := held.Spec.RenewTime.Add(time.Duration(*held.Spec.LeaseDurationSeconds) * time.Second)
@@ -599,4 +568,23 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(lost)
+}
+
+// waitApp waits until agent a sees app and its state satisfies cond, and
+// returns the state.
+func waitApp(t *testing.T, a *siteAgent, app string, within time.Duration, what string, cond func(agent.AppState) bool) agent.AppState {
+	t.Helper()
+	type seen struct {
+		st agent.AppState
+		ok bool
+	}
+	return until(t, within, a.node+": "+app+": "+what, func() (seen, bool) {
+		st, ok := a.app(app)
+		return seen{st, ok}, ok && cond(st)
+	}, func(s seen) string {
+		if !s.ok {
+			return "the agent does not know the app"
+		}
+		return fmt.Sprintf("the agent sees: %+v", s.st)
+	}).st
 }
