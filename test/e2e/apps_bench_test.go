@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -58,13 +57,10 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	var apps *agent.AppsAgent
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		apps = sa.agent.Apps()
-		return apps != nil, nil
-	}); err != nil {
-		b.Fatal("the agent's apps part never started")
-	}
+	apps := until(b, 30*time.Second, "the agent's apps part started", func() (*agent.AppsAgent, bool) {
+		apps := sa.agent.Apps()
+		return apps, apps != nil
+	}, func(*agent.AppsAgent) string { return fmt.Sprintf("the agent's state: %+v", sa.agent.State()) })
 	changes, unsubscribe := apps.Subscribe()
 	defer unsubscribe()
 	waitState := func(running bool) time.Time {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/netcfg"
@@ -69,11 +68,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	waitState(t, n, 15*time.Second, "brought up once the interface exists", func(st agent.State) bool {
 		return st.ClusterIPReady && st.K3sStarts == 1 && st.ConfigError == ""
 	})
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(n.starts(t)) == 1, nil
-	}); err != nil {
-		t.Fatal("k3s never recorded its start")
-	}
+	n.waitK3sStarted(t) // untouched, below, wants it once
 	clusterPrefix := netip.MustParsePrefix(plan.Nodes[0].ClusterIPPrefix)
 	untouched := func(what string) {
 		t.Helper()
@@ -126,11 +121,12 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	})
 	// Longer than the grace period: a node that took this for absence
 	// would have left by now.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace+2*time.Second, true, func(context.Context) (bool, error) {
-		return n.agent.State().Phase == agent.PhaseLeft, nil
-	}); err == nil {
-		t.Fatal("an unreadable config took the node out of the cluster")
-	}
+	holds(t, grace+2*time.Second, "an unreadable config leaves the node in the cluster", func() error {
+		if st := n.agent.State(); st.Phase == agent.PhaseLeft {
+			return fmt.Errorf("the node left: %q", st.ConfigNote)
+		}
+		return nil
+	})
 	untouched("an unreadable config")
 	if err := os.Remove(configPath); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent"
@@ -98,12 +97,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		return st.Role == agent.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
 	})
 	// The stand-in records its start as its first act; wait for the record.
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(seed.starts(t)) > 0, nil
-	}); err != nil {
-		t.Fatal("the seed's k3s never recorded its start")
-	}
-	if got := seed.starts(t); len(got) != 1 {
+	if got := seed.waitK3sStarted(t); len(got) != 1 {
 		t.Fatalf("seed k3s starts = %d, want 1", len(got))
 	}
 	seedConfig, err := os.ReadFile(filepath.Join(seed.dir, "k3s", "config.yaml"))
@@ -157,12 +151,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	}
 	for _, j := range joiners {
 		waitState(t, j, 20*time.Second, "joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return len(j.starts(t)) > 0, nil
-		}); err != nil {
-			t.Fatalf("%s's k3s never recorded its start", j.host.Name)
-		}
-		starts := j.starts(t)
+		starts := j.waitK3sStarted(t)
 		if len(starts) != 1 || starts[0].Before(registered) {
 			t.Errorf("%s started k3s at %v, want once, after the seed registered at %s", j.host.Name, starts, registered.Format(time.RFC3339Nano))
 		}
@@ -175,32 +164,29 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		t.Errorf("socket state = %+v, %v", st, err)
 	}
 	// The agents that reach the cluster elect one stats leader among them.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		leaders := 0
+	if leaders, one := poll(pollEvery, 30*time.Second, func() ([]string, bool) {
+		var leaders []string
 		for _, n := range agents {
 			if n.agent.LeaderState().IsLeader {
-				leaders++
+				leaders = append(leaders, n.host.Name)
 			}
 		}
-		return leaders == 1, nil
-	})
-	if err != nil {
-		t.Errorf("the three members did not elect one stats leader")
+		return leaders, len(leaders) == 1
+	}); !one {
+		t.Errorf("the three members elect one stats leader: not within 30s; leaders %v", leaders)
 	}
 	// The members recorded the cluster: the seed created the ConfigMap from
 	// its config, each joiner added itself; the outsider did not.
-	var record map[string]string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	record, all := poll(pollEvery, 20*time.Second, func() (map[string]string, bool) {
 		cm, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return nil, false
 		}
-		record = cm.Data
 		nodes := strings.Split(cm.Data[kube.ClusterKeyNodes], ",")
 		slices.Sort(nodes)
-		return slices.Equal(nodes, []string{"node-a", "node-b", "node-c"}), nil
+		return cm.Data, slices.Equal(nodes, []string{"node-a", "node-b", "node-c"})
 	})
-	if err != nil || record[kube.ClusterKeyID] != plan.ClusterID || record[kube.ClusterKeyJoinServerIP] != "10.244.244.1" ||
+	if !all || record[kube.ClusterKeyID] != plan.ClusterID || record[kube.ClusterKeyJoinServerIP] != "10.244.244.1" ||
 		record[kube.ClusterKeySeedNode] != "node-a" || record[kube.ClusterKeyName] != "site1" {
 		t.Errorf("cluster record written by the agents = %v (want cluster %s, seed node-a at 10.244.244.1, nodes a-c)", record, plan.ClusterID)
 	}
@@ -306,11 +292,12 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 		return conn, err
 	}}
 	memberIP := netip.MustParseAddr("10.244.244.2")
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return probe.Find(ctx, []netip.Addr{memberIP}) == memberIP, nil
-	}); err != nil {
-		t.Fatalf("node-b's /status never named its cluster; state %+v", member.agent.State())
-	}
+	until(t, 30*time.Second, "node-b's /status names its cluster", func() (netip.Addr, bool) {
+		found := probe.Find(ctx, []netip.Addr{memberIP})
+		return found, found == memberIP
+	}, func(found netip.Addr) string {
+		return fmt.Sprintf("the probe found %v; node-b's state %+v", found, member.agent.State())
+	})
 	fresh := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[2], plan.Nodes[0], nil, nil)
 
 	for _, c := range []struct {

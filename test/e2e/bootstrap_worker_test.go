@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -82,11 +82,10 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 		t.Fatalf("the worker joined without the controller kubeconfig k3s writes: %v", err)
 	}
 	// The cluster work runs on the worker: it takes part in the election.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return worker.agent.LeaderState().Leader != "", nil
-	}); err != nil {
-		t.Fatalf("the worker's stats-leader election never saw a leader: %+v", worker.agent.LeaderState())
-	}
+	until(t, 20*time.Second, "the worker's stats-leader election sees a leader", func() (agent.LeaderState, bool) {
+		st := worker.agent.LeaderState()
+		return st, st.Leader != ""
+	}, func(st agent.LeaderState) string { return fmt.Sprintf("its leader state: %+v", st) })
 	binding, err := rbac.ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
 	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Name != kube.K3sControllerUser {
 		t.Fatalf("the agent's grant to the k3s controller identity: %+v %v", binding, err)

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/charmbracelet/lipgloss"
 
@@ -405,12 +404,9 @@ func TestConsoleRidesOutAPIServerOutage(t *testing.T) {
 		t.Fatal("the console exited on its own")
 	}
 	c.keys("q")
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return exec.Command("tmux", "has-session", "-t", c.session).Run() != nil, nil
-	})
-	if err != nil {
-		t.Fatal("q did not end the console")
-	}
+	until(t, 5*time.Second, "q ends the console", func() (string, bool) {
+		return c.screen(), exec.Command("tmux", "has-session", "-t", c.session).Run() != nil
+	}, func(s string) string { return "it still runs; screen:\n" + s })
 }
 
 // Keys read at once do not answer the dialog they open (safety rule 5):

@@ -833,6 +833,18 @@ func (n *nodeAgent) starts(t *testing.T) []time.Time {
 	return out
 }
 
+// waitK3sStarted waits until the stand-in has recorded a start of k3s (its
+// first act), and returns the starts recorded.
+func (n *nodeAgent) waitK3sStarted(t *testing.T) []time.Time {
+	t.Helper()
+	return until(t, 10*time.Second, n.host.Name+"'s k3s records its start", func() ([]time.Time, bool) {
+		starts := n.starts(t)
+		return starts, len(starts) > 0
+	}, func([]time.Time) string {
+		return fmt.Sprintf("no start recorded; the agent's state %+v", n.agent.State())
+	})
+}
+
 func buildStandin(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "k3s")
