@@ -49,13 +49,7 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 		"node-c": startSiteAgent(t, site, "node-c", dirC, logDir),
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"node-b", "node-c"} {
-				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
-					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
-				}
-			}
-		}
+		logAgentsOnFailure(t, logDir, "node-b", "node-c")
 		for name := range apps {
 			_ = os.Remove(filepath.Join(dirC, "apps", name+".json")) // first: node-c would lay them out again
 		}

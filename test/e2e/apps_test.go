@@ -106,15 +106,7 @@ func TestAppsAgents(t *testing.T) {
 	}
 	ctx := context.Background()
 	appsDir, logDir := t.TempDir(), t.TempDir()
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"node-a", "node-b", "node-c"} {
-				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
-					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
-				}
-			}
-		}
-	})
+	t.Cleanup(func() { logAgentsOnFailure(t, logDir, "node-a", "node-b", "node-c") })
 	dyn, err := dynamic.NewForConfig(site.Config)
 	if err != nil {
 		t.Fatal(err)

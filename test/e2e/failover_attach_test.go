@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,13 +61,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"node-a", "node-b", "node-c"} {
-				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
-					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
-				}
-			}
-		}
+		logAgentsOnFailure(t, logDir, "node-a", "node-b", "node-c")
 		cleanupApps(t, cs, dyn, agents, appsDir, apps)
 		for _, v := range []agent.VolumeConfig{safeVol, localVol} {
 			_ = cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(context.Background(), agent.ClaimName(v), metav1.DeleteOptions{})

@@ -22,12 +22,6 @@ import (
 	"time"
 
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
-	"github.com/sitecon/sitecon/agent"
-	"github.com/sitecon/sitecon/audit"
-	"github.com/sitecon/sitecon/kube"
-	"github.com/sitecon/sitecon/test/netns"
-	"github.com/sitecon/sitecon/test/prereq"
-	"github.com/sitecon/sitecon/test/sitebox"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +30,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/prereq"
+	"github.com/sitecon/sitecon/test/sitebox"
 )
 
 // What the end-to-end tests share: the one way to wait (until, and holds
@@ -671,6 +672,19 @@ func siteconApply(obj metav1.Object) string {
 		}
 	}
 	return "(none)"
+}
+
+// logAgentsOnFailure logs the end of the nodes' agent logs in logDir, when
+// the test has failed.
+func logAgentsOnFailure(t *testing.T, logDir string, nodes ...string) {
+	if !t.Failed() {
+		return
+	}
+	for _, n := range nodes {
+		if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
+			t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
+		}
+	}
 }
 
 func tail(s string, n int) string {
