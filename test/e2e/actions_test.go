@@ -700,6 +700,8 @@ func TestRemoveLostNode(t *testing.T) {
 	}
 }
 
+// Replace node: the old node is removed (name typed) and the new one's join
+// bundle carries the old node's cluster address.
 func TestReplaceNode(t *testing.T) {
 	site := sitebox.Shared(t)
 	cs := clientset(t, site)

@@ -41,9 +41,10 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	n := startNodeAgent(t, ctx, &wg, "", standin, host, plan.Nodes[0], nil, func(o *agent.Options) {
-		// No API server: this test is about the node's own bring-up.
-		o.Kubeconfig = filepath.Join(t.TempDir(), "no-kubeconfig")
+	// No API server (a kubeconfig that is not there): this test is about
+	// the node's own bring-up.
+	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, host, plan.Nodes[0], nil, func(o *agent.Options) {
 		o.SocketPath = ""
 		o.ConfigAbsentGrace = grace
 		o.LeaderDurations = agent.LeaderDurations{}

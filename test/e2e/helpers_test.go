@@ -165,8 +165,6 @@ func replicatedVolume(t *testing.T, site *sitebox.TestSite, name, node string, n
 	site.Volume(t, name, sitebox.VolumeOptions{Replicas: n, ReplicaOn: node, UsedOn: "node-a"})
 }
 
-// Replace node: the old node is removed (name typed) and the new one's join
-// bundle carries the old node's cluster address.
 // agentNodeAt adds an agent Node object (no kwok behind it) with the
 // internal address ip, removed when the test ends.
 func agentNodeAt(t *testing.T, cs kubernetes.Interface, name, ip string) {
