@@ -15,7 +15,6 @@ import (
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -24,9 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -39,25 +36,6 @@ import (
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
-func clientset(t *testing.T, site *sitebox.TestSite) kubernetes.Interface {
-	t.Helper()
-	return site.Clients(t).Core
-}
-
-func dynClient(t *testing.T, site *sitebox.TestSite) dynamic.Interface {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(site.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dyn
-}
-
-func longhornClient(t *testing.T, site *sitebox.TestSite) lhclientset.Interface {
-	t.Helper()
-	return site.Clients(t).Longhorn
-}
-
 // runSiteconEnv runs the binary with extra environment; output combined.
 func runSiteconEnv(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
@@ -65,22 +43,6 @@ func runSiteconEnv(t *testing.T, env []string, args ...string) (string, error) {
 	cmd.Env = append(append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir()), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// act runs a sitecon action command against the site with its own audit log.
-func act(t *testing.T, site *sitebox.TestSite, auditLog string, args ...string) (string, error) {
-	t.Helper()
-	out, errOut, err := runSitecon(t, append(args, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)...)
-	return out + errOut, err
-}
-
-func lastAudit(t *testing.T, path string) audit.Record {
-	t.Helper()
-	recs, err := audit.Read(path)
-	if err != nil || len(recs) == 0 {
-		t.Fatalf("no audit record in %s: %v", path, err)
-	}
-	return recs[len(recs)-1]
 }
 
 // Migrate: sitecon migrate moves an auto VM and a pinned container app;
@@ -141,23 +103,6 @@ func TestMigrateApps(t *testing.T) {
 			}
 		}
 	}
-}
-
-// singleReplicaVolume creates a Longhorn volume whose one replica is on
-// node, in use by a pod on node-a (Longhorn attaches only a volume in use),
-// waits until it is healthy, and removes it (replicas included) after the
-// test.
-func singleReplicaVolume(t *testing.T, site *sitebox.TestSite, name, node string) {
-	t.Helper()
-	replicatedVolume(t, site, name, node, 1)
-}
-
-// replicatedVolume creates a Longhorn volume with n replicas, one on node,
-// in use by a pod on node-a, waits until it is healthy, and removes it
-// (replicas included) after the test.
-func replicatedVolume(t *testing.T, site *sitebox.TestSite, name, node string, n int) {
-	t.Helper()
-	site.Volume(t, name, sitebox.VolumeOptions{Replicas: n, ReplicaOn: node, UsedOn: "node-a"})
 }
 
 // setReplicas changes, through the API server, every replica of volume on
@@ -227,12 +172,7 @@ func TestDrainRefusedLastReplica(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "on-b", metav1.DeleteOptions{})
 	})
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=on-b"})
-		return err == nil && len(pods.Items) == 1 && pods.Items[0].Spec.NodeName == "node-b" && kube.PodReady(&pods.Items[0]), nil
-	}); err != nil {
-		t.Fatal("the workload never ran on node-b")
-	}
+	waitPods(t, cs, "default", metav1.ListOptions{LabelSelector: "app=on-b"}, 30*time.Second, "the workload Ready on node-b", onlyPodReadyOn("node-b"))
 	// Every change to node-b's pods during the attempt is recorded.
 	w, err := cs.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-b"})
 	if err != nil {
@@ -361,27 +301,21 @@ func TestDrainWithPDB(t *testing.T) {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})
-	var originals []string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		originals = originals[:0]
-		for _, p := range pods.Items {
+	readyOnNode := func(pods []corev1.Pod) []string {
+		var names []string
+		for _, p := range pods {
 			if p.Spec.NodeName == node && kube.PodReady(&p) {
-				originals = append(originals, p.Name)
+				names = append(names, p.Name)
 			}
 		}
-		return err == nil && len(originals) == 2, nil
-	})
-	if err != nil {
-		t.Fatalf("both replicas never ran on %s: %v", node, originals)
+		return names
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	originals := readyOnNode(waitPods(t, cs, ns, metav1.ListOptions{LabelSelector: "app=" + name}, 30*time.Second, "both replicas Ready on "+node,
+		func(pods []corev1.Pod) bool { return len(readyOnNode(pods)) == 2 }))
+	until(t, 30*time.Second, "the disruption budget allows one disruption", func() (*policyv1.PodDisruptionBudget, bool) {
 		p, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && p.Status.DisruptionsAllowed == 1, nil
-	})
-	if err != nil {
-		t.Fatal("the disruption budget never allowed one disruption")
-	}
+		return p, err == nil && p.Status.DisruptionsAllowed == 1
+	}, func(p *policyv1.PodDisruptionBudget) string { return fmt.Sprintf("budget status: %+v", p.Status) })
 
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	// The same pods as kubectl drain would evict (kubectl from the
@@ -585,14 +519,10 @@ func TestSeedChange(t *testing.T) {
 		t.Fatalf("seed node-b: %v\n%s", err, out)
 	}
 	for _, r := range files {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		until(t, 15*time.Second, r.node+"'s k3s config joins through node-b", func() ([]byte, bool) {
 			data, _ := os.ReadFile(r.file)
-			return strings.Contains(string(data), `server: "https://10.244.244.2:6443"`), nil
-		})
-		if err != nil {
-			data, _ := os.ReadFile(r.file)
-			t.Fatalf("%s's k3s config does not join through node-b:\n%s", r.node, data)
-		}
+			return data, strings.Contains(string(data), `server: "https://10.244.244.2:6443"`)
+		}, func(data []byte) string { return "the config:\n" + string(data) })
 	}
 	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeDone || !strings.Contains(rec.Detail, "10.244.244.1 → 10.244.244.2") {
 		t.Fatalf("audit record: %+v", rec)
@@ -614,22 +544,22 @@ func TestSeedChange(t *testing.T) {
 		t.Fatalf("seed node-a: %v\n%s", err, out)
 	}
 	for _, r := range files {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-			_, ok, _ := agent.ReadSeedRecord(r.record)
-			return !ok, nil
-		})
-		if err != nil {
-			t.Fatalf("%s kept its seed record after the seed went back to the config's", r.node)
-		}
+		until(t, 15*time.Second, r.node+" drops its seed record once the seed is back to the config's", func() (agent.SeedRecord, bool) {
+			rec, ok, _ := agent.ReadSeedRecord(r.record)
+			return rec, !ok
+		}, func(rec agent.SeedRecord) string { return fmt.Sprintf("the record kept: %+v", rec) })
 	}
 }
 
 func waitNode(t *testing.T, cs kubernetes.Interface, name string, ready bool) {
 	t.Helper()
-	until(t, 60*time.Second, fmt.Sprintf("%s ready=%v", name, ready), func() (struct{}, bool) {
+	until(t, 60*time.Second, fmt.Sprintf("%s ready=%v", name, ready), func() (string, bool) {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-		return struct{}{}, err == nil && kube.NodeIsReady(n) == ready
-	}, nil)
+		if err != nil {
+			return err.Error(), false
+		}
+		return fmt.Sprintf("ready=%v", kube.NodeIsReady(n)), kube.NodeIsReady(n) == ready
+	}, func(last string) string { return "last seen: " + last })
 }
 
 // Remove node: the name must be typed; then the Node is deleted and it
@@ -747,18 +677,8 @@ func TestRemoveLostNode(t *testing.T) {
 			_ = cs.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 		}
 	})
-	var original string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=on-lost", FieldSelector: "spec.nodeName=node-lost"})
-		if err != nil || len(pods.Items) != 1 {
-			return false, nil
-		}
-		original = pods.Items[0].Name
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal("the workload never landed on node-lost")
-	}
+	original := waitPods(t, cs, "default", metav1.ListOptions{LabelSelector: "app=on-lost", FieldSelector: "spec.nodeName=node-lost"}, 30*time.Second,
+		"the workload's pod on node-lost", func(pods []corev1.Pod) bool { return len(pods) == 1 })[0].Name
 
 	start := time.Now()
 	out, err := act(t, site, auditLog, "node", "remove", "node-lost", "--yes", "--confirm", "node-lost", "--timeout", "90s")
@@ -784,41 +704,6 @@ func TestRemoveLostNode(t *testing.T) {
 
 // Replace node: the old node is removed (name typed) and the new one's join
 // bundle carries the old node's cluster address.
-// agentNodeAt adds an agent Node object (no kwok behind it) with the
-// internal address ip, removed when the test ends.
-func agentNodeAt(t *testing.T, cs kubernetes.Interface, name, ip string) {
-	t.Helper()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-role.kubernetes.io/agent": "true"}}}
-	if _, err := cs.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	// A patch: the node controller writes the new Node's status too.
-	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"` + ip + `"}]}}`)
-	if _, err := cs.CoreV1().Nodes().Patch(t.Context(), name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// formedConfig writes node-a's cluster config as formation leaves it (the
-// site's three nodes) and returns the cluster's ID and the config's path.
-func formedConfig(t *testing.T) (clusterID, path string) {
-	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := plan.Nodes[0].Files(t.TempDir(), "")
-	if err == nil {
-		err = files.Write()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return plan.ClusterID, files.ConfigPath
-}
-
 func TestReplaceNode(t *testing.T) {
 	site := sitebox.Shared(t)
 	cs := clientset(t, site)
@@ -991,12 +876,7 @@ func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
 			t.Errorf("uncordon node-b: %v", err)
 		}
 	})
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		return err == nil && len(pods.Items) == 1 && pods.Items[0].Spec.NodeName == "node-b" && kube.PodReady(&pods.Items[0]), nil
-	}); err != nil {
-		t.Fatal("the held pod never ran on node-b")
-	}
+	waitPods(t, cs, ns, metav1.ListOptions{LabelSelector: "app=" + name}, 30*time.Second, "the held pod Ready on node-b", onlyPodReadyOn("node-b"))
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -1012,14 +892,14 @@ func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	// The drain is under way once node-b is cordoned (its watch of the
 	// volumes is set up before the cordon).
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	until(t, 30*time.Second, "the drain cordons node-b", func() (error, bool) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
-		return err == nil && n.Spec.Unschedulable, nil
-	}); err != nil {
-		cancel()
+		return err, err == nil && n.Spec.Unschedulable
+	}, func(err error) string {
+		cancel() // the drain's output is whole once it has ended
 		<-done
-		t.Fatalf("the drain never cordoned node-b:\n%s", out.String())
-	}
+		return fmt.Sprintf("node-b not cordoned (get: %v); the drain's output:\n%s", err, out.String())
+	})
 	// node-a's copy fails, as a disk or node failure makes Longhorn mark it.
 	failedAt := time.Now().UTC().Format(time.RFC3339)
 	setReplicas(t, site, "vol-watch", "node-a", func(r *lhv1beta2.Replica) {

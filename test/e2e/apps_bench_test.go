@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -58,13 +57,10 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	var appsPart *apps.Agent
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		appsPart = sa.agent.Apps()
-		return appsPart != nil, nil
-	}); err != nil {
-		b.Fatal("the agent's apps part never started")
-	}
+	appsPart := until(b, 30*time.Second, "the agent's apps part started", func() (*apps.Agent, bool) {
+		appsPart := sa.agent.Apps()
+		return appsPart, appsPart != nil
+	}, func(*apps.Agent) string { return fmt.Sprintf("the agent's state: %+v", sa.agent.State()) })
 	changes, unsubscribe := appsPart.Subscribe()
 	defer unsubscribe()
 	waitState := func(running bool) time.Time {

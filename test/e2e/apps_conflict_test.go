@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
@@ -50,13 +49,7 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 		"node-c": startSiteAgent(t, site, "node-c", dirC, logDir),
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"node-b", "node-c"} {
-				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
-					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
-				}
-			}
-		}
+		logAgentsOnFailure(t, logDir, "node-b", "node-c")
 		for name := range appConfigs {
 			_ = os.Remove(filepath.Join(dirC, "apps", name+".json")) // first: node-c would lay them out again
 		}
@@ -77,15 +70,14 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 			lastGeneration = d.Generation
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+	until(t, 60*time.Second, "the apps laid out (a VMI, a Deployment)", func() (struct{}, bool) {
 		look()
-		return len(vmiUIDs) > 0 && lastGeneration > 0, nil
+		return struct{}{}, len(vmiUIDs) > 0 && lastGeneration > 0
+	}, func(struct{}) string {
+		return fmt.Sprintf("VMIs %d, Deployment generation %d", len(vmiUIDs), lastGeneration)
 	})
-	if err != nil {
-		t.Fatalf("the apps were not laid out: VMIs %d, Deployment generation %d", len(vmiUIDs), lastGeneration)
-	}
-	if last, err := waitSettledFor(agents, 60*time.Second, 2*time.Minute, look); err != nil {
-		t.Fatalf("the agents fight over the apps: %d VMIs of %s created, the Deployment of %s at generation %d; pending %+v",
+	if last, ok := waitSettledFor(agents, 60*time.Second, 2*time.Minute, look); !ok {
+		t.Fatalf("the agents fight over the apps: %d VMIs of %s created, the Deployment of %s at generation %d; not settled within 60s, %s",
 			len(vmiUIDs), vm.DisplayName, web.DisplayName, lastGeneration, last)
 	}
 	if len(vmiUIDs) != 1 {
@@ -118,21 +110,10 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 		waitTimeline(t, agents[holder], 10*time.Second, "the conflict on the timeline", func(e apps.TimelineEvent) bool {
 			return e.App == app.DisplayName && e.Warning && strings.Contains(e.Message, "conflict") && strings.Contains(e.Message, placer)
 		})
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-			evs, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + apps.WorkloadName(app)})
-			if err != nil {
-				return false, nil
-			}
-			for _, e := range evs.Items {
-				if e.Reason == "LayoutConflict" && e.Type == corev1.EventTypeWarning && e.Source.Host == holder {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			t.Errorf("%s: no LayoutConflict Event from %s on its workload", app.DisplayName, holder)
-		}
+		waitEvent(t, cs, kube.AppNamespace, metav1.ListOptions{FieldSelector: "involvedObject.name=" + apps.WorkloadName(app)}, 10*time.Second,
+			app.DisplayName+": a LayoutConflict Event from "+holder+" on its workload", func(e corev1.Event) bool {
+				return e.Reason == "LayoutConflict" && e.Type == corev1.EventTypeWarning && e.Source.Host == holder
+			})
 	}
 
 	// Settled, the workloads stay as they are: the holder's next passes
@@ -158,8 +139,8 @@ func TestAppsConflictingConfigsBackOff(t *testing.T) {
 		agents[n].stop()
 		agents[n] = startSiteAgent(t, site, n, map[string]string{"node-b": dirB, "node-c": dirC}[n], logDir)
 	}
-	if _, err := waitSettledFor(agents, 60*time.Second, 2*time.Minute, nil); err != nil {
-		t.Fatal("the restarted agents did not settle")
+	if last, ok := waitSettledFor(agents, 60*time.Second, 2*time.Minute, nil); !ok {
+		t.Fatalf("the restarted agents settled: not within 60s; %s", last)
 	}
 	for _, app := range []apps.AppConfig{web, vm} {
 		conflicts := 0

@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
@@ -61,21 +60,20 @@ func TestOverrideToUnfitNodeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
-	movedTo := ""
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	// Either node-b says it refused the override, or the app moved.
+	type outcome struct {
+		movedTo string
+		st      apps.AppState
+	}
+	seen := until(t, 30*time.Second, "node-b reports the override refused", func() (outcome, bool) {
 		if d, err := deployments.Get(ctx, apps.WorkloadName(app), metav1.GetOptions{}); err == nil && d.Annotations[apps.AnnotationDNId] != app.DesignatedNodeID {
-			movedTo = d.Annotations[apps.AnnotationDNId]
-			return true, nil
+			return outcome{movedTo: d.Annotations[apps.AnnotationDNId]}, true
 		}
 		st, ok := agents["node-b"].app(app.DisplayName)
-		return ok && strings.Contains(st.Error, "refused"), nil
-	})
-	if movedTo != "" {
-		t.Fatalf("the app was laid out for node %s, which lacks its label %s", movedTo, label)
-	}
-	if err != nil {
-		st, _ := agents["node-b"].app(app.DisplayName)
-		t.Fatalf("node-b does not report the override refused: %+v", st)
+		return outcome{st: st}, ok && strings.Contains(st.Error, "refused")
+	}, func(o outcome) string { return fmt.Sprintf("node-b's view: %+v", o.st) })
+	if seen.movedTo != "" {
+		t.Fatalf("the app was laid out for node %s, which lacks its label %s", seen.movedTo, label)
 	}
 	st, _ := agents["node-b"].app(app.DisplayName)
 	if !strings.Contains(st.Error, "lacks the app's label "+label+"=2") || !st.IsDNIdNode || st.Override != nil {

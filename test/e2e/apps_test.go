@@ -3,161 +3,25 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
-	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
-
-// requestCounter counts an agent's requests to the API server that are not
-// watches, by "VERB resource".
-type requestCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-	// lost: the device is gone, every request fails (see siteAgent.lose).
-	lost atomic.Bool
-}
-
-func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if c.lost.Load() {
-				return nil, errors.New("the device is lost: nothing it sends arrives")
-			}
-			if req.URL.Query().Get("watch") != "true" {
-				c.mu.Lock()
-				what := resourceOf(req.URL.Path)
-				if what == "leases" {
-					what += "/" + path.Base(req.URL.Path)
-				}
-				c.counts[req.Method+" "+what]++
-				c.mu.Unlock()
-			}
-			return rt.RoundTrip(req)
-		})
-	})
-	return cfg
-}
-
-func (c *requestCounter) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.counts
-	c.counts = map[string]int{}
-	return out
-}
-
-// leaseRenewal is the one request an idle agent makes: the stats-leader
-// election reading and renewing its Lease.
-func leaseRenewal(req string) bool {
-	return req == "GET leases/"+kube.StatsLeaderLeaseName || req == "PUT leases/"+kube.StatsLeaderLeaseName
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// resourceOf turns /apis/apps/v1/namespaces/x/deployments/y into "deployments".
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i, p := range parts {
-		if p == "namespaces" && i+2 < len(parts) {
-			return parts[i+2]
-		}
-	}
-	if len(parts) >= 3 && parts[0] == "api" {
-		return parts[2]
-	}
-	if len(parts) >= 4 && parts[0] == "apis" {
-		return parts[3]
-	}
-	return path
-}
-
-// siteAgent is one node's agent, run in-process with --no-bootstrap.
-type siteAgent struct {
-	node    string
-	agent   *agent.Agent
-	counter *requestCounter
-	cancel  context.CancelFunc
-	done    chan struct{}
-	socket  string // its local API
-}
-
-func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
-	t.Helper()
-	return startAgentWith(t, site, node, appsDir, logDir, func(o *agent.Options) {
-		// The tests' speed-ups over the shipped defaults (see the README).
-		o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
-		o.Apps.Placement = apps.PlacementOptions{MoveAfter: 3 * time.Second}
-		o.Apps.FailoverTimeout = 3 * time.Second
-	})
-}
-
-// startAgentWith runs an apps agent for node on sitebox, logging to
-// logDir, with sitecon's shipped timings unless tune changes them.
-func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string, tune func(*agent.Options)) *siteAgent {
-	t.Helper()
-	logFile, err := os.OpenFile(filepath.Join(logDir, node+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &requestCounter{counts: map[string]int{}}
-	opts := agent.Options{
-		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
-		SocketPath: filepath.Join(logDir, node+".sock"),
-		Apps: apps.Options{
-			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
-			NodeProbe: siteStatus.probe,
-		},
-		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
-	if tune != nil {
-		tune(&opts)
-	}
-	return runSiteAgent(t, node, logDir, logFile, counter, opts)
-}
-
-// runSiteAgent runs an in-process agent until the test stops or loses it.
-func runSiteAgent(t testing.TB, node, logDir string, logFile *os.File, counter *requestCounter, opts agent.Options) *siteAgent {
-	a := agent.New(opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	sa := &siteAgent{node: node, agent: a, counter: counter, cancel: cancel, done: make(chan struct{}), socket: filepath.Join(logDir, node+".sock")}
-	go func() {
-		defer close(sa.done)
-		defer logFile.Close()
-		if err := a.Run(ctx); err != nil {
-			t.Errorf("agent %s: %v", node, err)
-		}
-	}()
-	return sa
-}
 
 // getSocket reads path from an agent's local API into v.
 func getSocket(t *testing.T, socket, path string, v any) {
@@ -179,79 +43,6 @@ func getSocket(t *testing.T, socket, path string, v any) {
 	}
 }
 
-func (s *siteAgent) stop() {
-	s.cancel()
-	<-s.done
-}
-
-// lose takes the agent away as a dead device goes: from now on nothing it
-// sends reaches the API server, so it releases nothing (its stats-leader
-// lease stays until it expires), then it stops.
-func (s *siteAgent) lose() {
-	s.counter.lost.Store(true)
-	s.stop()
-}
-
-func (s *siteAgent) app(name string) (apps.AppState, bool) {
-	appsPart := s.agent.Apps()
-	if appsPart == nil {
-		return apps.AppState{}, false
-	}
-	for _, st := range appsPart.Apps() {
-		if st.Name == name {
-			return st, true
-		}
-	}
-	return apps.AppState{}, false
-}
-
-type agentView map[string]apps.AppState // by node
-
-func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
-	t.Helper()
-	return until(t, within, app+": "+what, func() (agentView, bool) {
-		view := agentView{}
-		for _, a := range agents {
-			if st, ok := a.app(app); ok {
-				view[a.node] = st
-			}
-		}
-		return view, len(view) == len(agents) && cond(view)
-	}, func(view agentView) string {
-		var b strings.Builder
-		b.WriteString("agents see:")
-		for node, st := range view {
-			fmt.Fprintf(&b, "\n  %s: dnid=%s is_dnid=%v sched=%v running=%v status=%s node=%s lost=%v err=%q",
-				node, st.DNIdNode, st.IsDNIdNode, st.ScheduledOnThisNode, st.ClusterAppRunning, st.KubeStatus, st.Node, st.Lost, st.Error)
-		}
-		return b.String()
-	})
-}
-
-// runningOn: every agent agrees the app runs on node, and only node's agent
-// reports cluster_app_running.
-func runningOn(node string) func(agentView) bool {
-	return func(v agentView) bool {
-		for n, st := range v {
-			if st.KubeStatus != apps.KubeRunning || st.Node != node || st.ClusterAppRunning != (n == node) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-func writeJSON(t testing.TB, path string, v any) {
-	t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := config.WriteFileAtomic(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 const (
 	appWeb    = "e2e-web"
 	appVM     = "e2e-vm"
@@ -265,28 +56,6 @@ const (
 // TestAppsAgents puts it on node-b itself, see placeOnlyReplica.
 func localDataVolume() apps.VolumeConfig {
 	return apps.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000c", Name: "local-data", DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 1}
-}
-
-// placeOnlyReplica creates a volume's claim as the agents lay it out, with
-// the Longhorn simulator's test-side knob naming the node for its replica
-// (as an administrator would pin it with Longhorn node tags); the agents
-// then apply their layout over it and leave the knob alone.
-func placeOnlyReplica(t *testing.T, dyn dynamic.Interface, v apps.VolumeConfig, node string) {
-	t.Helper()
-	l, err := apps.LayoutVolume(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := l.Object.DeepCopy()
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[sitebox.AnnotationReplicaNode] = node
-	obj.SetAnnotations(ann)
-	if _, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // writeTestApps writes the apps of TestAppsAgents: four on node-b (an auto
@@ -337,15 +106,7 @@ func TestAppsAgents(t *testing.T) {
 	}
 	ctx := context.Background()
 	appsDir, logDir := t.TempDir(), t.TempDir()
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"node-a", "node-b", "node-c"} {
-				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
-					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
-				}
-			}
-		}
-	})
+	t.Cleanup(func() { logAgentsOnFailure(t, logDir, "node-a", "node-b", "node-c") })
 	dyn, err := dynamic.NewForConfig(site.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -379,26 +140,23 @@ func TestAppsAgents(t *testing.T) {
 
 	// Volumes: node-b creates all three (its agent says is_dnid_node), the
 	// others record them as replicated, and all see Longhorn's robustness.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	type volumesSeen map[string][]apps.VolumeState // by node
+	until(t, 30*time.Second, "the agents agree on the volumes: node-b creates all three, the others see them replicated, all healthy", func() (volumesSeen, bool) {
+		seen, agree := volumesSeen{}, true
 		for _, a := range all() {
 			vols := a.agent.Apps().Volumes()
+			seen[a.node] = vols
 			if len(vols) != 3 {
-				return false, nil
+				agree = false
 			}
 			for _, v := range vols {
 				if v.IsDNIdNode != (a.node == "node-b") || v.Replicated == v.IsDNIdNode || v.DNIdNode != "node-b" || v.Robustness != "healthy" {
-					return false, nil
+					agree = false
 				}
 			}
 		}
-		return true, nil
-	})
-	if err != nil {
-		for _, a := range all() {
-			t.Logf("%s: %+v", a.node, a.agent.Apps().Volumes())
-		}
-		t.Fatal("the agents do not agree on the volumes")
-	}
+		return seen, agree
+	}, func(seen volumesSeen) string { return fmt.Sprintf("the agents see: %+v", seen) })
 	// The same, as another service on the device reads it: the socket.
 	var overSocket []apps.AppState
 	getSocket(t, agents["node-b"].socket, "/v1/apps", &overSocket)
@@ -526,21 +284,18 @@ func TestAppsAgents(t *testing.T) {
 		webNode, _ := agents["node-a"].app(appWeb)
 		webClaim := apps.ClaimName(apps.VolumeConfig{UUID: "e2e00000-0000-4000-8000-00000000000a", Name: "web-data"})
 		lh := longhornClient(t, site)
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		until(t, 30*time.Second, fmt.Sprintf("volume %s attached on %s, where %s runs", webClaim, webNode.Node, appWeb), func() (string, bool) {
 			vols, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, nil
+				return "listing the volumes: " + err.Error(), false
 			}
 			for _, v := range vols.Items {
 				if v.Status.KubernetesStatus.PVCName == webClaim {
-					return v.Status.CurrentNodeID == webNode.Node, nil
+					return fmt.Sprintf("attached on %q (%s)", v.Status.CurrentNodeID, v.Status.State), v.Status.CurrentNodeID == webNode.Node
 				}
 			}
-			return false, nil
-		})
-		if err != nil {
-			t.Fatalf("volume %s is not attached on %s, where %s runs", webClaim, webNode.Node, appWeb)
-		}
+			return "no Longhorn volume for the claim", false
+		}, func(last string) string { return "last seen: " + last })
 		view := waitAgents(t, live, appPinned, 60*time.Second, "reported lost on node-b", func(v agentView) bool {
 			for _, st := range v {
 				if st.Lost == nil || st.Lost.Node != "node-b" || st.Lost.Since.IsZero() || st.KubeStatus == apps.KubeRunning {
@@ -551,22 +306,24 @@ func TestAppsAgents(t *testing.T) {
 		})
 		t.Logf("pinned app: lost on %s since %s", view["node-a"].Lost.Node, view["node-a"].Lost.Since)
 		// Exactly one live agent leads, and it judged the stuck pods.
-		var leader *siteAgent
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-			leader = nil
+		leader := until(t, 15*time.Second, "one stats leader among the live agents", func() (*siteAgent, bool) {
+			var leader *siteAgent
 			for _, a := range live {
 				if a.agent.LeaderState().IsLeader {
 					if leader != nil {
-						return false, fmt.Errorf("two leaders: %s and %s", leader.node, a.node)
+						t.Fatalf("two leaders among the live agents: %s and %s", leader.node, a.node)
 					}
 					leader = a
 				}
 			}
-			return leader != nil, nil
+			return leader, leader != nil
+		}, func(*siteAgent) string {
+			var b strings.Builder
+			for _, a := range live {
+				fmt.Fprintf(&b, " %s: %+v", a.node, a.agent.LeaderState())
+			}
+			return "leader states:" + b.String()
 		})
-		if err != nil {
-			t.Fatalf("no single stats leader among the live agents: %v", err)
-		}
 		waitTimeline(t, leader, 60*time.Second, "force-deleted the web pod", func(e apps.TimelineEvent) bool {
 			return e.Kind == apps.EventFailover && e.App == appWeb
 		})
@@ -599,13 +356,8 @@ func TestAppsAgents(t *testing.T) {
 			}
 		}
 		// The event recorder sends its Events in the background.
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
-			events, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailoverRefused"})
-			return err == nil && len(events.Items) > 0, nil
-		})
-		if err != nil {
-			t.Fatalf("no Kubernetes Event for the refusal: %v", err)
-		}
+		waitEvent(t, cs, kube.AppNamespace, metav1.ListOptions{FieldSelector: "reason=FailoverRefused"}, 15*time.Second,
+			"a Kubernetes Event for the refusal", func(corev1.Event) bool { return true })
 		if err := site.Recover("node-b"); err != nil {
 			t.Fatal(err)
 		}
@@ -622,12 +374,10 @@ func TestAppsAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := agents["node-a"]
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return a.agent.Apps().Node().ConfigErrors[path] != "", nil
-		})
-		if err != nil {
-			t.Fatalf("no per-file error for %s: %+v", path, a.agent.Apps().Node())
-		}
+		until(t, 10*time.Second, "a per-file error for "+path, func() (apps.NodeState, bool) {
+			node := a.agent.Apps().Node()
+			return node, node.ConfigErrors[path] != ""
+		}, func(node apps.NodeState) string { return fmt.Sprintf("node-a's node state: %+v", node) })
 		if len(a.agent.Apps().Apps()) != len(appConfigs) {
 			t.Fatalf("a broken file dropped apps: %d of %d served", len(a.agent.Apps().Apps()), len(appConfigs))
 		}
@@ -666,29 +416,10 @@ func TestAppsAgents(t *testing.T) {
 		}
 		// Mended, the file is the app again and removals resume.
 		writeJSON(t, path, appConfigs[appMoved])
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-			st, ok := agents[placer].app(appMoved)
-			return ok && len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == apps.KubeRunning, nil
+		waitApp(t, agents[placer], appMoved, 20*time.Second, "the mended file taken up, the app running", func(st apps.AppState) bool {
+			return len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == apps.KubeRunning
 		})
-		if err != nil {
-			t.Fatalf("the mended file was not taken up: %+v", agents[placer].agent.Apps().Node())
-		}
 	})
-}
-
-// siteconApply is sitecon's server-side apply entry on obj: when it was
-// made and the fields it owns. Another apply that changes anything changes it.
-func siteconApply(obj metav1.Object) string {
-	for _, f := range obj.GetManagedFields() {
-		if f.Manager == apps.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
-			fields := ""
-			if f.FieldsV1 != nil {
-				fields = string(f.FieldsV1.Raw)
-			}
-			return f.Time.UTC().Format(time.RFC3339) + " " + fields
-		}
-	}
-	return "(none)"
 }
 
 func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
@@ -698,107 +429,6 @@ func managedBySitecon(fields []metav1.ManagedFieldsEntry) bool {
 		}
 	}
 	return false
-}
-
-// waitSettled waits until every agent says it has nothing pending (no pass
-// running, no retry or failover timer armed, no change queued: see
-// apps.Pending), five looks in a row, with no request by any agent but
-// its lease renewals and events between them. Quiet alone is no witness:
-// a write held back by a timer (a failed apply retried after 5 s, a
-// failover timer) comes after any quiet spell shorter than the timer; an
-// armed timer shows here. The looks in a row only cover a write still in
-// flight to another agent's watch.
-func waitSettled(t *testing.T, agents map[string]*siteAgent) {
-	t.Helper()
-	if last, err := waitSettledFor(agents, 120*time.Second, 0, nil); err != nil {
-		t.Fatalf("the agents did not settle: %+v", last)
-	}
-}
-
-// waitSettledFor is waitSettled within a time, with look called at every
-// look. A timer armed to fire more than beyond from now counts as settled:
-// a hold that lapses later (a conflict's window) is no work in hand for a
-// test that ends before it.
-func waitSettledFor(agents map[string]*siteAgent, within, beyond time.Duration, look func()) (map[string]apps.Pending, error) {
-	idleLooks := 0
-	var last map[string]apps.Pending
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		if look != nil {
-			look()
-		}
-		settled := true
-		last = map[string]apps.Pending{}
-		for n, a := range agents {
-			appsPart := a.agent.Apps()
-			if appsPart == nil {
-				settled = false // a restarted agent has not reached the cluster yet
-				continue
-			}
-			p := appsPart.Pending()
-			last[n] = p
-			if beyond > 0 && p.RetryAt.After(time.Now().Add(beyond)) {
-				p.RetryAt = time.Time{}
-			}
-			if !p.Idle() || p.Passes == 0 {
-				settled = false
-			}
-			for req := range a.counter.reset() {
-				// Events trail the writes they report: not a sign of work.
-				if !leaseRenewal(req) && !strings.HasSuffix(req, " events") {
-					settled = false
-				}
-			}
-		}
-		if !settled {
-			idleLooks = 0
-			return false, nil
-		}
-		idleLooks++
-		return idleLooks >= 5, nil
-	})
-	return last, err
-}
-
-func waitTimeline(t *testing.T, a *siteAgent, within time.Duration, what string, match func(apps.TimelineEvent) bool) apps.TimelineEvent {
-	t.Helper()
-	return waitAnyTimeline(t, []*siteAgent{a}, within, a.node+": "+what, match)
-}
-
-// cleanupApps removes the test's apps through the agents (the config goes,
-// the DNId agents delete their workloads), then what is left of them.
-func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, agents map[string]*siteAgent, appsDir string, appConfigs map[string]apps.AppConfig) {
-	ctx := context.Background()
-	for name := range appConfigs {
-		_ = os.Remove(filepath.Join(appsDir, "apps", name+".json"))
-	}
-	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: apps.LabelManagedBy + "=" + apps.FieldManager})
-		return err == nil && len(deps.Items) == 0, nil
-	})
-	for _, a := range agents {
-		a.stop()
-	}
-	_ = cs.CoreV1().ConfigMaps(kube.AppNamespace).Delete(ctx, apps.PlacementConfigMapName, metav1.DeleteOptions{})
-	for _, a := range appConfigs {
-		sel := metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID}
-		for _, gvr := range apps.WorkloadGVRs {
-			_ = dyn.Resource(gvr).Namespace(kube.AppNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
-		}
-		pods, _ := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, sel)
-		for _, p := range pods.Items {
-			err := cs.CoreV1().Pods(kube.AppNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-			if err != nil && !apierrors.IsNotFound(err) {
-				t.Logf("cleanup pod %s: %v", p.Name, err)
-			}
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
 
 // The controller moved an app (version 2: designated node-c) and node-b has
@@ -817,14 +447,9 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
 
 	waitAgents(t, all, "stale-web", 60*time.Second, "running on node-c", runningOn("node-c"))
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		st, ok := agents["node-b"].app("stale-web")
-		return ok && strings.Contains(st.Error, "waiting for the newer config"), nil
+	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b says it holds an older config", func(st apps.AppState) bool {
+		return strings.Contains(st.Error, "waiting for the newer config")
 	})
-	if err != nil {
-		st, _ := agents["node-b"].app("stale-web")
-		t.Fatalf("node-b does not say it holds an older config: %+v", st)
-	}
 	// The Deployment as node-c laid it out, read as soon as node-b holds
 	// back: node-b's apply from then on, at once or after any timer, is
 	// the fight. Its watch wakes it on every change node-c makes.
@@ -846,14 +471,9 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 
 	// node-b catches up: the error goes, and the app stays on node-c.
 	writeJSON(t, oldFile, v2)
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		st, ok := agents["node-b"].app("stale-web")
-		return ok && st.Error == "" && !st.IsDNIdNode, nil
+	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b takes up the newer config (no error, not the DNId node)", func(st apps.AppState) bool {
+		return st.Error == "" && !st.IsDNIdNode
 	})
-	if err != nil {
-		st, _ := agents["node-b"].app("stale-web")
-		t.Fatalf("node-b did not take up the newer config: %+v", st)
-	}
 	waitAgents(t, all, "stale-web", 30*time.Second, "still on node-c", runningOn("node-c"))
 }
 
@@ -889,13 +509,13 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	}
 	waitReady := func(node string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		until(t, 60*time.Second, node+"'s agent reports READY", func() (string, bool) {
 			st, err := nodeStatus(node)
-			return err == nil && st.Status == apps.NodeReady, nil
-		})
-		if err != nil {
-			t.Fatalf("%s's agent never reported READY", node)
-		}
+			if err != nil {
+				return err.Error(), false
+			}
+			return fmt.Sprintf("%+v", st), st.Status == apps.NodeReady
+		}, func(last string) string { return "its /v1/node: " + last })
 	}
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		waitReady(n)
@@ -903,17 +523,19 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	// The stats leader's node is the one lost: a dead device never gives
 	// its lease up, so another node may take it only once it expires.
 	leases := clientset(t, site).CoordinationV1().Leases(kube.AppNamespace)
-	var held *coordinationv1.Lease
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := leases.Get(ctx, kube.StatsLeaderLeaseName, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
-			return false, nil
-		}
-		held = l
-		return true, nil
-	}); err != nil {
-		t.Fatal("no stats leader among the site's agents")
+	lease := func() (*coordinationv1.Lease, error) {
+		return leases.Get(t.Context(), kube.StatsLeaderLeaseName, metav1.GetOptions{})
 	}
+	describeLease := func(l *coordinationv1.Lease) string {
+		if l == nil {
+			return "no stats-leader Lease"
+		}
+		return fmt.Sprintf("the Lease: %+v", l.Spec)
+	}
+	held := until(t, 60*time.Second, "a stats leader among the site's agents", func() (*coordinationv1.Lease, bool) {
+		l, err := lease()
+		return l, err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && l.Spec.RenewTime != nil
+	}, describeLease)
 	lost := *held.Spec.HolderIdentity
 	site.RecoverOnCleanup(t, lost)
 	if err := site.Fail(lost); err != nil {
@@ -923,17 +545,10 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	if _, err := nodeStatus(lost); err == nil {
 		t.Fatalf("%s failed, but its agent still answers", lost)
 	}
-	var taken *coordinationv1.Lease
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := leases.Get(ctx, kube.StatsLeaderLeaseName, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || *l.Spec.HolderIdentity == lost {
-			return false, nil
-		}
-		taken = l
-		return true, nil
-	}); err != nil {
-		t.Fatalf("the stats leader did not move off failed %s", lost)
-	}
+	taken := until(t, 90*time.Second, "the stats leader moves off failed "+lost, func() (*coordinationv1.Lease, bool) {
+		l, err := lease()
+		return l, err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != lost
+	}, describeLease)
 	// The lease ran out rather than being handed over: the last renewal
 	// the dead node made, plus the lease's duration, came first.
 	expiry := held.Spec.RenewTime.Add(time.Duration(*held.Spec.LeaseDurationSeconds) * time.Second)
@@ -947,25 +562,21 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	waitReady(lost)
 }
 
-// startOlderConfigAgents runs three agents where node-b holds an older
-// version of one app (older) than node-a and node-c (newer); it returns
-// the agents and node-b's config file. The app and its agents are cleaned
-// up after the test, node-b's file first (with it, node-b would lay the
-// app out again).
-func startOlderConfigAgents(t *testing.T, site *sitebox.TestSite, newer, older apps.AppConfig) (map[string]*siteAgent, []*siteAgent, string) {
+// waitApp waits until agent a sees app and its state satisfies cond, and
+// returns the state.
+func waitApp(t *testing.T, a *siteAgent, app string, within time.Duration, what string, cond func(apps.AppState) bool) apps.AppState {
 	t.Helper()
-	newDir, oldDir, logDir := t.TempDir(), t.TempDir(), t.TempDir()
-	oldFile := filepath.Join(oldDir, "apps", older.DisplayName+".json")
-	writeJSON(t, filepath.Join(newDir, "apps", newer.DisplayName+".json"), newer)
-	writeJSON(t, oldFile, older)
-	agents := map[string]*siteAgent{
-		"node-a": startSiteAgent(t, site, "node-a", newDir, logDir),
-		"node-b": startSiteAgent(t, site, "node-b", oldDir, logDir),
-		"node-c": startSiteAgent(t, site, "node-c", newDir, logDir),
+	type seen struct {
+		st apps.AppState
+		ok bool
 	}
-	t.Cleanup(func() {
-		_ = os.Remove(oldFile)
-		cleanupApps(t, clientset(t, site), dynClient(t, site), agents, newDir, map[string]apps.AppConfig{newer.DisplayName: newer})
-	})
-	return agents, []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}, oldFile
+	return until(t, within, a.node+": "+app+": "+what, func() (seen, bool) {
+		st, ok := a.app(app)
+		return seen{st, ok}, ok && cond(st)
+	}, func(s seen) string {
+		if !s.ok {
+			return "the agent does not know the app"
+		}
+		return fmt.Sprintf("the agent sees: %+v", s.st)
+	}).st
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
@@ -49,12 +49,10 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
 	waitDeployment := func(name string, within time.Duration) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		until(t, within, "Deployment "+name+" laid out", func() (error, bool) {
 			_, err := deployments.Get(ctx, name, metav1.GetOptions{})
-			return err == nil, nil
-		}); err != nil {
-			t.Fatalf("Deployment %s not laid out within %s", name, within)
-		}
+			return err, err == nil
+		}, func(err error) string { return fmt.Sprintf("last get: %v", err) })
 	}
 	waitDeployment(apps.WorkloadName(keep), 60*time.Second)
 	before, err := deployments.Get(ctx, apps.WorkloadName(keep), metav1.GetOptions{})
@@ -70,24 +68,26 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	writeJSON(t, filepath.Join(appsDir, "volumes", "unrelated.json"), apps.VolumeConfig{
 		UUID: "e4000000-0000-4000-8000-00000000000a", Name: "unrelated", DesignatedNodeID: sitebox.NodeUUID("node-c"), Size: "1Gi", ReplicaCount: 1})
 	// Either the agent says it holds removals, or it has deleted the app.
-	gone := false
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	timeline := func() string {
+		var b strings.Builder
+		for _, e := range nodeB.agent.Apps().Timeline() {
+			fmt.Fprintf(&b, "\n  %s %s %s", e.Kind, e.App, e.Message)
+		}
+		return b.String()
+	}
+	gone := until(t, 30*time.Second, "the agent says it holds removals for the missing apps directory", func() (bool, bool) {
 		if _, err := deployments.Get(ctx, before.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			gone = true
-			return true, nil
+			return true, true
 		}
 		for _, e := range nodeB.agent.Apps().Timeline() {
 			if strings.Contains(e.Message, "removals held") && strings.Contains(e.Message, appsSub) {
-				return true, nil
+				return false, true
 			}
 		}
-		return false, nil
-	})
+		return false, false
+	}, func(bool) string { return "node-b's timeline:" + timeline() })
 	if gone {
 		t.Fatal("the apps directory moved away: the agent deleted the app's Deployment")
-	}
-	if err != nil {
-		t.Fatal("the agent never said it holds removals for the missing apps directory")
 	}
 	// The pass that held removals has run; the app is as it was.
 	after, err := deployments.Get(ctx, before.Name, metav1.GetOptions{})
@@ -115,25 +115,12 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	if err := os.Remove(filepath.Join(appsSub, keep.DisplayName+".json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	until(t, 30*time.Second, "the app removed with its config file from a readable directory", func() (error, bool) {
 		_, err := deployments.Get(ctx, before.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}); err != nil {
-		t.Fatal("a config file removed from a readable directory did not remove its app")
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
-		evs, err := cs.CoreV1().Events(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.name": before.Name, "reason": "Removed"}.String()})
-		if err != nil {
-			return false, nil
-		}
-		for _, e := range evs.Items {
-			if e.Type == corev1.EventTypeNormal && strings.Contains(e.Message, "left the config") {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Error("the removal left no Kubernetes Event")
-	}
+		return err, apierrors.IsNotFound(err)
+	}, func(err error) string { return fmt.Sprintf("Deployment %s: get: %v", before.Name, err) })
+	waitEvent(t, cs, kube.AppNamespace, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.name": before.Name, "reason": "Removed"}.String()},
+		15*time.Second, "a Kubernetes Event for the removal", func(e corev1.Event) bool {
+			return e.Type == corev1.EventTypeNormal && strings.Contains(e.Message, "left the config")
+		})
 }

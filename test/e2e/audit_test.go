@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/audit"
@@ -89,13 +89,7 @@ func TestDrainIntentAndSIGHUP(t *testing.T) {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		return err == nil && len(pods.Items) == 1 && pods.Items[0].Spec.NodeName == node && kube.PodReady(&pods.Items[0]), nil
-	})
-	if err != nil {
-		t.Fatalf("the budgeted pod never ran on %s", node)
-	}
+	waitPods(t, cs, ns, metav1.ListOptions{LabelSelector: "app=" + name}, 30*time.Second, "the budgeted pod Ready on "+node, onlyPodReadyOn(node))
 
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	cmd := exec.Command(sitecon, "drain", node, "--yes", "--timeout", "5m", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
@@ -114,23 +108,30 @@ func TestDrainIntentAndSIGHUP(t *testing.T) {
 	})
 
 	// The intent is on disk while the drain waits on the budget.
-	var intent audit.Record
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		recs, _ := audit.Read(auditLog)
+	type seen struct {
+		intent    audit.Record
+		cordoned  bool
+		readErr   error
+		nodeError error
+	}
+	intent := until(t, 60*time.Second, "the drain's intent in the audit log while it runs and "+node+" is cordoned", func() (seen, bool) {
+		var s seen
+		recs, err := audit.Read(auditLog)
+		s.readErr = err
 		for _, r := range recs {
 			if r.Outcome == audit.OutcomeIntent {
-				intent = r
+				s.intent = r
 			}
 		}
-		if intent.Action == "" {
-			return false, nil
+		if s.intent.Action == "" {
+			return s, false
 		}
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		return err == nil && n.Spec.Unschedulable, nil
-	})
-	if err != nil {
-		t.Fatalf("no intent in the audit log while the drain runs and %s is cordoned: %v\n%s", node, err, out.String())
-	}
+		s.nodeError, s.cordoned = err, err == nil && n.Spec.Unschedulable
+		return s, s.cordoned
+	}, func(s seen) string {
+		return fmt.Sprintf("intent %+v (read: %v), %s cordoned %v (%v); drain output:\n%s", s.intent, s.readErr, node, s.cordoned, s.nodeError, out.String())
+	}).intent
 	select {
 	case err := <-exited:
 		t.Fatalf("the drain ended before the test could read its intent: %v\n%s", err, out.String())

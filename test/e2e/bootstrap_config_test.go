@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/sitecon/sitecon/agent"
-	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 )
@@ -40,46 +38,19 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files, err := plan.Nodes[0].Files(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := files.Write(); err != nil {
-		t.Fatal(err)
-	}
 	const grace = 4 * time.Second
-	n := &nodeAgent{host: host, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data")}
-	n.agent = agent.New(agent.Options{
-		ConfigPath: files.ConfigPath,
-		K3sBin:     standin,
-		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
-		K3sLogFile: filepath.Join(dir, "k3s.log"),
-		// No API server: this test is about the node's own bring-up.
-		Kubeconfig: filepath.Join(dir, "no-kubeconfig"),
-		Env: config.Environment{
-			InterfaceExists: func(name string) bool {
-				return host.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
-			},
-			ReadFile: os.ReadFile,
-		},
-		InNetNS:            host.Do,
-		ConfigPollInterval: 100 * time.Millisecond,
-		ConfigAbsentGrace:  grace,
-		SeedBackoffMin:     100 * time.Millisecond,
-		SeedBackoffMax:     500 * time.Millisecond,
-		K3sBackoffMin:      100 * time.Millisecond,
-	})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := n.agent.Run(ctx); err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+	// No API server (a kubeconfig that is not there): this test is about
+	// the node's own bring-up.
+	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, host, plan.Nodes[0], nil, func(o *agent.Options) {
+		o.SocketPath = ""
+		o.ConfigAbsentGrace = grace
+		o.LeaderDurations = apps.LeaderDurations{}
+	})
+	configPath := n.config
 
 	// The interface does not exist yet: the config is rejected, and k3s
 	// does not start.
@@ -99,11 +70,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	waitState(t, n, 15*time.Second, "brought up once the interface exists", func(st agent.State) bool {
 		return st.ClusterIPReady && st.K3sStarts == 1 && st.ConfigError == ""
 	})
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(n.starts(t)) == 1, nil
-	}); err != nil {
-		t.Fatal("k3s never recorded its start")
-	}
+	n.waitK3sStarted(t) // untouched, below, wants it once
 	clusterPrefix := netip.MustParsePrefix(plan.Nodes[0].ClusterIPPrefix)
 	untouched := func(what string) {
 		t.Helper()
@@ -126,8 +93,8 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	untouched("bring-up")
 
 	// An editor's rename-save: the file is away for a moment, then back.
-	away := files.ConfigPath + ".away"
-	if err := os.Rename(files.ConfigPath, away); err != nil {
+	away := configPath + ".away"
+	if err := os.Rename(configPath, away); err != nil {
 		t.Fatal(err)
 	}
 	st := waitState(t, n, 5*time.Second, "says the config is missing", func(st agent.State) bool {
@@ -137,7 +104,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 		t.Errorf("the state does not say when the node would leave: %q", st.ConfigNote)
 	}
 	untouched("a config absent for a moment")
-	if err := os.Rename(away, files.ConfigPath); err != nil {
+	if err := os.Rename(away, configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, 5*time.Second, "config back", func(st agent.State) bool { return st.ConfigNote == "" })
@@ -145,10 +112,10 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 
 	// A stat that fails for another reason (here a symlink loop, ELOOP) is
 	// unknown: held past the grace period, never taken for absence.
-	if err := os.Rename(files.ConfigPath, away); err != nil {
+	if err := os.Rename(configPath, away); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Base(files.ConfigPath), files.ConfigPath); err != nil {
+	if err := os.Symlink(filepath.Base(configPath), configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, 5*time.Second, "says the config cannot be read", func(st agent.State) bool {
@@ -156,16 +123,17 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	})
 	// Longer than the grace period: a node that took this for absence
 	// would have left by now.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace+2*time.Second, true, func(context.Context) (bool, error) {
-		return n.agent.State().Phase == agent.PhaseLeft, nil
-	}); err == nil {
-		t.Fatal("an unreadable config took the node out of the cluster")
-	}
+	holds(t, grace+2*time.Second, "an unreadable config leaves the node in the cluster", func() error {
+		if st := n.agent.State(); st.Phase == agent.PhaseLeft {
+			return fmt.Errorf("the node left: %q", st.ConfigNote)
+		}
+		return nil
+	})
 	untouched("an unreadable config")
-	if err := os.Remove(files.ConfigPath); err != nil {
+	if err := os.Remove(configPath); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(away, files.ConfigPath); err != nil {
+	if err := os.Rename(away, configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, 5*time.Second, "config readable again", func(st agent.State) bool { return st.ConfigNote == "" })
@@ -173,7 +141,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 
 	// A leave request (sitecon agent leave) takes the node out at once,
 	// the config still there; removed, the node comes back from its config.
-	request := agent.LeaveRequestFile(files.ConfigPath)
+	request := agent.LeaveRequestFile(configPath)
 	if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +164,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	})
 
 	// Absent for the whole grace period: the node leaves.
-	if err := os.Remove(files.ConfigPath); err != nil {
+	if err := os.Remove(configPath); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, grace+10*time.Second, "left", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })

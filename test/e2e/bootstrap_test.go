@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,62 +14,17 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent"
-	"github.com/sitecon/sitecon/agent/apps"
-	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
-
-// nodeAgent is one agent running in-process for a netns host.
-type nodeAgent struct {
-	host    *netns.Host
-	dir     string
-	agent   *agent.Agent
-	config  string
-	dataDir string
-	socket  string
-}
-
-// starts reads the stand-in's record of its starts.
-func (n *nodeAgent) starts(t *testing.T) []time.Time {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(n.dataDir, "standin-starts"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []time.Time
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		ts, err := time.Parse(time.RFC3339Nano, strings.Fields(line)[0])
-		if err != nil {
-			t.Fatalf("stand-in record %q: %v", line, err)
-		}
-		out = append(out, ts)
-	}
-	return out
-}
-
-func buildStandin(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "k3s")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sitecon/sitecon/test/k3sstandin").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build k3s stand-in: %v\n%s", err, out)
-	}
-	return bin
-}
 
 func setServerRoles(ctx context.Context, cs kubernetes.Interface, node string, on bool) error {
 	value := `"true"`
@@ -80,39 +34,6 @@ func setServerRoles(ctx context.Context, cs kubernetes.Interface, node string, o
 	patch := fmt.Sprintf(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":%s,"node-role.kubernetes.io/etcd":%s,"node-role.kubernetes.io/master":%s}}}`, value, value, value)
 	_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
-}
-
-// putClusterRecordAside removes sitebox's own cluster record for a test
-// whose agents write theirs, and puts it back when the test ends.
-func putClusterRecordAside(t *testing.T, cs kubernetes.Interface) {
-	t.Helper()
-	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
-	siteRecord, err := cms.Get(t.Context(), kube.ClusterConfigMapName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cms.Delete(t.Context(), kube.ClusterConfigMapName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		bg := context.Background()
-		_ = cms.Delete(bg, kube.ClusterConfigMapName, metav1.DeleteOptions{})
-		restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: siteRecord.Name, Namespace: siteRecord.Namespace}, Data: siteRecord.Data}
-		if _, err := cms.Create(bg, restored, metav1.CreateOptions{}); err != nil {
-			t.Errorf("restore the site's cluster record: %v", err)
-		}
-	})
-}
-
-func waitState(t *testing.T, n *nodeAgent, within time.Duration, what string, cond func(agent.State) bool) agent.State {
-	t.Helper()
-	return until(t, within, n.host.Name+" ("+what+")", func() (agent.State, bool) {
-		st := n.agent.State()
-		return st, cond(st)
-	}, func(st agent.State) string {
-		dump, _ := json.MarshalIndent(st, "", "  ")
-		return "state:\n" + string(dump)
-	})
 }
 
 // Three agents form a cluster in network namespaces: the joiners start k3s
@@ -166,46 +87,9 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	defer cancel()
 	agents := make([]*nodeAgent, len(hosts))
 	for i, h := range hosts {
-		dir := t.TempDir()
-		files, err := bundles[i].Files(dir, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := files.Write(); err != nil {
-			t.Fatal(err)
-		}
-		n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data"), socket: filepath.Join(dir, "agent.sock")}
-		h := h
-		n.agent = agent.New(agent.Options{
-			ConfigPath: files.ConfigPath,
-			K3sBin:     standin,
-			K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
-			K3sLogFile: filepath.Join(dir, "k3s.log"),
-			SocketPath: n.socket,
-			Kubeconfig: site.Kubeconfig(),
-			Env: config.Environment{
-				InterfaceExists: func(name string) bool {
-					err := h.Do(func() error { _, err := net.InterfaceByName(name); return err })
-					return err == nil
-				},
-				ReadFile: os.ReadFile,
-			},
-			InNetNS:            h.Do,
-			ConfigPollInterval: 100 * time.Millisecond,
-			ConfigAbsentGrace:  time.Second,
-			SeedBackoffMin:     100 * time.Millisecond,
-			SeedBackoffMax:     500 * time.Millisecond,
-			K3sBackoffMin:      100 * time.Millisecond,
-			LeaderDurations:    apps.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+		agents[i] = startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, h, bundles[i], nil, func(o *agent.Options) {
+			o.ConfigAbsentGrace = time.Second
 		})
-		agents[i] = n
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := n.agent.Run(ctx); err != nil {
-				t.Errorf("agent %s: %v", h.Name, err)
-			}
-		}()
 	}
 	seed, joiners, outsider := agents[0], agents[1:3], agents[3]
 
@@ -214,12 +98,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		return st.Role == agent.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
 	})
 	// The stand-in records its start as its first act; wait for the record.
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(seed.starts(t)) > 0, nil
-	}); err != nil {
-		t.Fatal("the seed's k3s never recorded its start")
-	}
-	if got := seed.starts(t); len(got) != 1 {
+	if got := seed.waitK3sStarted(t); len(got) != 1 {
 		t.Fatalf("seed k3s starts = %d, want 1", len(got))
 	}
 	seedConfig, err := os.ReadFile(filepath.Join(seed.dir, "k3s", "config.yaml"))
@@ -273,12 +152,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	}
 	for _, j := range joiners {
 		waitState(t, j, 20*time.Second, "joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return len(j.starts(t)) > 0, nil
-		}); err != nil {
-			t.Fatalf("%s's k3s never recorded its start", j.host.Name)
-		}
-		starts := j.starts(t)
+		starts := j.waitK3sStarted(t)
 		if len(starts) != 1 || starts[0].Before(registered) {
 			t.Errorf("%s started k3s at %v, want once, after the seed registered at %s", j.host.Name, starts, registered.Format(time.RFC3339Nano))
 		}
@@ -291,32 +165,29 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		t.Errorf("socket state = %+v, %v", st, err)
 	}
 	// The agents that reach the cluster elect one stats leader among them.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		leaders := 0
+	if leaders, one := poll(pollEvery, 30*time.Second, func() ([]string, bool) {
+		var leaders []string
 		for _, n := range agents {
 			if n.agent.LeaderState().IsLeader {
-				leaders++
+				leaders = append(leaders, n.host.Name)
 			}
 		}
-		return leaders == 1, nil
-	})
-	if err != nil {
-		t.Errorf("the three members did not elect one stats leader")
+		return leaders, len(leaders) == 1
+	}); !one {
+		t.Errorf("the three members elect one stats leader: not within 30s; leaders %v", leaders)
 	}
 	// The members recorded the cluster: the seed created the ConfigMap from
 	// its config, each joiner added itself; the outsider did not.
-	var record map[string]string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	record, all := poll(pollEvery, 20*time.Second, func() (map[string]string, bool) {
 		cm, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return nil, false
 		}
-		record = cm.Data
 		nodes := strings.Split(cm.Data[kube.ClusterKeyNodes], ",")
 		slices.Sort(nodes)
-		return slices.Equal(nodes, []string{"node-a", "node-b", "node-c"}), nil
+		return cm.Data, slices.Equal(nodes, []string{"node-a", "node-b", "node-c"})
 	})
-	if err != nil || record[kube.ClusterKeyID] != plan.ClusterID || record[kube.ClusterKeyJoinServerIP] != "10.244.244.1" ||
+	if !all || record[kube.ClusterKeyID] != plan.ClusterID || record[kube.ClusterKeyJoinServerIP] != "10.244.244.1" ||
 		record[kube.ClusterKeySeedNode] != "node-a" || record[kube.ClusterKeyName] != "site1" {
 		t.Errorf("cluster record written by the agents = %v (want cluster %s, seed node-a at 10.244.244.1, nodes a-c)", record, plan.ClusterID)
 	}
@@ -378,54 +249,6 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	}
 }
 
-// startAgent writes bundle's files for host h (after prepare, if set, has
-// put whatever else the device holds beside them) and runs its agent with
-// the k3s stand-in until ctx ends.
-func startAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, site *sitebox.TestSite, standin string, h *netns.Host,
-	bundle agent.JoinBundle, prepare func(configPath string)) *nodeAgent {
-	t.Helper()
-	dir := t.TempDir()
-	files, err := bundle.Files(dir, "")
-	if err == nil {
-		err = files.Write()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if prepare != nil {
-		prepare(files.ConfigPath)
-	}
-	n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data"), socket: filepath.Join(dir, "agent.sock")}
-	n.agent = agent.New(agent.Options{
-		ConfigPath: files.ConfigPath,
-		K3sBin:     standin,
-		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
-		K3sLogFile: filepath.Join(dir, "k3s.log"),
-		SocketPath: n.socket,
-		Kubeconfig: site.Kubeconfig(),
-		Env: config.Environment{
-			InterfaceExists: func(name string) bool {
-				return h.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
-			},
-			ReadFile: os.ReadFile,
-		},
-		InNetNS:            h.Do,
-		ConfigPollInterval: 100 * time.Millisecond,
-		SeedBackoffMin:     100 * time.Millisecond,
-		SeedBackoffMax:     500 * time.Millisecond,
-		K3sBackoffMin:      100 * time.Millisecond,
-		LeaderDurations:    apps.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := n.agent.Run(ctx); err != nil {
-			t.Errorf("agent %s: %v", h.Name, err)
-		}
-	}()
-	return n
-}
-
 // A seed never initialises its cluster twice. A seed device that was part
 // of its cluster before (formed marker beside its config) but lost its k3s
 // data refuses; so does a fresh device given the seed's config while a
@@ -449,12 +272,12 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marked := startAgent(t, ctx, &wg, site, standin, hosts[0], lone.Nodes[0], func(configPath string) {
+	marked := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], lone.Nodes[0], func(configPath string) {
 		if err := agent.MarkFormed(agent.FormedMarkerFile(configPath), agent.FormedMarker{ClusterID: lone.ClusterID,
 			NodeName: "node-m", How: "initialised the cluster"}); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}, nil)
 
 	// Hosts b and c: node-b is a live member of site1 (sitebox's node-b is
 	// a control-plane + etcd Node, so its /status names the cluster); c is
@@ -464,18 +287,19 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member := startAgent(t, ctx, &wg, site, standin, hosts[1], plan.Nodes[1], nil)
+	member := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
 	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
 		err = hosts[1].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
 		return conn, err
 	}}
 	memberIP := netip.MustParseAddr("10.244.244.2")
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return probe.Find(ctx, []netip.Addr{memberIP}) == memberIP, nil
-	}); err != nil {
-		t.Fatalf("node-b's /status never named its cluster; state %+v", member.agent.State())
-	}
-	fresh := startAgent(t, ctx, &wg, site, standin, hosts[2], plan.Nodes[0], nil)
+	until(t, 30*time.Second, "node-b's /status names its cluster", func() (netip.Addr, bool) {
+		found := probe.Find(ctx, []netip.Addr{memberIP})
+		return found, found == memberIP
+	}, func(found netip.Addr) string {
+		return fmt.Sprintf("the probe found %v; node-b's state %+v", found, member.agent.State())
+	})
+	fresh := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[2], plan.Nodes[0], nil, nil)
 
 	for _, c := range []struct {
 		n    *nodeAgent

@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,13 +11,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
-	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -72,42 +70,9 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	start := func(h *netns.Host, bundle agent.JoinBundle, kubeconfig string) *nodeAgent {
-		dir := t.TempDir()
-		files, err := bundle.Files(dir, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := files.Write(); err != nil {
-			t.Fatal(err)
-		}
-		n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data"), socket: filepath.Join(dir, "agent.sock")}
-		n.agent = agent.New(agent.Options{
-			ConfigPath: files.ConfigPath, K3sBin: standin,
-			K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
-			K3sLogFile: filepath.Join(dir, "k3s.log"), SocketPath: n.socket, Kubeconfig: kubeconfig,
-			Env: config.Environment{
-				InterfaceExists: func(name string) bool {
-					return h.Do(func() error { _, err := net.InterfaceByName(name); return err }) == nil
-				},
-				ReadFile: os.ReadFile,
-			},
-			InNetNS: h.Do, ConfigPollInterval: 100 * time.Millisecond,
-			SeedBackoffMin: 100 * time.Millisecond, SeedBackoffMax: 500 * time.Millisecond, K3sBackoffMin: 100 * time.Millisecond,
-			LeaderDurations: apps.LeaderDurations{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
-		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := n.agent.Run(ctx); err != nil {
-				t.Errorf("agent %s: %v", h.Name, err)
-			}
-		}()
-		return n
-	}
 	// The seed has k3s's admin kubeconfig, as a server has.
-	seed := start(hosts[0], plan.Nodes[0], site.Kubeconfig())
-	worker := start(hosts[1], plan.Nodes[2], "")
+	seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0], nil, nil)
+	worker := startNodeAgent(t, ctx, &wg, "", standin, hosts[1], plan.Nodes[2], nil, nil)
 
 	waitState(t, seed, 30*time.Second, "seed joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
 	st := waitState(t, worker, 40*time.Second, "worker joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
@@ -118,11 +83,10 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 		t.Fatalf("the worker joined without the controller kubeconfig k3s writes: %v", err)
 	}
 	// The cluster work runs on the worker: it takes part in the election.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return worker.agent.LeaderState().Leader != "", nil
-	}); err != nil {
-		t.Fatalf("the worker's stats-leader election never saw a leader: %+v", worker.agent.LeaderState())
-	}
+	until(t, 20*time.Second, "the worker's stats-leader election sees a leader", func() (apps.LeaderState, bool) {
+		st := worker.agent.LeaderState()
+		return st, st.Leader != ""
+	}, func(st apps.LeaderState) string { return fmt.Sprintf("its leader state: %+v", st) })
 	binding, err := rbac.ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
 	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Name != kube.K3sControllerUser {
 		t.Fatalf("the agent's grant to the k3s controller identity: %+v %v", binding, err)

@@ -69,20 +69,16 @@ func TestConsoleShowsNewEvents(t *testing.T) {
 
 	// Wait until the informer's cache holds both, so what follows tests the
 	// console's derivation, not the watch's latency.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	until(t, 20*time.Second, "the snapshot's informer holds both events", func() ([]string, bool) {
 		var reasons []string
 		for _, e := range snap.Data().Events {
 			reasons = append(reasons, e.Reason)
 		}
-		if slices.Contains(reasons, "ByHandBefore") && slices.Contains(reasons, "ByHandWhile") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the snapshot's informer never saw both events (%d events held)", len(reasons))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return reasons, slices.Contains(reasons, "ByHandBefore") && slices.Contains(reasons, "ByHandWhile")
+	}, func(reasons []string) string {
+		mine := slices.DeleteFunc(slices.Clone(reasons), func(r string) bool { return !strings.HasPrefix(r, "ByHand") })
+		return fmt.Sprintf("%d events held, of them by hand: %v", len(reasons), mine)
+	})
 
 	f := views.BuildFrame(snap, nil, "", time.Now())
 	at := map[string]int{}

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/charmbracelet/lipgloss"
 
@@ -23,98 +22,10 @@ import (
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
-	"github.com/sitecon/sitecon/test/prereq"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
 )
-
-// tmuxConsole runs the console in a detached tmux session, as a technician
-// on an 80x24 terminal would see it.
-type tmuxConsole struct {
-	t       *testing.T
-	session string
-}
-
-// startConsole runs the console on a colour terminal, whatever the
-// environment of the test says about colour.
-func startConsole(t *testing.T, args ...string) *tmuxConsole {
-	t.Helper()
-	return startConsoleWith(t, []string{"-u", "NO_COLOR"}, args...)
-}
-
-// startConsoleNoColor runs the console as a terminal with NO_COLOR set
-// shows it: the selected row is marked "> " and the current tab bracketed.
-func startConsoleNoColor(t *testing.T, args ...string) *tmuxConsole {
-	t.Helper()
-	return startConsoleWith(t, []string{"NO_COLOR=1"}, args...)
-}
-
-// startCommand runs a sitecon command on a terminal (its questions need
-// one) and keeps the pane after it ends, with "exited N" as its last line.
-func startCommand(t *testing.T, args ...string) *tmuxConsole {
-	t.Helper()
-	// The joined line is a shell command: what follows sitecon's arguments
-	// runs once sitecon has exited.
-	return startConsoleWith(t, []string{"-u", "NO_COLOR"}, append(args, ";", "echo", "exited", "$?;", "sleep", "3600")...)
-}
-
-func startConsoleWith(t *testing.T, colourEnv []string, args ...string) *tmuxConsole {
-	t.Helper()
-	_, err := exec.LookPath("tmux")
-	prereq.Need(t, err == nil, "the console end-to-end test needs tmux")
-	session := fmt.Sprintf("sitecon-e2e-%d", time.Now().UnixNano())
-	// One shell command: tmux runs it with sh -c. The tmux server's own
-	// environment (CI's, or an earlier session's) must not decide colour.
-	cmdline := append([]string{"env", "-u", "CLICOLOR", "-u", "CLICOLOR_FORCE"}, colourEnv...)
-	cmdline = append(cmdline, "HOME="+t.TempDir(), "KUBECONFIG=", "TERM=xterm-256color", sitecon)
-	// The machine's own audit log (root-owned, under /var/log) is neither
-	// read nor written by a test that does not name one: its records would
-	// show on the events screen, and a demo's would change what a test sees.
-	if !slices.Contains(args, "--audit-log") {
-		end := slices.Index(args, ";")
-		if end < 0 {
-			end = len(args)
-		}
-		args = slices.Insert(slices.Clone(args), end, "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"))
-	}
-	cmdline = append(cmdline, args...)
-	cmd := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", strings.Join(cmdline, " "))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
-	return &tmuxConsole{t: t, session: session}
-}
-
-func (c *tmuxConsole) keys(keys ...string) {
-	c.t.Helper()
-	if out, err := exec.Command("tmux", append([]string{"send-keys", "-t", c.session}, keys...)...).CombinedOutput(); err != nil {
-		c.t.Fatalf("send-keys: %v\n%s", err, out)
-	}
-}
-
-func (c *tmuxConsole) screen() string {
-	out, err := exec.Command("tmux", "capture-pane", "-p", "-t", c.session).CombinedOutput()
-	if err != nil {
-		return ""
-	}
-	return string(out)
-}
-
-// waitScreen waits until the screen satisfies cond.
-func (c *tmuxConsole) waitScreen(within time.Duration, what string, cond func(string) bool) string {
-	c.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(c.t.Context(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
-		last = c.screen()
-		return cond(last), nil
-	})
-	if err != nil {
-		c.t.Fatalf("%s: not within %s; screen:\n%s", what, within, last)
-	}
-	return last
-}
 
 // lineWith returns the screen's line whose first cell is word. A terminal
 // without colour (NO_COLOR, as CI sets it) marks the selected row with "> "
@@ -494,12 +405,9 @@ func TestConsoleRidesOutAPIServerOutage(t *testing.T) {
 		t.Fatal("the console exited on its own")
 	}
 	c.keys("q")
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return exec.Command("tmux", "has-session", "-t", c.session).Run() != nil, nil
-	})
-	if err != nil {
-		t.Fatal("q did not end the console")
-	}
+	until(t, 5*time.Second, "q ends the console", func() (string, bool) {
+		return c.screen(), exec.Command("tmux", "has-session", "-t", c.session).Run() != nil
+	}, func(s string) string { return "it still runs; screen:\n" + s })
 }
 
 // Keys read at once do not answer the dialog they open (safety rule 5):

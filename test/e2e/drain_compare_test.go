@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -81,25 +81,18 @@ func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
 	}
 	settled := func(want int) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, nil
-			}
+		waitPods(t, cs, ns, metav1.ListOptions{}, 60*time.Second, fmt.Sprintf("the scenario whole on %s (%d pods Ready, none going)", node, want), func(pods []corev1.Pod) bool {
 			running := 0
-			for _, p := range pods.Items {
+			for _, p := range pods {
 				if p.DeletionTimestamp != nil {
-					return false, nil
+					return false
 				}
 				if p.Spec.NodeName == node && kube.PodReady(&p) {
 					running++
 				}
 			}
-			return running == want, nil
+			return running == want
 		})
-		if err != nil {
-			t.Fatalf("the scenario never ran whole on %s", node)
-		}
 	}
 
 	kubectl := cmp.Or(os.Getenv("KUBECTL"), filepath.Join(site.BinDir, "kubectl"))
@@ -157,13 +150,12 @@ func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	until(t, 30*time.Second, "the disruption controller takes up the budget (1 healthy, 0 disruptions allowed)", func() (*policyv1.PodDisruptionBudget, bool) {
 		p, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "guarded", metav1.GetOptions{})
-		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0, nil
+		return p, err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0
+	}, func(p *policyv1.PodDisruptionBudget) string {
+		return fmt.Sprintf("generation %d, status %+v", p.Generation, p.Status)
 	})
-	if err != nil {
-		t.Fatal("the disruption controller never took up the budget")
-	}
 	held := []struct {
 		who string
 		run func() (string, error)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent/apps"
@@ -63,13 +61,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"node-a", "node-b", "node-c"} {
-				if data, err := os.ReadFile(filepath.Join(logDir, n+".log")); err == nil {
-					t.Logf("agent %s log (last 3000 bytes):\n%s", n, tail(string(data), 3000))
-				}
-			}
-		}
+		logAgentsOnFailure(t, logDir, "node-a", "node-b", "node-c")
 		cleanupApps(t, cs, dyn, agents, appsDir, appConfigs)
 		for _, v := range []apps.VolumeConfig{safeVol, localVol} {
 			_ = cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(context.Background(), apps.ClaimName(v), metav1.DeleteOptions{})
@@ -93,22 +85,12 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	// it (it ran, or it is held with the attach/detach controller's event).
 	replacement := func(name string) (*corev1.Pod, *corev1.Event) {
 		t.Helper()
-		var pod *corev1.Pod
-		if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-			pods, err := cs.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[name].UUID})
-			if err != nil {
-				return false, nil
-			}
-			for i, p := range pods.Items {
-				if p.Spec.NodeName != "" && p.Spec.NodeName != "node-b" && p.DeletionTimestamp == nil {
-					pod = &pods.Items[i]
-					return true, nil
-				}
-			}
-			return false, nil
-		}); err != nil {
-			t.Fatalf("%s: no replacement pod scheduled off node-b", name)
+		offB := func(p corev1.Pod) bool {
+			return p.Spec.NodeName != "" && p.Spec.NodeName != "node-b" && p.DeletionTimestamp == nil
 		}
+		pods := waitPods(t, cs, kube.AppNamespace, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[name].UUID}, 90*time.Second,
+			name+": a replacement pod scheduled off node-b", func(pods []corev1.Pod) bool { return slices.ContainsFunc(pods, offB) })
+		pod := &pods[slices.IndexFunc(pods, offB)]
 		return pod, waitPodJudged(t, site, kube.AppNamespace, pod.Name, 30*time.Second)
 	}
 	// stuckPod is the app's pod hanging terminating on node-b.
@@ -193,15 +175,12 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	// recheck of the evidence (every 10 s): only volumes judged safe are
 	// released.
 	localPV := claimPV(t, cs, apps.ClaimName(localVol))
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 12*time.Second, true, func(context.Context) (bool, error) {
+	holds(t, 12*time.Second, "fo-local's VolumeAttachment on node-b stays while the guard refuses its pod", func() error {
 		if va := volumeAttachmentOf(t, cs, localPV, "node-b"); va == nil || va.DeletionTimestamp != nil {
-			return false, fmt.Errorf("fo-local's VolumeAttachment on node-b was removed though the guard refused its pod: %+v", va)
+			return fmt.Errorf("removed: %+v", va)
 		}
-		return false, nil // it must stay for the whole window
+		return nil
 	})
-	if !wait.Interrupted(err) || t.Context().Err() != nil {
-		t.Fatal(err)
-	}
 
 	// node-b returns: its kubelet finishes the old pod, the volume moves,
 	// and fo-local's replacement starts.
@@ -209,13 +188,15 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	agents["node-b"] = startSiteAgent(t, site, "node-b", appsDir, logDir)
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(kube.AppNamespace).Get(ctx, localPod.Name, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning && kube.PodReady(p), nil
-	}); err != nil {
-		t.Fatalf("fo-local's replacement %s did not start once node-b returned and released the volume (attached to %q)",
-			localPod.Name, attachedNode(t, lh, apps.ClaimName(localVol)))
-	}
+	until(t, 90*time.Second, "fo-local's replacement "+localPod.Name+" starts once node-b returned and released the volume", func() (string, bool) {
+		p, err := cs.CoreV1().Pods(kube.AppNamespace).Get(t.Context(), localPod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error(), false
+		}
+		return podLine(*p), p.Status.Phase == corev1.PodRunning && kube.PodReady(p)
+	}, func(last string) string {
+		return fmt.Sprintf("the pod: %s; the volume attached to %q", last, attachedNode(t, lh, apps.ClaimName(localVol)))
+	})
 }
 
 // attachedNode is the node the claim's Longhorn volume is attached to.

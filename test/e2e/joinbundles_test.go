@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -40,13 +41,10 @@ func TestJoinBundlesRemovedOnceJoined(t *testing.T) {
 		_, err := os.Lstat(filepath.Join(dir, node+".bundle"))
 		return errors.Is(err, fs.ErrNotExist)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !gone("node-b") || !gone("node-c") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the joined nodes' bundles are still there after 30s (node-b gone %v, node-c gone %v)", gone("node-b"), gone("node-c"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	until(t, 30*time.Second, "the joined nodes' bundles removed", func() (string, bool) {
+		b, c := gone("node-b"), gone("node-c")
+		return fmt.Sprintf("node-b's gone %v, node-c's gone %v", b, c), b && c
+	}, func(last string) string { return last })
 	if gone("node-z") {
 		t.Fatal("node-z never joined: its bundle must stay")
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -83,16 +83,14 @@ func TestStatsLeaderElection(t *testing.T) {
 	}
 	waitLeader := func(within time.Duration, what string) string {
 		t.Helper()
-		var who string
-		err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
-			w, n := leader()
-			who = w
-			return n == 1, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: no single leader within %s", what, within)
+		type seen struct {
+			who string
+			n   int
 		}
-		return who
+		return until(t, within, what+": a single leader", func() (seen, bool) {
+			who, n := leader()
+			return seen{who, n}, n == 1
+		}, func(s seen) string { return fmt.Sprintf("%d leading", s.n) }).who
 	}
 	first := waitLeader(10*time.Second, "first election")
 
@@ -133,12 +131,11 @@ func TestStatsLeaderElection(t *testing.T) {
 	if err := site.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, d.RenewDeadline+5*time.Second, true, func(context.Context) (bool, error) {
-		_, n := leader()
-		return n == 0, nil
-	})
-	if err != nil {
-		t.Error("a leader kept leading without the API server past its renew deadline")
+	if who, stepped := poll(pollEvery, d.RenewDeadline+5*time.Second, func() (string, bool) {
+		who, n := leader()
+		return who, n == 0
+	}); !stepped {
+		t.Errorf("the leader steps down without the API server: %s still leads %s after, past its renew deadline", who, d.RenewDeadline+5*time.Second)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

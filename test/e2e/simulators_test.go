@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -108,17 +107,24 @@ func TestLonghornSimulatorDetachesUnusedVolumes(t *testing.T) {
 	if err := site.Clients(t).Core.CoreV1().Pods("default").Delete(t.Context(), "uses-vol-used", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, "vol-used", metav1.GetOptions{})
-		if err != nil || v.Status.State != "detached" || v.Status.Robustness != "unknown" || v.Status.CurrentNodeID != "" {
-			return false, nil
+	until(t, 30*time.Second, "vol-used detached (robustness unknown, its one replica stopped) once its pod went", func() (string, bool) {
+		v, err := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-used", metav1.GetOptions{})
+		if err != nil {
+			return err.Error(), false
 		}
-		reps, err := lh.Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=vol-used"})
-		return err == nil && len(reps.Items) == 1 && kube.ReplicaState(&reps.Items[0]) == kube.ReplicaStopped, nil
-	}); err != nil {
-		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-used", metav1.GetOptions{})
-		t.Fatalf("the volume stayed attached when its pod went: %+v", v.Status)
-	}
+		if v.Status.State != "detached" || v.Status.Robustness != "unknown" || v.Status.CurrentNodeID != "" {
+			return fmt.Sprintf("volume status %+v", v.Status), false
+		}
+		reps, err := lh.Replicas(kube.LonghornNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "longhornvolume=vol-used"})
+		if err != nil {
+			return err.Error(), false
+		}
+		states := make([]string, len(reps.Items))
+		for i := range reps.Items {
+			states[i] = string(kube.ReplicaState(&reps.Items[i]))
+		}
+		return fmt.Sprintf("detached, replicas %v", states), len(reps.Items) == 1 && kube.ReplicaState(&reps.Items[0]) == kube.ReplicaStopped
+	}, func(last string) string { return "last seen: " + last })
 }
 
 // Issue 13 item 3: the Longhorn simulator places replicas as Longhorn's
@@ -176,13 +182,11 @@ func TestLonghornSimulatorIgnoresTheProductsDNId(t *testing.T) {
 		}
 		return ""
 	}
-	var d1, k2 string
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		d1, k2 = replicaNode(apps.ClaimName(placeVolume("place-d1"))), replicaNode(apps.ClaimName(placeVolume("place-k2")))
-		return d1 != "" && k2 != "", nil
-	}); err != nil {
-		t.Fatalf("replicas not placed: %q %q", d1, k2)
-	}
+	placed := until(t, 30*time.Second, "both claims' replicas placed", func() ([2]string, bool) {
+		d1, k2 := replicaNode(apps.ClaimName(placeVolume("place-d1"))), replicaNode(apps.ClaimName(placeVolume("place-k2")))
+		return [2]string{d1, k2}, d1 != "" && k2 != ""
+	}, func(p [2]string) string { return fmt.Sprintf("place-d1's replica on %q, place-k2's on %q", p[0], p[1]) })
+	d1, k2 := placed[0], placed[1]
 	if d1 != "node-a" {
 		t.Errorf("a claim whose dnid names node-c got its replica on %s: Longhorn ignores sitecon's annotation (first ready node by name: node-a)", d1)
 	}
@@ -253,44 +257,7 @@ func TestLonghornSimulatorKeepsAttachmentWhilePodExists(t *testing.T) {
 	if err := core.Pods("default").Delete(t.Context(), "uses-vol-held", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, "vol-held", metav1.GetOptions{})
-		if err != nil || v.Status.CurrentNodeID != "node-a" || v.Status.State != "attached" {
-			return false, nil
-		}
-		p, err := core.Pods("default").Get(ctx, second.Name, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning && kube.PodReady(p), nil
-	}); err != nil {
-		p, _ := core.Pods("default").Get(t.Context(), second.Name, metav1.GetOptions{})
-		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), "vol-held", metav1.GetOptions{})
-		t.Fatalf("the first pod is gone, but the volume (on %q, %s) or the second pod (%s) did not follow", v.Status.CurrentNodeID, v.Status.State, p.Status.Phase)
-	}
-}
-
-// waitPodJudged waits until the pod either runs (Running and Ready: nil) or
-// carries a FailedAttachVolume event (returned): the simulators decided on it.
-func waitPodJudged(t *testing.T, site *sitebox.TestSite, ns, name string, within time.Duration) *corev1.Event {
-	t.Helper()
-	core := site.Clients(t).Core.CoreV1()
-	var held *corev1.Event
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		p, err := core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		if p.Status.Phase == corev1.PodRunning && kube.PodReady(p) {
-			return true, nil
-		}
-		events, err := core.Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=FailedAttachVolume"})
-		if err != nil || len(events.Items) == 0 {
-			return false, nil
-		}
-		held = &events.Items[0]
-		return true, nil
-	}); err != nil {
-		t.Fatalf("pod %s/%s neither ran nor was held within %s", ns, name, within)
-	}
-	return held
+	waitRunsWithVolume(t, site, second.Name, "vol-held", "node-a", 30*time.Second)
 }
 
 // The attach/detach controller (the real one, in sitebox's
@@ -322,12 +289,10 @@ func TestLonghornSimulatorHoldsVolumeOnLostNodeUntilVolumeAttachmentGoes(t *test
 	if err := site.Fail("node-c"); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := core.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{})
-		return err == nil && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable }), nil
-	}); err != nil {
-		t.Fatal("node-c never marked unreachable")
-	}
+	until(t, 60*time.Second, "node-c marked unreachable", func() (*corev1.Node, bool) {
+		n, err := core.CoreV1().Nodes().Get(t.Context(), "node-c", metav1.GetOptions{})
+		return n, err == nil && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
+	}, func(n *corev1.Node) string { return fmt.Sprintf("its taints: %+v", n.Spec.Taints) })
 	// What the failover guard does: force-delete the pods stuck there, and
 	// start others on node-a that want the volumes.
 	for _, name := range names {
@@ -355,25 +320,22 @@ func TestLonghornSimulatorHoldsVolumeOnLostNodeUntilVolumeAttachmentGoes(t *test
 	// the controller holds it for 6 min), the volumes stay on node-c, their
 	// VolumeAttachments stay, and the pods on node-a do not start.
 	const hold = 20 * time.Second
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, hold, true, func(ctx context.Context) (bool, error) {
+	holds(t, hold, "the volumes held on lost node-c", func() error {
 		for _, name := range names {
-			v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, name, metav1.GetOptions{})
+			v, err := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), name, metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return nil
 			}
 			if v.Status.CurrentNodeID != "node-c" {
-				return false, fmt.Errorf("%s left lost node-c %s after its pod there was force-deleted (now on %q, %s); the attach/detach controller holds it for 6 min while node-c last reported it in use",
+				return fmt.Errorf("%s left lost node-c %s after its pod there was force-deleted (now on %q, %s); the attach/detach controller holds it for 6 min while node-c last reported it in use",
 					name, time.Since(gone).Round(100*time.Millisecond), v.Status.CurrentNodeID, v.Status.State)
 			}
-			if p, err := core.CoreV1().Pods("default").Get(ctx, "second-"+name, metav1.GetOptions{}); err == nil && p.Status.Phase == corev1.PodRunning {
-				return false, fmt.Errorf("second-%s runs on node-a while %s is attached to node-c", name, name)
+			if p, err := core.CoreV1().Pods("default").Get(t.Context(), "second-"+name, metav1.GetOptions{}); err == nil && p.Status.Phase == corev1.PodRunning {
+				return fmt.Errorf("second-%s runs on node-a while %s is attached to node-c", name, name)
 			}
 		}
-		return false, nil // it must hold for the whole window
+		return nil
 	})
-	if !wait.Interrupted(err) || t.Context().Err() != nil {
-		t.Fatal(err)
-	}
 	for _, name := range names {
 		waitVolumeAttachment(t, site, name, "node-c", func(va *storagev1.VolumeAttachment) bool { return va != nil && va.DeletionTimestamp == nil })
 	}
@@ -407,23 +369,19 @@ func TestLonghornSimulatorHoldsVolumeOnLostNodeUntilVolumeAttachmentGoes(t *test
 func waitVolumeAttachment(t *testing.T, site *sitebox.TestSite, pv, node string, ok func(*storagev1.VolumeAttachment) bool) *storagev1.VolumeAttachment {
 	t.Helper()
 	storage := site.Clients(t).Core.StorageV1()
-	var found *storagev1.VolumeAttachment
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		vas, err := storage.VolumeAttachments().List(ctx, metav1.ListOptions{})
+	return until(t, 30*time.Second, "the VolumeAttachment of "+pv+" on "+node+" as expected", func() (*storagev1.VolumeAttachment, bool) {
+		vas, err := storage.VolumeAttachments().List(t.Context(), metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return nil, false
 		}
-		found = nil
+		var found *storagev1.VolumeAttachment
 		for i, va := range vas.Items {
 			if va.Spec.NodeName == node && ptr.Deref(va.Spec.Source.PersistentVolumeName, "") == pv {
 				found = &vas.Items[i]
 			}
 		}
-		return ok(found), nil
-	}); err != nil {
-		t.Fatalf("the VolumeAttachment of %s on %s is not as expected: %+v", pv, node, found)
-	}
-	return found
+		return found, ok(found)
+	}, func(found *storagev1.VolumeAttachment) string { return fmt.Sprintf("last seen: %+v", found) })
 }
 
 // waitRunsWithVolume waits until the pod runs with the volume attached on node.
@@ -431,17 +389,19 @@ func waitRunsWithVolume(t *testing.T, site *sitebox.TestSite, pod, volume, node 
 	t.Helper()
 	core := site.Clients(t).Core.CoreV1()
 	lh := site.Clients(t).Longhorn.LonghornV1beta2()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		v, err := lh.Volumes(kube.LonghornNamespace).Get(ctx, volume, metav1.GetOptions{})
-		if err != nil || v.Status.CurrentNodeID != node || v.Status.State != "attached" {
-			return false, nil
+	until(t, within, fmt.Sprintf("%s runs on %s with %s attached there", pod, node, volume), func() (string, bool) {
+		v, err := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), volume, metav1.GetOptions{})
+		if err != nil {
+			return "the volume: " + err.Error(), false
 		}
-		p, err := core.Pods("default").Get(ctx, pod, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning && kube.PodReady(p), nil
-	}); err != nil {
-		v, _ := lh.Volumes(kube.LonghornNamespace).Get(t.Context(), volume, metav1.GetOptions{})
-		t.Fatalf("%s did not run on %s with %s attached there (volume on %q, %s)", pod, node, volume, v.Status.CurrentNodeID, v.Status.State)
-	}
+		seen := fmt.Sprintf("the volume on %q, %s", v.Status.CurrentNodeID, v.Status.State)
+		p, err := core.Pods("default").Get(t.Context(), pod, metav1.GetOptions{})
+		if err != nil {
+			return seen + "; the pod: " + err.Error(), false
+		}
+		seen += "; the pod " + podLine(*p)
+		return seen, v.Status.CurrentNodeID == node && v.Status.State == "attached" && p.Status.Phase == corev1.PodRunning && kube.PodReady(p)
+	}, func(last string) string { return "last seen: " + last })
 }
 
 // removeOutOfService takes the out-of-service taint off the node.
