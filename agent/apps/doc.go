@@ -18,6 +18,9 @@
 //     conflict, move, retry, apply), pinnedvmi.go (failed pinned VMs
 //     restarted once their node is back), orphans.go (what no longer has
 //     a place here, never while a source cannot be read).
-//   - failover.go: the evidence and the verdict for a pod on a lost node.
+//   - failover.go: the evidence and the verdict for a pod on a lost node;
+//     failoverrun.go: the leader judging stuck pods and carrying out the
+//     verdicts (force-delete, then the release of vouched-for volumes).
+//   - placedcache.go: the watch on what sitecon laid out.
 //   - timeline.go, leader.go, metrics.go, pending.go.
 package apps
