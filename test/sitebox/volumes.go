@@ -161,6 +161,16 @@ func (ts *TestSite) useVolume(t testing.TB, name, node string) {
 	if _, err := core.PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The pod names its node, so no scheduler stands between it and the
+	// claim: wait for the binding as the scheduler's volume binding would.
+	// A pod that arrives first is skipped by the attach/detach controller
+	// ("PVC not bound") until its pod relist, three minutes later.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := core.PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && c.Status.Phase == corev1.ClaimBound, nil
+	}); err != nil {
+		t.Fatalf("claim %s never bound to its volume", name)
+	}
 	if _, err := core.Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
