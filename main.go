@@ -174,7 +174,7 @@ with the node they run on.`,
 			}
 			if watch {
 				snap.Start(cmd.Context())
-				return views.WatchStatus(cmd.Context(), cmd.OutOrStdout(), snap, agentSocket, format)
+				return views.WatchStatus(cmd.Context(), cmd.OutOrStdout(), snap, agentSource(agentSocket), format)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -185,7 +185,7 @@ with the node they run on.`,
 				}
 				return err
 			}
-			report := views.StatusReport{ClusterStatus: snap.Status(), Agent: views.ReadAgentSummary(cmd.Context(), agentSocket)}
+			report := views.StatusReport{ClusterStatus: snap.Status(), Agent: readAgentSummary(cmd.Context(), agentSocket)}
 			return views.WriteStatus(cmd.OutOrStdout(), report, time.Now(), format)
 		},
 	}
@@ -215,7 +215,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 	defer closeLog()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	opts := views.ConsoleOptions{AgentSocket: agentSocket, ReadOnly: g.readOnly, AuditPath: g.auditLog, Log: log}
+	opts := views.ConsoleOptions{Agent: agentSource(agentSocket), ReadOnly: g.readOnly, AuditPath: g.auditLog, Log: log}
 	if cfg, err := g.restConfig(); err != nil {
 		opts.Problem = err.Error()
 	} else if opts.Snap, err = kube.NewSnapshot(cfg, log.With("component", "snapshot")); err != nil {

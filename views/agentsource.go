@@ -1,46 +1,15 @@
 package views
 
 import (
-	"cmp"
 	"context"
-	"fmt"
-	"os"
-	"time"
 
-	"github.com/sitecon/sitecon/agent"
-	"github.com/sitecon/sitecon/agent/apps"
-	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 )
 
-// ReadAgentSummary asks this node's agent for its state and timeline over
-// its socket, and says plainly why when it cannot. It waits at most a
-// second: the console and `status --watch` ask every second.
-func ReadAgentSummary(ctx context.Context, socket string) *AgentSummary {
-	sum := &AgentSummary{Socket: socket}
-	if _, err := os.Stat(socket); err != nil {
-		sum.Problem = "no agent socket at " + socket
-		return sum
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	st, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent)
-	if err != nil {
-		sum.Problem = fmt.Sprintf("its socket %s does not answer: %v", socket, err)
-		return sum
-	}
-	sum.Running = true
-	sum.Node, sum.Role, sum.Phase, sum.Since = st.Node, string(st.Role), string(st.Phase), st.Since
-	sum.Attempts, sum.LastError, sum.ConfigError = st.Attempts, st.LastError, st.ConfigError
-	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
-	// An agent without the apps part answers an empty timeline.
-	if events, err := localapi.Get[[]apps.TimelineEvent](ctx, socket, localapi.PathEvents); err == nil {
-		for _, e := range events {
-			sum.Events = append(sum.Events, AgentEvent{Time: e.Time, Kind: e.Kind, Subject: cmp.Or(e.App, e.Node), Message: e.Message, Warning: e.Warning})
-		}
-	}
-	return sum
-}
+// AgentSource reads this node's agent for the console and `status
+// --watch`; it says in the summary why when it cannot. The command line
+// supplies it (the agent's local API): views knows no agent package.
+type AgentSource func(ctx context.Context) *AgentSummary
 
 // AuditEvents are the latest actions recorded on this device, for the
 // events screen, from a tail of the log: each poll reads only what was

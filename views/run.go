@@ -21,8 +21,8 @@ type ConsoleOptions struct {
 	// Problem saying why (the console still opens and shows the agent).
 	Snap    *kube.Snapshot
 	Problem string
-	// AgentSocket is this node's agent's local API.
-	AgentSocket string
+	// Agent reads this node's agent.
+	Agent AgentSource
 	// ReadOnly hides every action and :form.
 	ReadOnly bool
 	// AuditPath is the audit log: actions are recorded there and its tail
@@ -65,7 +65,7 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
 	auditTail := audit.NewTail(opts.AuditPath, 200)
 	go Feed(ctx, opts.Snap, func(ctx context.Context) *AgentSummary {
-		sum := ReadAgentSummary(ctx, opts.AgentSocket)
+		sum := opts.Agent(ctx)
 		sum.Events = append(sum.Events, AuditEvents(auditTail)...)
 		return sum
 	}, opts.Problem, prog.Send)

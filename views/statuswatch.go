@@ -16,7 +16,7 @@ import (
 // change of the snapshot, at most twice a second, and once a second so
 // ages stay current. It keeps going when the API server goes away,
 // showing the last data and how stale it is.
-func WatchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, agentSocket string, format Format) error {
+func WatchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, readAgent AgentSource, format Format) error {
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
 	tick := time.NewTicker(time.Second)
@@ -39,7 +39,7 @@ func WatchStatus(ctx context.Context, out io.Writer, snap *kube.Snapshot, agentS
 			h := snap.Health()
 			// An API error quotes what the server (or a proxy) said.
 			fmt.Fprintf(&buf, "waiting for the API server: %s\n", ui.Clean(cmp.Or(h.LastError, "connecting")))
-		} else if err := WriteStatus(&buf, StatusReport{ClusterStatus: snap.Status(), Agent: ReadAgentSummary(ctx, agentSocket)}, last, format); err != nil {
+		} else if err := WriteStatus(&buf, StatusReport{ClusterStatus: snap.Status(), Agent: readAgent(ctx)}, last, format); err != nil {
 			return err
 		}
 		if _, err := out.Write(buf.Bytes()); err != nil {

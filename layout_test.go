@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The layout's rooms import only down the list (DESIGN.md, "Layout"): a
+// screen never reaches into the agent, the agent never into the console,
+// kube into nothing of sitecon's but its own safety rules. A change that
+// adds an import across the layout fails here, not in review.
+func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
+	const mod = "github.com/sitecon/sitecon"
+	allowed := map[string][]string{
+		"views":          {"ui", "keymap", "kube", "kube/flow", "kube/safety", "audit"},
+		"ui":             {"keymap", "kube"},
+		"keymap":         {},
+		"agent":          {"agent/config", "agent/apps", "agent/localapi", "kube", "kube/safety", "netcfg"},
+		"agent/apps":     {"agent/config", "agent/localapi", "kube", "kube/safety"},
+		"agent/config":   {},
+		"agent/localapi": {},
+		"kube":           {"kube/safety"},
+		"kube/flow":      {"kube", "kube/safety", "audit"},
+		"kube/safety":    {},
+		"netcfg":         {},
+		"audit":          {},
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], mod), "/")
+		ok, ruled := allowed[pkg]
+		if !ruled {
+			continue // main, test/… and helpers may import anything
+		}
+		seen++
+		for _, imp := range fields[1:] {
+			dep, ours := strings.CutPrefix(imp, mod+"/")
+			if !ours {
+				continue
+			}
+			if !slices.Contains(ok, dep) {
+				t.Errorf("%s imports %s: not below it in the layout (allowed: %v)", pkg, dep, ok)
+			}
+		}
+	}
+	if seen != len(allowed) {
+		t.Errorf("go list showed %d of the %d ruled packages: a package moved or was renamed; update the rules", seen, len(allowed))
+	}
+}
