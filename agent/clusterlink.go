@@ -97,9 +97,12 @@ func (m *clusterLink) connect(ctx context.Context) {
 }
 
 // followSeed keeps k3s's config pointed at the cluster's current seed
-// (later restarts must join through it) until ctx ends. While k3s runs it
-// is the only writer of k3s's config: the bring-up wrote it before
-// starting k3s and waits for it before returning.
+// (later restarts must join through it) until ctx ends. It and the
+// bring-up are the two writers of k3s's config within one bring-up: the
+// bring-up writes it once before starting k3s, the follower when the
+// cluster moves the seed (where the cluster answers early, before the
+// bring-up's write too). The bring-up waits for it before returning, so
+// a follower never writes over the next bring-up's files.
 func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
 	follower := &SeedFollower{Config: v, Paths: a.opts.K3sPaths,
 		RecordPath: SeedRecordFile(a.opts.ConfigPath), Log: a.log.With("component", "seed"),
@@ -115,7 +118,8 @@ func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.V
 // (every node stands), the publication of etcd's member list (servers)
 // and the apps part.
 // role is the bring-up's; an agent run against a cluster it did not form
-// (--no-bootstrap) has none and publishes no member list.
+// (--no-bootstrap) has none, and publishes the member list when it has
+// etcd access (sitebox's agents do).
 func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role) {
 	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}

@@ -36,6 +36,9 @@ type configWatch struct {
 	// requestedLeave: the node left on a leave request (LeaveRequestFile)
 	// that is still there.
 	requestedLeave bool
+	// ignored is the leave request last found written for another
+	// cluster or node.
+	ignored LeaveRequest
 }
 
 type configStep struct {
@@ -55,6 +58,8 @@ type leaveRead struct {
 	// for another cluster or node); empty when it is, or when there is no
 	// config to compare with.
 	otherCluster string
+	// checked: the config was read and compared with the request.
+	checked bool
 }
 
 // readLeave reads the leave request for the config at configPath, and
@@ -67,10 +72,12 @@ func readLeave(configPath string) leaveRead {
 	if !ok || err != nil {
 		return lr
 	}
-	// A config that cannot be read has nothing to join: the request stands.
+	// A config that cannot be read now is not compared: the watch decides
+	// from what it found before (next).
 	if c, err := config.Load(configPath); err == nil {
+		lr.checked = true
 		switch {
-		case req.ClusterID != c.ClusterID:
+		case !strings.EqualFold(req.ClusterID, c.ClusterID):
 			lr.otherCluster = fmt.Sprintf("written for cluster %s, the config is cluster %s", req.ClusterID, c.ClusterID)
 		case req.NodeName != c.NodeName:
 			lr.otherCluster = fmt.Sprintf("written for node %s, the config is node %s's", req.NodeName, c.NodeName)
@@ -87,13 +94,22 @@ func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.T
 	switch {
 	case lr.err != nil:
 		return configStep{note: fmt.Sprintf("leave request unreadable (%v); holding what runs", lr.err)}
-	case lr.present && lr.otherCluster != "":
-		// Not this cluster's request: the config decides, as if it were
-		// not there, and the note says so while it stays.
+	case lr.present && (lr.otherCluster != "" || (!lr.checked && w.ignored.same(lr.req))):
+		// Not this cluster's request, or the one found so before while the
+		// config cannot be read now to check again (a read failure never
+		// turns it into a leave): the config decides, as if it were not
+		// there, and the note says so while it stays.
+		why := lr.otherCluster
+		if why != "" {
+			w.ignored = lr.req
+		} else {
+			why = "another cluster's, as found before; the config cannot be read now to check again"
+		}
 		step := w.fromFile(stamp, statErr, now)
-		step.note = strings.TrimPrefix(step.note+"; ", "; ") + fmt.Sprintf("a leave request is ignored (%s): remove %s", lr.otherCluster, lr.path)
+		step.note = strings.TrimPrefix(step.note+"; ", "; ") + fmt.Sprintf("a leave request is ignored (%s): remove %s", why, lr.path)
 		return step
 	case lr.present:
+		w.ignored = LeaveRequest{}
 		step := configStep{leave: !w.requestedLeave, note: fmt.Sprintf("left the cluster on request (by %s at %s); remove %s to join again",
 			lr.req.By, lr.req.At.UTC().Format(time.RFC3339), lr.path)}
 		w.requestedLeave, w.left, w.lastStamp, w.missingSince = true, true, "", time.Time{}

@@ -28,6 +28,7 @@ func TestConfigWatch(t *testing.T) {
 		loadFails bool
 		leaveReq  bool  // a leave request is there
 		staleReq  bool  // …for another cluster than the config's
+		unchecked bool  // …and the config could not be read to compare
 		reqErr    error // the leave request cannot be read
 		load      bool
 		leave     bool
@@ -66,6 +67,15 @@ func TestConfigWatch(t *testing.T) {
 			{at: 2 * time.Second, stamp: "s1", leaveReq: true, staleReq: true, noteHas: "remove /persist/sitecon/leave.json"},
 			{at: 4 * time.Second, stamp: "s1"},
 		},
+		// The config briefly gone (an editor's rename-save) cannot be
+		// compared with: the request found another cluster's stays so, and
+		// the absence has its grace period, as without a request.
+		"another cluster's leave request stays ignored while the config is briefly missing": {
+			{at: 0, stamp: "s1", leaveReq: true, staleReq: true, load: true, noteHas: "ignored"},
+			{at: 2 * time.Second, err: notExist, leaveReq: true, unchecked: true, noteHas: "config missing for 0s; leaving in 30s"},
+			{at: 14 * time.Second, err: notExist, leaveReq: true, unchecked: true, noteHas: "ignored"},
+			{at: 16 * time.Second, stamp: "s1", leaveReq: true, staleReq: true},
+		},
 		"a leave request that cannot be read holds, whatever the file": {
 			{at: 0, stamp: "s1", load: true},
 			{at: 2 * time.Second, err: notExist, reqErr: syscall.EACCES, noteHas: "leave request unreadable"},
@@ -84,6 +94,7 @@ func TestConfigWatch(t *testing.T) {
 			for i, p := range polls {
 				lr := leaveRead{present: p.leaveReq, err: p.reqErr, path: "/persist/sitecon/leave.json",
 					req: LeaveRequest{By: "tech", At: t0}}
+				lr.checked = !p.unchecked
 				if p.staleReq {
 					lr.otherCluster = "the config is cluster 2b1c…"
 				}
@@ -125,8 +136,15 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	if err := WriteLeaveRequest(LeaveRequestFile(cfgPath), req); err != nil {
 		t.Fatal(err)
 	}
-	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" {
-		t.Fatalf("this cluster's request: %+v, want present and honoured", lr)
+	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" || !lr.checked {
+		t.Fatalf("this cluster's request: %+v, want present, checked and honoured", lr)
+	}
+	// The same cluster id written in capitals is the same cluster.
+	upper := *cfg
+	upper.ClusterID = strings.ToUpper(cfg.ClusterID)
+	writeConfig(&upper)
+	if lr := readLeave(cfgPath); lr.otherCluster != "" {
+		t.Fatalf("a request of %s beside a config of %s: %+v, want it this cluster's", cfg.ClusterID, upper.ClusterID, lr)
 	}
 	other := *cfg
 	other.ClusterID = "2b1c3d4e-5f60-4a7f-8e9a-55aa7f3e2a10"
@@ -148,7 +166,7 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	if err := os.Remove(cfgPath); err != nil {
 		t.Fatal(err)
 	}
-	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" {
-		t.Fatalf("no config: %+v, want the request honoured", lr)
+	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" || lr.checked {
+		t.Fatalf("no config: %+v, want the request present and unchecked", lr)
 	}
 }

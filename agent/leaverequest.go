@@ -27,6 +27,11 @@ type LeaveRequest struct {
 	By        string    `json:"by"`
 }
 
+// same: the same request (read again from the same file).
+func (r LeaveRequest) same(o LeaveRequest) bool {
+	return r.ClusterID == o.ClusterID && r.NodeName == o.NodeName && r.By == o.By && r.At.Equal(o.At) && !r.At.IsZero()
+}
+
 // LeaveRequestFile is where the leave request for the config at
 // configPath lives.
 func LeaveRequestFile(configPath string) string {

@@ -57,7 +57,7 @@ func orphanWorkloads(workloads []placedObject, desired map[string]Layout, set Ap
 		case !app.Activate:
 			why = "its app is deactivated"
 		case laidOut[uuid]:
-			why = "its app is laid out as another kind now"
+			why = "its app is laid out under another name or kind now"
 		default:
 			continue
 		}

@@ -61,7 +61,7 @@ func TestOrphanWorkloads(t *testing.T) {
 		"the app cannot be laid out this pass: its workload stays": {set: set, desired: map[string]Layout{},
 			removed: []string{"gone: its app left the config", "off: its app is deactivated"}},
 		"the app changed kind: its old workload removed": {set: set, desired: map[string]Layout{vmLayout.key(): vmLayout},
-			removed: []string{"gone: its app left the config", WorkloadName(keptApp) + ": its app is laid out as another kind now", "off: its app is deactivated"}},
+			removed: []string{"gone: its app left the config", WorkloadName(keptApp) + ": its app is laid out under another name or kind now", "off: its app is deactivated"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			orphans, held := orphanWorkloads(workloads, tc.desired, tc.set, decisions, nodeA)
