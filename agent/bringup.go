@@ -59,7 +59,11 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	a.prefix, a.state.ClusterIPReady = v.Prefix, true
 	a.mu.Unlock()
 
-	member := a.linkCluster(ctx, disk, role)
+	// The seed follower rewrites k3s's config when the cluster moves the
+	// seed; it starts only once this bring-up wrote it, so the two never
+	// write at once.
+	k3sWritten := make(chan struct{})
+	member := a.linkCluster(ctx, disk, role, k3sWritten)
 	// Whatever ends this bring-up, its link (and the seed follower, which
 	// writes k3s's config) ends before the next bring-up writes.
 	defer member.wait()
@@ -87,6 +91,8 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 			k = RenderK3s(v, a.opts.K3sPaths, !initialise)
 			if err = k.Write(); err != nil {
 				err = fmt.Errorf("write k3s config: %w", err)
+			} else {
+				close(k3sWritten)
 			}
 		}
 		if err != nil {

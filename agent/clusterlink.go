@@ -39,7 +39,7 @@ type clusterLink struct {
 // linkCluster links the bring-up of v to its cluster: once connected, the
 // cluster work starts and the seed follower keeps k3s's config pointed at
 // the cluster's current seed.
-func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role) *clusterLink {
+func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}) *clusterLink {
 	kubeconfig := a.opts.Kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = kube.K3sKubeconfig
@@ -53,7 +53,11 @@ func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role)
 	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log,
 		connected: func(ctx context.Context, snap *kube.Snapshot) {
 			a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role)
-			a.followSeed(ctx, snap, v)
+			select {
+			case <-k3sWritten:
+				a.followSeed(ctx, snap, v)
+			case <-ctx.Done():
+			}
 		}}
 	m.running.Add(1)
 	go func() {
@@ -98,11 +102,10 @@ func (m *clusterLink) connect(ctx context.Context) {
 
 // followSeed keeps k3s's config pointed at the cluster's current seed
 // (later restarts must join through it) until ctx ends. It and the
-// bring-up are the two writers of k3s's config within one bring-up: the
-// bring-up writes it once before starting k3s, the follower when the
-// cluster moves the seed (where the cluster answers early, before the
-// bring-up's write too). The bring-up waits for it before returning, so
-// a follower never writes over the next bring-up's files.
+// bring-up are the two writers of k3s's config, one at a time: the
+// bring-up writes it once before starting k3s, and the follower starts
+// only after that write (linkCluster); the bring-up waits for it before
+// returning, so a follower never writes over the next bring-up's files.
 func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
 	follower := &SeedFollower{Config: v, Paths: a.opts.K3sPaths,
 		RecordPath: SeedRecordFile(a.opts.ConfigPath), Log: a.log.With("component", "seed"),
