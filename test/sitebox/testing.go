@@ -209,8 +209,15 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 			return false, nil
 		}
 		for _, n := range nodes.Items {
-			if !kube.NodeIsReady(&n) {
+			// Ready as the simulators judge it: a node back from a failure
+			// reports Ready a moment before the node lifecycle controller
+			// lifts its not-ready/unreachable taint, and until then Longhorn
+			// puts no replica there and attaches nothing there.
+			switch {
+			case !kube.NodeIsReady(&n):
 				unsettled = append(unsettled, "node "+n.Name)
+			case hasUnreachableTaint(&n):
+				unsettled = append(unsettled, "node "+n.Name+" (still tainted not-ready or unreachable)")
 			}
 		}
 		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})

@@ -162,9 +162,8 @@ func (ts *TestSite) useVolume(t testing.TB, name, node string) {
 		t.Fatal(err)
 	}
 	// The pod names its node, so no scheduler stands between it and the
-	// claim: wait for the binding as the scheduler's volume binding would.
-	// A pod that arrives first is skipped by the attach/detach controller
-	// ("PVC not bound") until its pod relist, three minutes later.
+	// claim: wait for the binding as the scheduler's volume binding would
+	// for a pod it places, and say so if the binder is what is slow.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		c, err := core.PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && c.Status.Phase == corev1.ClaimBound, nil
