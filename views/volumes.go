@@ -1,7 +1,9 @@
 package views
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,18 +32,42 @@ type replicaFormat struct {
 	state    func(string) string // after the node: "✓", ":healthy"
 	progress string              // after a rebuilding state: "%d%%"
 	missing  string              // too few: " (%d/%d)", have and want
+	// problemsFirst lists failed, then rebuilding, then stopped replicas
+	// before the healthy ones: a column cut at 80 cells must not hide the
+	// replica in trouble.
+	problemsFirst bool
 }
 
 var (
 	// node-a✓ node-b↻42% (2/3)
-	replicasOnScreen = replicaFormat{state: replicaMark, progress: "%d%%", missing: " (%d/%d)"}
+	replicasOnScreen = replicaFormat{state: replicaMark, progress: "%d%%", missing: " (%d/%d)", problemsFirst: true}
 	// node-a:healthy node-b:rebuilding(42%) (2 of 3)
 	replicasInStatus = replicaFormat{state: func(s string) string { return ":" + s }, progress: "(%d%%)", missing: " (%d of %d)"}
 )
 
+// replicaTrouble orders replicas for problemsFirst: the lower, the sooner.
+func replicaTrouble(state string) int {
+	switch state {
+	case kube.ReplicaFailed:
+		return 0
+	case kube.ReplicaRebuilding:
+		return 1
+	case kube.ReplicaHealthy:
+		return 3
+	}
+	return 2
+}
+
 func (f replicaFormat) list(v kube.VolumeStatus) string {
 	var b strings.Builder
-	for i, r := range v.Replicas {
+	replicas := v.Replicas
+	if f.problemsFirst {
+		replicas = slices.Clone(replicas)
+		slices.SortStableFunc(replicas, func(x, y kube.ReplicaStatus) int {
+			return cmp.Compare(replicaTrouble(x.State), replicaTrouble(y.State))
+		})
+	}
+	for i, r := range replicas {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
