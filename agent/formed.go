@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,18 +35,7 @@ func FormedMarkerFile(configPath string) string {
 
 // ReadFormedMarker reads the marker; a missing file is no marker (false, nil).
 func ReadFormedMarker(path string) (FormedMarker, bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return FormedMarker{}, false, nil
-	}
-	if err != nil {
-		return FormedMarker{}, false, err
-	}
-	var m FormedMarker
-	if err := config.DecodeStrict(data, &m); err != nil {
-		return FormedMarker{}, false, fmt.Errorf("%s: %w", path, err)
-	}
-	return m, true, nil
+	return config.ReadOptional[FormedMarker](path)
 }
 
 // MarkFormed writes the marker once: a marker of the same cluster is kept

@@ -2,10 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -50,16 +46,5 @@ func WriteLeaveRequest(path string, r LeaveRequest) error {
 // ReadLeaveRequest reads the request at path: ok false when there is none.
 // An unreadable or malformed request is an error: the caller holds.
 func ReadLeaveRequest(path string) (LeaveRequest, bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return LeaveRequest{}, false, nil
-	}
-	if err != nil {
-		return LeaveRequest{}, false, err
-	}
-	var r LeaveRequest
-	if err := json.Unmarshal(data, &r); err != nil {
-		return LeaveRequest{}, false, fmt.Errorf("leave request %s: %w", path, err)
-	}
-	return r, true, nil
+	return config.ReadOptional[LeaveRequest](path)
 }

@@ -2,10 +2,7 @@ package agent
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -33,18 +30,7 @@ func SeedRecordFile(configPath string) string {
 
 // ReadSeedRecord reads the record; a missing file is no record (false, nil).
 func ReadSeedRecord(path string) (SeedRecord, bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return SeedRecord{}, false, nil
-	}
-	if err != nil {
-		return SeedRecord{}, false, err
-	}
-	var r SeedRecord
-	if err := config.DecodeStrict(data, &r); err != nil {
-		return SeedRecord{}, false, fmt.Errorf("%s: %w", path, err)
-	}
-	return r, true, nil
+	return config.ReadOptional[SeedRecord](path)
 }
 
 // WriteSeedRecord replaces the record atomically (0600: it names the cluster).

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -62,4 +64,22 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// ReadOptional reads a file the agent keeps (a seed record, a formed
+// marker, a leave request): ok false when there is none, an error naming
+// the file when it cannot be read or is not one strict JSON value of T.
+func ReadOptional[T any](path string) (v T, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, err
+	}
+	if err := DecodeStrict(data, &v); err != nil {
+		var zero T
+		return zero, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, true, nil
 }
