@@ -71,7 +71,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// one fail (the address still held by a dying listener, a read-only
 	// file system at boot) passes, and the node must get there by itself.
 	if !a.retry(ctx, func() bool {
-		err := a.serveStatus(ctx, v, member.isMember)
+		err := a.serveStatus(ctx, v, a.statusMembership(v, member))
 		if err != nil {
 			a.setPhase(PhaseError, err)
 			a.attempt(err)
@@ -103,9 +103,19 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	}) {
 		return
 	}
-	// The seed starts at once: there is nobody to wait for, and on a restart
-	// its own /status stays empty until its k3s runs.
-	if role != RoleSeed {
+	// The seed starts at once: there is nobody to wait for. So does a node
+	// that has been a member: after a whole-site power cut the seed cannot
+	// reach etcd quorum without the others, and a member waiting on its
+	// /status would wait for ever. The seed wait is for the first join.
+	waitSeed := role != RoleSeed
+	if waitSeed {
+		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+		if member {
+			waitSeed = false
+			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", why)
+		}
+	}
+	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
 		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal()}
 		seedAnswers := a.retry(ctx, func() bool {
@@ -158,6 +168,20 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		}
 	})
 	<-superDone
+}
+
+// statusMembership is what /status answers from: the live Node object while
+// the cluster can be read, and this node's durable record (its etcd member
+// data, its formed marker) while it cannot (an API without quorum after a
+// power cut, k3s still starting). A device looking for members must find
+// them even then, or it would initialise a second cluster.
+func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) Membership {
+	return func() bool {
+		if member, known := link.membership(); known {
+			return member
+		}
+		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+	}
 }
 
 func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {

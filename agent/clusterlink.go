@@ -199,14 +199,22 @@ func (m *clusterLink) ownNode() (*corev1.Node, bool) {
 	return snap.Node(m.node)
 }
 
-// isMember: this node's live Node object has control-plane (or master) and
-// etcd roles. Unknown (API down, not synced) is not a member.
-func (m *clusterLink) isMember() bool {
-	n, ok := m.ownNode()
-	if !ok {
-		return false
+// membership says whether this node's live Node object has control-plane
+// (or master) and etcd roles; known is false while the cluster cannot be
+// read (not connected, not synced), and then member is false too. A
+// connected snapshot without this node's Node knows: not a member.
+func (m *clusterLink) membership() (member, known bool) {
+	m.mu.Lock()
+	snap := m.snap
+	m.mu.Unlock()
+	if snap == nil || !snap.Synced() || !snap.Health().Connected {
+		return false, false
 	}
-	return kube.IsEtcdMember(n) && kube.IsServer(n)
+	n, ok := snap.Node(m.node)
+	if !ok {
+		return false, true
+	}
+	return kube.IsEtcdMember(n) && kube.IsServer(n), true
 }
 
 // waitJoined calls joined once this node's Node object is Ready.
