@@ -21,6 +21,27 @@ import (
 // bringUp takes a validated config to a running k3s: address and firewall,
 // /status server, k3s config, the wait for the seed, k3s.
 func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
+	// A node removed from this cluster holds before anything: no address,
+	// no /status, no k3s.
+	removedMarker := RemovedMarkerFile(a.opts.ConfigPath)
+	if hold := RemovalHold(v, removedMarker); hold != nil {
+		a.setPhase(PhaseError, hold)
+		a.log.Error("not starting", "err", hold)
+		return
+	}
+	// Seeing its own removal ends this bring-up: k3s stops (its
+	// supervisor follows ctx), then the address goes (below).
+	ctx, endBringUp := context.WithCancel(ctx)
+	defer endBringUp()
+	onRemoved := func(evidence string) {
+		if err := MarkRemoved(removedMarker, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
+			// Unrecorded, the removal is still acted on now; a restart
+			// would not know it.
+			a.log.Error("removed marker not written", "err", err)
+		}
+		a.log.Warn("this node was removed from its cluster: stopping k3s and dropping the cluster address", "evidence", evidence)
+		endBringUp()
+	}
 	// One decision of the seed in effect (config and seed record here; the
 	// follower decides again, from the config on disk, when the cluster
 	// moves the seed).
@@ -63,7 +84,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// seed; it starts only once this bring-up wrote it, so the two never
 	// write at once.
 	k3sWritten := make(chan struct{})
-	member := a.linkCluster(ctx, disk, role, k3sWritten)
+	member := a.linkCluster(ctx, disk, role, k3sWritten, onRemoved)
 	// Whatever ends this bring-up, its link (and the seed follower, which
 	// writes k3s's config) ends before the next bring-up writes.
 	defer member.wait()
@@ -168,6 +189,20 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		}
 	})
 	<-superDone
+	a.holdIfRemoved(v, removedMarker)
+}
+
+// holdIfRemoved, once a bring-up ended, takes the cluster address off a node
+// that saw its own removal, and says why it holds.
+func (a *Agent) holdIfRemoved(v *config.Validated, removedMarker string) {
+	hold := RemovalHold(v, removedMarker)
+	if hold == nil {
+		return
+	}
+	if err := a.dropClusterAddress(v); err != nil {
+		hold = errors.Join(hold, fmt.Errorf("dropping the cluster address: %w", err))
+	}
+	a.setPhase(PhaseError, hold)
 }
 
 // statusMembership is what /status answers from: the live Node object while

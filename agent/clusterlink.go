@@ -39,7 +39,7 @@ type clusterLink struct {
 // linkCluster links the bring-up of v to its cluster: once connected, the
 // cluster work starts and the seed follower keeps k3s's config pointed at
 // the cluster's current seed.
-func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}) *clusterLink {
+func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}, removed func(evidence string)) *clusterLink {
 	kubeconfig := a.opts.Kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = kube.K3sKubeconfig
@@ -50,15 +50,20 @@ func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role,
 			kubeconfig = K3sControllerKubeconfig(a.opts.K3sPaths)
 		}
 	}
-	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log,
-		connected: func(ctx context.Context, snap *kube.Snapshot) {
-			a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role)
-			select {
-			case <-k3sWritten:
-				a.followSeed(ctx, snap, v)
-			case <-ctx.Done():
-			}
-		}}
+	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log}
+	m.connected = func(ctx context.Context, snap *kube.Snapshot) {
+		a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role)
+		m.running.Add(1)
+		go func() {
+			defer m.running.Done()
+			m.watchRemoval(ctx, snap, v.ClusterID, removed)
+		}()
+		select {
+		case <-k3sWritten:
+			a.followSeed(ctx, snap, v)
+		case <-ctx.Done():
+		}
+	}
 	m.running.Add(1)
 	go func() {
 		defer m.running.Done()

@@ -4,38 +4,44 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
 // hasBeenMember puts on a device's disk what a server that has been part of
-// its cluster keeps across a power cut: k3s's etcd member data and the
-// formed marker of a node that joined.
-func hasBeenMember(t *testing.T, clusterID, node string) func(configPath string) {
+// its cluster keeps across a power cut: the formed marker of a node that
+// joined, and with etcdData k3s's etcd member data.
+func hasBeenMember(t *testing.T, clusterID, node string, etcdData bool) func(configPath string) {
 	return func(configPath string) {
 		t.Helper()
-		data := filepath.Join(filepath.Dir(configPath), "k3s-data", "server", "db", "etcd", "member")
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			t.Fatal(err)
+		if etcdData {
+			data := filepath.Join(filepath.Dir(configPath), "k3s-data", "server", "db", "etcd", "member")
+			if err := os.MkdirAll(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := agent.MarkFormed(agent.FormedMarkerFile(configPath), agent.FormedMarker{ClusterID: clusterID, NodeName: node,
-			How: "joined the cluster"}); err != nil {
+			How: "joined the cluster", Joined: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,8 +86,8 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 	// its config is back, its marker and etcd data are not. The members
 	// boot first.
 	members := []*nodeAgent{
-		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b"), nil),
-		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[2], plan.Nodes[2], hasBeenMember(t, plan.ClusterID, "node-c"), nil),
+		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", true), nil),
+		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[2], plan.Nodes[2], hasBeenMember(t, plan.ClusterID, "node-c", true), nil),
 	}
 
 	// Bound: the members' k3s start within 20 s of their agents (at the
@@ -286,4 +292,104 @@ func getSocketErr(socket, path string, v any) error {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// A server removed from its cluster (`sitecon node remove`: its Node
+// deleted, its name taken off the cluster record) must not come back as it
+// was: k3s restarts an init node removed from etcd as a new single-node
+// cluster (k3s-io/k3s#13623). Its agent, seeing the removal, records it,
+// stops k3s and drops the cluster address; started again (the device
+// powered back on), it holds with a clear message: no k3s, no address.
+func TestRemovedServerHoldsAfterRestart(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "q", "r")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putClusterRecordAside(t, cs)
+	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kube.ClusterConfigMapName, Namespace: kube.AppNamespace},
+		Data: map[string]string{kube.ClusterKeyName: "site1", kube.ClusterKeyID: plan.ClusterID,
+			kube.ClusterKeyJoinServerIP: "10.244.244.1", kube.ClusterKeySeedNode: "node-q", kube.ClusterKeyNodes: "node-q,node-r,node-s"}}
+	if _, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(t.Context(), record, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// node-r's Node, as k3s registered it: a server.
+	agentNodeAt(t, cs, "node-r", "10.244.244.2")
+	if err := setServerRoles(t.Context(), cs, "node-r", true); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	logPath := filepath.Join(t.TempDir(), "agent.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			t.Logf("node-r's agent log:\n%s", data)
+		}
+	})
+	removed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-r", false), func(o *agent.Options) {
+		o.Log = slog.New(slog.NewTextHandler(logFile, nil))
+	})
+	removed.waitK3sStarted(t)
+	// The agent has seen its own Node: /status names the cluster live (a
+	// node without etcd data has no durable answer).
+	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = hosts[1].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
+		return conn, err
+	}}
+	until(t, 20*time.Second, "node-r answers /status as a member", func() (netip.Addr, bool) {
+		found := probe.Find(ctx, []netip.Addr{netip.MustParseAddr("10.244.244.2")})
+		return found, found.IsValid()
+	}, func(netip.Addr) string { return fmt.Sprintf("state %+v", removed.agent.State()) })
+
+	// A technician removes node-r on a live member.
+	if err := kube.RemoveNode(t.Context(), cs, "node-r"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, removed, 30*time.Second, "holds: removed from its cluster", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "removed from cluster") && !st.ClusterIPReady
+	})
+	if !strings.Contains(st.LastError, "sitecon agent join") {
+		t.Errorf("the hold does not say the way back: %q", st.LastError)
+	}
+	hasAddress := func() bool {
+		var have []netip.Prefix
+		if err := hosts[1].Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(have, netip.MustParsePrefix("10.244.244.2/28"))
+	}
+	if hasAddress() {
+		t.Errorf("the removed node still holds its cluster address")
+	}
+
+	// Powered back on: the same device, the same files.
+	cancel()
+	wg.Wait()
+	starts := len(removed.starts(t))
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	removed.run(t, ctx, &wg)
+	waitState(t, removed, 20*time.Second, "holds again after a restart", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "removed from cluster")
+	})
+	if got := len(removed.starts(t)); got != starts {
+		t.Errorf("the removed node started k3s again after its restart (%d starts, %d before)", got, starts)
+	}
+	if hasAddress() {
+		t.Errorf("the removed node took its cluster address again after its restart")
+	}
 }
