@@ -219,6 +219,7 @@ func quorumChecks(p *Preflight, c DrainCheck, target *corev1.Node, purpose Purpo
 		// labels is said, and so is a server the list does not have.
 		p.Notes = append(p.Notes, members.Source)
 		p.Notes = append(p.Notes, members.Learners...)
+		p.Notes = append(p.Notes, members.Ignored...)
 	}
 	switch {
 	case !q.IsMember:
