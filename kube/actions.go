@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -427,7 +428,8 @@ type DrainOptions struct {
 	Timeout            time.Duration
 	DeleteEmptyDirData bool
 	// Progress receives one line per pod step (evicting, evicted, waiting
-	// on a disruption budget, failed).
+	// on a disruption budget, failed), one call at a time, though from
+	// the evictions' goroutines.
 	Progress func(DrainStep)
 	// Purpose and LocalNode are what CheckDrain judges for (DrainCheck).
 	Purpose   Purpose
@@ -442,9 +444,17 @@ type DrainStep struct {
 }
 
 func (o DrainOptions) helper(ctx context.Context, cs kubernetes.Interface) *drain.Helper {
-	progress := o.Progress
-	if progress == nil {
-		progress = func(DrainStep) {}
+	// kubectl's drain helper evicts each pod in a goroutine of its own and
+	// tells of it from there: the steps are handed on one at a time, so
+	// that whoever counts or prints them needs no lock of its own.
+	var mu sync.Mutex
+	progress := func(s DrainStep) {
+		if o.Progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		o.Progress(s)
 	}
 	grace := -1
 	if o.GracePeriod >= 0 {
