@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -239,4 +240,81 @@ func TestCheckDrainIgnoresForgedEtcdEntries(t *testing.T) {
 			t.Logf("refused: %s", p.Refusals[0])
 		})
 	}
+}
+
+// Issue 19 §4: the re-check between a removal's drain and the deletion
+// judges the seed again, from the API server: the seed moved to the node
+// meanwhile, or the cluster record gone so that the seed cannot be told,
+// stops the removal with the node still there.
+func TestRemoveAsConfirmedJudgesTheSeedAgain(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	clients := site.Clients(t)
+	ctx := context.Background()
+	cms := clients.Core.CoreV1().ConfigMaps(kube.AppNamespace)
+	record, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The record as it was, whatever the test left.
+		_ = cms.Delete(context.Background(), kube.ClusterConfigMapName, metav1.DeleteOptions{})
+		restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record.Name, Namespace: record.Namespace}, Data: record.Data}
+		if _, err := cms.Create(context.Background(), restored, metav1.CreateOptions{}); err != nil {
+			t.Errorf("restore the cluster record: %v", err)
+		}
+	})
+	confirmed, err := kube.CheckDrain(ctx, clients, kube.Data{Nodes: nodesNow(t, clients)}, "node-c", kube.DrainOptions{Purpose: kube.PurposeRemove})
+	if err != nil || confirmed.Refused() {
+		t.Fatalf("removing node-c, with node-a the seed: %v %q", err, confirmed.Refusals)
+	}
+	nodeC, err := clients.Core.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]struct {
+		apply func() error
+		want  string
+	}{
+		"the seed moved to the node": {func() error {
+			moved := record.DeepCopy()
+			moved.Data[kube.ClusterKeyJoinServerIP] = kube.InternalIP(nodeC)
+			_, err := cms.Update(ctx, moved, metav1.UpdateOptions{})
+			return err
+		}, "node-c is the seed in effect"},
+		"the cluster record is gone": {func() error {
+			return cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+		}, "cannot tell whether node-c is the seed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := change.apply(); err != nil {
+				t.Fatal(err)
+			}
+			err := kube.RemoveAsConfirmed(ctx, clients, kube.Data{}, confirmed)
+			if stopped := (*kube.RemovalStoppedError)(nil); !errors.As(err, &stopped) || !strings.Contains(err.Error(), change.want) {
+				t.Fatalf("want the removal stopped with %q, got %v", change.want, err)
+			}
+			if _, err := clients.Core.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{}); err != nil {
+				t.Fatalf("node-c must still be there: %v", err)
+			}
+			// Back as it was for the next change.
+			_ = cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record.Name, Namespace: record.Namespace}, Data: record.Data}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func nodesNow(t *testing.T, clients *kube.Clients) []*corev1.Node {
+	t.Helper()
+	list, err := clients.Core.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*corev1.Node
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out
 }
