@@ -126,14 +126,20 @@ func TestDrainProgressFromEvictionGoroutines(t *testing.T) {
 	if err := d.Run(context.Background(), func(line string) { lines = append(lines, line) }); err != nil {
 		t.Fatalf("drain: %v\n%s", err, strings.Join(lines, "\n"))
 	}
-	evicted := 0
+	// Every step told is counted: as many evictions in the detail as
+	// lines told (a pod the scheduler put there after the preflight, such
+	// as a system pod, is evicted too).
+	evicted, ours := 0, 0
 	for _, l := range lines {
 		if strings.HasPrefix(l, "evicted ") {
 			evicted++
+			if strings.Contains(l, "/race-pods-") {
+				ours++
+			}
 		}
 	}
-	if want := fmt.Sprintf("evicted %d of %d pod(s)", len(p.Evict), len(p.Evict)); len(p.Evict) < 6 || evicted != len(p.Evict) || d.Audit().Detail != want {
-		t.Fatalf("%d evicted lines for %d pods; detail %q, want %q", evicted, len(p.Evict), d.Audit().Detail, want)
+	if want := fmt.Sprintf("evicted %d of %d pod(s)", evicted, len(p.Evict)); ours != 6 || d.Audit().Detail != want {
+		t.Fatalf("%d evicted lines (%d of the 6 pods); detail %q, want %q", evicted, ours, d.Audit().Detail, want)
 	}
 	if got := audittest.Outcomes(t, path); got != "drain:intent drain:done" {
 		t.Fatalf("records %q", got)
