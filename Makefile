@@ -8,7 +8,7 @@ SITE_DIR ?= .sitebox
 # Fuzz targets run for this long each in `make test`.
 FUZZTIME ?= 10s
 
-.PHONY: all build sitebox controlplane test fuzz lint bench faults demo demo-down crds screenshots clean
+.PHONY: all build sitebox controlplane test race fuzz lint bench faults demo demo-down crds screenshots clean
 
 all: build
 
@@ -29,8 +29,16 @@ lint:
 
 # Unit tests, fuzzing for a bounded time, and the end-to-end tests against a
 # real control plane. Packages run one at a time: each e2e package starts its own site.
-test: lint controlplane fuzz
+test: lint controlplane fuzz race
 	$(GO) test -count=1 -p 1 -timeout 30m ./...
+
+# The packages whose code runs goroutines (kubectl's drain helper calls
+# back from its evictions' goroutines; the agent's reconcilers, the local
+# API, the console's task runner, the CLI) and whose tests need no e2e site, under
+# the race detector. It needs cgo (gcc): everything else builds without.
+RACE_PKGS := ./ ./agent/ ./agent/apps/ ./agent/localapi/ ./audit/ ./kube/flow/ ./ui/ ./views/
+race: controlplane
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 
 # Each fuzz target runs for FUZZTIME from its checked-in corpus (agent/testdata/fuzz).
 FUZZ_TARGETS := FuzzParseAndValidateConfig FuzzDecodeBundle
