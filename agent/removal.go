@@ -70,8 +70,8 @@ func RemovalHold(v *config.Validated, markerPath string) error {
 	}
 	return fmt.Errorf("%w: %s was removed from cluster %s at %s (%s), so it starts neither k3s nor its cluster address "+
 		"(k3s would restart it as a cluster of its own); to bring this device back, make a bundle on a live member "+
-		"(sitecon node add) and give it with sitecon agent join, which clears %s",
-		ErrRemoved, v.NodeName, v.ClusterID, m.At.Format(time.RFC3339), m.Evidence, markerPath)
+		"(sitecon join-info --role server --node-name %s) and apply it here with sitecon form --join, which clears %s",
+		ErrRemoved, v.NodeName, v.ClusterID, m.At.Format(time.RFC3339), m.Evidence, v.NodeName, markerPath)
 }
 
 // RemovalView is what a connected member sees of itself in its cluster.

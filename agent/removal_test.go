@@ -54,7 +54,7 @@ func TestRemovalHold(t *testing.T) {
 	if err := MarkRemoved(path, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "seen"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemovalHold(v, path); err == nil || !strings.Contains(err.Error(), "sitecon agent join") {
+	if err := RemovalHold(v, path); err == nil || !strings.Contains(err.Error(), "sitecon form --join") {
 		t.Fatalf("hold = %v", err)
 	}
 	other := validated(t, func(c *config.Config) { c.NodeName = "node-x" })

@@ -362,7 +362,7 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 	st := waitState(t, removed, 30*time.Second, "holds: removed from its cluster", func(st agent.State) bool {
 		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "removed from cluster") && !st.ClusterIPReady
 	})
-	if !strings.Contains(st.LastError, "sitecon agent join") {
+	if !strings.Contains(st.LastError, "sitecon form --join") {
 		t.Errorf("the hold does not say the way back: %q", st.LastError)
 	}
 	hasAddress := func() bool {
