@@ -51,11 +51,14 @@ fuzz:
 	  echo "$$out" | tail -1; \
 	done
 
+# The fault scenarios, each printing its time to recovery: a node lost at
+# shipped timings, a whole-site power cut and two of three servers off.
+FAULT_TESTS := TestNodeLossAtShippedTimings|TestSitePowerCutComesBack|TestPowerCutMembersStartWithoutTheSeed|TestRemovedServerHoldsAfterRestart
 # A node lost at the timings a real site has (node grace 40s, agents'
 # shipped defaults, two-minute rebuilds, VMs that boot): slow, so not part
 # of make test; it logs when each step happened.
 faults: controlplane
-	$(GO) test -tags faults -count=1 -v -timeout 30m -run 'TestNodeLossAtShippedTimings' ./test/e2e/
+	$(GO) test -tags faults -count=1 -v -timeout 40m -run '^($(FAULT_TESTS))$$' ./test/e2e/
 
 bench: controlplane
 	$(GO) test -run '^$$' -bench . -benchmem ./...
