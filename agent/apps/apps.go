@@ -584,6 +584,13 @@ func (a *Agent) followNodes(d kube.Data, synced bool, now time.Time) {
 			a.nodeReady[n.Name] = ready
 		}
 	}
+	if synced {
+		// A node gone from the cluster (removed, replaced under another
+		// name) is forgotten: over years of churn the memory would grow.
+		maps.DeleteFunc(a.nodeReady, func(name string, _ bool) bool {
+			return !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == name })
+		})
+	}
 	a.mu.Lock()
 	if a.node.Status == st.Status && a.node.Reason == st.Reason {
 		st.Since = a.node.Since
@@ -669,6 +676,14 @@ func (a *Agent) publish(states []AppState, d kube.Data, nodes map[string]*corev1
 		}
 		a.lostSeen[st.UUID] = st.Lost != nil
 	}
+	// states holds every configured app: an app that left the config is
+	// forgotten, so the memory follows the config, not its history.
+	configured := map[string]bool{}
+	for _, st := range states {
+		configured[st.UUID] = true
+	}
+	maps.DeleteFunc(a.lastRunning, func(uuid, _ string) bool { return !configured[uuid] })
+	maps.DeleteFunc(a.lostSeen, func(uuid string, _ bool) bool { return !configured[uuid] })
 	for _, s := range []KubeStatus{KubeUnknown, KubeAPIUnreachable, KubeNotInCluster, KubeNotRunning, KubeRunning} {
 		a.opts.Metrics.Apps.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
