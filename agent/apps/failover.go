@@ -86,6 +86,10 @@ type FailoverEvidence struct {
 	// Volumes holds one entry per claim the pod mounts, read from the API
 	// server (not needed, and not read, while the node is alive).
 	Volumes []ClaimVolume
+	// ReplicaNodes are the Nodes the claims' replicas are on, by name,
+	// read from the API server with them (absent: no such Node). A
+	// replica counts only on a live node.
+	ReplicaNodes map[string]*corev1.Node
 }
 
 // ClaimVolume is a fresh read of one of the pod's claims down to Longhorn.
@@ -99,8 +103,6 @@ type ClaimVolume struct {
 	Problem  string
 	Volume   *lhv1beta2.Volume
 	Replicas []*lhv1beta2.Replica
-	// Engines of the volume (two while a live migration runs).
-	Engines []*lhv1beta2.Engine
 }
 
 // podClaims are the claims a pod mounts, in its own spec's order.
@@ -131,8 +133,8 @@ func unreachableTaint(node *corev1.Node) *corev1.Taint {
 // DecideFailover judges one terminating pod of an app. The pod is
 // force-deleted only once this leader has seen it stuck on an unreachable
 // node for the timeout by its own clock, the node gives no sign of life, and
-// a fresh read shows every claim the pod mounts with a running replica on
-// another node that the volume's engine holds read-write (up to date).
+// a fresh read shows every claim the pod mounts with an up-to-date copy on
+// a live node other than the lost one (upToDateCopy).
 func DecideFailover(in FailoverInput) FailoverVerdict {
 	pod, node := in.Pod, in.Pod.Spec.NodeName
 	if unreachableTaint(in.Node) == nil {
@@ -163,7 +165,7 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 			unsafe = append(unsafe, claim+" (not read)")
 			continue
 		}
-		if why := claimUnsafe(ev.Volumes[i], node); why != "" {
+		if why := claimUnsafe(ev.Volumes[i], node, ev.ReplicaNodes); why != "" {
 			unsafe = append(unsafe, why)
 		}
 	}
@@ -176,31 +178,37 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 }
 
 // claimUnsafe says why a claim's data could be lost with the pod's node
-// ("" when a running replica on another node is RW in every engine).
-func claimUnsafe(cv ClaimVolume, lostNode string) string {
+// ("" when an up-to-date copy is on a live node other than the lost one,
+// see upToDateCopy).
+func claimUnsafe(cv ClaimVolume, lostNode string, nodes map[string]*corev1.Node) string {
 	switch {
 	case cv.Problem != "":
 		return fmt.Sprintf("%s (%s)", cv.Claim, cv.Problem)
 	case cv.Volume == nil:
 		return fmt.Sprintf("%s (no Longhorn volume %s)", cv.Claim, cv.VolumeName)
-	case len(cv.Engines) == 0:
-		// Only the engine knows which replicas hold the latest writes.
-		return fmt.Sprintf("%s (volume %s has no engine to vouch for a replica)", cv.Claim, cv.Volume.Name)
 	}
-	for _, r := range cv.Replicas {
-		if r.Spec.VolumeName != cv.Volume.Name || r.Spec.NodeID == "" || r.Spec.NodeID == lostNode ||
-			r.Spec.FailedAt != "" || r.Status.CurrentState != lhv1beta2.InstanceStateRunning {
-			continue
-		}
-		// Every engine must hold it RW: during a migration either engine
-		// may be the one that took the last writes.
-		if !slices.ContainsFunc(cv.Engines, func(e *lhv1beta2.Engine) bool {
-			return e.Status.ReplicaModeMap[r.Name] != lhv1beta2.ReplicaModeRW
-		}) {
-			return ""
-		}
+	if slices.ContainsFunc(cv.Replicas, func(r *lhv1beta2.Replica) bool { return upToDateCopy(r, cv.Volume.Name, lostNode, nodes) }) {
+		return ""
 	}
-	return fmt.Sprintf("%s (volume %s)", cv.Claim, cv.Volume.Name)
+	return fmt.Sprintf("%s (volume %s: no running, healthy replica on a live node)", cv.Claim, cv.Volume.Name)
+}
+
+// upToDateCopy: the replica is an up-to-date copy of the volume that
+// survives the lost node. It is on another node, that node is live
+// (Ready, read with the evidence), and its own status, not written by the
+// lost node's manager, says it runs with its data whole: not failed,
+// healthy since its creation or last rebuild (spec.healthyAt, cleared
+// while it rebuilds), running. The volume's engines are not asked: the
+// engine of a volume attached to the lost node ran there, and its
+// replica modes are that node's last word.
+func upToDateCopy(r *lhv1beta2.Replica, volume, lostNode string, nodes map[string]*corev1.Node) bool {
+	if r.Spec.VolumeName != volume || r.Spec.NodeID == "" || r.Spec.NodeID == lostNode || r.Status.OwnerID == lostNode {
+		return false
+	}
+	if n := nodes[r.Spec.NodeID]; n == nil || !kube.NodeIsReady(n) {
+		return false
+	}
+	return kube.ReplicaState(r) == kube.ReplicaHealthy
 }
 
 // AttachmentsToRelease names the VolumeAttachments to delete after a
@@ -226,7 +234,7 @@ func AttachmentsToRelease(in FailoverInput, v FailoverVerdict, attachments []sto
 	safe := map[string]bool{} // PV names
 	for _, claim := range podClaims(in.Pod) {
 		i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
-		if i >= 0 && ev.Volumes[i].VolumeName != "" && claimUnsafe(ev.Volumes[i], node) == "" {
+		if i >= 0 && ev.Volumes[i].VolumeName != "" && claimUnsafe(ev.Volumes[i], node, ev.ReplicaNodes) == "" {
 			safe[ev.Volumes[i].VolumeName] = true
 		}
 	}
@@ -240,8 +248,8 @@ func AttachmentsToRelease(in FailoverInput, v FailoverVerdict, attachments []sto
 }
 
 // ReadFailoverEvidence reads, from the API server and not from any cache,
-// each claim the pod mounts down to its Longhorn volume, replicas and
-// engines. A read that fails is recorded as the claim's problem.
+// each claim the pod mounts down to its Longhorn volume and its replicas.
+// A read that fails is recorded as the claim's problem.
 func ReadFailoverEvidence(ctx context.Context, clients *kube.Clients, pod *corev1.Pod) []ClaimVolume {
 	var out []ClaimVolume
 	lh := clients.Longhorn.LonghornV1beta2()
@@ -276,19 +284,33 @@ func ReadFailoverEvidence(ctx context.Context, clients *kube.Clients, pod *corev
 		for i := range reps.Items {
 			at.Replicas = append(at.Replicas, &reps.Items[i])
 		}
-		engines, err := lh.Engines(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			at.Problem = "engines: " + err.Error()
-			continue
-		}
-		for i := range engines.Items {
-			// The label selects; the spec confirms.
-			if engines.Items[i].Spec.VolumeName == vol.Name {
-				at.Engines = append(at.Engines, &engines.Items[i])
-			}
-		}
 	}
 	return out
+}
+
+// ReadReplicaNodes reads, from the API server, the Node of every replica
+// in vols (absent from the map: no such Node). A failed read is an error:
+// without it no replica can be shown to be on a live node.
+func ReadReplicaNodes(ctx context.Context, clients *kube.Clients, vols []ClaimVolume) (map[string]*corev1.Node, error) {
+	out := map[string]*corev1.Node{}
+	for _, cv := range vols {
+		for _, r := range cv.Replicas {
+			name := r.Spec.NodeID
+			if _, done := out[name]; done || name == "" {
+				continue
+			}
+			n, err := clients.Core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				out[name] = nil
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("node %s of a replica: %w", name, err)
+			}
+			out[name] = n
+		}
+	}
+	return out, nil
 }
 
 // NodeLife is what a probe of a node on the cluster network found.

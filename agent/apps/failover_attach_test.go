@@ -29,16 +29,12 @@ func TestAttachmentsToRelease(t *testing.T) {
 		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}}}
 	claim := func(name, pv string, replicaNodes ...string) ClaimVolume {
 		cv := ClaimVolume{Claim: name, VolumeName: pv, Volume: &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: pv}}}
-		modes := map[string]lhv1beta2.ReplicaMode{}
 		for _, n := range replicaNodes {
 			r := &lhv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Name: pv + "-" + n},
 				Spec:   lhv1beta2.ReplicaSpec{InstanceSpec: lhv1beta2.InstanceSpec{NodeID: n, VolumeName: pv}, HealthyAt: "x"},
 				Status: lhv1beta2.ReplicaStatus{InstanceStatus: lhv1beta2.InstanceStatus{CurrentState: lhv1beta2.InstanceStateRunning}}}
 			cv.Replicas = append(cv.Replicas, r)
-			modes[r.Name] = lhv1beta2.ReplicaModeRW
 		}
-		cv.Engines = []*lhv1beta2.Engine{{Spec: lhv1beta2.EngineSpec{InstanceSpec: lhv1beta2.InstanceSpec{VolumeName: pv}},
-			Status: lhv1beta2.EngineStatus{ReplicaModeMap: modes}}}
 		return cv
 	}
 	va := func(name, pv, node string) storagev1.VolumeAttachment {
@@ -61,8 +57,13 @@ func TestAttachmentsToRelease(t *testing.T) {
 	in := func(ev *FailoverEvidence) FailoverInput {
 		return FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: now.Add(-2 * time.Minute), Now: now, Timeout: time.Minute, Evidence: ev}
 	}
+	live := map[string]*corev1.Node{}
+	for _, n := range []string{"node-a", "node-c"} {
+		live[n] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
 	silent := func(vols ...ClaimVolume) *FailoverEvidence {
-		return &FailoverEvidence{Probe: "connection refused", Volumes: vols}
+		return &FailoverEvidence{Probe: "connection refused", Volumes: vols, ReplicaNodes: live}
 	}
 	for name, tc := range map[string]struct {
 		ev   *FailoverEvidence

@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,6 +189,15 @@ func (a *Agent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *cor
 	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail}
 	if !life.Alive {
 		ev.Volumes = ReadFailoverEvidence(ctx, a.snap.Clients(), pod)
+		nodes, err := ReadReplicaNodes(ctx, a.snap.Clients(), ev.Volumes)
+		if err != nil {
+			// No replica can be shown on a live node: every claim unsafe.
+			a.opts.Metrics.APIErrors.Inc()
+			for i := range ev.Volumes {
+				ev.Volumes[i].Problem = cmp.Or(ev.Volumes[i].Problem, err.Error())
+			}
+		}
+		ev.ReplicaNodes = nodes
 	}
 	return ev
 }
