@@ -51,6 +51,11 @@ type Options struct {
 	// RereadInterval is how often the apps directory is read in full
 	// whatever the watch says (default 30 s).
 	RereadInterval time.Duration
+	// FileAbsentGrace is how long an app or volume file its readable
+	// directory no longer lists keeps its last good version before the
+	// app or volume leaves the config and its workload is removed
+	// (default DefaultFileAbsentGrace; see HoldAbsentFiles).
+	FileAbsentGrace time.Duration
 	// ConflictWindow is how long another node's layout of an app from a
 	// config that disagrees with this node's (and is not older) stands
 	// before this node writes over it (default 5 min); see
@@ -135,10 +140,15 @@ type Agent struct {
 	mu       sync.Mutex
 	set      AppSet
 	lastGood AppFiles
-	apps     []AppState
-	volumes  []VolumeState
-	node     NodeState
-	changes  kube.Broadcast
+	// absentSince is when each file held by HoldAbsentFiles was first
+	// found absent, and firstRead when the directory was first read; only
+	// loadFiles writes them, before the loop's first pass.
+	absentSince map[string]time.Time
+	firstRead   time.Time
+	apps        []AppState
+	volumes     []VolumeState
+	node        NodeState
+	changes     kube.Broadcast
 
 	// Only the reconcile loop touches these.
 	placed      *placedCache
@@ -191,6 +201,9 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 	}
 	if opts.RereadInterval == 0 {
 		opts.RereadInterval = 30 * time.Second
+	}
+	if opts.FileAbsentGrace == 0 {
+		opts.FileAbsentGrace = DefaultFileAbsentGrace
 	}
 	if opts.Leader == nil {
 		opts.Leader = func() LeaderState { return LeaderState{} }
@@ -285,7 +298,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer watcher.Close()
 	dirs := &watchedDirs{watcher: watcher, log: a.log}
 	dirs.arm(a.opts.AppsDir)
-	a.loadFiles()
 	changes, unsubscribe := a.snap.Subscribe()
 	defer unsubscribe()
 	timer := time.NewTimer(time.Hour)
@@ -296,6 +308,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer reread.Stop()
 	// Editors write a file in several steps: read once things settle.
 	var settle <-chan time.Time
+	// absence is the end of the first hold of an absent file: read again
+	// then, and the file still absent leaves the config.
+	absence := time.NewTimer(time.Hour)
+	defer absence.Stop()
+	load := func() {
+		dirs.arm(a.opts.AppsDir)
+		if next := a.loadFiles(time.Now()); next > 0 {
+			absence.Reset(next)
+		}
+	}
+	if next := a.loadFiles(time.Now()); next > 0 {
+		absence.Reset(next)
+	}
 	woke := time.Now()
 	for {
 		a.pass.begin(changes)
@@ -321,11 +346,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		case <-settle:
 			settle = nil
-			dirs.arm(a.opts.AppsDir)
-			a.loadFiles()
+			load()
 		case <-reread.C:
-			dirs.arm(a.opts.AppsDir)
-			a.loadFiles()
+			load()
+		case <-absence.C:
+			load()
 		}
 		woke = time.Now()
 	}
@@ -371,20 +396,29 @@ func (w *watchedDirs) arm(root string) {
 	}
 }
 
-func (a *Agent) loadFiles() {
+// loadFiles reads the apps directory into the set the agent acts on. It
+// returns when a file held absent (HoldAbsentFiles) is due to leave the
+// config if it is still absent (0: none held).
+func (a *Agent) loadFiles(now time.Time) time.Duration {
 	read := ReadAppFiles(a.opts.AppsDir)
+	if a.firstRead.IsZero() {
+		a.firstRead = now
+	}
 	a.mu.Lock()
 	prevErrors := a.set.Errors
+	var next time.Duration
+	read, a.absentSince, next = HoldAbsentFiles(read, a.lastGood, a.absentSince, now, a.opts.FileAbsentGrace)
 	a.set, a.lastGood = MergeAppFiles(read, a.lastGood)
 	errs := maps.Clone(a.set.Errors)
 	a.mu.Unlock()
 	a.opts.Metrics.AppConfigFailures.Set(float64(len(errs)))
 	for _, path := range slices.Sorted(maps.Keys(errs)) {
 		if prevErrors[path] != errs[path] {
-			a.log.Error("app config file rejected; keeping its last good version", "file", path, "err", errs[path])
-			a.timeline.Add(TimelineEvent{Time: time.Now(), Kind: EventConfig, Message: filepath.Base(path) + ": " + errs[path], Warning: true})
+			a.log.Error("app config file not usable; keeping its last good version", "file", path, "err", errs[path])
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Message: filepath.Base(path) + ": " + errs[path], Warning: true})
 		}
 	}
+	return next
 }
 
 // reconcile publishes the state, lays out this node's apps and acts on

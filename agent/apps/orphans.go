@@ -29,8 +29,11 @@ type orphan struct {
 // an intent, and the app's state carries the error. held: while a file
 // cannot be read and has no good version (set.Unknown), an app missing
 // from the config may be in that file, so nothing is removed until it
-// reads.
-func orphanWorkloads(workloads []placedObject, desired map[string]Layout, set AppSet, decisions map[string]AppDecision, myUUID string) (orphans []orphan, held bool) {
+// reads. absenceKnown: the config has been read for the file absence
+// grace; before that (the agent just started, with no last good version
+// of a file that may be absent for a moment) an app missing from the
+// config keeps its workload.
+func orphanWorkloads(workloads []placedObject, desired map[string]Layout, set AppSet, decisions map[string]AppDecision, myUUID string, absenceKnown bool) (orphans []orphan, held bool) {
 	if len(set.Unknown) > 0 {
 		return nil, true
 	}
@@ -51,6 +54,8 @@ func orphanWorkloads(workloads []placedObject, desired map[string]Layout, set Ap
 		app, inConfig := set.Apps[uuid]
 		why := "its app left the config"
 		switch {
+		case !inConfig && !absenceKnown:
+			continue
 		case !inConfig:
 		case !app.Activate && ConfigVersion(p.Object) > app.Version:
 			// Laid out from a newer config than this node holds: the
@@ -83,8 +88,8 @@ type orphanRemover struct {
 }
 
 // remove removes this pass's orphans, or reports removals held.
-func (r *orphanRemover) remove(ctx context.Context, workloads []placedObject, desired map[string]Layout, set AppSet, decisions map[string]AppDecision, myUUID string, now time.Time) {
-	orphans, held := orphanWorkloads(workloads, desired, set, decisions, myUUID)
+func (r *orphanRemover) remove(ctx context.Context, workloads []placedObject, desired map[string]Layout, set AppSet, decisions map[string]AppDecision, myUUID string, absenceKnown bool, now time.Time) {
+	orphans, held := orphanWorkloads(workloads, desired, set, decisions, myUUID, absenceKnown)
 	if held && !r.held {
 		r.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Node: r.node, Warning: true,
 			Message: "removals held: " + strings.Join(set.Unknown, ", ") + " cannot be read; nothing is removed until it reads"})

@@ -60,7 +60,7 @@ func TestOrphanWorkloads(t *testing.T) {
 	// On node B, the new designated node of offMoved: it lays nothing out
 	// for a deactivated app, and the layout is node A's to remove.
 	onB := []placedObject{placed(deployment, "off-moved", offMoved, nodeA)}
-	if orphans, _ := orphanWorkloads(onB, map[string]Layout{}, set, map[string]AppDecision{offMoved: {Place: true}}, nodeB); len(orphans) != 0 {
+	if orphans, _ := orphanWorkloads(onB, map[string]Layout{}, set, map[string]AppDecision{offMoved: {Place: true}}, nodeB, true); len(orphans) != 0 {
 		t.Fatalf("node B removes node A's layout: %v", orphans)
 	}
 	for name, tc := range map[string]struct {
@@ -68,9 +68,16 @@ func TestOrphanWorkloads(t *testing.T) {
 		desired map[string]Layout
 		removed []string // "name: why"
 		held    bool
+		// starting: the agent has not read the config for the absence
+		// grace yet.
+		starting bool
 	}{
 		"the app left the config, or is no longer placed here": {set: set, desired: map[string]Layout{keptLayout.key(): keptLayout},
 			removed: []string{"gone: its app left the config", "off: its app is deactivated", "off-moved: its app is deactivated"}},
+		// Just started: a file absent for a moment has no last good
+		// version to hold it; only an app that left the config waits.
+		"the agent just started: an app missing from the config keeps its workload for the grace": {set: set, desired: map[string]Layout{keptLayout.key(): keptLayout},
+			starting: true, removed: []string{"off: its app is deactivated", "off-moved: its app is deactivated"}},
 		"a file cannot be read: nothing removed": {set: AppSet{Apps: set.Apps, Unknown: []string{"/persist/apps/apps/x.json"}},
 			desired: map[string]Layout{keptLayout.key(): keptLayout}, held: true},
 		// An active app placed here that this pass could not lay out (a
@@ -82,7 +89,7 @@ func TestOrphanWorkloads(t *testing.T) {
 			removed: []string{"gone: its app left the config", WorkloadName(keptApp) + ": its app is laid out under another name or kind now", "off: its app is deactivated", "off-moved: its app is deactivated"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			orphans, held := orphanWorkloads(workloads, tc.desired, tc.set, decisions, nodeA)
+			orphans, held := orphanWorkloads(workloads, tc.desired, tc.set, decisions, nodeA, !tc.starting)
 			var got []string
 			for _, o := range orphans {
 				got = append(got, o.Object.GetName()+": "+o.why)

@@ -31,7 +31,16 @@ func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppD
 	writeErr, retry := a.writer.write(ctx, a.placed, desired, hosts, vmis, now)
 	maps.Copy(appErr, writeErr)
 	a.effects.restartPinnedVMIs(ctx, failedPinnedVMIs(desired, a.placed.live, hosts, nodeReady), now)
-	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, now)
+	// A file absent when the agent started has no last good version to
+	// hold (HoldAbsentFiles): the absence grace runs from the first read.
+	absenceKnown := true
+	if wait := a.opts.FileAbsentGrace - now.Sub(a.firstRead); wait > 0 {
+		absenceKnown = false
+		if retry == 0 || wait < retry {
+			retry = wait
+		}
+	}
+	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, absenceKnown, now)
 	for i := range states {
 		if msg, ok := appErr[states[i].UUID]; ok {
 			states[i].Error = msg

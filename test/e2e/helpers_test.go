@@ -243,6 +243,7 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 		o.Apps.Placement = apps.PlacementOptions{MoveAfter: 3 * time.Second}
 		o.Apps.FailoverTimeout = 3 * time.Second
+		o.Apps.FileAbsentGrace = 2 * time.Second
 	})
 }
 
