@@ -138,8 +138,13 @@ func decideLayout(live *unstructured.Unstructured, want Layout, mem layoutMemory
 		verdict = DecideLayoutWrite(live, want.Object, mem.seen, now, window)
 	}
 	if verdict.Conflict {
-		return layoutAction{do: layoutHoldConflict, why: verdict.Hold, app: app, wait: verdict.Until.Sub(now),
-			report: mem.conflict != LayoutSighting(live)}
+		act := layoutAction{do: layoutHoldConflict, why: verdict.Hold, app: app, report: mem.conflict != LayoutSighting(live)}
+		if !verdict.Until.IsZero() {
+			// A losing config's hold has no end to wait for: a change of
+			// the layout or of the config wakes the writer.
+			act.wait = verdict.Until.Sub(now)
+		}
+		return act
 	}
 	if verdict.Hold != "" {
 		return layoutAction{do: layoutHoldStale, why: verdict.Hold, app: app, report: !mem.staleReported}

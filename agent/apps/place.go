@@ -20,7 +20,8 @@ import (
 // reconciler per concern, in this order: what is desired (desiredLayouts),
 // writing it (layoutWriter), restarting the pinned VMs KubeVirt leaves
 // failed (failedPinnedVMIs), removing what no longer has a place here
-// (orphanRemover). What placement finds wrong lands in the app states. It
+// (orphanRemover), recording on what another node places now the config
+// this node holds (handovers). What placement finds wrong lands in the app states. It
 // returns when to retry a write held or refused (0: nothing to retry).
 func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
 	if !a.placed.synced() || myUUID == "" {
@@ -41,6 +42,7 @@ func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppD
 		}
 	}
 	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, absenceKnown, now)
+	a.effects.handOver(ctx, a.placed.workloads(), set, decisions, myUUID, now)
 	for i := range states {
 		if msg, ok := appErr[states[i].UUID]; ok {
 			states[i].Error = msg
