@@ -157,11 +157,15 @@ type Agent struct {
 	// stuck is the stats leader's own record of each pod stuck on a lost
 	// node, by UID; pruned with the pods (and cleared when not leading).
 	stuck map[types.UID]*stuckPod
-	// releases are the force-deletes whose VolumeAttachments on the lost
-	// node are still to be removed, by the deleted pod's UID.
-	releases   map[types.UID]*pendingRelease
-	lostSeen   map[string]bool
-	leaderSeen string
+	// releaseChecked are the VolumeAttachments left on lost nodes that the
+	// leader looked at and did not release, by UID; podsOnLost the app
+	// pods on lost nodes at the last pass, and releasesListed when the
+	// attachments were last listed (see releaseLeftBehind).
+	releaseChecked map[types.UID]releaseCheck
+	podsOnLost     map[types.UID]bool
+	releasesListed time.Time
+	lostSeen       map[string]bool
+	leaderSeen     string
 	// The placement reconcilers (see place): the layout writer and the
 	// orphan remover keep their own memory; restarting failed pinned VMs
 	// needs none, only the effects all three act through.
@@ -231,7 +235,7 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 		lastRunning:     map[string]string{},
 		nodeReady:       map[string]bool{},
 		stuck:           map[types.UID]*stuckPod{},
-		releases:        map[types.UID]*pendingRelease{},
+		releaseChecked:  map[types.UID]releaseCheck{},
 		lostSeen:        map[string]bool{},
 		overrideRefused: map[string]string{},
 		node:            NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
@@ -548,7 +552,8 @@ func (a *Agent) reconcile(ctx context.Context, woke time.Time) time.Duration {
 			// A leader's timer is its own sighting: one that leads again
 			// later starts afresh.
 			clear(a.stuck)
-			clear(a.releases)
+			clear(a.releaseChecked)
+			a.releasesListed = time.Time{}
 		}
 		if !reflect.DeepEqual(seen, states) {
 			// Acting found something new: an apply refused or mended, a

@@ -211,40 +211,68 @@ func upToDateCopy(r *lhv1beta2.Replica, volume, lostNode string, nodes map[strin
 	return kube.ReplicaState(r) == kube.ReplicaHealthy
 }
 
-// AttachmentsToRelease names the VolumeAttachments to delete after a
-// force-delete: the attach/detach controller does not detach a volume from
-// an unhealthy node that last reported it in use (node.status.volumesInUse,
-// which a lost node never updates again) until maxWaitForUnmountDuration
-// (6 min) has passed since the pod went, so without this the replacement
-// pod waits that long. Only for a force-delete verdict, and only the
-// attachments of the PVs of claims the same evidence vouched for (silent
-// node, an up-to-date replica elsewhere), on the lost node itself: an
-// attachment of a volume the guard refused, or of another pod, stays.
+// DecideRelease says whether to delete va, a VolumeAttachment on node, of
+// the PV bound to claim (in the apps namespace): the attach/detach
+// controller does not detach a volume from an unhealthy node that last
+// reported it in use (node.status.volumesInUse, which a lost node never
+// updates again) until maxWaitForUnmountDuration (6 min) has passed since
+// its pod went, so without this the replacement pod waits that long. It
+// is released on the evidence a force-delete needs, read afresh: the node
+// carries the unreachable taint, no pod on it mounts the claim any more
+// (podsOnNode, read from the API server: the pod was force-deleted, by
+// this leader, by one that lost the lead or died before releasing, or by
+// a person), the node is silent, and the claim has an up-to-date copy on
+// a live node elsewhere (claimUnsafe). Nothing remembered enters it, so
+// whoever leads finishes a release another leader decided.
 //
 // Not the node.kubernetes.io/out-of-service taint, which would release the
 // volumes too: it is node-wide, so it would release the volumes of every
 // pod on the node, those the guard refused included, and it makes the pod
 // garbage collector force-delete every terminating pod there.
-func AttachmentsToRelease(in FailoverInput, v FailoverVerdict, attachments []storagev1.VolumeAttachment) []*storagev1.VolumeAttachment {
-	ev := in.Evidence
-	if v.Action != FailoverForceDelete || ev == nil || ev.Alive {
-		return nil
+func DecideRelease(va *storagev1.VolumeAttachment, node *corev1.Node, claim string, podsOnNode []*corev1.Pod, ev *FailoverEvidence) (bool, string) {
+	pv := ""
+	if va.Spec.Source.PersistentVolumeName != nil {
+		pv = *va.Spec.Source.PersistentVolumeName
 	}
-	node := in.Pod.Spec.NodeName
-	safe := map[string]bool{} // PV names
-	for _, claim := range podClaims(in.Pod) {
-		i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
-		if i >= 0 && ev.Volumes[i].VolumeName != "" && claimUnsafe(ev.Volumes[i], node, ev.ReplicaNodes) == "" {
-			safe[ev.Volumes[i].VolumeName] = true
+	switch {
+	case node == nil || va.Spec.NodeName != node.Name || pv == "":
+		return false, fmt.Sprintf("VolumeAttachment %s is not on %s, or of no PV", va.Name, cmpNodeName(node))
+	case va.DeletionTimestamp != nil:
+		return false, fmt.Sprintf("VolumeAttachment %s is being removed already", va.Name)
+	case unreachableTaint(node) == nil:
+		return false, fmt.Sprintf("node %s is not unreachable; its kubelet has the volume detached", node.Name)
+	}
+	for _, p := range podsOnNode {
+		if p.Namespace == kube.AppNamespace && p.Spec.NodeName == node.Name && slices.Contains(podClaims(p), claim) {
+			return false, fmt.Sprintf("pod %s on %s still mounts %s: the failover guard judges it first", p.Name, node.Name, claim)
 		}
 	}
-	var out []*storagev1.VolumeAttachment
-	for i, va := range attachments {
-		if pv := va.Spec.Source.PersistentVolumeName; pv != nil && safe[*pv] && va.Spec.NodeName == node && node != "" {
-			out = append(out, &attachments[i])
-		}
+	if ev == nil {
+		return false, fmt.Sprintf("volume %s on lost node %s: reading the evidence", pv, node.Name)
 	}
-	return out
+	if ev.Alive {
+		return false, fmt.Sprintf("not releasing volume %s: lost node %s still answers on the cluster network (%s)", pv, node.Name, ev.Probe)
+	}
+	i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
+	if i < 0 {
+		return false, fmt.Sprintf("not releasing volume %s: claim %s not read", pv, claim)
+	}
+	cv := ev.Volumes[i]
+	if cv.Problem == "" && cv.VolumeName != pv {
+		return false, fmt.Sprintf("not releasing volume %s: claim %s is bound to %s now", pv, claim, cv.VolumeName)
+	}
+	if why := claimUnsafe(cv, node.Name, ev.ReplicaNodes); why != "" {
+		return false, fmt.Sprintf("not releasing volume %s from %s: no up-to-date replica off it for %s", pv, node.Name, why)
+	}
+	return true, fmt.Sprintf("released volume %s from lost node %s (deleted VolumeAttachment %s): node silent (%s), an up-to-date replica on a live node elsewhere; the attach/detach controller would hold it there 6 min after its pod went",
+		pv, node.Name, va.Name, ev.Probe)
+}
+
+func cmpNodeName(n *corev1.Node) string {
+	if n == nil {
+		return "a known node"
+	}
+	return n.Name
 }
 
 // ReadFailoverEvidence reads, from the API server and not from any cache,
