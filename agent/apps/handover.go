@@ -31,19 +31,13 @@ type handover struct {
 // could win over the placing node's for good, though both nodes now hold
 // the same. A layout from a newer config than this node's keeps its
 // stamps; an app deactivated or gone is the orphan remover's.
-func handovers(workloads []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string) []handover {
+//
+// The same for the claims it laid out of a volume whose config now
+// designates another node.
+func handovers(workloads, claims []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string) []handover {
 	var out []handover
-	for _, p := range workloads {
+	add := func(p placedObject, stamps map[string]string) {
 		ann := p.Object.GetAnnotations()
-		if ann[AnnotationDNId] != myUUID {
-			continue
-		}
-		uuid := p.Object.GetLabels()[kube.LabelAppUUID]
-		app, ok := set.Apps[uuid]
-		if !ok || !app.Activate || decisions[uuid].Place || ConfigVersion(p.Object) > app.Version {
-			continue
-		}
-		stamps := configStamps(app)
 		same := ann[AnnotationConfigVersion] == stamps[AnnotationConfigVersion]
 		for _, k := range []string{AnnotationConfigDNId, AnnotationConfigHash} {
 			same = same && ann[k] == stamps[k]
@@ -52,13 +46,34 @@ func handovers(workloads []placedObject, set AppSet, decisions map[string]AppDec
 			out = append(out, handover{placedObject: p, stamps: stamps})
 		}
 	}
+	for _, p := range workloads {
+		if p.Object.GetAnnotations()[AnnotationDNId] != myUUID {
+			continue
+		}
+		uuid := p.Object.GetLabels()[kube.LabelAppUUID]
+		app, ok := set.Apps[uuid]
+		if !ok || !app.Activate || decisions[uuid].Place || ConfigVersion(p.Object) > app.Version {
+			continue
+		}
+		add(p, configStamps(app))
+	}
+	for _, p := range claims {
+		if p.Object.GetAnnotations()[AnnotationDNId] != myUUID {
+			continue
+		}
+		v, ok := set.Volumes[p.Object.GetLabels()[LabelVolumeUUID]]
+		if !ok || DecideVolume(v, myUUID).Create {
+			continue
+		}
+		add(p, volumeStamps(v))
+	}
 	return out
 }
 
 // handOver records on each of this pass's handovers the config this node
 // holds now, and only those annotations.
-func (fx placeEffects) handOver(ctx context.Context, workloads []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string, now time.Time) {
-	for _, h := range handovers(workloads, set, decisions, myUUID) {
+func (fx placeEffects) handOver(ctx context.Context, workloads, claims []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string, now time.Time) {
+	for _, h := range handovers(workloads, claims, set, decisions, myUUID) {
 		obj := h.Object
 		ann := map[string]any{}
 		for k, v := range h.stamps {
@@ -76,7 +91,7 @@ func (fx placeEffects) handOver(ctx context.Context, workloads []placedObject, s
 			continue
 		}
 		app := obj.GetLabels()[kube.LabelAppName]
-		msg := fmt.Sprintf("%s: %s %s is placed by another node now; recorded on it the config this node holds (%s)",
+		msg := fmt.Sprintf("%s: %s %s is laid out by another node now; recorded on it the config this node holds (%s)",
 			app, strings.ToLower(obj.GetKind()), obj.GetName(), describeConfig(h.stamps))
 		fx.log.Info("layout handed over", "object", obj.GetName(), "config", maps.Clone(h.stamps))
 		fx.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, App: app, Node: fx.node, Message: msg})

@@ -53,7 +53,7 @@ func TestHandovers(t *testing.T) {
 			if tc.inConfig {
 				set.Apps[app.UUID] = tc.config
 			}
-			got := handovers([]placedObject{tc.live}, set, map[string]AppDecision{app.UUID: {Place: tc.places}}, nodeA)
+			got := handovers([]placedObject{tc.live}, nil, set, map[string]AppDecision{app.UUID: {Place: tc.places}}, nodeA)
 			if (len(got) == 1) != tc.want {
 				t.Fatalf("handovers: %d, want one: %v", len(got), tc.want)
 			}
@@ -63,6 +63,29 @@ func TestHandovers(t *testing.T) {
 			}
 		})
 	}
+	// A claim of a volume whose config designates another node now: the
+	// same.
+	vol := VolumeConfig{UUID: volID, Name: "plc-data", DesignatedNodeID: nodeA, Size: "1Gi", ReplicaCount: 3}
+	claim, err := LayoutVolume(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimOnA := placedObject{GVR: claim.GVR, Object: claim.Object}
+	volMoved := vol
+	volMoved.DesignatedNodeID = nodeB
+	for name, tc := range map[string]struct {
+		v    VolumeConfig
+		want bool
+	}{
+		"a volume moved to another node: re-stamped": {v: volMoved, want: true},
+		"a volume still designating this node":       {v: vol},
+	} {
+		got := handovers(nil, []placedObject{claimOnA}, AppSet{Volumes: map[string]VolumeConfig{volID: tc.v}}, nil, nodeA)
+		if (len(got) == 1) != tc.want || (tc.want && got[0].stamps[AnnotationConfigHash] != configHash(volMoved)) {
+			t.Fatalf("%s: handovers %v, want one: %v", name, got, tc.want)
+		}
+	}
+
 	// Re-stamped, the placing node holding the same config writes at once:
 	// the configs agree.
 	restamped := layout(old, nodeA)

@@ -42,7 +42,11 @@ func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppD
 		}
 	}
 	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, absenceKnown, now)
-	a.effects.handOver(ctx, a.placed.workloads(), set, decisions, myUUID, now)
+	var claims []placedObject
+	for _, obj := range a.placed.list(GVRPVC) {
+		claims = append(claims, placedObject{GVR: GVRPVC, Object: obj})
+	}
+	a.effects.handOver(ctx, a.placed.workloads(), claims, set, decisions, myUUID, now)
 	for i := range states {
 		if msg, ok := appErr[states[i].UUID]; ok {
 			states[i].Error = msg

@@ -277,8 +277,15 @@ func LayoutVolume(v VolumeConfig) (Layout, error) {
 	}
 	// Only the designated node lays a claim out: the config it came from
 	// tells two nodes' disagreeing volume configs apart (DecideLayoutWrite).
-	return finish(GVRPVC, pvc, map[string]string{AnnotationDNId: v.DesignatedNodeID,
-		AnnotationConfigDNId: v.DesignatedNodeID, AnnotationConfigHash: configHash(v)})
+	stamps := volumeStamps(v)
+	stamps[AnnotationDNId] = v.DesignatedNodeID
+	return finish(GVRPVC, pvc, stamps)
+}
+
+// volumeStamps are the annotations that record the volume config a claim
+// came from (volume configs carry no version).
+func volumeStamps(v VolumeConfig) map[string]string {
+	return map[string]string{AnnotationConfigDNId: v.DesignatedNodeID, AnnotationConfigHash: configHash(v)}
 }
 
 // LayoutApp is the workload for an app whose effective DNId node is
