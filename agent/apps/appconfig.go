@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -294,6 +295,69 @@ func MergeAppFiles(read AppFiles, lastGood AppFiles) (AppSet, AppFiles) {
 	set.Apps = byUUID(good.Apps, "app", func(a AppConfig) string { return a.UUID }, owner, set.Errors)
 	set.Volumes = byUUID(good.Volumes, "volume", func(v VolumeConfig) string { return v.UUID }, owner, set.Errors)
 	return set, good
+}
+
+// DefaultFileAbsentGrace is how long an app or volume file a readable
+// directory no longer lists keeps its last good version before its app
+// or volume leaves the config (Options.FileAbsentGrace): long enough for a
+// tool that removes the files and writes them again (rm *.json; cp ...),
+// as the cluster config's own absence grace is.
+const DefaultFileAbsentGrace = 30 * time.Second
+
+// HoldAbsentFiles holds, for grace, the files lastGood had that this read
+// no longer lists in a directory it could read: each is given to
+// MergeAppFiles as a file that cannot be used, so its last good version
+// stays, and the reason says until when. absentSince is when each file was
+// first found absent (from the previous call); the map returned is the
+// new one, and next is when the first hold lapses (0: none held). A file
+// listed again ends its hold, and so does another file that now defines
+// the same UUID (a rename). A directory that cannot be read is not an
+// absence: MergeAppFiles holds what it held for as long as it lasts.
+func HoldAbsentFiles(read, lastGood AppFiles, absentSince map[string]time.Time, now time.Time, grace time.Duration) (AppFiles, map[string]time.Time, time.Duration) {
+	out := read
+	out.Errors = maps.Clone(read.Errors)
+	if out.Errors == nil {
+		out.Errors = map[string]string{}
+	}
+	defined := map[string]bool{} // UUIDs this read defines
+	for _, a := range read.Apps {
+		defined[a.UUID] = true
+	}
+	for _, v := range read.Volumes {
+		defined[v.UUID] = true
+	}
+	since := map[string]time.Time{}
+	var next time.Duration
+	hold := func(path, uuid string) {
+		_, app := read.Apps[path]
+		_, vol := read.Volumes[path]
+		_, failed := read.Errors[path]
+		_, unreadable := read.Unreadable[filepath.Dir(path)]
+		if app || vol || failed || unreadable || defined[uuid] {
+			return
+		}
+		first, ok := absentSince[path]
+		if !ok {
+			first = now
+		}
+		left := grace - now.Sub(first)
+		if left <= 0 {
+			return
+		}
+		since[path] = first
+		out.Errors[path] = fmt.Sprintf("file absent since %s: its last good version stays until %s, then it is removed if still absent",
+			first.Format(time.TimeOnly), first.Add(grace).Format(time.TimeOnly))
+		if next == 0 || left < next {
+			next = left
+		}
+	}
+	for path, a := range lastGood.Apps {
+		hold(path, a.UUID)
+	}
+	for path, v := range lastGood.Volumes {
+		hold(path, v.UUID)
+	}
+	return out, since, next
 }
 
 // byUUID indexes configs by UUID in path order, recording each UUID's file

@@ -51,6 +51,11 @@ type Options struct {
 	// RereadInterval is how often the apps directory is read in full
 	// whatever the watch says (default 30 s).
 	RereadInterval time.Duration
+	// FileAbsentGrace is how long an app or volume file its readable
+	// directory no longer lists keeps its last good version before the
+	// app or volume leaves the config and its workload is removed
+	// (default DefaultFileAbsentGrace; see HoldAbsentFiles).
+	FileAbsentGrace time.Duration
 	// ConflictWindow is how long another node's layout of an app from a
 	// config that disagrees with this node's (and is not older) stands
 	// before this node writes over it (default 5 min); see
@@ -135,10 +140,15 @@ type Agent struct {
 	mu       sync.Mutex
 	set      AppSet
 	lastGood AppFiles
-	apps     []AppState
-	volumes  []VolumeState
-	node     NodeState
-	changes  kube.Broadcast
+	// absentSince is when each file held by HoldAbsentFiles was first
+	// found absent, and firstRead when the directory was first read; only
+	// loadFiles writes them, before the loop's first pass.
+	absentSince map[string]time.Time
+	firstRead   time.Time
+	apps        []AppState
+	volumes     []VolumeState
+	node        NodeState
+	changes     kube.Broadcast
 
 	// Only the reconcile loop touches these.
 	placed      *placedCache
@@ -147,11 +157,15 @@ type Agent struct {
 	// stuck is the stats leader's own record of each pod stuck on a lost
 	// node, by UID; pruned with the pods (and cleared when not leading).
 	stuck map[types.UID]*stuckPod
-	// releases are the force-deletes whose VolumeAttachments on the lost
-	// node are still to be removed, by the deleted pod's UID.
-	releases   map[types.UID]*pendingRelease
-	lostSeen   map[string]bool
-	leaderSeen string
+	// releaseChecked are the VolumeAttachments left on lost nodes that the
+	// leader looked at and did not release, by UID; podsOnLost the app
+	// pods on lost nodes at the last pass, and releasesListed when the
+	// attachments were last listed (see releaseLeftBehind).
+	releaseChecked map[types.UID]releaseCheck
+	podsOnLost     map[types.UID]bool
+	releasesListed time.Time
+	lostSeen       map[string]bool
+	leaderSeen     string
 	// The placement reconcilers (see place): the layout writer and the
 	// orphan remover keep their own memory; restarting failed pinned VMs
 	// needs none, only the effects all three act through.
@@ -192,6 +206,9 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 	if opts.RereadInterval == 0 {
 		opts.RereadInterval = 30 * time.Second
 	}
+	if opts.FileAbsentGrace == 0 {
+		opts.FileAbsentGrace = DefaultFileAbsentGrace
+	}
 	if opts.Leader == nil {
 		opts.Leader = func() LeaderState { return LeaderState{} }
 	}
@@ -218,7 +235,7 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 		lastRunning:     map[string]string{},
 		nodeReady:       map[string]bool{},
 		stuck:           map[types.UID]*stuckPod{},
-		releases:        map[types.UID]*pendingRelease{},
+		releaseChecked:  map[types.UID]releaseCheck{},
 		lostSeen:        map[string]bool{},
 		overrideRefused: map[string]string{},
 		node:            NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
@@ -285,7 +302,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer watcher.Close()
 	dirs := &watchedDirs{watcher: watcher, log: a.log}
 	dirs.arm(a.opts.AppsDir)
-	a.loadFiles()
 	changes, unsubscribe := a.snap.Subscribe()
 	defer unsubscribe()
 	timer := time.NewTimer(time.Hour)
@@ -296,6 +312,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer reread.Stop()
 	// Editors write a file in several steps: read once things settle.
 	var settle <-chan time.Time
+	// absence is the end of the first hold of an absent file: read again
+	// then, and the file still absent leaves the config.
+	absence := time.NewTimer(time.Hour)
+	defer absence.Stop()
+	load := func() {
+		dirs.arm(a.opts.AppsDir)
+		if next := a.loadFiles(time.Now()); next > 0 {
+			absence.Reset(next)
+		}
+	}
+	if next := a.loadFiles(time.Now()); next > 0 {
+		absence.Reset(next)
+	}
 	woke := time.Now()
 	for {
 		a.pass.begin(changes)
@@ -321,11 +350,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		case <-settle:
 			settle = nil
-			dirs.arm(a.opts.AppsDir)
-			a.loadFiles()
+			load()
 		case <-reread.C:
-			dirs.arm(a.opts.AppsDir)
-			a.loadFiles()
+			load()
+		case <-absence.C:
+			load()
 		}
 		woke = time.Now()
 	}
@@ -371,20 +400,29 @@ func (w *watchedDirs) arm(root string) {
 	}
 }
 
-func (a *Agent) loadFiles() {
+// loadFiles reads the apps directory into the set the agent acts on. It
+// returns when a file held absent (HoldAbsentFiles) is due to leave the
+// config if it is still absent (0: none held).
+func (a *Agent) loadFiles(now time.Time) time.Duration {
 	read := ReadAppFiles(a.opts.AppsDir)
+	if a.firstRead.IsZero() {
+		a.firstRead = now
+	}
 	a.mu.Lock()
 	prevErrors := a.set.Errors
+	var next time.Duration
+	read, a.absentSince, next = HoldAbsentFiles(read, a.lastGood, a.absentSince, now, a.opts.FileAbsentGrace)
 	a.set, a.lastGood = MergeAppFiles(read, a.lastGood)
 	errs := maps.Clone(a.set.Errors)
 	a.mu.Unlock()
 	a.opts.Metrics.AppConfigFailures.Set(float64(len(errs)))
 	for _, path := range slices.Sorted(maps.Keys(errs)) {
 		if prevErrors[path] != errs[path] {
-			a.log.Error("app config file rejected; keeping its last good version", "file", path, "err", errs[path])
-			a.timeline.Add(TimelineEvent{Time: time.Now(), Kind: EventConfig, Message: filepath.Base(path) + ": " + errs[path], Warning: true})
+			a.log.Error("app config file not usable; keeping its last good version", "file", path, "err", errs[path])
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Message: filepath.Base(path) + ": " + errs[path], Warning: true})
 		}
 	}
+	return next
 }
 
 // reconcile publishes the state, lays out this node's apps and acts on
@@ -514,7 +552,8 @@ func (a *Agent) reconcile(ctx context.Context, woke time.Time) time.Duration {
 			// A leader's timer is its own sighting: one that leads again
 			// later starts afresh.
 			clear(a.stuck)
-			clear(a.releases)
+			clear(a.releaseChecked)
+			a.releasesListed = time.Time{}
 		}
 		if !reflect.DeepEqual(seen, states) {
 			// Acting found something new: an apply refused or mended, a
@@ -583,6 +622,13 @@ func (a *Agent) followNodes(d kube.Data, synced bool, now time.Time) {
 		if synced {
 			a.nodeReady[n.Name] = ready
 		}
+	}
+	if synced {
+		// A node gone from the cluster (removed, replaced under another
+		// name) is forgotten: over years of churn the memory would grow.
+		maps.DeleteFunc(a.nodeReady, func(name string, _ bool) bool {
+			return !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == name })
+		})
 	}
 	a.mu.Lock()
 	if a.node.Status == st.Status && a.node.Reason == st.Reason {
@@ -669,6 +715,14 @@ func (a *Agent) publish(states []AppState, d kube.Data, nodes map[string]*corev1
 		}
 		a.lostSeen[st.UUID] = st.Lost != nil
 	}
+	// states holds every configured app: an app that left the config is
+	// forgotten, so the memory follows the config, not its history.
+	configured := map[string]bool{}
+	for _, st := range states {
+		configured[st.UUID] = true
+	}
+	maps.DeleteFunc(a.lastRunning, func(uuid, _ string) bool { return !configured[uuid] })
+	maps.DeleteFunc(a.lostSeen, func(uuid string, _ bool) bool { return !configured[uuid] })
 	for _, s := range []KubeStatus{KubeUnknown, KubeAPIUnreachable, KubeNotInCluster, KubeNotRunning, KubeRunning} {
 		a.opts.Metrics.Apps.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}

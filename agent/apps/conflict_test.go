@@ -101,8 +101,11 @@ func TestDecideLayoutWrite(t *testing.T) {
 			if (got.Hold == "") != (tc.hold == "") || !strings.Contains(got.Hold, tc.hold) || got.Conflict != tc.conflict {
 				t.Fatalf("DecideLayoutWrite = %+v, want hold %q conflict %v", got, tc.hold, tc.conflict)
 			}
-			if tc.conflict && !got.Until.Equal(seen.Add(window)) {
-				t.Fatalf("a conflict holds until %s, want the window after it was seen (%s)", got.Until, seen.Add(window))
+			// This node's config wins the tie (held for the window) or
+			// loses it (held for good); TestDecideLayoutWriteTieHasOneWinner
+			// says which.
+			if tc.conflict && !got.Until.Equal(seen.Add(window)) && !(got.Until.IsZero() && strings.Contains(got.Hold, "wins the tie")) {
+				t.Fatalf("a conflict holds until %s, want the window after it was seen (%s), or for good", got.Until, seen.Add(window))
 			}
 			if !tc.conflict && !got.Until.IsZero() {
 				t.Fatalf("only a conflict lapses: until %s", got.Until)
@@ -172,5 +175,70 @@ func TestDecideLayoutWriteVolumes(t *testing.T) {
 	}
 	if got := DecideLayoutWrite(byB.Object, byA.Object, seen, seen.Add(window), window); got.Hold != "" {
 		t.Fatalf("after the window: %+v, want a write", got)
+	}
+}
+
+// Two configs of one version that disagree: one of them wins, the same on
+// every node, from the configs alone (the one whose designated node UUID
+// sorts first, then whose config hash does). The winner writes over the
+// loser's layout once it has stood for the window; the loser never writes
+// over the winner's, however long it stands: one takeover at most, not one
+// per window for ever.
+func TestDecideLayoutWriteTieHasOneWinner(t *testing.T) {
+	const window = 5 * time.Minute
+	seen := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	laid := func(version uint64, dnid, image, layer, name string) Layout {
+		app := testApp()
+		app.Version, app.DesignatedNodeID, app.Image, app.VolumeRefs = version, dnid, image, nil
+		l, err := LayoutApp(app, layer, name, nil, PlacementOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		StampLayout(l.Object, name, seen)
+		return l
+	}
+	// Other content, one designated node: the hashes decide. first's
+	// config hash sorts before second's.
+	first, second := "registry.local/plc-gateway:1.4", "registry.local/plc-gateway:1.5"
+	hash := func(image string) string {
+		return laid(4, nodeA, image, nodeA, "node-a").Object.GetAnnotations()[AnnotationConfigHash]
+	}
+	if hash(first) > hash(second) {
+		first, second = second, first
+	}
+	for name, tc := range map[string]struct {
+		live, want Layout
+		wins       bool
+	}{
+		// nodeA's UUID sorts before nodeB's.
+		"unversioned, this node's config names the node that sorts first": {live: laid(0, nodeB, first, nodeB, "node-b"), want: laid(0, nodeA, first, nodeA, "node-a"), wins: true},
+		"unversioned, the other's names the node that sorts first":        {live: laid(0, nodeA, first, nodeA, "node-a"), want: laid(0, nodeB, first, nodeB, "node-b")},
+		"one version, this node's config names the node that sorts first": {live: laid(4, nodeB, first, nodeB, "node-b"), want: laid(4, nodeA, first, nodeA, "node-a"), wins: true},
+		"one version, one designated node, this node's hash sorts first":  {live: laid(4, nodeA, second, nodeB, "node-b"), want: laid(4, nodeA, first, nodeA, "node-a"), wins: true},
+		"one version, one designated node, the other's hash sorts first":  {live: laid(4, nodeA, first, nodeB, "node-b"), want: laid(4, nodeA, second, nodeA, "node-a")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fresh := DecideLayoutWrite(tc.live.Object, tc.want.Object, seen, seen.Add(time.Second), window)
+			if !fresh.Conflict || fresh.Hold == "" {
+				t.Fatalf("a fresh layout from a disagreeing config: %+v, want a conflict hold", fresh)
+			}
+			for _, later := range []time.Duration{window, time.Hour, 24 * time.Hour} {
+				got := DecideLayoutWrite(tc.live.Object, tc.want.Object, seen, seen.Add(later), window)
+				if tc.wins && got.Hold != "" {
+					t.Fatalf("after %s this node's config wins the tie but holds: %+v", later, got)
+				}
+				if !tc.wins && (got.Hold == "" || !got.Conflict || !got.Until.IsZero() || !strings.Contains(got.Hold, "wins the tie")) {
+					t.Fatalf("after %s this node's config loses the tie: %+v, want a conflict held for good that says the other config wins", later, got)
+				}
+			}
+			// The other node judges the same pair the other way round.
+			other := DecideLayoutWrite(tc.want.Object, tc.live.Object, seen, seen.Add(time.Hour), window)
+			if tc.wins && other.Hold == "" {
+				t.Fatalf("both nodes' configs win: the other node writes too (%+v)", other)
+			}
+			if !tc.wins && other.Hold != "" {
+				t.Fatalf("neither node's config wins: the other node holds too (%+v)", other)
+			}
+		})
 	}
 }

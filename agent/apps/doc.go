@@ -17,10 +17,13 @@
 //     this node lays out), layoutwriter.go (writing it: in sync, held,
 //     conflict, move, retry, apply), pinnedvmi.go (failed pinned VMs
 //     restarted once their node is back), orphans.go (what no longer has
-//     a place here, never while a source cannot be read).
-//   - failover.go: the evidence and the verdict for a pod on a lost node;
-//     failoverrun.go: the leader judging stuck pods and carrying out the
-//     verdicts (force-delete, then the release of vouched-for volumes).
+//     a place here, never while a source cannot be read), handover.go
+//     (recording on a layout another node places now the config this
+//     node holds).
+//   - failover.go: the evidence and the verdicts for a pod on a lost node
+//     and for a volume left attached there; failoverrun.go: the leader
+//     judging stuck pods, force-deleting, and releasing the volumes that
+//     gone pods left on lost nodes (found in the cluster each time).
 //   - placedcache.go: the watch on what sitecon laid out.
 //   - timeline.go, leader.go, metrics.go, pending.go.
 package apps

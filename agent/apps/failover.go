@@ -86,6 +86,10 @@ type FailoverEvidence struct {
 	// Volumes holds one entry per claim the pod mounts, read from the API
 	// server (not needed, and not read, while the node is alive).
 	Volumes []ClaimVolume
+	// ReplicaNodes are the Nodes the claims' replicas are on, by name,
+	// read from the API server with them (absent: no such Node). A
+	// replica counts only on a live node.
+	ReplicaNodes map[string]*corev1.Node
 }
 
 // ClaimVolume is a fresh read of one of the pod's claims down to Longhorn.
@@ -99,8 +103,6 @@ type ClaimVolume struct {
 	Problem  string
 	Volume   *lhv1beta2.Volume
 	Replicas []*lhv1beta2.Replica
-	// Engines of the volume (two while a live migration runs).
-	Engines []*lhv1beta2.Engine
 }
 
 // podClaims are the claims a pod mounts, in its own spec's order.
@@ -131,8 +133,8 @@ func unreachableTaint(node *corev1.Node) *corev1.Taint {
 // DecideFailover judges one terminating pod of an app. The pod is
 // force-deleted only once this leader has seen it stuck on an unreachable
 // node for the timeout by its own clock, the node gives no sign of life, and
-// a fresh read shows every claim the pod mounts with a running replica on
-// another node that the volume's engine holds read-write (up to date).
+// a fresh read shows every claim the pod mounts with an up-to-date copy on
+// a live node other than the lost one (upToDateCopy).
 func DecideFailover(in FailoverInput) FailoverVerdict {
 	pod, node := in.Pod, in.Pod.Spec.NodeName
 	if unreachableTaint(in.Node) == nil {
@@ -163,7 +165,7 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 			unsafe = append(unsafe, claim+" (not read)")
 			continue
 		}
-		if why := claimUnsafe(ev.Volumes[i], node); why != "" {
+		if why := claimUnsafe(ev.Volumes[i], node, ev.ReplicaNodes); why != "" {
 			unsafe = append(unsafe, why)
 		}
 	}
@@ -176,72 +178,106 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 }
 
 // claimUnsafe says why a claim's data could be lost with the pod's node
-// ("" when a running replica on another node is RW in every engine).
-func claimUnsafe(cv ClaimVolume, lostNode string) string {
+// ("" when an up-to-date copy is on a live node other than the lost one,
+// see upToDateCopy).
+func claimUnsafe(cv ClaimVolume, lostNode string, nodes map[string]*corev1.Node) string {
 	switch {
 	case cv.Problem != "":
 		return fmt.Sprintf("%s (%s)", cv.Claim, cv.Problem)
 	case cv.Volume == nil:
 		return fmt.Sprintf("%s (no Longhorn volume %s)", cv.Claim, cv.VolumeName)
-	case len(cv.Engines) == 0:
-		// Only the engine knows which replicas hold the latest writes.
-		return fmt.Sprintf("%s (volume %s has no engine to vouch for a replica)", cv.Claim, cv.Volume.Name)
 	}
-	for _, r := range cv.Replicas {
-		if r.Spec.VolumeName != cv.Volume.Name || r.Spec.NodeID == "" || r.Spec.NodeID == lostNode ||
-			r.Spec.FailedAt != "" || r.Status.CurrentState != lhv1beta2.InstanceStateRunning {
-			continue
-		}
-		// Every engine must hold it RW: during a migration either engine
-		// may be the one that took the last writes.
-		if !slices.ContainsFunc(cv.Engines, func(e *lhv1beta2.Engine) bool {
-			return e.Status.ReplicaModeMap[r.Name] != lhv1beta2.ReplicaModeRW
-		}) {
-			return ""
-		}
+	if slices.ContainsFunc(cv.Replicas, func(r *lhv1beta2.Replica) bool { return upToDateCopy(r, cv.Volume.Name, lostNode, nodes) }) {
+		return ""
 	}
-	return fmt.Sprintf("%s (volume %s)", cv.Claim, cv.Volume.Name)
+	return fmt.Sprintf("%s (volume %s: no running, healthy replica on a live node)", cv.Claim, cv.Volume.Name)
 }
 
-// AttachmentsToRelease names the VolumeAttachments to delete after a
-// force-delete: the attach/detach controller does not detach a volume from
-// an unhealthy node that last reported it in use (node.status.volumesInUse,
-// which a lost node never updates again) until maxWaitForUnmountDuration
-// (6 min) has passed since the pod went, so without this the replacement
-// pod waits that long. Only for a force-delete verdict, and only the
-// attachments of the PVs of claims the same evidence vouched for (silent
-// node, an up-to-date replica elsewhere), on the lost node itself: an
-// attachment of a volume the guard refused, or of another pod, stays.
+// upToDateCopy: the replica is an up-to-date copy of the volume that
+// survives the lost node. It is on another node, that node is live
+// (Ready, read with the evidence), and its own status, not written by the
+// lost node's manager, says it runs with its data whole: not failed,
+// healthy since its creation or last rebuild (spec.healthyAt, cleared
+// while it rebuilds), running. The volume's engines are not asked: the
+// engine of a volume attached to the lost node ran there, and its
+// replica modes are that node's last word.
+func upToDateCopy(r *lhv1beta2.Replica, volume, lostNode string, nodes map[string]*corev1.Node) bool {
+	if r.Spec.VolumeName != volume || r.Spec.NodeID == "" || r.Spec.NodeID == lostNode || r.Status.OwnerID == lostNode {
+		return false
+	}
+	if n := nodes[r.Spec.NodeID]; n == nil || !kube.NodeIsReady(n) {
+		return false
+	}
+	return kube.ReplicaState(r) == kube.ReplicaHealthy
+}
+
+// DecideRelease says whether to delete va, a VolumeAttachment on node, of
+// the PV bound to claim (in the apps namespace): the attach/detach
+// controller does not detach a volume from an unhealthy node that last
+// reported it in use (node.status.volumesInUse, which a lost node never
+// updates again) until maxWaitForUnmountDuration (6 min) has passed since
+// its pod went, so without this the replacement pod waits that long. It
+// is released on the evidence a force-delete needs, read afresh: the node
+// carries the unreachable taint, no pod on it mounts the claim any more
+// (podsOnNode, read from the API server: the pod was force-deleted, by
+// this leader, by one that lost the lead or died before releasing, or by
+// a person), the node is silent, and the claim has an up-to-date copy on
+// a live node elsewhere (claimUnsafe). Nothing remembered enters it, so
+// whoever leads finishes a release another leader decided.
 //
 // Not the node.kubernetes.io/out-of-service taint, which would release the
 // volumes too: it is node-wide, so it would release the volumes of every
 // pod on the node, those the guard refused included, and it makes the pod
 // garbage collector force-delete every terminating pod there.
-func AttachmentsToRelease(in FailoverInput, v FailoverVerdict, attachments []storagev1.VolumeAttachment) []*storagev1.VolumeAttachment {
-	ev := in.Evidence
-	if v.Action != FailoverForceDelete || ev == nil || ev.Alive {
-		return nil
+func DecideRelease(va *storagev1.VolumeAttachment, node *corev1.Node, claim string, podsOnNode []*corev1.Pod, ev *FailoverEvidence) (bool, string) {
+	pv := ""
+	if va.Spec.Source.PersistentVolumeName != nil {
+		pv = *va.Spec.Source.PersistentVolumeName
 	}
-	node := in.Pod.Spec.NodeName
-	safe := map[string]bool{} // PV names
-	for _, claim := range podClaims(in.Pod) {
-		i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
-		if i >= 0 && ev.Volumes[i].VolumeName != "" && claimUnsafe(ev.Volumes[i], node) == "" {
-			safe[ev.Volumes[i].VolumeName] = true
+	switch {
+	case node == nil || va.Spec.NodeName != node.Name || pv == "":
+		return false, fmt.Sprintf("VolumeAttachment %s is not on %s, or of no PV", va.Name, cmpNodeName(node))
+	case va.DeletionTimestamp != nil:
+		return false, fmt.Sprintf("VolumeAttachment %s is being removed already", va.Name)
+	case unreachableTaint(node) == nil:
+		return false, fmt.Sprintf("node %s is not unreachable; its kubelet has the volume detached", node.Name)
+	}
+	for _, p := range podsOnNode {
+		if p.Namespace == kube.AppNamespace && p.Spec.NodeName == node.Name && slices.Contains(podClaims(p), claim) {
+			return false, fmt.Sprintf("pod %s on %s still mounts %s: the failover guard judges it first", p.Name, node.Name, claim)
 		}
 	}
-	var out []*storagev1.VolumeAttachment
-	for i, va := range attachments {
-		if pv := va.Spec.Source.PersistentVolumeName; pv != nil && safe[*pv] && va.Spec.NodeName == node && node != "" {
-			out = append(out, &attachments[i])
-		}
+	if ev == nil {
+		return false, fmt.Sprintf("volume %s on lost node %s: reading the evidence", pv, node.Name)
 	}
-	return out
+	if ev.Alive {
+		return false, fmt.Sprintf("not releasing volume %s: lost node %s still answers on the cluster network (%s)", pv, node.Name, ev.Probe)
+	}
+	i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
+	if i < 0 {
+		return false, fmt.Sprintf("not releasing volume %s: claim %s not read", pv, claim)
+	}
+	cv := ev.Volumes[i]
+	if cv.Problem == "" && cv.VolumeName != pv {
+		return false, fmt.Sprintf("not releasing volume %s: claim %s is bound to %s now", pv, claim, cv.VolumeName)
+	}
+	if why := claimUnsafe(cv, node.Name, ev.ReplicaNodes); why != "" {
+		return false, fmt.Sprintf("not releasing volume %s from %s: no up-to-date replica off it for %s", pv, node.Name, why)
+	}
+	return true, fmt.Sprintf("released volume %s from lost node %s (deleted VolumeAttachment %s): node silent (%s), an up-to-date replica on a live node elsewhere; the attach/detach controller would hold it there 6 min after its pod went",
+		pv, node.Name, va.Name, ev.Probe)
+}
+
+func cmpNodeName(n *corev1.Node) string {
+	if n == nil {
+		return "a known node"
+	}
+	return n.Name
 }
 
 // ReadFailoverEvidence reads, from the API server and not from any cache,
-// each claim the pod mounts down to its Longhorn volume, replicas and
-// engines. A read that fails is recorded as the claim's problem.
+// each claim the pod mounts down to its Longhorn volume and its replicas.
+// A read that fails is recorded as the claim's problem.
 func ReadFailoverEvidence(ctx context.Context, clients *kube.Clients, pod *corev1.Pod) []ClaimVolume {
 	var out []ClaimVolume
 	lh := clients.Longhorn.LonghornV1beta2()
@@ -276,19 +312,33 @@ func ReadFailoverEvidence(ctx context.Context, clients *kube.Clients, pod *corev
 		for i := range reps.Items {
 			at.Replicas = append(at.Replicas, &reps.Items[i])
 		}
-		engines, err := lh.Engines(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			at.Problem = "engines: " + err.Error()
-			continue
-		}
-		for i := range engines.Items {
-			// The label selects; the spec confirms.
-			if engines.Items[i].Spec.VolumeName == vol.Name {
-				at.Engines = append(at.Engines, &engines.Items[i])
-			}
-		}
 	}
 	return out
+}
+
+// ReadReplicaNodes reads, from the API server, the Node of every replica
+// in vols (absent from the map: no such Node). A failed read is an error:
+// without it no replica can be shown to be on a live node.
+func ReadReplicaNodes(ctx context.Context, clients *kube.Clients, vols []ClaimVolume) (map[string]*corev1.Node, error) {
+	out := map[string]*corev1.Node{}
+	for _, cv := range vols {
+		for _, r := range cv.Replicas {
+			name := r.Spec.NodeID
+			if _, done := out[name]; done || name == "" {
+				continue
+			}
+			n, err := clients.Core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				out[name] = nil
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("node %s of a replica: %w", name, err)
+			}
+			out[name] = n
+		}
+	}
+	return out, nil
 }
 
 // NodeLife is what a probe of a node on the cluster network found.

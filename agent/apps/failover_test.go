@@ -38,19 +38,30 @@ func TestDecideFailover(t *testing.T) {
 			Spec:   lhv1beta2.ReplicaSpec{InstanceSpec: lhv1beta2.InstanceSpec{NodeID: node, VolumeName: "pvc-1"}, HealthyAt: "x"},
 			Status: lhv1beta2.ReplicaStatus{InstanceStatus: lhv1beta2.InstanceStatus{CurrentState: lhv1beta2.InstanceStateRunning}}}
 	}
-	engine := func(modes map[string]lhv1beta2.ReplicaMode) *lhv1beta2.Engine {
-		return &lhv1beta2.Engine{Spec: lhv1beta2.EngineSpec{InstanceSpec: lhv1beta2.InstanceSpec{VolumeName: "pvc-1"}},
-			Status: lhv1beta2.EngineStatus{ReplicaModeMap: modes}}
-	}
 	vol := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}}
-	rw := lhv1beta2.ReplicaModeRW
 	both := []*lhv1beta2.Replica{running("r-b", "node-b"), running("r-a", "node-a")}
-	read := func(claim string, reps []*lhv1beta2.Replica, engines ...*lhv1beta2.Engine) ClaimVolume {
-		return ClaimVolume{Claim: claim, VolumeName: "pvc-1", Volume: vol, Replicas: reps, Engines: engines}
+	read := func(claim string, reps []*lhv1beta2.Replica) ClaimVolume {
+		return ClaimVolume{Claim: claim, VolumeName: "pvc-1", Volume: vol, Replicas: reps}
 	}
-	safe := read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": rw}))
+	safe := read(configClaim, both)
+	readyNode := func(name string, ready corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	// The replicas' nodes as read with the evidence: node-a and node-c
+	// live, node-d not Ready, node-b the lost one (its Node object still
+	// says Ready: a lost node's last word is not evidence).
+	replicaNodes := map[string]*corev1.Node{"node-a": readyNode("node-a", corev1.ConditionTrue), "node-c": readyNode("node-c", corev1.ConditionTrue),
+		"node-d": readyNode("node-d", corev1.ConditionUnknown), "node-b": readyNode("node-b", corev1.ConditionTrue)}
 	silent := func(vols ...ClaimVolume) *FailoverEvidence {
-		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: connection refused", Volumes: vols}
+		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: connection refused", Volumes: vols, ReplicaNodes: replicaNodes}
+	}
+	// elsewhere is the lost node's replica and one on node (node-a unless
+	// named), changed by edit.
+	elsewhere := func(edit func(*lhv1beta2.Replica)) ClaimVolume {
+		r := running("r-a", "node-a")
+		edit(r)
+		return read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b"), r})
 	}
 	pinned := testApp()
 	pinned.Affinity = AffinityRequired
@@ -71,35 +82,50 @@ func TestDecideFailover(t *testing.T) {
 			FailoverWait, "for 30s of 1m0s"},
 		"timer out, nothing read yet": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired},
 			FailoverWait, "reading the evidence"},
-		"replica elsewhere RW, node silent": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
+		"a healthy replica on a live node, node silent": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
 			FailoverForceDelete, "every volume has an up-to-date replica elsewhere"},
 		// A partitioned node still runs the old pod: any HTTP answer holds.
 		"node still answers": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
 			Evidence: &FailoverEvidence{Alive: true, Probe: "GET 10.0.0.2:12346/status answered 503 Service Unavailable", Volumes: []ClaimVolume{safe}}},
 			FailoverHold, "still answers on the cluster network (GET 10.0.0.2:12346/status answered 503"},
 		"only replica on the lost node": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b")}, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw})))},
-			FailoverRefuse, "no up-to-date replica off node-b for " + configClaim + " (volume pvc-1)"},
-		// The Replica object (as the lost node's manager left it) says
-		// healthy; the engine read now says the replica is still rebuilding.
-		"replica healthy but WO in the fresh engine": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: silent(read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": lhv1beta2.ReplicaModeWO})))},
-			FailoverRefuse, "(volume pvc-1)"},
-		"replica healthy but ERR in the fresh engine": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: silent(read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": lhv1beta2.ReplicaModeERR})))},
-			FailoverRefuse, "(volume pvc-1)"},
-		"replica RW in one engine of a migration, absent from the other": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: silent(read(configClaim, both, engine(map[string]lhv1beta2.ReplicaMode{"r-a": rw}), engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw})))},
-			FailoverRefuse, "(volume pvc-1)"},
-		"no engine to vouch": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(read(configClaim, both))},
-			FailoverRefuse, "has no engine"},
-		"replica elsewhere stopped": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b"), func() *lhv1beta2.Replica {
-				r := running("r-a", "node-a")
-				r.Status.CurrentState = lhv1beta2.InstanceStateStopped
-				return r
-			}()}, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": rw})))},
-			FailoverRefuse, "(volume pvc-1)"},
+			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b")}))},
+			FailoverRefuse, "no up-to-date replica off node-b for " + configClaim + " (volume pvc-1"},
+		// The volume's engine ran on the lost node: its replica modes are
+		// that node's last word, and it may be gone with it. The
+		// replicas' own status on live nodes is what counts.
+		"the volume's engine gone with the lost node, a healthy replica on a live node": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(read(configClaim, both))},
+			FailoverForceDelete, "up-to-date replica elsewhere"},
+		"the replica elsewhere rebuilding (healthyAt cleared)": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Spec.HealthyAt = "" }))},
+			FailoverRefuse, "(volume pvc-1"},
+		"the replica elsewhere failed": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Spec.FailedAt = "2026-11-25T10:00:00Z" }))},
+			FailoverRefuse, "(volume pvc-1"},
+		"the replica elsewhere in error": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Status.CurrentState = lhv1beta2.InstanceStateError }))},
+			FailoverRefuse, "(volume pvc-1"},
+		"the replica elsewhere stopped": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Status.CurrentState = lhv1beta2.InstanceStateStopped }))},
+			FailoverRefuse, "(volume pvc-1"},
+		"a healthy-looking replica on a node that is not Ready": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Spec.NodeID = "node-d" }))},
+			FailoverRefuse, "(volume pvc-1"},
+		"a healthy-looking replica on a node the cluster does not have": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Spec.NodeID = "node-gone" }))},
+			FailoverRefuse, "(volume pvc-1"},
+		// Its status was written by the lost node's manager: not the
+		// replica's own word now.
+		"a replica whose status the lost node's manager wrote": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Status.OwnerID = "node-b" }))},
+			FailoverRefuse, "(volume pvc-1"},
+		"a healthy replica on a live third node": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Spec.NodeID = "node-c" }))},
+			FailoverForceDelete, "up-to-date replica elsewhere"},
+		"another volume's replica does not count": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: silent(elsewhere(func(r *lhv1beta2.Replica) { r.Spec.VolumeName = "pvc-2" }))},
+			FailoverRefuse, "(volume pvc-1"},
 		"claim not bound": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
 			Evidence: silent(ClaimVolume{Claim: configClaim, Problem: "claim not bound"})},
 			FailoverRefuse, configClaim + " (claim not bound)"},
@@ -112,7 +138,7 @@ func TestDecideFailover(t *testing.T) {
 		"pod's own claim differs from the app config's": {FailoverInput{App: testApp(), Pod: podOn("restored-data"), Node: lost, FirstSeen: expired, Evidence: silent(safe)},
 			FailoverRefuse, "restored-data (not read)"},
 		"pod's own claim read and safe": {FailoverInput{App: testApp(), Pod: podOn("restored-data"), Node: lost, FirstSeen: expired,
-			Evidence: silent(read("restored-data", both, engine(map[string]lhv1beta2.ReplicaMode{"r-b": rw, "r-a": rw})))},
+			Evidence: silent(read("restored-data", both))},
 			FailoverForceDelete, "up-to-date replica elsewhere"},
 		"pod without claims, node silent": {FailoverInput{App: testApp(), Pod: podOn(), Node: lost, FirstSeen: expired, Evidence: silent()},
 			FailoverForceDelete, "silent: GET 10.0.0.2:12346/status: connection refused"},

@@ -1,10 +1,11 @@
 package apps
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,13 +82,10 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 					soon(5 * time.Second)
 					continue
 				}
-				// Then its volumes' VolumeAttachments on the lost node, on
-				// the same evidence. In this order: while the pod exists
+				// Then its volumes' VolumeAttachments on the lost node
+				// (releaseLeftBehind, once the pod is gone: while it exists
 				// the attach/detach controller wants the volume on that
-				// node, and would attach it there again.
-				if _, ok := a.releases[pod.UID]; !ok {
-					a.releases[pod.UID] = &pendingRelease{in: in, verdict: v, app: app.DisplayName}
-				}
+				// node, and would attach it there again).
 			}
 			for i := range states {
 				if states[i].UUID == uuid {
@@ -114,47 +112,118 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 	// Bounded memory: a pod gone, finished by its kubelet or deleted here
 	// leaves no record behind.
 	maps.DeleteFunc(a.stuck, func(uid types.UID, _ *stuckPod) bool { return !live[uid] })
-	for uid, r := range a.releases {
-		if unreachableTaint(nodes[r.in.Pod.Spec.NodeName]) == nil {
-			// The node is back (or gone from the cluster): its kubelet
-			// reports the volumes unused and the controller detaches them.
-			delete(a.releases, uid)
-			continue
-		}
-		if err := a.releaseAttachments(ctx, r, now); err != nil {
-			soon(5 * time.Second)
-			continue
-		}
-		delete(a.releases, uid)
+	if wait := a.releaseLeftBehind(ctx, set, nodes, d, probed, now); wait > 0 {
+		soon(wait)
 	}
 	return next
 }
 
-// pendingRelease is a force-delete whose VolumeAttachments on the lost node
-// are still to be removed: the verdict and the evidence it rested on.
-type pendingRelease struct {
-	in      FailoverInput
-	verdict FailoverVerdict
-	app     string
+// releaseCheck is the leader's last look at a VolumeAttachment left on a
+// lost node that it did not release: when, and why not (reported once).
+type releaseCheck struct {
+	at  time.Time
+	why string
 }
 
-// releaseAttachments deletes the VolumeAttachments that hold the
-// force-deleted pod's volumes on its lost node (AttachmentsToRelease), read
-// afresh from the API server, and records each in the timeline and as an
-// Event on the pod. An error leaves the release to be tried again.
-func (a *Agent) releaseAttachments(ctx context.Context, r *pendingRelease, now time.Time) error {
+// releaseLeftBehind releases the VolumeAttachments left on lost nodes by
+// app pods that are gone (DecideRelease), each on evidence read afresh.
+// What to release is found in the cluster every time, not remembered: a
+// force-delete whose release a leader did not finish (it lost the lead,
+// or died) is finished by whoever leads now. The attachments are listed
+// only while a node is lost, at most every failoverRecheck unless an app
+// pod left a lost node since the last pass. It returns when to look again
+// (0: no need).
+func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[string]*corev1.Node, d kube.Data, probed map[string]NodeLife, now time.Time) time.Duration {
+	podsOnLost := map[types.UID]bool{}
+	for _, p := range d.Pods {
+		if p.Namespace == kube.AppNamespace && unreachableTaint(nodes[p.Spec.NodeName]) != nil {
+			podsOnLost[p.UID] = true
+		}
+	}
+	anyLost := slices.ContainsFunc(slices.Collect(maps.Values(nodes)), func(n *corev1.Node) bool { return unreachableTaint(n) != nil })
+	podLeft := false
+	for uid := range a.podsOnLost {
+		podLeft = podLeft || !podsOnLost[uid]
+	}
+	a.podsOnLost = podsOnLost
+	if !anyLost {
+		clear(a.releaseChecked)
+		a.releasesListed = time.Time{}
+		return 0
+	}
+	if wait := failoverRecheck - now.Sub(a.releasesListed); !podLeft && !a.releasesListed.IsZero() && wait > 0 {
+		return wait
+	}
+	a.releasesListed = now
 	client := a.snap.Clients().Core.StorageV1().VolumeAttachments()
 	list, err := client.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		a.opts.Metrics.APIErrors.Inc()
-		a.log.Error("list volume attachments", "pod", r.in.Pod.Name, "err", err)
-		return err
+		a.log.Error("list volume attachments", "err", err)
+		return 5 * time.Second
 	}
-	var errs []error
-	node := r.in.Pod.Spec.NodeName
-	for _, va := range AttachmentsToRelease(r.in, r.verdict, list.Items) {
-		if va.DeletionTimestamp != nil {
-			continue // being detached already
+	// The claim of each Longhorn volume (named as its PV), and the apps
+	// that use each claim, for the report.
+	claimOf := map[string]string{}
+	for _, lv := range d.Volumes {
+		if ks := lv.Status.KubernetesStatus; ks.Namespace == kube.AppNamespace && ks.PVCName != "" {
+			claimOf[lv.Name] = ks.PVCName
+		}
+	}
+	appsOf := map[string][]string{}
+	for _, app := range set.Apps {
+		for _, ref := range app.VolumeRefs {
+			if v, ok := set.Volumes[ref]; ok {
+				appsOf[ClaimName(v)] = append(appsOf[ClaimName(v)], app.DisplayName)
+			}
+		}
+	}
+	podsOn := map[string][]*corev1.Pod{} // read afresh, per node
+	listed := map[types.UID]bool{}
+	for i := range list.Items {
+		va := &list.Items[i]
+		listed[va.UID] = true
+		node := nodes[va.Spec.NodeName]
+		pv := ptr.Deref(va.Spec.Source.PersistentVolumeName, "")
+		claim := claimOf[pv]
+		if unreachableTaint(node) == nil || va.DeletionTimestamp != nil || claim == "" {
+			continue
+		}
+		// The cache first: a pod there still mounting the claim is the
+		// failover verdict's to judge.
+		if slices.ContainsFunc(d.Pods, func(p *corev1.Pod) bool {
+			return p.Namespace == kube.AppNamespace && p.Spec.NodeName == node.Name && slices.Contains(podClaims(p), claim)
+		}) {
+			continue
+		}
+		if c, ok := a.releaseChecked[va.UID]; ok && now.Sub(c.at) < failoverRecheck {
+			continue
+		}
+		pods, ok := podsOn[node.Name]
+		if !ok {
+			got, err := a.snap.Clients().Core.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
+			if err != nil {
+				a.opts.Metrics.APIErrors.Inc()
+				a.log.Error("list pods on lost node", "node", node.Name, "err", err)
+				continue
+			}
+			for j := range got.Items {
+				pods = append(pods, &got.Items[j])
+			}
+			podsOn[node.Name] = pods
+		}
+		stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: va.Name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: node.Name,
+			Volumes: []corev1.Volume{{Name: claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
+		ev := a.failoverEvidence(ctx, stub, node, probed)
+		release, why := DecideRelease(va, node, claim, pods, ev)
+		app := strings.Join(appsOf[claim], ", ")
+		if !release {
+			if c := a.releaseChecked[va.UID]; c.why != why {
+				a.log.Warn("failover", "app", app, "attachment", va.Name, "action", "release held", "reason", why)
+				a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: app, Node: node.Name, Message: why, Warning: true})
+			}
+			a.releaseChecked[va.UID] = releaseCheck{at: now, why: why}
+			continue
 		}
 		err := client.Delete(ctx, va.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(va.UID)}})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -163,18 +232,20 @@ func (a *Agent) releaseAttachments(ctx context.Context, r *pendingRelease, now t
 		if err != nil {
 			a.opts.Metrics.APIErrors.Inc()
 			a.log.Error("delete volume attachment", "attachment", va.Name, "err", err)
-			errs = append(errs, err)
+			a.releaseChecked[va.UID] = releaseCheck{at: now, why: err.Error()}
 			continue
 		}
-		pv := ptr.Deref(va.Spec.Source.PersistentVolumeName, "")
-		msg := fmt.Sprintf("released volume %s from lost node %s (deleted VolumeAttachment %s): up-to-date replica elsewhere, node silent; the attach/detach controller would hold it there 6 min after the force-delete",
-			pv, node, va.Name)
+		delete(a.releaseChecked, va.UID)
 		a.opts.Metrics.FailoverActions.WithLabelValues("release-attachment").Inc()
-		a.log.Info("failover", "app", r.app, "pod", r.in.Pod.Name, "action", "release-attachment", "reason", msg)
-		a.timeline.Add(TimelineEvent{Time: now, Kind: EventFailover, App: r.app, Node: node, Message: msg})
-		a.recorder.Event(r.in.Pod, corev1.EventTypeNormal, "VolumeAttachmentDeleted", msg)
+		a.log.Info("failover", "app", app, "attachment", va.Name, "action", "release-attachment", "reason", why)
+		a.timeline.Add(TimelineEvent{Time: now, Kind: EventFailover, App: app, Node: node.Name, Message: why})
+		a.recorder.Event(va, corev1.EventTypeNormal, "VolumeAttachmentDeleted", why)
 	}
-	return errors.Join(errs...)
+	maps.DeleteFunc(a.releaseChecked, func(uid types.UID, _ releaseCheck) bool { return !listed[uid] })
+	if len(a.releaseChecked) > 0 {
+		return failoverRecheck
+	}
+	return 0
 }
 
 // failoverEvidence probes the lost node (once per pass) and, only when it
@@ -188,6 +259,15 @@ func (a *Agent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *cor
 	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail}
 	if !life.Alive {
 		ev.Volumes = ReadFailoverEvidence(ctx, a.snap.Clients(), pod)
+		nodes, err := ReadReplicaNodes(ctx, a.snap.Clients(), ev.Volumes)
+		if err != nil {
+			// No replica can be shown on a live node: every claim unsafe.
+			a.opts.Metrics.APIErrors.Inc()
+			for i := range ev.Volumes {
+				ev.Volumes[i].Problem = cmp.Or(ev.Volumes[i].Problem, err.Error())
+			}
+		}
+		ev.ReplicaNodes = nodes
 	}
 	return ev
 }

@@ -42,11 +42,23 @@ type layoutWriter struct {
 	// conflicts are the layouts held back for a conflicting config: the
 	// sighting reported, so each is reported once.
 	conflicts map[string]string
+	// lostTies are the layouts held back for good because another node's
+	// config wins the tie (configWinsTie): by whom, and when this node
+	// last saw that layout live.
+	lostTies map[string]lostTie
+}
+
+// lostTie is a tie this node's config lost: the winner's layout, last seen
+// at, by the node that laid it out.
+type lostTie struct {
+	by string
+	at time.Time
 }
 
 func newLayoutWriter(fx placeEffects, window time.Duration) *layoutWriter {
 	return &layoutWriter{placeEffects: fx, window: window,
-		failed: map[string]applyFailure{}, stale: map[string]bool{}, seen: map[string]layoutSighting{}, conflicts: map[string]string{}}
+		failed: map[string]applyFailure{}, stale: map[string]bool{}, seen: map[string]layoutSighting{}, conflicts: map[string]string{},
+		lostTies: map[string]lostTie{}}
 }
 
 // applyFailure is a layout the API server refused: retried after
@@ -74,6 +86,9 @@ type layoutMemory struct {
 	conflict string
 	// staleReported: the stale-config hold was reported.
 	staleReported bool
+	// lostTie: this node's config lost the tie to the layout last seen
+	// live at lostTie.at (zero: no tie lost).
+	lostTie lostTie
 }
 
 // layoutDo is what the writer does with one desired object.
@@ -120,6 +135,9 @@ type layoutAction struct {
 	moved bool
 	// wait is when to look again: the conflict window's end, or the retry.
 	wait time.Duration
+	// lostTie: held for good, another node's live layout is from a config
+	// that wins the tie.
+	lostTie bool
 }
 
 // decideLayout says what to do with the desired layout want given the live
@@ -136,10 +154,22 @@ func decideLayout(live *unstructured.Unstructured, want Layout, mem layoutMemory
 	verdict := LayoutWrite{}
 	if live != nil { // a nil *Unstructured is not a nil metav1.Object
 		verdict = DecideLayoutWrite(live, want.Object, mem.seen, now, window)
+	} else if until := mem.lostTie.at.Add(window); !mem.lostTie.at.IsZero() && now.Before(until) {
+		// The winner's layout just went: a pinned VM it moves is deleted
+		// and made again, and this node laying the app out in the gap
+		// would start the takeovers over. Gone for the window, it is gone.
+		return layoutAction{do: layoutHoldConflict, app: app, wait: until.Sub(now), report: mem.conflict != "gone",
+			why: fmt.Sprintf("conflict: the layout by %s, whose config wins the tie (%s), is gone; not laying this app out before %s in case it is being made again",
+				mem.lostTie.by, tieRule, until.Format(time.TimeOnly))}
 	}
 	if verdict.Conflict {
-		return layoutAction{do: layoutHoldConflict, why: verdict.Hold, app: app, wait: verdict.Until.Sub(now),
-			report: mem.conflict != LayoutSighting(live)}
+		act := layoutAction{do: layoutHoldConflict, why: verdict.Hold, app: app, report: mem.conflict != LayoutSighting(live)}
+		if act.lostTie = verdict.Until.IsZero(); !act.lostTie {
+			// A losing config's hold has no end to wait for: a change of
+			// the layout or of the config wakes the writer.
+			act.wait = verdict.Until.Sub(now)
+		}
+		return act
 	}
 	if verdict.Hold != "" {
 		return layoutAction{do: layoutHoldStale, why: verdict.Hold, app: app, report: !mem.staleReported}
@@ -165,6 +195,7 @@ func (w *layoutWriter) observe(desired map[string]Layout, workloads []placedObje
 	maps.DeleteFunc(w.failed, func(key string, _ applyFailure) bool { return notDesired(key) })
 	maps.DeleteFunc(w.stale, func(key string, _ bool) bool { return notDesired(key) })
 	maps.DeleteFunc(w.conflicts, func(key string, _ string) bool { return notDesired(key) })
+	maps.DeleteFunc(w.lostTies, func(key string, _ lostTie) bool { return notDesired(key) })
 	w.noteSightings(workloads, desired, now)
 }
 
@@ -172,14 +203,14 @@ func (w *layoutWriter) observe(desired map[string]Layout, workloads []placedObje
 // verdict means for that memory.
 func (w *layoutWriter) decide(key string, live *unstructured.Unstructured, want Layout, now time.Time) layoutAction {
 	act := decideLayout(live, want, w.memory(key, live, now), now, w.window)
-	w.remember(key, act, live)
+	w.remember(key, act, live, now)
 	return act
 }
 
 // memory is what the writer remembers of the object under key, live as it
 // stands now (nil: none).
 func (w *layoutWriter) memory(key string, live *unstructured.Unstructured, now time.Time) layoutMemory {
-	mem := layoutMemory{conflict: w.conflicts[key], staleReported: w.stale[key]}
+	mem := layoutMemory{conflict: w.conflicts[key], staleReported: w.stale[key], lostTie: w.lostTies[key]}
 	if f, ok := w.failed[key]; ok {
 		mem.failed = &f
 	}
@@ -192,20 +223,30 @@ func (w *layoutWriter) memory(key string, live *unstructured.Unstructured, now t
 // remember records what deciding act on key means for the memory: an
 // object in sync has nothing failed or held left; a hold is reported once;
 // a write (or a move) ends any hold. Apply outcomes are recorded by write.
-func (w *layoutWriter) remember(key string, act layoutAction, live *unstructured.Unstructured) {
+func (w *layoutWriter) remember(key string, act layoutAction, live *unstructured.Unstructured, now time.Time) {
 	switch act.do {
 	case layoutInSync:
 		delete(w.failed, key)
 		delete(w.stale, key)
 	case layoutHoldConflict:
 		if act.report {
-			w.conflicts[key] = LayoutSighting(live)
+			w.conflicts[key] = "gone"
+			if live != nil {
+				w.conflicts[key] = LayoutSighting(live)
+			}
+		}
+		if act.lostTie {
+			w.lostTies[key] = lostTie{by: cmp.Or(live.GetAnnotations()[AnnotationLaidOutBy], "another node"), at: now}
 		}
 	case layoutHoldStale:
 		w.stale[key] = true
 	default:
 		delete(w.stale, key)
 		delete(w.conflicts, key)
+		delete(w.lostTies, key)
+	}
+	if act.do == layoutInSync {
+		delete(w.lostTies, key)
 	}
 }
 

@@ -2,6 +2,7 @@ package apps
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +250,57 @@ func TestLayoutWriterClaimConflictLapses(t *testing.T) {
 	}
 	if act := pass(t0.Add(window + time.Second)); act.do != layoutApply || !act.takeover {
 		t.Fatalf("past the window: %+v, want this node's claim written over node-b's, said as a takeover", act)
+	}
+}
+
+// A node whose config lost the tie holds for good while the winner's
+// layout stands, and also through the gap when it goes: a pinned VM the
+// winner takes over is deleted and made again, and a loser laying the app
+// out in between would start the takeovers over. Gone for the window
+// from when it was last seen, it is gone: the loser lays the app out.
+func TestLayoutWriterLostTieWaitsOutTheGap(t *testing.T) {
+	const window = 5 * time.Minute
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	w := newLayoutWriter(placeEffects{}, window)
+	pinned := testApp()
+	pinned.Kind, pinned.Affinity, pinned.Resources.Memory = KindVM, AffinityRequired, "1Gi"
+	want := layoutOf(t, pinned, nodeA, "node-a")
+	key := want.key()
+	// The winner's config designates a node whose UUID sorts before node-a's.
+	const first = "00000000-0000-4000-8000-000000000001"
+	theirs := pinned
+	theirs.DesignatedNodeID = first
+	byWinner := liveAs(layoutOf(t, theirs, first, "node-0"), "node-0", t0)
+	pass := func(now time.Time, live *unstructured.Unstructured) layoutAction {
+		var workloads []placedObject
+		if live != nil {
+			workloads = append(workloads, placedObject{GVR: want.GVR, Object: live})
+		}
+		w.observe(map[string]Layout{key: want}, workloads, now)
+		return w.decide(key, live, want, now)
+	}
+	if act := pass(t0, byWinner); act.do != layoutHoldConflict || !act.report || act.wait != 0 {
+		t.Fatalf("the winner's layout: %+v, want a hold for good, reported", act)
+	}
+	if act := pass(t0.Add(time.Hour), byWinner); act.do != layoutHoldConflict || act.report {
+		t.Fatalf("an hour on: %+v, want the hold, quietly", act)
+	}
+	gone := t0.Add(time.Hour + time.Second)
+	act := pass(gone, nil)
+	if act.do != layoutHoldConflict || !act.report || act.wait != window-time.Second || !strings.Contains(act.why, "node-0") {
+		t.Fatalf("the winner's layout gone a second: %+v, want a hold until the window from its last sighting, reported, naming node-0", act)
+	}
+	if act := pass(gone.Add(time.Minute), nil); act.do != layoutHoldConflict || act.report {
+		t.Fatalf("still gone: %+v, want the hold, quietly", act)
+	}
+	// Back within the window (made again): held for good again.
+	if act := pass(gone.Add(2*time.Minute), liveAs(layoutOf(t, theirs, first, "node-0"), "node-0", gone)); act.do != layoutHoldConflict || act.wait != 0 {
+		t.Fatalf("the winner's layout back: %+v, want the hold for good", act)
+	}
+	// Gone for a whole window: this node lays the app out.
+	last := gone.Add(2 * time.Minute)
+	pass(last.Add(time.Second), nil)
+	if act := pass(last.Add(window), nil); act.do != layoutApply {
+		t.Fatalf("gone for the window: %+v, want the layout written", act)
 	}
 }

@@ -20,7 +20,8 @@ import (
 // reconciler per concern, in this order: what is desired (desiredLayouts),
 // writing it (layoutWriter), restarting the pinned VMs KubeVirt leaves
 // failed (failedPinnedVMIs), removing what no longer has a place here
-// (orphanRemover). What placement finds wrong lands in the app states. It
+// (orphanRemover), recording on what another node places now the config
+// this node holds (handovers). What placement finds wrong lands in the app states. It
 // returns when to retry a write held or refused (0: nothing to retry).
 func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
 	if !a.placed.synced() || myUUID == "" {
@@ -31,7 +32,21 @@ func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppD
 	writeErr, retry := a.writer.write(ctx, a.placed, desired, hosts, vmis, now)
 	maps.Copy(appErr, writeErr)
 	a.effects.restartPinnedVMIs(ctx, failedPinnedVMIs(desired, a.placed.live, hosts, nodeReady), now)
-	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, now)
+	// A file absent when the agent started has no last good version to
+	// hold (HoldAbsentFiles): the absence grace runs from the first read.
+	absenceKnown := true
+	if wait := a.opts.FileAbsentGrace - now.Sub(a.firstRead); wait > 0 {
+		absenceKnown = false
+		if retry == 0 || wait < retry {
+			retry = wait
+		}
+	}
+	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, absenceKnown, now)
+	var claims []placedObject
+	for _, obj := range a.placed.list(GVRPVC) {
+		claims = append(claims, placedObject{GVR: GVRPVC, Object: obj})
+	}
+	a.effects.handOver(ctx, a.placed.workloads(), claims, set, decisions, myUUID, now)
 	for i := range states {
 		if msg, ok := appErr[states[i].UUID]; ok {
 			states[i].Error = msg

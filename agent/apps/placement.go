@@ -135,8 +135,12 @@ type LayoutWrite struct {
 // content, with the same version or none) each think the app theirs: were
 // both to write on every change, each write would wake the other and
 // every round restart the app. Neither config is known to be the newer,
-// so the first layout stands and the other node holds and reports, until
-// the layout has stood for the window or this node gets a newer version.
+// so one wins by a rule every node applies alike (configWinsTie): the
+// first layout stands while the other node holds and reports; a node whose
+// config wins writes over the loser's layout once it has stood for the
+// window, a node whose config loses never writes over the winner's (until
+// it gets a newer version, or the configs agree). One takeover at most,
+// not one per window for ever.
 // Freshness is counted from this node's own sighting, never from the other
 // node's clock in laid-out-at: a skewed clock there neither holds this
 // node forever nor lets it write at once.
@@ -159,18 +163,39 @@ func DecideLayoutWrite(live, want metav1.Object, seen, now time.Time, window tim
 		// disagreement.
 		return LayoutWrite{}
 	}
-	until := seen.Add(window)
-	if !now.Before(until) {
-		return LayoutWrite{}
-	}
 	by := cmp.Or(laid[AnnotationLaidOutBy], "node "+laid[AnnotationDNId])
 	differs := ""
 	if strings.EqualFold(laid[AnnotationConfigDNId], mine[AnnotationConfigDNId]) {
 		differs = ", other content"
 	}
+	if !configWinsTie(mine, laid) {
+		return LayoutWrite{Conflict: true, Hold: fmt.Sprintf(
+			"conflict: %s laid this app out from a config (%s) that disagrees with this node's (%s%s) and wins the tie (%s); not writing over it unless a newer config version arrives or the configs agree",
+			by, describeConfig(laid), describeConfig(mine), differs, tieRule)}
+	}
+	until := seen.Add(window)
+	if !now.Before(until) {
+		return LayoutWrite{}
+	}
 	return LayoutWrite{Conflict: true, Until: until, Hold: fmt.Sprintf(
-		"conflict: %s laid this app out from a config (%s) that disagrees with this node's (%s%s); not writing over it before %s unless a newer config version arrives",
-		by, describeConfig(laid), describeConfig(mine), differs, until.Format(time.TimeOnly))}
+		"conflict: %s laid this app out from a config (%s) that disagrees with this node's (%s%s); this node's wins the tie (%s): not writing over it before %s unless a newer config version arrives",
+		by, describeConfig(laid), describeConfig(mine), differs, tieRule, until.Format(time.TimeOnly))}
+}
+
+// tieRule says which of two disagreeing configs of one version wins.
+const tieRule = "the config whose designated node UUID, then config hash, sorts first"
+
+// configWinsTie: of two layouts' configs of one version that disagree,
+// mine wins (tieRule). Every node judges a pair alike, from the configs
+// alone: exactly one of the two wins, whoever asks and whenever, so the
+// loser never writes over the winner and the two never take the app from
+// each other in turn.
+func configWinsTie(mine, theirs map[string]string) bool {
+	a, b := strings.ToLower(mine[AnnotationConfigDNId]), strings.ToLower(theirs[AnnotationConfigDNId])
+	if a != b {
+		return a < b
+	}
+	return mine[AnnotationConfigHash] < theirs[AnnotationConfigHash]
 }
 
 // sameConfig: two layouts come from one app config. Layouts from before
@@ -252,8 +277,15 @@ func LayoutVolume(v VolumeConfig) (Layout, error) {
 	}
 	// Only the designated node lays a claim out: the config it came from
 	// tells two nodes' disagreeing volume configs apart (DecideLayoutWrite).
-	return finish(GVRPVC, pvc, map[string]string{AnnotationDNId: v.DesignatedNodeID,
-		AnnotationConfigDNId: v.DesignatedNodeID, AnnotationConfigHash: configHash(v)})
+	stamps := volumeStamps(v)
+	stamps[AnnotationDNId] = v.DesignatedNodeID
+	return finish(GVRPVC, pvc, stamps)
+}
+
+// volumeStamps are the annotations that record the volume config a claim
+// came from (volume configs carry no version).
+func volumeStamps(v VolumeConfig) map[string]string {
+	return map[string]string{AnnotationConfigDNId: v.DesignatedNodeID, AnnotationConfigHash: configHash(v)}
 }
 
 // LayoutApp is the workload for an app whose effective DNId node is
@@ -291,10 +323,8 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 		claims = append(claims, v)
 	}
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelAppUUID: app.UUID}}
-	annotations := map[string]string{AnnotationDNId: dnid, AnnotationConfigDNId: app.DesignatedNodeID, AnnotationConfigHash: configHash(app)}
-	if app.Version > 0 {
-		annotations[AnnotationConfigVersion] = strconv.FormatUint(app.Version, 10)
-	}
+	annotations := configStamps(app)
+	annotations[AnnotationDNId] = dnid
 	var vmAnnotations map[string]string
 	if port := app.VNCPort(); port > 0 {
 		vmAnnotations = map[string]string{kube.AnnotationVNCPort: strconv.Itoa(port)}
@@ -360,6 +390,17 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 		},
 	}
 	return finish(GVRVMIRS, rs, annotations)
+}
+
+// configStamps are the annotations that record the app config a layout
+// came from: its designated node, its version (none when unversioned) and
+// its hash.
+func configStamps(app AppConfig) map[string]string {
+	out := map[string]string{AnnotationConfigDNId: app.DesignatedNodeID, AnnotationConfigHash: configHash(app)}
+	if app.Version > 0 {
+		out[AnnotationConfigVersion] = strconv.FormatUint(app.Version, 10)
+	}
+	return out
 }
 
 // configHash is a short hash of an app's or volume's config as this node

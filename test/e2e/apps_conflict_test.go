@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -214,5 +215,94 @@ func TestAppsOverrideKeptByOlderConfig(t *testing.T) {
 	writeJSON(t, oldFile, v3)
 	waitAgents(t, all, v2.DisplayName, 60*time.Second, "moved to node-b by version 3", func(v agentView) bool {
 		return !overrideKept() && runningOn("node-b")(v)
+	})
+}
+
+// The same two disagreeing unversioned configs, with a short conflict
+// window: one config wins (the one whose designated node UUID sorts
+// first, on every node alike), its node takes the apps over at most once,
+// and the other node holds for good, saying the other config wins the
+// tie. Watched over four windows: the pinned VM's VMI is made at most
+// twice (the first layout, one takeover), the Deployment changes hands at
+// most once, and ends laid out by the winner; no restart every window.
+func TestAppsConflictingConfigsOneWinner(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	dirB, dirC, logDir := t.TempDir(), t.TempDir(), t.TempDir()
+	web := apps.AppConfig{UUID: "e6000000-0000-4000-8000-000000000011", DisplayName: "tie-web", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/tie-web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
+	vm := apps.AppConfig{UUID: "e6000000-0000-4000-8000-000000000012", DisplayName: "tie-vm", Activate: true, Kind: apps.KindVM,
+		Image: "registry.local/tie-vm:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityRequired,
+		Resources: apps.AppResources{Memory: "512Mi"}}
+	appConfigs := map[string]apps.AppConfig{web.DisplayName: web, vm.DisplayName: vm}
+	for name, app := range appConfigs {
+		writeJSON(t, filepath.Join(dirB, "apps", name+".json"), app)
+		app.DesignatedNodeID = sitebox.NodeUUID("node-c")
+		writeJSON(t, filepath.Join(dirC, "apps", name+".json"), app)
+	}
+	winner, loser := "node-b", "node-c"
+	if sitebox.NodeUUID("node-c") < sitebox.NodeUUID("node-b") {
+		winner, loser = loser, winner
+	}
+	const window = 4 * time.Second
+	tune := func(o *agent.Options) { o.Apps.ConflictWindow = window }
+	agents := map[string]*siteAgent{}
+	// The loser first, so that the winner finds its layout and takes over.
+	for _, n := range []string{loser, winner} {
+		dir := map[string]string{"node-b": dirB, "node-c": dirC}[n]
+		agents[n] = startAgentWith(t, site, n, dir, logDir, func(o *agent.Options) {
+			startSiteAgentTimings(o)
+			tune(o)
+		})
+		if n == loser {
+			until(t, 60*time.Second, "the loser's layout of both apps", func() (struct{}, bool) {
+				d, errD := cs.AppsV1().Deployments(kube.AppNamespace).Get(ctx, apps.WorkloadName(web), metav1.GetOptions{})
+				v, errV := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Get(ctx, apps.WorkloadName(vm), metav1.GetOptions{})
+				return struct{}{}, errD == nil && errV == nil && d.Annotations[apps.AnnotationLaidOutBy] == loser && v.Annotations[apps.AnnotationLaidOutBy] == loser
+			}, func(struct{}) string { return "not yet" })
+		}
+	}
+	t.Cleanup(func() {
+		logAgentsOnFailure(t, logDir, "node-b", "node-c")
+		for name := range appConfigs {
+			_ = os.Remove(filepath.Join(dirC, "apps", name+".json"))
+		}
+		cleanupApps(t, cs, dynClient(t, site), agents, dirB, appConfigs)
+	})
+	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
+	vmis := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace)
+	vmiUIDs := map[types.UID]bool{}
+	var writers []string // the Deployment's laid-out-by, each change
+	holds(t, 4*window+2*time.Second, "at most one takeover", func() error {
+		if v, err := vmis.Get(ctx, apps.WorkloadName(vm), metav1.GetOptions{}); err == nil {
+			vmiUIDs[v.UID] = true
+		}
+		if d, err := deployments.Get(ctx, apps.WorkloadName(web), metav1.GetOptions{}); err == nil {
+			if by := d.Annotations[apps.AnnotationLaidOutBy]; len(writers) == 0 || writers[len(writers)-1] != by {
+				writers = append(writers, by)
+			}
+		}
+		if len(vmiUIDs) > 2 || len(writers) > 2 {
+			return fmt.Errorf("the apps change hands again and again: %d VMIs of %s, the Deployment of %s laid out by %v in turn",
+				len(vmiUIDs), vm.DisplayName, web.DisplayName, writers)
+		}
+		return nil
+	})
+	if writers[len(writers)-1] != winner {
+		t.Fatalf("the Deployment ends laid out by %v, want the winner %s last", writers, winner)
+	}
+	for _, app := range []apps.AppConfig{web, vm} {
+		st, _ := agents[loser].app(app.DisplayName)
+		if !strings.Contains(st.Error, "wins the tie") || !strings.Contains(st.Error, winner) {
+			t.Errorf("%s: the loser %s does not say the other config wins: %q", app.DisplayName, loser, st.Error)
+		}
+		if st, _ := agents[winner].app(app.DisplayName); st.Error != "" {
+			t.Errorf("%s: the winner %s reports %q", app.DisplayName, winner, st.Error)
+		}
+	}
+	waitTimeline(t, agents[loser], 10*time.Second, "the tie on the loser's timeline", func(e apps.TimelineEvent) bool {
+		return e.App == vm.DisplayName && e.Kind == apps.EventConflict && strings.Contains(e.Message, "wins the tie")
 	})
 }

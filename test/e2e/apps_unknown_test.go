@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -123,4 +126,94 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 		15*time.Second, "a Kubernetes Event for the removal", func(e corev1.Event) bool {
 			return e.Type == corev1.EventTypeNormal && strings.Contains(e.Message, "left the config")
 		})
+}
+
+// A tool that swaps the app files (rm *.json; cp ...) leaves each absent
+// for a moment: that is not an intent to remove the app. The agent keeps
+// the file's last good version for --app-file-absent-grace and says so in
+// its config errors; the file back within the grace changes nothing (the
+// Deployment is the same object, never written again). Absent past the
+// grace, the app is removed.
+func TestAppsFileAbsentForAMomentStopsNothing(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	blink := apps.AppConfig{UUID: "e4000000-0000-4000-8000-000000000003", DisplayName: "blink-keep", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/blink:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
+	path := filepath.Join(appsDir, "apps", blink.DisplayName+".json")
+	writeJSON(t, path, blink)
+	if err := os.MkdirAll(filepath.Join(appsDir, "volumes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const grace = 8 * time.Second
+	agents := map[string]*siteAgent{"node-b": startAgentWith(t, site, "node-b", appsDir, logDir, func(o *agent.Options) {
+		o.Apps.FileAbsentGrace = grace
+	})}
+	nodeB := agents["node-b"]
+	t.Cleanup(func() {
+		logAgentsOnFailure(t, logDir, "node-b")
+		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]apps.AppConfig{blink.DisplayName: blink})
+	})
+	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
+	name := apps.WorkloadName(blink)
+	before := until(t, 60*time.Second, "Deployment "+name+" laid out", func() (*appsv1.Deployment, bool) {
+		d, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		return d, err == nil
+	}, func(*appsv1.Deployment) string { return "not there" })
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func() error {
+		d, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			return err
+		case d.UID != before.UID || d.DeletionTimestamp != nil:
+			return fmt.Errorf("deleted (uid %s → %s, deletion %v)", before.UID, d.UID, d.DeletionTimestamp)
+		case d.Generation != before.Generation || siteconApply(d) != siteconApply(before):
+			return fmt.Errorf("written again: generation %d → %d", before.Generation, d.Generation)
+		}
+		return nil
+	}
+
+	// rm: the agent reads the absence and holds the app (or deletes it).
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	held := until(t, grace/2, "the agent reports the absent file held, or deletes the app", func() (string, bool) {
+		if err := unchanged(); err != nil {
+			return err.Error(), true
+		}
+		msg := nodeB.agent.Apps().Node().ConfigErrors[path]
+		return msg, strings.Contains(msg, "absent")
+	}, func(msg string) string { return "config error for the file: " + msg })
+	if err := unchanged(); err != nil {
+		t.Fatalf("the app's file absent for a moment: its Deployment %s: %v (the agent said %q)", name, err, held)
+	}
+	if st, ok := nodeB.app(blink.DisplayName); !ok || !st.Activate {
+		t.Fatalf("while its file is held the app is still configured and active: %+v (found %v)", st, ok)
+	}
+	// cp: back within the grace; nothing changes, through and past the
+	// end of the grace.
+	if err := config.WriteFileAtomic(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holds(t, grace+2*time.Second, "the Deployment stays as it was with its file back", unchanged)
+	if msg := nodeB.agent.Apps().Node().ConfigErrors[path]; msg != "" {
+		t.Fatalf("the file is back, the agent still reports it: %q", msg)
+	}
+
+	// Absent past the grace: the app leaves the config, its Deployment is
+	// removed, and not before the grace.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	holds(t, grace-2*time.Second, "the Deployment stays through the grace", unchanged)
+	until(t, 20*time.Second, "the app removed once its file stayed absent past the grace", func() (error, bool) {
+		_, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		return err, apierrors.IsNotFound(err)
+	}, func(err error) string { return fmt.Sprintf("Deployment %s: get: %v", name, err) })
 }

@@ -16,7 +16,9 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -268,4 +270,70 @@ func volumeAttachmentOf(t *testing.T, cs kubernetes.Interface, pv, node string) 
 		}
 	}
 	return nil
+}
+
+// A force-delete whose release the leader did not finish (it lost the
+// lead, or died, between the two) must not leave the volume on the lost
+// node for the attach/detach controller's 6 minutes: whoever leads finds
+// the VolumeAttachment left behind by a pod that is gone and releases it
+// on fresh evidence. Here the old leader's force-delete is played by the
+// test (the agents' own failover timeout is an hour, so no live agent
+// decided it or remembers it), and a live agent must still release the
+// volume and the app come up elsewhere.
+func TestFailoverReleaseSurvivesALeaderChange(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs, dyn, lh := clientset(t, site), dynClient(t, site), longhornClient(t, site)
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	b := sitebox.NodeUUID("node-b")
+	vol := apps.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000001a", Name: "rel-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
+	app := apps.AppConfig{UUID: "e4000000-0000-4000-8000-000000000011", DisplayName: "rel-app", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/rel:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vol.UUID}}
+	appConfigs := map[string]apps.AppConfig{app.DisplayName: app}
+	writeJSON(t, filepath.Join(appsDir, "volumes", vol.Name+".json"), vol)
+	writeJSON(t, filepath.Join(appsDir, "apps", app.DisplayName+".json"), app)
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startAgentWith(t, site, n, appsDir, logDir, func(o *agent.Options) {
+			startSiteAgentTimings(o)
+			o.Apps.FailoverTimeout = time.Hour // no live agent force-deletes it itself
+		})
+	}
+	t.Cleanup(func() {
+		logAgentsOnFailure(t, logDir, "node-a", "node-b", "node-c")
+		cleanupApps(t, cs, dyn, agents, appsDir, appConfigs)
+		_ = cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(context.Background(), apps.ClaimName(vol), metav1.DeleteOptions{})
+	})
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	waitAgents(t, all, app.DisplayName, 60*time.Second, "running on node-b", runningOn("node-b"))
+	pv := claimPV(t, cs, apps.ClaimName(vol))
+
+	// node-b is lost and silent; its pod hangs terminating there.
+	agents["node-b"].lose()
+	site.RecoverOnCleanup(t, "node-b")
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	live := []*siteAgent{agents["node-a"], agents["node-c"]}
+	sel := metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + app.UUID}
+	stuck := waitPods(t, cs, kube.AppNamespace, sel, 90*time.Second, "the app's pod terminating on node-b", func(pods []corev1.Pod) bool {
+		return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Spec.NodeName == "node-b" && p.DeletionTimestamp != nil })
+	})
+	i := slices.IndexFunc(stuck, func(p corev1.Pod) bool { return p.Spec.NodeName == "node-b" && p.DeletionTimestamp != nil })
+	if va := volumeAttachmentOf(t, cs, pv, "node-b"); va == nil {
+		t.Fatalf("no VolumeAttachment of %s on node-b to release", pv)
+	}
+	// The old leader's force-delete, then it is gone before releasing.
+	if err := cs.CoreV1().Pods(kube.AppNamespace).Delete(t.Context(), stuck[i].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitAnyTimeline(t, live, 30*time.Second, "the volume left on node-b released by whoever leads", func(e apps.TimelineEvent) bool {
+		return e.App == app.DisplayName && e.Kind == apps.EventFailover && strings.Contains(e.Message, "VolumeAttachment") && strings.Contains(e.Message, pv)
+	})
+	view := waitAgents(t, live, app.DisplayName, 60*time.Second, "running on node-a or node-c", func(v agentView) bool {
+		return runningOn("node-a")(v) || runningOn("node-c")(v)
+	})
+	if at := attachedNode(t, lh, apps.ClaimName(vol)); at != view["node-a"].Node {
+		t.Fatalf("%s runs on %s, its volume is attached to %q", app.DisplayName, view["node-a"].Node, at)
+	}
 }

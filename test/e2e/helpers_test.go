@@ -238,12 +238,16 @@ type siteAgent struct {
 
 func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir string) *siteAgent {
 	t.Helper()
-	return startAgentWith(t, site, node, appsDir, logDir, func(o *agent.Options) {
-		// The tests' speed-ups over the shipped defaults (see the README).
-		o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
-		o.Apps.Placement = apps.PlacementOptions{MoveAfter: 3 * time.Second}
-		o.Apps.FailoverTimeout = 3 * time.Second
-	})
+	return startAgentWith(t, site, node, appsDir, logDir, startSiteAgentTimings)
+}
+
+// startSiteAgentTimings are the tests' speed-ups over the shipped defaults
+// (see the README).
+func startSiteAgentTimings(o *agent.Options) {
+	o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	o.Apps.Placement = apps.PlacementOptions{MoveAfter: 3 * time.Second}
+	o.Apps.FailoverTimeout = 3 * time.Second
+	o.Apps.FileAbsentGrace = 2 * time.Second
 }
 
 // startAgentWith runs an apps agent for node on sitebox, logging to
