@@ -263,8 +263,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.opts.ConfigPollInterval)
 	defer tick.Stop()
 	for {
-		_, statErr := os.Stat(a.opts.ConfigPath)
-		stamp, _ := fileStamp(a.opts.ConfigPath)
+		stamp, statErr := statConfig(a.opts.ConfigPath)
 		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath), time.Now())
 		a.mu.Lock()
 		a.state.ConfigNote = step.note

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -150,15 +151,45 @@ func (w *configWatch) fromFile(stamp string, statErr error, now time.Time) confi
 	}
 }
 
+// configDirError: the config file's directory is absent or unreadable. It
+// does not wrap fs.ErrNotExist on purpose: only a file removed from a
+// readable directory is absent.
+type configDirError struct {
+	dir string
+	err error
+}
+
+func (e *configDirError) Error() string {
+	if errors.Is(e.err, fs.ErrNotExist) {
+		return fmt.Sprintf("config directory %s is absent (not mounted?)", e.dir)
+	}
+	return fmt.Sprintf("config directory %s cannot be read: %v", e.dir, e.err)
+}
+
 // loadFailed asks for the config to be loaded again at the next poll.
 func (w *configWatch) loadFailed() { w.retry = true }
 
-func fileStamp(path string) (string, bool) {
+// statConfig stats the config file for one poll: its stamp (mtime and
+// size) and the stat's error, which configWatch.next judges. A file is
+// absent (fs.ErrNotExist) only when its directory is there to say so: a
+// directory that is itself absent or unreadable (/persist not mounted yet,
+// or gone with its disk) says nothing of intent, and is returned as a
+// configDirError, which next holds on like any unreadable file.
+func statConfig(path string) (string, error) {
 	st, err := os.Stat(path)
-	if err != nil {
-		return "absent", false
+	if errors.Is(err, fs.ErrNotExist) {
+		dir := filepath.Dir(path)
+		switch dst, derr := os.Stat(dir); {
+		case derr != nil:
+			return "absent", &configDirError{dir: dir, err: derr}
+		case !dst.IsDir():
+			return "absent", &configDirError{dir: dir, err: errors.New("not a directory")}
+		}
 	}
-	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), true
+	if err != nil {
+		return "absent", err
+	}
+	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), nil
 }
 
 // load reads and validates the config.
