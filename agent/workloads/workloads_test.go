@@ -186,8 +186,9 @@ func TestStopAllKillsK3sShimsAndUnmounts(t *testing.T) {
 	}
 }
 
-// cgroupFor makes a pids cgroup at rel under a test root and puts pid in it.
-func cgroupFor(t *testing.T, rel string, pid int) {
+// cgroupFor makes a pids cgroup at rel under a test root and puts r in it.
+func cgroupFor(t *testing.T, rel string, r running) {
+	pid := r.cmd.Process.Pid
 	t.Helper()
 	base := "/sys/fs/cgroup/pids"
 	if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
@@ -198,6 +199,9 @@ func cgroupFor(t *testing.T, rel string, pid int) {
 		t.Skipf("cannot make a cgroup: %v", err)
 	}
 	t.Cleanup(func() {
+		// A cgroup goes only once empty: its process first.
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
 		for d := dir; d != base; d = filepath.Dir(d) {
 			_ = os.Remove(d)
 		}
@@ -218,9 +222,9 @@ func TestStopPodsKillsOnlyTheNamedPods(t *testing.T) {
 	autoSystemd := startAs(t, filepath.Join(root, "auto2"), "container")
 	pinned := startAs(t, filepath.Join(root, "pinned"), "container")
 	const autoUID, auto2UID, pinnedUID = "6b0c1f4e-2a51-4c1e-9d3a-0e8f5a7b9c01", "1d2e3f40-5a6b-4c7d-8e9f-a0b1c2d3e4f5", "a3c1e5f7-0b2d-4f6a-8c1e-3a5c7e9b1d20"
-	cgroupFor(t, "kubepods/besteffort/pod"+autoUID+"/c1", auto.cmd.Process.Pid)
-	cgroupFor(t, "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+strings.ReplaceAll(auto2UID, "-", "_")+".slice/cri-containerd-1.scope", autoSystemd.cmd.Process.Pid)
-	cgroupFor(t, "kubepods/besteffort/pod"+pinnedUID+"/c1", pinned.cmd.Process.Pid)
+	cgroupFor(t, "kubepods/besteffort/pod"+autoUID+"/c1", auto)
+	cgroupFor(t, "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+strings.ReplaceAll(auto2UID, "-", "_")+".slice/cri-containerd-1.scope", autoSystemd)
+	cgroupFor(t, "kubepods/besteffort/pod"+pinnedUID+"/c1", pinned)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
