@@ -34,6 +34,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/netns"
@@ -824,6 +825,8 @@ type nodeAgent struct {
 	config  string
 	dataDir string
 	socket  string
+	// workloads are the directories its leave stops containers from.
+	workloads workloads.Dirs
 }
 
 // starts reads the stand-in's record of its starts.
@@ -899,11 +902,16 @@ func startNodeAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, kubec
 		prepare(files.ConfigPath)
 	}
 	n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data")}
+	// Never the host's own k3s directories: a node that leaves stops the
+	// containers run from there.
+	n.workloads = workloads.Dirs{DataDir: n.dataDir, RunDir: filepath.Join(dir, "run", "k3s"),
+		KubeletDir: filepath.Join(dir, "kubelet"), NetnsDir: filepath.Join(dir, "netns")}
 	opts := agent.Options{
 		ConfigPath: files.ConfigPath,
 		K3sBin:     standin,
 		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
 		K3sLogFile: filepath.Join(dir, "k3s.log"),
+		Workloads:  n.workloads,
 		SocketPath: filepath.Join(dir, "agent.sock"),
 		Kubeconfig: kubeconfig,
 		Env: config.Environment{
