@@ -262,6 +262,9 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		Apps: apps.Options{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
 			NodeProbe: siteStatus.probe,
+			// kwok's pods run no process here to fence; a test of the
+			// fence turns it on.
+			Fence: apps.FenceOptions{Disabled: true},
 		},
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
