@@ -74,11 +74,11 @@ const (
 // wall-clock timestamps, so a clock stepped by NTP or by hand moves
 // neither. Both sides must run with the same --failover-timeout.
 //
-// Not covered: a pod the leader already saw stuck before C (X's k3s down
-// while its agent answered: the leader holds on the sign of life) is
-// force-deleted at the leader's next check after C, which this bound
-// cannot precede; the leader must then count its own timer from the
-// silence, not from the first sighting.
+// The leader's timer counts the node's silence too (stuckPod.timerStart):
+// a pod it saw stuck while the node's agent still answered (k3s down
+// there, the containers perhaps running) is held, and when the node is
+// then cut off the timer starts again from the first silent probe, so the
+// bound above holds from C in that case as well.
 func DeriveFenceTimings(failoverTimeout time.Duration) FenceTimings {
 	t := max(failoverTimeout, MinFailoverTimeout)
 	margin := fenceCheckEvery + probeTimeout + fenceStopBudget + t/10
