@@ -209,3 +209,48 @@ func auditOutcomes(t *testing.T, path string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// Issue 19 §2: a leave that would take the only up-to-date copy of a
+// volume with the node is refused and changes nothing: node-c not
+// cordoned, no leave request written (its agent keeps k3s and the address).
+func TestAgentLeaveRefusedForTheLastCopy(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	singleReplicaVolume(t, site, "vol-only-c", "node-c")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := plan.Nodes[2].Files(t.TempDir(), "")
+	if err == nil {
+		err = files.Write()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Should the leave have gone through, the shared site gets node-c back.
+		_, _ = act(t, site, filepath.Join(t.TempDir(), "audit.jsonl"), "uncordon", "node-c", "--yes")
+	})
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	// No etcd endpoint that answers: a leave that got past its preflight
+	// would fail there, after the drain; refused, it never gets there.
+	out, err := act(t, site, auditLog, "agent", "leave", "--config", files.ConfigPath, "--etcd-endpoint", "http://127.0.0.1:1", "--yes")
+	if err == nil || !strings.Contains(out, "vol-only-c") {
+		t.Fatalf("a leave taking the last copy of vol-only-c was not refused, naming it: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "evicting") {
+		t.Errorf("the refused leave evicted pods:\n%s", out)
+	}
+	if n, err := cs.CoreV1().Nodes().Get(context.Background(), "node-c", metav1.GetOptions{}); err != nil || n.Spec.Unschedulable {
+		t.Errorf("a refused leave cordoned node-c (err %v)", err)
+	}
+	if _, err := os.Stat(agent.LeaveRequestFile(files.ConfigPath)); !os.IsNotExist(err) {
+		t.Errorf("a refused leave wrote its request (%v)", err)
+	}
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeRefused || rec.Action != "leave" {
+		t.Errorf("audit record: %+v", rec)
+	}
+}
