@@ -44,6 +44,9 @@ func (a *Agent) fenceWatch(ctx context.Context) {
 		v := st.Observe(check, bound)
 		switch v.Action {
 		case FenceStop:
+			// Said before it is done: whoever sees the pods gone finds
+			// the reason already in the node's status.
+			a.setFence(v.Reason)
 			pods := a.autoPodsHere()
 			stopCtx, cancel := context.WithTimeout(ctx, fenceStopBudget)
 			rep, err := a.opts.Fence.Stop(stopCtx, pods)
@@ -54,7 +57,6 @@ func (a *Agent) fenceWatch(ctx context.Context) {
 			if !wasFenced || len(rep.Killed) > 0 || err != nil {
 				a.log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(pods), "killed", len(rep.Killed), "err", err)
 			}
-			a.setFence(v.Reason)
 		case FenceLift:
 			a.log.Info("fence lifted", "reason", v.Reason)
 			a.timeline.Add(TimelineEvent{Time: check.Wall, Kind: EventRefusal, Node: a.opts.NodeName, Message: v.Reason})
