@@ -14,6 +14,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -88,6 +89,8 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 	f.StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
 	f.StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")
 	f.StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")
+	f.StringVar(&opts.Workloads.RunDir, "k3s-run-dir", workloads.DefaultDirs.RunDir, "k3s's containerd state: a node that leaves stops the shims serving it and takes down the mounts below it")
+	f.StringVar(&opts.Workloads.KubeletDir, "kubelet-dir", workloads.DefaultDirs.KubeletDir, "the kubelet's directory: a node that leaves takes down the mounts below its pods/ and plugins/")
 	f.StringVar(&opts.K3sLogFile, "k3s-log", "/var/log/sitecon-k3s.log", "where k3s's output goes")
 	f.StringVar(&opts.SocketPath, "socket", DefaultAgentSocket, "local API socket (mode 0600)")
 	f.BoolVar(&opts.NoBootstrap, "no-bootstrap", false, "run only the apps part against an existing cluster (needs --node-name, --apps-dir)")
@@ -99,7 +102,8 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", 60*time.Second, "how long auto-migration apps tolerate an unreachable or not-ready node")
 	f.DurationVar(&opts.Apps.FileAbsentGrace, "app-file-absent-grace", apps.DefaultFileAbsentGrace, "how long an app or volume file must be absent from its readable directory before its app or volume leaves the config (and its workload is removed); a file back within it changes nothing")
 	f.DurationVar(&opts.Apps.ConflictWindow, "conflict-window", apps.DefaultConflictWindow, "how long another node's layout of an app from a disagreeing config (not older) stands before this node writes over it")
-	f.DurationVar(&opts.Apps.FailoverTimeout, "failover-timeout", 60*time.Second, "how long a pod may hang terminating on a lost node before the leader force-deletes it")
+	f.DurationVar(&opts.Apps.FailoverTimeout, "failover-timeout", 60*time.Second, "how long a pod may hang terminating on a lost node before the leader force-deletes it (at least 16s unless --no-fence; the same on every node: a node cut off fences itself before it, after 45s for the default)")
+	f.BoolVar(&opts.Apps.Fence.Disabled, "no-fence", false, "do not fence this node when it is cut off from the API server and every peer (only for simulated nodes, whose pods run no process here)")
 	f.DurationVar(&opts.LeaderDurations.LeaseDuration, "leader-lease-duration", apps.DefaultLeaderDurations.LeaseDuration, "stats-leader lease duration")
 	f.DurationVar(&opts.LeaderDurations.RenewDeadline, "leader-renew-deadline", apps.DefaultLeaderDurations.RenewDeadline, "stats-leader renew deadline")
 	f.DurationVar(&opts.LeaderDurations.RetryPeriod, "leader-retry-period", apps.DefaultLeaderDurations.RetryPeriod, "stats-leader retry period")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -16,22 +17,32 @@ import (
 )
 
 func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
-	f := &actionFlags{}
-	var configPath string
-	var force bool
+	f, d := &actionFlags{}, &drainFlags{}
+	var configPath, k3sDataDir string
+	var etcd kube.EtcdAccess
 	cmd := &cobra.Command{
 		Use:   "leave --config FILE",
-		Short: "Take this node out of its cluster on purpose, after the preflight a removal gets",
-		Long: `Take this node out of its cluster: the agent stops k3s and removes the
-cluster address and firewall table at its next config poll, and stays out
-until the leave request is removed (then it joins again from its config).
+		Short: "Take this node out of its cluster on purpose: preflight, drain, etcd member removed, containers stopped",
+		Long: `Take this node out of its cluster, its work first:
 
-First the preflight a removal of this node gets: refused when etcd would
-lose quorum (it says the arithmetic), when the node holds the only
-up-to-date copy of a volume, or when it is the seed in effect (move it
-first: sitecon seed NODE). A cluster that cannot be read leaves quorum and
-volumes unknown: refused too. --force leaves anyway, with the node name
-typed (--confirm NODE with --yes). Recorded in the audit log.
+  1. the preflight a drain of this node gets: refused when etcd would lose
+     quorum (it says the arithmetic), when the node holds the only
+     up-to-date copy of a volume, or when it is the seed in effect (move
+     it first: sitecon seed NODE). A cluster that cannot be read leaves
+     quorum and volumes unknown: refused too;
+  2. the node is cordoned and drained as sitecon drain does it (its pods
+     evicted, disruption budgets and Longhorn respected, the volumes
+     watched): its apps start elsewhere while it is still there;
+  3. its etcd member is removed (a server), through this node's etcd;
+  4. the leave request is written: at its next config poll the agent
+     stops k3s, then the containers k3s leaves running, then removes the
+     cluster address and the firewall table, and stays out until the
+     request is removed (then it joins again from its config).
+
+Nothing changes when the preflight refuses. --force goes on past the
+refusals, with the node name typed (--confirm NODE with --yes); past a
+cluster that cannot be read it only writes the request. Recorded in the
+audit log, before and after.
 
 A config file that is merely missing, or unreadable, never takes a node
 out: it must be gone for --config-absent-grace, or this request written.`,
@@ -43,6 +54,11 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 			}
 			node := cfg.NodeName
 			request := agent.LeaveRequestFile(configPath)
+			k3sEtcd := kube.K3sEtcdAccess(k3sDataDir)
+			access := kube.EtcdAccess{Endpoint: etcd.Endpoint,
+				CertFile: cmp.Or(etcd.CertFile, k3sEtcd.CertFile), KeyFile: cmp.Or(etcd.KeyFile, k3sEtcd.KeyFile),
+				CAFile: cmp.Or(etcd.CAFile, k3sEtcd.CAFile)}
+			force := d.force
 			a, err := beginAction(cmd, g, f, "leave", node)
 			if err != nil && (!force || g.readOnly) {
 				return fmt.Errorf("%w\nthe cluster cannot be read, so quorum and volume copies are unknown: nothing written (--force leaves anyway)", err)
@@ -54,15 +70,16 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 					return lerr
 				}
 				a = &action{cmd: cmd, flags: f, recorder: flow.Recorder{Log: log}}
-				fmt.Fprintf(a.out(), "the cluster cannot be read (%v): leaving without a preflight (--force)\n", err)
+				fmt.Fprintf(a.out(), "the cluster cannot be read (%v): leaving without a preflight or a drain (--force)\n", err)
 			}
 			rec := a.recorder.Open("leave", node)
+			var p kube.Preflight
 			if a.snap != nil {
 				// A drain's preflight (quorum arithmetic, the volumes' last
 				// copies, pods that cannot move), not a removal's: a removal
 				// refuses a Ready node and the node it runs on, which a
 				// leaving node is by definition. The seed rule is a removal's.
-				p, err := flow.CheckDrain(cmd.Context(), a.snap, "drain", node, "", flow.DefaultDrainOptions())
+				p, err = flow.CheckDrain(cmd.Context(), a.snap, "drain", node, "", d.DrainOptions)
 				if err != nil {
 					return a.ended(rec, audit.OutcomeFailed, err)
 				}
@@ -76,21 +93,47 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				}
 			}
 			if f.dryRun {
-				fmt.Fprintf(a.out(), "would write %s: %s leaves its cluster at the agent's next poll\n", request, node)
+				fmt.Fprintf(a.out(), "would drain %s, remove its etcd member and write %s: it leaves its cluster at the agent's next poll\n", node, request)
 				return a.done(rec.DryRun())
 			}
 			typed := ""
 			if force {
 				typed = node
 			}
-			if err := a.confirm(rec, fmt.Sprintf("%s leaves cluster %s: k3s stops, its cluster address goes.", node, cfg.ClusterName), typed); err != nil {
+			if err := a.confirm(rec, fmt.Sprintf("%s leaves cluster %s: drained, its etcd member removed, k3s and its containers stopped, its cluster address gone.", node, cfg.ClusterName), typed); err != nil {
 				return err
 			}
-			leave := &flow.Action{Record: rec, Done: node + " leaves at the agent's next poll; remove " + request + " to join again",
-				Change: func(context.Context, func(string)) error {
-					return agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: node, At: time.Now().UTC(), By: audit.CurrentUser()})
-				}}
-			if err := a.run(leave); err != nil {
+			writeRequest := func(_ context.Context, progress func(string)) error {
+				if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: node, At: time.Now().UTC(), By: audit.CurrentUser()}); err != nil {
+					return err
+				}
+				progress("leave request written: " + request)
+				return nil
+			}
+			done := node + " leaves at the agent's next poll (k3s, then its containers, then its address); remove " + request + " to join again"
+			if a.snap == nil {
+				leave := &flow.Action{Record: rec, Done: done, Change: writeRequest}
+				if err := a.run(leave); err != nil {
+					return err
+				}
+				fmt.Fprintln(a.out(), leave.Done)
+				return nil
+			}
+			nodes := a.snap.Data().Nodes
+			leave := flow.NewLeave(rec, a.snap, p, d.DrainOptions, func(ctx context.Context, progress func(string)) error {
+				if n, ok := a.snap.Node(node); !ok || kube.IsEtcdMember(n) {
+					member, err := kube.RemoveEtcdMember(ctx, access, node, nodes)
+					if err != nil {
+						return fmt.Errorf("%w; %s stays drained and cordoned, in the cluster (sitecon uncordon %s takes it back)", err, node, node)
+					}
+					if member != "" {
+						progress(fmt.Sprintf("etcd member %s removed", member))
+					}
+				}
+				return writeRequest(ctx, progress)
+			})
+			leave.Done = done
+			if err := a.run(&leave.Action); err != nil {
 				return err
 			}
 			fmt.Fprintln(a.out(), leave.Done)
@@ -98,7 +141,12 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 		},
 	}
 	f.register(cmd)
+	d.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
-	cmd.Flags().BoolVar(&force, "force", false, "leave although the preflight refuses (the node name typed)")
+	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory (its etcd client certificate)")
+	cmd.Flags().StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, through which its membership is removed")
+	cmd.Flags().StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
+	cmd.Flags().StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")
+	cmd.Flags().StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")
 	return cmd
 }

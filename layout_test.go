@@ -14,18 +14,19 @@ import (
 func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 	const mod = "github.com/sitecon/sitecon"
 	allowed := map[string][]string{
-		"views":          {"ui", "keymap", "kube", "kube/flow", "kube/safety", "audit"},
-		"ui":             {"keymap", "kube"},
-		"keymap":         {},
-		"agent":          {"agent/config", "agent/apps", "agent/localapi", "kube", "kube/safety", "netcfg"},
-		"agent/apps":     {"agent/config", "agent/localapi", "kube", "kube/safety"},
-		"agent/config":   {},
-		"agent/localapi": {},
-		"kube":           {"kube/safety"},
-		"kube/flow":      {"kube", "kube/safety", "audit"},
-		"kube/safety":    {},
-		"netcfg":         {},
-		"audit":          {},
+		"views":           {"ui", "keymap", "kube", "kube/flow", "kube/safety", "audit"},
+		"ui":              {"keymap", "kube"},
+		"keymap":          {},
+		"agent":           {"agent/config", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety", "netcfg"},
+		"agent/apps":      {"agent/config", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
+		"agent/config":    {},
+		"agent/localapi":  {},
+		"agent/workloads": {},
+		"kube":            {"kube/safety"},
+		"kube/flow":       {"kube", "kube/safety", "audit"},
+		"kube/safety":     {},
+		"netcfg":          {},
+		"audit":           {},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -73,6 +74,10 @@ type Options struct {
 	K3sBin     string
 	K3sPaths   K3sPaths
 	K3sLogFile string
+	// Workloads are where k3s runs its containers from, which a node that
+	// leaves stops (k3s's own directories by default; DataDir defaults to
+	// K3sPaths.DataDir).
+	Workloads workloads.Dirs
 	// SocketPath is the local API's unix socket; empty: none.
 	SocketPath string
 	// Kubeconfig reaches this node's cluster; empty: k3s's own kubeconfig
@@ -159,6 +164,10 @@ func New(opts Options) *Agent {
 	if opts.Env.ReadFile == nil {
 		opts.Env = config.HostEnvironment()
 	}
+	if opts.Workloads.DataDir == "" {
+		opts.Workloads.DataDir = opts.K3sPaths.DataDir
+	}
+	opts.Workloads = opts.Workloads.WithDefaults()
 	if opts.Etcd == (kube.EtcdAccess{}) {
 		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
@@ -263,8 +272,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.opts.ConfigPollInterval)
 	defer tick.Stop()
 	for {
-		_, statErr := os.Stat(a.opts.ConfigPath)
-		stamp, _ := fileStamp(a.opts.ConfigPath)
+		stamp, statErr := statConfig(a.opts.ConfigPath)
 		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath), time.Now())
 		a.mu.Lock()
 		a.state.ConfigNote = step.note
@@ -273,7 +281,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		case step.leave:
 			a.log.Info("leaving the cluster", "why", step.note)
 			stopBringUp()
-			a.leave()
+			if !a.leave(ctx) {
+				watch.leaveFailed()
+			}
 		case step.load:
 			switch v, err := a.load(); {
 			case err != nil:

@@ -2,17 +2,20 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/netcfg"
 )
 
@@ -150,15 +153,48 @@ func (w *configWatch) fromFile(stamp string, statErr error, now time.Time) confi
 	}
 }
 
+// configDirError: the config file's directory is absent or unreadable. It
+// does not wrap fs.ErrNotExist on purpose: only a file removed from a
+// readable directory is absent.
+type configDirError struct {
+	dir string
+	err error
+}
+
+func (e *configDirError) Error() string {
+	if errors.Is(e.err, fs.ErrNotExist) {
+		return fmt.Sprintf("config directory %s is absent (not mounted?)", e.dir)
+	}
+	return fmt.Sprintf("config directory %s cannot be read: %v", e.dir, e.err)
+}
+
+// leaveFailed asks for the leave to be tried again at the next poll.
+func (w *configWatch) leaveFailed() { w.left, w.requestedLeave = false, false }
+
 // loadFailed asks for the config to be loaded again at the next poll.
 func (w *configWatch) loadFailed() { w.retry = true }
 
-func fileStamp(path string) (string, bool) {
+// statConfig stats the config file for one poll: its stamp (mtime and
+// size) and the stat's error, which configWatch.next judges. A file is
+// absent (fs.ErrNotExist) only when its directory is there to say so: a
+// directory that is itself absent or unreadable (/persist not mounted yet,
+// or gone with its disk) says nothing of intent, and is returned as a
+// configDirError, which next holds on like any unreadable file.
+func statConfig(path string) (string, error) {
 	st, err := os.Stat(path)
-	if err != nil {
-		return "absent", false
+	if errors.Is(err, fs.ErrNotExist) {
+		dir := filepath.Dir(path)
+		switch dst, derr := os.Stat(dir); {
+		case derr != nil:
+			return "absent", &configDirError{dir: dir, err: derr}
+		case !dst.IsDir():
+			return "absent", &configDirError{dir: dir, err: errors.New("not a directory")}
+		}
 	}
-	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), true
+	if err != nil {
+		return "absent", err
+	}
+	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), nil
 }
 
 // load reads and validates the config.
@@ -194,17 +230,32 @@ func (a *Agent) sameAsApplied(v *config.Validated) bool {
 	return bytes.Equal(x, y) && a.applied.Token == v.Token
 }
 
-// leave takes this node out: k3s is stopped (by the caller), the cluster
-// address and the firewall table removed.
-func (a *Agent) leave() {
+// leave takes this node out, k3s already stopped by the caller: first the
+// containers k3s started (they outlive k3s, each held by its shim, and a
+// node that dropped its address while they ran would look dead to the
+// others' failover guard, which then starts the same app a second time
+// beside them), then the cluster address and the firewall table. A
+// container that cannot be stopped keeps the address: false, and the node
+// says so and tries again at the next poll.
+func (a *Agent) leave(ctx context.Context) bool {
 	a.mu.Lock()
 	applied, prefix := a.applied, a.prefix
-	a.applied, a.prefix = nil, netip.Prefix{}
 	a.mu.Unlock()
 	if applied == nil {
-		return
+		return true
 	}
-	err := a.opts.InNetNS(func() error {
+	rep, err := workloads.StopAll(ctx, a.opts.Workloads)
+	if err != nil {
+		err = fmt.Errorf("leaving: this node's containers could not all be stopped (%s): %w; keeping the cluster address, retrying", rep, err)
+		a.log.Error("leave held", "err", err)
+		a.setPhase(PhaseError, err)
+		return false
+	}
+	a.log.Info("stopped this node's containers", "killed", len(rep.Killed), "unmounted", rep.Unmounted)
+	a.mu.Lock()
+	a.applied, a.prefix = nil, netip.Prefix{}
+	a.mu.Unlock()
+	err = a.opts.InNetNS(func() error {
 		_, err := netcfg.RemoveClusterAddress(applied.ClusterInterface, prefix)
 		return errors.Join(err, netcfg.RemoveFirewall())
 	})
@@ -213,4 +264,5 @@ func (a *Agent) leave() {
 	a.mu.Unlock()
 	a.setPhase(PhaseLeft, err)
 	a.log.Info("left the cluster", "err", err)
+	return true
 }

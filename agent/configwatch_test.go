@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -21,6 +22,9 @@ func TestConfigWatch(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	notExist := fmt.Errorf("stat cluster.json: %w", fs.ErrNotExist)
 	ioErr := fmt.Errorf("stat cluster.json: %w", syscall.EIO)
+	// A config whose directory is absent (/persist not mounted), as a poll
+	// stats it.
+	_, dirAbsent := statConfig(filepath.Join(t.TempDir(), "persist", "sitecon", "cluster.json"))
 	type poll struct {
 		at        time.Duration
 		stamp     string
@@ -55,6 +59,19 @@ func TestConfigWatch(t *testing.T) {
 			{at: 40 * time.Second, err: ioErr, noteHas: "holding what runs"},
 			{at: 41 * time.Second, err: notExist},
 			{at: 60 * time.Second, err: notExist, noteHas: "leaving in 11s"},
+		},
+		"a config directory that is absent (an unmounted /persist) is unknown, never a leave": {
+			{at: 0, stamp: "s1", load: true},
+			{at: 2 * time.Second, err: dirAbsent, noteHas: "is absent"},
+			{at: 40 * time.Second, err: dirAbsent, noteHas: "holding what runs"},
+			{at: 41 * time.Second, stamp: "s1"},
+		},
+		"absence counts only from a readable directory: the directory's absence breaks it": {
+			{at: 0, stamp: "s1", load: true},
+			{at: 1 * time.Second, err: notExist},
+			{at: 20 * time.Second, err: dirAbsent, noteHas: "holding what runs"},
+			{at: 21 * time.Second, err: notExist},
+			{at: 40 * time.Second, err: notExist, noteHas: "leaving in 11s"},
 		},
 		"a leave request: leave once at once, stay out, come back when it is withdrawn": {
 			{at: 0, stamp: "s1", load: true},
@@ -168,5 +185,29 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	}
 	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" || lr.checked {
 		t.Fatalf("no config: %+v, want the request present and unchecked", lr)
+	}
+}
+
+// Only a file removed from a directory that is there counts as absent; a
+// directory that is absent, or a file where the directory should be, is
+// unknown.
+func TestStatConfigAbsentOnlyInReadableDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := statConfig(filepath.Join(dir, "cluster.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a file removed from a readable directory: %v, want absent", err)
+	}
+	for name, path := range map[string]string{
+		"directory absent":    filepath.Join(dir, "persist", "sitecon", "cluster.json"),
+		"directory is a file": filepath.Join(dir, "plain", "cluster.json"),
+	} {
+		if name == "directory is a file" {
+			if err := os.WriteFile(filepath.Join(dir, "plain"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := statConfig(path)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want an error that is not absence", name, err)
+		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	// FailoverTimeout is how long a pod may hang terminating on an
 	// unreachable node before the leader force-deletes it (default 60 s).
 	FailoverTimeout time.Duration
+	// Fence configures the fence watch: a node cut off from the others
+	// stops its auto apps' workloads before the leader may force-delete
+	// them (DeriveFenceTimings).
+	Fence FenceOptions
 	// NodeProbe looks for a sign of life from a lost node before one of its
 	// pods is force-deleted (default: ProbeNodeStatus, its agent's /status).
 	NodeProbe NodeProbe
@@ -115,6 +120,9 @@ type NodeState struct {
 	Reason string    `json:"reason,omitempty"`
 	// ConfigErrors are the app and volume files that could not be used, by path.
 	ConfigErrors map[string]string `json:"config_errors,omitempty"`
+	// Fence says why this node stopped its auto apps' workloads (cut off
+	// from the cluster past the fence bound); empty when it did not.
+	Fence string `json:"fence,omitempty"`
 }
 
 // Node statuses.
@@ -174,6 +182,8 @@ type Agent struct {
 	orphans *orphanRemover
 	// overrideRefused is the refusal last reported per app UUID.
 	overrideRefused map[string]string
+	// fence is why the fence watch stopped the auto apps' workloads.
+	fence string
 	// placementErrors are what the last pass's placement found wrong, by
 	// app UUID: published with what is seen, before the next pass acts.
 	placementErrors map[string]string
@@ -196,6 +206,17 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 	}
 	if opts.FailoverTimeout == 0 {
 		opts.FailoverTimeout = DefaultFailoverTimeout
+	}
+	if !opts.Fence.Disabled {
+		// The leader's timer and the fence bound come from one
+		// derivation: a timer too short to fence before is raised.
+		opts.FailoverTimeout = DeriveFenceTimings(opts.FailoverTimeout).ForceDeleteAfter
+	}
+	if opts.Fence.APIReady == nil {
+		opts.Fence.APIReady = apiReady(snap)
+	}
+	if opts.Fence.Stop == nil {
+		opts.Fence.Stop = workloads.StopPods
 	}
 	if opts.NodeProbe == nil {
 		opts.NodeProbe = ProbeNodeStatus
@@ -262,6 +283,7 @@ func (a *Agent) Node() NodeState {
 	defer a.mu.Unlock()
 	n := a.node
 	n.ConfigErrors = maps.Clone(a.set.Errors)
+	n.Fence = a.fence
 	return n
 }
 
@@ -302,6 +324,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer watcher.Close()
 	dirs := &watchedDirs{watcher: watcher, log: a.log}
 	dirs.arm(a.opts.AppsDir)
+	if !a.opts.Fence.Disabled {
+		go a.fenceWatch(ctx)
+	}
 	changes, unsubscribe := a.snap.Subscribe()
 	defer unsubscribe()
 	timer := time.NewTimer(time.Hour)

@@ -399,6 +399,10 @@ const failoverRecheck = 10 * time.Second
 type stuckPod struct {
 	// firstSeen is this leader's first sighting (time.Now(), monotonic).
 	firstSeen time.Time
+	// lifeChecked is when the node was last probed, and silentSince when
+	// the probes first found it silent since its last sign of life (zero:
+	// it answered last); see timerStart.
+	lifeChecked, silentSince time.Time
 	// checked is when the evidence was last read, and verdict what it
 	// decided; kept only for a hold or a refusal.
 	checked time.Time

@@ -51,7 +51,23 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 				sp = &stuckPod{firstSeen: now}
 				a.stuck[pod.UID] = sp
 			}
-			in := FailoverInput{App: app, Pod: pod, Node: node, FirstSeen: sp.firstSeen, Now: now, Timeout: a.opts.FailoverTimeout}
+			// The node is probed from the first sighting on, every
+			// failoverRecheck, so that the timer counts its silence
+			// (timerStart). A pinned app's pod is never moved: no probe.
+			if !app.Pinned() {
+				if wait := failoverRecheck - now.Sub(sp.lifeChecked); sp.lifeChecked.IsZero() || wait <= 0 {
+					life, ok := probed[node.Name]
+					if !ok {
+						life = a.opts.NodeProbe(ctx, node)
+						probed[node.Name] = life
+					}
+					sp.observeLife(life.Alive, now)
+					soon(failoverRecheck)
+				} else {
+					soon(wait)
+				}
+			}
+			in := FailoverInput{App: app, Pod: pod, Node: node, FirstSeen: sp.timerStart(), Now: now, Timeout: a.opts.FailoverTimeout}
 			v := DecideFailover(in)
 			if v.NeedEvidence {
 				if wait := failoverRecheck - now.Sub(sp.checked); !sp.checked.IsZero() && wait > 0 {
@@ -61,6 +77,8 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 					soon(wait)
 				} else {
 					in.Evidence = a.failoverEvidence(ctx, pod, node, probed)
+					sp.observeLife(in.Evidence.Alive, now)
+					in.FirstSeen = sp.timerStart()
 					v = DecideFailover(in)
 					sp.checked, sp.verdict = time.Time{}, v
 					if v.Action == FailoverHold || v.Action == FailoverRefuse {
@@ -71,7 +89,7 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 			}
 			switch v.Action {
 			case FailoverWait:
-				soon(sp.firstSeen.Add(a.opts.FailoverTimeout).Sub(now))
+				soon(sp.timerStart().Add(a.opts.FailoverTimeout).Sub(now))
 				continue
 			case FailoverForceDelete:
 				err := a.snap.Clients().Core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
@@ -270,4 +288,28 @@ func (a *Agent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *cor
 		ev.ReplicaNodes = nodes
 	}
 	return ev
+}
+
+// observeLife records what a probe of the pod's node found at now: the
+// start of its silence, cleared by any sign of life.
+func (sp *stuckPod) observeLife(alive bool, now time.Time) {
+	sp.lifeChecked = now
+	switch {
+	case alive:
+		sp.silentSince = time.Time{}
+	case sp.silentSince.IsZero():
+		sp.silentSince = now
+	}
+}
+
+// timerStart is when the leader's timer started: its first sighting of
+// the pod, or the start of the node's silence when that came later. A
+// node cut off fences itself FenceAfter into its silence
+// (DeriveFenceTimings); a timer counted from a sighting made while the
+// node still answered could run out right after the cut.
+func (sp *stuckPod) timerStart() time.Time {
+	if sp.silentSince.After(sp.firstSeen) {
+		return sp.silentSince
+	}
+	return sp.firstSeen
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/netns"
@@ -265,6 +266,9 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		Apps: apps.Options{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
 			NodeProbe: siteStatus.probe,
+			// kwok's pods run no process here to fence; a test of the
+			// fence turns it on.
+			Fence: apps.FenceOptions{Disabled: true},
 		},
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -828,6 +832,8 @@ type nodeAgent struct {
 	config  string
 	dataDir string
 	socket  string
+	// workloads are the directories its leave stops containers from.
+	workloads workloads.Dirs
 	// opts start the agent again on the same device (restart).
 	opts agent.Options
 }
@@ -905,11 +911,16 @@ func startNodeAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, kubec
 		prepare(files.ConfigPath)
 	}
 	n := &nodeAgent{host: h, dir: dir, config: files.ConfigPath, dataDir: filepath.Join(dir, "k3s-data")}
+	// Never the host's own k3s directories: a node that leaves stops the
+	// containers run from there.
+	n.workloads = workloads.Dirs{DataDir: n.dataDir, RunDir: filepath.Join(dir, "run", "k3s"),
+		KubeletDir: filepath.Join(dir, "kubelet"), NetnsDir: filepath.Join(dir, "netns")}
 	opts := agent.Options{
 		ConfigPath: files.ConfigPath,
 		K3sBin:     standin,
 		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
 		K3sLogFile: filepath.Join(dir, "k3s.log"),
+		Workloads:  n.workloads,
 		SocketPath: filepath.Join(dir, "agent.sock"),
 		Kubeconfig: kubeconfig,
 		Env: config.Environment{

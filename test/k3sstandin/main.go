@@ -30,6 +30,14 @@ import (
 const ControllerKubeconfigEnv = "K3SSTANDIN_CONTROLLER_KUBECONFIG"
 
 func main() {
+	// Copied as a containerd shim (containerd-shim-runc-v2 ...), it stands
+	// in for one: a process that outlives k3s until it is killed, as a
+	// shim and its containers do.
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "containerd-shim") {
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "k3sstandin:", err)
 		os.Exit(1)

@@ -123,6 +123,8 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
 			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),
 			"--move-after", moveAfter.String(), "--failover-timeout", (2 * moveAfter).String(),
+			// kwok's pods run no process on this machine: nothing to fence.
+			"--no-fence",
 			"--log-file", filepath.Join(dir, "logs", "agent-"+n.Name+".log"))
 		if err != nil {
 			return err

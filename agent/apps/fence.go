@@ -1,0 +1,158 @@
+package apps
+
+import (
+	"fmt"
+	"time"
+)
+
+// Self-fencing: a node cut off from the others stops its auto-migration
+// apps' workloads before the majority side's failover guard may
+// force-delete their pods and start them elsewhere, so that an app never
+// runs on both sides of a partition. Pinned apps stay: nobody else will
+// run them.
+
+// FenceTimings are the failover guard's timer and the self-fence bound,
+// derived from one another (DeriveFenceTimings).
+type FenceTimings struct {
+	// ForceDeleteAfter is the stats leader's own timer: how long it sees a
+	// pod stuck terminating on an unreachable node before it may
+	// force-delete it (DecideFailover's Timeout).
+	ForceDeleteAfter time.Duration
+	// FenceAfter is how long a node goes without reaching the API server
+	// or any peer before it stops its auto apps' workloads.
+	FenceAfter time.Duration
+	// Margin is ForceDeleteAfter - FenceAfter.
+	Margin time.Duration
+}
+
+const (
+	// fenceCheckEvery is how often the fence watch checks for contact.
+	fenceCheckEvery = time.Second
+	// fenceStopBudget bounds the stop of the workloads: SIGKILL to every
+	// process of the pods, delivered in milliseconds; the budget leaves
+	// room for a loaded device.
+	fenceStopBudget = 5 * time.Second
+	// MinFenceAfter is the shortest fence bound: a cut-off shorter than
+	// this (a switch restarting) stops nothing.
+	MinFenceAfter = 5 * time.Second
+	// MinFailoverTimeout is the shortest failover timeout that leaves
+	// MinFenceAfter under DeriveFenceTimings' margin; a shorter one is
+	// raised to it.
+	MinFailoverTimeout = 16 * time.Second
+)
+
+// DeriveFenceTimings is the one place both sides take their timing from:
+// the stats leader's failover guard (its force-delete timer) and every
+// node's fence watch (its fence bound).
+//
+// The order to keep: a node X cut off at time C has stopped its auto apps'
+// workloads before any leader can force-delete their pods.
+//
+//   - Force-delete, on the majority side: the leader's timer T starts when
+//     it first sees the pod terminating on X while X carries the
+//     unreachable taint, which the node lifecycle controller puts on only
+//     after its node-monitor grace period G since X's last heartbeat
+//     (itself before C). So force-delete >= C + G + T >= C + T: G is not
+//     counted on (it is another process's setting, and may be short).
+//   - Fence, on X: the watch counts from its last contact with the API
+//     server or a peer (before C), finds the bound passed at its next
+//     check (every fenceCheckEvery), that check's probes answer or time
+//     out (probeTimeout, run side by side), and the stop takes at most
+//     fenceStopBudget. So fence done <= C + FenceAfter + fenceCheckEvery
+//   - probeTimeout + fenceStopBudget.
+//
+// Margin = fenceCheckEvery + probeTimeout + fenceStopBudget + T/10, and
+// FenceAfter = T - Margin. The tenth of T is spare: scheduling delays on a
+// loaded device and the rate difference of two monotonic clocks (at most
+// 500 ppm under NTP). With the default T = 60 s: Margin 15 s, FenceAfter
+// 45 s. With T = 20 s (a 60 s recovery): Margin 11 s, FenceAfter 9 s.
+// A T so short that FenceAfter would fall below MinFenceAfter is raised
+// to MinFailoverTimeout.
+//
+// Both durations are measured on each machine's monotonic clock (Go's
+// time.Since and Time.Sub on readings from time.Now), never by comparing
+// wall-clock timestamps, so a clock stepped by NTP or by hand moves
+// neither. Both sides must run with the same --failover-timeout.
+//
+// The leader's timer counts the node's silence too (stuckPod.timerStart):
+// a pod it saw stuck while the node's agent still answered (k3s down
+// there, the containers perhaps running) is held, and when the node is
+// then cut off the timer starts again from the first silent probe, so the
+// bound above holds from C in that case as well.
+func DeriveFenceTimings(failoverTimeout time.Duration) FenceTimings {
+	t := max(failoverTimeout, MinFailoverTimeout)
+	margin := fenceCheckEvery + probeTimeout + fenceStopBudget + t/10
+	return FenceTimings{ForceDeleteAfter: t, FenceAfter: t - margin, Margin: margin}
+}
+
+// FenceAction is what one check of the fence watch asks for.
+type FenceAction string
+
+// Fence actions.
+const (
+	// FenceNone: nothing to do (in contact, or not cut off long enough).
+	FenceNone FenceAction = "none"
+	// FenceStop: cut off past the bound: stop the auto apps' workloads
+	// (again on every check while cut off: a kubelet that still runs
+	// starts them again).
+	FenceStop FenceAction = "stop"
+	// FenceLift: contact is back after a fence: the cluster decides again
+	// (the kubelet restarts a pod that was not moved meanwhile, and ends
+	// one that was).
+	FenceLift FenceAction = "lift"
+)
+
+// FenceCheck is one check's finding.
+type FenceCheck struct {
+	// Mono is the check's time on the monotonic clock (time.Since the
+	// watch's start); the only time the decision uses.
+	Mono time.Duration
+	// Wall is the wall-clock time of the check, for the report only.
+	Wall time.Time
+	// APIReachable: the API server answered ready (a server that answers
+	// without quorum is not ready). PeerAnswered: at least one peer's
+	// agent gave a sign of life.
+	APIReachable, PeerAnswered bool
+}
+
+// FenceVerdict is what a check decided and why.
+type FenceVerdict struct {
+	Action FenceAction
+	Reason string
+}
+
+// FenceState is the fence watch's memory between checks.
+type FenceState struct {
+	started         bool
+	lastContact     time.Duration
+	lastContactWall time.Time
+	fenced          bool
+}
+
+// Fenced says whether the node is fenced now.
+func (s *FenceState) Fenced() bool { return s.fenced }
+
+// Observe decides one check: fence once neither the API server nor any
+// peer has been reached for bound (counted from the last contact, or
+// from the watch's start), lift on the first contact after.
+func (s *FenceState) Observe(c FenceCheck, bound time.Duration) FenceVerdict {
+	if !s.started {
+		s.started, s.lastContact, s.lastContactWall = true, c.Mono, c.Wall
+	}
+	if c.APIReachable || c.PeerAnswered {
+		s.lastContact, s.lastContactWall = c.Mono, c.Wall
+		if s.fenced {
+			s.fenced = false
+			return FenceVerdict{Action: FenceLift, Reason: "in contact again: the fence is lifted, the cluster decides where the apps run"}
+		}
+		return FenceVerdict{Action: FenceNone}
+	}
+	lost := c.Mono - s.lastContact
+	since := s.lastContactWall.UTC().Format(time.RFC3339)
+	if lost < bound {
+		return FenceVerdict{Action: FenceNone, Reason: fmt.Sprintf("API server and every peer silent for %s of %s (last contact %s)", lost.Round(time.Second), bound, since)}
+	}
+	s.fenced = true
+	return FenceVerdict{Action: FenceStop, Reason: fmt.Sprintf("API server and every peer silent for %s (last contact %s, fence bound %s): stopping this node's auto apps' workloads before the others may force-delete them",
+		lost.Round(time.Second), since, bound)}
+}
