@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// A compromised worker is not trusted with the cluster: acting with the
+// credential a worker's agent holds on the device, it is refused every
+// write of cluster-wide state (the etcd member list, the cluster record,
+// the placement overrides, another node's pods and volume attachments, a
+// layout for another node, a privileged layout), while a server's
+// credential may do all of it and the worker may still read what it reads
+// and lay out an app it is the designated node of, on itself.
+func TestWorkerIdentityRefused(t *testing.T) {
+	site := sitebox.Shared(t)
+	ctx := t.Context()
+	admin, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a server's agent grants once it has joined.
+	if err := kube.EnsureAgentAccess(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	const workerNode = "node-c"
+	workerCfg := workerIdentity(t, site, workerNode)
+	worker, err := kubernetes.NewForConfig(workerCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerDyn, err := dynamic.NewForConfig(workerCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminDyn, err := dynamic.NewForConfig(site.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The cluster-wide ConfigMaps, as the cluster has them.
+	cms := admin.CoreV1().ConfigMaps(kube.AppNamespace)
+	for _, name := range []string{kube.EtcdMembersConfigMapName, kube.ClusterConfigMapName, kube.PlacementConfigMapName} {
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kube.AppNamespace},
+			Data: map[string]string{"identity-test": "as written by a server"}}, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			t.Cleanup(func() { _ = cms.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		case !apierrors.IsAlreadyExists(err):
+			t.Fatal(err)
+		}
+	}
+
+	// The worker reads what its agent reads, once the grant has reached the
+	// authorizer.
+	until(t, 20*time.Second, "the worker's identity lists ConfigMaps, Nodes and Pods", func() (error, bool) {
+		if _, err := worker.CoreV1().ConfigMaps(kube.AppNamespace).List(ctx, metav1.ListOptions{}); err != nil {
+			return err, false
+		}
+		if _, err := worker.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+			return err, false
+		}
+		_, err := worker.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		return err, err == nil
+	}, func(err error) string { return fmt.Sprintf("last error: %v", err) })
+
+	// Cluster-wide ConfigMaps: no write of any kind.
+	patch := []byte(`{"data":{"identity-test":"forged by a worker"}}`)
+	workerCMs := worker.CoreV1().ConfigMaps(kube.AppNamespace)
+	for _, name := range []string{kube.EtcdMembersConfigMapName, kube.ClusterConfigMapName, kube.PlacementConfigMapName} {
+		if _, err := workerCMs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's identity patched ConfigMap %s (err %v), want Forbidden", name, err)
+		}
+		if err := workerCMs.Delete(ctx, name, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the worker's identity deleted ConfigMap %s (err %v), want Forbidden", name, err)
+		}
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil || cm.Data["identity-test"] == "forged by a worker" {
+			t.Errorf("ConfigMap %s after the worker's attempts: %v %v", name, cm.Data, err)
+		}
+	}
+	if _, err := workerCMs.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sitecon-forged", Namespace: kube.AppNamespace}},
+		metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the worker's identity created a ConfigMap (err %v), want Forbidden", err)
+		_ = cms.Delete(ctx, "sitecon-forged", metav1.DeleteOptions{})
+	}
+
+	// A layout for another node is refused once the policy is in force
+	// (the API server loads a new policy within a second or two).
+	forNodeA := appLayout(t, "identity-test-a", "node-a", false)
+	until(t, 20*time.Second, "the worker's identity refused laying out an app on node-a", func() (error, bool) {
+		err := applyLayout(ctx, workerDyn, forNodeA, true)
+		return err, apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+	}, func(err error) string { return fmt.Sprintf("the apply answered: %v", err) })
+
+	// Another node's pod: not deleted.
+	pods := admin.CoreV1().Pods(kube.AppNamespace)
+	other, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "identity-test-on-node-a", Namespace: kube.AppNamespace},
+		Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "registry.local/idle:1"}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = pods.Delete(context.Background(), other.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
+	if err := worker.CoreV1().Pods(kube.AppNamespace).Delete(ctx, other.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); !apierrors.IsForbidden(err) {
+		t.Errorf("the worker's identity deleted a pod on node-a (err %v), want Forbidden", err)
+	}
+	if _, err := pods.Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("node-a's pod after the worker's delete: %v", err)
+	}
+	// VolumeAttachments: the worker releases none (the server's failover
+	// guard does). Authorization answers before the object is looked up.
+	if err := worker.StorageV1().VolumeAttachments().Delete(ctx, "csi-identity-test", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the worker's identity may delete VolumeAttachments (err %v), want Forbidden", err)
+	}
+	if _, err := worker.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the worker's identity cannot list VolumeAttachments: %v", err)
+	}
+
+	// Layouts: its own app on itself, yes; privileged, no.
+	forSelf := appLayout(t, "identity-test-c", workerNode, false)
+	if err := applyLayout(ctx, workerDyn, forSelf, true); err != nil {
+		t.Errorf("the worker's identity may not lay out an app on itself: %v", err)
+	}
+	privileged := appLayout(t, "identity-test-c", workerNode, true)
+	if err := applyLayout(ctx, workerDyn, privileged, true); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("the worker's identity laid out a privileged pod (err %v), want refused", err)
+	}
+
+	// A server's credential may do all of it (dry run: nothing changes).
+	dry := []string{metav1.DryRunAll}
+	for _, name := range []string{kube.EtcdMembersConfigMapName, kube.ClusterConfigMapName, kube.PlacementConfigMapName} {
+		if _, err := cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: dry}); err != nil {
+			t.Errorf("the server's identity may not patch ConfigMap %s: %v", name, err)
+		}
+	}
+	if err := pods.Delete(ctx, other.Name, metav1.DeleteOptions{DryRun: dry}); err != nil {
+		t.Errorf("the server's identity may not delete node-a's pod: %v", err)
+	}
+	if err := admin.StorageV1().VolumeAttachments().Delete(ctx, "csi-identity-test", metav1.DeleteOptions{DryRun: dry}); !apierrors.IsNotFound(err) {
+		t.Errorf("the server's identity deleting a VolumeAttachment: %v, want NotFound (allowed, none there)", err)
+	}
+	if err := applyLayout(ctx, adminDyn, forNodeA, true); err != nil {
+		t.Errorf("the server's identity may not lay out an app on node-a: %v", err)
+	}
+}
+
+// workerIdentity is the credential a worker node's agent reaches the
+// cluster with on a device.
+func workerIdentity(t *testing.T, site *sitebox.TestSite, node string) *rest.Config {
+	t.Helper()
+	cfg, err := kube.LoadRESTConfig(site.K3sControllerKubeconfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// appLayout is the workload the agent lays out for a container app
+// designated to node (pinned there), made privileged if asked.
+func appLayout(t *testing.T, name, node string, privileged bool) apps.Layout {
+	t.Helper()
+	app := apps.AppConfig{UUID: sitebox.NodeUUID(name), DisplayName: name,
+		Activate: true, Kind: apps.KindContainer, Image: "registry.local/idle:1", DesignatedNodeID: sitebox.NodeUUID(node),
+		Affinity: apps.AffinityRequired}
+	l, err := apps.LayoutApp(app, app.DesignatedNodeID, node, nil, apps.PlacementOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if privileged {
+		obj := l.Object.DeepCopy()
+		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		c["securityContext"] = map[string]any{"privileged": true}
+		if err := unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+			t.Fatal(err)
+		}
+		l.Object = obj
+	}
+	return l
+}
+
+// applyLayout writes a layout as the agent's layout writer does
+// (server-side apply), as a dry run when asked.
+func applyLayout(ctx context.Context, dyn dynamic.Interface, l apps.Layout, dryRun bool) error {
+	opts := metav1.ApplyOptions{FieldManager: apps.FieldManager, Force: true}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Apply(ctx, l.Name(), l.Object, opts)
+	return err
+}
