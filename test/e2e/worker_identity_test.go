@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ func TestWorkerIdentityRefused(t *testing.T) {
 	if err := kube.EnsureAgentAccess(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { removeAgentAccess(admin) })
 	const workerNode = "node-c"
 	workerCfg := workerIdentity(t, site, workerNode)
 	worker, err := kubernetes.NewForConfig(workerCfg)
@@ -102,11 +104,24 @@ func TestWorkerIdentityRefused(t *testing.T) {
 
 	// A layout for another node is refused once the policy is in force
 	// (the API server loads a new policy within a second or two).
-	forNodeA := appLayout(t, "identity-test-a", "node-a", false)
+	forNodeA := appLayout(t, "identity-test-a", "node-a")
 	until(t, 20*time.Second, "the worker's identity refused laying out an app on node-a", func() (error, bool) {
 		err := applyLayout(ctx, workerDyn, forNodeA, true)
-		return err, apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+		return err, refusedByPolicy(err)
 	}, func(err error) string { return fmt.Sprintf("the apply answered: %v", err) })
+	// The same for an auto-migration app (node-a preferred) and a VM.
+	for _, l := range []apps.Layout{
+		layoutOf(t, "identity-test-auto-a", apps.KindContainer, apps.AffinityPreferred, "node-a"),
+		layoutOf(t, "identity-test-vm-a", apps.KindVM, apps.AffinityPreferred, "node-a"),
+		layoutOf(t, "identity-test-pinned-vm-a", apps.KindVM, apps.AffinityRequired, "node-a"),
+	} {
+		if err := applyLayout(ctx, workerDyn, l, true); !refusedByPolicy(err) {
+			t.Errorf("the worker's identity laid out %s %s on node-a (err %v), want refused by %s", l.GVR.Resource, l.Name(), err, kube.NodePolicyName)
+		}
+		if err := applyLayout(ctx, adminDyn, l, true); err != nil {
+			t.Errorf("the server's identity may not lay out %s %s on node-a: %v", l.GVR.Resource, l.Name(), err)
+		}
+	}
 
 	// Another node's pod: not deleted.
 	pods := admin.CoreV1().Pods(kube.AppNamespace)
@@ -137,13 +152,41 @@ func TestWorkerIdentityRefused(t *testing.T) {
 	}
 
 	// Layouts: its own app on itself, yes; privileged, no.
-	forSelf := appLayout(t, "identity-test-c", workerNode, false)
-	if err := applyLayout(ctx, workerDyn, forSelf, true); err != nil {
-		t.Errorf("the worker's identity may not lay out an app on itself: %v", err)
+	for _, l := range []apps.Layout{
+		appLayout(t, "identity-test-c", workerNode),
+		layoutOf(t, "identity-test-auto-c", apps.KindContainer, apps.AffinityPreferred, workerNode),
+		layoutOf(t, "identity-test-vm-c", apps.KindVM, apps.AffinityPreferred, workerNode),
+		layoutOf(t, "identity-test-pinned-vm-c", apps.KindVM, apps.AffinityRequired, workerNode),
+	} {
+		if err := applyLayout(ctx, workerDyn, l, true); err != nil {
+			t.Errorf("the worker's identity may not lay out %s %s on itself: %v", l.GVR.Resource, l.Name(), err)
+		}
 	}
-	privileged := appLayout(t, "identity-test-c", workerNode, true)
-	if err := applyLayout(ctx, workerDyn, privileged, true); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-		t.Errorf("the worker's identity laid out a privileged pod (err %v), want refused", err)
+	// Nor a workload with privileges on its host, even on itself.
+	for what, change := range map[string]func(pod map[string]any){
+		"privileged": func(pod map[string]any) {
+			pod["containers"].([]any)[0].(map[string]any)["securityContext"] = map[string]any{"privileged": true}
+		},
+		"with added capabilities": func(pod map[string]any) {
+			pod["containers"].([]any)[0].(map[string]any)["securityContext"] = map[string]any{"capabilities": map[string]any{"add": []any{"SYS_ADMIN"}}}
+		},
+		"on the host network": func(pod map[string]any) { pod["hostNetwork"] = true },
+		"with a host path": func(pod map[string]any) {
+			pod["volumes"] = []any{map[string]any{"name": "root", "hostPath": map[string]any{"path": "/"}}}
+		},
+	} {
+		l := appLayout(t, "identity-test-c", workerNode)
+		pod, _, _ := unstructured.NestedMap(l.Object.Object, "spec", "template", "spec")
+		change(pod)
+		if err := unstructured.SetNestedMap(l.Object.Object, pod, "spec", "template", "spec"); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyLayout(ctx, workerDyn, l, true); !refusedByPolicy(err) {
+			t.Errorf("the worker's identity laid out a pod %s (err %v), want refused by %s", what, err, kube.NodePolicyName)
+		}
+		if err := applyLayout(ctx, adminDyn, l, true); err != nil {
+			t.Errorf("the server's identity may not lay out a pod %s: %v", what, err)
+		}
 	}
 
 	// A server's credential may do all of it (dry run: nothing changes).
@@ -165,38 +208,41 @@ func TestWorkerIdentityRefused(t *testing.T) {
 }
 
 // workerIdentity is the credential a worker node's agent reaches the
-// cluster with on a device.
+// cluster with on a device: its node's own identity, issued by the site's
+// CA as k3s issues it.
 func workerIdentity(t *testing.T, site *sitebox.TestSite, node string) *rest.Config {
 	t.Helper()
-	cfg, err := kube.LoadRESTConfig(site.K3sControllerKubeconfig(), "")
+	cfg, err := kube.LoadRESTConfig(site.NodeKubeconfig(node), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
 }
 
-// appLayout is the workload the agent lays out for a container app
-// designated to node (pinned there), made privileged if asked.
-func appLayout(t *testing.T, name, node string, privileged bool) apps.Layout {
+// refusedByPolicy: the API server refused the request by the node policy.
+func refusedByPolicy(err error) bool {
+	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), kube.NodePolicyName)
+}
+
+// layoutOf is the workload the agent lays out for an app of that kind and
+// affinity designated to node.
+func layoutOf(t *testing.T, name, kind, affinity, node string) apps.Layout {
 	t.Helper()
 	app := apps.AppConfig{UUID: sitebox.NodeUUID(name), DisplayName: name,
-		Activate: true, Kind: apps.KindContainer, Image: "registry.local/idle:1", DesignatedNodeID: sitebox.NodeUUID(node),
-		Affinity: apps.AffinityRequired}
+		Activate: true, Kind: kind, Image: "registry.local/idle:1", DesignatedNodeID: sitebox.NodeUUID(node),
+		Affinity: affinity, Resources: apps.AppResources{Memory: "64Mi"}}
 	l, err := apps.LayoutApp(app, app.DesignatedNodeID, node, nil, apps.PlacementOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if privileged {
-		obj := l.Object.DeepCopy()
-		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-		c := containers[0].(map[string]any)
-		c["securityContext"] = map[string]any{"privileged": true}
-		if err := unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers"); err != nil {
-			t.Fatal(err)
-		}
-		l.Object = obj
-	}
 	return l
+}
+
+// appLayout is the workload the agent lays out for a container app
+// designated to node (pinned there).
+func appLayout(t *testing.T, name, node string) apps.Layout {
+	t.Helper()
+	return layoutOf(t, name, apps.KindContainer, apps.AffinityRequired, node)
 }
 
 // applyLayout writes a layout as the agent's layout writer does

@@ -24,8 +24,9 @@ type pki struct {
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 // generate writes a CA, the apiserver's serving certificate, an admin client
-// certificate (system:masters) and the service-account key pair.
-func (p pki) generate() error {
+// certificate (system:masters), each node's own identity (node-NAME) and
+// the service-account key pair.
+func (p pki) generate(nodes []string) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
@@ -102,6 +103,17 @@ func (p pki) generate() error {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}); err != nil {
 		return err
+	}
+	// Each node's own identity, as k3s issues it to every node it admits
+	// (<data-dir>/agent/client-kubelet.crt): user system:node:<name> in
+	// group system:nodes. A worker's agent reaches the cluster with it.
+	for _, n := range nodes {
+		if err := leaf("node-"+n, &x509.Certificate{
+			Subject:     pkix.Name{CommonName: "system:node:" + n, Organization: []string{"system:nodes"}},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}); err != nil {
+			return err
+		}
 	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
