@@ -40,8 +40,11 @@ import (
 //     deletes only pods bound to itself, lays out only workloads whose
 //     node affinity names itself and that ask for no privilege on the
 //     host (privileged or added capabilities, host namespaces, host
-//     paths), creates only sitecon's Longhorn classes as named, and writes
-//     no sitecon ConfigMap even if some other grant allowed it.
+//     paths), creates only sitecon's Longhorn classes as named, writes
+//     no sitecon ConfigMap even if some other grant allowed it, and
+//     neither changes the node-uuid label of its Node (which apps are
+//     designated by; NodeRestriction lets a kubelet set such labels) nor
+//     deletes its Node (to register again under another UUID).
 //
 // Until a server has granted it, a worker's agent reads nothing and retries.
 // The k3s controller identity (system:k3s-controller), which every node
@@ -124,6 +127,12 @@ var nodePolicyValidations = []struct{ expr, msg string }{
 		"a node's identity writes no sitecon ConfigMap (cluster-wide state is written by servers)"},
 	{`request.resource.resource != 'pods' || (oldObject != null && has(oldObject.spec.nodeName) && oldObject.spec.nodeName == variables.node)`,
 		"a node's identity deletes only pods bound to its own node"},
+	{`request.resource.resource != 'nodes' || request.operation != 'DELETE'`,
+		"a node's identity deletes no Node (a node re-registering could claim another node's UUID)"},
+	{`request.resource.resource != 'nodes' || request.operation != 'UPDATE' || ` +
+		`(has(oldObject.metadata.labels) && '` + LabelNodeUUID + `' in oldObject.metadata.labels) == (has(object.metadata.labels) && '` + LabelNodeUUID + `' in object.metadata.labels) && ` +
+		`(!has(object.metadata.labels) || !('` + LabelNodeUUID + `' in object.metadata.labels) || object.metadata.labels['` + LabelNodeUUID + `'] == oldObject.metadata.labels['` + LabelNodeUUID + `'])`,
+		"a node's identity does not change its Node's " + LabelNodeUUID + " label (apps are designated to nodes by it)"},
 	{`request.resource.resource != 'storageclasses' || (has(object.parameters) && 'numberOfReplicas' in object.parameters && object.metadata.name == 'sitecon-longhorn-r' + object.parameters.numberOfReplicas)`,
 		"a node's identity creates only sitecon's Longhorn classes, as named"},
 	{`!variables.workload || (!has(variables.podSpec.nodeName) || variables.podSpec.nodeName == variables.node) && ` +
@@ -210,6 +219,7 @@ func ensureNodePolicy(ctx context.Context, cs kubernetes.Interface, labels map[s
 		WithMatchConstraints(admissionapply.MatchResources().WithResourceRules(
 			rule("", []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "configmaps"),
 			rule("", []admissionv1.OperationType{admissionv1.Delete}, "pods"),
+			rule("", []admissionv1.OperationType{admissionv1.Update, admissionv1.Delete}, "nodes"),
 			rule("apps", write, "deployments"),
 			rule("kubevirt.io", write, "virtualmachineinstances", "virtualmachineinstancereplicasets"),
 			rule("storage.k8s.io", write, "storageclasses"),

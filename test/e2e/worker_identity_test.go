@@ -142,6 +142,29 @@ func TestWorkerIdentityRefused(t *testing.T) {
 	if _, err := pods.Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("node-a's pod after the worker's delete: %v", err)
 	}
+	// Its own Node: the kubelet's labels, yes; the UUID apps are designated
+	// by, or the Node itself (to register again as another), no.
+	workerNodes := worker.CoreV1().Nodes()
+	relabel := func(key, value string) error {
+		patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, key, value)
+		_, err := workerNodes.Patch(ctx, workerNode, types.MergePatchType, patch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	if err := relabel("sitecon.io/identity-test", "x"); err != nil {
+		t.Errorf("the worker's identity may not label its own Node: %v", err)
+	}
+	if err := relabel(kube.LabelNodeUUID, sitebox.NodeUUID("node-a")); !refusedByPolicy(err) {
+		t.Errorf("the worker's identity took node-a's UUID on its Node (err %v), want refused by %s", err, kube.NodePolicyName)
+	}
+	if err := workerNodes.Delete(ctx, workerNode, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("the worker's identity may delete its Node (err %v), want Forbidden", err)
+	}
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, workerNode, types.MergePatchType,
+		fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, kube.LabelNodeUUID, sitebox.NodeUUID("node-a")),
+		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the server's identity may not relabel a Node: %v", err)
+	}
+
 	// VolumeAttachments: the worker releases none (the server's failover
 	// guard does). Authorization answers before the object is looked up.
 	if err := worker.StorageV1().VolumeAttachments().Delete(ctx, "csi-identity-test", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
