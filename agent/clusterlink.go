@@ -146,6 +146,13 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	} else {
 		go func() { _ = leader.Run(ctx) }()
 	}
+	// A bring-up grants once its node has joined (bringUp); an agent run
+	// with a server's credential against a cluster it did not form
+	// (--no-bootstrap: sitebox's) grants as a joined server does, so the
+	// workers' agents beside it can reach the cluster.
+	if role == "" && !nodeIdentity {
+		go a.grantAgentAccess(ctx, snap)
+	}
 	if a.opts.ConfigPath != "" {
 		go RemoveBundlesOnceJoined(ctx, snap, JoinBundlesDir(a.opts.ConfigPath), a.log)
 	}
