@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -277,4 +278,47 @@ func applyLayout(ctx context.Context, dyn dynamic.Interface, l apps.Layout, dryR
 	}
 	_, err := dyn.Resource(l.GVR).Namespace(l.Namespace()).Apply(ctx, l.Name(), l.Object, opts)
 	return err
+}
+
+// A worker's agent, with only its node's identity, does what its role
+// needs once a server's agent has granted it: it reads the cluster, lays
+// out the app it is the designated node of (on itself), and follows the
+// stats-leader election the servers stand in without standing itself.
+func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	// No grant yet: the server's agent gives it.
+	removeAgentAccess(cs)
+	t.Cleanup(func() { removeAgentAccess(cs) })
+
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	app := apps.AppConfig{UUID: "e5000000-0000-4000-8000-0000000000c1", DisplayName: "worker-own-app", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/logger:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityRequired}
+	writeJSON(t, appsDir+"/apps/worker-own-app.json", app)
+	workerCfg := workerIdentity(t, site, "node-c")
+	agents := map[string]*siteAgent{
+		"node-c": startAgentWith(t, site, "node-c", appsDir, logDir, func(o *agent.Options) {
+			o.RESTConfig = workerCfg
+			o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+		}),
+		"node-a": startSiteAgent(t, site, "node-a", appsDir, logDir),
+	}
+	all := []*siteAgent{agents["node-a"], agents["node-c"]}
+	t.Cleanup(func() {
+		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]apps.AppConfig{"worker-own-app": app})
+	})
+	waitAgents(t, all, app.DisplayName, 60*time.Second, "running on node-c", runningOn("node-c"))
+	d, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(t.Context(), apps.WorkloadName(app), metav1.GetOptions{})
+	if err != nil || d.Annotations[apps.AnnotationLaidOutBy] != "node-c" {
+		t.Errorf("the app's workload was not laid out by node-c's agent: %v %v", d.GetAnnotations(), err)
+	}
+	// node-a, the only server here, leads once any lease of an earlier
+	// test has run out; node-c follows and never stands.
+	until(t, 20*time.Second, "node-c's agent follows node-a leading", func() ([2]apps.LeaderState, bool) {
+		ls := [2]apps.LeaderState{agents["node-a"].agent.LeaderState(), agents["node-c"].agent.LeaderState()}
+		return ls, ls[0].IsLeader && ls[1].Leader == "node-a" && !ls[1].IsLeader
+	}, func(ls [2]apps.LeaderState) string {
+		return fmt.Sprintf("node-a's and node-c's leader states: %+v", ls)
+	})
 }
