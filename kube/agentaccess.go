@@ -111,9 +111,10 @@ var AgentRules = []rbacv1.PolicyRule{
 
 // AgentLayoutRules is what a worker's agent may write in the app namespace:
 // the workloads and claims of the apps and volumes it is the designated
-// node of (and their removal once they have no place there).
+// node of, and the removal of a workload that has no place there any more
+// (the agent never deletes a claim: a volume's data outlives its app).
 var AgentLayoutRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"create", "update", "patch", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"create", "update", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "update", "patch", "delete"}},
 	{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstances", "virtualmachineinstancereplicasets"},
 		Verbs: []string{"create", "update", "patch", "delete"}},

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
@@ -122,6 +124,20 @@ func TestWorkerIdentityRefused(t *testing.T) {
 		if err := applyLayout(ctx, adminDyn, l, true); err != nil {
 			t.Errorf("the server's identity may not lay out %s %s on node-a: %v", l.GVR.Resource, l.Name(), err)
 		}
+	}
+
+	// The stats-leader Lease: only servers stand for it.
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: kube.StatsLeaderLeaseName, Namespace: kube.AppNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(workerNode)}}
+	if _, err := worker.CoordinationV1().Leases(kube.AppNamespace).Create(ctx, lease, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("the worker's identity may create the stats-leader Lease (err %v), want Forbidden", err)
+	}
+	if _, err := worker.CoordinationV1().Leases(kube.AppNamespace).Update(ctx, lease, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("the worker's identity may take the stats-leader Lease (err %v), want Forbidden", err)
+	}
+	// A claim: not deleted (a volume's data outlives its app).
+	if err := worker.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(ctx, "any-claim", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the worker's identity may delete claims (err %v), want Forbidden", err)
 	}
 
 	// Another node's pod: not deleted.
