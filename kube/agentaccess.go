@@ -40,7 +40,7 @@ import (
 //     deletes only pods bound to itself, lays out only workloads whose
 //     node affinity names itself and that ask for no privilege on the
 //     host (privileged or added capabilities, host namespaces, host
-//     paths), creates only sitecon's Longhorn classes as named, writes
+//     paths; for a VM, host disks or devices), creates only sitecon's Longhorn classes as named, writes
 //     no sitecon ConfigMap even if some other grant allowed it, and
 //     neither changes the node-uuid label of its Node (which apps are
 //     designated by; NodeRestriction lets a kubelet set such labels) nor
@@ -166,6 +166,11 @@ var nodePolicyValidations = []struct{ expr, msg string }{
 		`(!has(variables.podSpec.initContainers) || variables.podSpec.initContainers.all(c, !has(c.securityContext) || (!has(c.securityContext.privileged) || !c.securityContext.privileged) && ` +
 		`(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || size(c.securityContext.capabilities.add) == 0)))`,
 		"a node's identity lays out no workload with privileges on the host (privileged, added capabilities, host namespaces or paths)"},
+	{`!variables.workload || request.resource.resource == 'deployments' || ` +
+		`(!has(variables.podSpec.volumes) || variables.podSpec.volumes.all(v, !has(v.hostDisk))) && ` +
+		`(!has(variables.podSpec.domain) || !has(variables.podSpec.domain.devices) || ` +
+		`!has(variables.podSpec.domain.devices.hostDevices) && !has(variables.podSpec.domain.devices.gpus))`,
+		"a node's identity lays out no VM with the host's disks or devices"},
 }
 
 // EnsureAgentAccess grants the nodes' own identities what a worker's agent

@@ -182,6 +182,30 @@ func TestWorkerIdentityRefused(t *testing.T) {
 		t.Errorf("the server's identity may not relabel a Node: %v", err)
 	}
 
+	// Nor a VM with the host's disks or devices.
+	for what, change := range map[string]func(vmi map[string]any){
+		"a host disk": func(vmi map[string]any) {
+			vmi["volumes"] = append(vmi["volumes"].([]any), map[string]any{"name": "host", "hostDisk": map[string]any{"path": "/dev/sda", "type": "Disk"}})
+		},
+		"a host device": func(vmi map[string]any) {
+			devices := vmi["domain"].(map[string]any)["devices"].(map[string]any)
+			devices["hostDevices"] = []any{map[string]any{"name": "nic", "deviceName": "intel.com/nic"}}
+		},
+	} {
+		l := layoutOf(t, "identity-test-pinned-vm-c", apps.KindVM, apps.AffinityRequired, workerNode)
+		vmi, _, _ := unstructured.NestedMap(l.Object.Object, "spec")
+		change(vmi)
+		if err := unstructured.SetNestedMap(l.Object.Object, vmi, "spec"); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyLayout(ctx, workerDyn, l, true); !refusedByPolicy(err) {
+			t.Errorf("the worker's identity laid out a VM with %s (err %v), want refused by %s", what, err, kube.NodePolicyName)
+		}
+		if err := applyLayout(ctx, adminDyn, l, true); err != nil {
+			t.Errorf("the server's identity may not lay out a VM with %s: %v", what, err)
+		}
+	}
+
 	// VolumeAttachments: the worker releases none (the server's failover
 	// guard does). Authorization answers before the object is looked up.
 	if err := worker.StorageV1().VolumeAttachments().Delete(ctx, "csi-identity-test", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
