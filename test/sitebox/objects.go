@@ -94,9 +94,10 @@ func WriteDemoApps(dir string) error {
 }
 
 // StartAgents runs one sitecon agent per node (--no-bootstrap) as site
-// processes, so `sitebox down` stops them: servers with the admin
-// kubeconfig, workers with their node's own identity; etcd's member list published
-// from each server's own member, apps from appsDir, sockets
+// processes, so `sitebox down` stops them: servers' with the admin
+// kubeconfig, workers' with their node's own identity (NodeKubeconfig);
+// etcd's member list published from each server's own member, apps from
+// appsDir, sockets
 // DIR/run/agent-NODE.sock, state under DIR/state/NODE, metrics on
 // 127.0.0.1:9812 and up. Auto-migration apps move after moveAfter.
 func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) error {
@@ -113,10 +114,9 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 		return err
 	}
 	for i, n := range s.Nodes {
-		// A server's agent reads etcd's member list from its node's own
-		// member, as on a device (plain http here); an agent node has none.
-		// A server's agent holds the admin kubeconfig, a worker's only its
-		// node's own identity, as on a device.
+		// As on a device: a server's agent holds the admin kubeconfig and
+		// reads etcd's member list from its node's own member (plain http
+		// here); a worker's has only its node's own identity.
 		etcdEndpoint := ""
 		kubeconfig := s.NodeKubeconfig(n.Name)
 		if m, ok := s.EtcdMemberOf(n.Name); ok {

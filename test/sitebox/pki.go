@@ -95,9 +95,9 @@ func (p pki) generate(nodes []string) error {
 		return err
 	}
 	// The identity k3s gives every node's own controllers
-	// (<data-dir>/agent/k3scontroller.kubeconfig): what a worker node's
-	// agent reaches the cluster with. It has no rights of its own here,
-	// as in k3s none that the agent needs: the servers' agents grant them.
+	// (<data-dir>/agent/k3scontroller.kubeconfig), the same on every node:
+	// sitecon grants it nothing (a worker's agent uses its node's own
+	// identity below); it is here because k3s writes it on every node.
 	if err := leaf("k3s-controller", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "system:k3s-controller"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
