@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,11 +39,29 @@ func TestWorkerIdentityRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A cluster upgraded from a version that granted the k3s controller
+	// identity every node shares the agent's rules, writes included.
+	removeAgentAccess(admin)
+	t.Cleanup(func() { removeAgentAccess(admin) })
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: kube.AgentRoleName},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kube.AgentRoleName},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kube.AgentRoleName},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "system:k3s-controller"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// What a server's agent grants once it has joined.
 	if err := kube.EnsureAgentAccess(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeAgentAccess(admin) })
+	binding, err := admin.RbacV1().ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
+	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != rbacv1.GroupKind || binding.Subjects[0].Name != kube.NodesGroup {
+		t.Fatalf("the agents' grant after an upgrade: %+v %v, want the group %s alone", binding, err, kube.NodesGroup)
+	}
 	const workerNode = "node-c"
 	workerCfg := workerIdentity(t, site, workerNode)
 	worker, err := kubernetes.NewForConfig(workerCfg)
@@ -98,6 +117,19 @@ func TestWorkerIdentityRefused(t *testing.T) {
 		if err != nil || cm.Data["identity-test"] == "forged by a worker" {
 			t.Errorf("ConfigMap %s after the worker's attempts: %v %v", name, cm.Data, err)
 		}
+	}
+	// Nor the identity every node shares, which the agents used to have.
+	controllerCfg, err := kube.LoadRESTConfig(site.K3sControllerKubeconfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	controller, err := kubernetes.NewForConfig(controllerCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.CoreV1().ConfigMaps(kube.AppNamespace).Patch(ctx, kube.EtcdMembersConfigMapName, types.MergePatchType, patch,
+		metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the k3s controller identity patched the member list (err %v), want Forbidden", err)
 	}
 	if _, err := workerCMs.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sitecon-forged", Namespace: kube.AppNamespace}},
 		metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
