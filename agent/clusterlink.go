@@ -280,9 +280,16 @@ func (a *Agent) recordCluster(ctx context.Context, snap *kube.Snapshot, v *confi
 // servers (with k3s's admin kubeconfig) grant the node identities the
 // agent's rules and put the node policy in force.
 func (a *Agent) grantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
+	warned := false
 	a.retry(ctx, func() bool {
 		err := kube.EnsureAgentAccess(ctx, snap.Clients().Core)
-		if err != nil {
+		switch {
+		case errors.Is(err, kube.ErrNodePolicy) && !warned:
+			// Said once, loudly: the grant stands, the confinement not.
+			warned = true
+			a.log.Warn("workers' agents reach the cluster, but their writes are not confined to their own nodes", "err", err)
+			return false
+		case err != nil:
 			a.log.Debug("agent access for workers not granted yet", "err", err)
 			return false
 		}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -92,6 +93,12 @@ const AgentRoleName = "sitecon-agent"
 // NodePolicyName names the ValidatingAdmissionPolicy (and its binding) that
 // keeps a node's writes to its own node.
 const NodePolicyName = "sitecon-node-restriction"
+
+// ErrNodePolicy: the node policy could not be put in force (an API server
+// without ValidatingAdmissionPolicy, GA since Kubernetes 1.30), although
+// the grants are in place: the workers' agents run, their writes in the
+// app namespace not confined to their own nodes.
+var ErrNodePolicy = errors.New("the node policy " + NodePolicyName + " is not in force")
 
 // AgentRules is what a worker's agent may do cluster-wide: watch what the
 // snapshot watches, record Events, and lay out sitecon's Longhorn storage
@@ -211,7 +218,10 @@ func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.RbacV1().RoleBindings(AppNamespace).Apply(ctx, layoutBinding, opts); err != nil {
 		return fmt.Errorf("agent RoleBinding: %w", err)
 	}
-	return ensureNodePolicy(ctx, cs, labels, opts)
+	if err := ensureNodePolicy(ctx, cs, labels, opts); err != nil {
+		return fmt.Errorf("%w: %w", ErrNodePolicy, err)
+	}
+	return nil
 }
 
 func ensureNodePolicy(ctx context.Context, cs kubernetes.Interface, labels map[string]string, opts metav1.ApplyOptions) error {
