@@ -1,10 +1,17 @@
 package kube
 
 import (
+	"errors"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // A node's own identity is told from a server's credential by what the
@@ -59,5 +66,24 @@ func TestAgentRulesWriteNoClusterState(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// An API server that cannot take the node policy (no
+// ValidatingAdmissionPolicy before Kubernetes 1.30: a real one of this
+// project's version always can, hence the fake) still gets the grants,
+// and the caller learns the confinement is missing.
+func TestEnsureAgentAccessWithoutPolicyAPI(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("patch", "validatingadmissionpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}, NodePolicyName)
+	})
+	err := EnsureAgentAccess(t.Context(), cs)
+	if !errors.Is(err, ErrNodePolicy) {
+		t.Fatalf("EnsureAgentAccess = %v, want ErrNodePolicy", err)
+	}
+	binding, err := cs.RbacV1().ClusterRoleBindings().Get(t.Context(), AgentRoleName, metav1.GetOptions{})
+	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Name != NodesGroup {
+		t.Errorf("the grant without the policy: %+v %v", binding, err)
 	}
 }
