@@ -38,14 +38,14 @@ import (
 //   - The ValidatingAdmissionPolicy NodePolicyName narrows the group's
 //     writes to its own node, as NodeRestriction does for kubelets (k3s
 //     enables NodeRestriction; the policy does not rely on it): a node
-//     deletes only pods bound to itself, lays out only workloads whose
-//     node affinity names itself and that ask for no privilege on the
-//     host (privileged or added capabilities, host namespaces, host
-//     paths; for a VM, host disks or devices), creates only sitecon's Longhorn classes as named, writes
-//     no sitecon ConfigMap even if some other grant allowed it, and
-//     neither changes the node-uuid label of its Node (which apps are
-//     designated by; NodeRestriction lets a kubelet set such labels) nor
-//     deletes its Node (to register again under another UUID).
+//     deletes only pods bound to itself; lays out only workloads whose
+//     node affinity names itself and that ask for no privilege on the host
+//     (privileged or added capabilities, host namespaces or paths; for a
+//     VM, the host's disks or devices); creates only sitecon's Longhorn
+//     classes, as named; writes no sitecon ConfigMap even if some other
+//     grant allowed it; and neither changes the node-uuid label of its Node
+//     (apps are designated by it, and NodeRestriction lets a kubelet set
+//     such labels) nor deletes its Node to register again under another.
 //
 // Until a server has granted it, a worker's agent reads nothing and retries.
 // The k3s controller identity (system:k3s-controller), which every node
