@@ -179,12 +179,14 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		a.setPhase(PhaseJoined, nil)
 		a.markFormed(v, k.FirstBoot)
 		// Only a member records the cluster: a node that reaches an API
-		// server it never joined must not write into it.
+		// server it never joined must not write into it. A worker's
+		// identity writes no cluster-wide state (kube.EnsureAgentAccess):
+		// the servers keep the record.
 		member.mu.Lock()
 		snap := member.snap
 		member.mu.Unlock()
-		go a.recordCluster(ctx, snap, v)
 		if role != RoleAgent {
+			go a.recordCluster(ctx, snap, v)
 			go a.grantAgentAccess(ctx, snap)
 		}
 	})

@@ -40,24 +40,22 @@ type clusterLink struct {
 // cluster work starts and the seed follower keeps k3s's config pointed at
 // the cluster's current seed.
 func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}, removed func(evidence string)) *clusterLink {
-	kubeconfig := a.opts.Kubeconfig
-	if kubeconfig == "" {
-		kubeconfig = kube.K3sKubeconfig
-		// `k3s agent` writes no admin kubeconfig: a worker reaches the
-		// cluster as k3s's own controllers do (the servers grant that
-		// identity the agent's rules, grantAgentAccess).
-		if role == RoleAgent {
-			kubeconfig = K3sControllerKubeconfig(a.opts.K3sPaths)
-		}
-	}
+	// `k3s agent` writes no admin kubeconfig: a worker reaches the cluster
+	// with its node's own identity, which the servers grant only what a
+	// worker's agent needs (grantAgentAccess).
+	kubeconfig := AgentKubeconfig(a.opts.Kubeconfig, role, a.opts.K3sPaths, kube.K3sKubeconfig)
 	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log}
 	m.connected = func(ctx context.Context, snap *kube.Snapshot) {
 		a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role)
-		m.running.Add(1)
-		go func() {
-			defer m.running.Done()
-			m.watchRemoval(ctx, snap, v.ClusterID, removed)
-		}()
+		// The cluster record lists the servers only: a worker's Node
+		// deleted by hand (k3s registers it again) is no removal.
+		if role != RoleAgent {
+			m.running.Add(1)
+			go func() {
+				defer m.running.Done()
+				m.watchRemoval(ctx, snap, v.ClusterID, removed)
+			}()
+		}
 		select {
 		case <-k3sWritten:
 			a.followSeed(ctx, snap, v)
@@ -128,22 +126,42 @@ func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.V
 // role is the bring-up's; an agent run against a cluster it did not form
 // (--no-bootstrap) has none, and publishes the member list when it has
 // etcd access (sitebox's agents do).
+//
+// What the agent's credential is decides what it writes: with its node's
+// own identity (a worker's) it writes no cluster-wide state (no member
+// list, no overrides) and does not stand for the stats leader, whose
+// failover guard force-deletes other nodes' pods; it follows the servers'
+// election instead (kube.EnsureAgentAccess says who may do what).
 func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role) {
+	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
+	if !ok {
+		return
+	}
 	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
 	a.mu.Lock()
 	a.leader = leader
 	a.mu.Unlock()
 	// Every server publishes what its own member sees, not the stats
-	// leader alone: the leader may be a worker, which has no etcd client
-	// certificates, and a server cut off from the quorum cannot write, so
-	// what is published comes from the side that holds it.
-	if a.opts.Etcd.Endpoint != "" && role != RoleAgent {
+	// leader alone: a server cut off from the quorum cannot write, so what
+	// is published comes from the side that holds it.
+	if a.opts.Etcd.Endpoint != "" && role != RoleAgent && !nodeIdentity {
 		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
 			Log: a.log.With("component", "etcd-members")}
 		go publisher.Run(ctx)
 	}
-	go func() { _ = leader.Run(ctx) }()
+	if nodeIdentity {
+		go leader.Follow(ctx, snap)
+	} else {
+		go func() { _ = leader.Run(ctx) }()
+	}
+	// A bring-up grants once its node has joined (bringUp); an agent run
+	// with a server's credential against a cluster it did not form
+	// (--no-bootstrap: sitebox's) grants as a joined server does, so the
+	// workers' agents beside it can reach the cluster.
+	if role == "" && !nodeIdentity {
+		go a.grantAgentAccess(ctx, snap)
+	}
 	if a.opts.ConfigPath != "" {
 		go RemoveBundlesOnceJoined(ctx, snap, JoinBundlesDir(a.opts.ConfigPath), a.log)
 	}
@@ -154,6 +172,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	opts.NodeName, opts.NodeUUID = node, cmp.Or(opts.NodeUUID, nodeUUID)
 	opts.Log = a.log.With("component", "apps")
 	opts.Leader = leader.State
+	opts.NodeIdentity = nodeIdentity
 	appsPart, err := apps.New(opts, snap)
 	if err != nil {
 		a.log.Error("apps agent", "err", err)
@@ -273,19 +292,45 @@ func (a *Agent) recordCluster(ctx context.Context, snap *kube.Snapshot, v *confi
 	})
 }
 
-// grantAgentAccess lets the agents of worker nodes reach the cluster: a
-// k3s agent has no admin kubeconfig, only its controller identity, which
-// the servers (with k3s's admin kubeconfig) grant the agent's rules.
+// grantAgentAccess lets the agents of worker nodes reach the cluster with
+// their nodes' own identities, and no further than their nodes: the
+// servers (with k3s's admin kubeconfig) grant the node identities the
+// agent's rules and put the node policy in force.
 func (a *Agent) grantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
+	warned := false
 	a.retry(ctx, func() bool {
 		err := kube.EnsureAgentAccess(ctx, snap.Clients().Core)
-		if err != nil {
+		switch {
+		case errors.Is(err, kube.ErrNodePolicy) && !warned:
+			// Said once, loudly: the grant stands, the confinement not.
+			warned = true
+			a.log.Warn("workers' agents reach the cluster, but their writes are not confined to their own nodes", "err", err)
+			return false
+		case err != nil:
 			a.log.Debug("agent access for workers not granted yet", "err", err)
 			return false
 		}
-		a.log.Info("agent access for worker nodes in place", "clusterrole", kube.AgentRoleName, "user", kube.K3sControllerUser)
+		a.log.Info("agent access for worker nodes in place", "clusterrole", kube.AgentRoleName, "group", kube.NodesGroup, "policy", kube.NodePolicyName)
 		return true
 	})
+}
+
+// nodeIdentity asks the API server who this agent is, until it answers or
+// ctx ends (false): true when the agent acts with a node's own identity
+// (a worker's credential), which writes no cluster-wide state. The answer
+// comes from the credential, not from this node's config.
+func (a *Agent) nodeIdentity(ctx context.Context, snap *kube.Snapshot) (nodeIdentity, ok bool) {
+	ok = a.retry(ctx, func() bool {
+		user, err := kube.WhoAmI(ctx, snap.Clients().Core)
+		if err != nil {
+			a.log.Debug("identity not known yet", "err", err)
+			return false
+		}
+		_, nodeIdentity = kube.NodeOfIdentity(user)
+		a.log.Info("cluster identity", "user", user.Username, "node identity", nodeIdentity)
+		return true
+	})
+	return nodeIdentity, ok
 }
 
 // newAgentSnapshot is the agent's view of the cluster. The agent writes

@@ -57,10 +57,27 @@ var DefaultK3sPaths = K3sPaths{
 // DropInDir is the directory k3s merges after the main config file.
 func (p K3sPaths) DropInDir() string { return p.ConfigFile + ".d" }
 
-// K3sControllerKubeconfig is the kubeconfig k3s writes for its own
-// controllers on every node, servers and agents alike.
-func K3sControllerKubeconfig(p K3sPaths) string {
-	return filepath.Join(p.DataDir, "agent", "k3scontroller.kubeconfig")
+// NodeKubeconfig is the kubeconfig of this node's own identity, which k3s
+// writes on every node, servers and agents alike: the kubelet's client
+// certificate (user system:node:<name>, group system:nodes), the credential
+// a worker's agent reaches the cluster with (kube.EnsureAgentAccess).
+func NodeKubeconfig(p K3sPaths) string {
+	return filepath.Join(p.DataDir, "agent", "kubelet.kubeconfig")
+}
+
+// AgentKubeconfig is the kubeconfig the agent reaches its cluster with:
+// the one it was given, else a server's admin kubeconfig, a worker's node
+// identity (a worker has no admin kubeconfig and is trusted with no more
+// than its node).
+func AgentKubeconfig(explicit string, role Role, p K3sPaths, adminKubeconfig string) string {
+	switch {
+	case explicit != "":
+		return explicit
+	case role == RoleAgent:
+		return NodeKubeconfig(p)
+	default:
+		return adminKubeconfig
+	}
 }
 
 // EtcdMemberDataPresent reports whether this node has been an etcd member

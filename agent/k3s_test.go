@@ -189,3 +189,26 @@ func TestWriteFileAtomicLeavesNoTemporaries(t *testing.T) {
 		t.Errorf("old file damaged: %q", got)
 	}
 }
+
+// A worker reaches its cluster with its node's own identity, never a
+// credential every node shares; a server with k3s's admin kubeconfig; a
+// kubeconfig given on the command line wins.
+func TestAgentKubeconfig(t *testing.T) {
+	paths := K3sPaths{DataDir: "/data/k3s"}
+	const admin = "/etc/rancher/k3s/k3s.yaml"
+	for _, tc := range []struct {
+		explicit string
+		role     Role
+		want     string
+	}{
+		{"", RoleAgent, "/data/k3s/agent/kubelet.kubeconfig"},
+		{"", RoleServer, admin},
+		{"", RoleSeed, admin},
+		{"/tmp/given", RoleAgent, "/tmp/given"},
+		{"/tmp/given", RoleServer, "/tmp/given"},
+	} {
+		if got := AgentKubeconfig(tc.explicit, tc.role, paths, admin); got != tc.want {
+			t.Errorf("AgentKubeconfig(%q, %s) = %q, want %q", tc.explicit, tc.role, got, tc.want)
+		}
+	}
+}

@@ -69,7 +69,11 @@ type Options struct {
 	// Leader reports the stats-leader election; only the leader acts on
 	// failover and writes cluster-wide stats.
 	Leader func() LeaderState
-	Log    *slog.Logger
+	// NodeIdentity: the agent reaches the cluster with its node's own
+	// identity (a worker's), which may write no cluster-wide state
+	// (kube.EnsureAgentAccess): it removes no placement override.
+	NodeIdentity bool
+	Log          *slog.Logger
 }
 
 // DefaultConflictWindow is how long a layout from a disagreeing config
@@ -499,7 +503,9 @@ func (a *Agent) reconcile(ctx context.Context, woke time.Time) time.Duration {
 			ov = &x
 		}
 		dnid, active, stale := EffectiveDNId(app, ov)
-		if stale && app.DesignatedNodeID == myUUID {
+		// A worker leaves a stale override where it is: it has no effect
+		// (the config's DNId stands) and its identity may not remove it.
+		if stale && app.DesignatedNodeID == myUUID && !a.opts.NodeIdentity {
 			staleOverrides = append(staleOverrides, uuid)
 		}
 		// An override is re-checked here, not only by whoever wrote it; a

@@ -120,3 +120,28 @@ func (s *StatsLeader) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Follow keeps this node's view of the election without standing in it,
+// from the Lease as the snapshot holds it, until ctx ends: an agent whose
+// identity may not hold the Lease (a worker's, kube.EnsureAgentAccess)
+// follows the servers' election instead. It never leads.
+func (s *StatsLeader) Follow(ctx context.Context, snap *kube.Snapshot) {
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	for {
+		holder := ""
+		for _, l := range snap.Data().Leases {
+			if l.Name == kube.StatsLeaderLeaseName && l.Namespace == kube.AppNamespace && l.Spec.HolderIdentity != nil {
+				holder = *l.Spec.HolderIdentity
+			}
+		}
+		s.mu.Lock()
+		s.observed = holder
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,10 +21,12 @@ import (
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
-// A worker node (k3s agent) has no admin kubeconfig: k3s writes only its
-// controller identity's. Its sitecon agent reaches the cluster with that one,
-// once the seed's agent has granted the identity the agent's rules, and gets
-// to joined, with the stats-leader election running, without --kubeconfig.
+// A worker node (k3s agent) has no admin kubeconfig: its sitecon agent
+// reaches the cluster with its node's own identity, the kubelet client
+// certificate k3s issues each node, once the seed's agent has granted the
+// nodes' identities the agent's rules, and gets to joined, following the
+// servers' stats-leader election, without --kubeconfig. The identity is
+// its node's, not one every node shares: it writes no cluster-wide state.
 func TestBootstrapWorkerJoins(t *testing.T) {
 	netns.Skip(t)
 	site := sitebox.Shared(t)
@@ -35,30 +37,27 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	// No grant from an earlier run: the identity starts with no rights.
-	rbac := cs.RbacV1()
-	_ = rbac.ClusterRoleBindings().Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
-	_ = rbac.ClusterRoles().Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
-	t.Cleanup(func() {
-		_ = rbac.ClusterRoleBindings().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
-		_ = rbac.ClusterRoles().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
-	})
-	controllerCfg, err := clientcmd.BuildConfigFromFlags("", site.K3sControllerKubeconfig())
+	removeAgentAccess(cs)
+	t.Cleanup(func() { removeAgentAccess(cs) })
+	nodeCfg, err := clientcmd.BuildConfigFromFlags("", site.NodeKubeconfig("node-c"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	controller, err := kubernetes.NewForConfig(controllerCfg)
+	nodeIdentity, err := kubernetes.NewForConfig(nodeCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("the k3s controller identity can list nodes before any grant (err %v): the test would prove nothing", err)
+	if _, err := nodeIdentity.CoreV1().ConfigMaps(kube.AppNamespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("node-c's identity can list ConfigMaps before any grant (err %v): the test would prove nothing", err)
 	}
 	// The agents write their own cluster record.
 	putClusterRecordAside(t, cs)
 
 	standin := buildStandin(t)
-	// What k3s hands every node it admits: the controller identity.
+	// What k3s hands every node it admits: the controller identity every
+	// node shares, and the node's own.
 	t.Setenv("K3SSTANDIN_CONTROLLER_KUBECONFIG", site.K3sControllerKubeconfig())
+	t.Setenv("K3SSTANDIN_NODE_IDENTITIES", site.NodeDataDirs())
 	hosts := netns.NewLAN(t, "a", "c")
 	plan, err := agent.Plan(agent.FormRequest{
 		ClusterName: "site1", Interface: netns.Interface,
@@ -79,16 +78,23 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 	if st.Role != agent.RoleAgent {
 		t.Fatalf("node-c runs as %s, want a worker (agent)", st.Role)
 	}
-	if _, err := os.Stat(filepath.Join(worker.dataDir, "agent", "k3scontroller.kubeconfig")); err != nil {
-		t.Fatalf("the worker joined without the controller kubeconfig k3s writes: %v", err)
+	if _, err := os.Stat(agent.NodeKubeconfig(agent.K3sPaths{DataDir: worker.dataDir})); err != nil {
+		t.Fatalf("the worker joined without the node kubeconfig k3s writes: %v", err)
 	}
-	// The cluster work runs on the worker: it takes part in the election.
-	until(t, 20*time.Second, "the worker's stats-leader election sees a leader", func() (apps.LeaderState, bool) {
-		st := worker.agent.LeaderState()
-		return st, st.Leader != ""
-	}, func(st apps.LeaderState) string { return fmt.Sprintf("its leader state: %+v", st) })
-	binding, err := rbac.ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
-	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Name != kube.K3sControllerUser {
-		t.Fatalf("the agent's grant to the k3s controller identity: %+v %v", binding, err)
+	// The cluster work runs on the worker: it follows the election, which
+	// only servers stand in.
+	until(t, 20*time.Second, "the worker's view of the election names node-a (the only server) leading", func() (apps.LeaderState, bool) {
+		ls := worker.agent.LeaderState()
+		return ls, ls.Leader == "node-a" && !ls.IsLeader
+	}, func(ls apps.LeaderState) string { return fmt.Sprintf("its leader state: %+v", ls) })
+	binding, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
+	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "Group" || binding.Subjects[0].Name != kube.NodesGroup {
+		t.Fatalf("the agent's grant to the nodes' identities: %+v %v", binding, err)
+	}
+	// The worker's agent kept out of the cluster-wide state: the record
+	// lists the servers it was written by, not the worker.
+	record, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+	if err != nil || strings.Contains(record.Data[kube.ClusterKeyNodes], "node-c") {
+		t.Errorf("cluster record after the worker joined: %v %v", record.Data, err)
 	}
 }

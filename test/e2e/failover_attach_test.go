@@ -215,36 +215,46 @@ func attachedNode(t *testing.T, lh lhclientset.Interface, claim string) string {
 	return vols.Items[i].Status.CurrentNodeID
 }
 
-// A worker node's agent reaches the cluster as k3s's controller identity,
-// with only the sitecon-agent ClusterRole: that must let the failover
-// guard, as stats leader, find and delete VolumeAttachments.
-func TestFailoverReleaseAllowedToTheAgentIdentity(t *testing.T) {
+// The failover guard releases VolumeAttachments from a server's agent
+// only: workers do not stand for the stats leader, and a worker's identity
+// (its node's own, with the grant a server's agent gives it) may find the
+// attachments but not delete them.
+func TestFailoverReleaseOnlyByServers(t *testing.T) {
 	site := sitebox.Shared(t)
 	cs := clientset(t, site)
-	rbac := cs.RbacV1()
-	_, errRole := rbac.ClusterRoles().Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{})
+	_, errRole := cs.RbacV1().ClusterRoles().Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{})
 	if err := kube.EnsureAgentAccess(t.Context(), cs); err != nil {
 		t.Fatal(err)
 	}
 	if errRole != nil {
 		// Leave the site as found: the worker test starts with no grant.
-		t.Cleanup(func() {
-			_ = rbac.ClusterRoleBindings().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
-			_ = rbac.ClusterRoles().Delete(context.Background(), kube.AgentRoleName, metav1.DeleteOptions{})
-		})
+		t.Cleanup(func() { removeAgentAccess(cs) })
 	}
-	for _, verb := range []string{"get", "list", "delete"} {
+	for verb, allowed := range map[string]bool{"get": true, "list": true, "delete": false} {
 		review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: kube.K3sControllerUser, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Group: "storage.k8s.io", Resource: "volumeattachments", Verb: verb}},
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: kube.NodeUser("node-c"), Groups: []string{kube.NodesGroup, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "storage.k8s.io", Resource: "volumeattachments", Verb: verb}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !review.Status.Allowed {
-			t.Errorf("%s may not %s volumeattachments: %s", kube.K3sControllerUser, verb, review.Status.Reason)
+		if review.Status.Allowed != allowed {
+			t.Errorf("a worker's identity may %s volumeattachments: %v, want %v (%s)", verb, review.Status.Allowed, allowed, review.Status.Reason)
 		}
 	}
+}
+
+// removeAgentAccess takes back what kube.EnsureAgentAccess granted.
+func removeAgentAccess(cs kubernetes.Interface) {
+	ctx := context.Background()
+	rbac := cs.RbacV1()
+	_ = rbac.ClusterRoleBindings().Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
+	_ = rbac.ClusterRoles().Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
+	_ = rbac.RoleBindings(kube.AppNamespace).Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
+	_ = rbac.Roles(kube.AppNamespace).Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
+	admission := cs.AdmissionregistrationV1()
+	_ = admission.ValidatingAdmissionPolicyBindings().Delete(ctx, kube.NodePolicyName, metav1.DeleteOptions{})
+	_ = admission.ValidatingAdmissionPolicies().Delete(ctx, kube.NodePolicyName, metav1.DeleteOptions{})
 }
 
 // claimPV is the PV a claim in the app namespace is bound to.

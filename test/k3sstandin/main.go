@@ -29,6 +29,12 @@ import (
 // <data-dir>/agent/k3scontroller.kubeconfig, as k3s does on every node.
 const ControllerKubeconfigEnv = "K3SSTANDIN_CONTROLLER_KUBECONFIG"
 
+// NodeIdentitiesEnv names a directory of node identities, NAME/agent/*
+// (sitebox's NodeDataDirs): the stand-in copies its node's into
+// <data-dir>/agent (client-kubelet.crt/key, kubelet.kubeconfig), as k3s
+// writes the identity it issued the node.
+const NodeIdentitiesEnv = "K3SSTANDIN_NODE_IDENTITIES"
+
 func main() {
 	// Copied as a containerd shim (containerd-shim-runc-v2 ...), it stands
 	// in for one: a process that outlives k3s until it is killed, as a
@@ -102,6 +108,12 @@ func run(args []string) error {
 			return err
 		}
 	}
+	if src := os.Getenv(NodeIdentitiesEnv); src != "" {
+		name, _ := settings["node-name"].(string)
+		if err := copyNodeIdentity(filepath.Join(src, name, "agent"), filepath.Join(dataDir, "agent")); err != nil {
+			return err
+		}
+	}
 	if sub == "server" {
 		ip, _ := settings["node-ip"].(string)
 		cert, err := selfSigned()
@@ -119,6 +131,27 @@ func run(args []string) error {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	<-stop
+	return nil
+}
+
+// copyNodeIdentity copies the files of a node's identity from src to dst.
+func copyNodeIdentity(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("node identity: %w", err)
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o600); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

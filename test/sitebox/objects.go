@@ -94,8 +94,10 @@ func WriteDemoApps(dir string) error {
 }
 
 // StartAgents runs one sitecon agent per node (--no-bootstrap) as site
-// processes, so `sitebox down` stops them: etcd's member list published
-// from each server's own member, apps from appsDir, sockets
+// processes, so `sitebox down` stops them: servers' with the admin
+// kubeconfig, workers' with their node's own identity (NodeKubeconfig);
+// etcd's member list published from each server's own member, apps from
+// appsDir, sockets
 // DIR/run/agent-NODE.sock, state under DIR/state/NODE, metrics on
 // 127.0.0.1:9812 and up. Auto-migration apps move after moveAfter.
 func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) error {
@@ -112,14 +114,17 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 		return err
 	}
 	for i, n := range s.Nodes {
-		// A server's agent reads etcd's member list from its node's own
-		// member, as on a device (plain http here); an agent node has none.
+		// As on a device: a server's agent holds the admin kubeconfig and
+		// reads etcd's member list from its node's own member (plain http
+		// here); a worker's has only its node's own identity.
 		etcdEndpoint := ""
+		kubeconfig := s.NodeKubeconfig(n.Name)
 		if m, ok := s.EtcdMemberOf(n.Name); ok {
 			etcdEndpoint = m.ClientURL()
+			kubeconfig = filepath.Join(dir, "kubeconfig")
 		}
 		err := s.StartProcess("agent-"+n.Name, sitecon, "agent", "--no-bootstrap", "--etcd-endpoint="+etcdEndpoint,
-			"--node-name", n.Name, "--kubeconfig", filepath.Join(dir, "kubeconfig"),
+			"--node-name", n.Name, "--kubeconfig", kubeconfig,
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
 			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),
 			"--move-after", moveAfter.String(), "--failover-timeout", (2 * moveAfter).String(),

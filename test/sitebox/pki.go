@@ -24,8 +24,9 @@ type pki struct {
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 // generate writes a CA, the apiserver's serving certificate, an admin client
-// certificate (system:masters) and the service-account key pair.
-func (p pki) generate() error {
+// certificate (system:masters), each node's own identity (node-NAME) and
+// the service-account key pair.
+func (p pki) generate(nodes []string) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
@@ -94,14 +95,25 @@ func (p pki) generate() error {
 		return err
 	}
 	// The identity k3s gives every node's own controllers
-	// (<data-dir>/agent/k3scontroller.kubeconfig): what a worker node's
-	// agent reaches the cluster with. It has no rights of its own here,
-	// as in k3s none that the agent needs: the servers' agents grant them.
+	// (<data-dir>/agent/k3scontroller.kubeconfig), the same on every node:
+	// sitecon grants it nothing (a worker's agent uses its node's own
+	// identity below); it is here because k3s writes it on every node.
 	if err := leaf("k3s-controller", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "system:k3s-controller"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}); err != nil {
 		return err
+	}
+	// Each node's own identity, as k3s issues it to every node it admits
+	// (<data-dir>/agent/client-kubelet.crt): user system:node:<name> in
+	// group system:nodes. A worker's agent reaches the cluster with it.
+	for _, n := range nodes {
+		if err := leaf("node-"+n, &x509.Certificate{
+			Subject:     pkix.Name{CommonName: "system:node:" + n, Organization: []string{"system:nodes"}},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}); err != nil {
+			return err
+		}
 	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

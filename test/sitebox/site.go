@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/sha1"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,6 +200,18 @@ func (s *Site) K3sControllerKubeconfig() string {
 	return filepath.Join(s.Dir, "k3scontroller.kubeconfig")
 }
 
+// NodeDataDirs holds, per node, the part of a k3s data dir that carries
+// the node's own identity: DIR/nodes/NAME/agent/{client-kubelet.crt,
+// client-kubelet.key,server-ca.crt,kubelet.kubeconfig}, as k3s writes them
+// under <data-dir>/agent on every node it admits.
+func (s *Site) NodeDataDirs() string { return filepath.Join(s.Dir, "nodes") }
+
+// NodeKubeconfig reaches the site as node's own identity (system:node:NAME
+// in group system:nodes): what a worker node's agent holds on a device.
+func (s *Site) NodeKubeconfig(node string) string {
+	return filepath.Join(s.NodeDataDirs(), node, "agent", "kubelet.kubeconfig")
+}
+
 // RESTConfig returns an admin config for the site.
 func (s *Site) RESTConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
@@ -242,7 +255,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		}
 	}
 	// A previous site's data in the same directory would resurrect its objects.
-	for _, sub := range []string{"etcd", "pki", "logs", "run"} {
+	for _, sub := range []string{"etcd", "pki", "nodes", "logs", "run"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return nil, err
 		}
@@ -309,7 +322,11 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 			_ = site.Down()
 		}
 	}()
-	if err := (pki{dir: filepath.Join(dir, "pki")}).generate(); err != nil {
+	var names []string
+	for _, n := range site.Nodes {
+		names = append(names, n.Name)
+	}
+	if err := (pki{dir: filepath.Join(dir, "pki")}).generate(names); err != nil {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
 	if err := site.writeFiles(); err != nil {
@@ -401,6 +418,9 @@ current-context: sitebox
 	if err := os.WriteFile(s.K3sControllerKubeconfig(), []byte(controller), 0o600); err != nil {
 		return err
 	}
+	if err := s.writeNodeIdentities(); err != nil {
+		return err
+	}
 	// kwok needs its parallelism spelled out when run standalone.
 	kwokConfig := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
@@ -414,6 +434,56 @@ options:
 ---
 %s`, s.NodeLeaseSeconds, kwokStages)
 	return os.WriteFile(filepath.Join(s.Dir, "kwok.yaml"), []byte(kwokConfig), 0o644)
+}
+
+// writeNodeIdentities lays out each node's identity as k3s keeps it in
+// the agent directory of its data dir. The kubeconfig carries the
+// certificates inline, so the directory can be copied into a stand-in's
+// data dir as it is.
+func (s *Site) writeNodeIdentities() error {
+	ca, err := os.ReadFile(s.pki("ca.crt"))
+	if err != nil {
+		return err
+	}
+	for _, n := range s.Nodes {
+		dir := filepath.Dir(s.NodeKubeconfig(n.Name))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		cert, err := os.ReadFile(s.pki("node-" + n.Name + ".crt"))
+		if err != nil {
+			return err
+		}
+		key, err := os.ReadFile(s.pki("node-" + n.Name + ".key"))
+		if err != nil {
+			return err
+		}
+		kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:%d
+    certificate-authority-data: %s
+users:
+- name: user
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: local
+  context: {cluster: local, user: user}
+current-context: local
+`, s.APIPort, base64.StdEncoding.EncodeToString(ca), base64.StdEncoding.EncodeToString(cert), base64.StdEncoding.EncodeToString(key))
+		for name, data := range map[string][]byte{
+			"client-kubelet.crt": cert, "client-kubelet.key": key, "server-ca.crt": ca, "kubelet.kubeconfig": []byte(kubeconfig),
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // startEtcd starts every member at once (a new cluster forms only once a
@@ -493,6 +563,11 @@ func (s *Site) startAPIServer(ctx context.Context) error {
 		"--service-account-signing-key-file="+s.pki("sa.key"),
 		"--service-cluster-ip-range="+serviceClusterRange,
 		"--authorization-mode=Node,RBAC",
+		// As k3s runs its API server: a kubelet's identity changes only
+		// its own Node and the pods bound to it.
+		"--enable-admission-plugins=NodeRestriction",
+		// k3s allows privileged pods (KubeVirt's and Longhorn's need it).
+		"--allow-privileged=true",
 		"--default-not-ready-toleration-seconds="+tol,
 		"--default-unreachable-toleration-seconds="+tol,
 		"--profiling=false",
