@@ -52,7 +52,7 @@ func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role,
 	}
 	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log,
 		connected: func(ctx context.Context, snap *kube.Snapshot) {
-			a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role)
+			a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, a.lifeKey(v.ClusterID, v.Token))
 			select {
 			case <-k3sWritten:
 				a.followSeed(ctx, snap, v)
@@ -123,7 +123,8 @@ func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.V
 // role is the bring-up's; an agent run against a cluster it did not form
 // (--no-bootstrap) has none, and publishes the member list when it has
 // etcd access (sitebox's agents do).
-func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role) {
+// lifeKey checks the lost nodes' proofs of life for the failover guard.
+func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role, lifeKey config.LifeKey) {
 	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
 	a.mu.Lock()
@@ -149,6 +150,12 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	opts.NodeName, opts.NodeUUID = node, cmp.Or(opts.NodeUUID, nodeUUID)
 	opts.Log = a.log.With("component", "apps")
 	opts.Leader = leader.State
+	// The guard probes the lost nodes from this node's network (its
+	// namespace in tests), checking their proofs with the cluster's key.
+	opts.LifeKey = lifeKey
+	if opts.ProbeDial == nil {
+		opts.ProbeDial = a.dialer()
+	}
 	appsPart, err := apps.New(opts, snap)
 	if err != nil {
 		a.log.Error("apps agent", "err", err)
@@ -184,7 +191,13 @@ func (a *Agent) runExternal(ctx context.Context) error {
 	a.state = State{Node: a.opts.NodeName, Phase: PhaseExternal, Since: time.Now()}
 	a.mu.Unlock()
 	snap.Start(ctx)
-	a.startClusterWork(ctx, snap, a.opts.NodeName, "", "")
+	key := a.externalLifeKey()
+	if a.opts.StatusAddr != "" {
+		if err := a.serveExternalStatus(ctx, snap, key); err != nil {
+			return err
+		}
+	}
+	a.startClusterWork(ctx, snap, a.opts.NodeName, "", "", key)
 	<-ctx.Done()
 	return nil
 }

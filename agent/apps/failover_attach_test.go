@@ -62,7 +62,7 @@ func TestAttachmentsToRelease(t *testing.T) {
 		return FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: now.Add(-2 * time.Minute), Now: now, Timeout: time.Minute, Evidence: ev}
 	}
 	silent := func(vols ...ClaimVolume) *FailoverEvidence {
-		return &FailoverEvidence{Probe: "connection refused", Volumes: vols}
+		return &FailoverEvidence{Probe: "10.0.0.2:12346 is silent", Volumes: vols}
 	}
 	for name, tc := range map[string]struct {
 		ev   *FailoverEvidence
@@ -73,7 +73,7 @@ func TestAttachmentsToRelease(t *testing.T) {
 		"a claim with no up-to-date replica elsewhere: refused, nothing": {
 			ev: silent(claim("data", "pvc-data", "node-b", "node-a"), claim("logs", "pvc-logs", "node-b"))},
 		"the node still answers: held, nothing": {
-			ev: &FailoverEvidence{Alive: true, Probe: "answered 200"}},
+			ev: &FailoverEvidence{Alive: true, Probe: "its agent proved at 10.0.0.2:12346 that it runs"}},
 		"no evidence read: nothing": {},
 		"a claim not read: refused, nothing": {
 			ev: silent(claim("data", "pvc-data", "node-a"))},
