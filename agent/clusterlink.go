@@ -193,9 +193,12 @@ func (a *Agent) runExternal(ctx context.Context) error {
 	snap.Start(ctx)
 	key := a.externalLifeKey()
 	if a.opts.StatusAddr != "" {
-		if err := a.serveExternalStatus(ctx, snap, key); err != nil {
+		srv, err := a.serveExternalStatus(snap, key)
+		if err != nil {
 			return err
 		}
+		// Closed before Run returns: an agent stopped is silent there.
+		defer srv.Close()
 	}
 	a.startClusterWork(ctx, snap, a.opts.NodeName, "", "", key)
 	<-ctx.Done()

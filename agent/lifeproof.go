@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -50,14 +49,15 @@ func (a *Agent) externalLifeKey() config.LifeKey {
 // (--no-bootstrap): as on a device, the other nodes' failover guard probes
 // this node's agent there. /status answers cluster:<id> while this node's
 // Node is a server and etcd member.
-func (a *Agent) serveExternalStatus(ctx context.Context, snap *kube.Snapshot, key config.LifeKey) error {
+// The caller closes the returned server: once closed, nothing answers there.
+func (a *Agent) serveExternalStatus(snap *kube.Snapshot, key config.LifeKey) (*http.Server, error) {
 	var l net.Listener
 	err := a.opts.InNetNS(func() (err error) {
 		l, err = net.Listen("tcp", a.opts.StatusAddr)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("/status server on %s: %w", a.opts.StatusAddr, err)
+		return nil, fmt.Errorf("/status server on %s: %w", a.opts.StatusAddr, err)
 	}
 	member := func() bool {
 		n, ok := snap.Node(a.opts.NodeName)
@@ -65,10 +65,6 @@ func (a *Agent) serveExternalStatus(ctx context.Context, snap *kube.Snapshot, ke
 	}
 	srv := localapi.NewServer(withLifeProof(StatusHandler(key.ClusterID(), member), key, a.opts.NodeName))
 	go func() { _ = srv.Serve(l) }()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
 	a.log.Info("serving /status and the proof of life", "addr", l.Addr().String())
-	return nil
+	return srv, nil
 }

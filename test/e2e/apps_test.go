@@ -247,14 +247,14 @@ func TestAppsAgents(t *testing.T) {
 		// At first node-b's device still answers on the cluster network (a
 		// partition, not a loss): its stuck pods are held, whatever the
 		// replicas elsewhere, and the leader says why.
-		stillAnswers := siteStatus.answer(t, "node-b")
+		stillAnswers := answerForPartitioned(t, site, "node-b")
 		site.RecoverOnCleanup(t, "node-b")
 		if err := site.Fail("node-b"); err != nil {
 			t.Fatal(err)
 		}
 		live := []*siteAgent{agents["node-a"], agents["node-c"]}
 		held := waitAnyTimeline(t, live, 90*time.Second, "the web pod held while node-b answers", func(e apps.TimelineEvent) bool {
-			return e.App == appWeb && (e.Kind == apps.EventFailover || e.Kind == apps.EventRefusal && strings.Contains(e.Message, "still answers"))
+			return e.App == appWeb && (e.Kind == apps.EventFailover || e.Kind == apps.EventRefusal && strings.Contains(e.Message, "shows a sign of life"))
 		})
 		if held.Kind != apps.EventRefusal {
 			t.Fatalf("the web pod was force-deleted while node-b still answered: %q", held.Message)
@@ -328,7 +328,7 @@ func TestAppsAgents(t *testing.T) {
 			return e.Kind == apps.EventFailover && e.App == appWeb
 		})
 		refusal := waitTimeline(t, leader, 30*time.Second, "refused the local pod", func(e apps.TimelineEvent) bool {
-			return e.Kind == apps.EventRefusal && e.App == appLocal && !strings.Contains(e.Message, "still answers")
+			return e.Kind == apps.EventRefusal && e.App == appLocal && !strings.Contains(e.Message, "shows a sign of life")
 		})
 		if !strings.Contains(refusal.Message, "no up-to-date replica off node-b") {
 			t.Fatalf("refusal does not say why: %q", refusal.Message)
