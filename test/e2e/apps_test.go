@@ -520,6 +520,12 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		waitReady(n)
 	}
+	// Each agent proves its life at its node's address, as the guards of
+	// the others probe it; a failed node's is silent.
+	probe := lifeProber(t, site)
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		probe(n, apps.LifeProven, 15*time.Second)
+	}
 	// The stats leader's node is the one lost: a dead device never gives
 	// its lease up, so another node may take it only once it expires.
 	leases := clientset(t, site).CoordinationV1().Leases(kube.AppNamespace)
@@ -545,6 +551,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	if _, err := nodeStatus(lost); err == nil {
 		t.Fatalf("%s failed, but its agent still answers", lost)
 	}
+	probe(lost, apps.LifeSilent, 15*time.Second)
 	taken := until(t, 90*time.Second, "the stats leader moves off failed "+lost, func() (*coordinationv1.Lease, bool) {
 		l, err := lease()
 		return l, err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != lost
@@ -560,6 +567,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(lost)
+	probe(lost, apps.LifeProven, 15*time.Second)
 }
 
 // waitApp waits until agent a sees app and its state satisfies cond, and

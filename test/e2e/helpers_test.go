@@ -185,11 +185,19 @@ func agentNodeAt(t *testing.T, cs kubernetes.Interface, name, ip string) {
 	}
 }
 
+// siteAddr is host number host of the site's node network, on this
+// machine (1: node-a's address, 2: node-b's, ...).
+func siteAddr(site *sitebox.TestSite, host int) string {
+	a := netip.MustParsePrefix(site.NodePrefix()).Addr().As4()
+	a[3] = byte(host)
+	return netip.AddrFrom4(a).String()
+}
+
 // formedConfig writes node-a's cluster config as formation leaves it (the
 // site's three nodes) and returns the cluster's ID and the config's path.
-func formedConfig(t *testing.T) (clusterID, path string) {
+func formedConfig(t *testing.T, site *sitebox.TestSite) (clusterID, path string) {
 	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: site.NodePrefix(),
 		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 func TestGuardProbesEachNodesAgentOnThisMachine(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
-	cs := clientset(t, site)
 	appsDir, logDir := t.TempDir(), t.TempDir()
 	agents := map[string]*siteAgent{}
 	nodes := []string{"node-a", "node-b", "node-c"}
@@ -33,27 +32,7 @@ func TestGuardProbesEachNodesAgentOnThisMachine(t *testing.T) {
 			a.stop()
 		}
 	})
-	token, err := site.ClusterToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := config.NewLifeKey(site.ClusterID, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The guard's own probe, dialling through the same check as the agents'.
-	guard := apps.LifeProbe{Key: key, Dial: guardDials.dial("the test's guard")}
-	probe := func(node string, want apps.LifeEvidence, within time.Duration) {
-		t.Helper()
-		until(t, within, fmt.Sprintf("%s probed at its cluster address: %s", node, want), func() (apps.NodeLife, bool) {
-			n, err := cs.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
-			if err != nil {
-				return apps.NodeLife{Detail: err.Error()}, false
-			}
-			life := guard.Node(context.Background(), n)
-			return life, life.Evidence == want
-		}, func(life apps.NodeLife) string { return fmt.Sprintf("last probe: %+v", life) })
-	}
+	probe := lifeProber(t, site)
 	for _, n := range nodes {
 		probe(n, apps.LifeProven, 15*time.Second)
 	}
@@ -75,4 +54,33 @@ func TestGuardProbesEachNodesAgentOnThisMachine(t *testing.T) {
 	agents["node-c"] = startSiteAgent(t, site, "node-c", appsDir, logDir)
 	probe("node-c", apps.LifeProven, 15*time.Second)
 	guardDials.checkNoneRefused(t)
+}
+
+// lifeProber probes a node as the failover guard does: the node's
+// InternalIP as the API server has it, the site's cluster key, every dial
+// checked to stay on this machine. The probe waits until the evidence is
+// want.
+func lifeProber(t *testing.T, site *sitebox.TestSite) func(node string, want apps.LifeEvidence, within time.Duration) {
+	cs := clientset(t, site)
+	token, err := site.ClusterToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := config.NewLifeKey(site.ClusterID, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := apps.LifeProbe{Key: key, Dial: guardDials.dial("the test's guard")}
+	t.Cleanup(func() { guardDials.checkNoneRefused(t) })
+	return func(node string, want apps.LifeEvidence, within time.Duration) {
+		t.Helper()
+		until(t, within, fmt.Sprintf("%s probed at its cluster address: %s", node, want), func() (apps.NodeLife, bool) {
+			n, err := cs.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+			if err != nil {
+				return apps.NodeLife{Detail: err.Error()}, false
+			}
+			life := guard.Node(context.Background(), n)
+			return life, life.Evidence == want
+		}, func(life apps.NodeLife) string { return fmt.Sprintf("last probe: %+v", life) })
+	}
 }
