@@ -60,6 +60,9 @@ type FailoverVerdict struct {
 	// NeedEvidence: the timer ran out and nothing was read yet; read the
 	// evidence (ReadFailoverEvidence, NodeProbe) and decide again with it.
 	NeedEvidence bool
+	// Life is the lost node's life evidence the verdict rests on ("" when
+	// none was read).
+	Life LifeEvidence
 }
 
 // FailoverInput is everything DecideFailover judges one stuck pod on.
@@ -89,6 +92,8 @@ type FailoverEvidence struct {
 	// report: which evidence holds the failover back or lets it go.
 	Alive bool
 	Probe string
+	// Life is the kind of evidence the probe found.
+	Life LifeEvidence
 	// Volumes holds one entry per claim the pod mounts, read from the API
 	// server (not needed, and not read, while the node is alive).
 	Volumes []ClaimVolume
@@ -158,6 +163,13 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 		return FailoverVerdict{Action: FailoverWait, Since: since, NeedEvidence: true,
 			Reason: fmt.Sprintf("node %s unreachable for %s: reading the evidence", node, in.Timeout)}
 	}
+	v := decideOnEvidence(pod, node, since, ev)
+	v.Life = ev.Life
+	return v
+}
+
+// decideOnEvidence is DecideFailover once the evidence is read.
+func decideOnEvidence(pod *corev1.Pod, node string, since time.Time, ev *FailoverEvidence) FailoverVerdict {
 	if ev.Alive {
 		return FailoverVerdict{Action: FailoverHold, Since: since,
 			Reason: fmt.Sprintf("not force-deleting %s: lost node %s shows a sign of life: %s; it may still run the pod", pod.Name, node, ev.Probe)}
@@ -462,6 +474,10 @@ type stuckPod struct {
 	// decided; kept only for a hold or a refusal.
 	checked time.Time
 	verdict FailoverVerdict
-	// reported is the last action reported (timeline, Event, metric).
-	reported FailoverAction
+	// reported is the last action reported (timeline, Event, metric),
+	// and reportedLife the evidence it rested on: a hold whose evidence
+	// changes (the node's agent gone, its host still up) is reported
+	// again, so the report names what holds the pod now.
+	reported     FailoverAction
+	reportedLife LifeEvidence
 }
