@@ -126,7 +126,14 @@ func silentProcess(node string) string { return "silent-" + node }
 func (s *Site) silence(n Node) error {
 	addr := net.JoinHostPort(n.IP, strconv.Itoa(config.StatusPort))
 	if s.SilenceHolder != "" {
-		return s.StartProcess(silentProcess(n.Name), s.SilenceHolder, "silence", "--addr", addr)
+		// --dir: a site process's command line names its site (pid).
+		if err := s.StartProcess(silentProcess(n.Name), s.SilenceHolder, "silence", "--dir", s.Dir, "--addr", addr); err != nil {
+			return err
+		}
+		// The node's processes are dead already: the address is silent
+		// within moments, and a probe right after `sitebox fail` must not
+		// find it refusing (a host that is up).
+		return waitSilent(addr, 10*time.Second)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	held := &heldSilence{cancel: cancel, done: make(chan struct{})}
@@ -180,5 +187,27 @@ func HoldSilent(ctx context.Context, addr string) error {
 			return fmt.Errorf("%s never came free: %w", addr, err)
 		case <-tick.C:
 		}
+	}
+}
+
+// waitSilent returns once a connection to addr neither completes nor is
+// refused (it times out), or fails after within.
+func waitSilent(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		var netErr net.Error
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			return nil
+		}
+		if conn != nil {
+			conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not silent after %s (last: %v)", addr, within, err)
+		}
+		<-tick.C
 	}
 }
