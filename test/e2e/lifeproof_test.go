@@ -3,13 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -83,4 +87,68 @@ func lifeProber(t *testing.T, site *sitebox.TestSite) func(node string, want app
 			return life, life.Evidence == want
 		}, func(life apps.NodeLife) string { return fmt.Sprintf("last probe: %+v", life) })
 	}
+}
+
+// The guard end to end on a lost node whose host is still up (its agent
+// and k3s down: the address refuses): the stuck pod is held, and the
+// timeline and Event say so; once the host goes silent the pod is
+// force-deleted, the verdict naming the silence.
+func TestFailoverHeldWhileTheLostHostIsUp(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs, dyn := clientset(t, site), dynClient(t, site)
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	appConfigs := map[string]apps.AppConfig{
+		"hostup-web": {UUID: "e5000000-0000-4000-8000-000000000001", DisplayName: "hostup-web", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred},
+	}
+	for name, a := range appConfigs {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
+	}
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
+	}
+	t.Cleanup(func() {
+		logAgentsOnFailure(t, logDir, "node-a", "node-b", "node-c")
+		cleanupApps(t, cs, dyn, agents, appsDir, appConfigs)
+	})
+	waitAgents(t, []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}, "hostup-web", 60*time.Second, "running on node-b", runningOn("node-b"))
+
+	agents["node-b"].lose()
+	site.RecoverOnCleanup(t, "node-b")
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.HostUp("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	live := []*siteAgent{agents["node-a"], agents["node-c"]}
+	held := waitAnyTimeline(t, live, 90*time.Second, "hostup-web held while node-b's host is up", func(e apps.TimelineEvent) bool {
+		return e.App == "hostup-web" && (e.Kind == apps.EventFailover || e.Kind == apps.EventRefusal && strings.Contains(e.Message, "shows a sign of life"))
+	})
+	if held.Kind != apps.EventRefusal || !strings.Contains(held.Message, "its host is up") || !strings.Contains(held.Message, "refused the connection") {
+		t.Fatalf("node-b's host refuses connections (it is up), yet: %q", held.Message)
+	}
+	waitEvent(t, cs, kube.AppNamespace, metav1.ListOptions{FieldSelector: "reason=FailoverHeld"}, 15*time.Second,
+		"a FailoverHeld Event naming the evidence", func(e corev1.Event) bool { return strings.Contains(e.Message, "its host is up") })
+
+	// The host goes: silence, and the guard lets the pod go, saying why.
+	if err := site.HostDown("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	forced := waitAnyTimeline(t, live, 60*time.Second, "hostup-web force-deleted once node-b is silent", func(e apps.TimelineEvent) bool {
+		return e.App == "hostup-web" && e.Kind == apps.EventFailover && strings.Contains(e.Message, "force-deleting")
+	})
+	if !strings.Contains(forced.Message, "no sign of life: ") || !strings.Contains(forced.Message, "is silent") {
+		t.Fatalf("the force-delete does not name the silence: %q", forced.Message)
+	}
+	waitAgents(t, live, "hostup-web", 60*time.Second, "running on node-a or node-c", func(v agentView) bool {
+		return runningOn("node-a")(v) || runningOn("node-c")(v)
+	})
+	guardDials.checkNoneRefused(t)
+	if err := site.Recover("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	agents["node-b"] = startSiteAgent(t, site, "node-b", appsDir, logDir)
 }

@@ -211,3 +211,29 @@ func waitSilent(addr string, within time.Duration) error {
 		<-tick.C
 	}
 }
+
+// HostUp makes a failed node's host answer again while its agent and k3s
+// stay down: its address refuses connections (the kernel's reset), as a
+// device whose k3s stopped but whose containers may still run.
+func (s *Site) HostUp(node string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	if s.running("kwok-" + node) {
+		return fmt.Errorf("node %s is not failed", node)
+	}
+	return s.unsilence(node)
+}
+
+// HostDown takes a failed node's host away again (after HostUp): its
+// address is silent, as a powered-off device's.
+func (s *Site) HostDown(node string) error {
+	n, err := s.node(node)
+	if err != nil {
+		return err
+	}
+	if s.running("kwok-" + node) {
+		return fmt.Errorf("node %s is not failed", node)
+	}
+	return s.silence(n)
+}
