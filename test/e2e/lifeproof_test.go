@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
@@ -151,4 +154,35 @@ func TestFailoverHeldWhileTheLostHostIsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	agents["node-b"] = startSiteAgent(t, site, "node-b", appsDir, logDir)
+}
+
+// membersProveLife: each bootstrapped member's agent proves its life on
+// its cluster address to a guard on another member (from's namespace, the
+// cluster's key from its formation plan); an agent of another cluster at
+// its own address is someone else.
+func membersProveLife(t *testing.T, from *nodeAgent, plan *agent.FormPlan, members []*nodeAgent) {
+	t.Helper()
+	key, err := config.NewLifeKey(plan.ClusterID, plan.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := apps.LifeProbe{Key: key, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = from.host.Do(func() (err error) {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}}
+	for _, m := range members {
+		st := m.agent.State()
+		want := apps.LifeProven
+		if !strings.EqualFold(st.ClusterID, plan.ClusterID) {
+			want = apps.LifeStranger
+		}
+		addr := net.JoinHostPort(st.ClusterIP, strconv.Itoa(config.StatusPort))
+		until(t, 10*time.Second, fmt.Sprintf("%s's agent probed at %s: %s", st.Node, addr, want), func() (apps.NodeLife, bool) {
+			life := guard.Probe(t.Context(), addr, st.Node)
+			return life, life.Evidence == want
+		}, func(life apps.NodeLife) string { return fmt.Sprintf("last probe: %+v", life) })
+	}
 }
