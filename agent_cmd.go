@@ -79,6 +79,9 @@ proof there.`,
 			if opts.NoBootstrap && opts.Apps.AppsDir == "" {
 				return fmt.Errorf("--no-bootstrap runs only the apps part: give --apps-dir")
 			}
+			if opts.StatusAddr != "" && (opts.ClusterID == "" || clusterTokenFile == "") {
+				return fmt.Errorf("--status-addr serves the proof of life: give --cluster-id and --cluster-token-file too")
+			}
 			if clusterTokenFile != "" {
 				token, err := os.ReadFile(clusterTokenFile)
 				if err != nil {

@@ -36,9 +36,11 @@ func (a *Agent) lifeKey(clusterID string, token config.Secret) config.LifeKey {
 }
 
 // externalLifeKey is the key of --no-bootstrap's --cluster-id and token;
-// none without them.
+// none without them, and then the failover guard holds every pod on a lost
+// node (it cannot show the node dead), which the log says once.
 func (a *Agent) externalLifeKey() config.LifeKey {
 	if a.opts.ClusterID == "" && a.opts.ClusterToken == "" {
+		a.log.Warn("no cluster id and token (--cluster-id, --cluster-token-file): no proof of life can be checked, so the failover guard holds the pods of every lost node")
 		return config.LifeKey{}
 	}
 	return a.lifeKey(a.opts.ClusterID, a.opts.ClusterToken)
@@ -59,11 +61,12 @@ func (a *Agent) serveExternalStatus(snap *kube.Snapshot, key config.LifeKey) (*h
 	if err != nil {
 		return nil, fmt.Errorf("/status server on %s: %w", a.opts.StatusAddr, err)
 	}
+	// Without a cluster id it names no cluster: it never says "cluster:".
 	member := func() bool {
 		n, ok := snap.Node(a.opts.NodeName)
-		return ok && snap.Health().Connected && kube.IsEtcdMember(n) && kube.IsServer(n)
+		return a.opts.ClusterID != "" && ok && snap.Health().Connected && kube.IsEtcdMember(n) && kube.IsServer(n)
 	}
-	srv := localapi.NewServer(withLifeProof(StatusHandler(key.ClusterID(), member), key, a.opts.NodeName))
+	srv := localapi.NewServer(withLifeProof(StatusHandler(a.opts.ClusterID, member), key, a.opts.NodeName))
 	go func() { _ = srv.Serve(l) }()
 	a.log.Info("serving /status and the proof of life", "addr", l.Addr().String())
 	return srv, nil
