@@ -81,7 +81,22 @@ func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, targe
 	return a, nil
 }
 
-func (a *action) out() io.Writer { return a.cmd.OutOrStdout() }
+// out is where the action prints. What it prints quotes the cluster (pod,
+// node and app names, eviction messages, the preflight's reasons): every
+// write is cleaned of terminal sequences on its way (DESIGN.md, safety
+// rule 7), so no line printed here can be missed.
+func (a *action) out() io.Writer { return cleanWriter{a.cmd.OutOrStdout()} }
+
+// cleanWriter writes what it is given with each line cleaned (ui.CleanLines).
+// Each fmt.Fprint* is one Write, so a sequence is never split between two.
+type cleanWriter struct{ w io.Writer }
+
+func (c cleanWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(c.w, ui.CleanLines(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
 
 // done releases the cluster watch; err is what the command returns.
 func (a *action) done(err error) error {
@@ -280,6 +295,13 @@ func runDrain(a *action, rec *flow.Record, node string, d *drainFlags, question,
 			fmt.Fprintf(a.out(), "  STOPPED  %s\n", r)
 		}
 		fmt.Fprintf(a.out(), "%s stays cordoned (sitecon uncordon %s takes it back)\n", node, node)
+	}
+	if stopped := (*kube.RemovalStoppedError)(nil); errors.As(err, &stopped) {
+		fmt.Fprintf(a.out(), "%s was drained but not removed: the cluster changed during the drain:\n", node)
+		for _, r := range stopped.Reasons {
+			fmt.Fprintf(a.out(), "  STOPPED  %s\n", r)
+		}
+		fmt.Fprintf(a.out(), "%s stays in the cluster, cordoned (sitecon uncordon %s takes it back)\n", node, node)
 	}
 	return err
 }

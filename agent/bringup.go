@@ -21,6 +21,27 @@ import (
 // bringUp takes a validated config to a running k3s: address and firewall,
 // /status server, k3s config, the wait for the seed, k3s.
 func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
+	// A node removed from this cluster holds before anything: no address,
+	// no /status, no k3s.
+	removedMarker := RemovedMarkerFile(a.opts.ConfigPath)
+	if hold := RemovalHold(v, removedMarker); hold != nil {
+		a.setPhase(PhaseError, hold)
+		a.log.Error("not starting", "err", hold)
+		return
+	}
+	// Seeing its own removal ends this bring-up: k3s stops (its
+	// supervisor follows ctx), then the address goes (below).
+	ctx, endBringUp := context.WithCancel(ctx)
+	defer endBringUp()
+	onRemoved := func(evidence string) {
+		if err := MarkRemoved(removedMarker, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
+			// Unrecorded, the removal is still acted on now; a restart
+			// would not know it.
+			a.log.Error("removed marker not written", "err", err)
+		}
+		a.log.Warn("this node was removed from its cluster: stopping k3s and dropping the cluster address", "evidence", evidence)
+		endBringUp()
+	}
 	// One decision of the seed in effect (config and seed record here; the
 	// follower decides again, from the config on disk, when the cluster
 	// moves the seed).
@@ -63,7 +84,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// seed; it starts only once this bring-up wrote it, so the two never
 	// write at once.
 	k3sWritten := make(chan struct{})
-	member := a.linkCluster(ctx, disk, role, k3sWritten)
+	member := a.linkCluster(ctx, disk, role, k3sWritten, onRemoved)
 	// Whatever ends this bring-up, its link (and the seed follower, which
 	// writes k3s's config) ends before the next bring-up writes.
 	defer member.wait()
@@ -71,7 +92,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// one fail (the address still held by a dying listener, a read-only
 	// file system at boot) passes, and the node must get there by itself.
 	if !a.retry(ctx, func() bool {
-		err := a.serveStatus(ctx, v, member.isMember)
+		err := a.serveStatus(ctx, v, a.statusMembership(v, member))
 		if err != nil {
 			a.setPhase(PhaseError, err)
 			a.attempt(err)
@@ -103,9 +124,19 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	}) {
 		return
 	}
-	// The seed starts at once: there is nobody to wait for, and on a restart
-	// its own /status stays empty until its k3s runs.
-	if role != RoleSeed {
+	// The seed starts at once: there is nobody to wait for. So does a node
+	// that has been a member: after a whole-site power cut the seed cannot
+	// reach etcd quorum without the others, and a member waiting on its
+	// /status would wait for ever. The seed wait is for the first join.
+	waitSeed := role != RoleSeed
+	if waitSeed {
+		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+		if member {
+			waitSeed = false
+			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", why)
+		}
+	}
+	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
 		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal()}
 		seedAnswers := a.retry(ctx, func() bool {
@@ -158,6 +189,34 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		}
 	})
 	<-superDone
+	a.holdIfRemoved(v, removedMarker)
+}
+
+// holdIfRemoved, once a bring-up ended, takes the cluster address off a node
+// that saw its own removal, and says why it holds.
+func (a *Agent) holdIfRemoved(v *config.Validated, removedMarker string) {
+	hold := RemovalHold(v, removedMarker)
+	if hold == nil {
+		return
+	}
+	if err := a.dropClusterAddress(v); err != nil {
+		hold = errors.Join(hold, fmt.Errorf("dropping the cluster address: %w", err))
+	}
+	a.setPhase(PhaseError, hold)
+}
+
+// statusMembership is what /status answers from: the live Node object while
+// the cluster can be read, and this node's durable record (its etcd member
+// data, its formed marker) while it cannot (an API without quorum after a
+// power cut, k3s still starting). A device looking for members must find
+// them even then, or it would initialise a second cluster.
+func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) Membership {
+	return func() bool {
+		if member, known := link.membership(); known {
+			return member
+		}
+		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+	}
 }
 
 func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {

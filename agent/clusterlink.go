@@ -39,7 +39,7 @@ type clusterLink struct {
 // linkCluster links the bring-up of v to its cluster: once connected, the
 // cluster work starts and the seed follower keeps k3s's config pointed at
 // the cluster's current seed.
-func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}) *clusterLink {
+func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}, removed func(evidence string)) *clusterLink {
 	kubeconfig := a.opts.Kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = kube.K3sKubeconfig
@@ -50,15 +50,20 @@ func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role,
 			kubeconfig = K3sControllerKubeconfig(a.opts.K3sPaths)
 		}
 	}
-	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log,
-		connected: func(ctx context.Context, snap *kube.Snapshot) {
-			a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, a.lifeKey(v.ClusterID, v.Token))
-			select {
-			case <-k3sWritten:
-				a.followSeed(ctx, snap, v)
-			case <-ctx.Done():
-			}
-		}}
+	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log}
+	m.connected = func(ctx context.Context, snap *kube.Snapshot) {
+		a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, a.lifeKey(v.ClusterID, v.Token))
+		m.running.Add(1)
+		go func() {
+			defer m.running.Done()
+			m.watchRemoval(ctx, snap, v.ClusterID, removed)
+		}()
+		select {
+		case <-k3sWritten:
+			a.followSeed(ctx, snap, v)
+		case <-ctx.Done():
+		}
+	}
 	m.running.Add(1)
 	go func() {
 		defer m.running.Done()
@@ -215,14 +220,22 @@ func (m *clusterLink) ownNode() (*corev1.Node, bool) {
 	return snap.Node(m.node)
 }
 
-// isMember: this node's live Node object has control-plane (or master) and
-// etcd roles. Unknown (API down, not synced) is not a member.
-func (m *clusterLink) isMember() bool {
-	n, ok := m.ownNode()
-	if !ok {
-		return false
+// membership says whether this node's live Node object has control-plane
+// (or master) and etcd roles; known is false while the cluster cannot be
+// read (not connected, not synced), and then member is false too. A
+// connected snapshot without this node's Node knows: not a member.
+func (m *clusterLink) membership() (member, known bool) {
+	m.mu.Lock()
+	snap := m.snap
+	m.mu.Unlock()
+	if snap == nil || !snap.Synced() || !snap.Health().Connected {
+		return false, false
 	}
-	return kube.IsEtcdMember(n) && kube.IsServer(n)
+	n, ok := snap.Node(m.node)
+	if !ok {
+		return false, true
+	}
+	return kube.IsEtcdMember(n) && kube.IsServer(n), true
 }
 
 // waitJoined calls joined once this node's Node object is Ready.

@@ -211,6 +211,11 @@ func PlanJoin(text, dir, iface string, force bool) (JoinBundle, NodeFiles, error
 // cluster marks the node formed first: an agent that sees the config must
 // already know the node never initialises this cluster.
 func WriteJoin(bundle JoinBundle, files NodeFiles) error {
+	// A technician giving a removed device a fresh bundle brings it back:
+	// the removed marker goes first.
+	if err := os.Remove(RemovedMarkerFile(files.ConfigPath)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("clear the removed marker: %w", err)
+	}
 	if bundle.ExistingCluster {
 		if err := MarkFormed(FormedMarkerFile(files.ConfigPath), FormedMarker{ClusterID: bundle.ClusterID,
 			NodeName: bundle.NodeName, How: "given a join bundle made on the running cluster"}); err != nil {

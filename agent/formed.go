@@ -26,6 +26,11 @@ type FormedMarker struct {
 	// How is what made the node a member, in words.
 	How string    `json:"how"`
 	At  time.Time `json:"at"`
+	// Joined is set once this node's k3s ran in the cluster (its Node was
+	// Ready): from then on a restart starts k3s without waiting on the
+	// seed. A marker written before that (a bundle of a running cluster, a
+	// member seen on the prefix) keeps the first join waiting.
+	Joined bool `json:"joined,omitempty"`
 }
 
 // FormedMarkerFile is where the marker lives: beside the cluster config.
@@ -40,9 +45,13 @@ func ReadFormedMarker(path string) (FormedMarker, bool, error) {
 
 // MarkFormed writes the marker once: a marker of the same cluster is kept
 // as it is (the first time tells most), one of another cluster replaced.
+// The one change to a kept marker: Joined, once set, is added.
 func MarkFormed(path string, m FormedMarker) error {
 	if prev, ok, err := ReadFormedMarker(path); err == nil && ok && strings.EqualFold(prev.ClusterID, m.ClusterID) {
-		return nil
+		if prev.Joined || !m.Joined {
+			return nil
+		}
+		m, m.Joined = prev, true
 	}
 	if m.At.IsZero() {
 		m.At = time.Now().UTC()
@@ -52,6 +61,50 @@ func MarkFormed(path string, m FormedMarker) error {
 		return err
 	}
 	return config.WriteFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+// HasBeenMember reports whether this node ran in cluster v before, from its
+// own disk: k3s's etcd member data (a server), or a formed marker of this
+// cluster and node that says it joined. Such a node restarts k3s without
+// waiting on any other node: after a whole-site power cut the seed cannot
+// reach etcd quorum without the others, so a member waiting on the seed's
+// /status would wait for ever (k3s restarts a joined server from its own
+// etcd data while the initial member is down, k3s-io/k3s#4746). An
+// unreadable marker is unknown, and unknown waits (the first join's rule);
+// why says what decided, for the log.
+func HasBeenMember(v *config.Validated, etcdData bool, markerPath string) (member bool, why string) {
+	if etcdData && !v.IsWorkerNode {
+		return true, "k3s's etcd member data is on this node"
+	}
+	m, ok, err := ReadFormedMarker(markerPath)
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("formed marker unreadable (%v)", err)
+	case !ok:
+		return false, "never joined (no formed marker)"
+	case !strings.EqualFold(m.ClusterID, v.ClusterID) || m.NodeName != v.NodeName:
+		return false, fmt.Sprintf("the formed marker is of %s in cluster %s", m.NodeName, m.ClusterID)
+	case !m.Joined:
+		return false, "never joined (" + m.How + ")"
+	}
+	return true, fmt.Sprintf("joined cluster %s before (marker of %s)", m.ClusterID, m.At.Format(time.RFC3339))
+}
+
+// DurableServerMember reports whether this node's own disk says it is a
+// server member of cluster v: a server's etcd member data, and no formed
+// marker naming another cluster. /status answers from it while the live
+// Node cannot be read (no quorum after a power cut): a device looking for
+// members must find them, or it would initialise a second cluster.
+func DurableServerMember(v *config.Validated, etcdData bool, markerPath string) bool {
+	if v.IsWorkerNode || !etcdData {
+		return false
+	}
+	m, ok, err := ReadFormedMarker(markerPath)
+	if err != nil {
+		// A member's data is there; an unreadable marker cannot unsay it.
+		return true
+	}
+	return !ok || strings.EqualFold(m.ClusterID, v.ClusterID)
 }
 
 // ErrAlreadyFormed means this node must not initialise its cluster: it has

@@ -89,7 +89,7 @@ func (a *Agent) markFormed(v *config.Validated, initialised bool) {
 	if initialised {
 		how = "initialised the cluster"
 	}
-	if err := MarkFormed(FormedMarkerFile(a.opts.ConfigPath), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how}); err != nil {
+	if err := MarkFormed(FormedMarkerFile(a.opts.ConfigPath), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how, Joined: true}); err != nil {
 		a.log.Error("formed marker not written", "err", err)
 	}
 }

@@ -271,7 +271,7 @@ func Read(path string) ([]Record, error) {
 	defer f.Close()
 	var out []Record
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
 	for sc.Scan() {
 		var r Record
 		if json.Unmarshal(sc.Bytes(), &r) == nil {

@@ -9,6 +9,11 @@ import (
 	"syscall"
 )
 
+// MaxLineBytes is the longest line the log's readers take as a record: a
+// record sitecon writes is a few hundred bytes (its preflight lines, an
+// error); a longer line is not one of its records.
+const MaxLineBytes = 1 << 20
+
 // Tail follows an audit log for a reader that polls it (the console): each
 // Latest reads only what was appended since the last, and keeps the
 // newest records. A log replaced (rotated, or recreated) or cut short is
@@ -19,8 +24,12 @@ type Tail struct {
 	offset int64
 	ino    uint64
 	recs   []Record
-	// partial is a line whose end has not been written yet.
+	// partial is a line whose end has not been written yet, at most
+	// MaxLineBytes of it.
 	partial []byte
+	// skipping: the line being read grew past MaxLineBytes and was
+	// dropped; what follows, up to its newline, is dropped too.
+	skipping bool
 }
 
 // NewTail follows the log at path, keeping its newest keep records.
@@ -61,9 +70,20 @@ func (t *Tail) Latest() ([]Record, error) {
 		return t.recs, err
 	}
 	t.offset += int64(len(data))
+	if t.skipping {
+		end := bytes.IndexByte(data, '\n')
+		if end < 0 {
+			return t.recs, nil
+		}
+		data, t.skipping = data[end+1:], false
+	}
 	data = append(t.partial, data...)
 	last := bytes.LastIndexByte(data, '\n')
 	t.partial = append([]byte(nil), data[last+1:]...)
+	if len(t.partial) > MaxLineBytes {
+		// Not a record sitecon wrote: held, it would grow with the file.
+		t.partial, t.skipping = nil, true
+	}
 	for _, line := range bytes.Split(data[:last+1], []byte("\n")) {
 		var r Record
 		if len(line) > 0 && json.Unmarshal(line, &r) == nil {
@@ -77,5 +97,5 @@ func (t *Tail) Latest() ([]Record, error) {
 }
 
 func (t *Tail) reset(ino uint64) {
-	t.offset, t.ino, t.recs, t.partial = 0, ino, nil, nil
+	t.offset, t.ino, t.recs, t.partial, t.skipping = 0, ino, nil, nil, false
 }

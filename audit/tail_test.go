@@ -3,6 +3,7 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +68,52 @@ func TestTailFollowsTheLog(t *testing.T) {
 	recs, _ = tail.Latest()
 	if len(recs) != 1 || recs[0].Target != "node-x" {
 		t.Fatalf("after rotation: %+v", recs)
+	}
+}
+
+// A line without its end is held for the next read, but only up to
+// MaxLineBytes: a log with a huge line and no newline (not one sitecon
+// wrote) must not grow the console's memory, and what follows the huge
+// line on the same line is not taken for a record; the next line is.
+func TestTailBoundsAPartialLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	tail := NewTail(path, 5)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := strings.Repeat("x", 1<<20)
+	for i := range 4 {
+		if _, err := f.WriteString(chunk); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tail.Latest(); err != nil {
+			t.Fatal(err)
+		}
+		if held := len(tail.partial); held > MaxLineBytes {
+			t.Fatalf("after %d MiB without a newline the tail holds %d bytes of it, more than MaxLineBytes (%d)", i+1, held, MaxLineBytes)
+		}
+	}
+	// The huge line ends in what looks like a record: it is still the
+	// huge line.
+	if _, err := f.WriteString(`{"action":"cordon","target":"forged","outcome":"done"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	log, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Write(Record{Action: "cordon", Target: "node-a", Outcome: OutcomeDone}); err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for range 3 { // a megabyte per read
+		if recs, err = tail.Latest(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(recs) != 1 || recs[0].Target != "node-a" {
+		t.Fatalf("after the huge line, only the next line's record: %+v", recs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -219,6 +220,7 @@ func quorumChecks(p *Preflight, c DrainCheck, target *corev1.Node, purpose Purpo
 		// labels is said, and so is a server the list does not have.
 		p.Notes = append(p.Notes, members.Source)
 		p.Notes = append(p.Notes, members.Learners...)
+		p.Notes = append(p.Notes, members.Ignored...)
 	}
 	switch {
 	case !q.IsMember:
@@ -426,7 +428,8 @@ type DrainOptions struct {
 	Timeout            time.Duration
 	DeleteEmptyDirData bool
 	// Progress receives one line per pod step (evicting, evicted, waiting
-	// on a disruption budget, failed).
+	// on a disruption budget, failed), one call at a time, though from
+	// the evictions' goroutines.
 	Progress func(DrainStep)
 	// Purpose and LocalNode are what CheckDrain judges for (DrainCheck).
 	Purpose   Purpose
@@ -441,9 +444,17 @@ type DrainStep struct {
 }
 
 func (o DrainOptions) helper(ctx context.Context, cs kubernetes.Interface) *drain.Helper {
-	progress := o.Progress
-	if progress == nil {
-		progress = func(DrainStep) {}
+	// kubectl's drain helper evicts each pod in a goroutine of its own and
+	// tells of it from there: the steps are handed on one at a time, so
+	// that whoever counts or prints them needs no lock of its own.
+	var mu sync.Mutex
+	progress := func(s DrainStep) {
+		if o.Progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		o.Progress(s)
 	}
 	grace := -1
 	if o.GracePeriod >= 0 {
@@ -856,8 +867,71 @@ func InternalIP(n *corev1.Node) string {
 	return ""
 }
 
+// RemovalStoppedError is a remove or replace stopped after its drain and
+// before the node was deleted: the cluster changed during the drain (a
+// server lost, a copy gone) so that deleting the node now would not be
+// the removal confirmed. The drain's cordon and evictions stand; nothing
+// further was changed.
+type RemovalStoppedError struct {
+	Node    string
+	Reasons []string
+}
+
+func (e *RemovalStoppedError) Error() string {
+	return fmt.Sprintf("%s is drained but was not removed: the cluster changed during the drain: %s; nothing further was changed: %s stays in the cluster and in etcd, cordoned (sitecon uncordon %s takes it back; remove it again once the cluster has recovered)",
+		e.Node, strings.Join(e.Reasons, "; "), e.Node, e.Node)
+}
+
+// RemoveAsConfirmed deletes confirmed.Node, just drained for a remove or
+// replace, only if a preflight taken now from the API server still agrees
+// with the one confirmed (Reconfirm), and the node is still not the seed;
+// otherwise it returns a *RemovalStoppedError and deletes nothing. The
+// drain took up to its timeout (minutes, behind disruption budgets): a
+// server lost meanwhile would turn the removal into the loss of quorum,
+// and a replica failed meanwhile into the loss of the last copy.
+func RemoveAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed Preflight) error {
+	node := confirmed.Node
+	fresh, err := freshDrainData(ctx, clients, d)
+	if err == nil {
+		fresh, err = freshClusterRecord(ctx, clients, fresh)
+	}
+	var now Preflight
+	if err == nil {
+		now, err = CheckDrain(ctx, clients, fresh, node, DrainOptions{Purpose: confirmed.Purpose, LocalNode: confirmed.LocalNode})
+	}
+	if err != nil {
+		// Unknown is not "still fine".
+		return &RemovalStoppedError{Node: node, Reasons: []string{"the re-check before deleting it failed: " + err.Error()}}
+	}
+	reasons := Reconfirm(confirmed, now)
+	if why := SeedRemovalRefusal(fresh, node); why != "" {
+		reasons = append(reasons, why)
+	}
+	if len(reasons) > 0 {
+		return &RemovalStoppedError{Node: node, Reasons: reasons}
+	}
+	return RemoveNode(ctx, clients.Core, node)
+}
+
+// freshClusterRecord replaces, in d, the sitecon-cluster ConfigMap with a
+// read from the API server (none when it is gone).
+func freshClusterRecord(ctx context.Context, clients *Clients, d Data) (Data, error) {
+	cm, err := clients.Core.CoreV1().ConfigMaps(AppNamespace).Get(ctx, ClusterConfigMapName, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return d, fmt.Errorf("cluster record: %w", err)
+	}
+	d.ConfigMaps = slices.DeleteFunc(slices.Clone(d.ConfigMaps), func(c *corev1.ConfigMap) bool {
+		return c.Name == ClusterConfigMapName && c.Namespace == AppNamespace
+	})
+	if err == nil {
+		d.ConfigMaps = append(d.ConfigMaps, cm)
+	}
+	return d, nil
+}
+
 // RemoveNode deletes a drained node's Node object (k3s then drops its etcd
-// member) and takes it off the cluster's node list.
+// member) and takes it off the cluster's node list. It judges nothing:
+// after a drain, RemoveAsConfirmed re-checks first.
 func RemoveNode(ctx context.Context, cs kubernetes.Interface, node string) error {
 	if err := cs.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {

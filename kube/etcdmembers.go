@@ -71,27 +71,70 @@ type EtcdMemberStatus struct {
 	Leader bool `json:"leader,omitempty"`
 }
 
-// EtcdViews reads the published observations from d, freshest first;
-// problems names the entries that could not be read.
-func EtcdViews(d Data) (views []EtcdView, found bool, problems []string) {
+// EtcdMembersMaxSkew is how far ahead of the reader's clock an entry's
+// observation time may be and still count. Each agent dates its entry by
+// its own clock: a clock a little ahead (NTP not yet synced after boot) is
+// ordinary, but an entry dated further ahead would be taken for the
+// freshest until that time comes, whatever the others observed since.
+// Such an entry is ignored, and the verdict says so.
+const EtcdMembersMaxSkew = 30 * time.Second
+
+// EtcdViews reads the published observations from d that a current server
+// wrote, freshest first: an entry counts only when its key names a Node of
+// the cluster that runs an etcd member (the only nodes whose agents can
+// observe etcd), it claims no other observer, and it is dated no more than
+// EtcdMembersMaxSkew ahead of now. ignored says, per entry left out, why
+// (unreadable, not a server's, from the future), so that a verdict can say
+// what it did not count.
+func EtcdViews(d Data, now time.Time) (views []EtcdView, found bool, ignored []string) {
+	byName := map[string]*corev1.Node{}
+	for _, n := range d.Nodes {
+		byName[n.Name] = n
+	}
 	for _, cm := range d.ConfigMaps {
 		if cm.Name != EtcdMembersConfigMapName || cm.Namespace != AppNamespace && cm.Namespace != "" {
 			continue
 		}
 		found = true
 		for key, raw := range cm.Data {
-			var v EtcdView
-			if err := json.Unmarshal([]byte(raw), &v); err != nil || v.ObservedAt.IsZero() {
-				problems = append(problems, fmt.Sprintf("%s: unreadable (%v)", key, err))
+			v, why := judgeEtcdEntry(key, raw, byName, now)
+			if why != "" {
+				ignored = append(ignored, fmt.Sprintf("entry %s ignored: %s", key, why))
 				continue
 			}
-			v.ObservedBy = cmp.Or(v.ObservedBy, key)
 			views = append(views, v)
 		}
 	}
 	slices.SortFunc(views, func(a, b EtcdView) int { return b.ObservedAt.Compare(a.ObservedAt) })
-	slices.Sort(problems)
-	return views, found, problems
+	slices.Sort(ignored)
+	return views, found, ignored
+}
+
+// judgeEtcdEntry reads one entry of the member list, published under key,
+// and says why it does not count ("" when it does). The key is the
+// observer: each agent writes only its own (PublishEtcdView), so an entry
+// that names another observer inside is not what its key's agent wrote.
+func judgeEtcdEntry(key, raw string, nodes map[string]*corev1.Node, now time.Time) (EtcdView, string) {
+	var v EtcdView
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return v, fmt.Sprintf("unreadable (%v)", err)
+	}
+	n := nodes[key]
+	switch {
+	case v.ObservedAt.IsZero():
+		return v, "unreadable (no observation time)"
+	case v.ObservedBy != "" && v.ObservedBy != key:
+		return v, fmt.Sprintf("it says it was observed by %q", v.ObservedBy)
+	case n == nil:
+		return v, key + " is not a node of the cluster"
+	case !IsEtcdMember(n):
+		return v, fmt.Sprintf("%s is not a server (no %s label)", key, LabelEtcd)
+	}
+	if ahead := v.ObservedAt.Sub(now); ahead > EtcdMembersMaxSkew {
+		return v, fmt.Sprintf("dated %s ahead of this clock, more than the %s clock skew allowed", ahead.Truncate(time.Second), EtcdMembersMaxSkew)
+	}
+	v.ObservedBy = key
+	return v, ""
 }
 
 // EtcdQuorum is the member list the quorum arithmetic counts, and where it
@@ -105,25 +148,32 @@ type EtcdQuorum struct {
 	FromEtcd bool
 	// Learners are members that do not vote yet, said in words.
 	Learners []string
+	// Ignored are the published entries not counted, each with why
+	// (EtcdViews).
+	Ignored []string
 }
 
 // EtcdQuorumMembers decides the member list for the quorum arithmetic:
-// etcd's own, as the freshest published observation has it, when that is
-// younger than EtcdMembersMaxAge; else the Nodes carrying the etcd role
-// label (EtcdMembersFromNodes), and Source says why. Either way a member
-// on a node that is NotReady or cordoned is not counted on: the published
-// health can be up to a minute old, the Node's is the API server's now.
+// etcd's own, as the freshest observation a current server published has
+// it (EtcdViews), when that is younger than EtcdMembersMaxAge; else the
+// Nodes carrying the etcd role label (EtcdMembersFromNodes), and Source
+// says why. Either way a member on a node that is NotReady or cordoned is
+// not counted on: the published health can be up to a minute old, the
+// Node's is the API server's now. Nor is a member that no Node stands for:
+// its device is gone from the cluster (or never came), whatever etcd's
+// last status call said.
 func EtcdQuorumMembers(d Data, now time.Time) EtcdQuorum {
+	views, found, ignored := EtcdViews(d, now)
 	fallback := func(why string) EtcdQuorum {
-		return EtcdQuorum{Members: EtcdMembersFromNodes(d.Nodes),
+		return EtcdQuorum{Members: EtcdMembersFromNodes(d.Nodes), Ignored: ignored,
 			Source: why + "; etcd members counted from the Nodes' etcd role label instead"}
 	}
-	views, found, problems := EtcdViews(d)
 	switch {
 	case !found:
 		return fallback(fmt.Sprintf("etcd's member list is not published (no ConfigMap %s/%s)", AppNamespace, EtcdMembersConfigMapName))
 	case len(views) == 0:
-		return fallback(fmt.Sprintf("etcd's member list in %s/%s cannot be read (%s)", AppNamespace, EtcdMembersConfigMapName, strings.Join(problems, "; ")))
+		// Each entry and why it was ignored follow in Ignored.
+		return fallback(fmt.Sprintf("etcd's member list in %s/%s has no entry a current server wrote", AppNamespace, EtcdMembersConfigMapName))
 	}
 	v := views[0]
 	age := now.Sub(v.ObservedAt).Truncate(time.Second)
@@ -134,7 +184,7 @@ func EtcdQuorumMembers(d Data, now time.Time) EtcdQuorum {
 	for _, n := range d.Nodes {
 		byName[n.Name] = n
 	}
-	q := EtcdQuorum{FromEtcd: true,
+	q := EtcdQuorum{FromEtcd: true, Ignored: ignored,
 		Source: fmt.Sprintf("etcd members as etcd lists them (observed by %s %s ago)", v.ObservedBy, max(age, 0))}
 	for _, m := range v.Members {
 		node := EtcdMemberNode(m, d.Nodes)
@@ -147,13 +197,13 @@ func EtcdQuorumMembers(d Data, now time.Time) EtcdQuorum {
 		if !m.Healthy {
 			down = append(down, "etcd: "+cmp.Or(m.Error, "unhealthy"))
 		}
-		if n := byName[node]; n != nil {
-			switch {
-			case !NodeIsReady(n):
-				down = append(down, "NotReady")
-			case n.Spec.Unschedulable:
-				down = append(down, "cordoned")
-			}
+		switch n := byName[node]; {
+		case n == nil:
+			down = append(down, "no Node in the cluster stands for this member")
+		case !NodeIsReady(n):
+			down = append(down, "NotReady")
+		case n.Spec.Unschedulable:
+			down = append(down, "cordoned")
 		}
 		q.Members = append(q.Members, safety.Member{Name: name, Down: strings.Join(down, ", ")})
 	}

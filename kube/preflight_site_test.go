@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -148,4 +149,172 @@ func TestCheckDrainCountsEtcdMemberList(t *testing.T) {
 	if p := drainA(); strings.Contains(strings.Join(p.Refusals, "\n"), "etcd members") {
 		t.Fatalf("node-c's member is back, yet: %q", p.Refusals)
 	}
+}
+
+// Issue 19 §4: the published member list cannot be forged. With node-c's
+// etcd member really stopped (its Node still Ready), node-a's agent
+// publishes what it observes; a second entry claiming every member
+// healthy, dated an hour ahead by a server, or written now by a worker,
+// must not win: the preflight of a drain of node-a, read from the real API
+// server, still refuses because quorum would be lost.
+func TestCheckDrainIgnoresForgedEtcdEntries(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	clients := site.Clients(t)
+	ctx := context.Background()
+	cms := clients.Core.CoreV1().ConfigMaps(kube.AppNamespace)
+	t.Cleanup(func() {
+		if err := site.StartEtcdMember("node-c"); err != nil {
+			t.Errorf("start node-c's etcd member again: %v", err)
+		}
+		_ = cms.Delete(context.Background(), kube.EtcdMembersConfigMapName, metav1.DeleteOptions{})
+		_ = clients.Core.CoreV1().Nodes().Delete(context.Background(), "node-w", metav1.DeleteOptions{})
+	})
+	// A worker: a Node without the server role labels.
+	if _, err := clients.Core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-w",
+		Labels: map[string]string{"kubernetes.io/hostname": "node-w"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.StopEtcdMember("node-c"); err != nil {
+		t.Fatal(err)
+	}
+	local, ok := site.EtcdMemberOf("node-a")
+	if !ok {
+		t.Fatal("sitebox runs no etcd member for node-a")
+	}
+	// node-a's agent observes: node-c's member does not answer.
+	honest, err := kube.ObserveEtcd(ctx, kube.EtcdAccess{Endpoint: local.ClientURL()}, "node-a", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(honest.Members, func(m kube.EtcdMemberStatus) bool { return strings.HasPrefix(m.Name, "node-c") && !m.Healthy }) {
+		t.Fatalf("node-a's observation should see node-c's member down: %+v", honest.Members)
+	}
+	// What a forger writes: the same members, all healthy.
+	forged := func(by string, at time.Time) kube.EtcdView {
+		v := honest
+		v.ObservedBy, v.ObservedAt = by, at
+		v.Members = slices.Clone(honest.Members)
+		for i := range v.Members {
+			v.Members[i].Healthy, v.Members[i].Error = true, ""
+		}
+		return v
+	}
+	for name, forgery := range map[string]kube.EtcdView{
+		"a server's entry dated an hour ahead": forged("node-b", time.Now().Add(time.Hour)),
+		// Within kube.EtcdMembersMaxSkew: only who wrote it rules it out.
+		"a worker's entry dated now": forged("node-w", time.Now().Add(20*time.Second)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_ = cms.Delete(ctx, kube.EtcdMembersConfigMapName, metav1.DeleteOptions{})
+			for _, v := range []kube.EtcdView{honest, forgery} {
+				if err := kube.PublishEtcdView(ctx, clients.Core, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The preflight as an action makes it: everything read now
+			// from the API server.
+			nodes, err := clients.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm, err := cms.Get(ctx, kube.EtcdMembersConfigMapName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := kube.Data{ConfigMaps: []*corev1.ConfigMap{cm}}
+			for i := range nodes.Items {
+				d.Nodes = append(d.Nodes, &nodes.Items[i])
+			}
+			p, err := kube.CheckDrain(ctx, clients, d, "node-a", kube.DrainOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refusals := strings.Join(p.Refusals, "\n")
+			if !strings.Contains(refusals, "3 etcd members, 1 unhealthy (node-c: etcd: ") || !strings.Contains(refusals, "etcd would lose quorum") {
+				t.Fatalf("node-c's member is down: draining node-a must be refused whatever %s says; refusals %q notes %q", forgery.ObservedBy, p.Refusals, p.Notes)
+			}
+			if notes := strings.Join(p.Notes, "\n"); !strings.Contains(notes, "entry "+forgery.ObservedBy+" ignored: ") {
+				t.Errorf("the verdict should say %s's entry was ignored: notes %q", forgery.ObservedBy, p.Notes)
+			}
+			t.Logf("refused: %s", p.Refusals[0])
+		})
+	}
+}
+
+// Issue 19 §4: the re-check between a removal's drain and the deletion
+// judges the seed again, from the API server: the seed moved to the node
+// meanwhile, or the cluster record gone so that the seed cannot be told,
+// stops the removal with the node still there.
+func TestRemoveAsConfirmedJudgesTheSeedAgain(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	clients := site.Clients(t)
+	ctx := context.Background()
+	cms := clients.Core.CoreV1().ConfigMaps(kube.AppNamespace)
+	record, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The record as it was, whatever the test left.
+		_ = cms.Delete(context.Background(), kube.ClusterConfigMapName, metav1.DeleteOptions{})
+		restored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record.Name, Namespace: record.Namespace}, Data: record.Data}
+		if _, err := cms.Create(context.Background(), restored, metav1.CreateOptions{}); err != nil {
+			t.Errorf("restore the cluster record: %v", err)
+		}
+	})
+	confirmed, err := kube.CheckDrain(ctx, clients, kube.Data{Nodes: nodesNow(t, clients)}, "node-c", kube.DrainOptions{Purpose: kube.PurposeRemove})
+	if err != nil || confirmed.Refused() {
+		t.Fatalf("removing node-c, with node-a the seed: %v %q", err, confirmed.Refusals)
+	}
+	nodeC, err := clients.Core.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]struct {
+		apply func() error
+		want  string
+	}{
+		"the seed moved to the node": {func() error {
+			moved := record.DeepCopy()
+			moved.Data[kube.ClusterKeyJoinServerIP] = kube.InternalIP(nodeC)
+			_, err := cms.Update(ctx, moved, metav1.UpdateOptions{})
+			return err
+		}, "node-c is the seed in effect"},
+		"the cluster record is gone": {func() error {
+			return cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+		}, "cannot tell whether node-c is the seed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := change.apply(); err != nil {
+				t.Fatal(err)
+			}
+			err := kube.RemoveAsConfirmed(ctx, clients, kube.Data{}, confirmed)
+			if stopped := (*kube.RemovalStoppedError)(nil); !errors.As(err, &stopped) || !strings.Contains(err.Error(), change.want) {
+				t.Fatalf("want the removal stopped with %q, got %v", change.want, err)
+			}
+			if _, err := clients.Core.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{}); err != nil {
+				t.Fatalf("node-c must still be there: %v", err)
+			}
+			// Back as it was for the next change.
+			_ = cms.Delete(ctx, kube.ClusterConfigMapName, metav1.DeleteOptions{})
+			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record.Name, Namespace: record.Namespace}, Data: record.Data}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func nodesNow(t *testing.T, clients *kube.Clients) []*corev1.Node {
+	t.Helper()
+	list, err := clients.Core.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*corev1.Node
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out
 }

@@ -80,22 +80,46 @@ func ReadClusterSeed(d Data) ClusterSeed {
 // cluster it never was part of. The cluster record is read as written, not
 // only when accepted: a dead seed (not Ready) is exactly the one a site
 // wants to replace, and it is still the address every node's config names
-// until `sitecon seed` moves it. Empty: not the seed.
+// until `sitecon seed` moves it. A server is refused too when the record is
+// missing or names no address: which server is the seed cannot be told
+// then, and unknown is not "not the seed". Only servers (etcd members) can
+// be the seed; a worker never is. Empty: not the seed.
 func SeedRemovalRefusal(d Data, node string) string {
-	s := ReadClusterSeed(d)
-	if !s.Present || !s.JoinIP.IsValid() {
-		return ""
-	}
 	var target *corev1.Node
 	for _, n := range d.Nodes {
 		if n.Name == node {
 			target = n
 		}
 	}
-	if target == nil || InternalIP(target) != s.JoinIP.String() {
+	if target == nil || !IsServer(target) && !IsEtcdMember(target) {
 		return ""
 	}
-	// Suggest a node that SeedCheck would accept.
+	s := ReadClusterSeed(d)
+	switch {
+	case !s.Present && !clusterRecordExists(d):
+		// EnsureClusterConfigMap runs when an agent links to the cluster:
+		// a restart brings the record back from that server's config.
+		return fmt.Sprintf("cannot tell whether %s is the seed: %s; the agents write it when they connect to the cluster: restart the sitecon agent on a Ready server, then try again", node, s.Reason)
+	case !s.JoinIP.IsValid():
+		return fmt.Sprintf("cannot tell whether %s is the seed: %s; %s", node, s.Reason, seedMove(d, node, "name the seed first"))
+	case InternalIP(target) == "":
+		return fmt.Sprintf("cannot tell whether %s is the seed: it has no internal address to compare with the join address %s", node, s.JoinIP)
+	case InternalIP(target) != s.JoinIP.String():
+		return ""
+	}
+	return fmt.Sprintf("%s is the seed in effect (join address %s); %s", node, s.JoinIP, seedMove(d, node, "move the seed first"))
+}
+
+// clusterRecordExists: d holds the sitecon-cluster ConfigMap, whatever it says.
+func clusterRecordExists(d Data) bool {
+	return slices.ContainsFunc(d.ConfigMaps, func(cm *corev1.ConfigMap) bool {
+		return cm.Name == ClusterConfigMapName && cm.Namespace == AppNamespace
+	})
+}
+
+// seedMove says how to make another node than node the seed: the nodes
+// SeedCheck would accept, or that there is none.
+func seedMove(d Data, node, first string) string {
 	var candidates []string
 	for _, n := range d.Nodes {
 		if n.Name != node && SeedCheck(d, n.Name) == nil {
@@ -103,12 +127,12 @@ func SeedRemovalRefusal(d Data, node string) string {
 		}
 	}
 	slices.Sort(candidates)
-	move := "no other Ready etcd member can take it now; bring one back first"
-	if len(candidates) > 0 {
-		move = "move the seed first: sitecon seed " + candidates[0]
-		if len(candidates) > 1 {
-			move += " (or " + strings.Join(candidates[1:], ", ") + ")"
-		}
+	if len(candidates) == 0 {
+		return "no other Ready etcd member can take it now; bring one back first"
 	}
-	return fmt.Sprintf("%s is the seed in effect (join address %s); %s", node, s.JoinIP, move)
+	move := first + ": sitecon seed " + candidates[0]
+	if len(candidates) > 1 {
+		move += " (or " + strings.Join(candidates[1:], ", ") + ")"
+	}
+	return move
 }

@@ -129,7 +129,10 @@ func (d *Drain) drain(ctx context.Context, snap *kube.Snapshot, progress func(st
 	if !d.Removes {
 		return nil
 	}
-	if err := kube.RemoveNode(ctx, snap.Clients().Core, node); err != nil {
+	// The drain took minutes: quorum, the last copies and the seed are
+	// judged again, from the API server, before the node is deleted.
+	progress("re-checking quorum, the volumes' copies and the seed before removing " + node)
+	if err := kube.RemoveAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight); err != nil {
 		return err
 	}
 	progress(node + " removed from the cluster")

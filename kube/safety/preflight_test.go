@@ -240,41 +240,54 @@ func TestDrainQuorumArithmetic(t *testing.T) {
 	}
 }
 
+// etcdMember is one member of a published etcd member list.
+type etcdMember struct {
+	node    string
+	healthy bool
+	err     string
+	learner bool
+}
+
+func healthyMember(node string) etcdMember { return etcdMember{node: node, healthy: true} }
+
+// published adds observer's view of etcd, observed age ago (negative: dated
+// in the future), under its own key of the sitecon-etcd-members ConfigMap.
+func published(observer string, age time.Duration, members ...etcdMember) func(*kube.DrainCheck) {
+	return publishedAs(observer, observer, age, members...)
+}
+
+// publishedAs adds a view under key that claims to be observedBy's.
+func publishedAs(key, observedBy string, age time.Duration, members ...etcdMember) func(*kube.DrainCheck) {
+	return func(c *kube.DrainCheck) {
+		var list []string
+		for i, m := range members {
+			// k3s names a member after its node with a random suffix.
+			list = append(list, fmt.Sprintf(`{"id":"%x","name":"%s-%08x","peerURLs":["https://10.244.244.%d:2380"],"clientURLs":["https://10.244.244.%d:2379"],"learner":%v,"healthy":%v,"error":%q}`,
+				uint64(0x8e9e05c52164694d)+uint64(i), m.node, 0x1a2b3c4d+i, i+1, i+1, m.learner, m.healthy, m.err))
+		}
+		view := fmt.Sprintf(`{"observedBy":%q,"observedAt":%q,"endpoint":"https://127.0.0.1:2379","members":[%s]}`,
+			observedBy, time.Now().Add(-age).UTC().Format(time.RFC3339), strings.Join(list, ","))
+		for _, cm := range c.Data.ConfigMaps {
+			if cm.Name == "sitecon-etcd-members" {
+				cm.Data[key] = view
+				return
+			}
+		}
+		c.Data.ConfigMaps = append(c.Data.ConfigMaps, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "sitecon-etcd-members", Namespace: kube.AppNamespace},
+			Data:       map[string]string{key: view},
+		})
+	}
+}
+
 // Issue 10 item 4: the member list comes from etcd itself, as the server
 // nodes' agents publish it (ConfigMap sitecon-etcd-members, one key per
 // observing node), not from the Nodes' etcd role label. A list that is
 // missing or stale is not trusted: the Nodes are counted instead, and the
 // verdict says so.
 func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
-	type member struct {
-		node    string
-		healthy bool
-		err     string
-		learner bool
-	}
-	published := func(observer string, age time.Duration, members ...member) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) {
-			var list []string
-			for i, m := range members {
-				// k3s names a member after its node with a random suffix.
-				list = append(list, fmt.Sprintf(`{"id":"%x","name":"%s-%08x","peerURLs":["https://10.244.244.%d:2380"],"clientURLs":["https://10.244.244.%d:2379"],"learner":%v,"healthy":%v,"error":%q}`,
-					uint64(0x8e9e05c52164694d)+uint64(i), m.node, 0x1a2b3c4d+i, i+1, i+1, m.learner, m.healthy, m.err))
-			}
-			view := fmt.Sprintf(`{"observedBy":%q,"observedAt":%q,"endpoint":"https://127.0.0.1:2379","members":[%s]}`,
-				observer, time.Now().Add(-age).UTC().Format(time.RFC3339), strings.Join(list, ","))
-			for _, cm := range c.Data.ConfigMaps {
-				if cm.Name == "sitecon-etcd-members" {
-					cm.Data[observer] = view
-					return
-				}
-			}
-			c.Data.ConfigMaps = append(c.Data.ConfigMaps, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: "sitecon-etcd-members", Namespace: kube.AppNamespace},
-				Data:       map[string]string{observer: view},
-			})
-		}
-	}
-	healthy := func(node string) member { return member{node: node, healthy: true} }
+	type member = etcdMember
+	healthy := healthyMember
 	notReady := func(name string) func(*kube.DrainCheck) {
 		return func(c *kube.DrainCheck) {
 			for i, n := range c.Data.Nodes {
@@ -312,6 +325,50 @@ func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
 				published("node-c", 2*time.Second, healthy("node-a"), member{node: "node-b", err: "etcdserver: no leader"}, healthy("node-c")),
 			},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-b: etcd: etcdserver: no leader); draining node-a leaves 1 of the 2 needed"}},
+	} {
+		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
+	}
+}
+
+// Issue 19 §4: the published member list cannot be forged or go stale. An
+// entry counts only when a current server wrote it under its own name and
+// its time is not ahead of this clock by more than kube.EtcdMembersMaxSkew;
+// a member no Node stands for is not counted on.
+func TestDrainQuorumTrustsOnlyCurrentServers(t *testing.T) {
+	cDown := etcdMember{node: "node-c", err: "context deadline exceeded"}
+	honest := published("node-a", 5*time.Second, healthyMember("node-a"), healthyMember("node-b"), cDown)
+	allHealthy := []etcdMember{healthyMember("node-a"), healthyMember("node-b"), healthyMember("node-c")}
+	const lost = "3 etcd members, 1 unhealthy (node-c: etcd: context deadline exceeded); draining node-a leaves 1 of the 2 needed"
+	for name, tc := range map[string]preflightCase{
+		"an entry dated an hour ahead does not win": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){honest, published("node-b", -time.Hour, allHealthy...)},
+			refusals: []string{lost},
+			notes: []string{"etcd members as etcd lists them (observed by node-a 5s ago)",
+				"entry node-b ignored: dated 59m5", "ahead of this clock, more than the 30s clock skew allowed"}},
+		"a clock a little ahead is within the skew": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){published("node-b", -10*time.Second, healthyMember("node-a"), healthyMember("node-b"), cDown)},
+			refusals: []string{lost},
+			notes:    []string{"etcd members as etcd lists them (observed by node-b 0s ago)"}},
+		"a worker's entry does not count": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){honest, published("node-w", time.Second, allHealthy...)},
+			refusals: []string{lost},
+			notes:    []string{"entry node-w ignored: node-w is not a server (no node-role.kubernetes.io/etcd label)"}},
+		"an entry from a node not in the cluster does not count": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){honest, published("node-x", time.Second, allHealthy...)},
+			refusals: []string{lost},
+			notes:    []string{"entry node-x ignored: node-x is not a node of the cluster"}},
+		"an entry under one key claiming another observer does not count": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){honest, publishedAs("node-w", "node-b", time.Second, allHealthy...)},
+			refusals: []string{lost},
+			notes:    []string{`entry node-w ignored: it says it was observed by "node-b"`}},
+		"only untrusted entries: the Nodes are counted, and that is said": {node: "node-a", clean: true,
+			edits: []func(*kube.DrainCheck){published("node-w", time.Second, allHealthy...), published("node-b", -time.Hour, allHealthy...)},
+			notes: []string{"etcd's member list in eve-kube-app/sitecon-etcd-members has no entry a current server wrote; etcd members counted from the Nodes' etcd role label instead",
+				"entry node-b ignored: dated",
+				"entry node-w ignored: node-w is not a server"}},
+		"a member no Node stands for is not counted on": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){published("node-a", 5*time.Second, append(allHealthy, healthyMember("node-gone"))...)},
+			refusals: []string{"4 etcd members, 1 unhealthy (node-gone-1a2b3c50: no Node in the cluster stands for this member); draining node-a leaves 2 of the 3 needed"}},
 	} {
 		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
 	}

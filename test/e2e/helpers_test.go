@@ -895,6 +895,8 @@ type nodeAgent struct {
 	config  string
 	dataDir string
 	socket  string
+	// opts start the agent again on the same device (restart).
+	opts agent.Options
 }
 
 // starts reads the stand-in's record of its starts.
@@ -994,15 +996,23 @@ func startNodeAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, kubec
 		tune(&opts)
 	}
 	n.socket = opts.SocketPath
-	n.agent = agent.New(opts)
+	n.opts = opts
+	n.run(t, ctx, wg)
+	return n
+}
+
+// run starts (or starts again, after the last run's ctx ended and its wg
+// was waited on) the device's agent with the same options, until ctx ends.
+func (n *nodeAgent) run(t *testing.T, ctx context.Context, wg *sync.WaitGroup) {
+	n.agent = agent.New(n.opts)
+	a := n.agent
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := n.agent.Run(ctx); err != nil {
-			t.Errorf("agent %s: %v", h.Name, err)
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("agent %s: %v", n.host.Name, err)
 		}
 	}()
-	return n
 }
 
 // ---- The console (or a command that asks questions) in tmux ----

@@ -126,6 +126,9 @@ func silentProcess(node string) string { return "silent-" + node }
 func (s *Site) silence(n Node) error {
 	addr := net.JoinHostPort(n.IP, strconv.Itoa(config.StatusPort))
 	if s.SilenceHolder != "" {
+		if s.running(silentProcess(n.Name)) {
+			return nil // held already
+		}
 		// --dir: a site process's command line names its site (pid).
 		if err := s.StartProcess(silentProcess(n.Name), s.SilenceHolder, "silence", "--dir", s.Dir, "--addr", addr); err != nil {
 			return err

@@ -827,6 +827,57 @@ func (s *Site) Recover(node string) error {
 	return s.restart(agentProcess(node))
 }
 
+// PowerOff cuts the power of the named nodes at once, as a site's power
+// cut does: each node's kubelet (kwok), etcd member and sitecon agent die
+// by SIGKILL, with no word to anyone. Powering off two of three servers, or
+// all of them, leaves etcd (and so the API server, which here runs outside
+// the nodes) without quorum. A node already off is left as it is.
+func (s *Site) PowerOff(nodes ...string) error {
+	for _, node := range nodes {
+		if _, err := s.node(node); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, node := range nodes {
+		errs = append(errs, s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
+	}
+	// Then their addresses go silent, as a powered-off device's.
+	for _, node := range nodes {
+		n, _ := s.node(node)
+		errs = append(errs, s.silence(n))
+	}
+	return errors.Join(errs...)
+}
+
+// PowerOn starts a powered-off node again, as its device boots: its etcd
+// member from its data directory, its kubelet, and its agent if the site
+// runs agents.
+// Nodes may be powered on in any order; a node that runs is left as it is.
+func (s *Site) PowerOn(node string) error {
+	n, err := s.node(node)
+	if err != nil {
+		return err
+	}
+	// The member is started, not waited for: a member that comes back
+	// alone serves no client (not even /livez) until it finds a quorum,
+	// which the nodes powered on after it bring.
+	if _, ok := s.EtcdMemberOf(node); ok {
+		if err := s.restart(etcdProcess(node)); err != nil {
+			return err
+		}
+	}
+	if !s.running("kwok-" + node) {
+		if err := s.startKwok(n); err != nil {
+			return err
+		}
+	}
+	if err := s.unsilence(node); err != nil {
+		return err
+	}
+	return s.restart(agentProcess(node))
+}
+
 // StopEtcdMember stops only the node's etcd member (SIGKILL): the node
 // stays Ready, as when etcd fails on a server whose kubelet still reports.
 // Nothing for a node without a member.

@@ -111,22 +111,48 @@ func startShared() {
 		return
 	}
 	sharedDir = dir
+	// client-go in this process (the tests' agents, snapshots and leader
+	// elections) logs through klog to stderr; it goes to a file beside the
+	// site's logs instead, so a failing test's own words are what stand out.
+	// klog's logger is set before the simulators' informers start: set
+	// later, it races with their reads of it (go test -race).
+	var clientGoLog lateFile
+	klog.SetSlogLogger(slog.New(slog.NewTextHandler(&clientGoLog, nil)))
 	site, err := StartTestSite(TestOptions(dir))
 	if err != nil {
 		sharedErr = fmt.Errorf("%w (logs in %s)", err, filepath.Join(dir, "logs"))
 		return
 	}
-	// client-go in this process (the tests' agents, snapshots and leader
-	// elections) logs through klog to stderr; it goes to a file beside the
-	// site's logs instead, so a failing test's own words are what stand out.
-	clientGoLog, err := os.OpenFile(filepath.Join(dir, "logs", "client-go.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, "logs", "client-go.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		site.Stop()
 		sharedErr = err
 		return
 	}
-	klog.SetSlogLogger(slog.New(slog.NewTextHandler(clientGoLog, nil)))
+	clientGoLog.open(f)
 	shared = site
+}
+
+// lateFile is a log file that exists only once the site made its logs
+// directory; what is written before is dropped.
+type lateFile struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (l *lateFile) open(f *os.File) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.f = f
+}
+
+func (l *lateFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return len(p), nil
+	}
+	return l.f.Write(p)
 }
 
 // StartTestSite starts a site with the simulators running in this process,

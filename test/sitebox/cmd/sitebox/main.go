@@ -4,6 +4,8 @@
 //	sitebox up --nodes 3 --dir DIR     start a site; returns once it is ready
 //	sitebox fail node-b --dir DIR      lose node-b: its kubelet (kwok), etcd member and agent stop, its address goes silent
 //	sitebox recover node-b --dir DIR   start them again (the member rejoins with its data)
+//	sitebox power-off all --dir DIR    a power cut: every node's kubelet, etcd member and agent killed at once, their addresses silent
+//	sitebox power-on node-c node-a ... the devices boot again, in the order given
 //	sitebox down --dir DIR             stop everything the site started
 package main
 
@@ -140,6 +142,47 @@ func root() *cobra.Command {
 			return site.Recover(args[0])
 		},
 	}
+	// Power cuts, staged by hand: "all" is every node of the site.
+	nodesOf := func(site *sitebox.Site, args []string) []string {
+		if len(args) == 1 && args[0] == "all" {
+			var all []string
+			for _, n := range site.Nodes {
+				all = append(all, n.Name)
+			}
+			return all
+		}
+		return args
+	}
+	powerOff := &cobra.Command{
+		Use:   "power-off NODE...|all",
+		Short: "Cut the power of nodes at once: their simulated kubelet, etcd member and agent are killed (two of three servers off: no quorum)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			site, err := loadSite(dir)
+			if err != nil {
+				return err
+			}
+			return site.PowerOff(nodesOf(site, args)...)
+		},
+	}
+	powerOn := &cobra.Command{
+		Use:   "power-on NODE...|all",
+		Short: "Power nodes on again, one after the other in the order given: etcd member from its data, kubelet, agent",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			site, err := loadSite(dir)
+			if err != nil {
+				return err
+			}
+			for _, n := range nodesOf(site, args) {
+				if err := site.PowerOn(n); err != nil {
+					return fmt.Errorf("%s: %w", n, err)
+				}
+				fmt.Printf("%s powered on\n", n)
+			}
+			return nil
+		},
+	}
 	var rebuild, vmBoot time.Duration
 	simulate := &cobra.Command{
 		Use:    "simulate",
@@ -176,7 +219,7 @@ func root() *cobra.Command {
 		},
 	}
 	silence.Flags().StringVar(&silentAddr, "addr", "", "address to hold silent, host:port")
-	cmd.AddCommand(up, down, fail, recover, simulate, silence)
+	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate, silence)
 	return cmd
 }
 

@@ -1,0 +1,395 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/netcfg"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// hasBeenMember puts on a device's disk what a server that has been part of
+// its cluster keeps across a power cut: the formed marker of a node that
+// joined, and with etcdData k3s's etcd member data.
+func hasBeenMember(t *testing.T, clusterID, node string, etcdData bool) func(configPath string) {
+	return func(configPath string) {
+		t.Helper()
+		if etcdData {
+			data := filepath.Join(filepath.Dir(configPath), "k3s-data", "server", "db", "etcd", "member")
+			if err := os.MkdirAll(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := agent.MarkFormed(agent.FormedMarkerFile(configPath), agent.FormedMarker{ClusterID: clusterID, NodeName: node,
+			How: "joined the cluster", Joined: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The whole site lost power. When it comes back the seed's k3s cannot reach
+// etcd quorum without the other servers, so its API (here: the site's API
+// server, stopped) does not answer and its informer never syncs. Servers
+// that have been members start k3s at once, without waiting on the seed's
+// /status (k3s restarts a joined server from its own etcd data); a member
+// answers /status from its durable record while the API does not answer,
+// so a re-provisioned seed device (its config restored, no marker, no etcd
+// data) finds the members and refuses to initialise a second cluster.
+func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "a", "b", "c")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// No quorum: the API answers nobody while the site comes back.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = site.StartAPIServer(ctx) // refused when it already runs
+		site.WaitSettled(t, 90*time.Second)
+	})
+	if err := site.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	// node-b and node-c were members; node-a's device was re-provisioned:
+	// its config is back, its marker and etcd data are not. The members
+	// boot first.
+	members := []*nodeAgent{
+		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", true), nil),
+		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[2], plan.Nodes[2], hasBeenMember(t, plan.ClusterID, "node-c", true), nil),
+	}
+
+	// Bound: the members' k3s start within 20 s of their agents (at the
+	// tests' backoff of 100-500 ms; the shipped backoff adds seconds).
+	for _, m := range members {
+		st := waitState(t, m, 20*time.Second, "k3s started without the seed", func(st agent.State) bool {
+			return st.K3sStarts > 0
+		})
+		if st.Role != agent.RoleServer {
+			t.Errorf("%s role %s, want server", m.host.Name, st.Role)
+		}
+		m.waitK3sStarted(t)
+	}
+
+	// A member's /status names the cluster from its durable record (asked
+	// from node-c, which has its cluster address).
+	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = hosts[2].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
+		return conn, err
+	}}
+	memberIP := netip.MustParseAddr("10.244.244.2")
+	until(t, 20*time.Second, "node-b's /status names its cluster with the API down", func() (netip.Addr, bool) {
+		found := probe.Find(ctx, []netip.Addr{memberIP})
+		return found, found == memberIP
+	}, func(found netip.Addr) string {
+		return fmt.Sprintf("the probe found %v; node-b's state %+v", found, members[0].agent.State())
+	})
+
+	// The re-provisioned seed boots while the members are up without
+	// quorum.
+	seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0], nil, nil)
+	// The re-provisioned seed finds them and never initialises.
+	st := waitState(t, seed, 30*time.Second, "refuses to initialise a second cluster", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "answers /status for cluster "+plan.ClusterID)
+	})
+	if st.K3sStarts != 0 || len(seed.starts(t)) != 0 {
+		t.Errorf("the re-provisioned seed started k3s (%d starts): a second cluster", st.K3sStarts)
+	}
+	if data, err := os.ReadFile(filepath.Join(seed.dir, "k3s", "config.yaml")); err == nil && strings.Contains(string(data), "cluster-init") {
+		t.Errorf("the re-provisioned seed rendered cluster-init:\n%s", data)
+	}
+}
+
+// sitebox's agents on a site that loses power: every node's kubelet, etcd
+// member and agent are killed at once (PowerOff), then the devices boot
+// again in another order (PowerOn); and the same for two of the three
+// servers, which takes etcd's quorum with them. Each time every node must
+// be Ready, every agent connected (READY on its socket) and both apps
+// running on their designated nodes again within powerCutRecoveryBound of
+// the last power-on. The time is logged: `make faults` prints it.
+func TestSitePowerCutComesBack(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	appsDir := t.TempDir()
+	web := apps.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f1", DisplayName: "power-web", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
+	vm := apps.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f2", DisplayName: "power-vm", Activate: true, Kind: apps.KindVM,
+		Image: "registry.local/vm:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityPreferred,
+		Resources: apps.AppResources{Memory: "256Mi"}}
+	appConfigs := map[string]apps.AppConfig{web.DisplayName: web, vm.DisplayName: vm}
+	for name, a := range appConfigs {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
+	}
+	if err := os.MkdirAll(filepath.Join(appsDir, "volumes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The agents' move-after is long: a power cut is not a node loss the
+	// apps should run away from.
+	if err := site.StartAgents(sitecon, appsDir, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []string{"node-a", "node-b", "node-c"}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if err := site.PowerOn(n); err != nil {
+				t.Errorf("power on %s: %v", n, err)
+			}
+		}
+		cs := clientset(t, site)
+		for name := range appConfigs {
+			_ = os.Remove(filepath.Join(appsDir, "apps", name+".json"))
+		}
+		poll(200*time.Millisecond, 30*time.Second, func() (int, bool) {
+			deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: apps.LabelManagedBy + "=" + apps.FieldManager})
+			return len(deps.Items), err == nil && len(deps.Items) == 0
+		})
+		if err := site.StopAgents(); err != nil {
+			t.Error(err)
+		}
+		cleanupApps(t, cs, dynClient(t, site), nil, appsDir, appConfigs)
+		site.WaitSettled(t, 120*time.Second)
+	})
+
+	appsOf := func(node string) (map[string]apps.AppState, error) {
+		var list []apps.AppState
+		if err := getSocketErr(site.AgentSocket(node), localapi.PathApps, &list); err != nil {
+			return nil, err
+		}
+		out := map[string]apps.AppState{}
+		for _, a := range list {
+			out[a.Name] = a
+		}
+		return out, nil
+	}
+	// back: every node Ready, every agent READY, each app running on its
+	// designated node as every agent sees it.
+	back := func() (string, bool) {
+		cs := clientset(t, site)
+		for _, n := range nodes {
+			node, err := cs.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+			if err != nil {
+				return "node " + n + ": " + err.Error(), false
+			}
+			if !kube.NodeIsReady(node) {
+				return "node " + n + " not Ready", false
+			}
+			var st apps.NodeState
+			if err := getSocketErr(site.AgentSocket(n), localapi.PathNode, &st); err != nil {
+				return n + "'s agent: " + err.Error(), false
+			}
+			if st.Status != apps.NodeReady {
+				return fmt.Sprintf("%s's agent says %s (%s)", n, st.Status, st.Reason), false
+			}
+			seen, err := appsOf(n)
+			if err != nil {
+				return n + "'s agent apps: " + err.Error(), false
+			}
+			for name, want := range map[string]string{"power-web": "node-b", "power-vm": "node-c"} {
+				a, ok := seen[name]
+				if !ok || a.KubeStatus != apps.KubeRunning || a.Node != want {
+					return fmt.Sprintf("%s's agent sees %s: %+v (want running on %s)", n, name, a, want), false
+				}
+			}
+		}
+		return "", true
+	}
+	until(t, 90*time.Second, "the apps running before the power cut", back, func(s string) string { return s })
+
+	for _, c := range []struct {
+		name    string
+		off, on []string
+	}{
+		{"the whole site", nodes, []string{"node-c", "node-a", "node-b"}},
+		{"two of three servers, the seed among them", []string{"node-a", "node-b"}, []string{"node-b", "node-a"}},
+	} {
+		if err := site.PowerOff(c.off...); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.off {
+			if _, err := appsOf(n); err == nil {
+				t.Fatalf("%s is powered off, but its agent answers", n)
+			}
+		}
+		// The cut takes etcd's quorum: a quorum read (a LIST without a
+		// resourceVersion) fails.
+		cs := clientset(t, site)
+		until(t, 30*time.Second, "the API without etcd quorum", func() (error, bool) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			return err, err != nil
+		}, func(error) string { return "a quorum read still succeeds" })
+		// The outage lasts past the node-monitor grace period: when the
+		// quorum is back every node's lease is stale, as after a real cut.
+		<-time.After(powerCutLength)
+		for _, n := range c.on {
+			if err := site.PowerOn(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		on := time.Now()
+		until(t, powerCutRecoveryBound, c.name+" back after a power cut", back, func(s string) string { return s })
+		t.Logf("power cut of %s: every node Ready, agents READY and the apps running %s after the last power-on",
+			c.name, time.Since(on).Round(100*time.Millisecond))
+	}
+}
+
+// powerCutLength is how long the power stays off: longer than the shared
+// site's node-monitor grace period (12 s), shorter than that plus its
+// eviction toleration (10 s).
+const powerCutLength = 15 * time.Second
+
+// powerCutRecoveryBound is how long after the last device boots the site
+// must be whole again: etcd elects a leader within seconds, kwok's nodes
+// report at once, and the agents' watches come back on client-go's re-list
+// backoff (up to 30 s) and the node-lifecycle controller lifts the
+// not-ready taints.
+const powerCutRecoveryBound = 120 * time.Second
+
+// getSocketErr reads path from an agent's local API into v.
+func getSocketErr(socket, path string, v any) error {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}
+	resp, err := client.Get("http://agent" + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// A server removed from its cluster (`sitecon node remove`: its Node
+// deleted, its name taken off the cluster record) must not come back as it
+// was: k3s restarts an init node removed from etcd as a new single-node
+// cluster (k3s-io/k3s#13623). Its agent, seeing the removal, records it,
+// stops k3s and drops the cluster address; started again (the device
+// powered back on), it holds with a clear message: no k3s, no address.
+func TestRemovedServerHoldsAfterRestart(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "q", "r")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putClusterRecordAside(t, cs)
+	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kube.ClusterConfigMapName, Namespace: kube.AppNamespace},
+		Data: map[string]string{kube.ClusterKeyName: "site1", kube.ClusterKeyID: plan.ClusterID,
+			kube.ClusterKeyJoinServerIP: "10.244.244.1", kube.ClusterKeySeedNode: "node-q", kube.ClusterKeyNodes: "node-q,node-r,node-s"}}
+	if _, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(t.Context(), record, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// node-r's Node, as k3s registered it: a server.
+	agentNodeAt(t, cs, "node-r", "10.244.244.2")
+	if err := setServerRoles(t.Context(), cs, "node-r", true); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	logPath := filepath.Join(t.TempDir(), "agent.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			t.Logf("node-r's agent log:\n%s", data)
+		}
+	})
+	removed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-r", false), func(o *agent.Options) {
+		o.Log = slog.New(slog.NewTextHandler(logFile, nil))
+	})
+	removed.waitK3sStarted(t)
+	// The agent has seen its own Node: /status names the cluster live (a
+	// node without etcd data has no durable answer).
+	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = hosts[1].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
+		return conn, err
+	}}
+	until(t, 20*time.Second, "node-r answers /status as a member", func() (netip.Addr, bool) {
+		found := probe.Find(ctx, []netip.Addr{netip.MustParseAddr("10.244.244.2")})
+		return found, found.IsValid()
+	}, func(netip.Addr) string { return fmt.Sprintf("state %+v", removed.agent.State()) })
+
+	// A technician removes node-r on a live member.
+	if err := kube.RemoveNode(t.Context(), cs, "node-r"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, removed, 30*time.Second, "holds: removed from its cluster", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "removed from cluster") && !st.ClusterIPReady
+	})
+	if !strings.Contains(st.LastError, "sitecon form --join") {
+		t.Errorf("the hold does not say the way back: %q", st.LastError)
+	}
+	hasAddress := func() bool {
+		var have []netip.Prefix
+		if err := hosts[1].Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(have, netip.MustParsePrefix("10.244.244.2/28"))
+	}
+	if hasAddress() {
+		t.Errorf("the removed node still holds its cluster address")
+	}
+
+	// Powered back on: the same device, the same files.
+	cancel()
+	wg.Wait()
+	starts := len(removed.starts(t))
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	removed.run(t, ctx, &wg)
+	waitState(t, removed, 20*time.Second, "holds again after a restart", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "removed from cluster")
+	})
+	if got := len(removed.starts(t)); got != starts {
+		t.Errorf("the removed node started k3s again after its restart (%d starts, %d before)", got, starts)
+	}
+	if hasAddress() {
+		t.Errorf("the removed node took its cluster address again after its restart")
+	}
+}
