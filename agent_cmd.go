@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,7 +24,7 @@ const DefaultAgentSocket = "/run/sitecon/agent.sock"
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var opts agent.Options
-	var k3sConfig, k3sDataDir string
+	var k3sConfig, k3sDataDir, clusterTokenFile string
 	var etcd kube.EtcdAccess
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
@@ -47,7 +48,10 @@ them, and publishes that on the socket (/v1/apps, /v1/volumes, /v1/events, /v1/n
 --state-dir and on --metrics-addr.
 
 --no-bootstrap runs only that apps part, as --node-name, against a cluster
-that already exists (--kubeconfig): no address, firewall or k3s work.`,
+that already exists (--kubeconfig): no address, firewall or k3s work. With
+--cluster-id and --cluster-token-file its failover guard checks the lost
+nodes' proofs of life, and with --status-addr it serves /status and its own
+proof there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, closeLog, err := g.logger()
@@ -76,6 +80,16 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 			if opts.NoBootstrap && opts.Apps.AppsDir == "" {
 				return fmt.Errorf("--no-bootstrap runs only the apps part: give --apps-dir")
 			}
+			if opts.StatusAddr != "" && (opts.ClusterID == "" || clusterTokenFile == "") {
+				return fmt.Errorf("--status-addr serves the proof of life: give --cluster-id and --cluster-token-file too")
+			}
+			if clusterTokenFile != "" {
+				token, err := os.ReadFile(clusterTokenFile)
+				if err != nil {
+					return fmt.Errorf("--cluster-token-file: %w", err)
+				}
+				opts.ClusterToken = config.Secret(strings.TrimSpace(string(token)))
+			}
 			return agent.New(opts).Run(cmd.Context())
 		},
 	}
@@ -95,6 +109,9 @@ that already exists (--kubeconfig): no address, firewall or k3s work.`,
 	f.StringVar(&opts.SocketPath, "socket", DefaultAgentSocket, "local API socket (mode 0600)")
 	f.BoolVar(&opts.NoBootstrap, "no-bootstrap", false, "run only the apps part against an existing cluster (needs --node-name, --apps-dir)")
 	f.StringVar(&opts.NodeName, "node-name", "", "this node's Kubernetes name (with --no-bootstrap)")
+	f.StringVar(&opts.ClusterID, "cluster-id", "", "the cluster's id, for the proof of life (with --no-bootstrap; a device's agent takes it from its config)")
+	f.StringVar(&clusterTokenFile, "cluster-token-file", "", "file holding the cluster token, for the proof of life (with --no-bootstrap)")
+	f.StringVar(&opts.StatusAddr, "status-addr", "", "where to serve /status and the proof of life, host:port (with --no-bootstrap; a device's agent serves them on its cluster address)")
 	f.StringVar(&opts.Apps.NodeUUID, "node-uuid", "", "this node's UUID (default: from the config, else its Node's node-uuid label)")
 	f.StringVar(&opts.Apps.AppsDir, "apps-dir", "", "directory of app and volume configs (apps/*.json, volumes/*.json); empty: no apps part")
 	f.StringVar(&opts.Apps.StateDir, "state-dir", "", "directory for JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")

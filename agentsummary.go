@@ -33,6 +33,15 @@ func readAgentSummary(ctx context.Context, socket string) *views.AgentSummary {
 	sum.Node, sum.Role, sum.Phase, sum.Since = st.Node, string(st.Role), string(st.Phase), st.Since
 	sum.Attempts, sum.LastError, sum.ConfigError = st.Attempts, st.LastError, st.ConfigError
 	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
+	// Why each app's failover was held or let go, from the lost node's
+	// evidence (an agent without the apps part lists no apps).
+	if states, err := localapi.Get[[]apps.AppState](ctx, socket, localapi.PathApps); err == nil {
+		for _, a := range states {
+			if a.Failover != "" {
+				sum.Failovers = append(sum.Failovers, views.AgentFailover{App: a.Name, Verdict: a.Failover})
+			}
+		}
+	}
 	// An agent without the apps part answers an empty timeline.
 	if events, err := localapi.Get[[]apps.TimelineEvent](ctx, socket, localapi.PathEvents); err == nil {
 		for _, e := range events {

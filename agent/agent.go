@@ -92,6 +92,14 @@ type Options struct {
 	// (Kubeconfig), as NodeName: no address, firewall or k3s work.
 	NoBootstrap bool
 	NodeName    string
+	// With NoBootstrap: the cluster's id and token, for the proof of
+	// life (this node's answers and the failover guard's checks of the
+	// others'), and StatusAddr, where /status and the proof are served
+	// (empty: not served). A device's agent takes all three from its
+	// config.
+	ClusterID    string
+	ClusterToken config.Secret
+	StatusAddr   string
 	// Apps configures the apps part; it runs when Apps.AppsDir is set.
 	Apps apps.Options
 	// MetricsAddr serves Prometheus metrics (empty: none).

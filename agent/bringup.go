@@ -243,7 +243,7 @@ func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Mem
 	if err != nil {
 		return fmt.Errorf("/status server on %s: %w", addr, err)
 	}
-	srv := localapi.NewServer(StatusHandler(v.ClusterID, member))
+	srv := localapi.NewServer(withLifeProof(StatusHandler(v.ClusterID, member), a.lifeKey(v.ClusterID, v.Token), v.NodeName))
 	go func() { _ = srv.Serve(l) }()
 	go func() {
 		<-ctx.Done()

@@ -46,7 +46,7 @@ func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role,
 	kubeconfig := AgentKubeconfig(a.opts.Kubeconfig, role, a.opts.K3sPaths, kube.K3sKubeconfig)
 	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log}
 	m.connected = func(ctx context.Context, snap *kube.Snapshot) {
-		a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role)
+		a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, a.lifeKey(v.ClusterID, v.Token))
 		// The cluster record lists the servers only: a worker's Node
 		// deleted by hand (k3s registers it again) is no removal.
 		if role != RoleAgent {
@@ -131,8 +131,9 @@ func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.V
 // own identity (a worker's) it writes no cluster-wide state (no member
 // list, no overrides) and does not stand for the stats leader, whose
 // failover guard force-deletes other nodes' pods; it follows the servers'
-// election instead (kube.EnsureAgentAccess says who may do what).
-func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role) {
+// election instead (kube.EnsureAgentAccess says who may do what). lifeKey
+// checks the lost nodes' proofs of life for the failover guard.
+func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role, lifeKey config.LifeKey) {
 	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
 	if !ok {
 		return
@@ -173,6 +174,12 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	opts.Log = a.log.With("component", "apps")
 	opts.Leader = leader.State
 	opts.NodeIdentity = nodeIdentity
+	// The guard probes the lost nodes from this node's network (its
+	// namespace in tests), checking their proofs with the cluster's key.
+	opts.LifeKey = lifeKey
+	if opts.ProbeDial == nil {
+		opts.ProbeDial = a.dialer()
+	}
 	appsPart, err := apps.New(opts, snap)
 	if err != nil {
 		a.log.Error("apps agent", "err", err)
@@ -208,7 +215,16 @@ func (a *Agent) runExternal(ctx context.Context) error {
 	a.state = State{Node: a.opts.NodeName, Phase: PhaseExternal, Since: time.Now()}
 	a.mu.Unlock()
 	snap.Start(ctx)
-	a.startClusterWork(ctx, snap, a.opts.NodeName, "", "")
+	key := a.externalLifeKey()
+	if a.opts.StatusAddr != "" {
+		srv, err := a.serveExternalStatus(snap, key)
+		if err != nil {
+			return err
+		}
+		// Closed before Run returns: an agent stopped is silent there.
+		defer srv.Close()
+	}
+	a.startClusterWork(ctx, snap, a.opts.NodeName, "", "", key)
 	<-ctx.Done()
 	return nil
 }

@@ -55,9 +55,18 @@ type AgentSummary struct {
 	ClusterIP      string    `json:"clusterIP,omitempty"`
 	ClusterIPReady bool      `json:"clusterIPReady,omitempty"`
 	ConfigError    string    `json:"configError,omitempty"`
+	// Failovers are the agent's last failover verdicts, per app: which
+	// evidence from the lost node holds a failover back or let it go.
+	Failovers []AgentFailover `json:"failovers,omitempty"`
 	// Events is the agent's timeline (moves, failovers, refusals, node and
 	// leader changes) and the actions taken here, newest first.
 	Events []AgentEvent `json:"-"`
+}
+
+// AgentFailover is an app's last failover verdict, as its agent reports it.
+type AgentFailover struct {
+	App     string `json:"app"`
+	Verdict string `json:"verdict"`
 }
 
 // AgentEvent is one entry of the agent's timeline, or of the audit log of
@@ -153,6 +162,9 @@ func writeAgent(p func(string, ...any), a *AgentSummary, now time.Time) {
 	}
 	if a.ConfigError != "" {
 		p("Config rejected:\t%s\n", strings.ReplaceAll(a.ConfigError, "\n", " "))
+	}
+	for _, f := range a.Failovers {
+		p("Last failover:\t%s: %s\n", f.App, f.Verdict)
 	}
 }
 

@@ -149,6 +149,11 @@ func TestWriteStatusAgent(t *testing.T) {
 			LastError: "seed 10.244.244.1 is not a cluster member yet (empty /status)", ClusterIP: "10.244.244.2", ClusterIPReady: true},
 			[]string{"server, waiting-for-seed for 2m, 7 attempts", "10.244.244.2 (on the interface, firewall in place)", "not a cluster member yet"}},
 		{&AgentSummary{Running: true, Role: "seed", Phase: "joined", ConfigError: "invalid cluster config, 1 problem(s):\n  - x"}, []string{"Config rejected:", "problem(s):   - x"}},
+		// Which evidence holds a failover back, or let it go, per app.
+		{&AgentSummary{Running: true, Role: "server", Phase: "joined", Failovers: []AgentFailover{
+			{App: "plc-gateway", Verdict: "not force-deleting plc-0: lost node node-b shows a sign of life: its host is up: 10.244.244.2:12346 refused the connection"},
+			{App: "web\x1b[2J", Verdict: "force-deleting web-0 stuck on lost node node-b (no sign of life: 10.244.244.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found): someone else answers at that address)"}}},
+			[]string{"Last failover:", "plc-gateway: not force-deleting plc-0: lost node node-b shows a sign of life: its host is up", ": force-deleting web-0", "someone else answers at that address"}},
 	}
 	for _, c := range cases {
 		var buf bytes.Buffer
@@ -159,6 +164,9 @@ func TestWriteStatusAgent(t *testing.T) {
 			if !strings.Contains(buf.String(), want) {
 				t.Errorf("lacks %q:\n%s", want, buf.String())
 			}
+		}
+		if strings.Contains(buf.String(), "\x1b") {
+			t.Errorf("a raw escape reached the output:\n%q", buf.String())
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -50,8 +51,14 @@ type Options struct {
 	// them (DeriveFenceTimings).
 	Fence FenceOptions
 	// NodeProbe looks for a sign of life from a lost node before one of its
-	// pods is force-deleted (default: ProbeNodeStatus, its agent's /status).
+	// pods is force-deleted (default: a LifeProbe with LifeKey and
+	// ProbeDial: its agent's proof of life on its cluster address).
 	NodeProbe NodeProbe
+	// LifeKey checks the lost node's proof of life (from the cluster id
+	// and token); without one no node can be shown dead.
+	LifeKey config.LifeKey
+	// ProbeDial opens the life probe's connections (nil: a plain dialer).
+	ProbeDial func(ctx context.Context, network, addr string) (net.Conn, error)
 	Metrics   *Metrics
 	// RereadInterval is how often the apps directory is read in full
 	// whatever the watch says (default 30 s).
@@ -223,7 +230,7 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 		opts.Fence.Stop = workloads.StopPods
 	}
 	if opts.NodeProbe == nil {
-		opts.NodeProbe = ProbeNodeStatus
+		opts.NodeProbe = LifeProbe{Key: opts.LifeKey, Dial: opts.ProbeDial}.Node
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()

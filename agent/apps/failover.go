@@ -2,6 +2,9 @@ package apps
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -55,6 +60,9 @@ type FailoverVerdict struct {
 	// NeedEvidence: the timer ran out and nothing was read yet; read the
 	// evidence (ReadFailoverEvidence, NodeProbe) and decide again with it.
 	NeedEvidence bool
+	// Life is the lost node's life evidence the verdict rests on ("" when
+	// none was read).
+	Life LifeEvidence
 }
 
 // FailoverInput is everything DecideFailover judges one stuck pod on.
@@ -79,10 +87,13 @@ type FailoverInput struct {
 // nothing in it comes from the watch cache, whose Longhorn objects the lost
 // node's own longhorn-manager may have written last.
 type FailoverEvidence struct {
-	// Alive: the lost node answered on the cluster network. Probe says
-	// what was tried and what came back, for the report.
+	// Alive: the lost node showed a sign of life on the cluster network
+	// (NodeLife). Probe says what was tried and what came back, for the
+	// report: which evidence holds the failover back or lets it go.
 	Alive bool
 	Probe string
+	// Life is the kind of evidence the probe found.
+	Life LifeEvidence
 	// Volumes holds one entry per claim the pod mounts, read from the API
 	// server (not needed, and not read, while the node is alive).
 	Volumes []ClaimVolume
@@ -154,9 +165,16 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 		return FailoverVerdict{Action: FailoverWait, Since: since, NeedEvidence: true,
 			Reason: fmt.Sprintf("node %s unreachable for %s: reading the evidence", node, in.Timeout)}
 	}
+	v := decideOnEvidence(pod, node, since, ev)
+	v.Life = ev.Life
+	return v
+}
+
+// decideOnEvidence is DecideFailover once the evidence is read.
+func decideOnEvidence(pod *corev1.Pod, node string, since time.Time, ev *FailoverEvidence) FailoverVerdict {
 	if ev.Alive {
 		return FailoverVerdict{Action: FailoverHold, Since: since,
-			Reason: fmt.Sprintf("not force-deleting %s: lost node %s still answers on the cluster network (%s); it may still run the pod", pod.Name, node, ev.Probe)}
+			Reason: fmt.Sprintf("not force-deleting %s: lost node %s shows a sign of life: %s; it may still run the pod", pod.Name, node, ev.Probe)}
 	}
 	var unsafe []string
 	for _, claim := range podClaims(pod) {
@@ -174,7 +192,7 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 			Reason: fmt.Sprintf("not force-deleting %s: no up-to-date replica off %s for %s", pod.Name, node, strings.Join(unsafe, ", "))}
 	}
 	return FailoverVerdict{Action: FailoverForceDelete, Since: since,
-		Reason: fmt.Sprintf("force-deleting %s stuck on lost node %s (silent: %s); every volume has an up-to-date replica elsewhere", pod.Name, node, ev.Probe)}
+		Reason: fmt.Sprintf("force-deleting %s stuck on lost node %s (no sign of life: %s); every volume has an up-to-date replica elsewhere", pod.Name, node, ev.Probe)}
 }
 
 // claimUnsafe says why a claim's data could be lost with the pod's node
@@ -341,53 +359,156 @@ func ReadReplicaNodes(ctx context.Context, clients *kube.Clients, vols []ClaimVo
 	return out, nil
 }
 
+// LifeEvidence is what a probe of a lost node on the cluster network found.
+type LifeEvidence string
+
+// Kinds of evidence, and whether each is a sign of life for the guard.
+const (
+	// LifeProven: the node's own agent answered the challenge with the
+	// cluster's proof (alive).
+	LifeProven LifeEvidence = "proven"
+	// LifeHostUp: the address refused the connection. A host's kernel
+	// sends that reset: the host runs (k3s down, its containers perhaps
+	// still running), so it is a sign of life.
+	LifeHostUp LifeEvidence = "host-up"
+	// LifeStranger: something answered at the address without the node's
+	// proof (a stray server, a proxy, another device that took the
+	// address, an older agent): no sign of life, reported.
+	LifeStranger LifeEvidence = "stranger"
+	// LifeSilent: the connection timed out or found no route to the host:
+	// no sign of life.
+	LifeSilent LifeEvidence = "silent"
+	// LifeUnknown: the probe could not be made (no address, no key, a
+	// local failure): no evidence of death, so it counts as alive.
+	LifeUnknown LifeEvidence = "unknown"
+)
+
 // NodeLife is what a probe of a node on the cluster network found.
 type NodeLife struct {
-	Alive  bool
+	// Alive is the guard's reading of the evidence: a force-delete waits
+	// while it is true.
+	Alive    bool
+	Evidence LifeEvidence
+	// Detail says what was tried and what came back, for the report.
 	Detail string
 }
 
 // NodeProbe looks for a sign of life from a node on the cluster network.
 type NodeProbe func(ctx context.Context, node *corev1.Node) NodeLife
 
-// probeTimeout bounds one probe: a node that takes longer is taken as silent.
+// probeTimeout bounds one probe: a node whose kernel does not take the
+// connection within it is taken as silent.
 const probeTimeout = 3 * time.Second
 
-// probeClient is shared by every probe. No proxy (a proxy's answer is not
-// the node's), no kept-alive connections (each probe dials the node anew).
-var probeClient = &http.Client{Timeout: probeTimeout, Transport: &http.Transport{
-	Proxy: nil, DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: probeTimeout}).DialContext,
-}}
-
-// ProbeStatus GETs http://addr/status. Any HTTP answer, whatever its status
-// or body, is a sign of life: something on that address still runs. A
-// refused connection or a timeout is none.
-func ProbeStatus(ctx context.Context, addr string) NodeLife {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
-	if err != nil {
-		return NodeLife{Detail: err.Error()}
-	}
-	resp, err := probeClient.Do(req)
-	if err != nil {
-		return NodeLife{Detail: fmt.Sprintf("GET %s/status: %v", addr, localapi.URLErrorCause(err))}
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 256))
-	resp.Body.Close()
-	return NodeLife{Alive: true, Detail: fmt.Sprintf("GET %s/status answered %s", addr, resp.Status)}
+// LifeProbe challenges a lost node's agent, on its cluster address, to
+// prove that it runs (config.LifeKey): only an answer that verifies with
+// the cluster's key, for that node and this probe's fresh nonce, is the
+// node's sign of life; a refused connection is its host's.
+type LifeProbe struct {
+	Key config.LifeKey
+	// Dial opens the probe's connections (nil: a plain dialer). The agent
+	// passes its own; tests check every address dialled.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// ProbeNodeStatus probes the sitecon agent's /status on the node's
-// InternalIP. A node without one cannot be probed: that is no evidence of
-// its death, so it counts as alive.
-func ProbeNodeStatus(ctx context.Context, node *corev1.Node) NodeLife {
+// Node probes the node's agent at its InternalIP. A node without one
+// cannot be probed: that is no evidence of its death, so it counts as
+// alive.
+func (p LifeProbe) Node(ctx context.Context, node *corev1.Node) NodeLife {
 	for _, a := range node.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP && a.Address != "" {
-			return ProbeStatus(ctx, net.JoinHostPort(a.Address, strconv.Itoa(config.StatusPort)))
+			return p.Probe(ctx, net.JoinHostPort(a.Address, strconv.Itoa(config.StatusPort)), node.Name)
 		}
 	}
-	return NodeLife{Alive: true, Detail: "no InternalIP to probe; its death cannot be shown"}
+	return NodeLife{Alive: true, Evidence: LifeUnknown, Detail: "it has no InternalIP to probe; its death cannot be shown"}
+}
+
+// Probe challenges node's agent at addr (host:port).
+func (p LifeProbe) Probe(ctx context.Context, addr, node string) NodeLife {
+	if !p.Key.Valid() {
+		return NodeLife{Alive: true, Evidence: LifeUnknown,
+			Detail: "this agent has no cluster token to check a proof of life with; its death cannot be shown"}
+	}
+	nonce, err := config.NewLifeNonce()
+	if err != nil {
+		return NodeLife{Alive: true, Evidence: LifeUnknown, Detail: fmt.Sprintf("no challenge for %s: %v", addr, err)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	dial := p.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: probeTimeout}).DialContext
+	}
+	// Whether the connection was made tells a host that is up from one
+	// that is silent; a fresh transport per probe, so it is this
+	// probe's connection (no proxy: a proxy's answer is not the node's).
+	var dialed struct {
+		sync.Mutex
+		err       error
+		connected bool
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+			conn, err := dial(ctx, network, a)
+			dialed.Lock()
+			dialed.err, dialed.connected = err, err == nil
+			dialed.Unlock()
+			return conn, err
+		}}}
+	url := "http://" + addr + config.LifeProofPath + "?nonce=" + hex.EncodeToString(nonce)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return NodeLife{Alive: true, Evidence: LifeUnknown, Detail: err.Error()}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		dialed.Lock()
+		connected, dialErr := dialed.connected, dialed.err
+		dialed.Unlock()
+		if !connected {
+			// A dial still running when the deadline came is silence.
+			if dialErr == nil {
+				dialErr = err
+			}
+			return dialLife(addr, dialErr)
+		}
+		return NodeLife{Evidence: LifeStranger,
+			Detail: fmt.Sprintf("%s took the connection but gave no proof of life for %s (%v): not its agent", addr, node, localapi.URLErrorCause(err))}
+	}
+	defer resp.Body.Close()
+	stranger := func(why string) NodeLife {
+		return NodeLife{Evidence: LifeStranger,
+			Detail: fmt.Sprintf("%s answered without %s's proof of life (%s): someone else answers at that address", addr, node, why)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return stranger("GET " + config.LifeProofPath + " answered " + resp.Status)
+	}
+	var answer config.LifeProofAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&answer); err != nil {
+		return stranger("not a proof: " + err.Error())
+	}
+	if err := p.Key.Verify(node, nonce, answer); err != nil {
+		return stranger(err.Error())
+	}
+	return NodeLife{Alive: true, Evidence: LifeProven,
+		Detail: fmt.Sprintf("its agent proved at %s that it runs (cluster %s, node %s)", addr, p.Key.ClusterID(), node)}
+}
+
+// dialLife reads a failed connection: a refusal is the host's kernel
+// answering, a timeout or no route is silence, and anything else (a local
+// failure) shows nothing about the node.
+func dialLife(addr string, err error) NodeLife {
+	cause := localapi.URLErrorCause(err)
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return NodeLife{Alive: true, Evidence: LifeHostUp,
+			Detail: fmt.Sprintf("its host is up: %s refused the connection (its kernel answered; k3s may be down while its containers still run)", addr)}
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return NodeLife{Evidence: LifeSilent, Detail: fmt.Sprintf("%s is silent (%v)", addr, cause)}
+	}
+	return NodeLife{Alive: true, Evidence: LifeUnknown, Detail: fmt.Sprintf("%s could not be probed (%v); its death cannot be shown", addr, cause)}
 }
 
 // failoverRecheck is how often a held or refused pod's evidence is read
@@ -407,6 +528,10 @@ type stuckPod struct {
 	// decided; kept only for a hold or a refusal.
 	checked time.Time
 	verdict FailoverVerdict
-	// reported is the last action reported (timeline, Event, metric).
-	reported FailoverAction
+	// reported is the last action reported (timeline, Event, metric),
+	// and reportedLife the evidence it rested on: a hold whose evidence
+	// changes (the node's agent gone, its host still up) is reported
+	// again, so the report names what holds the pod now.
+	reported     FailoverAction
+	reportedLife LifeEvidence
 }

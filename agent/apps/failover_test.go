@@ -54,7 +54,7 @@ func TestDecideFailover(t *testing.T) {
 	replicaNodes := map[string]*corev1.Node{"node-a": readyNode("node-a", corev1.ConditionTrue), "node-c": readyNode("node-c", corev1.ConditionTrue),
 		"node-d": readyNode("node-d", corev1.ConditionUnknown), "node-b": readyNode("node-b", corev1.ConditionTrue)}
 	silent := func(vols ...ClaimVolume) *FailoverEvidence {
-		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: connection refused", Volumes: vols, ReplicaNodes: replicaNodes}
+		return &FailoverEvidence{Probe: "10.0.0.2:12346 is silent (dial tcp 10.0.0.2:12346: i/o timeout)", Volumes: vols, ReplicaNodes: replicaNodes}
 	}
 	// elsewhere is the lost node's replica and one on node (node-a unless
 	// named), changed by edit.
@@ -84,10 +84,20 @@ func TestDecideFailover(t *testing.T) {
 			FailoverWait, "reading the evidence"},
 		"a healthy replica on a live node, node silent": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
 			FailoverForceDelete, "every volume has an up-to-date replica elsewhere"},
-		// A partitioned node still runs the old pod: any HTTP answer holds.
-		"node still answers": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: &FailoverEvidence{Alive: true, Probe: "GET 10.0.0.2:12346/status answered 503 Service Unavailable", Volumes: []ClaimVolume{safe}}},
-			FailoverHold, "still answers on the cluster network (GET 10.0.0.2:12346/status answered 503"},
+		// A partitioned node still runs the old pod: its agent's proof of
+		// life, or its host refusing a connection, holds; the reason says
+		// which evidence.
+		"node's agent proves it runs": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: &FailoverEvidence{Alive: true, Probe: "its agent proved at 10.0.0.2:12346 that it runs (cluster x, node node-b)", Volumes: []ClaimVolume{safe}}},
+			FailoverHold, "lost node node-b shows a sign of life: its agent proved at 10.0.0.2:12346 that it runs"},
+		"node's host refuses": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: &FailoverEvidence{Alive: true, Probe: "its host is up: 10.0.0.2:12346 refused the connection", Volumes: []ClaimVolume{safe}}},
+			FailoverHold, "shows a sign of life: its host is up: 10.0.0.2:12346 refused"},
+		// Someone else at the address (a proxy's 404) is no sign of life,
+		// and the reason names it.
+		"someone else answers": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: &FailoverEvidence{Probe: "10.0.0.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found): someone else answers at that address", Volumes: []ClaimVolume{safe}}},
+			FailoverForceDelete, "(no sign of life: 10.0.0.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found)"},
 		"only replica on the lost node": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
 			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b")}))},
 			FailoverRefuse, "no up-to-date replica off node-b for " + configClaim + " (volume pvc-1"},
@@ -141,7 +151,7 @@ func TestDecideFailover(t *testing.T) {
 			Evidence: silent(read("restored-data", both))},
 			FailoverForceDelete, "up-to-date replica elsewhere"},
 		"pod without claims, node silent": {FailoverInput{App: testApp(), Pod: podOn(), Node: lost, FirstSeen: expired, Evidence: silent()},
-			FailoverForceDelete, "silent: GET 10.0.0.2:12346/status: connection refused"},
+			FailoverForceDelete, "no sign of life: 10.0.0.2:12346 is silent"},
 		"pinned": {FailoverInput{App: pinned, Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
 			FailoverPinned, "stays"},
 	} {

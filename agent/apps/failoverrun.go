@@ -110,11 +110,13 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 					states[i].Failover = v.Reason
 				}
 			}
-			if sp.reported == v.Action {
+			if sp.reported == v.Action && (v.Action != FailoverHold || sp.reportedLife == v.Life) {
 				continue
 			}
-			sp.reported = v.Action
-			a.opts.Metrics.FailoverActions.WithLabelValues(string(v.Action)).Inc()
+			if sp.reported != v.Action {
+				a.opts.Metrics.FailoverActions.WithLabelValues(string(v.Action)).Inc()
+			}
+			sp.reported, sp.reportedLife = v.Action, v.Life
 			kind, evType, reason := EventFailover, corev1.EventTypeNormal, "ForceDeleted"
 			switch v.Action {
 			case FailoverHold:
@@ -274,7 +276,7 @@ func (a *Agent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *cor
 		life = a.opts.NodeProbe(ctx, node)
 		probed[node.Name] = life
 	}
-	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail}
+	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence}
 	if !life.Alive {
 		ev.Volumes = ReadFailoverEvidence(ctx, a.snap.Clients(), pod)
 		nodes, err := ReadReplicaNodes(ctx, a.snap.Clients(), ev.Volumes)

@@ -450,7 +450,7 @@ func TestSeedChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: site.NodePrefix(),
 		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -515,27 +515,27 @@ func TestSeedChange(t *testing.T) {
 	}
 
 	out, err := act(t, site, auditLog, "seed", "node-b", "--yes")
-	if err != nil || !strings.Contains(out, "node-b is the seed: join_server_ip 10.244.244.2") {
+	if err != nil || !strings.Contains(out, "node-b is the seed: join_server_ip "+siteAddr(site, 2)) {
 		t.Fatalf("seed node-b: %v\n%s", err, out)
 	}
 	for _, r := range files {
 		until(t, 15*time.Second, r.node+"'s k3s config joins through node-b", func() ([]byte, bool) {
 			data, _ := os.ReadFile(r.file)
-			return data, strings.Contains(string(data), `server: "https://10.244.244.2:6443"`)
+			return data, strings.Contains(string(data), `server: "https://`+siteAddr(site, 2)+`:6443"`)
 		}, func(data []byte) string { return "the config:\n" + string(data) })
 	}
-	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeDone || !strings.Contains(rec.Detail, "10.244.244.1 → 10.244.244.2") {
+	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeDone || !strings.Contains(rec.Detail, siteAddr(site, 1)+" → "+siteAddr(site, 2)) {
 		t.Fatalf("audit record: %+v", rec)
 	}
 	// Each node keeps the change on its disk: a restart with the cluster
 	// out of reach (the old seed dead) still joins through node-b.
 	for _, r := range files {
 		rec, ok, err := agent.ReadSeedRecord(r.record)
-		if err != nil || !ok || rec.JoinServerIP != "10.244.244.2" || rec.ConfigJoinIP != "10.244.244.1" || rec.ClusterID != r.v.ClusterID {
+		if err != nil || !ok || rec.JoinServerIP != siteAddr(site, 2) || rec.ConfigJoinIP != siteAddr(site, 1) || rec.ClusterID != r.v.ClusterID {
 			t.Fatalf("%s's seed record = %+v (present %v, %v)", r.node, rec, ok, err)
 		}
 		restarted, applied, _ := agent.ApplySeedRecord(r.v, rec)
-		if !applied || restarted.JoinIP.String() != "10.244.244.2" || restarted.IsSeed != (r.node == "node-b") {
+		if !applied || restarted.JoinIP.String() != siteAddr(site, 2) || restarted.IsSeed != (r.node == "node-b") {
 			t.Fatalf("%s after a restart joins through %s (seed=%v)", r.node, restarted.JoinIP, restarted.IsSeed)
 		}
 	}
@@ -709,8 +709,8 @@ func TestReplaceNode(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	agentNodeAt(t, cs, "node-old", "10.244.244.9")
-	clusterID, configPath := formedConfig(t)
+	agentNodeAt(t, cs, "node-old", siteAddr(site, 9))
+	clusterID, configPath := formedConfig(t, site)
 	const newUUID = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 	args := []string{"node", "replace", "node-old", "node-new", "--node-uuid", newUUID, "--config", configPath, "--yes"}
 	if out, err := act(t, site, auditLog, args...); err == nil || !strings.Contains(out, "--confirm node-old") {
@@ -731,7 +731,7 @@ func TestReplaceNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no usable join bundle in:\n%s\n%v", out, err)
 	}
-	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.9/") || bundle.ClusterID != clusterID {
+	if bundle.NodeName != "node-new" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, siteAddr(site, 9)+"/") || bundle.ClusterID != clusterID {
 		t.Fatalf("bundle %+v does not hand node-old's address to node-new", bundle)
 	}
 	// One flow, one record: the replace alone, as the console records it.
@@ -770,7 +770,7 @@ func TestRemoveRefusedStoppedOnlyCopy(t *testing.T) {
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("remove --dry-run did not refuse over the stopped only copy: %v\n%s", err, out)
 	}
-	_, configPath := formedConfig(t)
+	_, configPath := formedConfig(t, site)
 	out, err = act(t, site, auditLog, "node", "replace", "node-b", "node-x", "--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4e", "--config", configPath, "--dry-run")
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("replace --dry-run did not refuse over the stopped only copy: %v\n%s", err, out)
@@ -923,7 +923,7 @@ func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
 // cluster ID, its addresses), as the device holds it, and returns its path.
 func siteConfig(t *testing.T, site *sitebox.TestSite, node string) string {
 	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: site.ClusterName, Interface: "eth1", Prefix: "10.244.244.0/24",
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: site.ClusterName, Interface: "eth1", Prefix: site.NodePrefix(),
 		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -957,7 +957,7 @@ func TestRemoveOrReplaceOfTheSeedRefused(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	configC := siteConfig(t, site, "node-c")
 	const newUUID = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-	const want = "node-a is the seed in effect (join address 10.244.244.1); move the seed first: sitecon seed node-b"
+	want := "node-a is the seed in effect (join address " + siteAddr(site, 1) + "); move the seed first: sitecon seed node-b"
 
 	untouched := func(what string) {
 		t.Helper()
@@ -991,17 +991,17 @@ func TestRemoveOrReplaceOfTheSeedRefused(t *testing.T) {
 		t.Fatalf("seed node-b: %v\n%s", err, out)
 	}
 	out, err = act(t, site, auditLog, "node", "add", "--config", configC, "--role", "server", "--node-name", "node-x",
-		"--node-uuid", newUUID, "--node-ip", "10.244.244.9")
+		"--node-uuid", newUUID, "--node-ip", siteAddr(site, 9))
 	if err != nil {
 		t.Fatalf("node add: %v\n%s", err, out)
 	}
 	line, _ := agent.BundleFromText(out)
 	bundle, err := agent.DecodeBundle(line)
-	if err != nil || bundle.JoinServerIP != "10.244.244.2" || !bundle.ExistingCluster {
-		t.Fatalf("the bundle must join through the seed in effect (node-b, 10.244.244.2) as an existing cluster: %+v, %v\n%s", bundle, err, out)
+	if err != nil || bundle.JoinServerIP != siteAddr(site, 2) || !bundle.ExistingCluster {
+		t.Fatalf("the bundle must join through the seed in effect (node-b, %s) as an existing cluster: %+v, %v\n%s", siteAddr(site, 2), bundle, err, out)
 	}
 	if out, err := act(t, site, auditLog, "node", "remove", "node-b", "--yes", "--confirm", "node-b", "--force"); err == nil ||
-		!strings.Contains(out, "node-b is the seed in effect (join address 10.244.244.2)") {
+		!strings.Contains(out, "node-b is the seed in effect (join address "+siteAddr(site, 2)+")") {
 		t.Fatalf("removing the moved seed: %v\n%s", err, out)
 	}
 }

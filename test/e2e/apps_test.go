@@ -247,14 +247,14 @@ func TestAppsAgents(t *testing.T) {
 		// At first node-b's device still answers on the cluster network (a
 		// partition, not a loss): its stuck pods are held, whatever the
 		// replicas elsewhere, and the leader says why.
-		stillAnswers := siteStatus.answer(t, "node-b")
+		stillAnswers := answerForPartitioned(t, site, "node-b")
 		site.RecoverOnCleanup(t, "node-b")
 		if err := site.Fail("node-b"); err != nil {
 			t.Fatal(err)
 		}
 		live := []*siteAgent{agents["node-a"], agents["node-c"]}
 		held := waitAnyTimeline(t, live, 90*time.Second, "the web pod held while node-b answers", func(e apps.TimelineEvent) bool {
-			return e.App == appWeb && (e.Kind == apps.EventFailover || e.Kind == apps.EventRefusal && strings.Contains(e.Message, "still answers"))
+			return e.App == appWeb && (e.Kind == apps.EventFailover || e.Kind == apps.EventRefusal && strings.Contains(e.Message, "shows a sign of life"))
 		})
 		if held.Kind != apps.EventRefusal {
 			t.Fatalf("the web pod was force-deleted while node-b still answered: %q", held.Message)
@@ -328,7 +328,7 @@ func TestAppsAgents(t *testing.T) {
 			return e.Kind == apps.EventFailover && e.App == appWeb
 		})
 		refusal := waitTimeline(t, leader, 30*time.Second, "refused the local pod", func(e apps.TimelineEvent) bool {
-			return e.Kind == apps.EventRefusal && e.App == appLocal && !strings.Contains(e.Message, "still answers")
+			return e.Kind == apps.EventRefusal && e.App == appLocal && !strings.Contains(e.Message, "shows a sign of life")
 		})
 		if !strings.Contains(refusal.Message, "no up-to-date replica off node-b") {
 			t.Fatalf("refusal does not say why: %q", refusal.Message)
@@ -520,6 +520,12 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		waitReady(n)
 	}
+	// Each agent proves its life at its node's address, as the guards of
+	// the others probe it; a failed node's is silent.
+	probe := lifeProber(t, site)
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		probe(n, apps.LifeProven, 15*time.Second)
+	}
 	// The stats leader's node is the one lost: a dead device never gives
 	// its lease up, so another node may take it only once it expires.
 	leases := clientset(t, site).CoordinationV1().Leases(kube.AppNamespace)
@@ -545,6 +551,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	if _, err := nodeStatus(lost); err == nil {
 		t.Fatalf("%s failed, but its agent still answers", lost)
 	}
+	probe(lost, apps.LifeSilent, 15*time.Second)
 	taken := until(t, 90*time.Second, "the stats leader moves off failed "+lost, func() (*coordinationv1.Lease, bool) {
 		l, err := lease()
 		return l, err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != lost
@@ -560,6 +567,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(lost)
+	probe(lost, apps.LifeProven, 15*time.Second)
 }
 
 // waitApp waits until agent a sees app and its state satisfies cond, and

@@ -164,6 +164,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	if err != nil || st.Phase != agent.PhaseJoined || st.Role != agent.RoleServer || st.ClusterIP != "10.244.244.2" {
 		t.Errorf("socket state = %+v, %v", st, err)
 	}
+	membersProveLife(t, seed, plan, agents)
 	// The agents that reach the cluster elect one stats leader among them.
 	if leaders, one := poll(pollEvery, 30*time.Second, func() ([]string, bool) {
 		var leaders []string

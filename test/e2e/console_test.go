@@ -201,11 +201,11 @@ func TestConsoleNodeActions(t *testing.T) {
 		return cm.Data[kube.ClusterKeyJoinServerIP]
 	}
 	t.Cleanup(func() {
-		if joinIP() != "10.244.244.1" {
+		if joinIP() != siteAddr(site, 1) {
 			_, _, _ = runSitecon(t, "seed", "node-a", "--yes", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
 		}
 	})
-	for _, step := range []struct{ keys, node, ip string }{{"k", "node-b", "10.244.244.2"}, {"k", "node-a", "10.244.244.1"}} {
+	for _, step := range []struct{ keys, node, ip string }{{"k", "node-b", siteAddr(site, 2)}, {"k", "node-a", siteAddr(site, 1)}} {
 		closeDialog()
 		c.keys(step.keys, "S")
 		c.waitScreen(5*time.Second, "seed dialog", func(s string) bool { return strings.Contains(s, "Make "+step.node+" the seed? y to go on") })
@@ -266,8 +266,8 @@ func TestConsoleReplaceNode(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := t.Context()
-	agentNodeAt(t, cs, "node-old-c", "10.244.244.10")
-	_, configPath := formedConfig(t)
+	agentNodeAt(t, cs, "node-old-c", siteAddr(site, 10))
+	_, configPath := formedConfig(t, site)
 	auditLog := t.TempDir() + "/audit.jsonl"
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog, "--config", configPath)
 	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "sitebox-test") })
@@ -285,7 +285,7 @@ func TestConsoleReplaceNode(t *testing.T) {
 	// lines joined, the padding gone.
 	flat := strings.Join(strings.Fields(s), "")
 	i := strings.Index(flat, "sitecon-join.")
-	if i < 0 || !strings.Contains(s, "node-new-c joins at 10.244.244.10") {
+	if i < 0 || !strings.Contains(s, "node-new-c joins at "+siteAddr(site, 10)) {
 		t.Fatalf("no bundle at node-old-c's address on screen:\n%s", s)
 	}
 	token := flat[i:]
@@ -296,7 +296,7 @@ func TestConsoleReplaceNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the bundle on screen does not decode (%v):\n%s", err, s)
 	}
-	if bundle.NodeName != "node-new-c" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, "10.244.244.10/") {
+	if bundle.NodeName != "node-new-c" || bundle.NodeUUID != newUUID || !strings.HasPrefix(bundle.ClusterIPPrefix, siteAddr(site, 10)+"/") {
 		t.Fatalf("bundle: %+v", bundle)
 	}
 	if rec := lastAudit(t, auditLog); rec.Action != "replace-node" || rec.Outcome != audit.OutcomeDone || rec.Target != "node-old-c → node-new-c" {
@@ -430,7 +430,7 @@ func TestConsoleBurstDoesNotConfirm(t *testing.T) {
 		return cm.Data[kube.ClusterKeyJoinServerIP]
 	}
 	seed := joinIP()
-	if seed == "" || seed == "10.244.244.3" {
+	if seed == "" || seed == siteAddr(site, 3) {
 		t.Fatalf("join_server_ip is %q: the test needs a seed other than node-c", seed)
 	}
 	auditLog := t.TempDir() + "/audit.jsonl"

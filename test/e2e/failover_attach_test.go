@@ -76,7 +76,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 
 	// node-b is lost, but its device still answers on the cluster network.
 	agents["node-b"].lose()
-	stillAnswers := siteStatus.answer(t, "node-b")
+	stillAnswers := answerForPartitioned(t, site, "node-b")
 	site.RecoverOnCleanup(t, "node-b")
 	if err := site.Fail("node-b"); err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 
 	// The partition: the guard holds, and so does the volume.
 	waitAnyTimeline(t, live, 90*time.Second, "fo-safe held while node-b answers", func(e apps.TimelineEvent) bool {
-		return e.App == "fo-safe" && e.Kind == apps.EventRefusal && strings.Contains(e.Message, "still answers")
+		return e.App == "fo-safe" && e.Kind == apps.EventRefusal && strings.Contains(e.Message, "shows a sign of life")
 	})
 	safePod, safeHeld := replacement("fo-safe")
 	assertHeld("fo-safe", safePod, safeHeld, safeVol)
@@ -166,7 +166,7 @@ func TestFailoverGuardIsWhatMovesTheVolume(t *testing.T) {
 	// fo-local's only replica is on node-b: the guard refuses, and its
 	// replacement stays held, as it would on real nodes.
 	refusal := waitAnyTimeline(t, live, 60*time.Second, "fo-local refused", func(e apps.TimelineEvent) bool {
-		return e.App == "fo-local" && e.Kind == apps.EventRefusal && !strings.Contains(e.Message, "still answers")
+		return e.App == "fo-local" && e.Kind == apps.EventRefusal && !strings.Contains(e.Message, "shows a sign of life")
 	})
 	if !strings.Contains(refusal.Message, "no up-to-date replica off node-b") {
 		t.Fatalf("the refusal does not say why: %q", refusal.Message)

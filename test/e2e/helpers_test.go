@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path"
@@ -184,11 +186,19 @@ func agentNodeAt(t *testing.T, cs kubernetes.Interface, name, ip string) {
 	}
 }
 
+// siteAddr is host number host of the site's node network, on this
+// machine (1: node-a's address, 2: node-b's, ...).
+func siteAddr(site *sitebox.TestSite, host int) string {
+	a := netip.MustParsePrefix(site.NodePrefix()).Addr().As4()
+	a[3] = byte(host)
+	return netip.AddrFrom4(a).String()
+}
+
 // formedConfig writes node-a's cluster config as formation leaves it (the
 // site's three nodes) and returns the cluster's ID and the config's path.
-func formedConfig(t *testing.T) (clusterID, path string) {
+func formedConfig(t *testing.T, site *sitebox.TestSite) (clusterID, path string) {
 	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: site.NodePrefix(),
 		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -260,12 +270,25 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		t.Fatal(err)
 	}
 	counter := &requestCounter{counts: map[string]int{}}
+	// As on a device: the agent serves /status and its proof of life on
+	// its node's cluster address, and its failover guard probes the other
+	// nodes' agents there, every dial checked to stay on this machine.
+	statusAddr, err := site.StatusAddr(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := site.ClusterToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { guardDials.checkNoneRefused(t) })
 	opts := agent.Options{
 		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
 		SocketPath: filepath.Join(logDir, node+".sock"),
+		ClusterID:  site.ClusterID, ClusterToken: token, StatusAddr: statusAddr,
 		Apps: apps.Options{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
-			NodeProbe: siteStatus.probe,
+			ProbeDial: guardDials.dial(node),
 			// kwok's pods run no process here to fence; a test of the
 			// fence turns it on.
 			Fence: apps.FenceOptions{Disabled: true},
@@ -385,56 +408,104 @@ func resourceOf(path string) string {
 	return path
 }
 
-// statusStandIns play the nodes' /status on the cluster network for the
-// in-process agents: sitebox's node addresses are not on this host, so the
-// probe (apps.ProbeStatus, the real HTTP GET) is pointed at a local
-// address per node. A node that answers is a real HTTP server here, as a
-// partitioned node's agent would be; every other node is probed at a port
-// that refuses, as a powered-off node's would.
-type statusStandIns struct {
-	mu      sync.Mutex
-	addrs   map[string]string
-	refused string
+// ---- The nodes' cluster addresses: the failover guard's probes ----
+
+// guardDials records every address the in-process agents dial on the
+// cluster network (their failover guard's probes) and refuses every one
+// that is not on this machine: a test sends nothing off it.
+var guardDials = &dialRecorder{}
+
+type dialRecorder struct {
+	mu sync.Mutex
+	// dialled are the addresses dialled, by the agent's node.
+	dialled map[string][]string
+	// refused are the dials to addresses not on this machine, as
+	// "NODE's agent dialled ADDR", until reported.
+	refused map[string]bool
 }
 
-var siteStatus = &statusStandIns{addrs: map[string]string{}}
-
-// probe is the agents' NodeProbe.
-func (s *statusStandIns) probe(ctx context.Context, node *corev1.Node) apps.NodeLife {
-	s.mu.Lock()
-	addr, ok := s.addrs[node.Name]
-	if !ok {
-		if s.refused == "" {
-			// A port just listened on and closed refuses connections.
-			if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
-				s.refused = l.Addr().String()
-				l.Close()
-			}
+// dial is node's agent's dialer for its probes.
+func (r *dialRecorder) dial(node string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		r.mu.Lock()
+		if r.dialled == nil {
+			r.dialled = map[string][]string{}
 		}
-		addr = s.refused
+		r.dialled[node] = append(r.dialled[node], addr)
+		local := onThisMachine(addr)
+		if !local {
+			if r.refused == nil {
+				r.refused = map[string]bool{}
+			}
+			r.refused[node+"'s agent dialled "+addr] = true
+		}
+		r.mu.Unlock()
+		if !local {
+			return nil, fmt.Errorf("%s is not an address on this machine: the test does not send traffic there", addr)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}
-	s.mu.Unlock()
-	return apps.ProbeStatus(ctx, addr)
 }
 
-// answer makes node answer on /status until the returned stop is called
-// (or the test ends).
-func (s *statusStandIns) answer(t *testing.T, node string) (stop func()) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("cluster:partitioned\n"))
-	}))
-	s.mu.Lock()
-	s.addrs[node] = srv.Listener.Addr().String()
-	s.mu.Unlock()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.addrs, node)
-			s.mu.Unlock()
-			srv.Close()
-		})
+// onThisMachine: addr's host is a loopback address (all of 127.0.0.0/8 and
+// ::1 stay on this machine without any configuration).
+func onThisMachine(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
 	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// dialledBy is what node's agent has dialled so far.
+func (r *dialRecorder) dialledBy(node string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.dialled[node])
+}
+
+// checkNoneRefused fails t if an agent dialled an address off this machine
+// since the last check.
+func (r *dialRecorder) checkNoneRefused(t testing.TB) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.refused) > 0 {
+		t.Errorf("agents dialled addresses that are not on this machine: %s", strings.Join(slices.Sorted(maps.Keys(r.refused)), "; "))
+		clear(r.refused)
+	}
+}
+
+// answerForPartitioned makes node's device answer on its cluster address
+// as a partitioned node's agent does (its proof of life with the site's
+// cluster token) after its in-process agent was lost, until the returned
+// stop is called (or the test ends). Then sitebox holds the address silent
+// if the node is failed, as a powered-off device's.
+func answerForPartitioned(t *testing.T, site *sitebox.TestSite, node string) (stop func()) {
+	t.Helper()
+	addr, err := site.StatusAddr(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := site.ClusterToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := config.NewLifeKey(site.ClusterID, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("%s's address: %v", node, err)
+	}
+	srv := httptest.NewUnstartedServer(config.LifeProofHandler(key, node))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	var once sync.Once
+	stop = func() { once.Do(srv.Close) }
 	t.Cleanup(stop)
 	return stop
 }

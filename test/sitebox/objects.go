@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -99,7 +101,8 @@ func WriteDemoApps(dir string) error {
 // etcd's member list published from each server's own member, apps from
 // appsDir, sockets
 // DIR/run/agent-NODE.sock, state under DIR/state/NODE, metrics on
-// 127.0.0.1:9812 and up. Auto-migration apps move after moveAfter.
+// 127.0.0.1:9812 and up, /status and the proof of life on the node's
+// address (StatusAddr). Auto-migration apps move after moveAfter.
 func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) error {
 	// Site processes run in the site directory: every path must be absolute.
 	var err error
@@ -123,7 +126,11 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 			etcdEndpoint = m.ClientURL()
 			kubeconfig = filepath.Join(dir, "kubeconfig")
 		}
+		// Each agent answers /status and its proof of life on its
+		// node's address, and checks the others' with the site's token.
+		statusAddr := net.JoinHostPort(n.IP, strconv.Itoa(config.StatusPort))
 		err := s.StartProcess("agent-"+n.Name, sitecon, "agent", "--no-bootstrap", "--etcd-endpoint="+etcdEndpoint,
+			"--cluster-id", s.ClusterID, "--cluster-token-file", s.ClusterTokenFile(), "--status-addr", statusAddr,
 			"--node-name", n.Name, "--kubeconfig", kubeconfig,
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
 			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),

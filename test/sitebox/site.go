@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,10 +157,17 @@ type State struct {
 // Site is a started (or loaded) sitebox.
 type Site struct {
 	State
+	// SilenceHolder is a sitebox binary (its hidden silence command) that
+	// holds a failed node's address silent as a site process; empty: held
+	// in this process, for as long as it runs (tests).
+	SilenceHolder string
 	// exited holds, per PID this process started, a channel closed once the
 	// process has exited and its end is written to its log.
 	exitedMu sync.Mutex
 	exited   map[int]chan struct{}
+	// holes are the failed nodes' addresses held silent in this process.
+	holesMu sync.Mutex
+	holes   map[string]*heldSilence
 }
 
 // DefaultBinDir is where build/build.sh caches the control-plane binaries:
@@ -284,6 +292,12 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The nodes' cluster addresses are on this machine: the agents'
+	// failover guard dials them.
+	nodeNetwork, err := pickNodeNetwork(opts.Nodes)
+	if err != nil {
+		return nil, err
+	}
 	clusterName := opts.ClusterName
 	if clusterName == "" {
 		clusterName = "sitebox"
@@ -305,9 +319,9 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		site.Nodes = append(site.Nodes, Node{
 			Name: name,
 			UUID: NodeUUID(name),
-			// Addresses in the default cluster prefix; only ever written into
-			// API objects, never dialled.
-			IP:   fmt.Sprintf("10.244.244.%d", i+1),
+			// On loopback, where the node's agent answers /status and
+			// its proof of life (StartAgents, or a test's own agent).
+			IP:   nodeAddr(nodeNetwork, i).String(),
 			CIDR: fmt.Sprintf("10.42.%d.0/24", i),
 		})
 		if i < members {
@@ -330,6 +344,9 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
 	if err := site.writeFiles(); err != nil {
+		return nil, err
+	}
+	if err := site.writeClusterToken(); err != nil {
 		return nil, err
 	}
 	if err := site.save(); err != nil {
@@ -701,7 +718,7 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 			kube.ClusterKeyName:         s.ClusterName,
 			kube.ClusterKeyID:           s.ClusterID,
 			kube.ClusterKeyJoinServerIP: s.Nodes[0].IP,
-			kube.ClusterKeyVIPAddress:   "10.244.244.14",
+			kube.ClusterKeyVIPAddress:   vipAddr(netip.MustParsePrefix(s.NodePrefix())).String(),
 			kube.ClusterKeyNodes:        strings.Join(names, ","),
 		},
 	}, metav1.CreateOptions{})
@@ -856,8 +873,10 @@ func (s *Site) Fail(node string) error {
 	// The device is lost with all it runs: its etcd member and a sitecon
 	// agent started for it (StartAgents) die with it, without a word, as
 	// a powered-off node's do: the member hands no leadership over, the
-	// agent neither releases its stats-leader lease nor says goodbye.
-	return errors.Join(s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
+	// agent neither releases its stats-leader lease nor says goodbye. Its
+	// cluster address goes silent: no reset, as from a host that is up.
+	n, _ := s.node(node)
+	return errors.Join(s.kill(etcdProcess(node)), s.kill(agentProcess(node)), s.silence(n))
 }
 
 // Recover restarts the named node's kwok; the node turns Ready again. Its
@@ -877,6 +896,9 @@ func (s *Site) Recover(node string) error {
 	if err := s.startKwok(n); err != nil {
 		return err
 	}
+	if err := s.unsilence(node); err != nil {
+		return err
+	}
 	return s.restart(agentProcess(node))
 }
 
@@ -894,6 +916,11 @@ func (s *Site) PowerOff(nodes ...string) error {
 	var errs []error
 	for _, node := range nodes {
 		errs = append(errs, s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
+	}
+	// Then their addresses go silent, as a powered-off device's.
+	for _, node := range nodes {
+		n, _ := s.node(node)
+		errs = append(errs, s.silence(n))
 	}
 	return errors.Join(errs...)
 }
@@ -919,6 +946,9 @@ func (s *Site) PowerOn(node string) error {
 		if err := s.startKwok(n); err != nil {
 			return err
 		}
+	}
+	if err := s.unsilence(node); err != nil {
+		return err
 	}
 	return s.restart(agentProcess(node))
 }
@@ -1011,7 +1041,7 @@ func (s *Site) StartAPIServer(ctx context.Context) error {
 func (s *Site) processOrder() []string {
 	order := []string{}
 	for _, n := range s.Nodes {
-		order = append(order, "agent-"+n.Name)
+		order = append(order, "agent-"+n.Name, silentProcess(n.Name))
 	}
 	order = append(order, "simulators")
 	for _, n := range s.Nodes {
@@ -1029,6 +1059,9 @@ func (s *Site) processOrder() []string {
 // (logs stay for a look afterwards).
 func (s *Site) Down() error {
 	var errs []error
+	for _, n := range s.Nodes {
+		errs = append(errs, s.unsilence(n.Name))
+	}
 	for _, name := range s.processOrder() {
 		if s.running(name) {
 			if err := s.stop(name); err != nil {

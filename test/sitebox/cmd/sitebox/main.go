@@ -2,9 +2,9 @@
 // EVE nodes, for sitecon's tests and demo.
 //
 //	sitebox up --nodes 3 --dir DIR     start a site; returns once it is ready
-//	sitebox fail node-b --dir DIR      lose node-b: its kubelet (kwok) and etcd member stop
+//	sitebox fail node-b --dir DIR      lose node-b: its kubelet (kwok), etcd member and agent stop, its address goes silent
 //	sitebox recover node-b --dir DIR   start them again (the member rejoins with its data)
-//	sitebox power-off all --dir DIR    a power cut: every node's kubelet, etcd member and agent killed at once
+//	sitebox power-off all --dir DIR    a power cut: every node's kubelet, etcd member and agent killed at once, their addresses silent
 //	sitebox power-on node-c node-a ... the devices boot again, in the order given
 //	sitebox down --dir DIR             stop everything the site started
 package main
@@ -111,7 +111,7 @@ func root() *cobra.Command {
 		Short: "Stop every process the site started",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			site, err := sitebox.Load(dir)
+			site, err := loadSite(dir)
 			if err != nil {
 				return err
 			}
@@ -120,10 +120,10 @@ func root() *cobra.Command {
 	}
 	fail := &cobra.Command{
 		Use:   "fail NODE",
-		Short: "Fail a node: stop its simulated kubelet and its etcd member (two of three failed: no quorum)",
+		Short: "Fail a node: stop its simulated kubelet, its etcd member (two of three failed: no quorum) and its agent; its address goes silent",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			site, err := sitebox.Load(dir)
+			site, err := loadSite(dir)
 			if err != nil {
 				return err
 			}
@@ -135,7 +135,7 @@ func root() *cobra.Command {
 		Short: "Recover a failed node: start its simulated kubelet and its etcd member again",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			site, err := sitebox.Load(dir)
+			site, err := loadSite(dir)
 			if err != nil {
 				return err
 			}
@@ -158,7 +158,7 @@ func root() *cobra.Command {
 		Short: "Cut the power of nodes at once: their simulated kubelet, etcd member and agent are killed (two of three servers off: no quorum)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			site, err := sitebox.Load(dir)
+			site, err := loadSite(dir)
 			if err != nil {
 				return err
 			}
@@ -170,7 +170,7 @@ func root() *cobra.Command {
 		Short: "Power nodes on again, one after the other in the order given: etcd member from its data, kubelet, agent",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			site, err := sitebox.Load(dir)
+			site, err := loadSite(dir)
 			if err != nil {
 				return err
 			}
@@ -206,8 +206,34 @@ func root() *cobra.Command {
 	}
 	simulate.Flags().DurationVar(&rebuild, "rebuild-time", 3*time.Second, "how long a simulated replica rebuild takes (real Longhorn: minutes, with the data)")
 	simulate.Flags().DurationVar(&vmBoot, "vm-boot-time", 0, "how long a VM takes to boot once its launcher pod is Ready (real virt-handler: seconds)")
-	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate)
+	var silentAddr string
+	silence := &cobra.Command{
+		Use:    "silence",
+		Short:  "Hold a failed node's address silent until stopped (started by fail)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return sitebox.HoldSilent(ctx, silentAddr)
+		},
+	}
+	silence.Flags().StringVar(&silentAddr, "addr", "", "address to hold silent, host:port")
+	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate, silence)
 	return cmd
+}
+
+// loadSite loads the site in dir; a node it fails is held silent by this
+// binary, in a site process that outlives the command.
+func loadSite(dir string) (*sitebox.Site, error) {
+	site, err := sitebox.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if site.SilenceHolder, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	return site, nil
 }
 
 func envOr(key, def string) string {

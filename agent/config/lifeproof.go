@@ -1,0 +1,159 @@
+package config
+
+import (
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// Proof of life: before the failover guard force-deletes a lost node's pods
+// it asks that node, on its cluster address, to prove that its agent still
+// runs. Any HTTP server can answer GET /status (a transparent proxy, another
+// device that took the address, an attacker); only an agent of this cluster
+// holds the cluster token. The prober sends a fresh random nonce; the agent
+// answers an HMAC-SHA256, under a key derived from the token for this use
+// alone, over the cluster id, its own node name and that nonce. The token
+// never leaves the node, an answer is good for one nonce only (a recorded
+// answer replayed later does not verify), and an agent signs only its own
+// name (it cannot be asked to vouch for another node).
+
+// LifeProofPath is where an agent answers a proof-of-life challenge, beside
+// GET /status on its cluster address: GET LifeProofPath?nonce=<hex>.
+const LifeProofPath = "/status/proof"
+
+// LifeNonceSize is the size of a challenge's nonce: 32 random bytes.
+const LifeNonceSize = 32
+
+// lifeProofLabel separates this key and these MACs from every other use of
+// the cluster token.
+const lifeProofLabel = "sitecon life-proof v1"
+
+// LifeKey proves and checks proofs of life for one cluster. The zero value
+// holds no key: it proves nothing and verifies nothing.
+type LifeKey struct {
+	clusterID string
+	key       []byte
+}
+
+// NewLifeKey derives the proof-of-life key of the cluster from its token.
+// The token's password is what every node shares: a node joined with the
+// secure form (K10<ca-hash>::server:<password>) and one configured with
+// the password alone derive the same key.
+func NewLifeKey(clusterID string, token Secret) (LifeKey, error) {
+	_, password := ParseToken(token.Reveal())
+	switch {
+	case clusterID == "":
+		return LifeKey{}, errors.New("proof of life: no cluster id")
+	case password == "":
+		return LifeKey{}, errors.New("proof of life: no cluster token")
+	}
+	key, err := hkdf.Key(sha256.New, []byte(password), []byte(lifeProofLabel), "key", sha256.Size)
+	if err != nil {
+		return LifeKey{}, fmt.Errorf("proof of life: %w", err)
+	}
+	return LifeKey{clusterID: strings.ToLower(clusterID), key: key}, nil
+}
+
+// Valid says whether the key can prove and check anything.
+func (k LifeKey) Valid() bool { return len(k.key) != 0 }
+
+// ClusterID is the cluster the key proves for (lower case).
+func (k LifeKey) ClusterID() string { return k.clusterID }
+
+// String, GoString and LogValue keep the key out of logs and error texts.
+func (k LifeKey) String() string { return fmt.Sprintf("[life key of cluster %s]", k.clusterID) }
+
+// GoString: see String.
+func (k LifeKey) GoString() string { return k.String() }
+
+// LogValue: see String.
+func (k LifeKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// mac is HMAC-SHA256 over the label, the cluster id, the node name and the
+// nonce, each length-prefixed so that no two inputs share a message.
+func (k LifeKey) mac(node string, nonce []byte) []byte {
+	m := hmac.New(sha256.New, k.key)
+	for _, field := range [][]byte{[]byte(lifeProofLabel), []byte(k.clusterID), []byte(node), nonce} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(field)))
+		m.Write(n[:])
+		m.Write(field)
+	}
+	return m.Sum(nil)
+}
+
+// LifeProofAnswer is an agent's answer to a challenge.
+type LifeProofAnswer struct {
+	ClusterID string `json:"cluster_id"`
+	Node      string `json:"node"`
+	// Proof is the hex HMAC over the cluster id, the node and the nonce.
+	Proof string `json:"proof"`
+}
+
+// Answer is node's answer to the challenge nonce.
+func (k LifeKey) Answer(node string, nonce []byte) LifeProofAnswer {
+	return LifeProofAnswer{ClusterID: k.clusterID, Node: node, Proof: hex.EncodeToString(k.mac(node, nonce))}
+}
+
+// Verify checks that a is node's answer to nonce in this key's cluster;
+// the error says what is wrong with it.
+func (k LifeKey) Verify(node string, nonce []byte, a LifeProofAnswer) error {
+	if !k.Valid() {
+		return errors.New("no key to check a proof with")
+	}
+	if !strings.EqualFold(a.ClusterID, k.clusterID) {
+		return fmt.Errorf("it speaks for cluster %q, not %s", a.ClusterID, k.clusterID)
+	}
+	if a.Node != node {
+		return fmt.Errorf("it speaks for node %q, not %s", a.Node, node)
+	}
+	got, err := hex.DecodeString(a.Proof)
+	if err != nil || !hmac.Equal(got, k.mac(node, nonce)) {
+		return errors.New("its proof does not verify with the cluster's key (another cluster's token, or an answer to another challenge)")
+	}
+	return nil
+}
+
+// NewLifeNonce is a fresh challenge.
+func NewLifeNonce() ([]byte, error) {
+	nonce := make([]byte, LifeNonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return nonce, nil
+}
+
+// LifeProofHandler answers GET LifeProofPath?nonce=<hex> with node's proof
+// of life, as JSON. It answers whatever the API server's state: the proof
+// says that this node's agent runs, which is what a node cut off from the
+// others must still be able to show.
+func LifeProofHandler(key LifeKey, node string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if !key.Valid() {
+			http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
+			return
+		}
+		nonce, err := hex.DecodeString(r.URL.Query().Get("nonce"))
+		if err != nil || len(nonce) != LifeNonceSize {
+			http.Error(w, fmt.Sprintf("nonce: want %d bytes in hex", LifeNonceSize), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(key.Answer(node, nonce))
+	})
+}
