@@ -70,8 +70,8 @@ type Options struct {
 	FileAbsentGrace time.Duration
 	// ConflictWindow is how long another node's layout of an app from a
 	// config that disagrees with this node's (and is not older) stands
-	// before this node writes over it (default 5 min); see
-	// DecideLayoutWrite.
+	// before this node writes over it, when this node's config wins the
+	// tie (default 5 min); see DecideLayoutWrite.
 	ConflictWindow time.Duration
 	// Leader reports the stats-leader election; only the leader acts on
 	// failover and writes cluster-wide stats.
