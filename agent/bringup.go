@@ -12,6 +12,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/netcfg"
 )
 
@@ -194,11 +195,21 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	a.holdIfRemoved(v, removedMarker)
 }
 
-// holdIfRemoved, once a bring-up ended, takes the cluster address off a node
-// that saw its own removal, and says why it holds.
+// holdIfRemoved, once a bring-up ended (k3s stopped), stops the containers
+// k3s left running and takes the cluster address off a node that saw its
+// own removal, and says why it holds. Containers that cannot be stopped
+// keep the address: a node that dropped it while they ran would look dead
+// to the others' failover guard, which would start the same apps again.
 func (a *Agent) holdIfRemoved(v *config.Validated, removedMarker string) {
 	hold := RemovalHold(v, removedMarker)
 	if hold == nil {
+		return
+	}
+	// The bring-up's context has ended; stopping must not.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if rep, err := workloads.StopAll(ctx, a.opts.Workloads); err != nil {
+		a.setPhase(PhaseError, errors.Join(hold, fmt.Errorf("this node's containers could not all be stopped (%s): %w; keeping the cluster address", rep, err)))
 		return
 	}
 	if err := a.dropClusterAddress(v); err != nil {
