@@ -96,7 +96,7 @@ func TestDecideFailover(t *testing.T) {
 		// Someone else at the address (a proxy's 404) is no sign of life,
 		// and the reason names it.
 		"someone else answers": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: &FailoverEvidence{Probe: "10.0.0.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found): someone else answers at that address", Volumes: []ClaimVolume{safe}}},
+			Evidence: &FailoverEvidence{Probe: "10.0.0.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found): someone else answers at that address", Volumes: []ClaimVolume{safe}, ReplicaNodes: replicaNodes}},
 			FailoverForceDelete, "(no sign of life: 10.0.0.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found)"},
 		"only replica on the lost node": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
 			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b")}))},
