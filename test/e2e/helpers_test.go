@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -288,7 +289,7 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		ClusterID:  site.ClusterID, ClusterToken: token, StatusAddr: statusAddr,
 		Apps: apps.Options{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
-			ProbeDial: guardDials.dial(node),
+			ProbeDial: lostDevice(counter, guardDials.dial(node)),
 			// kwok's pods run no process here to fence; a test of the
 			// fence turns it on.
 			Fence: apps.FenceOptions{Disabled: true},
@@ -444,6 +445,18 @@ func (r *dialRecorder) dial(node string) func(ctx context.Context, network, addr
 			return nil, fmt.Errorf("%s is not an address on this machine: the test does not send traffic there", addr)
 		}
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+}
+
+// lostDevice is a lost device's dialer: while counter says the device is
+// lost, nothing it sends arrives, so every dial finds no route (silence to
+// the failover guard and to the fence), as the API requests fail.
+func lostDevice(counter *requestCounter, dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if counter.lost.Load() {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}
+		}
+		return dial(ctx, network, addr)
 	}
 }
 
