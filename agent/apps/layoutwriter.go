@@ -325,7 +325,12 @@ func (w *layoutWriter) carryOut(ctx context.Context, key string, want Layout, li
 			msg := fmt.Sprintf("%s: %s", appName, act.why)
 			w.log.Warn("layout conflict: not writing", "object", key, "reason", act.why)
 			w.timeline.Add(TimelineEvent{Time: now, Kind: EventConflict, App: appName, Node: w.node, Warning: true, Message: msg})
-			w.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflict", w.node+": "+msg)
+			// Held through the gap while the winner's layout is gone,
+			// there is no object to put the Event on (a nil object
+			// crashes the recorder).
+			if live != nil {
+				w.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflict", w.node+": "+msg)
+			}
 		}
 		return act.wait, nil
 	case layoutHoldStale:

@@ -1,14 +1,18 @@
 package apps
 
 import (
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -411,5 +415,24 @@ func TestTakeoverWinsTie(t *testing.T) {
 		if wins != c.wins || (wins && by != c.by) {
 			t.Errorf("%s: takeoverWinsTie = %q, %v; want %q, %v", c.name, by, wins, c.by, c.wins)
 		}
+	}
+}
+
+// A hold reported while the object is gone (the winner's layout of a
+// pinned VM being made again) has no object to put a Kubernetes Event on:
+// it is said on the timeline and in the log, and the agent does not crash
+// handing the recorder a nil object.
+func TestLayoutWriterReportsAHoldWithNothingLive(t *testing.T) {
+	timeline := NewTimeline(10)
+	recorder := record.NewBroadcaster().NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon"})
+	w := newLayoutWriter(placeEffects{node: "node-a", timeline: timeline, recorder: recorder, log: slog.New(slog.DiscardHandler), metrics: NewMetrics()}, time.Minute)
+	want := layoutOf(t, testApp(), nodeA, "node-a")
+	act := layoutAction{do: layoutHoldConflict, report: true, app: appID, why: "conflict: the layout by node-0, whose config wins the tie, is gone", wait: time.Minute}
+	wait, failed := w.carryOut(t.Context(), want.key(), want, nil, act, nil, nil, time.Now())
+	if wait != time.Minute || failed != nil {
+		t.Errorf("carryOut = %s, %v; want the hold's wait", wait, failed)
+	}
+	if evs := timeline.Events(); len(evs) != 1 || !strings.Contains(evs[0].Message, "node-0") {
+		t.Errorf("timeline %+v, want the hold said once", evs)
 	}
 }
