@@ -3,6 +3,7 @@ package apps
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -46,6 +49,10 @@ type layoutWriter struct {
 	// config wins the tie (configWinsTie): by whom, and when this node
 	// last saw that layout live.
 	lostTies map[string]lostTie
+	// takeovers are the deleted objects whose takeover mark was read,
+	// by UID: the mark is a sighting of the winner's layout once, not a
+	// hold that starts again every pass while the object stays gone.
+	takeovers map[string]types.UID
 }
 
 // lostTie is a tie this node's config lost: the winner's layout, last seen
@@ -58,7 +65,7 @@ type lostTie struct {
 func newLayoutWriter(fx placeEffects, window time.Duration) *layoutWriter {
 	return &layoutWriter{placeEffects: fx, window: window,
 		failed: map[string]applyFailure{}, stale: map[string]bool{}, seen: map[string]layoutSighting{}, conflicts: map[string]string{},
-		lostTies: map[string]lostTie{}}
+		lostTies: map[string]lostTie{}, takeovers: map[string]types.UID{}}
 }
 
 // applyFailure is a layout the API server refused: retried after
@@ -196,15 +203,34 @@ func (w *layoutWriter) observe(desired map[string]Layout, workloads []placedObje
 	maps.DeleteFunc(w.stale, func(key string, _ bool) bool { return notDesired(key) })
 	maps.DeleteFunc(w.conflicts, func(key string, _ string) bool { return notDesired(key) })
 	maps.DeleteFunc(w.lostTies, func(key string, _ lostTie) bool { return notDesired(key) })
+	maps.DeleteFunc(w.takeovers, func(key string, _ types.UID) bool { return notDesired(key) })
 	w.noteSightings(workloads, desired, now)
 }
 
 // decide is decideLayout over the writer's memory of key, and what the
-// verdict means for that memory.
-func (w *layoutWriter) decide(key string, live *unstructured.Unstructured, want Layout, now time.Time) layoutAction {
+// verdict means for that memory. deleted is the last state of the object
+// under key when it is gone (nil: none kept).
+func (w *layoutWriter) decide(key string, live, deleted *unstructured.Unstructured, want Layout, now time.Time) layoutAction {
+	if live == nil {
+		w.noteTakeover(key, deleted, want, now)
+	}
 	act := decideLayout(live, want, w.memory(key, live, now), now, w.window)
 	w.remember(key, act, live, now)
 	return act
+}
+
+// noteTakeover reads the takeover mark on deleted, the last state of the
+// object under key, now gone: marked by a node whose config wins the tie
+// over this node's, it is a sighting of that node's layout now, which this
+// node may never see live before it would lay the app out in the gap.
+func (w *layoutWriter) noteTakeover(key string, deleted *unstructured.Unstructured, want Layout, now time.Time) {
+	if deleted == nil || w.takeovers[key] == deleted.GetUID() {
+		return
+	}
+	w.takeovers[key] = deleted.GetUID()
+	if by, lost := takeoverWinsTie(deleted, want.Object); lost {
+		w.lostTies[key] = lostTie{by: by, at: now}
+	}
 }
 
 // memory is what the writer remembers of the object under key, live as it
@@ -256,12 +282,17 @@ func (w *layoutWriter) remember(key string, act layoutAction, live *unstructured
 // that stand for apps, by UUID, and when to look again (0: no need).
 func (w *layoutWriter) write(ctx context.Context, placed *placedCache, desired map[string]Layout, hosts map[string]string, vmis []*kvv1.VirtualMachineInstance, now time.Time) (map[string]string, time.Duration) {
 	w.observe(desired, placed.workloads(), now)
+	placed.forgetDeleted(desired)
 	appErr := map[string]string{}
 	retry := time.Duration(0)
 	for _, key := range slices.Sorted(maps.Keys(desired)) {
 		l := desired[key]
 		live := placed.live(l)
-		act := w.decide(key, live, l, now)
+		var deleted *unstructured.Unstructured
+		if live == nil {
+			deleted = placed.lastDeleted(l)
+		}
+		act := w.decide(key, live, deleted, l, now)
 		if act.why != "" && act.app != "" {
 			appErr[act.app] = act.why
 		}
@@ -294,7 +325,12 @@ func (w *layoutWriter) carryOut(ctx context.Context, key string, want Layout, li
 			msg := fmt.Sprintf("%s: %s", appName, act.why)
 			w.log.Warn("layout conflict: not writing", "object", key, "reason", act.why)
 			w.timeline.Add(TimelineEvent{Time: now, Kind: EventConflict, App: appName, Node: w.node, Warning: true, Message: msg})
-			w.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflict", w.node+": "+msg)
+			// Held through the gap while the winner's layout is gone,
+			// there is no object to put the Event on (a nil object
+			// crashes the recorder).
+			if live != nil {
+				w.recorder.Event(live, corev1.EventTypeWarning, "LayoutConflict", w.node+": "+msg)
+			}
 		}
 		return act.wait, nil
 	case layoutHoldStale:
@@ -303,6 +339,12 @@ func (w *layoutWriter) carryOut(ctx context.Context, key string, want Layout, li
 				Message: fmt.Sprintf("%s: %s", appName, act.why)})
 		}
 	case layoutMovePinnedVM:
+		if act.takeover {
+			if err := w.markTakeover(ctx, want, live); err != nil {
+				w.log.Error("mark the takeover", "object", key, "err", err)
+				return applyRetry, nil
+			}
+		}
 		if err := w.deleteExact(ctx, want.GVR, want.Namespace(), want.Name(), live.GetUID()); err != nil {
 			return applyRetry, nil
 		}
@@ -332,6 +374,28 @@ func (w *layoutWriter) carryOut(ctx context.Context, key string, want Layout, li
 		}
 	}
 	return 0, nil
+}
+
+// markTakeover writes on live, the object of the node whose layout this
+// node takes over, the mark (AnnotationTakeover) of the layout want that
+// comes in its place, before live is deleted: the delete event carries it
+// to that node, which may see nothing else of this node's layout before it
+// would lay the app out in the gap. The patch names live's UID: a newer
+// object under the name is not marked.
+func (w *layoutWriter) markTakeover(ctx context.Context, want Layout, live *unstructured.Unstructured) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         live.GetUID(),
+		"annotations": map[string]string{AnnotationTakeover: takeoverMark(want.Object, w.node)},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = w.dyn.Resource(want.GVR).Namespace(want.Namespace()).Patch(ctx, want.Name(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.metrics.APIErrors.Inc()
+		return err
+	}
+	return nil
 }
 
 // apply stamps and server-side-applies l, and remembers the outcome under

@@ -1,14 +1,18 @@
 package apps
 
 import (
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -146,7 +150,7 @@ func TestLayoutWriterMemory(t *testing.T) {
 			workloads = append(workloads, placedObject{GVR: want.GVR, Object: live})
 		}
 		w.observe(desired, workloads, now)
-		return w.decide(key, live, want, now)
+		return w.decide(key, live, nil, want, now)
 	}
 	expect := func(act layoutAction, do layoutDo, report, takeover bool) {
 		t.Helper()
@@ -240,7 +244,7 @@ func TestLayoutWriterClaimConflictLapses(t *testing.T) {
 	desired := map[string]Layout{want.key(): want}
 	pass := func(now time.Time) layoutAction {
 		w.observe(desired, nil, now) // claims are not workloads
-		return w.decide(want.key(), byB, want, now)
+		return w.decide(want.key(), byB, nil, want, now)
 	}
 	if act := pass(t0); act.do != layoutHoldConflict || !act.report {
 		t.Fatalf("first sighting: %+v, want a conflict hold, reported", act)
@@ -277,7 +281,7 @@ func TestLayoutWriterLostTieWaitsOutTheGap(t *testing.T) {
 			workloads = append(workloads, placedObject{GVR: want.GVR, Object: live})
 		}
 		w.observe(map[string]Layout{key: want}, workloads, now)
-		return w.decide(key, live, want, now)
+		return w.decide(key, live, nil, want, now)
 	}
 	if act := pass(t0, byWinner); act.do != layoutHoldConflict || !act.report || act.wait != 0 {
 		t.Fatalf("the winner's layout: %+v, want a hold for good, reported", act)
@@ -302,5 +306,133 @@ func TestLayoutWriterLostTieWaitsOutTheGap(t *testing.T) {
 	pass(last.Add(time.Second), nil)
 	if act := pass(last.Add(window), nil); act.do != layoutApply {
 		t.Fatalf("gone for the window: %+v, want the layout written", act)
+	}
+}
+
+// The loser of a tie may never see the winner's layout of a pinned VM
+// live: the winner deletes the loser's VMI to make its own, and the
+// delete and the create can reach the loser in one burst or the create
+// after the loser's next pass. The winner's mark on the deleted VMI
+// (AnnotationTakeover) is that sighting: the loser holds through the gap
+// as if it had seen the winner's layout go. A delete with no such mark,
+// or a mark of a config this node's wins over, is no reason to wait.
+func TestLayoutWriterLostTieSeenOnlyInTheDelete(t *testing.T) {
+	const window = 5 * time.Minute
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	pinned := testApp()
+	pinned.Kind, pinned.Affinity, pinned.Resources.Memory = KindVM, AffinityRequired, "1Gi"
+	want := layoutOf(t, pinned, nodeA, "node-a")
+	key := want.key()
+	const first, last = "00000000-0000-4000-8000-000000000001", "ffffffff-0000-4000-8000-000000000001"
+	mine := liveAs(want, "node-a", t0)
+	markedBy := func(designated, node string) *unstructured.Unstructured {
+		theirs := pinned
+		theirs.DesignatedNodeID = designated
+		obj := mine.DeepCopy()
+		ann := obj.GetAnnotations()
+		ann[AnnotationTakeover] = takeoverMark(layoutOf(t, theirs, designated, node).Object, node)
+		obj.SetAnnotations(ann)
+		return obj
+	}
+	for _, c := range []struct {
+		name    string
+		deleted *unstructured.Unstructured
+		hold    bool
+	}{
+		{"taken over for a config that wins the tie", markedBy(first, "node-0"), true},
+		{"deleted with no mark (by hand)", mine, false},
+		{"taken over for a config this node's wins over", markedBy(last, "node-z"), false},
+		{"no last state kept", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newLayoutWriter(placeEffects{}, window)
+			pass := func(now time.Time, live, deleted *unstructured.Unstructured) layoutAction {
+				var workloads []placedObject
+				if live != nil {
+					workloads = append(workloads, placedObject{GVR: want.GVR, Object: live})
+				}
+				w.observe(map[string]Layout{key: want}, workloads, now)
+				return w.decide(key, live, deleted, want, now)
+			}
+			if act := pass(t0, mine, nil); act.do != layoutInSync {
+				t.Fatalf("its own layout: %+v, want in sync", act)
+			}
+			gone := t0.Add(time.Second)
+			act := pass(gone, nil, c.deleted)
+			if !c.hold {
+				if act.do != layoutApply {
+					t.Fatalf("gone: %+v, want the layout written at once", act)
+				}
+				return
+			}
+			if act.do != layoutHoldConflict || !act.report || act.wait != window || !strings.Contains(act.why, "node-0") {
+				t.Fatalf("gone, marked: %+v, want a hold for the window, reported, naming node-0", act)
+			}
+			if act := pass(gone.Add(time.Minute), nil, c.deleted); act.do != layoutHoldConflict || act.report || act.wait != window-time.Minute {
+				t.Fatalf("still gone a minute on: %+v, want the hold, quietly, to the same end", act)
+			}
+			if act := pass(gone.Add(window), nil, c.deleted); act.do != layoutApply {
+				t.Fatalf("gone for the window: %+v, want the layout written", act)
+			}
+		})
+	}
+}
+
+// Which takeover marks say another node's layout, which this node's must
+// not be written over, is coming: a config that wins the tie does; this
+// node's own, one config on both nodes, one this node's wins over, a newer
+// config of this node's, no mark or a mark that does not read do not.
+func TestTakeoverWinsTie(t *testing.T) {
+	pinned := testApp()
+	pinned.Kind, pinned.Affinity, pinned.Resources.Memory = KindVM, AffinityRequired, "1Gi"
+	want := layoutOf(t, pinned, nodeA, "node-a").Object
+	const first, last = "00000000-0000-4000-8000-000000000001", "ffffffff-0000-4000-8000-000000000001"
+	markFor := func(app AppConfig, layer, node string) map[string]string {
+		return map[string]string{AnnotationTakeover: takeoverMark(layoutOf(t, app, layer, node).Object, node)}
+	}
+	designating := func(uuid string) AppConfig { a := pinned; a.DesignatedNodeID = uuid; return a }
+	older := designating(first)
+	newerMine := pinned
+	newerMine.Version = pinned.Version + 1
+	wantNewer := layoutOf(t, newerMine, nodeA, "node-a").Object
+	for _, c := range []struct {
+		name string
+		ann  map[string]string
+		want metav1.Object
+		by   string
+		wins bool
+	}{
+		{"a config that wins the tie", markFor(designating(first), first, "node-0"), want, "node-0", true},
+		{"this node's own layout", markFor(pinned, nodeA, "node-a"), want, "node-a", false},
+		{"one config, moved by an override", markFor(pinned, first, "node-0"), want, "node-0", false},
+		{"a config this node's wins over", markFor(designating(last), last, "node-z"), want, "node-z", false},
+		{"this node holds a newer config", markFor(older, first, "node-0"), wantNewer, "node-0", false},
+		{"no mark", map[string]string{AnnotationDNId: first}, want, "", false},
+		{"a mark that does not read", map[string]string{AnnotationTakeover: "{"}, want, "", false},
+	} {
+		deleted := &metav1.ObjectMeta{Annotations: c.ann}
+		by, wins := takeoverWinsTie(deleted, c.want)
+		if wins != c.wins || (wins && by != c.by) {
+			t.Errorf("%s: takeoverWinsTie = %q, %v; want %q, %v", c.name, by, wins, c.by, c.wins)
+		}
+	}
+}
+
+// A hold reported while the object is gone (the winner's layout of a
+// pinned VM being made again) has no object to put a Kubernetes Event on:
+// it is said on the timeline and in the log, and the agent does not crash
+// handing the recorder a nil object.
+func TestLayoutWriterReportsAHoldWithNothingLive(t *testing.T) {
+	timeline := NewTimeline(10)
+	recorder := record.NewBroadcaster().NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon"})
+	w := newLayoutWriter(placeEffects{node: "node-a", timeline: timeline, recorder: recorder, log: slog.New(slog.DiscardHandler), metrics: NewMetrics()}, time.Minute)
+	want := layoutOf(t, testApp(), nodeA, "node-a")
+	act := layoutAction{do: layoutHoldConflict, report: true, app: appID, why: "conflict: the layout by node-0, whose config wins the tie, is gone", wait: time.Minute}
+	wait, failed := w.carryOut(t.Context(), want.key(), want, nil, act, nil, nil, time.Now())
+	if wait != time.Minute || failed != nil {
+		t.Errorf("carryOut = %s, %v; want the hold's wait", wait, failed)
+	}
+	if evs := timeline.Events(); len(evs) != 1 || !strings.Contains(evs[0].Message, "node-0") {
+		t.Errorf("timeline %+v, want the hold said once", evs)
 	}
 }

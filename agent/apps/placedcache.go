@@ -2,6 +2,8 @@ package apps
 
 import (
 	"context"
+	"maps"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +21,12 @@ type placedCache struct {
 	namespace dynamicinformer.DynamicSharedInformerFactory
 	cluster   dynamicinformer.DynamicSharedInformerFactory
 	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
+	// mu guards deleted, which the informers' handlers write.
+	mu sync.Mutex
+	// deleted is the last state of each object deleted since one of its
+	// name was last added, by layout key: a takeover's mark
+	// (AnnotationTakeover) is read from it when the object is gone.
+	deleted map[string]*unstructured.Unstructured
 }
 
 func newPlacedCache(dyn dynamic.Interface, hasKubeVirt bool, changed func()) *placedCache {
@@ -27,23 +35,66 @@ func newPlacedCache(dyn dynamic.Interface, hasKubeVirt bool, changed func()) *pl
 		namespace: dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, kube.AppNamespace, tweak),
 		cluster:   dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, tweak),
 		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		deleted:   map[string]*unstructured.Unstructured{},
 	}
 	c.kinds = []schema.GroupVersionResource{GVRDeployment, GVRPVC}
 	if hasKubeVirt {
 		c.kinds = append(c.kinds, GVRVMIRS, GVRVMI)
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { changed() }, UpdateFunc: func(any, any) { changed() }, DeleteFunc: func(any) { changed() },
-	}
 	for _, gvr := range c.kinds {
 		inf := c.namespace.ForResource(gvr).Informer()
-		_, _ = inf.AddEventHandler(handler)
+		_, _ = inf.AddEventHandler(c.handler(gvr, changed))
 		c.informers[gvr] = inf
 	}
 	sc := c.cluster.ForResource(GVRStorageClass).Informer()
-	_, _ = sc.AddEventHandler(handler)
+	_, _ = sc.AddEventHandler(c.handler(GVRStorageClass, changed))
 	c.informers[GVRStorageClass] = sc
 	return c
+}
+
+// handler calls changed on every event of gvr's objects, and keeps the
+// last state of the deleted ones: the watch's delete event carries it even
+// when the delete and what came before it arrive in one burst, between
+// two of the writer's passes.
+func (c *placedCache) handler(gvr schema.GroupVersionResource, changed func()) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				c.mu.Lock()
+				delete(c.deleted, layoutKey(gvr, u.GetNamespace(), u.GetName()))
+				c.mu.Unlock()
+			}
+			changed()
+		},
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				c.mu.Lock()
+				c.deleted[layoutKey(gvr, u.GetNamespace(), u.GetName())] = u
+				c.mu.Unlock()
+			}
+			changed()
+		},
+	}
+}
+
+// lastDeleted is the last state of the object l would be written over, if
+// it was deleted and none of its name made since (nil: none).
+func (c *placedCache) lastDeleted(l Layout) *unstructured.Unstructured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deleted[layoutKey(l.GVR, l.Namespace(), l.Name())]
+}
+
+// forgetDeleted drops the last states kept of what is not desired: the
+// memory stays bounded by what is laid out.
+func (c *placedCache) forgetDeleted(desired map[string]Layout) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	maps.DeleteFunc(c.deleted, func(key string, _ *unstructured.Unstructured) bool { _, ok := desired[key]; return !ok })
 }
 
 func (c *placedCache) start(ctx context.Context) {

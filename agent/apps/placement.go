@@ -56,6 +56,12 @@ const (
 	// with its own.
 	AnnotationLaidOutBy = "sitecon.io/laid-out-by"
 	AnnotationLaidOutAt = "sitecon.io/laid-out-at"
+	// AnnotationTakeover is written by a node taking a pinned VM over
+	// just before it deletes the VM to make it again: the config stamps
+	// of the layout coming, as JSON (takeoverMark). The node whose layout
+	// it deletes may see only the delete, never the new layout, before it
+	// would lay the app out itself in the gap.
+	AnnotationTakeover = "sitecon.io/taken-over-for"
 	// LonghornProvisioner is Longhorn's CSI driver.
 	LonghornProvisioner = "driver.longhorn.io"
 )
@@ -459,4 +465,36 @@ func finish(gvr schema.GroupVersionResource, obj runtime.Object, annotations map
 	ann[AnnotationSpecHash] = hex.EncodeToString(sum[:8])
 	u.SetAnnotations(ann)
 	return Layout{GVR: gvr, Object: u}, nil
+}
+
+// takeoverMark is the AnnotationTakeover value node writes on the object
+// it deletes to lay want out in its place: want's config stamps and node.
+func takeoverMark(want metav1.Object, node string) string {
+	ann := want.GetAnnotations()
+	mark := map[string]string{AnnotationLaidOutBy: node}
+	for _, k := range []string{AnnotationDNId, AnnotationConfigDNId, AnnotationConfigVersion, AnnotationConfigHash} {
+		if v, ok := ann[k]; ok {
+			mark[k] = v
+		}
+	}
+	b, _ := json.Marshal(mark) // a map of strings always marshals
+	return string(b)
+}
+
+// takeoverWinsTie says whether deleted carries the takeover mark
+// (AnnotationTakeover) of a layout from a config that wins the tie over
+// want's (configWinsTie, as DecideLayoutWrite judges it live), and by
+// which node. No mark, a mark that does not read, or a config that does
+// not win: false.
+func takeoverWinsTie(deleted, want metav1.Object) (string, bool) {
+	raw, ok := deleted.GetAnnotations()[AnnotationTakeover]
+	if !ok {
+		return "", false
+	}
+	var mark map[string]string
+	if err := json.Unmarshal([]byte(raw), &mark); err != nil {
+		return "", false
+	}
+	v := DecideLayoutWrite(&metav1.ObjectMeta{Annotations: mark}, want, time.Time{}, time.Time{}, 0)
+	return cmp.Or(mark[AnnotationLaidOutBy], "another node"), v.Conflict && v.Until.IsZero()
 }

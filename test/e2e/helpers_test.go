@@ -1133,3 +1133,19 @@ func (c *tmuxConsole) waitScreen(within time.Duration, what string, cond func(st
 		return s, cond(s)
 	}, func(s string) string { return "screen:\n" + s })
 }
+
+// clearStatsLeaderLease deletes the stats-leader Lease an earlier test's
+// agents left behind. A holder that died without giving it up (a power
+// cut) leaves a record that every new candidate honours for the record's
+// whole lease duration from when it first reads it, however long ago the
+// holder last renewed (client-go's leader election times the lease by its
+// own observation, never by the record's renew time): 30 s at the shipped
+// timings. A test that times a stats-leader election starts without one;
+// call it with no agent of the site running.
+func clearStatsLeaderLease(t testing.TB, cs kubernetes.Interface) {
+	t.Helper()
+	err := cs.CoordinationV1().Leases(kube.AppNamespace).Delete(context.Background(), kube.StatsLeaderLeaseName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("clear the stats-leader lease: %v", err)
+	}
+}

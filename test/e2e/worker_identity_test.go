@@ -363,6 +363,9 @@ func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
 	// No grant yet: the server's agent gives it.
 	removeAgentAccess(cs)
 	t.Cleanup(func() { removeAgentAccess(cs) })
+	// node-a is to lead within a bound shorter than the lease a dead
+	// holder of an earlier test may have left (30 s at shipped timings).
+	clearStatsLeaderLease(t, cs)
 
 	appsDir, logDir := t.TempDir(), t.TempDir()
 	app := apps.AppConfig{UUID: "e5000000-0000-4000-8000-0000000000c1", DisplayName: "worker-own-app", Activate: true, Kind: apps.KindContainer,
@@ -385,8 +388,8 @@ func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
 	if err != nil || d.Annotations[apps.AnnotationLaidOutBy] != "node-c" {
 		t.Errorf("the app's workload was not laid out by node-c's agent: %v %v", d.GetAnnotations(), err)
 	}
-	// node-a, the only server here, leads once any lease of an earlier
-	// test has run out; node-c follows and never stands.
+	// node-a, the only server here, leads (the lease cleared above);
+	// node-c follows and never stands.
 	until(t, 20*time.Second, "node-c's agent follows node-a leading", func() ([2]apps.LeaderState, bool) {
 		ls := [2]apps.LeaderState{agents["node-a"].agent.LeaderState(), agents["node-c"].agent.LeaderState()}
 		return ls, ls[0].IsLeader && ls[1].Leader == "node-a" && !ls[1].IsLeader
