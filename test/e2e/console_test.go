@@ -58,6 +58,10 @@ func TestConsoleFollowsNodeFailure(t *testing.T) {
 		return strings.Contains(lineWith(s, "vol-console"), "healthy")
 	})
 
+	// What is shown of node-b is under test, not etcd's election.
+	if err := site.MoveEtcdLeaderOff("node-b"); err != nil {
+		t.Fatal(err)
+	}
 	if err := site.Fail("node-b"); err != nil {
 		t.Fatal(err)
 	}

@@ -116,6 +116,10 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 		}
 	}
 
+	// What is shown of node-b is under test, not etcd's election.
+	if err := site.MoveEtcdLeaderOff("node-b"); err != nil {
+		t.Fatal(err)
+	}
 	failedAt := time.Now()
 	if err := site.Fail("node-b"); err != nil {
 		t.Fatal(err)
