@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -289,10 +288,7 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
-	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
-		err = hosts[1].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
-		return conn, err
-	}}
+	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
 	memberIP := netip.MustParseAddr("10.244.244.2")
 	until(t, 30*time.Second, "node-b's /status names its cluster", func() (netip.Addr, bool) {
 		found := probe.Find(ctx, []netip.Addr{memberIP})

@@ -104,10 +104,7 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 
 	// A member's /status names the cluster from its durable record (asked
 	// from node-c, which has its cluster address).
-	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
-		err = hosts[2].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
-		return conn, err
-	}}
+	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[2].DialContext}
 	memberIP := netip.MustParseAddr("10.244.244.2")
 	until(t, 20*time.Second, "node-b's /status names its cluster with the API down", func() (netip.Addr, bool) {
 		found := probe.Find(ctx, []netip.Addr{memberIP})
@@ -350,10 +347,7 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 	removed.waitK3sStarted(t)
 	// The agent has seen its own Node: /status names the cluster live (a
 	// node without etcd data has no durable answer).
-	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
-		err = hosts[1].Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
-		return conn, err
-	}}
+	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
 	until(t, 20*time.Second, "node-r answers /status as a member", func() (netip.Addr, bool) {
 		found := probe.Find(ctx, []netip.Addr{netip.MustParseAddr("10.244.244.2")})
 		return found, found.IsValid()

@@ -5,7 +5,9 @@
 package netns
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -118,6 +120,13 @@ func (h *Host) Do(fn func() error) error {
 }
 
 // Exec runs a command inside the host's namespace and returns its output.
+// DialContext dials from inside the host's namespace: a probe the test
+// makes as that host would.
+func (h *Host) DialContext(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+	err = h.Do(func() error { conn, err = (&net.Dialer{}).DialContext(ctx, network, addr); return err })
+	return conn, err
+}
+
 func (h *Host) Exec(args ...string) (string, error) {
 	out, err := exec.Command("ip", append([]string{"netns", "exec", h.NS}, args...)...).CombinedOutput()
 	return string(out), err
