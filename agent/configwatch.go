@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/workloads"
-	"github.com/sitecon/sitecon/netcfg"
 )
 
 // The agent's config file: watched poll by poll (a file absent for a
@@ -239,7 +237,7 @@ func (a *Agent) sameAsApplied(v *config.Validated) bool {
 // says so and tries again at the next poll.
 func (a *Agent) leave(ctx context.Context) bool {
 	a.mu.Lock()
-	applied, prefix := a.applied, a.prefix
+	applied := a.applied
 	a.mu.Unlock()
 	if applied == nil {
 		return true
@@ -253,15 +251,9 @@ func (a *Agent) leave(ctx context.Context) bool {
 	}
 	a.log.Info("stopped this node's containers", "killed", len(rep.Killed), "unmounted", rep.Unmounted)
 	a.mu.Lock()
-	a.applied, a.prefix = nil, netip.Prefix{}
+	a.applied = nil
 	a.mu.Unlock()
-	err = a.opts.InNetNS(func() error {
-		_, err := netcfg.RemoveClusterAddress(applied.ClusterInterface, prefix)
-		return errors.Join(err, netcfg.RemoveFirewall())
-	})
-	a.mu.Lock()
-	a.state.ClusterIPReady = false
-	a.mu.Unlock()
+	err = a.dropClusterAddress(applied)
 	a.setPhase(PhaseLeft, err)
 	a.log.Info("left the cluster", "err", err)
 	return true
