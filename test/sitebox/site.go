@@ -1025,15 +1025,49 @@ func (s *Site) node(name string) (Node, error) {
 	return Node{}, fmt.Errorf("unknown node %q (this site has %s)", name, strings.Join(names, ", "))
 }
 
-// StopAPIServer stops the API server, as a k3s restart or a crash does.
-func (s *Site) StopAPIServer() error { return s.stop("kube-apiserver") }
+// controlPlaneProcesses are what one k3s server process runs beside etcd:
+// they stop and start together, as a k3s restart or crash stops them.
+var controlPlaneProcesses = []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver"}
 
-// StartAPIServer starts a stopped API server again and waits until it is ready.
+// StopAPIServer stops the API server with the controller-manager and the
+// scheduler, as a k3s restart or a crash does (k3s runs the three in one
+// process).
+func (s *Site) StopAPIServer() error {
+	var errs []error
+	for _, name := range controlPlaneProcesses {
+		if s.running(name) {
+			errs = append(errs, s.stop(name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// StartAPIServer starts a stopped API server again, waits until it is
+// ready, and then starts the controller-manager and the scheduler again. A
+// controller left running through the outage would come back on client-go's
+// re-list backoff, up to 30 s after the server: started with it, it watches
+// from the first moment, as k3s's do.
 func (s *Site) StartAPIServer(ctx context.Context) error {
 	if s.running("kube-apiserver") {
 		return errors.New("kube-apiserver is already running")
 	}
-	return s.startAPIServer(ctx)
+	if err := s.startAPIServer(ctx); err != nil {
+		return err
+	}
+	for _, name := range controlPlaneProcesses {
+		if name == "kube-apiserver" {
+			continue
+		}
+		if s.running(name) {
+			if err := s.stop(name); err != nil {
+				return err
+			}
+		}
+		if err := s.restart(name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // processOrder is the order Down stops processes in: node simulators and
@@ -1047,7 +1081,7 @@ func (s *Site) processOrder() []string {
 	for _, n := range s.Nodes {
 		order = append(order, "kwok-"+n.Name)
 	}
-	order = append(order, "kube-scheduler", "kube-controller-manager", "kube-apiserver")
+	order = append(order, controlPlaneProcesses...)
 	for _, m := range s.Etcd {
 		order = append(order, etcdProcess(m.Node))
 	}

@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// An API server restart in sitebox is a k3s restart: k3s runs the API
+// server, the controller-manager and the scheduler in one process, so they
+// come back together and the controllers act at once. With only the API
+// server restarted, the controller-manager's watches came back on
+// client-go's re-list backoff (up to 30 s after an outage), and the next
+// test's ReplicaSet did not replace an evicted pod within a minute (CI,
+// TestDrainEvictsWhatKubectlEvicts).
+func TestSiteControllersActRightAfterAPIServerRestart(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+
+	if err := site.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = site.StartAPIServer(ctx)
+		}
+		site.WaitSimulatorsLive(t, 90*time.Second)
+	})
+	// Long enough down for client-go's re-list backoff to grow past 10 s.
+	holds(t, 20*time.Second, "the API server stays down", func() error {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return errors.New("the API server answers")
+		}
+		return nil
+	})
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := site.StartAPIServer(startCtx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+
+	const ns = "controllers-after-restart"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	labels := map[string]string{"app": "probe"}
+	if _, err := cs.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.local/x:1"}}},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controllers act on a new object, and on the loss of a pod (the
+	// ReplicaSet controller learns of it only through its pod watch).
+	first := waitPods(t, cs, ns, metav1.ListOptions{}, 10*time.Second, "the ReplicaSet's pod, scheduled", func(pods []corev1.Pod) bool {
+		return len(pods) == 1 && pods[0].Spec.NodeName != ""
+	})[0]
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, first.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, cs, ns, metav1.ListOptions{}, 10*time.Second, "a replacement for the deleted pod, scheduled", func(pods []corev1.Pod) bool {
+		for _, p := range pods {
+			if p.Name != first.Name && p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+				return true
+			}
+		}
+		return false
+	})
+}
