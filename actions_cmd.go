@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
@@ -377,7 +376,8 @@ replace the device, see 'sitecon node replace'.`,
 	add.Short = "Show what a new node needs to join (the join bundle, or an edgeworker's k3s config)"
 
 	rf, rd := &actionFlags{}, &drainFlags{}
-	var configPath, role, newUUID string
+	var src joinSource
+	var role, newUUID string
 	replace := &cobra.Command{
 		Use:   "replace OLD NEW --node-uuid UUID",
 		Short: "Remove OLD (drain with its preflight, then delete), then show NEW's join bundle at OLD's cluster address",
@@ -396,7 +396,7 @@ the bundle.`,
 				return errors.New("--node-uuid is required: the new device's UUID")
 			}
 			// The bundle needs this node's config: check it before anything changes.
-			local, err := config.Load(configPath)
+			local, err := config.Load(src.configPath)
 			if err != nil {
 				return fmt.Errorf("the join bundle needs this node's cluster config: %w", err)
 			}
@@ -405,12 +405,9 @@ the bundle.`,
 				return err
 			}
 			data := a.snap.Data()
+			bundle := src.fromSnapshot(a.snap)
 			rp, err := flow.PlanReplace(a.recorder, data, kube.Derive(data, time.Now()).Nodes, flow.ReplaceRequest{Old: old, New: name,
-				Bundle: func(ip string) (string, error) {
-					text, _, err := agent.MakeJoinInfo(configPath, agent.ViewOf(a.snap.Data(), true),
-						agent.JoinRequest{Role: role, NodeName: name, NodeUUID: newUUID, NodeIP: ip})
-					return text, err
-				}})
+				Bundle: func(ip string) (string, error) { return bundle(role, name, newUUID, ip) }})
 			if err != nil {
 				return a.done(err)
 			}
@@ -428,7 +425,7 @@ the bundle.`,
 	}
 	rf.register(replace)
 	rd.register(replace)
-	replace.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config (for the bundle)")
+	src.register(replace.Flags(), "this node's cluster config (for the bundle)")
 	replace.Flags().StringVar(&role, "role", "server", "the new node's role: server or agent")
 	replace.Flags().StringVar(&newUUID, "node-uuid", "", "the new device's UUID")
 	node.AddCommand(remove, add, replace)

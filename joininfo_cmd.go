@@ -6,15 +6,45 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/ui"
 )
 
+// joinSource is where every command that hands out join info (join-info,
+// node add, node replace, the console's :add and :replace) finds what it
+// is made from: this node's cluster config and its k3s data directory,
+// whose cluster CA the bundle pins.
+type joinSource struct{ configPath, k3sDataDir string }
+
+func (s *joinSource) register(f *pflag.FlagSet, configUsage string) {
+	f.StringVar(&s.configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), configUsage)
+	f.StringVar(&s.k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir,
+		"this node's k3s data directory, as the agent's --k3s-data-dir: the cluster's CA there is pinned in the bundle")
+}
+
+// joinInfo is the join info for req with the cluster as view shows it.
+func (s joinSource) joinInfo(view agent.ClusterView, req agent.JoinRequest) (text, note string, err error) {
+	return agent.MakeJoinInfo(agent.JoinSource{ConfigPath: s.configPath,
+		K3sPaths: agent.K3sPaths{ConfigFile: agent.DefaultK3sPaths.ConfigFile, DataDir: s.k3sDataDir}}, view, req)
+}
+
+// fromSnapshot is the join info of a new node with the seed in effect and
+// the free addresses as snap holds them, once synced: no request.
+func (s joinSource) fromSnapshot(snap *kube.Snapshot) func(role, name, uuid, ip string) (string, error) {
+	return func(role, name, uuid, ip string) (string, error) {
+		text, _, err := s.joinInfo(agent.ViewOf(snap.Data(), snap.Synced()),
+			agent.JoinRequest{Role: role, NodeName: name, NodeUUID: uuid, NodeIP: ip})
+		return text, err
+	}
+}
+
 func newJoinInfoCmd(g *globalFlags) *cobra.Command {
-	var configPath string
+	var src joinSource
 	var req agent.JoinRequest
 	cmd := &cobra.Command{
 		Use:   "join-info --role server|agent|edgeworker --node-name NAME",
@@ -48,7 +78,7 @@ in the cluster prefix unless --node-ip says otherwise.`,
 				if cfg, err := g.restConfig(); err == nil {
 					view = agent.ReadClusterView(cmd.Context(), cfg)
 				}
-				text, note, err := agent.MakeJoinInfo(configPath, view, req)
+				text, note, err := src.joinInfo(view, req)
 				if note != "" {
 					// The note may quote the cluster's record.
 					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", ui.Clean(note))
@@ -65,7 +95,7 @@ in the cluster prefix unless --node-ip says otherwise.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
+	src.register(f, "this node's cluster config")
 	f.StringVar(&req.Role, "role", "", "server, agent or edgeworker")
 	f.StringVar(&req.NodeName, "node-name", "", "the new node's name")
 	f.StringVar(&req.NodeIP, "node-ip", "", "the new node's cluster address (default: the first free one)")

@@ -130,15 +130,22 @@ func ConfigInEffect(path string, d *kube.Data) (*config.Validated, SeedDecision,
 	return seed.Config, seed, nil
 }
 
-// MakeJoinInfo is the join info for req from this node's config at
-// configPath and the seed in effect in view; note is what the seed
+// JoinSource is what this node makes join info from: its cluster config,
+// and the k3s data directory its k3s keeps the cluster's CA in.
+type JoinSource struct {
+	ConfigPath string
+	K3sPaths   K3sPaths
+}
+
+// MakeJoinInfo is the join info for req from this node's config and k3s
+// data (src) and the seed in effect in view; note is what the seed
 // decision says about the cluster's record, for the person asking.
-func MakeJoinInfo(configPath string, view ClusterView, req JoinRequest) (text, note string, err error) {
-	v, seed, err := ConfigInEffect(configPath, view.Data)
+func MakeJoinInfo(src JoinSource, view ClusterView, req JoinRequest) (text, note string, err error) {
+	v, seed, err := ConfigInEffect(src.ConfigPath, view.Data)
 	if err != nil {
 		return "", "", err
 	}
-	text, err = JoinInfo(v, req, view.Used, view.ServerVersion)
+	text, err = JoinInfo(v, src.K3sPaths, req, view.Used, view.ServerVersion)
 	return text, seed.ClusterNote, err
 }
 
@@ -148,7 +155,7 @@ func MakeJoinInfo(configPath string, view ClusterView, req JoinRequest) (text, n
 // addresses the cluster's nodes have. used nil means they could not be
 // read: then an address must be given, since a guess could be a live
 // node's.
-func JoinInfo(v *config.Validated, req JoinRequest, used []netip.Addr, serverVersion string) (string, error) {
+func JoinInfo(v *config.Validated, paths K3sPaths, req JoinRequest, used []netip.Addr, serverVersion string) (string, error) {
 	role, nodeName := req.Role, req.NodeName
 	switch {
 	case role != "server" && role != "agent" && role != "edgeworker":
@@ -182,8 +189,10 @@ func JoinInfo(v *config.Validated, req JoinRequest, used []netip.Addr, serverVer
 		return EdgeworkerInstructions(v, nodeName, addr, serverVersion), nil
 	}
 	// On a node that holds the cluster's CA the bundle pins it (k3s's
-	// secure token): the new node then joins only a server serving it.
-	token, _, err := BundleToken(v.Token, DefaultK3sPaths)
+	// secure token): the new node then joins only a server serving it. The
+	// CA is where this node's k3s keeps its data, which need not be k3s's
+	// default.
+	token, _, err := BundleToken(v.Token, paths)
 	if err != nil {
 		return "", err
 	}
