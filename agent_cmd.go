@@ -99,6 +99,7 @@ proof there.`,
 	f.StringVar(&opts.K3sBin, "k3s-bin", "k3s", "k3s binary")
 	f.StringVar(&k3sConfig, "k3s-config", agent.DefaultK3sPaths.ConfigFile, "k3s config file")
 	f.StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory")
+	f.BoolVar(&opts.JoinUnverifiedCA, "join-unverified-ca", false, "join a seed whose agent cannot vouch for the cluster's CA (an older sitecon) when the token pins none: the token then goes to whichever server answers at the join address; logged at every join")
 	f.StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, read for etcd's member list (published for the drain preflight's quorum); empty: publish none")
 	f.StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
 	f.StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")

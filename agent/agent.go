@@ -115,6 +115,11 @@ type Options struct {
 	ConfigAbsentGrace time.Duration
 	// SeedBackoff bounds the wait between seed checks.
 	SeedBackoffMin, SeedBackoffMax time.Duration
+	// JoinUnverifiedCA lets a joiner whose token pins no CA join a seed
+	// whose agent cannot vouch for the cluster's CA (a seed running an
+	// older sitecon), with a warning in the log at every join. Off, such a
+	// joiner holds and retries.
+	JoinUnverifiedCA bool
 	// K3sBackoffMin bounds k3s restarts (tests shorten it).
 	K3sBackoffMin time.Duration
 	// Etcd reaches this node's etcd member, to publish etcd's member list

@@ -107,14 +107,14 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// member answering on the prefix (mayInitialise); a refusal is an error
 	// that holds k3s back and is checked again under the backoff.
 	var k K3sConfig
+	var initialise bool
 	if !a.retry(ctx, func() bool {
-		initialise, err := a.mayInitialise(ctx, seed)
+		var err error
+		initialise, err = a.mayInitialise(ctx, seed)
 		if err == nil {
 			k = RenderK3s(v, a.opts.K3sPaths, !initialise)
 			if err = k.Write(); err != nil {
 				err = fmt.Errorf("write k3s config: %w", err)
-			} else {
-				close(k3sWritten)
 			}
 		}
 		if err != nil {
@@ -130,24 +130,31 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// reach etcd quorum without the others, and a member waiting on its
 	// /status would wait for ever. The seed wait is for the first join.
 	waitSeed := role != RoleSeed
+	// pin is the cluster CA k3s's token is to pin: the one the seed was
+	// verified to serve, or on a restart the one this node's k3s holds.
+	var pin string
 	if waitSeed {
 		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
 		if member {
 			waitSeed = false
+			pin = LocalCAPin(a.opts.K3sPaths, a.log)
 			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", why)
 		}
 	}
 	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
-		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal()}
+		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal(),
+			AllowUnverifiedCA: a.opts.JoinUnverifiedCA, Log: a.log}
 		seedAnswers := a.retry(ctx, func() bool {
-			err := probe.Check(ctx)
+			var err error
+			pin, err = probe.Verify(ctx)
 			switch {
 			case err == nil:
 				return true
-			case errors.Is(err, ErrForeignCluster):
-				// Another cluster at the join address is an error, never a
-				// reason to join; the check goes on in case the site is fixed.
+			case errors.Is(err, ErrForeignCluster), errors.Is(err, ErrCAUnverified):
+				// Another cluster at the join address, or a CA nobody
+				// vouches for, is an error, never a reason to join; the
+				// check goes on in case the site is fixed.
 				a.setPhase(PhaseError, err)
 			default:
 				a.setPhase(PhaseWaitingSeed, err)
@@ -159,6 +166,24 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 			return
 		}
 	}
+	// k3s is given the token pinned to the CA just verified, so that it
+	// too trusts only that CA (the seed could be replaced between the check
+	// and k3s's own fetch). Written before the seed follower may write.
+	if pinned := PinnedToken(v, pin); pinned != v {
+		if !a.retry(ctx, func() bool {
+			k = RenderK3s(pinned, a.opts.K3sPaths, !initialise)
+			err := k.Write()
+			if err != nil {
+				err = fmt.Errorf("write k3s config: %w", err)
+				a.setPhase(PhaseError, err)
+				a.attempt(err)
+			}
+			return err == nil
+		}) {
+			return
+		}
+	}
+	close(k3sWritten)
 	a.setPhase(PhaseStartingK3s, nil)
 	super := &Supervisor{
 		Bin: a.opts.K3sBin, Args: k.Args, LogFile: a.opts.K3sLogFile, Log: a.log.With("component", "k3s"),
@@ -254,7 +279,11 @@ func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Mem
 	if err != nil {
 		return fmt.Errorf("/status server on %s: %w", addr, err)
 	}
-	srv := localapi.NewServer(withLifeProof(StatusHandler(v.ClusterID, member), a.lifeKey(v.ClusterID, v.Token), v.NodeName))
+	key := a.lifeKey(v.ClusterID, v.Token)
+	// Beside /status and the proof of life, this node vouches for the
+	// cluster's CA its k3s holds: a joiner whose token pins none checks the
+	// server it joins against it.
+	srv := localapi.NewServer(withCAProof(withLifeProof(StatusHandler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
 	go func() { _ = srv.Serve(l) }()
 	go func() {
 		<-ctx.Done()

@@ -91,7 +91,9 @@ func (f *SeedFollower) Run(ctx context.Context, snap *kube.Snapshot) {
 // would split the site. It joins (and fails, visibly) instead.
 func (f *SeedFollower) follow(d SeedDecision, log *slog.Logger) {
 	ip := d.JoinIP
-	k := RenderK3s(d.Config, f.Paths, true)
+	// A node that follows the seed is a member: k3s's token pins the
+	// cluster CA its own k3s holds, as its join did.
+	k := RenderK3s(PinnedToken(d.Config, LocalCAPin(f.Paths, log)), f.Paths, true)
 	err := f.record(ip)
 	if err == nil {
 		err = k.Write()

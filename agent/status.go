@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -55,14 +56,27 @@ type SeedProbe struct {
 	Timeout time.Duration
 	// Token is the cluster token; in k3s's secure form it pins the
 	// cluster's CA, and a server at the join address serving another CA
-	// is never joined.
+	// is never joined. Without a pin, the agent at the join address must
+	// vouch for the CA with the cluster key (VouchedCA).
 	Token string
+	// AllowUnverifiedCA joins, with a warning in Log, a seed whose CA
+	// cannot be vouched for (the agent's --join-unverified-ca).
+	AllowUnverifiedCA bool
+	Log               *slog.Logger
 }
 
 // Check returns nil once https://<join IP>:6443 answers and
 // http://<join IP>:12346/status says cluster:<our UUID>. A different UUID is
 // ErrForeignCluster; anything else is a reason to wait.
 func (p SeedProbe) Check(ctx context.Context) error {
+	_, err := p.Verify(ctx)
+	return err
+}
+
+// Verify is Check, and returns the hash of the cluster CA the seed was
+// verified to serve: what k3s's token is to pin (empty only when
+// AllowUnverifiedCA let an unverified CA through).
+func (p SeedProbe) Verify(ctx context.Context) (string, error) {
 	timeout := p.Timeout
 	if timeout == 0 {
 		timeout = 5 * time.Second
@@ -76,31 +90,32 @@ func (p SeedProbe) Check(ctx context.Context) error {
 	answer, err := statusAnswer(ctx, p.JoinIP, dial, timeout)
 	switch {
 	case err != nil:
-		return fmt.Errorf("seed %s: %w", p.JoinIP, err)
+		return "", fmt.Errorf("seed %s: %w", p.JoinIP, err)
 	case answer == "":
-		return fmt.Errorf("seed %s is not a cluster member yet (empty /status)", p.JoinIP)
+		return "", fmt.Errorf("seed %s is not a cluster member yet (empty /status)", p.JoinIP)
 	case answer != "cluster:"+p.ClusterID:
-		return fmt.Errorf("%w: %s answers %q, this node belongs to cluster:%s", ErrForeignCluster, p.JoinIP, answer, p.ClusterID)
+		return "", fmt.Errorf("%w: %s answers %q, this node belongs to cluster:%s", ErrForeignCluster, p.JoinIP, answer, p.ClusterID)
 	}
-	// The API server has to answer TLS, and when the token pins the
-	// cluster's CA (a bundle made on a running cluster), serve that CA:
-	// a /status answer alone is anyone's to give.
-	if err := VerifyServerCA(ctx, p.JoinIP.String(), p.Token, dial, timeout); err != nil {
+	// The API server has to answer TLS and serve the cluster's CA, the one
+	// the token pins or the cluster's agent there vouches for: a /status
+	// answer alone is anyone's to give.
+	pin, err := p.checkCA(ctx, dial, timeout)
+	if err != nil {
 		if errors.Is(err, ErrCAMismatch) {
-			return fmt.Errorf("%w: %w", ErrForeignCluster, err)
+			return "", fmt.Errorf("%w: %w", ErrForeignCluster, err)
 		}
-		return err
+		return "", err
 	}
 	conn, err := dial(ctx, "tcp", net.JoinHostPort(p.JoinIP.String(), "6443"))
 	if err != nil {
-		return fmt.Errorf("seed %s: API server port 6443: %w", p.JoinIP, err)
+		return "", fmt.Errorf("seed %s: API server port 6443: %w", p.JoinIP, err)
 	}
 	defer conn.Close()
 	tlsConn := tls.Client(conn, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reachability only
 	if err := tlsConn.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("seed %s: API server port 6443 does not answer TLS: %w", p.JoinIP, err)
+		return "", fmt.Errorf("seed %s: API server port 6443 does not answer TLS: %w", p.JoinIP, err)
 	}
-	return nil
+	return pin, nil
 }
 
 // statusAnswer is what GET http://<ip>:12346/status answers, trimmed.

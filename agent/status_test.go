@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
 )
 
@@ -48,20 +49,37 @@ func TestStatusHandler(t *testing.T) {
 	}
 }
 
-// seedAt fakes a seed: /status answers body, 6443 answers TLS if tlsOK.
+// seedAt fakes a seed: /status answers body, its agent vouches for the
+// cluster's CA, 6443 serves that CA, over TLS if tlsOK. The joiner holds a
+// formation's token (no pin).
 func seedAt(t *testing.T, body string, tlsOK bool) SeedProbe {
 	t.Helper()
-	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) }))
+	const clusterID = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
+	ca := []byte("the cluster's CA")
+	paths := K3sPaths{DataDir: t.TempDir()}
+	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := config.NewLifeKey(clusterID, testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := httptest.NewServer(withCAProof(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) }), key, "node-a", paths))
 	t.Cleanup(status.Close)
+	cacerts := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/cacerts" {
+			w.Write(ca)
+		}
+	})
 	var api *httptest.Server
 	if tlsOK {
-		api = httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		api = httptest.NewTLSServer(cacerts)
 	} else {
-		api = httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		api = httptest.NewServer(cacerts)
 	}
 	t.Cleanup(api.Close)
 	return SeedProbe{
-		JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60",
+		JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: clusterID, Token: testPassword,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			target := map[string]string{"10.244.244.1:12346": status.Listener.Addr().String(), "10.244.244.1:6443": api.Listener.Addr().String()}[addr]
 			return (&net.Dialer{}).DialContext(ctx, network, target)
@@ -82,7 +100,7 @@ func TestSeedProbe(t *testing.T) {
 	if err := seedAt(t, "", true).Check(ctx); err == nil || errors.Is(err, ErrForeignCluster) || !strings.Contains(err.Error(), "not a cluster member yet") {
 		t.Errorf("empty /status: %v", err)
 	}
-	if err := seedAt(t, "cluster:7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", false).Check(ctx); err == nil || !strings.Contains(err.Error(), "does not answer TLS") {
+	if err := seedAt(t, "cluster:7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", false).Check(ctx); err == nil || !strings.Contains(err.Error(), "/cacerts") {
 		t.Errorf("6443 without TLS: %v", err)
 	}
 }

@@ -16,9 +16,8 @@ const secureTokenPrefix = "K10"
 // (the file k3s serves at /cacerts: <data-dir>/server/tls/server-ca.crt).
 // A token already in that form keeps its password and takes this CA hash.
 func SecureToken(token string, caPEM []byte) string {
-	_, password := ParseToken(token)
 	sum := sha256.Sum256(caPEM)
-	return secureTokenPrefix + hex.EncodeToString(sum[:]) + "::server:" + password
+	return PinToken(token, hex.EncodeToString(sum[:]))
 }
 
 // ParseToken splits a k3s token into the CA hash it pins (empty for the
@@ -40,4 +39,11 @@ func ParseToken(token string) (caHash, password string) {
 		return hash, pw
 	}
 	return hash, creds
+}
+
+// PinToken puts a token into k3s's secure form for the CA hash caHash (hex
+// SHA-256 of the CA bundle, as ParseToken returns it).
+func PinToken(token, caHash string) string {
+	_, password := ParseToken(token)
+	return secureTokenPrefix + strings.ToLower(caHash) + "::server:" + password
 }
