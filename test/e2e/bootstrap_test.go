@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
@@ -157,6 +158,19 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		}
 	}
 	waitState(t, seed, 20*time.Second, "seed joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
+	// The joiners held a formation's token (no CA existed to pin): each
+	// verified the CA the seed's agent vouched for and gave k3s the token
+	// pinned to the CA the seed's k3s made, as k3s's secure form.
+	seedCA, err := os.ReadFile(filepath.Join(seed.dataDir, "server", "tls", "server-ca.crt"))
+	if err != nil {
+		t.Fatalf("the seed's k3s made no cluster CA: %v", err)
+	}
+	for _, j := range joiners {
+		k3sConfig, err := os.ReadFile(filepath.Join(j.dir, "k3s", "config.yaml"))
+		if want := `token: "` + config.PinToken(plan.Token.Reveal(), config.CAHash(seedCA)) + `"`; err != nil || !strings.Contains(string(k3sConfig), want) {
+			t.Errorf("%s's k3s token does not pin the seed's CA %s (err %v)", j.host.Name, config.CAHash(seedCA), err)
+		}
+	}
 
 	// The agent's state on its socket says the same.
 	st, err := localapi.Get[agent.State](ctx, joiners[0].socket, localapi.PathAgent)

@@ -114,9 +114,14 @@ func run(args []string) error {
 			return err
 		}
 	}
+	// The cluster's CA, made, fetched or kept as k3s does (ca.go).
+	ca, err := loadOrMakeCA(sub, dataDir, settings)
+	if err != nil {
+		return err
+	}
 	if sub == "server" {
 		ip, _ := settings["node-ip"].(string)
-		cert, err := selfSigned()
+		cert, err := ca.servingCert(ip)
 		if err != nil {
 			return err
 		}
@@ -124,9 +129,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		go func() {
-			_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }))
-		}()
+		go func() { _ = http.Serve(l, ca.apiHandler()) }()
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
