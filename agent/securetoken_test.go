@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -98,5 +99,40 @@ func TestSeedProbeChecksThePinnedCA(t *testing.T) {
 	probe.Token = testPassword
 	if err := probe.Check(ctx); !errors.Is(err, ErrCAUnverified) || errors.Is(err, ErrForeignCluster) {
 		t.Errorf("a short token and a seed that does not vouch for its CA: %v, want ErrCAUnverified", err)
+	}
+}
+
+// k3s gets the token pinned to the verified CA; a token that pins one
+// already keeps it, and no pin leaves the token as it is. A member's own
+// CA is the pin on a restart.
+func TestPinnedToken(t *testing.T) {
+	v, err := config.Validate(validConfig(), testEnv(testPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := []byte("the cluster CA")
+	if got := PinnedToken(v, ""); got != v {
+		t.Errorf("no pin changed the config")
+	}
+	pinned := PinnedToken(v, config.CAHash(ca))
+	if pinned.Token.Reveal() != config.SecureToken(testPassword, ca) || v.Token.Reveal() != testPassword {
+		t.Errorf("pinned %q (the config's own %q)", pinned.Token.Reveal(), v.Token.Reveal())
+	}
+	if again := PinnedToken(pinned, config.CAHash([]byte("another"))); again != pinned {
+		t.Errorf("a token's own pin was replaced")
+	}
+	if !strings.Contains(string(RenderK3s(pinned, DefaultK3sPaths, true).Files[0].Content), `token: "K10`+config.CAHash(ca)+`::server:`) {
+		t.Errorf("k3s's config does not carry the pinned token")
+	}
+	paths := K3sPaths{DataDir: t.TempDir()}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if pin := LocalCAPin(paths, log); pin != "" {
+		t.Errorf("no CA on this node: pin %q", pin)
+	}
+	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "agent", "server-ca.crt"), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pin := LocalCAPin(paths, log); pin != config.CAHash(ca) {
+		t.Errorf("a worker's copy of the CA: pin %q", pin)
 	}
 }
