@@ -208,7 +208,7 @@ func TestNextFreeAddress(t *testing.T) {
 
 func TestEdgeworkerInstructions(t *testing.T) {
 	v := validated(t, nil)
-	out := EdgeworkerInstructions(v, "edge-1", netip.MustParseAddr("10.244.244.5"), "v1.34.4+k3s1")
+	out := EdgeworkerInstructions(v, "edge-1", netip.MustParseAddr("10.244.244.5"), "v1.34.4+k3s1", "")
 	for _, want := range []string{`server: "https://10.244.244.1:6443"`, `token-file: "/etc/rancher/k3s/cluster-token"`, `node-ip: "10.244.244.5"`,
 		`- "node-role.sitecon.io/edgeworker=true"`, "k3s agent", "10.244.244.5/28", "v1.34.4+k3s1"} {
 		if !strings.Contains(out, want) {
@@ -217,6 +217,9 @@ func TestEdgeworkerInstructions(t *testing.T) {
 	}
 	if strings.Contains(out, goodToken) {
 		t.Error("the token was printed")
+	}
+	if !strings.Contains(out, "No cluster CA was found on this node to pin") {
+		t.Errorf("instructions that pin no CA do not say so:\n%s", out)
 	}
 	// Every key is a k3s agent flag (token-file included).
 	for _, line := range strings.Split(out, "\n") {

@@ -185,9 +185,6 @@ func JoinInfo(v *config.Validated, paths K3sPaths, req JoinRequest, used []netip
 		return "", fmt.Errorf("%s is the address of the seed in effect: a new node given it would have no seed to join; "+
 			"move the seed first (sitecon seed NODE, a Ready etcd member), then make the bundle again", addr)
 	}
-	if role == "edgeworker" {
-		return EdgeworkerInstructions(v, nodeName, addr, serverVersion), nil
-	}
 	// On a node that holds the cluster's CA the bundle pins it (k3s's
 	// secure token): the new node then joins only a server serving it. The
 	// CA is where this node's k3s keeps its data, which need not be k3s's
@@ -195,6 +192,10 @@ func JoinInfo(v *config.Validated, paths K3sPaths, req JoinRequest, used []netip
 	token, _, err := BundleToken(v.Token, paths)
 	if err != nil {
 		return "", err
+	}
+	if role == "edgeworker" {
+		pin, _ := config.ParseToken(token.Reveal())
+		return EdgeworkerInstructions(v, nodeName, addr, serverVersion, pin), nil
 	}
 	bundle := JoinBundle{
 		Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,

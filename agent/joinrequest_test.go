@@ -116,4 +116,11 @@ func TestJoinInfoPinsTheCAInTheConfiguredDataDir(t *testing.T) {
 	if password != plan.Token.Reveal() {
 		t.Errorf("the pinned token lost the cluster's password")
 	}
+	// An edgeworker's k3s is told to pin it too (the token itself is never
+	// printed: the technician copies it).
+	edge, _, err := MakeJoinInfo(JoinSource{ConfigPath: files.ConfigPath, K3sPaths: paths}, ClusterView{},
+		JoinRequest{Role: "edgeworker", NodeName: "edge-1", NodeIP: "10.250.0.10"})
+	if err != nil || !strings.Contains(edge, "K10"+want+"::server:") || strings.Contains(edge, plan.Token.Reveal()) {
+		t.Errorf("an edgeworker's instructions do not pin the cluster's CA %s (or show the token): %v\n%s", want, err, edge)
+	}
 }
