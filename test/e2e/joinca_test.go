@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// A device given a formation's join bundle (its token pins no CA: none
+// existed yet) finds an impostor at the seed's address: a host that answers
+// /status with the cluster's id and serves a CA of its own on 6443. Its
+// agent must not start k3s (k3s would hand that host the cluster token and
+// trust its CA): it holds with the reason and keeps checking.
+func TestBootstrapJoinerRefusesAnImpostorSeed(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "imp", "b")
+	impostor := hosts[0]
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedIP := plan.Nodes[0].JoinServerIP
+	if out, err := impostor.Exec("ip", "addr", "add", seedIP+"/28", "dev", netns.Interface); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	serve := func(addr string, h http.Handler, tls bool) {
+		var l net.Listener
+		if err := impostor.Do(func() (err error) { l, err = net.Listen("tcp", addr); return err }); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(h)
+		srv.Listener.Close()
+		srv.Listener = l
+		if tls {
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		t.Cleanup(srv.Close)
+	}
+	serve(net.JoinHostPort(seedIP, "12346"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "cluster:"+plan.ClusterID)
+	}), false)
+	serve(net.JoinHostPort(seedIP, "6443"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "-----BEGIN CERTIFICATE-----\nthe impostor's CA\n-----END CERTIFICATE-----\n")
+	}), true)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	joiner := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
+	st := waitState(t, joiner, 20*time.Second, "impostor refused", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "cannot be verified") && st.Attempts >= 3
+	})
+	if st.K3sStarts != 0 || len(joiner.starts(t)) != 0 {
+		t.Fatalf("node-b started k3s against an impostor at the seed's address: %+v", st)
+	}
+	if !strings.Contains(st.LastError, seedIP) {
+		t.Errorf("the reason does not name the seed's address %s: %s", seedIP, st.LastError)
+	}
+}
