@@ -65,9 +65,11 @@ type SeedProbe struct {
 	Log               *slog.Logger
 }
 
-// Check returns nil once https://<join IP>:6443 answers and
-// http://<join IP>:12346/status says cluster:<our UUID>. A different UUID is
-// ErrForeignCluster; anything else is a reason to wait.
+// Check returns nil once https://<join IP>:6443 answers, serving the
+// cluster's CA (pinned by the token, or vouched for by the agent there), and
+// http://<join IP>:12346/status says cluster:<our UUID>. A different UUID or
+// CA is ErrForeignCluster, a CA nobody vouches for ErrCAUnverified;
+// anything else is a reason to wait.
 func (p SeedProbe) Check(ctx context.Context) error {
 	_, err := p.Verify(ctx)
 	return err
