@@ -377,7 +377,7 @@ replace the device, see 'sitecon node replace'.`,
 	add.Short = "Show what a new node needs to join (the join bundle, or an edgeworker's k3s config)"
 
 	rf, rd := &actionFlags{}, &drainFlags{}
-	var configPath, role, newUUID string
+	var configPath, role, newUUID, stateDir string
 	replace := &cobra.Command{
 		Use:   "replace OLD NEW --node-uuid UUID",
 		Short: "Remove OLD (drain with its preflight, then delete), then show NEW's join bundle at OLD's cluster address",
@@ -407,7 +407,7 @@ the bundle.`,
 			data := a.snap.Data()
 			rp, err := flow.PlanReplace(a.recorder, data, kube.Derive(data, time.Now()).Nodes, flow.ReplaceRequest{Old: old, New: name,
 				Bundle: func(ip string) (string, error) {
-					text, _, err := agent.MakeJoinInfo(configPath, agent.ViewOf(a.snap.Data(), true),
+					text, _, err := agent.MakeJoinInfo(configPath, agent.Records{Dir: stateDir}, agent.ViewOf(a.snap.Data(), true),
 						agent.JoinRequest{Role: role, NodeName: name, NodeUUID: newUUID, NodeIP: ip})
 					return text, err
 				}})
@@ -431,6 +431,7 @@ the bundle.`,
 	replace.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config (for the bundle)")
 	replace.Flags().StringVar(&role, "role", "server", "the new node's role: server or agent")
 	replace.Flags().StringVar(&newUUID, "node-uuid", "", "the new device's UUID")
+	stateDirFlag(replace, &stateDir)
 	node.AddCommand(remove, add, replace)
 	return node
 }

@@ -16,21 +16,21 @@ import (
 // cluster, root-only, and recorded (intent, then outcome).
 func TestAgentLeaveCLI(t *testing.T) {
 	config, plan := siteOfThree(t) // node-c's config
-	request := agent.LeaveRequestFile(config)
+	request := agent.Records{Dir: stateOf(config)}.LeaveRequestFile()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes"); err == nil || !strings.Contains(err.Error(), "quorum and volume copies are unknown") {
+	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", stateOf(config), "--yes"); err == nil || !strings.Contains(err.Error(), "quorum and volume copies are unknown") {
 		t.Fatalf("a leave with the cluster out of reach should be refused: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(request); err == nil {
 		t.Fatal("a refused leave wrote its request")
 	}
-	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes", "--force"); err == nil || !strings.Contains(err.Error(), "--confirm node-c") {
+	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", stateOf(config), "--yes", "--force"); err == nil || !strings.Contains(err.Error(), "--confirm node-c") {
 		t.Fatalf("--force without the node name typed should be refused: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(request); err == nil {
 		t.Fatal("an unconfirmed leave wrote its request")
 	}
-	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes", "--force", "--confirm", "node-c")
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", stateOf(config), "--yes", "--force", "--confirm", "node-c")
 	if err != nil {
 		t.Fatalf("forced leave: %v\n%s", err, out)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 func newJoinInfoCmd(g *globalFlags) *cobra.Command {
-	var configPath string
+	var configPath, stateDir string
 	var req agent.JoinRequest
 	cmd := &cobra.Command{
 		Use:   "join-info --role server|agent|edgeworker --node-name NAME",
@@ -48,7 +48,7 @@ in the cluster prefix unless --node-ip says otherwise.`,
 				if cfg, err := g.restConfig(); err == nil {
 					view = agent.ReadClusterView(cmd.Context(), cfg)
 				}
-				text, note, err := agent.MakeJoinInfo(configPath, view, req)
+				text, note, err := agent.MakeJoinInfo(configPath, agent.Records{Dir: stateDir}, view, req)
 				if note != "" {
 					// The note may quote the cluster's record.
 					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", ui.Clean(note))
@@ -66,6 +66,7 @@ in the cluster prefix unless --node-ip says otherwise.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
+	stateDirFlag(cmd, &stateDir)
 	f.StringVar(&req.Role, "role", "", "server, agent or edgeworker")
 	f.StringVar(&req.NodeName, "node-name", "", "the new node's name")
 	f.StringVar(&req.NodeIP, "node-ip", "", "the new node's cluster address (default: the first free one)")

@@ -104,16 +104,17 @@ func newRoot() *cobra.Command {
 	pf.TextVar(&g.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	pf.BoolVar(&g.readOnly, "readonly", os.Getenv("SITECON_READONLY") != "", "look, do not touch: no actions in the console, action commands refuse (env SITECON_READONLY)")
 	pf.StringVar(&g.auditLog, "audit-log", audit.DefaultPath, "where actions are recorded (JSON lines, 0600)")
-	var agentSocket, clusterConfig string
+	var agentSocket, clusterConfig, stateDir string
 	root.Long = `sitecon with no command opens the site console: nodes, VIP owner, pod
 health per namespace, Longhorn volumes and how long each has been in its
 state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 / to filter, s to sort, enter and esc to drill in and out, ? for help, q to quit.`
 	root.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
 	root.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config (for :add and :replace, the join info of a new node)")
+	stateDirFlag(root, &stateDir)
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runConsole(cmd.Context(), g, agentSocket, clusterConfig)
+		return runConsole(cmd.Context(), g, agentSocket, clusterConfig, agent.Records{Dir: stateDir})
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
@@ -199,7 +200,7 @@ with the node they run on.`,
 // runConsole opens the console with what the flags say: the cluster (or
 // why it cannot be read), the agent's socket, the audit log, and the join
 // info of this node's cluster config for :add and :replace.
-func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig string) error {
+func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig string, records agent.Records) error {
 	if g.logFile == "" {
 		dir, err := os.UserCacheDir()
 		if err != nil {
@@ -226,7 +227,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, clusterConfig 
 		opts.JoinInfo = func(role, name, uuid, ip string) (string, error) {
 			// The bundle carries the seed in effect and a free address,
 			// both from the snapshot once synced: no request here.
-			text, _, err := agent.MakeJoinInfo(clusterConfig, agent.ViewOf(snap.Data(), snap.Synced()),
+			text, _, err := agent.MakeJoinInfo(clusterConfig, records, agent.ViewOf(snap.Data(), snap.Synced()),
 				agent.JoinRequest{Role: role, NodeName: name, NodeUUID: uuid, NodeIP: ip})
 			return text, err
 		}

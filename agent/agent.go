@@ -71,6 +71,10 @@ type State struct {
 // Options configure an agent.
 type Options struct {
 	ConfigPath string
+	// StateDir holds the agent's records of this node's place in its
+	// cluster (Records): needed unless NoBootstrap. Never the config's
+	// directory; created root-only when absent.
+	StateDir   string
 	K3sBin     string
 	K3sPaths   K3sPaths
 	K3sLogFile string
@@ -182,6 +186,9 @@ func New(opts Options) *Agent {
 	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now()}}
 }
 
+// records are the agent's records, in its state directory.
+func (a *Agent) records() Records { return Records{Dir: a.opts.StateDir} }
+
 // LeaderState is this node's view of the stats-leader election; empty until
 // the node can reach its cluster.
 func (a *Agent) LeaderState() apps.LeaderState {
@@ -279,9 +286,36 @@ func (a *Agent) Run(ctx context.Context) error {
 	watch := configWatch{grace: a.opts.ConfigAbsentGrace}
 	tick := time.NewTicker(a.opts.ConfigPollInterval)
 	defer tick.Stop()
+	records := a.records()
+	upgraded, recordsErr := false, ""
 	for {
+		// Nothing is read from the records before the state directory is
+		// the agent's alone and the old place has been read once; until
+		// then the agent holds (nothing runs yet) and says why.
+		if !upgraded {
+			err := records.Prepare(a.opts.ConfigPath)
+			if err == nil {
+				var notes []string
+				notes, upgraded, err = records.Upgrade(a.opts.ConfigPath)
+				for _, n := range notes {
+					a.log.Warn("records upgrade", "did", n)
+				}
+			}
+			if err != nil {
+				if err.Error() != recordsErr {
+					a.log.Error("holding: the agent's records are not usable", "err", err)
+				}
+				recordsErr = err.Error()
+				a.setPhase(PhaseError, err)
+				if !sleepCtx(ctx, a.opts.ConfigPollInterval) {
+					return nil
+				}
+				continue
+			}
+			recordsErr = ""
+		}
 		stamp, statErr := statConfig(a.opts.ConfigPath)
-		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath), time.Now())
+		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())
 		a.mu.Lock()
 		a.state.ConfigNote = step.note
 		a.mu.Unlock()

@@ -24,7 +24,7 @@ import (
 func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// A node removed from this cluster holds before anything: no address,
 	// no /status, no k3s.
-	removedMarker := RemovedMarkerFile(a.opts.ConfigPath)
+	removedMarker := a.records().RemovedMarkerFile()
 	if hold := RemovalHold(v, removedMarker); hold != nil {
 		a.setPhase(PhaseError, hold)
 		a.log.Error("not starting", "err", hold)
@@ -131,7 +131,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// /status would wait for ever. The seed wait is for the first join.
 	waitSeed := role != RoleSeed
 	if waitSeed {
-		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
 		if member {
 			waitSeed = false
 			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", why)
@@ -228,7 +228,7 @@ func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) Members
 		if member, known := link.membership(); known {
 			return member
 		}
-		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
 	}
 }
 

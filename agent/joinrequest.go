@@ -103,20 +103,20 @@ func LoadClusterConfig(path string) (*config.Validated, error) {
 }
 
 // ConfigInEffect is this node's config with the seed in effect as its join
-// address, decided as the agent decides it: the config, the seed record
-// beside it, and the cluster's record checked against its Nodes when the
-// cluster could be read (d nil: it could not). A bundle made from it sends
-// the new node to the seed every member follows, not to the one this
-// node's file was formed with.
-func ConfigInEffect(path string, d *kube.Data) (*config.Validated, SeedDecision, error) {
+// address, decided as the agent decides it: the config, the seed record in
+// the agent's records, and the cluster's record checked against its Nodes
+// when the cluster could be read (d nil: it could not). A bundle made from
+// it sends the new node to the seed every member follows, not to the one
+// this node's file was formed with.
+func ConfigInEffect(path string, records Records, d *kube.Data) (*config.Validated, SeedDecision, error) {
 	v, err := LoadClusterConfig(path)
 	if err != nil {
 		return nil, SeedDecision{}, err
 	}
-	in, err := LocalSeedInputs(path, v)
+	in, err := LocalSeedInputs(records, v)
 	if err != nil {
 		// Unknown is not empty: the record may name the only live seed.
-		return nil, SeedDecision{}, fmt.Errorf("the seed record beside %s cannot be read, so the seed in effect is unknown: %w", path, err)
+		return nil, SeedDecision{}, fmt.Errorf("this node's seed record cannot be read, so the seed in effect is unknown: %w", err)
 	}
 	if d != nil {
 		in.Nodes = d.Nodes
@@ -131,10 +131,11 @@ func ConfigInEffect(path string, d *kube.Data) (*config.Validated, SeedDecision,
 }
 
 // MakeJoinInfo is the join info for req from this node's config at
-// configPath and the seed in effect in view; note is what the seed
-// decision says about the cluster's record, for the person asking.
-func MakeJoinInfo(configPath string, view ClusterView, req JoinRequest) (text, note string, err error) {
-	v, seed, err := ConfigInEffect(configPath, view.Data)
+// configPath and the seed in effect in view (and in the agent's records);
+// note is what the seed decision says about the cluster's record, for the
+// person asking.
+func MakeJoinInfo(configPath string, records Records, view ClusterView, req JoinRequest) (text, note string, err error) {
+	v, seed, err := ConfigInEffect(configPath, records, view.Data)
 	if err != nil {
 		return "", "", err
 	}
