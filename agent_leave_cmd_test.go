@@ -46,3 +46,27 @@ func TestAgentLeaveCLI(t *testing.T) {
 		t.Errorf("audit %q should end with the forced leave's intent and outcome", got)
 	}
 }
+
+// The leave request goes only where the agent alone may write: a state
+// directory others may write is refused, nothing written.
+func TestAgentLeaveRefusesAStateDirectoryOthersMayWrite(t *testing.T) {
+	config, _ := siteOfThree(t)
+	state := stateOf(config)
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", state, "--yes", "--force", "--confirm", "node-c")
+	if err == nil || !strings.Contains(err.Error(), "may be written by others") {
+		t.Fatalf("a leave into a state directory others may write: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(agent.Records{Dir: state}.LeaveRequestFile()); !os.IsNotExist(err) {
+		t.Errorf("the request was written: %v", err)
+	}
+	if got := audittest.Outcomes(t, auditLog); !strings.HasSuffix(got, "leave:failed") {
+		t.Errorf("audit %q should end with the leave failed", got)
+	}
+}

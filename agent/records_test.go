@@ -399,3 +399,31 @@ func TestRecordsPrepare(t *testing.T) {
 		t.Errorf("no state directory: %v", err)
 	}
 }
+
+// A state directory others may write is no place for records: the agent
+// holds before reading any (nothing is brought up) and says why; made the
+// agent's alone, it goes on.
+func TestAgentHoldsOnAStateDirectoryOthersMayWrite(t *testing.T) {
+	dir := t.TempDir()
+	configPath := filepath.Join(dir, "cluster.json")
+	writeTestConfig(t, configPath)
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuffer
+	a, _ := runRecordsAgent(t, configPath, state, &log)
+	st := waitAgent(t, a, &log, "holds on the state directory", func(st State) bool {
+		return st.Phase == PhaseError && strings.Contains(st.LastError, "may be written by others")
+	})
+	if st.Node != "" || st.ConfigError != "" {
+		t.Errorf("the config was loaded while the records were unusable: %+v", st)
+	}
+	if err := os.Chmod(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	reachedAddress(t, a, &log)
+}
