@@ -298,7 +298,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				var notes []string
 				notes, upgraded, err = records.Upgrade(a.opts.ConfigPath)
 				for _, n := range notes {
-					a.log.Warn("records upgrade", "did", n)
+					a.log.Info("records upgrade", "did", n)
 				}
 			}
 			if err != nil {
@@ -312,7 +312,10 @@ func (a *Agent) Run(ctx context.Context) error {
 				}
 				continue
 			}
-			recordsErr = ""
+			if recordsErr != "" {
+				a.setPhase(PhaseStarting, nil)
+				recordsErr = ""
+			}
 		}
 		stamp, statErr := statConfig(a.opts.ConfigPath)
 		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())

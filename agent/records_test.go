@@ -422,8 +422,12 @@ func TestAgentHoldsOnAStateDirectoryOthersMayWrite(t *testing.T) {
 	if st.Node != "" || st.ConfigError != "" {
 		t.Errorf("the config was loaded while the records were unusable: %+v", st)
 	}
+	// Made the agent's alone, the hold clears and the bring-up goes on.
 	if err := os.Chmod(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	reachedAddress(t, a, &log)
+	if st := a.State(); strings.Contains(st.LastError, "state directory") {
+		t.Errorf("the hold is still reported: %+v", st)
+	}
 }
