@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -11,14 +12,16 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/ui"
 )
 
 func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
 	f, d := &actionFlags{}, &drainFlags{}
-	var configPath, k3sDataDir, stateDir string
+	var configPath, k3sDataDir, stateDir, agentSocket string
 	var etcd kube.EtcdAccess
 	cmd := &cobra.Command{
 		Use:   "leave --config FILE",
@@ -55,6 +58,9 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 			}
 			node := cfg.NodeName
 			records := agent.Records{Dir: stateDir}
+			if err := sameStateDir(cmd.Context(), agentSocket, stateDir); err != nil {
+				return err
+			}
 			request := records.LeaveRequestFile()
 			k3sEtcd := kube.K3sEtcdAccess(k3sDataDir)
 			access := kube.EtcdAccess{Endpoint: etcd.Endpoint,
@@ -164,5 +170,28 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 	cmd.Flags().StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
 	cmd.Flags().StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")
 	cmd.Flags().StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")
+	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket: the request goes to the state directory that agent reads")
 	return cmd
+}
+
+// sameStateDir refuses a state directory other than the one the agent on
+// this node reads (when it answers on socket): a leave that drained the
+// node and removed its etcd member, then wrote its request where the agent
+// never looks, would leave k3s running without its member. An agent that
+// does not answer reads its state directory when it starts.
+func sameStateDir(ctx context.Context, socket, dir string) error {
+	st, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent)
+	if err != nil || st.StateDir == "" {
+		return nil
+	}
+	if filepath.Clean(st.StateDir) == filepath.Clean(dir) {
+		return nil
+	}
+	a, aerr := os.Stat(st.StateDir)
+	b, berr := os.Stat(dir)
+	if aerr == nil && berr == nil && os.SameFile(a, b) {
+		return nil
+	}
+	return fmt.Errorf("the agent on this node (%s) keeps its records in %s, not %s: nothing done; give --state-dir %s",
+		socket, ui.Clean(st.StateDir), dir, ui.Clean(st.StateDir))
 }

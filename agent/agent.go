@@ -66,6 +66,9 @@ type State struct {
 	// SeedAddress is the seed the k3s config joins through when the
 	// cluster changed it after formation (sitecon seed).
 	SeedAddress string `json:"seedAddress,omitempty"`
+	// StateDir is where this agent keeps its records: `sitecon agent
+	// leave` writes its request there, and refuses another directory.
+	StateDir string `json:"stateDir,omitempty"`
 }
 
 // Options configure an agent.
@@ -183,7 +186,7 @@ func New(opts Options) *Agent {
 	if opts.Etcd == (kube.EtcdAccess{}) {
 		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
-	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now()}}
+	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir}}
 }
 
 // records are the agent's records, in its state directory.

@@ -95,7 +95,7 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	leave := func(args ...string) (string, error) {
 		return act(t, site, auditLog, append([]string{"agent", "leave", "--config", files.ConfigPath, "--state-dir", deviceRecords(files.ConfigPath).Dir,
-			"--etcd-endpoint", memberC.ClientURL(), "--yes"}, args...)...)
+			"--agent-socket", filepath.Join(t.TempDir(), "no-agent.sock"), "--etcd-endpoint", memberC.ClientURL(), "--yes"}, args...)...)
 	}
 
 	labels := map[string]string{"app": "on-c"}
@@ -237,7 +237,8 @@ func TestAgentLeaveRefusedForTheLastCopy(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	// No etcd endpoint that answers: a leave that got past its preflight
 	// would fail there, after the drain; refused, it never gets there.
-	out, err := act(t, site, auditLog, "agent", "leave", "--config", files.ConfigPath, "--state-dir", deviceRecords(files.ConfigPath).Dir, "--etcd-endpoint", "http://127.0.0.1:1", "--yes")
+	out, err := act(t, site, auditLog, "agent", "leave", "--config", files.ConfigPath, "--state-dir", deviceRecords(files.ConfigPath).Dir,
+		"--agent-socket", filepath.Join(t.TempDir(), "no-agent.sock"), "--etcd-endpoint", "http://127.0.0.1:1", "--yes")
 	if err == nil || !strings.Contains(out, "vol-only-c") {
 		t.Fatalf("a leave taking the last copy of vol-only-c was not refused, naming it: %v\n%s", err, out)
 	}
