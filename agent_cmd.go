@@ -24,7 +24,7 @@ const DefaultAgentSocket = "/run/sitecon/agent.sock"
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var opts agent.Options
-	var k3sConfig, k3sDataDir, clusterTokenFile string
+	var k3sConfig, k3sDataDir, clusterTokenFile, stateDir string
 	var etcd kube.EtcdAccess
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
@@ -63,6 +63,7 @@ proof there.`,
 				log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: g.logLevel}))
 			}
 			opts.Log = log
+			opts.StateDir, opts.Apps.StateDir = stateDir, stateDir
 			// client-go's own words (leader election, watch errors) belong
 			// in the agent's log, not lost: the agent runs no terminal UI.
 			klog.SetSlogLogger(log.With("from", "client-go"))
@@ -115,7 +116,9 @@ proof there.`,
 	f.StringVar(&opts.StatusAddr, "status-addr", "", "where to serve /status and the proof of life, host:port (with --no-bootstrap; a device's agent serves them on its cluster address)")
 	f.StringVar(&opts.Apps.NodeUUID, "node-uuid", "", "this node's UUID (default: from the config, else its Node's node-uuid label)")
 	f.StringVar(&opts.Apps.AppsDir, "apps-dir", "", "directory of app and volume configs (apps/*.json, volumes/*.json); empty: no apps part")
-	f.StringVar(&opts.Apps.StateDir, "state-dir", "", "directory for JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
+	f.StringVar(&stateDir, "state-dir", agent.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
+		"its records of this node's membership (seed.json, formed.json, leave.json, removed.json; an upgrade moves them here once from beside the config) "+
+		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
 	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", 60*time.Second, "how long auto-migration apps tolerate an unreachable or not-ready node")
 	f.DurationVar(&opts.Apps.FileAbsentGrace, "app-file-absent-grace", apps.DefaultFileAbsentGrace, "how long an app or volume file must be absent from its readable directory before its app or volume leaves the config (and its workload is removed); a file back within it changes nothing")
@@ -130,7 +133,7 @@ proof there.`,
 }
 
 func newAgentRenderCmd() *cobra.Command {
-	var configPath, out, k3sBin, k3sConfig, k3sDataDir string
+	var configPath, out, k3sBin, k3sConfig, k3sDataDir, stateDir string
 	var noHostChecks bool
 	cmd := &cobra.Command{
 		Use:   "render --config FILE [--out DIR]",
@@ -156,13 +159,14 @@ included, mode 0600), for a closer look.`,
 			paths := agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
 			// The agent's own decisions: the seed in effect from the files
 			// on this device, and whether it may ever initialise.
-			in, err := agent.LocalSeedInputs(configPath, v)
+			records := agent.Records{Dir: stateDir}
+			in, err := agent.LocalSeedInputs(records, v)
 			if err != nil {
 				return err
 			}
 			seed := agent.SeedInEffect(in)
 			v = seed.Config
-			initialise, err := agent.InitCheck(seed, paths.EtcdMemberDataPresent(), agent.FormedMarkerFile(configPath))
+			initialise, err := agent.InitCheck(seed, paths.EtcdMemberDataPresent(), records.FormedMarkerFile())
 			if err != nil {
 				return err
 			}
@@ -188,5 +192,13 @@ included, mode 0600), for a closer look.`,
 	cmd.Flags().StringVar(&k3sConfig, "k3s-config", agent.DefaultK3sPaths.ConfigFile, "k3s config file")
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory (its etcd data tells a first boot from a restart)")
 	cmd.Flags().BoolVar(&noHostChecks, "no-host-checks", false, "skip checks against this machine (the cluster interface exists), to check a config for another node")
+	stateDirFlag(cmd, &stateDir)
 	return cmd
+}
+
+// stateDirFlag gives a command that reads or writes the agent's records
+// (seed record, formed and removed markers, leave request) the agent's
+// --state-dir, with the agent's default.
+func stateDirFlag(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "state-dir", agent.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
 }

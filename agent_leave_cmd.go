@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -11,14 +12,16 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/ui"
 )
 
 func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
 	f, d := &actionFlags{}, &drainFlags{}
-	var configPath, k3sDataDir string
+	var configPath, k3sDataDir, stateDir, agentSocket string
 	var etcd kube.EtcdAccess
 	cmd := &cobra.Command{
 		Use:   "leave --config FILE",
@@ -34,7 +37,8 @@ func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
      evicted, disruption budgets and Longhorn respected, the volumes
      watched): its apps start elsewhere while it is still there;
   3. its etcd member is removed (a server), through this node's etcd;
-  4. the leave request is written: at its next config poll the agent
+  4. the leave request is written in the agent's state directory
+     (--state-dir, leave.json): at its next config poll the agent
      stops k3s, then the containers k3s leaves running, then removes the
      cluster address and the firewall table, and stays out until the
      request is removed (then it joins again from its config).
@@ -53,7 +57,11 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				return err
 			}
 			node := cfg.NodeName
-			request := agent.LeaveRequestFile(configPath)
+			records := agent.Records{Dir: stateDir}
+			if err := sameStateDir(cmd.Context(), agentSocket, stateDir); err != nil {
+				return err
+			}
+			request := records.LeaveRequestFile()
 			k3sEtcd := kube.K3sEtcdAccess(k3sDataDir)
 			access := kube.EtcdAccess{Endpoint: etcd.Endpoint,
 				CertFile: cmp.Or(etcd.CertFile, k3sEtcd.CertFile), KeyFile: cmp.Or(etcd.KeyFile, k3sEtcd.KeyFile),
@@ -95,6 +103,19 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 			if f.dryRun {
 				fmt.Fprintf(a.out(), "would drain %s, remove its etcd member and write %s: it leaves its cluster at the agent's next poll\n", node, request)
 				return a.done(rec.DryRun())
+			}
+			// The request goes where the agent reads it, its state
+			// directory, which must be the agent's alone; records an older
+			// agent kept beside the config move there first.
+			if err := records.Prepare(configPath); err != nil {
+				return a.ended(rec, audit.OutcomeFailed, err)
+			}
+			notes, _, err := records.Upgrade(configPath)
+			for _, n := range notes {
+				fmt.Fprintln(a.out(), n)
+			}
+			if err != nil {
+				return a.ended(rec, audit.OutcomeFailed, err)
 			}
 			typed := ""
 			if force {
@@ -144,9 +165,33 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 	d.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory (its etcd client certificate)")
+	stateDirFlag(cmd, &stateDir)
 	cmd.Flags().StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, through which its membership is removed")
 	cmd.Flags().StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
 	cmd.Flags().StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")
 	cmd.Flags().StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")
+	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket: the request goes to the state directory that agent reads")
 	return cmd
+}
+
+// sameStateDir refuses a state directory other than the one the agent on
+// this node reads (when it answers on socket): a leave that drained the
+// node and removed its etcd member, then wrote its request where the agent
+// never looks, would leave k3s running without its member. An agent that
+// does not answer reads its state directory when it starts.
+func sameStateDir(ctx context.Context, socket, dir string) error {
+	st, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent)
+	if err != nil || st.StateDir == "" {
+		return nil
+	}
+	if filepath.Clean(st.StateDir) == filepath.Clean(dir) {
+		return nil
+	}
+	a, aerr := os.Stat(st.StateDir)
+	b, berr := os.Stat(dir)
+	if aerr == nil && berr == nil && os.SameFile(a, b) {
+		return nil
+	}
+	return fmt.Errorf("the agent on this node (%s) keeps its records in %s, not %s: nothing done; give --state-dir %s",
+		socket, ui.Clean(st.StateDir), dir, ui.Clean(st.StateDir))
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit/audittest"
 )
 
@@ -16,21 +19,21 @@ import (
 // cluster, root-only, and recorded (intent, then outcome).
 func TestAgentLeaveCLI(t *testing.T) {
 	config, plan := siteOfThree(t) // node-c's config
-	request := agent.LeaveRequestFile(config)
+	request := agent.Records{Dir: stateOf(config)}.LeaveRequestFile()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes"); err == nil || !strings.Contains(err.Error(), "quorum and volume copies are unknown") {
+	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", stateOf(config), "--agent-socket", noAgent(t), "--yes"); err == nil || !strings.Contains(err.Error(), "quorum and volume copies are unknown") {
 		t.Fatalf("a leave with the cluster out of reach should be refused: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(request); err == nil {
 		t.Fatal("a refused leave wrote its request")
 	}
-	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes", "--force"); err == nil || !strings.Contains(err.Error(), "--confirm node-c") {
+	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", stateOf(config), "--agent-socket", noAgent(t), "--yes", "--force"); err == nil || !strings.Contains(err.Error(), "--confirm node-c") {
 		t.Fatalf("--force without the node name typed should be refused: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(request); err == nil {
 		t.Fatal("an unconfirmed leave wrote its request")
 	}
-	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--yes", "--force", "--confirm", "node-c")
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", stateOf(config), "--agent-socket", noAgent(t), "--yes", "--force", "--confirm", "node-c")
 	if err != nil {
 		t.Fatalf("forced leave: %v\n%s", err, out)
 	}
@@ -44,5 +47,81 @@ func TestAgentLeaveCLI(t *testing.T) {
 	got := audittest.Outcomes(t, auditLog)
 	if !strings.HasSuffix(got, "leave:intent leave:done") {
 		t.Errorf("audit %q should end with the forced leave's intent and outcome", got)
+	}
+}
+
+// The leave request goes only where the agent alone may write: a state
+// directory others may write is refused, nothing written.
+func TestAgentLeaveRefusesAStateDirectoryOthersMayWrite(t *testing.T) {
+	config, _ := siteOfThree(t)
+	state := stateOf(config)
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", state, "--agent-socket", noAgent(t), "--yes", "--force", "--confirm", "node-c")
+	if err == nil || !strings.Contains(err.Error(), "may be written by others") {
+		t.Fatalf("a leave into a state directory others may write: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(agent.Records{Dir: state}.LeaveRequestFile()); !os.IsNotExist(err) {
+		t.Errorf("the request was written: %v", err)
+	}
+	if got := audittest.Outcomes(t, auditLog); !strings.HasSuffix(got, "leave:failed") {
+		t.Errorf("audit %q should end with the leave failed", got)
+	}
+}
+
+// noAgent is an agent socket nobody answers on (the machine's own agent,
+// if any, is not the test's).
+func noAgent(t *testing.T) string { return filepath.Join(t.TempDir(), "no-agent.sock") }
+
+// The request goes where the agent on this node reads it: with the agent
+// answering on its socket, another --state-dir is refused before anything
+// changes; the agent's own is taken.
+func TestAgentLeaveWritesWhereTheAgentReads(t *testing.T) {
+	config, plan := siteOfThree(t)
+	agentDir := t.TempDir()
+	socket := filepath.Join(agentDir, "agent.sock")
+	agentState := filepath.Join(agentDir, "state")
+	// The agent's own config is absent: it holds, and answers on its socket.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.New(agent.Options{ConfigPath: filepath.Join(agentDir, "config", "cluster.json"), StateDir: agentState,
+			SocketPath: socket, ConfigPollInterval: 50 * time.Millisecond}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's socket never answered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	leave := func(state string) (string, error) {
+		return runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", state, "--agent-socket", socket,
+			"--yes", "--force", "--confirm", "node-c")
+	}
+	other := stateOf(config)
+	out, err := leave(other)
+	if err == nil || !strings.Contains(err.Error(), "keeps its records in "+agentState) {
+		t.Fatalf("a leave into another state directory than the agent's: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("the refused leave touched %s: %v", other, err)
+	}
+	if out, err := leave(agentState); err != nil {
+		t.Fatalf("a leave into the agent's state directory: %v\n%s", err, out)
+	}
+	req, ok, err := agent.ReadLeaveRequest(agent.Records{Dir: agentState}.LeaveRequestFile())
+	if !ok || err != nil || req.NodeName != "node-c" || req.ClusterID != plan.ClusterID {
+		t.Errorf("leave request %+v ok=%v err=%v", req, ok, err)
 	}
 }

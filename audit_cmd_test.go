@@ -27,7 +27,7 @@ func runCLI(t *testing.T, auditLog string, args ...string) (stdout string, err e
 }
 
 func joinArgs(config string) []string {
-	return []string{"--config", config, "--role", "server", "--node-name", "node-d",
+	return []string{"--config", config, "--state-dir", stateOf(config), "--role", "server", "--node-name", "node-d",
 		"--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "--node-ip", "10.250.0.5"}
 }
 
@@ -95,7 +95,7 @@ func TestJoinInfoRecordedWithoutToken(t *testing.T) {
 // the command returns).
 func TestFormFailureRecordedAsFailed(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	if _, err := runCLI(t, auditLog, "form", "--join", "sitecon-join.v1.garbage", "--dir", t.TempDir()); err == nil {
+	if _, err := runCLI(t, auditLog, "form", "--join", "sitecon-join.v1.garbage", "--dir", t.TempDir(), "--state-dir", t.TempDir()); err == nil {
 		t.Fatal("a bad bundle was taken")
 	}
 	if got := audittest.Outcomes(t, auditLog); got != "join:failed" {

@@ -25,9 +25,9 @@ const DefaultConfigDir = "/persist/sitecon"
 
 func newFormCmd(g *globalFlags) *cobra.Command {
 	var (
-		clusterName, iface, prefix, seed, thisNode, dir, join string
-		servers, workers                                      []string
-		force, dryRun, noHostChecks, wizard                   bool
+		clusterName, iface, prefix, seed, thisNode, dir, join, stateDir string
+		servers, workers                                                []string
+		force, dryRun, noHostChecks, wizard                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "form",
@@ -127,7 +127,11 @@ keep them off command lines (shell history, ps).`,
 				if err := intend(); err != nil {
 					return err
 				}
-				if err := agent.WriteJoin(bundle, files); err != nil {
+				notes, err := agent.WriteJoin(bundle, files, agent.Records{Dir: stateDir})
+				for _, n := range notes {
+					fmt.Fprintln(out, n)
+				}
+				if err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "wrote %s for %s: cluster %s, address %s, seed %s\n", files.ConfigPath, bundle.NodeName, bundle.ClusterName, bundle.ClusterIPPrefix, bundle.JoinServerIP)
@@ -175,6 +179,7 @@ keep them off command lines (shell history, ps).`,
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
 	f.BoolVar(&noHostChecks, "no-host-checks", false, "skip the overlap check against the interface's addresses")
 	f.BoolVar(&wizard, "wizard", false, "ask for everything in a form on the terminal, checked as you type")
+	stateDirFlag(cmd, &stateDir)
 	return cmd
 }
 

@@ -207,6 +207,10 @@ func siteOfThree(t *testing.T) (string, *agent.FormPlan) {
 	return files.ConfigPath, plan
 }
 
+// stateOf is the agent's state directory of the device whose config is
+// at config, in the tests: never the machine's own.
+func stateOf(config string) string { return filepath.Join(filepath.Dir(config), "state") }
+
 // sitecon runs the CLI in-process; the cluster is out of reach (no
 // kubeconfig), as on a device whose seed just died.
 func sitecon(t *testing.T, args ...string) (string, error) {
@@ -233,11 +237,12 @@ func siteconWithInput(t *testing.T, input string, args ...string) (string, error
 func joinAndRender(t *testing.T, text string) (string, error) {
 	t.Helper()
 	dir := t.TempDir()
-	if out, err := siteconWithInput(t, text, "form", "--join", "-", "--dir", dir); err != nil {
+	state := stateOf(filepath.Join(dir, "cluster.json"))
+	if out, err := siteconWithInput(t, text, "form", "--join", "-", "--dir", dir, "--state-dir", state); err != nil {
 		return out, err
 	}
 	k3sDir := t.TempDir()
-	return sitecon(t, "agent", "render", "--config", filepath.Join(dir, "cluster.json"), "--no-host-checks",
+	return sitecon(t, "agent", "render", "--config", filepath.Join(dir, "cluster.json"), "--state-dir", state, "--no-host-checks",
 		"--k3s-config", filepath.Join(k3sDir, "config.yaml"), "--k3s-data-dir", filepath.Join(k3sDir, "data"))
 }
 
@@ -247,11 +252,11 @@ func joinAndRender(t *testing.T, text string) (string, error) {
 // initialising a second cluster at its own address.
 func TestReplaceBundleAfterSeedMoveJoinsTheSeedInEffect(t *testing.T) {
 	configC, plan := siteOfThree(t)
-	if err := agent.WriteSeedRecord(agent.SeedRecordFile(configC), agent.SeedRecord{ClusterID: plan.ClusterID,
+	if err := agent.WriteSeedRecord(agent.Records{Dir: stateOf(configC)}.SeedRecordFile(), agent.SeedRecord{ClusterID: plan.ClusterID,
 		ConfigJoinIP: "10.250.0.1", JoinServerIP: "10.250.0.2"}); err != nil {
 		t.Fatal(err)
 	}
-	text, err := sitecon(t, "join-info", "--config", configC, "--role", "server", "--node-name", "node-x",
+	text, err := sitecon(t, "join-info", "--config", configC, "--state-dir", stateOf(configC), "--role", "server", "--node-name", "node-x",
 		"--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "--node-ip", "10.250.0.1")
 	if err != nil {
 		t.Fatalf("join-info: %v\n%s", err, text)
@@ -273,7 +278,7 @@ func TestReplaceBundleAfterSeedMoveJoinsTheSeedInEffect(t *testing.T) {
 func TestReplaceBundleForTheSeedNeverInitialises(t *testing.T) {
 	configC, plan := siteOfThree(t)
 	const uuid = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-	text, err := sitecon(t, "join-info", "--config", configC, "--role", "server", "--node-name", "node-x",
+	text, err := sitecon(t, "join-info", "--config", configC, "--state-dir", stateOf(configC), "--role", "server", "--node-name", "node-x",
 		"--node-uuid", uuid, "--node-ip", "10.250.0.1")
 	if err == nil {
 		rendered, rerr := joinAndRender(t, text)
@@ -328,7 +333,7 @@ func TestJoinBundleFromFileAndStdin(t *testing.T) {
 		}
 	}
 	dirB := t.TempDir()
-	if out, err := sitecon(t, "form", "--join", fileB, "--dir", dirB); err != nil {
+	if out, err := sitecon(t, "form", "--join", fileB, "--dir", dirB, "--state-dir", stateOf(filepath.Join(dirB, "cluster.json"))); err != nil {
 		t.Fatalf("--join FILE: %v\n%s", err, out)
 	}
 	joined("--join FILE", dirB)
@@ -336,7 +341,7 @@ func TestJoinBundleFromFileAndStdin(t *testing.T) {
 	// What the seed printed for node-c, pasted.
 	_, block, _ := strings.Cut(out, "# node-c:")
 	dirC := t.TempDir()
-	if out, err := siteconWithInput(t, "# node-c:"+block, "form", "--join", "-", "--dir", dirC); err != nil {
+	if out, err := siteconWithInput(t, "# node-c:"+block, "form", "--join", "-", "--dir", dirC, "--state-dir", stateOf(filepath.Join(dirC, "cluster.json"))); err != nil {
 		t.Fatalf("--join -: %v\n%s", err, out)
 	}
 	joined("--join -", dirC)
@@ -344,13 +349,13 @@ func TestJoinBundleFromFileAndStdin(t *testing.T) {
 	// Both nodes' blocks pasted at once: refused, nothing written.
 	dirX := t.TempDir()
 	_, both, _ := strings.Cut(out, "# node-b:")
-	if out, err := siteconWithInput(t, "# node-b:"+both, "form", "--join", "-", "--dir", dirX); err == nil || !strings.Contains(err.Error(), "2 join bundles") {
+	if out, err := siteconWithInput(t, "# node-b:"+both, "form", "--join", "-", "--dir", dirX, "--state-dir", t.TempDir()); err == nil || !strings.Contains(err.Error(), "2 join bundles") {
 		t.Fatalf("two bundles on stdin should be refused: %v\n%s", err, out)
 	}
 	if entries, _ := os.ReadDir(dirX); len(entries) != 0 {
 		t.Errorf("a refused join wrote %d files", len(entries))
 	}
-	if _, err := siteconWithInput(t, "", "form", "--join", "-", "--dir", dirX); err == nil || !strings.Contains(err.Error(), "no sitecon join bundle") {
+	if _, err := siteconWithInput(t, "", "form", "--join", "-", "--dir", dirX, "--state-dir", t.TempDir()); err == nil || !strings.Contains(err.Error(), "no sitecon join bundle") {
 		t.Errorf("empty stdin: %v", err)
 	}
 
@@ -363,9 +368,51 @@ func TestJoinBundleFromFileAndStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirL := t.TempDir()
-	out, err = sitecon(t, "form", "--join", literal, "--dir", dirL, "--force")
+	out, err = sitecon(t, "form", "--join", literal, "--dir", dirL, "--state-dir", stateOf(filepath.Join(dirL, "cluster.json")), "--force")
 	if err != nil || !strings.Contains(out, "shell history") {
 		t.Fatalf("a bundle on the command line should work, with a warning: %v\n%s", err, out)
 	}
 	joined("--join BUNDLE", dirL)
+}
+
+// sitecon form --join on a device that was removed, under an older agent
+// that kept its records beside the config: the records move to the agent's
+// state directory, the removed marker is cleared there (the device comes
+// back), the formed marker of the running cluster written there; nothing
+// is left beside the config to be read as a record.
+func TestJoinKeepsTheRecordsInTheStateDirectory(t *testing.T) {
+	configC, plan := siteOfThree(t)
+	text, err := sitecon(t, "join-info", "--config", configC, "--state-dir", stateOf(configC), "--role", "server", "--node-name", "node-x",
+		"--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "--node-ip", "10.250.0.5")
+	if err != nil {
+		t.Fatalf("join-info: %v\n%s", err, text)
+	}
+	dir := t.TempDir()
+	old := filepath.Join(dir, "removed.json")
+	if err := agent.MarkRemoved(old, agent.RemovedMarker{ClusterID: plan.ClusterID, NodeName: "node-x", Evidence: "its Node was deleted"}); err != nil {
+		t.Fatal(err)
+	}
+	records := agent.Records{Dir: filepath.Join(t.TempDir(), "state")}
+	out, err := siteconWithInput(t, text, "form", "--join", "-", "--dir", dir, "--state-dir", records.Dir)
+	if err != nil {
+		t.Fatalf("form --join: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "removed marker moved from "+old) {
+		t.Errorf("the output does not say the old record moved:\n%s", out)
+	}
+	for _, path := range []string{old, records.RemovedMarkerFile()} {
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("%s after the join: %v, want none", path, err)
+		}
+	}
+	m, ok, err := agent.ReadFormedMarker(records.FormedMarkerFile())
+	if !ok || err != nil || m.NodeName != "node-x" || m.ClusterID != plan.ClusterID {
+		t.Errorf("formed marker in the state directory: %+v ok=%v err=%v", m, ok, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "formed.json")); !os.IsNotExist(err) {
+		t.Errorf("a formed marker beside the config: %v", err)
+	}
+	if st, err := os.Stat(records.Dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("state directory %v %v, want mode 0700", st, err)
+	}
 }

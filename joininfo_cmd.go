@@ -19,17 +19,18 @@ import (
 // node add, node replace, the console's :add and :replace) finds what it
 // is made from: this node's cluster config and its k3s data directory,
 // whose cluster CA the bundle pins.
-type joinSource struct{ configPath, k3sDataDir string }
+type joinSource struct{ configPath, stateDir, k3sDataDir string }
 
 func (s *joinSource) register(f *pflag.FlagSet, configUsage string) {
 	f.StringVar(&s.configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), configUsage)
+	f.StringVar(&s.stateDir, "state-dir", agent.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
 	f.StringVar(&s.k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir,
 		"this node's k3s data directory, as the agent's --k3s-data-dir: the cluster's CA there is pinned in the bundle")
 }
 
 // joinInfo is the join info for req with the cluster as view shows it.
 func (s joinSource) joinInfo(view agent.ClusterView, req agent.JoinRequest) (text, note string, err error) {
-	return agent.MakeJoinInfo(agent.JoinSource{ConfigPath: s.configPath,
+	return agent.MakeJoinInfo(agent.JoinSource{ConfigPath: s.configPath, Records: agent.Records{Dir: s.stateDir},
 		K3sPaths: agent.K3sPaths{ConfigFile: agent.DefaultK3sPaths.ConfigFile, DataDir: s.k3sDataDir}}, view, req)
 }
 

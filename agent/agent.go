@@ -66,11 +66,18 @@ type State struct {
 	// SeedAddress is the seed the k3s config joins through when the
 	// cluster changed it after formation (sitecon seed).
 	SeedAddress string `json:"seedAddress,omitempty"`
+	// StateDir is where this agent keeps its records: `sitecon agent
+	// leave` writes its request there, and refuses another directory.
+	StateDir string `json:"stateDir,omitempty"`
 }
 
 // Options configure an agent.
 type Options struct {
 	ConfigPath string
+	// StateDir holds the agent's records of this node's place in its
+	// cluster (Records): needed unless NoBootstrap. Never the config's
+	// directory; created root-only when absent.
+	StateDir   string
 	K3sBin     string
 	K3sPaths   K3sPaths
 	K3sLogFile string
@@ -184,8 +191,11 @@ func New(opts Options) *Agent {
 	if opts.Etcd == (kube.EtcdAccess{}) {
 		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
-	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now()}}
+	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir}}
 }
+
+// records are the agent's records, in its state directory.
+func (a *Agent) records() Records { return Records{Dir: a.opts.StateDir} }
 
 // LeaderState is this node's view of the stats-leader election; empty until
 // the node can reach its cluster.
@@ -284,9 +294,39 @@ func (a *Agent) Run(ctx context.Context) error {
 	watch := configWatch{grace: a.opts.ConfigAbsentGrace}
 	tick := time.NewTicker(a.opts.ConfigPollInterval)
 	defer tick.Stop()
+	records := a.records()
+	upgraded, recordsErr := false, ""
 	for {
+		// Nothing is read from the records before the state directory is
+		// the agent's alone and the old place has been read once; until
+		// then the agent holds (nothing runs yet) and says why.
+		if !upgraded {
+			err := records.Prepare(a.opts.ConfigPath)
+			if err == nil {
+				var notes []string
+				notes, upgraded, err = records.Upgrade(a.opts.ConfigPath)
+				for _, n := range notes {
+					a.log.Info("records upgrade", "did", n)
+				}
+			}
+			if err != nil {
+				if err.Error() != recordsErr {
+					a.log.Error("holding: the agent's records are not usable", "err", err)
+				}
+				recordsErr = err.Error()
+				a.setPhase(PhaseError, err)
+				if !sleepCtx(ctx, a.opts.ConfigPollInterval) {
+					return nil
+				}
+				continue
+			}
+			if recordsErr != "" {
+				a.setPhase(PhaseStarting, nil)
+				recordsErr = ""
+			}
+		}
 		stamp, statErr := statConfig(a.opts.ConfigPath)
-		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath), time.Now())
+		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())
 		a.mu.Lock()
 		a.state.ConfigNote = step.note
 		a.mu.Unlock()

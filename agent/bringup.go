@@ -24,7 +24,7 @@ import (
 func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// A node removed from this cluster holds before anything: no address,
 	// no /status, no k3s.
-	removedMarker := RemovedMarkerFile(a.opts.ConfigPath)
+	removedMarker := a.records().RemovedMarkerFile()
 	if hold := RemovalHold(v, removedMarker); hold != nil {
 		a.setPhase(PhaseError, hold)
 		a.log.Error("not starting", "err", hold)
@@ -134,7 +134,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// verified to serve, or on a restart the one this node's k3s holds.
 	var pin string
 	if waitSeed {
-		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
 		if member {
 			waitSeed = false
 			pin = LocalCAPin(a.opts.K3sPaths, a.log)
@@ -253,7 +253,7 @@ func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) Members
 		if member, known := link.membership(); known {
 			return member
 		}
-		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
 	}
 }
 

@@ -111,7 +111,7 @@ func (m *clusterLink) connect(ctx context.Context) {
 // returning, so a follower never writes over the next bring-up's files.
 func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
 	follower := &SeedFollower{Config: v, Paths: a.opts.K3sPaths,
-		RecordPath: SeedRecordFile(a.opts.ConfigPath), Log: a.log.With("component", "seed"),
+		RecordPath: a.records().SeedRecordFile(), Log: a.log.With("component", "seed"),
 		OnRender: func(ip netip.Addr) {
 			a.mu.Lock()
 			a.state.SeedAddress = ip.String()

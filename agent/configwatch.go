@@ -34,7 +34,7 @@ type configWatch struct {
 	missingSince time.Time // zero: not missing
 	left         bool
 	retry        bool
-	// requestedLeave: the node left on a leave request (LeaveRequestFile)
+	// requestedLeave: the node left on a leave request (Records.LeaveRequestFile)
 	// that is still there.
 	requestedLeave bool
 	// ignored is the leave request last found written for another
@@ -49,7 +49,7 @@ type configStep struct {
 	note string
 }
 
-// leaveRead is what the leave request beside the config said at a poll.
+// leaveRead is what the leave request said at a poll.
 type leaveRead struct {
 	req     LeaveRequest
 	present bool
@@ -63,11 +63,10 @@ type leaveRead struct {
 	checked bool
 }
 
-// readLeave reads the leave request for the config at configPath, and
-// compares it with that config: a request written for another cluster or
-// node (the device formed or joined anew since) is not this one's intent.
-func readLeave(configPath string) leaveRead {
-	path := LeaveRequestFile(configPath)
+// readLeave reads the leave request at path, and compares it with the
+// config at configPath: a request written for another cluster or node (the
+// device formed or joined anew since) is not this one's intent.
+func readLeave(configPath, path string) leaveRead {
 	req, ok, err := ReadLeaveRequest(path)
 	lr := leaveRead{req: req, present: ok, err: err, path: path}
 	if !ok || err != nil {

@@ -76,12 +76,12 @@ func TestConfigWatch(t *testing.T) {
 		"a leave request: leave once at once, stay out, come back when it is withdrawn": {
 			{at: 0, stamp: "s1", load: true},
 			{at: 2 * time.Second, stamp: "s1", leaveReq: true, leave: true, noteHas: "left the cluster on request (by tech"},
-			{at: 4 * time.Second, stamp: "s1", leaveReq: true, noteHas: "remove /persist/sitecon/leave.json to join again"},
+			{at: 4 * time.Second, stamp: "s1", leaveReq: true, noteHas: "remove /var/lib/sitecon/leave.json to join again"},
 			{at: 6 * time.Second, stamp: "s1", load: true},
 		},
 		"a leave request of another cluster (the device formed anew since) is ignored, and said": {
 			{at: 0, stamp: "s1", leaveReq: true, staleReq: true, load: true, noteHas: "ignored"},
-			{at: 2 * time.Second, stamp: "s1", leaveReq: true, staleReq: true, noteHas: "remove /persist/sitecon/leave.json"},
+			{at: 2 * time.Second, stamp: "s1", leaveReq: true, staleReq: true, noteHas: "remove /var/lib/sitecon/leave.json"},
 			{at: 4 * time.Second, stamp: "s1"},
 		},
 		// The config briefly gone (an editor's rename-save) cannot be
@@ -109,7 +109,7 @@ func TestConfigWatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := configWatch{grace: 30 * time.Second}
 			for i, p := range polls {
-				lr := leaveRead{present: p.leaveReq, err: p.reqErr, path: "/persist/sitecon/leave.json",
+				lr := leaveRead{present: p.leaveReq, err: p.reqErr, path: "/var/lib/sitecon/leave.json",
 					req: LeaveRequest{By: "tech", At: t0}}
 				lr.checked = !p.unchecked
 				if p.staleReq {
@@ -134,6 +134,7 @@ func TestConfigWatch(t *testing.T) {
 func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "cluster.json")
+	request := Records{Dir: filepath.Join(dir, "state")}.LeaveRequestFile()
 	cfg := validConfig()
 	writeConfig := func(c *config.Config) {
 		t.Helper()
@@ -146,27 +147,27 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 		}
 	}
 	writeConfig(cfg)
-	if lr := readLeave(cfgPath); lr.present || lr.err != nil {
+	if lr := readLeave(cfgPath, request); lr.present || lr.err != nil {
 		t.Fatalf("no request: %+v", lr)
 	}
 	req := LeaveRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, By: "tech", At: time.Now()}
-	if err := WriteLeaveRequest(LeaveRequestFile(cfgPath), req); err != nil {
+	if err := WriteLeaveRequest(request, req); err != nil {
 		t.Fatal(err)
 	}
-	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" || !lr.checked {
+	if lr := readLeave(cfgPath, request); !lr.present || lr.otherCluster != "" || !lr.checked {
 		t.Fatalf("this cluster's request: %+v, want present, checked and honoured", lr)
 	}
 	// The same cluster id written in capitals is the same cluster.
 	upper := *cfg
 	upper.ClusterID = strings.ToUpper(cfg.ClusterID)
 	writeConfig(&upper)
-	if lr := readLeave(cfgPath); lr.otherCluster != "" {
+	if lr := readLeave(cfgPath, request); lr.otherCluster != "" {
 		t.Fatalf("a request of %s beside a config of %s: %+v, want it this cluster's", cfg.ClusterID, upper.ClusterID, lr)
 	}
 	other := *cfg
 	other.ClusterID = "2b1c3d4e-5f60-4a7f-8e9a-55aa7f3e2a10"
 	writeConfig(&other)
-	lr := readLeave(cfgPath)
+	lr := readLeave(cfgPath, request)
 	if !lr.present || !strings.Contains(lr.otherCluster, other.ClusterID) || !strings.Contains(lr.otherCluster, cfg.ClusterID) {
 		t.Fatalf("a request of cluster %s beside a config of %s: %+v, want it named as another cluster's", cfg.ClusterID, other.ClusterID, lr)
 	}
@@ -175,7 +176,7 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	moved := *cfg
 	moved.NodeName = "node-c"
 	writeConfig(&moved)
-	if lr := readLeave(cfgPath); !strings.Contains(lr.otherCluster, "node-c") {
+	if lr := readLeave(cfgPath, request); !strings.Contains(lr.otherCluster, "node-c") {
 		t.Fatalf("a request for node-b beside node-c's config: %+v, want it named as another node's", lr)
 	}
 	// No config to compare with: the request stands (there is nothing to
@@ -183,7 +184,7 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	if err := os.Remove(cfgPath); err != nil {
 		t.Fatal(err)
 	}
-	if lr := readLeave(cfgPath); !lr.present || lr.otherCluster != "" || lr.checked {
+	if lr := readLeave(cfgPath, request); !lr.present || lr.otherCluster != "" || lr.checked {
 		t.Fatalf("no config: %+v, want the request present and unchecked", lr)
 	}
 }

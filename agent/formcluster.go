@@ -207,20 +207,29 @@ func PlanJoin(text, dir, iface string, force bool) (JoinBundle, NodeFiles, error
 	return bundle, files, CheckOverwrite(files.ConfigPath, bundle.ClusterID, force)
 }
 
-// WriteJoin writes a joining node's files. A bundle made on a running
-// cluster marks the node formed first: an agent that sees the config must
-// already know the node never initialises this cluster.
-func WriteJoin(bundle JoinBundle, files NodeFiles) error {
+// WriteJoin writes a joining node's files, and its records in the agent's
+// state directory (records). A bundle made on a running cluster marks the
+// node formed first: an agent that sees the config must already know the
+// node never initialises this cluster. Records an older agent kept beside
+// the config are moved first (Records.Upgrade), so that none of them comes
+// back after this join; notes say what that did.
+func WriteJoin(bundle JoinBundle, files NodeFiles, records Records) (notes []string, err error) {
+	if err := records.Prepare(files.ConfigPath); err != nil {
+		return nil, err
+	}
+	if notes, _, err = records.Upgrade(files.ConfigPath); err != nil {
+		return notes, err
+	}
 	// A technician giving a removed device a fresh bundle brings it back:
 	// the removed marker goes first.
-	if err := os.Remove(RemovedMarkerFile(files.ConfigPath)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("clear the removed marker: %w", err)
+	if err := os.Remove(records.RemovedMarkerFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return notes, fmt.Errorf("clear the removed marker: %w", err)
 	}
 	if bundle.ExistingCluster {
-		if err := MarkFormed(FormedMarkerFile(files.ConfigPath), FormedMarker{ClusterID: bundle.ClusterID,
+		if err := MarkFormed(records.FormedMarkerFile(), FormedMarker{ClusterID: bundle.ClusterID,
 			NodeName: bundle.NodeName, How: "given a join bundle made on the running cluster"}); err != nil {
-			return err
+			return notes, err
 		}
 	}
-	return files.Write()
+	return notes, files.Write()
 }

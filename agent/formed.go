@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -17,9 +16,10 @@ import (
 
 // FormedMarker says this node has been part of a cluster: it initialised
 // it, joined it, was handed a bundle of a cluster that already runs, or saw
-// a member of it answer. It lives beside the cluster config, on storage that
-// outlives k3s's data: a seed whose k3s data is lost must not initialise the
-// same cluster a second time (two clusters, one ID, one token).
+// a member of it answer. It lives in the agent's state directory
+// (Records.FormedMarkerFile), apart from k3s's data: a seed whose k3s data
+// is lost must not initialise the same cluster a second time (two
+// clusters, one ID, one token).
 type FormedMarker struct {
 	ClusterID string `json:"cluster_id"`
 	NodeName  string `json:"node_name"`
@@ -31,11 +31,6 @@ type FormedMarker struct {
 	// seed. A marker written before that (a bundle of a running cluster, a
 	// member seen on the prefix) keeps the first join waiting.
 	Joined bool `json:"joined,omitempty"`
-}
-
-// FormedMarkerFile is where the marker lives: beside the cluster config.
-func FormedMarkerFile(configPath string) string {
-	return filepath.Join(filepath.Dir(configPath), "formed.json")
 }
 
 // ReadFormedMarker reads the marker; a missing file is no marker (false, nil).

@@ -11,12 +11,12 @@ import (
 )
 
 // LocalSeedInputs are the seed-in-effect inputs a node has on its own disk:
-// its config and the seed record beside it. An unreadable record is
-// returned as an error along with the inputs without it, for the caller to
-// report: the config's seed is then the best the node knows.
-func LocalSeedInputs(configPath string, v *config.Validated) (SeedInputs, error) {
+// its config and the seed record in the agent's records. An unreadable
+// record is returned as an error along with the inputs without it, for the
+// caller to report: the config's seed is then the best the node knows.
+func LocalSeedInputs(records Records, v *config.Validated) (SeedInputs, error) {
 	in := SeedInputs{Config: v}
-	rec, ok, err := ReadSeedRecord(SeedRecordFile(configPath))
+	rec, ok, err := ReadSeedRecord(records.SeedRecordFile())
 	if ok {
 		in.Record = &rec
 	}
@@ -27,14 +27,14 @@ func LocalSeedInputs(configPath string, v *config.Validated) (SeedInputs, error)
 // before k3s runs, so from the config and the seed record. A record that no
 // longer applies is removed.
 func (a *Agent) seedInEffect(v *config.Validated) SeedDecision {
-	in, err := LocalSeedInputs(a.opts.ConfigPath, v)
+	in, err := LocalSeedInputs(a.records(), v)
 	if err != nil {
 		a.log.Error("seed record unreadable; joining through the config's seed", "err", err)
 	}
 	d := SeedInEffect(in)
 	if d.RecordStale {
 		a.log.Info("seed record no longer applies; removed", "record", in.Record.JoinServerIP, "config", v.JoinIP)
-		if err := os.Remove(SeedRecordFile(a.opts.ConfigPath)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(a.records().SeedRecordFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Error("remove seed record", "err", err)
 		}
 	}
@@ -53,14 +53,14 @@ func (a *Agent) seedInEffect(v *config.Validated) SeedDecision {
 // answer /status on the prefix. A member that answers is remembered in the
 // marker: a reboot of that member must not open the door again.
 func (a *Agent) mayInitialise(ctx context.Context, d SeedDecision) (bool, error) {
-	marker := FormedMarkerFile(a.opts.ConfigPath)
+	marker := a.records().FormedMarkerFile()
 	initialise, err := InitCheck(d, a.opts.K3sPaths.EtcdMemberDataPresent(), marker)
 	if err != nil || !initialise {
 		return false, err
 	}
 	v := d.Config
 	var extra []netip.Addr
-	if in, _ := LocalSeedInputs(a.opts.ConfigPath, v); in.Record != nil {
+	if in, _ := LocalSeedInputs(a.records(), v); in.Record != nil {
 		for _, s := range []string{in.Record.JoinServerIP, in.Record.ConfigJoinIP} {
 			if ip, err := netip.ParseAddr(s); err == nil {
 				extra = append(extra, ip)
@@ -89,7 +89,7 @@ func (a *Agent) markFormed(v *config.Validated, initialised bool) {
 	if initialised {
 		how = "initialised the cluster"
 	}
-	if err := MarkFormed(FormedMarkerFile(a.opts.ConfigPath), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how, Joined: true}); err != nil {
+	if err := MarkFormed(a.records().FormedMarkerFile(), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how, Joined: true}); err != nil {
 		a.log.Error("formed marker not written", "err", err)
 	}
 }

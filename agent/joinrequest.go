@@ -103,20 +103,20 @@ func LoadClusterConfig(path string) (*config.Validated, error) {
 }
 
 // ConfigInEffect is this node's config with the seed in effect as its join
-// address, decided as the agent decides it: the config, the seed record
-// beside it, and the cluster's record checked against its Nodes when the
-// cluster could be read (d nil: it could not). A bundle made from it sends
-// the new node to the seed every member follows, not to the one this
-// node's file was formed with.
-func ConfigInEffect(path string, d *kube.Data) (*config.Validated, SeedDecision, error) {
+// address, decided as the agent decides it: the config, the seed record in
+// the agent's records, and the cluster's record checked against its Nodes
+// when the cluster could be read (d nil: it could not). A bundle made from
+// it sends the new node to the seed every member follows, not to the one
+// this node's file was formed with.
+func ConfigInEffect(path string, records Records, d *kube.Data) (*config.Validated, SeedDecision, error) {
 	v, err := LoadClusterConfig(path)
 	if err != nil {
 		return nil, SeedDecision{}, err
 	}
-	in, err := LocalSeedInputs(path, v)
+	in, err := LocalSeedInputs(records, v)
 	if err != nil {
 		// Unknown is not empty: the record may name the only live seed.
-		return nil, SeedDecision{}, fmt.Errorf("the seed record beside %s cannot be read, so the seed in effect is unknown: %w", path, err)
+		return nil, SeedDecision{}, fmt.Errorf("this node's seed record cannot be read, so the seed in effect is unknown: %w", err)
 	}
 	if d != nil {
 		in.Nodes = d.Nodes
@@ -131,17 +131,19 @@ func ConfigInEffect(path string, d *kube.Data) (*config.Validated, SeedDecision,
 }
 
 // JoinSource is what this node makes join info from: its cluster config,
-// and the k3s data directory its k3s keeps the cluster's CA in.
+// the agent's records (the seed record), and the k3s data directory its
+// k3s keeps the cluster's CA in.
 type JoinSource struct {
 	ConfigPath string
+	Records    Records
 	K3sPaths   K3sPaths
 }
 
-// MakeJoinInfo is the join info for req from this node's config and k3s
-// data (src) and the seed in effect in view; note is what the seed
+// MakeJoinInfo is the join info for req from this node's config, records
+// and k3s data (src) and the seed in effect in view; note is what the seed
 // decision says about the cluster's record, for the person asking.
 func MakeJoinInfo(src JoinSource, view ClusterView, req JoinRequest) (text, note string, err error) {
-	v, seed, err := ConfigInEffect(src.ConfigPath, view.Data)
+	v, seed, err := ConfigInEffect(src.ConfigPath, src.Records, view.Data)
 	if err != nil {
 		return "", "", err
 	}

@@ -2,15 +2,15 @@ package agent
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
 )
 
 // A node leaves its cluster on intent only: its config file gone for the
-// whole grace period, or a leave request written beside the config by
-// `sitecon agent leave` after its quorum and volume preflight. While the
+// whole grace period, or a leave request written in the agent's state
+// directory (Records.LeaveRequestFile) by `sitecon agent leave` after its
+// quorum and volume preflight. While the
 // request is there the agent stays out (k3s stopped, the cluster address
 // and firewall table removed), whatever the config says; removing it
 // brings the node back.
@@ -26,12 +26,6 @@ type LeaveRequest struct {
 // same: the same request (read again from the same file).
 func (r LeaveRequest) same(o LeaveRequest) bool {
 	return r.ClusterID == o.ClusterID && r.NodeName == o.NodeName && r.By == o.By && r.At.Equal(o.At) && !r.At.IsZero()
-}
-
-// LeaveRequestFile is where the leave request for the config at
-// configPath lives.
-func LeaveRequestFile(configPath string) string {
-	return filepath.Join(filepath.Dir(configPath), "leave.json")
 }
 
 // WriteLeaveRequest writes the request atomically, root-only.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -23,8 +22,9 @@ import (
 // not come back as it was. k3s restarts an init node that was removed from
 // etcd as a new single-node cluster (k3s-io/k3s#13623): a second cluster
 // with the same id, token and address. So the agent that sees its own
-// removal records it (the removed marker), stops k3s and drops the cluster
-// address; every later bring-up of the same cluster and node holds.
+// removal records it (the removed marker, in the agent's state directory:
+// Records.RemovedMarkerFile), stops k3s and drops the cluster address;
+// every later bring-up of the same cluster and node holds.
 
 // RemovedMarker records that this node was removed from its cluster.
 type RemovedMarker struct {
@@ -33,12 +33,6 @@ type RemovedMarker struct {
 	// Evidence is what the agent saw, in words.
 	Evidence string    `json:"evidence"`
 	At       time.Time `json:"at"`
-}
-
-// RemovedMarkerFile is where the marker lives: beside the cluster config,
-// with the formed marker.
-func RemovedMarkerFile(configPath string) string {
-	return filepath.Join(filepath.Dir(configPath), "removed.json")
 }
 
 // MarkRemoved writes the marker.

@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/json"
 	"net/netip"
-	"path/filepath"
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
@@ -12,7 +11,8 @@ import (
 // SeedRecord is a seed change this node learnt from its cluster (sitecon seed
 // NODE), kept on the device. A restart must join through the new seed even
 // when the cluster cannot be asked, and that is the very case a seed change
-// is for: the old seed device is dead.
+// is for: the old seed device is dead. It lives in the agent's state
+// directory (Records.SeedRecordFile).
 type SeedRecord struct {
 	ClusterID string `json:"cluster_id"`
 	// ConfigJoinIP is the join_server_ip of the node's config when the record
@@ -21,11 +21,6 @@ type SeedRecord struct {
 	ConfigJoinIP string    `json:"config_join_server_ip"`
 	JoinServerIP string    `json:"join_server_ip"`
 	At           time.Time `json:"at"`
-}
-
-// SeedRecordFile is where the record lives: beside the cluster config.
-func SeedRecordFile(configPath string) string {
-	return filepath.Join(filepath.Dir(configPath), "seed.json")
 }
 
 // ReadSeedRecord reads the record; a missing file is no record (false, nil).

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +59,7 @@ func TestApplySeedRecord(t *testing.T) {
 }
 
 func TestSeedRecordFile(t *testing.T) {
-	path := SeedRecordFile(filepath.Join(t.TempDir(), "cluster.json"))
+	path := Records{Dir: t.TempDir()}.SeedRecordFile()
 	if _, ok, err := ReadSeedRecord(path); ok || err != nil {
 		t.Fatalf("no file: ok=%v err=%v", ok, err)
 	}

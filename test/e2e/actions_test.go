@@ -491,7 +491,7 @@ func TestSeedChange(t *testing.T) {
 		if err := agent.RenderK3s(v, paths, false).Write(); err != nil {
 			t.Fatal(err)
 		}
-		record := agent.SeedRecordFile(nf.ConfigPath)
+		record := deviceRecords(nf.ConfigPath).SeedRecordFile()
 		f := &agent.SeedFollower{Config: v, Paths: paths, RecordPath: record}
 		go f.Run(ctx, snap)
 		files = append(files, rendered{v.NodeName, paths.ConfigFile, record, v})
@@ -712,7 +712,7 @@ func TestReplaceNode(t *testing.T) {
 	agentNodeAt(t, cs, "node-old", siteAddr(site, 9))
 	clusterID, configPath := formedConfig(t, site)
 	const newUUID = "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-	args := []string{"node", "replace", "node-old", "node-new", "--node-uuid", newUUID, "--config", configPath, "--yes"}
+	args := []string{"node", "replace", "node-old", "node-new", "--node-uuid", newUUID, "--config", configPath, "--state-dir", deviceRecords(configPath).Dir, "--yes"}
 	if out, err := act(t, site, auditLog, args...); err == nil || !strings.Contains(out, "--confirm node-old") {
 		t.Fatalf("replace without the typed name: %v\n%s", err, out)
 	}
@@ -771,7 +771,7 @@ func TestRemoveRefusedStoppedOnlyCopy(t *testing.T) {
 		t.Fatalf("remove --dry-run did not refuse over the stopped only copy: %v\n%s", err, out)
 	}
 	_, configPath := formedConfig(t, site)
-	out, err = act(t, site, auditLog, "node", "replace", "node-b", "node-x", "--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4e", "--config", configPath, "--dry-run")
+	out, err = act(t, site, auditLog, "node", "replace", "node-b", "node-x", "--node-uuid", "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4e", "--config", configPath, "--state-dir", deviceRecords(configPath).Dir, "--dry-run")
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("replace --dry-run did not refuse over the stopped only copy: %v\n%s", err, out)
 	}
@@ -974,7 +974,7 @@ func TestRemoveOrReplaceOfTheSeedRefused(t *testing.T) {
 		t.Fatalf("removing the seed: %v, want the refusal %q:\n%s", err, want, out)
 	}
 	untouched("remove")
-	out, err = act(t, site, auditLog, "node", "replace", "node-a", "node-x", "--node-uuid", newUUID, "--config", configC,
+	out, err = act(t, site, auditLog, "node", "replace", "node-a", "node-x", "--node-uuid", newUUID, "--config", configC, "--state-dir", deviceRecords(configC).Dir,
 		"--yes", "--confirm", "node-a", "--force")
 	if err == nil || !strings.Contains(out, want) || strings.Contains(out, "sitecon form --join") {
 		t.Fatalf("replacing the seed: %v, want the refusal %q and no bundle:\n%s", err, want, out)
@@ -990,7 +990,7 @@ func TestRemoveOrReplaceOfTheSeedRefused(t *testing.T) {
 	if out, err := act(t, site, auditLog, "seed", "node-b", "--yes"); err != nil {
 		t.Fatalf("seed node-b: %v\n%s", err, out)
 	}
-	out, err = act(t, site, auditLog, "node", "add", "--config", configC, "--role", "server", "--node-name", "node-x",
+	out, err = act(t, site, auditLog, "node", "add", "--config", configC, "--state-dir", deviceRecords(configC).Dir, "--role", "server", "--node-name", "node-x",
 		"--node-uuid", newUUID, "--node-ip", siteAddr(site, 9))
 	if err != nil {
 		t.Fatalf("node add: %v\n%s", err, out)

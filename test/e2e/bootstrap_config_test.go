@@ -139,9 +139,32 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	waitState(t, n, 5*time.Second, "config readable again", func(st agent.State) bool { return st.ConfigNote == "" })
 	untouched("an unreadable config")
 
+	// A leave request planted beside the config (whoever can write the
+	// config's directory) is not the agent's: nothing happens. The agent's
+	// note about another cluster's request, put in its state directory at
+	// the same time, shows it polled since.
+	records := deviceRecords(configPath)
+	forged := agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "intruder"}
+	if err := agent.WriteLeaveRequest(filepath.Join(filepath.Dir(configPath), "leave.json"), forged); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.WriteLeaveRequest(records.LeaveRequestFile(), agent.LeaveRequest{ClusterID: "2b1c3d4e-5f60-4a7f-8e9a-55aa7f3e2a10",
+		NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "another cluster's technician"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, 5*time.Second, "another cluster's request noted", func(st agent.State) bool {
+		return strings.Contains(st.ConfigNote, "a leave request is ignored")
+	})
+	untouched("a leave request beside the config")
+	if err := os.Remove(records.LeaveRequestFile()); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, n, 5*time.Second, "the note gone", func(st agent.State) bool { return st.ConfigNote == "" })
+	untouched("a leave request beside the config")
+
 	// A leave request (sitecon agent leave) takes the node out at once,
 	// the config still there; removed, the node comes back from its config.
-	request := agent.LeaveRequestFile(configPath)
+	request := records.LeaveRequestFile()
 	if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
 		t.Fatal(err)
 	}

@@ -287,7 +287,7 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	marked := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], lone.Nodes[0], func(configPath string) {
-		if err := agent.MarkFormed(agent.FormedMarkerFile(configPath), agent.FormedMarker{ClusterID: lone.ClusterID,
+		if err := agent.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), agent.FormedMarker{ClusterID: lone.ClusterID,
 			NodeName: "node-m", How: "initialised the cluster"}); err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 	}
 	// The fresh device remembers the member it saw: a reboot of that
 	// member must not open the door to a second cluster.
-	m, ok, err := agent.ReadFormedMarker(agent.FormedMarkerFile(fresh.config))
+	m, ok, err := agent.ReadFormedMarker(deviceRecords(fresh.config).FormedMarkerFile())
 	if err != nil || !ok || m.ClusterID != plan.ClusterID || !strings.Contains(m.How, "10.244.244.2") {
 		t.Errorf("the fresh device's marker = %+v (present %v, %v)", m, ok, err)
 	}

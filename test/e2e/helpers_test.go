@@ -983,6 +983,12 @@ func waitState(t *testing.T, n *nodeAgent, within time.Duration, what string, co
 	})
 }
 
+// deviceRecords are the agent's records of the test device whose config
+// is at configPath (its state directory: never the machine's own).
+func deviceRecords(configPath string) agent.Records {
+	return agent.Records{Dir: filepath.Join(filepath.Dir(configPath), "state")}
+}
+
 // startNodeAgent writes bundle's files for host h (after prepare, if set,
 // has put whatever else the device holds beside them) and runs its agent
 // with the k3s stand-in, reaching the cluster through kubeconfig, at the
@@ -1008,6 +1014,7 @@ func startNodeAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, kubec
 		KubeletDir: filepath.Join(dir, "kubelet"), NetnsDir: filepath.Join(dir, "netns")}
 	opts := agent.Options{
 		ConfigPath: files.ConfigPath,
+		StateDir:   deviceRecords(files.ConfigPath).Dir,
 		K3sBin:     standin,
 		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
 		K3sLogFile: filepath.Join(dir, "k3s.log"),

@@ -89,13 +89,13 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	request := agent.LeaveRequestFile(files.ConfigPath)
+	request := deviceRecords(files.ConfigPath).LeaveRequestFile()
 	memberC, _ := site.EtcdMemberOf("node-c")
 	memberA, _ := site.EtcdMemberOf("node-a")
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	leave := func(args ...string) (string, error) {
-		return act(t, site, auditLog, append([]string{"agent", "leave", "--config", files.ConfigPath,
-			"--etcd-endpoint", memberC.ClientURL(), "--yes"}, args...)...)
+		return act(t, site, auditLog, append([]string{"agent", "leave", "--config", files.ConfigPath, "--state-dir", deviceRecords(files.ConfigPath).Dir,
+			"--agent-socket", filepath.Join(t.TempDir(), "no-agent.sock"), "--etcd-endpoint", memberC.ClientURL(), "--yes"}, args...)...)
 	}
 
 	labels := map[string]string{"app": "on-c"}
@@ -237,7 +237,8 @@ func TestAgentLeaveRefusedForTheLastCopy(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	// No etcd endpoint that answers: a leave that got past its preflight
 	// would fail there, after the drain; refused, it never gets there.
-	out, err := act(t, site, auditLog, "agent", "leave", "--config", files.ConfigPath, "--etcd-endpoint", "http://127.0.0.1:1", "--yes")
+	out, err := act(t, site, auditLog, "agent", "leave", "--config", files.ConfigPath, "--state-dir", deviceRecords(files.ConfigPath).Dir,
+		"--agent-socket", filepath.Join(t.TempDir(), "no-agent.sock"), "--etcd-endpoint", "http://127.0.0.1:1", "--yes")
 	if err == nil || !strings.Contains(out, "vol-only-c") {
 		t.Fatalf("a leave taking the last copy of vol-only-c was not refused, naming it: %v\n%s", err, out)
 	}
@@ -247,7 +248,7 @@ func TestAgentLeaveRefusedForTheLastCopy(t *testing.T) {
 	if n, err := cs.CoreV1().Nodes().Get(context.Background(), "node-c", metav1.GetOptions{}); err != nil || n.Spec.Unschedulable {
 		t.Errorf("a refused leave cordoned node-c (err %v)", err)
 	}
-	if _, err := os.Stat(agent.LeaveRequestFile(files.ConfigPath)); !os.IsNotExist(err) {
+	if _, err := os.Stat(deviceRecords(files.ConfigPath).LeaveRequestFile()); !os.IsNotExist(err) {
 		t.Errorf("a refused leave wrote its request (%v)", err)
 	}
 	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeRefused || rec.Action != "leave" {

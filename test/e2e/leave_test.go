@@ -114,7 +114,7 @@ func TestLeaveStopsTheNodesWorkloads(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(rootfs, unix.MNT_DETACH) })
 
-	request := agent.LeaveRequestFile(n.config)
+	request := deviceRecords(n.config).LeaveRequestFile()
 	if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func hasBeenMember(t *testing.T, clusterID, node string, etcdData bool) func(con
 				t.Fatal(err)
 			}
 		}
-		if err := agent.MarkFormed(agent.FormedMarkerFile(configPath), agent.FormedMarker{ClusterID: clusterID, NodeName: node,
+		if err := agent.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), agent.FormedMarker{ClusterID: clusterID, NodeName: node,
 			How: "joined the cluster", Joined: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -293,6 +293,50 @@ func getSocketErr(socket, path string, v any) error {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// A server that had joined its cluster under an agent that kept its formed
+// marker beside the config, upgraded while the site was down: the upgraded
+// agent moves the marker into its state directory and still knows the node
+// was a member, so its k3s starts at once with no seed anywhere (a member
+// waiting on the seed after a power cut would wait for ever).
+func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
+	netns.Skip(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "u")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-u"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	var oldMarker string
+	// No API server and no seed: only the node's own disk can say it was a member.
+	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, hosts[0], plan.Nodes[1], func(configPath string) {
+		oldMarker = filepath.Join(filepath.Dir(configPath), "formed.json")
+		if err := agent.MarkFormed(oldMarker, agent.FormedMarker{ClusterID: plan.ClusterID, NodeName: "node-u",
+			How: "joined the cluster", Joined: true}); err != nil {
+			t.Fatal(err)
+		}
+	}, func(o *agent.Options) {
+		o.LeaderDurations = apps.LeaderDurations{}
+	})
+	n.waitK3sStarted(t)
+	if st := n.agent.State(); st.Phase == agent.PhaseWaitingSeed {
+		t.Errorf("k3s started, yet the agent waits for the seed: %+v", st)
+	}
+	if _, err := os.Stat(oldMarker); !os.IsNotExist(err) {
+		t.Errorf("the old marker beside the config: %v, want moved", err)
+	}
+	m, ok, err := agent.ReadFormedMarker(deviceRecords(n.config).FormedMarkerFile())
+	if !ok || err != nil || !m.Joined || m.NodeName != "node-u" {
+		t.Errorf("the marker in the state directory: %+v ok=%v err=%v", m, ok, err)
+	}
 }
 
 // A server removed from its cluster (`sitecon node remove`: its Node

@@ -1,0 +1,204 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
+)
+
+// The agent's own records of this node's place in its cluster: the seed
+// record (seed.json), the formed marker (formed.json), the leave request
+// (leave.json) and the removed marker (removed.json). Each decides what the
+// node does (join through another seed, never initialise, stay out, hold),
+// so they live in the agent's state directory, root's alone (0700, files
+// 0600), and never beside the cluster config: the config's directory is
+// written by whoever delivers the config, and a config may have any name
+// (one called seed.json was read as the seed record). Agents before this
+// one kept them beside the config; the first agent that runs with a state
+// directory moves them there once (Records.Upgrade), and from then on
+// files beside the config are not records.
+
+// DefaultStateDir is where `sitecon agent` keeps its records and status
+// files unless told otherwise (--state-dir): beside k3s's own data
+// (/var/lib/rancher/k3s), on the same persistent storage, outside the
+// config's directory.
+const DefaultStateDir = "/var/lib/sitecon"
+
+const (
+	seedRecordName     = "seed.json"
+	formedMarkerName   = "formed.json"
+	leaveRequestName   = "leave.json"
+	removedMarkerName  = "removed.json"
+	recordsUpgradeName = "records-upgrade.json"
+)
+
+// Records are the agent's records in its state directory Dir.
+type Records struct{ Dir string }
+
+// SeedRecordFile is where the seed record lives.
+func (r Records) SeedRecordFile() string { return filepath.Join(r.Dir, seedRecordName) }
+
+// FormedMarkerFile is where the formed marker lives.
+func (r Records) FormedMarkerFile() string { return filepath.Join(r.Dir, formedMarkerName) }
+
+// LeaveRequestFile is where `sitecon agent leave` writes its request.
+func (r Records) LeaveRequestFile() string { return filepath.Join(r.Dir, leaveRequestName) }
+
+// RemovedMarkerFile is where the removed marker lives.
+func (r Records) RemovedMarkerFile() string { return filepath.Join(r.Dir, removedMarkerName) }
+
+// Prepare makes the state directory ready for the records of the node
+// whose config is at configPath: created root-only (0700) when absent,
+// and refused when others could plant records in it (not the agent's
+// user's, writable by group or others) or when it is the config's own
+// directory.
+func (r Records) Prepare(configPath string) error {
+	if r.Dir == "" {
+		return errors.New("no state directory: the agent keeps its records there (seed record, formed and removed markers, leave request); give --state-dir")
+	}
+	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	st, err := os.Stat(r.Dir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	switch {
+	case !st.IsDir():
+		return fmt.Errorf("state directory %s is not a directory", r.Dir)
+	case !ok || int(sys.Uid) != os.Geteuid():
+		return fmt.Errorf("state directory %s is not this agent's user's (uid %d): another user could plant the agent's records there (chown it, mode 0700)", r.Dir, os.Geteuid())
+	case st.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("state directory %s may be written by others (mode %v): they could plant the agent's records there; make it the agent's alone (chmod 0700)", r.Dir, st.Mode().Perm())
+	}
+	if cst, err := os.Stat(filepath.Dir(configPath)); err == nil && os.SameFile(st, cst) {
+		return fmt.Errorf("state directory %s is the cluster config's own directory: whoever writes the config there could plant the agent's records; give the agent a directory of its own (--state-dir, default %s)", r.Dir, DefaultStateDir)
+	}
+	return nil
+}
+
+// recordsUpgrade is what the one read of the old place found and did.
+type recordsUpgrade struct {
+	From  string    `json:"from"`
+	Moved []string  `json:"moved,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// recordKinds are the records an older agent kept beside the config, each
+// with the check that a file there is one.
+var recordKinds = []struct {
+	name, what string
+	check      func([]byte) error
+}{
+	{seedRecordName, "seed record", decodesAs[SeedRecord]},
+	{formedMarkerName, "formed marker", decodesAs[FormedMarker]},
+	{leaveRequestName, "leave request", decodesAs[LeaveRequest]},
+	{removedMarkerName, "removed marker", decodesAs[RemovedMarker]},
+}
+
+func decodesAs[T any](data []byte) error {
+	var v T
+	return config.DecodeStrict(data, &v)
+}
+
+// Upgrade reads the place where agents before this one kept their records
+// (beside the config at configPath), once: a record there and none in the
+// state directory is moved (written in the state directory and synced,
+// then removed from the old place); one that the state directory already
+// holds as it is (a move cut short) is removed; one the state directory
+// holds another version of is left where it is, not read. The read is
+// recorded in the state directory (records-upgrade.json), and from then on
+// the old place is never read again: files put there later are not
+// records. notes say what was done, for the log.
+//
+// done is false, with no error, while the config's directory is absent (a
+// /persist not mounted yet says nothing of what it holds): the caller asks
+// again. A file at the old place that cannot be read, or is not the record
+// its name says, is an error and nothing is moved: unknown is not "no
+// record" (a removed marker lost would let k3s start a second cluster),
+// and a file someone else keeps there is not the agent's to take. The
+// config itself, whatever its name, is never a record.
+func (r Records) Upgrade(configPath string) (notes []string, done bool, err error) {
+	mark := filepath.Join(r.Dir, recordsUpgradeName)
+	switch _, err := os.Stat(mark); {
+	case err == nil:
+		return nil, true, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, false, fmt.Errorf("records upgrade: %w", err)
+	}
+	oldDir := filepath.Dir(configPath)
+	switch st, err := os.Stat(oldDir); {
+	case errors.Is(err, fs.ErrNotExist) || err == nil && !st.IsDir():
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("records upgrade: the config's directory: %w", err)
+	}
+	configSt, configErr := os.Stat(configPath)
+	var moved []string
+	for _, k := range recordKinds {
+		old, dst := filepath.Join(oldDir, k.name), filepath.Join(r.Dir, k.name)
+		st, err := os.Stat(old)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return notes, false, fmt.Errorf("records upgrade: %w (holding: it may be this node's %s)", err, k.what)
+		case configErr == nil && os.SameFile(st, configSt):
+			notes = append(notes, fmt.Sprintf("%s is the cluster config, not a %s: left as it is", old, k.what))
+			continue
+		}
+		data, err := os.ReadFile(old)
+		if err != nil {
+			return notes, false, fmt.Errorf("records upgrade: %w (holding: it may be this node's %s)", err, k.what)
+		}
+		if err := k.check(data); err != nil {
+			return notes, false, fmt.Errorf("records upgrade: %s is not a %s as an earlier agent wrote it (%v), so whether this node has one is unknown; nothing moved: "+
+				"repair it, or move it out of the config's directory if it is not the agent's", old, k.what, err)
+		}
+		cur, err := os.ReadFile(dst)
+		switch {
+		case err == nil && bytes.Equal(cur, data):
+			// A move cut short between its write and its remove.
+		case err == nil:
+			notes = append(notes, fmt.Sprintf("%s left where it is, not read: the state directory holds its own %s (%s)", old, k.what, dst))
+			continue
+		case errors.Is(err, fs.ErrNotExist):
+			if err := config.WriteFileAtomic(dst, data, 0o600); err != nil {
+				return notes, false, fmt.Errorf("records upgrade: %w", err)
+			}
+		default:
+			return notes, false, fmt.Errorf("records upgrade: %w", err)
+		}
+		if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return notes, false, fmt.Errorf("records upgrade: %s moved to %s, the old copy not removed: %w", old, dst, err)
+		}
+		syncDir(oldDir)
+		moved = append(moved, k.name)
+		notes = append(notes, fmt.Sprintf("%s moved from %s to %s (the agent's records now live in its state directory)", k.what, old, dst))
+	}
+	data, err := json.MarshalIndent(recordsUpgrade{From: oldDir, Moved: moved, At: time.Now().UTC()}, "", "  ")
+	if err != nil {
+		return notes, false, err
+	}
+	if err := config.WriteFileAtomic(mark, append(data, '\n'), 0o600); err != nil {
+		return notes, false, fmt.Errorf("records upgrade: %w", err)
+	}
+	return notes, true, nil
+}
+
+// syncDir makes a removal in dir durable, as far as the directory allows.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}

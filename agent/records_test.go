@@ -1,0 +1,433 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
+)
+
+// errNoHostNetwork is what these tests' agents get for any work on the
+// host's network: the bring-up gets that far, and no farther.
+var errNoHostNetwork = errors.New("no host network in this test")
+
+// lockedBuffer is a log sink the agent writes from its goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// writeTestConfig writes the fixtures' valid config (node-b of site1) to path.
+func writeTestConfig(t *testing.T, path string) {
+	t.Helper()
+	data, err := json.Marshal(validConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runRecordsAgent runs a device's agent on the config at configPath, its
+// records in stateDir, until the test ends or stop is called: its host
+// network refuses everything, so a bring-up that is not held stops at the
+// cluster address.
+func runRecordsAgent(t *testing.T, configPath, stateDir string, log *lockedBuffer) (a *Agent, stop func()) {
+	t.Helper()
+	a = New(Options{ConfigPath: configPath, StateDir: stateDir, Env: testEnv(goodToken),
+		InNetNS:            func(func() error) error { return errNoHostNetwork },
+		ConfigPollInterval: 20 * time.Millisecond, SeedBackoffMin: 20 * time.Millisecond, SeedBackoffMax: 50 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(log, nil))})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return a, stop
+}
+
+// waitAgent waits until the agent's state satisfies cond.
+func waitAgent(t *testing.T, a *Agent, log *lockedBuffer, what string, cond func(State) bool) State {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := a.State()
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s; state %+v\nlog:\n%s", what, st, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// reachedAddress waits until the agent's bring-up has gone past every
+// record and reached the cluster address.
+func reachedAddress(t *testing.T, a *Agent, log *lockedBuffer) {
+	t.Helper()
+	waitAgent(t, a, log, "the bring-up reaches the cluster address", func(st State) bool {
+		return st.Phase == PhaseError && strings.Contains(st.LastError, errNoHostNetwork.Error())
+	})
+}
+
+// A cluster config whose file name is one of the agent's records is a
+// config, never read as the record: not as a seed record (`json: unknown
+// field "cluster_name"`; the seed follower would have written over it),
+// a leave request (held for ever), a removed marker (held for ever) or a
+// formed marker (initialising refused); nor taken into the state
+// directory by the upgrade.
+func TestConfigNamedLikeARecordIsNotReadAsOne(t *testing.T) {
+	for _, name := range []string{"seed.json", "leave.json", "removed.json", "formed.json"} {
+		t.Run(name, func(t *testing.T) {
+			configPath := filepath.Join(t.TempDir(), name)
+			writeTestConfig(t, configPath)
+			before, err := os.ReadFile(configPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			records := Records{Dir: filepath.Join(t.TempDir(), "state")}
+			var log lockedBuffer
+			a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
+			reachedAddress(t, a, &log)
+			stop()
+			if st := a.State(); st.ConfigNote != "" {
+				t.Errorf("config note %q, want none", st.ConfigNote)
+			}
+			if strings.Contains(log.String(), "unknown field") {
+				t.Errorf("the config was read as a record:\n%s", log.String())
+			}
+			if after, err := os.ReadFile(configPath); err != nil || !bytes.Equal(after, before) {
+				t.Errorf("the config after the run: %v\n%s", err, after)
+			}
+			if _, err := os.Stat(filepath.Join(records.Dir, name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s in the state directory: %v, want none (the config is not a record)", name, err)
+			}
+			if member, why := HasBeenMember(validated(t, nil), false, records.FormedMarkerFile()); member || strings.Contains(why, "unreadable") {
+				t.Errorf("formed marker: member %v (%s), want never joined", member, why)
+			}
+		})
+	}
+}
+
+// Whoever can write the config's directory cannot speak for the agent: a
+// leave request, a removed or formed marker or a seed record planted beside
+// the config after the upgrade is not acted on, nor moved; the same leave
+// request in the state directory is.
+func TestRecordsPlantedBesideTheConfigAreIgnored(t *testing.T) {
+	dir := t.TempDir()
+	configPath := filepath.Join(dir, "cluster.json")
+	writeTestConfig(t, configPath)
+	records := Records{Dir: filepath.Join(t.TempDir(), "state")}
+	var log lockedBuffer
+	a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
+	reachedAddress(t, a, &log)
+	stop()
+
+	v := validated(t, nil)
+	leave := LeaveRequest{ClusterID: v.ClusterID, NodeName: v.NodeName, By: "intruder", At: time.Now()}
+	if err := WriteLeaveRequest(filepath.Join(dir, leaveRequestName), leave); err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkRemoved(filepath.Join(dir, removedMarkerName), RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "forged"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkFormed(filepath.Join(dir, formedMarkerName), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "forged", Joined: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSeedRecord(filepath.Join(dir, seedRecordName), SeedRecord{ClusterID: v.ClusterID, ConfigJoinIP: v.JoinIP.String(), JoinServerIP: "10.244.244.9"}); err != nil {
+		t.Fatal(err)
+	}
+	a, stop = runRecordsAgent(t, configPath, records.Dir, &log)
+	reachedAddress(t, a, &log)
+	stop()
+	if st := a.State(); st.ConfigNote != "" || st.SeedAddress != "" {
+		t.Errorf("planted records acted on: %+v", st)
+	}
+	for _, name := range []string{leaveRequestName, removedMarkerName, formedMarkerName, seedRecordName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("the planted %s: %v, want it left where it was", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(records.Dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s in the state directory: %v, want none", name, err)
+		}
+	}
+	if member, why := HasBeenMember(v, false, records.FormedMarkerFile()); member {
+		t.Errorf("the planted formed marker counts: %s", why)
+	}
+
+	// The same request where `sitecon agent leave` writes it is acted on.
+	if err := WriteLeaveRequest(records.LeaveRequestFile(), leave); err != nil {
+		t.Fatal(err)
+	}
+	a, _ = runRecordsAgent(t, configPath, records.Dir, &log)
+	waitAgent(t, a, &log, "the agent leaves on the request in its state directory", func(st State) bool {
+		return strings.Contains(st.ConfigNote, "left the cluster on request") && strings.Contains(st.ConfigNote, records.LeaveRequestFile())
+	})
+}
+
+// An agent upgraded from one that kept its records beside the config moves
+// them into its state directory, once, and acts on them as before: a device
+// upgraded after a power cut still knows it was a member, a removed one
+// still holds, one that left stays out.
+func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
+	v := validated(t, nil)
+	member := FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "joined the cluster", Joined: true, At: time.Now().UTC()}
+	cases := []struct {
+		name  string
+		write map[string]any
+		// held: what the agent's state says after the upgrade.
+		held func(State) bool
+	}{
+		{name: "power cut: a member", write: map[string]any{formedMarkerName: member,
+			seedRecordName: SeedRecord{ClusterID: v.ClusterID, ConfigJoinIP: v.JoinIP.String(), JoinServerIP: "10.244.244.3"}},
+			held: func(st State) bool {
+				return st.SeedAddress == "10.244.244.3" && strings.Contains(st.LastError, errNoHostNetwork.Error())
+			}},
+		{name: "removed", write: map[string]any{formedMarkerName: member,
+			removedMarkerName: RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "its Node was deleted"}},
+			held: func(st State) bool { return strings.Contains(st.LastError, ErrRemoved.Error()) }},
+		{name: "left", write: map[string]any{leaveRequestName: LeaveRequest{ClusterID: v.ClusterID, NodeName: v.NodeName, By: "tech", At: time.Now().UTC()}},
+			held: func(st State) bool { return strings.Contains(st.ConfigNote, "left the cluster on request") }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			configPath := filepath.Join(dir, "cluster.json")
+			writeTestConfig(t, configPath)
+			written := map[string][]byte{}
+			for name, rec := range tc.write {
+				data, err := json.MarshalIndent(rec, "", "  ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				written[name] = data
+			}
+			records := Records{Dir: filepath.Join(t.TempDir(), "state")}
+			var log lockedBuffer
+			a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
+			waitAgent(t, a, &log, "the agent acts on the moved records", tc.held)
+			stop()
+			for name, data := range written {
+				if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s still beside the config: %v", name, err)
+				}
+				got, err := os.ReadFile(filepath.Join(records.Dir, name))
+				if err != nil || !bytes.Equal(got, data) {
+					t.Errorf("%s in the state directory: %v\n%s", name, err, got)
+				}
+				if st, err := os.Stat(filepath.Join(records.Dir, name)); err == nil && st.Mode().Perm() != 0o600 {
+					t.Errorf("%s mode %v, want 0600", name, st.Mode().Perm())
+				}
+				if !strings.Contains(log.String(), filepath.Join(dir, name)) {
+					t.Errorf("the move of %s is not in the log:\n%s", name, log.String())
+				}
+			}
+			if _, ok := tc.write[formedMarkerName]; ok {
+				if ok, why := HasBeenMember(v, false, records.FormedMarkerFile()); !ok {
+					t.Errorf("after the upgrade: not a member (%s)", why)
+				}
+			}
+		})
+	}
+}
+
+// The old place is read once, completely or not at all.
+func TestRecordsUpgrade(t *testing.T) {
+	v := validated(t, nil)
+	formed := FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "joined the cluster", Joined: true}
+	setup := func(t *testing.T) (configPath string, r Records) {
+		dir := t.TempDir()
+		configPath = filepath.Join(dir, "config", "cluster.json")
+		if err := os.MkdirAll(filepath.Dir(configPath), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeTestConfig(t, configPath)
+		r = Records{Dir: filepath.Join(dir, "state")}
+		if err := r.Prepare(configPath); err != nil {
+			t.Fatal(err)
+		}
+		return configPath, r
+	}
+	old := func(configPath, name string) string { return filepath.Join(filepath.Dir(configPath), name) }
+
+	t.Run("config directory absent: asked again", func(t *testing.T) {
+		r := Records{Dir: filepath.Join(t.TempDir(), "state")}
+		notes, done, err := r.Upgrade(filepath.Join(t.TempDir(), "persist", "sitecon", "cluster.json"))
+		if done || err != nil || len(notes) > 0 {
+			t.Fatalf("done %v, err %v, notes %q; want not done, no error", done, err, notes)
+		}
+		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("upgrade recorded while the config's directory was absent: %v", err)
+		}
+	})
+	t.Run("not a record: nothing moved, held, then done", func(t *testing.T) {
+		configPath, r := setup(t)
+		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(old(configPath, removedMarkerName), []byte(`{"cluster_id": "x", "reason": "mine"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, done, err := r.Upgrade(configPath)
+		if done || err == nil || !strings.Contains(err.Error(), "is not a removed marker") || !strings.Contains(err.Error(), "nothing moved") {
+			t.Fatalf("done %v, err %v; want held, naming the file", done, err)
+		}
+		if _, err := os.Stat(old(configPath, removedMarkerName)); err != nil {
+			t.Fatalf("the file that is not a record: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("upgrade recorded: %v", err)
+		}
+		if err := os.Remove(old(configPath, removedMarkerName)); err != nil {
+			t.Fatal(err)
+		}
+		if _, done, err := r.Upgrade(configPath); !done || err != nil {
+			t.Fatalf("once repaired: done %v, err %v", done, err)
+		}
+		if m, ok, err := ReadFormedMarker(r.FormedMarkerFile()); !ok || err != nil || !m.Joined {
+			t.Fatalf("formed marker moved: %+v %v %v", m, ok, err)
+		}
+	})
+	t.Run("a move cut short is finished", func(t *testing.T) {
+		configPath, r := setup(t)
+		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(old(configPath, formedMarkerName))
+		if err := config.WriteFileAtomic(r.FormedMarkerFile(), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, done, err := r.Upgrade(configPath); !done || err != nil {
+			t.Fatalf("done %v, err %v", done, err)
+		}
+		if _, err := os.Stat(old(configPath, formedMarkerName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the old copy: %v, want removed", err)
+		}
+	})
+	t.Run("the state directory's own record wins", func(t *testing.T) {
+		configPath, r := setup(t)
+		if err := MarkFormed(old(configPath, formedMarkerName), FormedMarker{ClusterID: "old-cluster", NodeName: v.NodeName, Joined: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := MarkFormed(r.FormedMarkerFile(), formed); err != nil {
+			t.Fatal(err)
+		}
+		notes, done, err := r.Upgrade(configPath)
+		if !done || err != nil || len(notes) != 1 || !strings.Contains(notes[0], "left where it is") {
+			t.Fatalf("done %v, err %v, notes %q", done, err, notes)
+		}
+		if m, _, _ := ReadFormedMarker(r.FormedMarkerFile()); m.ClusterID != v.ClusterID {
+			t.Fatalf("the state directory's marker replaced: %+v", m)
+		}
+		if _, err := os.Stat(old(configPath, formedMarkerName)); err != nil {
+			t.Fatalf("the old marker: %v, want left alone", err)
+		}
+	})
+	t.Run("once done, the old place is not read again", func(t *testing.T) {
+		configPath, r := setup(t)
+		if _, done, err := r.Upgrade(configPath); !done || err != nil {
+			t.Fatalf("done %v, err %v", done, err)
+		}
+		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
+			t.Fatal(err)
+		}
+		if notes, done, err := r.Upgrade(configPath); !done || err != nil || len(notes) > 0 {
+			t.Fatalf("done %v, err %v, notes %q", done, err, notes)
+		}
+		if _, ok, _ := ReadFormedMarker(r.FormedMarkerFile()); ok {
+			t.Fatal("a marker put beside the config after the upgrade was moved")
+		}
+	})
+}
+
+// The state directory is the agent's alone: created 0700, refused when
+// others may write it or when it is the config's own directory.
+func TestRecordsPrepare(t *testing.T) {
+	dir := t.TempDir()
+	configPath := filepath.Join(dir, "cluster.json")
+	r := Records{Dir: filepath.Join(dir, "var", "lib", "sitecon")}
+	if err := r.Prepare(configPath); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(r.Dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("state directory %v, %v; want mode 0700", st, err)
+	}
+	if err := os.Chmod(r.Dir, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Prepare(configPath); err == nil || !strings.Contains(err.Error(), "may be written by others") {
+		t.Errorf("a group-writable state directory: %v", err)
+	}
+	if err := (Records{Dir: dir}).Prepare(configPath); err == nil || !strings.Contains(err.Error(), "the cluster config's own directory") {
+		t.Errorf("the config's directory as the state directory: %v", err)
+	}
+	if err := (Records{}).Prepare(configPath); err == nil || !strings.Contains(err.Error(), "--state-dir") {
+		t.Errorf("no state directory: %v", err)
+	}
+}
+
+// A state directory others may write is no place for records: the agent
+// holds before reading any (nothing is brought up) and says why; made the
+// agent's alone, it goes on.
+func TestAgentHoldsOnAStateDirectoryOthersMayWrite(t *testing.T) {
+	dir := t.TempDir()
+	configPath := filepath.Join(dir, "cluster.json")
+	writeTestConfig(t, configPath)
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuffer
+	a, _ := runRecordsAgent(t, configPath, state, &log)
+	st := waitAgent(t, a, &log, "holds on the state directory", func(st State) bool {
+		return st.Phase == PhaseError && strings.Contains(st.LastError, "may be written by others")
+	})
+	if st.Node != "" || st.ConfigError != "" {
+		t.Errorf("the config was loaded while the records were unusable: %+v", st)
+	}
+	// Made the agent's alone, the hold clears and the bring-up goes on.
+	if err := os.Chmod(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	reachedAddress(t, a, &log)
+	if st := a.State(); strings.Contains(st.LastError, "state directory") {
+		t.Errorf("the hold is still reported: %+v", st)
+	}
+}
