@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/netcfg"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// The seed device was powered off while the others took it out of the
+// cluster (`sitecon node remove`, after `sitecon seed` moved the seed to
+// node-r: its Node deleted, k3s dropped its etcd member, the cluster record
+// no longer lists it), or while a new device took its name (`node replace`
+// with the same name: a Node of that name with another device's UUID). It
+// powers back on with its etcd data, so it has been a member and would
+// start k3s at once, and k3s would restart it as a new single-node cluster
+// (k3s-io/k3s#13623). Its agent asks its peers on the cluster network
+// first; their proven answer "removed" holds it: no k3s, no cluster
+// address, a clear message, and a tombstone that holds it again at the
+// next power-on, with the peers silent. A stranger's unproven "removed" on
+// a peer's address is ignored: k3s starts.
+func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
+	netns.Skip(t)
+	standin := buildStandin(t)
+	for _, c := range []struct {
+		name string
+		// replaced: a new device registered the seed's name.
+		replaced bool
+		// stranger: no peer agent runs; something else answers at
+		// node-r's address that node-q was removed.
+		stranger bool
+	}{
+		{name: "removed"},
+		{name: "replaced by a device of the same name", replaced: true},
+		{name: "a stranger says removed", stranger: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			site := sitebox.Shared(t)
+			cs := clientset(t, site)
+			hosts := netns.NewLAN(t, "q", "r", "s")
+			plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+				Nodes: []agent.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			putClusterRecordAside(t, cs)
+			listed := "node-r,node-s"
+			if c.replaced {
+				listed = "node-q,node-r,node-s"
+			}
+			record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kube.ClusterConfigMapName, Namespace: kube.AppNamespace},
+				Data: map[string]string{kube.ClusterKeyName: "site1", kube.ClusterKeyID: plan.ClusterID,
+					kube.ClusterKeyJoinServerIP: "10.244.244.2", kube.ClusterKeySeedNode: "node-r", kube.ClusterKeyNodes: listed}}
+			if _, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(t.Context(), record, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			servers := map[string]string{"node-r": "10.244.244.2", "node-s": "10.244.244.3"}
+			if c.replaced {
+				// node replace hands the old device's address on.
+				servers["node-q"] = "10.244.244.1"
+			}
+			for name, ip := range servers {
+				agentNodeAt(t, cs, name, ip)
+				if err := setServerRoles(t.Context(), cs, name, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.replaced {
+				// The new device's Node: the same name, its own device UUID.
+				patch := `{"metadata":{"labels":{"` + kube.LabelNodeUUID + `":"0b5e0000-0000-4000-8000-00000000a11e"}}}`
+				if _, err := cs.CoreV1().Nodes().Patch(t.Context(), "node-q", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer cancel()
+			var peers []*nodeAgent
+			if c.stranger {
+				forgeRemovedAnswer(t, ctx, hosts[1], "10.244.244.2/28", plan.ClusterID)
+			} else {
+				// The members' agents run, their k3s started, their links
+				// synced: each answers /status for the cluster.
+				for i := 1; i <= 2; i++ {
+					peers = append(peers, startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[i], plan.Nodes[i],
+						hasBeenMember(t, plan.ClusterID, plan.Nodes[i].NodeName, true), nil))
+				}
+				probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
+				for _, ip := range []string{"10.244.244.2", "10.244.244.3"} {
+					until(t, 30*time.Second, ip+" answers /status as a member", func() (netip.Addr, bool) {
+						found := probe.Find(ctx, []netip.Addr{netip.MustParseAddr(ip)})
+						return found, found.IsValid()
+					}, func(netip.Addr) string {
+						return fmt.Sprintf("node-r %+v; node-s %+v", peers[0].agent.State(), peers[1].agent.State())
+					})
+				}
+			}
+
+			logPath := filepath.Join(t.TempDir(), "agent.log")
+			logFile, err := os.Create(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logFile.Close()
+			t.Cleanup(func() {
+				if t.Failed() {
+					data, _ := os.ReadFile(logPath)
+					t.Logf("node-q's agent log:\n%s", data)
+				}
+			})
+			// The old seed powers on: its config, its etcd data, its formed marker.
+			on := time.Now()
+			seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0],
+				hasBeenMember(t, plan.ClusterID, "node-q", true), func(o *agent.Options) {
+					o.Log = slog.New(slog.NewTextHandler(logFile, nil))
+				})
+			hasAddress := func() bool {
+				var have []netip.Prefix
+				if err := hosts[0].Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
+					t.Fatal(err)
+				}
+				return slices.Contains(have, netip.MustParsePrefix("10.244.244.1/28"))
+			}
+
+			if c.stranger {
+				// An unproven word holds nothing: k3s starts as after a
+				// power cut, within the question's bound.
+				seed.waitK3sStarted(t)
+				t.Logf("with only a stranger answering, k3s started %s after power-on", time.Since(on).Round(10*time.Millisecond))
+				return
+			}
+			st := waitState(t, seed, 20*time.Second, "holds: removed from its cluster", func(st agent.State) bool {
+				return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "removed from cluster") && !st.ClusterIPReady
+			})
+			t.Logf("held %s after power-on: %s", time.Since(on).Round(10*time.Millisecond), st.LastError)
+			if !strings.Contains(st.LastError, "sitecon form --join") {
+				t.Errorf("the hold does not say the way back: %q", st.LastError)
+			}
+			if n := len(seed.starts(t)); n != 0 || st.K3sStarts != 0 {
+				t.Errorf("the removed seed started k3s (%d starts recorded, k3sStarts %d): a second cluster", n, st.K3sStarts)
+			}
+			if data, err := os.ReadFile(logPath); err != nil || !strings.Contains(string(data), "removed from cluster") {
+				t.Errorf("the log does not say why it holds (%v)", err)
+			}
+			if hasAddress() {
+				t.Errorf("the removed seed keeps its old cluster address")
+			}
+
+			// Powered on again with the peers off: their silence starts
+			// nothing, the tombstone holds.
+			cancel()
+			wg.Wait()
+			ctx, cancel = context.WithCancel(t.Context())
+			defer cancel()
+			seed.run(t, ctx, &wg)
+			waitState(t, seed, 20*time.Second, "holds again with the peers off", func(st agent.State) bool {
+				return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "removed from cluster")
+			})
+			if n := len(seed.starts(t)); n != 0 {
+				t.Errorf("the removed seed started k3s at its second power-on (%d starts)", n)
+			}
+			if hasAddress() {
+				t.Errorf("the removed seed took its old cluster address again")
+			}
+		})
+	}
+}
+
+// forgeRemovedAnswer puts addr on h's cluster interface and serves there,
+// on the status port, every path's answer a removed node would fear: a
+// verdict "removed" that no agent of the cluster signed.
+func forgeRemovedAnswer(t *testing.T, ctx context.Context, h *netns.Host, addr, clusterID string) {
+	t.Helper()
+	p := netip.MustParsePrefix(addr)
+	if err := h.Do(func() error { _, err := netcfg.EnsureClusterAddress(netns.Interface, p, netip.Prefix{}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	var l net.Listener
+	if err := h.Do(func() (err error) { l, err = net.Listen("tcp", net.JoinHostPort(p.Addr().String(), "12346")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"cluster_id":%q,"answerer":"node-r","node":%q,"verdict":"removed","evidence":"forged","proof":"%s"}`,
+			clusterID, r.URL.Query().Get("node"), strings.Repeat("ab", 32))
+	})}
+	go func() { _ = srv.Serve(l) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	t.Cleanup(func() { _ = srv.Close() })
+}
