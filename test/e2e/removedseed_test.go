@@ -197,7 +197,10 @@ func forgeRemovedAnswer(t *testing.T, ctx context.Context, h *netns.Host, addr, 
 		t.Fatal(err)
 	}
 	var l net.Listener
-	if err := h.Do(func() (err error) { l, err = net.Listen("tcp", net.JoinHostPort(p.Addr().String(), "12346")); return err }); err != nil {
+	if err := h.Do(func() (err error) {
+		l, err = net.Listen("tcp", net.JoinHostPort(p.Addr().String(), "12346"))
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
