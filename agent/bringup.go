@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -93,13 +94,27 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// one fail (the address still held by a dying listener, a read-only
 	// file system at boot) passes, and the node must get there by itself.
 	if !a.retry(ctx, func() bool {
-		err := a.serveStatus(ctx, v, a.statusMembership(v, member))
+		err := a.serveStatus(ctx, v, a.statusMembership(v, member), func(ctx context.Context, node, uuid string) (config.Verdict, string) {
+			if role == RoleAgent {
+				// A worker's identity reads no cluster record.
+				return config.VerdictUnknown, "a worker does not judge membership"
+			}
+			return member.judgeMembership(ctx, v.ClusterID, a.opts.Etcd, node, uuid)
+		})
 		if err != nil {
 			a.setPhase(PhaseError, err)
 			a.attempt(err)
 		}
 		return err == nil
 	}) {
+		return
+	}
+	// A server that has been a member (its etcd data, its formed marker)
+	// starts k3s without waiting on anyone; if it was removed while it
+	// was off, k3s would make it a cluster of its own. So it asks its
+	// peers first, once and bounded, and holds only on a proven removal.
+	been, beenWhy := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
+	if been && role != RoleAgent && a.stillMember(ctx, v, removedMarker) {
 		return
 	}
 	// Never initialise twice: cluster-init only for the config's own seed
@@ -130,12 +145,9 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// reach etcd quorum without the others, and a member waiting on its
 	// /status would wait for ever. The seed wait is for the first join.
 	waitSeed := role != RoleSeed
-	if waitSeed {
-		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), FormedMarkerFile(a.opts.ConfigPath))
-		if member {
-			waitSeed = false
-			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", why)
-		}
+	if waitSeed && been {
+		waitSeed = false
+		a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", beenWhy)
 	}
 	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
@@ -243,8 +255,9 @@ func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Co
 	}
 }
 
-// serveStatus serves GET /status on the cluster address.
-func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Membership) error {
+// serveStatus serves GET /status on the cluster address, with the proof
+// of life and the membership answers (judged by judge) beside it.
+func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Membership, judge MembershipJudge) error {
 	var l net.Listener
 	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(config.StatusPort))
 	err := a.opts.InNetNS(func() (err error) {
@@ -254,7 +267,11 @@ func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Mem
 	if err != nil {
 		return fmt.Errorf("/status server on %s: %w", addr, err)
 	}
-	srv := localapi.NewServer(withLifeProof(StatusHandler(v.ClusterID, member), a.lifeKey(v.ClusterID, v.Token), v.NodeName))
+	key := a.lifeKey(v.ClusterID, v.Token)
+	mux := http.NewServeMux()
+	mux.Handle(config.MembershipPath, membershipHandler(key, v.NodeName, judge))
+	mux.Handle("/", withLifeProof(StatusHandler(v.ClusterID, member), key, v.NodeName))
+	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	go func() {
 		<-ctx.Done()

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
@@ -97,8 +99,9 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 			defer wg.Wait()
 			defer cancel()
 			var peers []*nodeAgent
+			var asked *atomic.Int32
 			if c.stranger {
-				forgeRemovedAnswer(t, ctx, hosts[1], "10.244.244.2/28", plan.ClusterID)
+				asked = forgeRemovedAnswer(t, ctx, hosts[1], "10.244.244.2/28", plan.ClusterID)
 			} else {
 				// The members' agents run, their k3s started, their links
 				// synced: each answers /status for the cluster.
@@ -147,6 +150,9 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 				// An unproven word holds nothing: k3s starts as after a
 				// power cut, within the question's bound.
 				seed.waitK3sStarted(t)
+				if asked.Load() == 0 {
+					t.Errorf("node-q never asked the stranger at node-r's address: its word was not put to the test")
+				}
 				t.Logf("with only a stranger answering, k3s started %s after power-on", time.Since(on).Round(10*time.Millisecond))
 				return
 			}
@@ -189,8 +195,9 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 
 // forgeRemovedAnswer puts addr on h's cluster interface and serves there,
 // on the status port, every path's answer a removed node would fear: a
-// verdict "removed" that no agent of the cluster signed.
-func forgeRemovedAnswer(t *testing.T, ctx context.Context, h *netns.Host, addr, clusterID string) {
+// verdict "removed" that no agent of the cluster signed. It counts the
+// membership questions it was asked.
+func forgeRemovedAnswer(t *testing.T, ctx context.Context, h *netns.Host, addr, clusterID string) *atomic.Int32 {
 	t.Helper()
 	p := netip.MustParsePrefix(addr)
 	if err := h.Do(func() error { _, err := netcfg.EnsureClusterAddress(netns.Interface, p, netip.Prefix{}); return err }); err != nil {
@@ -203,7 +210,11 @@ func forgeRemovedAnswer(t *testing.T, ctx context.Context, h *netns.Host, addr, 
 	}); err != nil {
 		t.Fatal(err)
 	}
+	var asked atomic.Int32
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == config.MembershipPath {
+			asked.Add(1)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"cluster_id":%q,"answerer":"node-r","node":%q,"verdict":"removed","evidence":"forged","proof":"%s"}`,
 			clusterID, r.URL.Query().Get("node"), strings.Repeat("ab", 32))
@@ -211,4 +222,5 @@ func forgeRemovedAnswer(t *testing.T, ctx context.Context, h *netns.Host, addr, 
 	go func() { _ = srv.Serve(l) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	t.Cleanup(func() { _ = srv.Close() })
+	return &asked
 }
