@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,16 +53,20 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 		stranger bool
 		// silent: nobody answers, as when the whole site powers on.
 		silent bool
+		// handedOn: `node replace node-q node-n` gave node-q's address
+		// to a new device, which holds it.
+		handedOn bool
 	}{
 		{name: "removed"},
 		{name: "replaced by a device of the same name", replaced: true},
+		{name: "replaced by a device at its address", handedOn: true},
 		{name: "a stranger says removed", stranger: true},
 		{name: "nobody answers", silent: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			site := sitebox.Shared(t)
 			cs := clientset(t, site)
-			hosts := netns.NewLAN(t, "q", "r", "s")
+			hosts := netns.NewLAN(t, "q", "r", "s", "n")
 			plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
 				Nodes: []agent.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
 			if err != nil {
@@ -69,8 +74,11 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 			}
 			putClusterRecordAside(t, cs)
 			listed := "node-r,node-s"
-			if c.replaced {
+			switch {
+			case c.replaced:
 				listed = "node-q,node-r,node-s"
+			case c.handedOn:
+				listed = "node-n,node-r,node-s"
 			}
 			record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kube.ClusterConfigMapName, Namespace: kube.AppNamespace},
 				Data: map[string]string{kube.ClusterKeyName: "site1", kube.ClusterKeyID: plan.ClusterID,
@@ -79,9 +87,19 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 				t.Fatal(err)
 			}
 			servers := map[string]string{"node-r": "10.244.244.2", "node-s": "10.244.244.3"}
-			if c.replaced {
+			switch {
+			case c.replaced:
 				// node replace hands the old device's address on.
 				servers["node-q"] = "10.244.244.1"
+			case c.handedOn:
+				servers["node-n"] = "10.244.244.1"
+				// The new device holds the address on the LAN.
+				if err := hosts[3].Do(func() error {
+					_, err := netcfg.EnsureClusterAddress(netns.Interface, netip.MustParsePrefix("10.244.244.1/28"), netip.Prefix{})
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for name, ip := range servers {
 				agentNodeAt(t, cs, name, ip)
@@ -142,6 +160,8 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 					t.Logf("node-q's agent log:\n%s", data)
 				}
 			})
+			// Every address node-q's interface takes, however briefly.
+			taken := watchAddresses(t, ctx, hosts[0])
 			// The old seed powers on: its config, its etcd data, its formed marker.
 			on := time.Now()
 			seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0],
@@ -167,6 +187,21 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 				t.Logf("%s: k3s started %s after power-on (the question's bound: %s)", c.name, took.Round(10*time.Millisecond), agent.DefaultMembershipTimeout)
 				if took > agent.DefaultMembershipTimeout+2*time.Second {
 					t.Errorf("k3s started %s after power-on: the question held it past its bound %s", took, agent.DefaultMembershipTimeout)
+				}
+				return
+			}
+			if c.handedOn {
+				// It cannot ask anyone without an address, and must not
+				// take the new device's: it holds, saying why.
+				st := waitState(t, seed, 20*time.Second, "holds: its address is another device's", func(st agent.State) bool {
+					return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "in use by another device") && st.Attempts >= 2
+				})
+				t.Logf("held %s after power-on: %s", time.Since(on).Round(10*time.Millisecond), st.LastError)
+				if n := len(seed.starts(t)); n != 0 {
+					t.Errorf("the replaced seed started k3s (%d starts)", n)
+				}
+				if got := taken(); slices.Contains(got, netip.MustParsePrefix("10.244.244.1/28")) {
+					t.Errorf("the replaced seed took the new device's address (addresses it added: %v)", got)
 				}
 				return
 			}
@@ -237,4 +272,34 @@ func forgeRemovedAnswer(t *testing.T, ctx context.Context, h *netns.Host, addr, 
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	t.Cleanup(func() { _ = srv.Close() })
 	return &asked
+}
+
+// watchAddresses records every address h's interfaces take from now on
+// (netlink's address notifications, so that one taken and dropped at once
+// is seen too); the returned function reads the record.
+func watchAddresses(t *testing.T, ctx context.Context, h *netns.Host) func() []netip.Prefix {
+	t.Helper()
+	updates := make(chan netlink.AddrUpdate, 64)
+	if err := h.Do(func() error { return netlink.AddrSubscribe(updates, ctx.Done()) }); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		added []netip.Prefix
+	)
+	go func() {
+		for u := range updates {
+			if p, ok := netip.AddrFromSlice(u.LinkAddress.IP); ok && u.NewAddr {
+				ones, _ := u.LinkAddress.Mask.Size()
+				mu.Lock()
+				added = append(added, netip.PrefixFrom(p.Unmap(), ones))
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []netip.Prefix {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(added)
+	}
 }
