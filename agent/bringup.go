@@ -64,6 +64,9 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		previous := a.prefix
 		a.mu.Unlock()
 		err := a.opts.InNetNS(func() error {
+			if err := a.probeClusterAddress(v); err != nil {
+				return err
+			}
 			if _, err := netcfg.EnsureClusterAddress(v.ClusterInterface, v.Prefix, previous); err != nil {
 				return err
 			}
@@ -205,6 +208,34 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	})
 	<-superDone
 	a.holdIfRemoved(v, removedMarker)
+}
+
+// addressProbeWait is how long the link is asked whether another device
+// holds this node's cluster address before the node takes it: a LAN
+// answers in a millisecond, and the wait is paid at every power-on.
+const addressProbeWait = 500 * time.Millisecond
+
+// probeClusterAddress refuses v's cluster address while another device on
+// the link holds it: a device replaced while it was off (node replace
+// hands its address on) powers on with its old config, and taking the
+// address back would steal the new device's traffic before anything could
+// tell it that it was replaced. An address this node already holds is not
+// probed. A probe that cannot be made (no raw socket) is said and does not
+// hold the node: the check is a guard, and without it the node comes up
+// as before. It runs inside InNetNS.
+func (a *Agent) probeClusterAddress(v *config.Validated) error {
+	if have, err := netcfg.HasAddress(v.ClusterInterface, v.NodeIP); err == nil && have {
+		return nil
+	}
+	err := netcfg.ProbeAddress(v.ClusterInterface, v.NodeIP, addressProbeWait)
+	switch {
+	case errors.Is(err, netcfg.ErrAddressInUse):
+		return fmt.Errorf("not taking the cluster address: %w; if this device was replaced (sitecon node replace hands its address on), "+
+			"it stays out until it is given a new bundle (sitecon form --join); otherwise find the device that holds %s", err, v.NodeIP)
+	case err != nil:
+		a.log.Warn("cannot ask the link whether another device holds the cluster address; taking it", "addr", v.NodeIP, "err", err)
+	}
+	return nil
 }
 
 // holdIfRemoved, once a bring-up ended (k3s stopped), stops the containers
