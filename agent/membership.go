@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -145,15 +146,32 @@ func MembershipOutcome(answers []PeerAnswer) (removed bool, evidence string) {
 		case a.Answer == nil:
 			continue
 		case a.Answer.Verdict == config.VerdictRemoved:
-			return true, fmt.Sprintf("%s (%s) answered, proven with the cluster key: %s", a.Answer.Answerer, a.Addr.Addr(), a.Answer.Evidence)
+			return true, fmt.Sprintf("%s (%s) answered, proven with the cluster key: %s", peerWords(a.Answer.Answerer), a.Addr.Addr(), peerWords(a.Answer.Evidence))
 		default:
-			said = append(said, fmt.Sprintf("%s: %s (%s)", a.Answer.Answerer, a.Answer.Verdict, a.Answer.Evidence))
+			said = append(said, fmt.Sprintf("%s: %s (%s)", peerWords(a.Answer.Answerer), a.Answer.Verdict, peerWords(a.Answer.Evidence)))
 		}
 	}
 	if len(said) == 0 {
 		return false, "no peer gave a proven answer"
 	}
 	return false, strings.Join(said, "; ")
+}
+
+// peerWords is a peer's words as the hold, the state and the log carry
+// them: signed, but a peer's all the same, so no control characters and
+// no more than a few lines' worth.
+func peerWords(s string) string {
+	const most = 300
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > most {
+		s = string(r[:most]) + "…"
+	}
+	return s
 }
 
 // MembershipQuery asks peers whether Node (device UUID) is still a member.

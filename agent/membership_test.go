@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,11 +93,15 @@ func TestMembershipOutcome(t *testing.T) {
 		{"a member", []PeerAnswer{{Addr: addr, Answer: answer(config.VerdictMember)}}, false},
 		{"unproven words count for nothing", []PeerAnswer{{Addr: addr, Err: errors.New("answer not counted: its proof does not verify")}}, false},
 		{"a proven removal", []PeerAnswer{{Addr: addr, Answer: answer(config.VerdictUnknown)}, {Addr: addr, Answer: answer(config.VerdictRemoved)}}, true},
+		{"control characters in a peer's words", []PeerAnswer{{Addr: addr, Answer: &config.MembershipAnswer{Answerer: "node-r\x1b[2J", Verdict: config.VerdictRemoved, Evidence: "gone\r\n\x07" + strings.Repeat("x", 1000)}}}, true},
 		{"removal wins over member at once", []PeerAnswer{{Addr: addr, Answer: answer(config.VerdictMember)}, {Addr: addr, Answer: answer(config.VerdictRemoved)}}, true},
 	} {
 		removed, evidence := MembershipOutcome(c.answers)
 		if removed != c.removed || evidence == "" {
 			t.Errorf("%s: removed %v (%q), want %v", c.name, removed, evidence, c.removed)
+		}
+		if strings.ContainsFunc(evidence, unicode.IsControl) || len(evidence) > 500 {
+			t.Errorf("%s: the evidence carries control characters or runs long: %q", c.name, evidence)
 		}
 	}
 }
