@@ -129,6 +129,9 @@ type Options struct {
 	JoinUnverifiedCA bool
 	// K3sBackoffMin bounds k3s restarts (tests shorten it).
 	K3sBackoffMin time.Duration
+	// MembershipTimeout bounds a returning server's question to its peers
+	// whether it is still a member (default DefaultMembershipTimeout).
+	MembershipTimeout time.Duration
 	// Etcd reaches this node's etcd member, to publish etcd's member list
 	// for the drain preflight's quorum (kube.EtcdPublisher); an empty
 	// endpoint publishes nothing. Default: k3s's own endpoint and client

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -63,6 +64,9 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		previous := a.prefix
 		a.mu.Unlock()
 		err := a.opts.InNetNS(func() error {
+			if err := a.probeClusterAddress(v); err != nil {
+				return err
+			}
 			if _, err := netcfg.EnsureClusterAddress(v.ClusterInterface, v.Prefix, previous); err != nil {
 				return err
 			}
@@ -93,13 +97,27 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// one fail (the address still held by a dying listener, a read-only
 	// file system at boot) passes, and the node must get there by itself.
 	if !a.retry(ctx, func() bool {
-		err := a.serveStatus(ctx, v, a.statusMembership(v, member))
+		err := a.serveStatus(ctx, v, a.statusMembership(v, member), func(ctx context.Context, node, uuid string) (config.Verdict, string) {
+			if role == RoleAgent {
+				// A worker's identity reads no cluster record.
+				return config.VerdictUnknown, "a worker does not judge membership"
+			}
+			return member.judgeMembership(ctx, v.ClusterID, a.opts.Etcd, node, uuid)
+		})
 		if err != nil {
 			a.setPhase(PhaseError, err)
 			a.attempt(err)
 		}
 		return err == nil
 	}) {
+		return
+	}
+	// A server that has been a member (its etcd data, its formed marker)
+	// starts k3s without waiting on anyone; if it was removed while it
+	// was off, k3s would make it a cluster of its own. So it asks its
+	// peers first, once and bounded, and holds only on a proven removal.
+	been, beenWhy := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
+	if been && role != RoleAgent && a.stillMember(ctx, v, removedMarker) {
 		return
 	}
 	// Never initialise twice: cluster-init only for the config's own seed
@@ -133,13 +151,10 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// pin is the cluster CA k3s's token is to pin: the one the seed was
 	// verified to serve, or on a restart the one this node's k3s holds.
 	var pin string
-	if waitSeed {
-		member, why := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
-		if member {
-			waitSeed = false
-			pin = LocalCAPin(a.opts.K3sPaths, a.log)
-			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", why)
-		}
+	if waitSeed && been {
+		waitSeed = false
+		pin = LocalCAPin(a.opts.K3sPaths, a.log)
+		a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", beenWhy)
 	}
 	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
@@ -220,6 +235,34 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	a.holdIfRemoved(v, removedMarker)
 }
 
+// addressProbeWait is how long the link is asked whether another device
+// holds this node's cluster address before the node takes it: a LAN
+// answers in a millisecond, and the wait is paid at every power-on.
+const addressProbeWait = 500 * time.Millisecond
+
+// probeClusterAddress refuses v's cluster address while another device on
+// the link holds it: a device replaced while it was off (node replace
+// hands its address on) powers on with its old config, and taking the
+// address back would steal the new device's traffic before anything could
+// tell it that it was replaced. An address this node already holds is not
+// probed. A probe that cannot be made (no raw socket) is said and does not
+// hold the node: the check is a guard, and without it the node comes up
+// as before. It runs inside InNetNS.
+func (a *Agent) probeClusterAddress(v *config.Validated) error {
+	if have, err := netcfg.HasAddress(v.ClusterInterface, v.NodeIP); err == nil && have {
+		return nil
+	}
+	err := netcfg.ProbeAddress(v.ClusterInterface, v.NodeIP, addressProbeWait)
+	switch {
+	case errors.Is(err, netcfg.ErrAddressInUse):
+		return fmt.Errorf("not taking the cluster address: %w; if this device was replaced (sitecon node replace hands its address on), "+
+			"it stays out until it is given a new bundle (sitecon form --join); otherwise find the device that holds %s", err, v.NodeIP)
+	case err != nil:
+		a.log.Warn("cannot ask the link whether another device holds the cluster address; taking it", "addr", v.NodeIP, "err", err)
+	}
+	return nil
+}
+
 // holdIfRemoved, once a bring-up ended (k3s stopped), stops the containers
 // k3s left running and takes the cluster address off a node that saw its
 // own removal, and says why it holds. Containers that cannot be stopped
@@ -268,8 +311,9 @@ func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Co
 	}
 }
 
-// serveStatus serves GET /status on the cluster address.
-func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Membership) error {
+// serveStatus serves GET /status on the cluster address, with the proof
+// of life and the membership answers (judged by judge) beside it.
+func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Membership, judge MembershipJudge) error {
 	var l net.Listener
 	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(config.StatusPort))
 	err := a.opts.InNetNS(func() (err error) {
@@ -281,9 +325,13 @@ func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Mem
 	}
 	key := a.lifeKey(v.ClusterID, v.Token)
 	// Beside /status and the proof of life, this node vouches for the
-	// cluster's CA its k3s holds: a joiner whose token pins none checks the
-	// server it joins against it.
-	srv := localapi.NewServer(withCAProof(withLifeProof(StatusHandler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
+	// cluster's CA its k3s holds (a joiner whose token pins none checks the
+	// server it joins against it) and answers whether a node is still a
+	// member (a server that was off asks before starting k3s).
+	mux := http.NewServeMux()
+	mux.Handle(config.MembershipPath, membershipHandler(key, v.NodeName, judge))
+	mux.Handle("/", withCAProof(withLifeProof(StatusHandler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
+	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	go func() {
 		<-ctx.Done()

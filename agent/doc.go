@@ -16,6 +16,8 @@
 //   - seed*.go, initonce.go, formed.go: which server is the seed, and the
 //     rule that a cluster is initialised once.
 //   - status.go, securetoken.go: /status and checking the seed's CA.
+//   - removal.go, membership.go: a node removed from its cluster holds;
+//     a server that has been a member asks its peers before starting k3s.
 //   - form*.go, join*.go, leaverequest.go: offline formation, join
 //     bundles and join-info, and leaving on request.
 //   - endpoints.go: what the agent answers on its local socket.

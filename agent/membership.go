@@ -1,0 +1,396 @@
+package agent
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/kube"
+)
+
+// A server that was powered off while the others removed it (`sitecon
+// node remove`, or `node replace` when a new device took its name) still
+// has its etcd data when it powers back on: it has been a member, so it
+// would start k3s at once (it must not wait for the seed after a power
+// cut), and k3s restarts an init node removed from etcd as a new
+// single-node cluster (k3s-io/k3s#13623). Its own watch of its removal
+// (watchRemoval) never ran: it was off. So before starting k3s it asks its
+// peers, on their /status servers, whether it is still a member; a peer
+// answers from what it can read now with quorum, and signs its verdict
+// with the cluster's key (config.MembershipAnswer). Only a proven
+// "removed" holds the node; silence, refusals, "unknown" and unproven
+// words start k3s as before, so a whole-site power cut (nobody has quorum
+// yet) comes back as it did.
+
+// DefaultMembershipTimeout bounds the question: every peer is asked at
+// once, and each answer not in within it counts as silence. A peer on the
+// LAN answers in milliseconds; an address with nobody behind it costs the
+// whole bound, once, at power-on.
+const DefaultMembershipTimeout = 3 * time.Second
+
+// membershipReadBudget bounds a peer's reads for one answer, inside the
+// asker's timeout.
+const membershipReadBudget = 2 * time.Second
+
+// MembershipEvidence is what a peer read, just now, to judge whether a
+// node is still a member: each read with its error (nil object: not found).
+type MembershipEvidence struct {
+	// Synced: the peer's link to its cluster is connected and synced.
+	Synced bool
+	// Node is the asked node's Node object, read now (a quorum read).
+	Node    *corev1.Node
+	NodeErr error
+	// Record is the cluster's sitecon-cluster ConfigMap, read now.
+	Record    *corev1.ConfigMap
+	RecordErr error
+	// EtcdMembers are etcd's member names as the peer's own member lists
+	// them; EtcdErr when they could not be read (a worker, no etcd client
+	// certificate, no answer).
+	EtcdMembers []string
+	EtcdErr     error
+}
+
+// JudgeMembership decides, from a peer's fresh reads, whether node (its
+// device UUID uuid, "" when unknown) is still a member of cluster
+// clusterID. Removed is said on two grounds only, both what `node remove`
+// and `node replace` leave: its Node is gone and the cluster record of the
+// same cluster no longer lists it (and etcd, when it can be read, lists no
+// member of it), or a Node of its name carries another device's UUID.
+// Anything the peer cannot read now is unknown: unknown holds nobody.
+func JudgeMembership(clusterID, node, uuid string, in MembershipEvidence) (config.Verdict, string) {
+	switch {
+	case !in.Synced:
+		return config.VerdictUnknown, "this peer's link to the cluster is not synced (no quorum yet, or k3s starting)"
+	case in.NodeErr != nil:
+		return config.VerdictUnknown, "cannot read Node " + node + " now: " + in.NodeErr.Error()
+	case in.Node != nil:
+		if other := in.Node.Labels[kube.LabelNodeUUID]; uuid != "" && other != "" && !strings.EqualFold(other, uuid) {
+			return config.VerdictRemoved, fmt.Sprintf("Node %s is now device %s, not %s: another device took its name (node replace)", node, other, uuid)
+		}
+		return config.VerdictMember, "its Node " + node + " is in the cluster"
+	case in.RecordErr != nil:
+		return config.VerdictUnknown, "its Node is gone, and the cluster record cannot be read now: " + in.RecordErr.Error()
+	case in.Record == nil:
+		return config.VerdictUnknown, fmt.Sprintf("its Node is gone, and there is no cluster record %s/%s to say it was removed", kube.AppNamespace, kube.ClusterConfigMapName)
+	case !strings.EqualFold(in.Record.Data[kube.ClusterKeyID], clusterID):
+		return config.VerdictUnknown, fmt.Sprintf("its Node is gone, and the cluster record is of cluster %q", in.Record.Data[kube.ClusterKeyID])
+	}
+	for _, n := range strings.Split(in.Record.Data[kube.ClusterKeyNodes], ",") {
+		if strings.TrimSpace(n) == node {
+			// A Node deleted by hand (k3s registers it again), or one not
+			// registered yet: no removal.
+			return config.VerdictUnknown, "its Node is gone, but the cluster record still lists it"
+		}
+	}
+	if in.EtcdErr == nil {
+		if i := slices.IndexFunc(in.EtcdMembers, func(m string) bool { return etcdMemberOf(m, node) }); i >= 0 {
+			// Removal under way (k3s drops the member after the Node), or
+			// a member whose Node never registered.
+			return config.VerdictUnknown, "its Node is gone, but etcd still lists its member " + in.EtcdMembers[i]
+		}
+		return config.VerdictRemoved, fmt.Sprintf("its Node %s is gone, the cluster record no longer lists it, and etcd has no member of it", node)
+	}
+	return config.VerdictRemoved, fmt.Sprintf("its Node %s is gone and the cluster record no longer lists it", node)
+}
+
+// etcdMemberOf says whether etcd member name is node's: k3s names a member
+// after its node with a dash and 8 hex digits (node-a-1a2b3c4d).
+func etcdMemberOf(name, node string) bool {
+	if name == node {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(name, node+"-")
+	if !ok || len(suffix) != 8 {
+		return false
+	}
+	_, err := hex.DecodeString(suffix)
+	return err == nil
+}
+
+// PeerAnswer is one peer's answer to the question, or why there is none
+// that counts.
+type PeerAnswer struct {
+	Addr netip.AddrPort
+	// Answer is the verified answer; nil when Err says why none counts.
+	Answer *config.MembershipAnswer
+	Err    error
+}
+
+// MembershipOutcome decides from the peers' answers whether this node
+// holds: only on a verified "removed". A verified "removed" wins over a
+// verified "member" given at the same time (the cluster changed during
+// the question): a wrong hold costs a technician's visit, a wrong start a
+// second cluster. evidence says, for the log and the hold, who said what.
+func MembershipOutcome(answers []PeerAnswer) (removed bool, evidence string) {
+	var said []string
+	for _, a := range answers {
+		switch {
+		case a.Answer == nil:
+			continue
+		case a.Answer.Verdict == config.VerdictRemoved:
+			return true, fmt.Sprintf("%s (%s) answered, proven with the cluster key: %s", peerWords(a.Answer.Answerer), a.Addr.Addr(), peerWords(a.Answer.Evidence))
+		default:
+			said = append(said, fmt.Sprintf("%s: %s (%s)", peerWords(a.Answer.Answerer), a.Answer.Verdict, peerWords(a.Answer.Evidence)))
+		}
+	}
+	if len(said) == 0 {
+		return false, "no peer gave a proven answer"
+	}
+	return false, strings.Join(said, "; ")
+}
+
+// peerWords is a peer's words as the hold, the state and the log carry
+// them: signed, but a peer's all the same, so no control characters and
+// no more than a few lines' worth.
+func peerWords(s string) string {
+	const most = 300
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > most {
+		s = string(r[:most]) + "…"
+	}
+	return s
+}
+
+// MembershipQuery asks peers whether Node (device UUID) is still a member.
+type MembershipQuery struct {
+	Key  config.LifeKey
+	Node string
+	UUID string
+	// Dial opens connections (tests dial from a network namespace).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Timeout bounds the whole question (DefaultMembershipTimeout).
+	Timeout time.Duration
+}
+
+// Ask asks every address at once and returns the answers in by the
+// timeout, stopping early at the first verified "member" or "removed".
+// Unverified answers are returned with the reason they do not count.
+func (q MembershipQuery) Ask(ctx context.Context, addrs []netip.AddrPort) []PeerAnswer {
+	timeout := q.Timeout
+	if timeout == 0 {
+		timeout = DefaultMembershipTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	dial := q.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	var (
+		mu  sync.Mutex
+		out []PeerAnswer
+		wg  sync.WaitGroup
+	)
+	for _, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := q.askOne(ctx, client, addr)
+			mu.Lock()
+			out = append(out, a)
+			mu.Unlock()
+			if a.Answer != nil && a.Answer.Verdict != config.VerdictUnknown {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (q MembershipQuery) askOne(ctx context.Context, client *http.Client, addr netip.AddrPort) PeerAnswer {
+	fail := func(err error) PeerAnswer { return PeerAnswer{Addr: addr, Err: err} }
+	nonce, err := config.NewLifeNonce()
+	if err != nil {
+		return fail(err)
+	}
+	query := url.Values{"node": {q.Node}, "uuid": {q.UUID}, "nonce": {hex.EncodeToString(nonce)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr.String()+config.MembershipPath+"?"+query.Encode(), nil)
+	if err != nil {
+		return fail(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fail(localapi.URLErrorCause(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fail(fmt.Errorf("answered %s", resp.Status))
+	}
+	var answer config.MembershipAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<10)).Decode(&answer); err != nil {
+		return fail(fmt.Errorf("unreadable answer: %w", err))
+	}
+	if err := q.Key.VerifyMembership(q.Node, q.UUID, nonce, answer); err != nil {
+		return fail(fmt.Errorf("answer not counted: %w", err))
+	}
+	return PeerAnswer{Addr: addr, Answer: &answer}
+}
+
+// MembershipJudge reads, now, what a peer needs to judge node's membership.
+type MembershipJudge func(ctx context.Context, node, uuid string) (config.Verdict, string)
+
+// membershipHandler answers GET config.MembershipPath with answerer's
+// signed verdict. A few questions at a time: each costs reads of the
+// cluster, and anyone on the LAN can ask; the rest are told to come back.
+func membershipHandler(key config.LifeKey, answerer string, judge MembershipJudge) http.Handler {
+	slots := make(chan struct{}, 4)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if !key.Valid() {
+			http.Error(w, "this agent has no cluster token to answer with", http.StatusServiceUnavailable)
+			return
+		}
+		q := r.URL.Query()
+		nonce, err := hex.DecodeString(q.Get("nonce"))
+		node, uuid := q.Get("node"), q.Get("uuid")
+		if err != nil || len(nonce) != config.LifeNonceSize || node == "" {
+			http.Error(w, fmt.Sprintf("want node, uuid and a nonce of %d bytes in hex", config.LifeNonceSize), http.StatusBadRequest)
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		default:
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), membershipReadBudget)
+		defer cancel()
+		verdict, evidence := judge(ctx, node, uuid)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(key.SignMembership(answerer, node, uuid, verdict, evidence, nonce))
+	})
+}
+
+// judgeMembership reads, with the link's clients, what JudgeMembership
+// needs: nothing from the caches, each object read now, so that a peer
+// without quorum cannot answer from what it saw before.
+func (m *clusterLink) judgeMembership(ctx context.Context, clusterID string, etcd kube.EtcdAccess, node, uuid string) (config.Verdict, string) {
+	m.mu.Lock()
+	snap := m.snap
+	m.mu.Unlock()
+	var in MembershipEvidence
+	if snap != nil && snap.Synced() && snap.Health().Connected {
+		in.Synced = true
+		cs := snap.Clients().Core
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			in.NodeErr = err
+		default:
+			in.Node = n
+		}
+		if in.NodeErr == nil && in.Node == nil {
+			cm, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				in.RecordErr = err
+			default:
+				in.Record = cm
+			}
+			if etcd.Endpoint == "" {
+				in.EtcdErr = errors.New("no etcd endpoint")
+			} else if view, err := kube.ObserveEtcd(ctx, etcd, m.node, time.Now); err != nil {
+				in.EtcdErr = err
+			} else {
+				for _, member := range view.Members {
+					in.EtcdMembers = append(in.EtcdMembers, member.Name)
+				}
+			}
+		}
+	}
+	return JudgeMembership(clusterID, node, uuid, in)
+}
+
+// MembershipAddresses are the peers a server asks: its cluster network's
+// hosts (ProbeAddresses: every address of a prefix up to a /24), on the
+// status port.
+func MembershipAddresses(v *config.Validated) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, a := range ProbeAddresses(v) {
+		out = append(out, netip.AddrPortFrom(a, config.StatusPort))
+	}
+	return out
+}
+
+// stillMember asks the peers whether this node is still a member of v's
+// cluster, once, within the membership timeout, and holds it (true) on a
+// proven "removed": the removed marker written, the cluster address this
+// bring-up put on dropped, the reason on the state and in the log. It
+// started nothing else, and stops nothing else.
+func (a *Agent) stillMember(ctx context.Context, v *config.Validated, removedMarker string) (held bool) {
+	a.setPhase(PhaseCheckingMembership, nil)
+	q := MembershipQuery{Key: a.lifeKey(v.ClusterID, v.Token), Node: v.NodeName, UUID: v.NodeUUID,
+		Dial: a.dialer(), Timeout: a.opts.MembershipTimeout}
+	start := time.Now()
+	answers := q.Ask(ctx, MembershipAddresses(v))
+	removed, evidence := MembershipOutcome(answers)
+	took := time.Since(start).Round(time.Millisecond)
+	for _, ans := range answers {
+		if ans.Err != nil && !errors.Is(ans.Err, context.Canceled) && !errors.Is(ans.Err, context.DeadlineExceeded) && !isNoPeer(ans.Err) {
+			a.log.Info("membership question: an answer not counted", "addr", ans.Addr.String(), "err", ans.Err)
+		}
+	}
+	if !removed {
+		a.log.Info("membership question: no proven removal, starting k3s", "took", took, "answers", evidence)
+		return false
+	}
+	if err := MarkRemoved(removedMarker, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
+		// The hold stands now; a restart would ask again.
+		a.log.Error("removed marker not written", "err", err)
+	}
+	hold := RemovalHold(v, removedMarker)
+	if hold == nil {
+		hold = fmt.Errorf("%w: %s (%s); it starts neither k3s nor its cluster address", ErrRemoved, v.NodeName, evidence)
+	}
+	if err := a.dropClusterAddress(v); err != nil {
+		hold = errors.Join(hold, fmt.Errorf("dropping the cluster address: %w", err))
+	}
+	a.setPhase(PhaseError, hold)
+	a.log.Error("not starting k3s: this node was removed from its cluster while it was off", "took", took, "err", hold)
+	return true
+}
+
+// isNoPeer says an address had nobody to answer (refused, unreachable):
+// the common case on a LAN, not worth a log line each.
+func isNoPeer(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// PhaseCheckingMembership: a server that has been a member asks its peers
+// whether it still is one, before it starts k3s (between the /status
+// server and starting-k3s).
+const PhaseCheckingMembership Phase = "checking-membership"

@@ -1,0 +1,228 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/kube"
+)
+
+const (
+	testClusterID = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
+	testUUID      = "6fbd5e32-4143-4425-a2e0-9b7ce947e609"
+)
+
+func TestJudgeMembership(t *testing.T) {
+	node := func(uuid string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-q", Labels: map[string]string{}}}
+		if uuid != "" {
+			n.Labels[kube.LabelNodeUUID] = uuid
+		}
+		return n
+	}
+	record := func(id, nodes string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{Data: map[string]string{kube.ClusterKeyID: id, kube.ClusterKeyNodes: nodes}}
+	}
+	noEtcd := errors.New("no etcd client certificate")
+	for _, c := range []struct {
+		name string
+		uuid string
+		in   MembershipEvidence
+		want config.Verdict
+		why  string
+	}{
+		{"not synced: no quorum after a power cut", testUUID, MembershipEvidence{}, config.VerdictUnknown, "not synced"},
+		{"the Node cannot be read now", testUUID, MembershipEvidence{Synced: true, NodeErr: errors.New("etcdserver: request timed out")}, config.VerdictUnknown, "cannot read Node"},
+		{"its Node is there", testUUID, MembershipEvidence{Synced: true, Node: node(strings.ToUpper(testUUID))}, config.VerdictMember, "in the cluster"},
+		{"its Node is there, no UUID label", testUUID, MembershipEvidence{Synced: true, Node: node("")}, config.VerdictMember, "in the cluster"},
+		{"asked without a UUID", "", MembershipEvidence{Synced: true, Node: node("0b5e0000-0000-4000-8000-00000000a11e")}, config.VerdictMember, "in the cluster"},
+		{"another device took its name", testUUID, MembershipEvidence{Synced: true, Node: node("0b5e0000-0000-4000-8000-00000000a11e")}, config.VerdictRemoved, "another device took its name"},
+		{"gone, record unreadable", testUUID, MembershipEvidence{Synced: true, RecordErr: errors.New("timeout")}, config.VerdictUnknown, "cannot be read"},
+		{"gone, no record", testUUID, MembershipEvidence{Synced: true, EtcdErr: noEtcd}, config.VerdictUnknown, "no cluster record"},
+		{"gone, another cluster's record", testUUID, MembershipEvidence{Synced: true, Record: record("00000000-0000-4000-8000-000000000000", "node-r"), EtcdErr: noEtcd}, config.VerdictUnknown, "of cluster"},
+		{"gone, still listed: deleted by hand", testUUID, MembershipEvidence{Synced: true, Record: record(testClusterID, "node-q, node-r"), EtcdErr: noEtcd}, config.VerdictUnknown, "still lists it"},
+		{"gone, unlisted, etcd still has its member", testUUID, MembershipEvidence{Synced: true, Record: record(strings.ToUpper(testClusterID), "node-r,node-s"),
+			EtcdMembers: []string{"node-r-0a1b2c3d", "node-q-1a2b3c4d"}}, config.VerdictUnknown, "etcd still lists its member node-q-1a2b3c4d"},
+		{"removed, etcd agrees", testUUID, MembershipEvidence{Synced: true, Record: record(testClusterID, "node-r,node-s"),
+			EtcdMembers: []string{"node-r-0a1b2c3d", "node-q2-1a2b3c4d", "node-q-extra"}}, config.VerdictRemoved, "etcd has no member of it"},
+		{"removed, etcd not readable", testUUID, MembershipEvidence{Synced: true, Record: record(testClusterID, "node-r,node-s"), EtcdErr: noEtcd}, config.VerdictRemoved, "no longer lists it"},
+		{"removed, the last node", testUUID, MembershipEvidence{Synced: true, Record: record(testClusterID, ""), EtcdErr: noEtcd}, config.VerdictRemoved, "no longer lists it"},
+	} {
+		got, why := JudgeMembership(testClusterID, "node-q", c.uuid, c.in)
+		if got != c.want || !strings.Contains(why, c.why) {
+			t.Errorf("%s: %s (%s), want %s (%q)", c.name, got, why, c.want, c.why)
+		}
+	}
+}
+
+func TestEtcdMemberOf(t *testing.T) {
+	for name, want := range map[string]bool{"node-q": true, "node-q-1a2b3c4d": true, "node-q-1a2b3c4": false,
+		"node-q-zzzzzzzz": false, "node-q2-1a2b3c4d": false, "node-qq": false, "": false} {
+		if got := etcdMemberOf(name, "node-q"); got != want {
+			t.Errorf("etcdMemberOf(%q, node-q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestMembershipOutcome(t *testing.T) {
+	addr := netip.MustParseAddrPort("10.244.244.2:12346")
+	answer := func(verdict config.Verdict) *config.MembershipAnswer {
+		return &config.MembershipAnswer{Answerer: "node-r", Verdict: verdict, Evidence: "what it read"}
+	}
+	for _, c := range []struct {
+		name    string
+		answers []PeerAnswer
+		removed bool
+	}{
+		{"nobody answered (a whole-site power cut)", []PeerAnswer{{Addr: addr, Err: errors.New("connection refused")}}, false},
+		{"no peer at all", nil, false},
+		{"every peer unknown", []PeerAnswer{{Addr: addr, Answer: answer(config.VerdictUnknown)}, {Addr: addr, Answer: answer(config.VerdictUnknown)}}, false},
+		{"a member", []PeerAnswer{{Addr: addr, Answer: answer(config.VerdictMember)}}, false},
+		{"unproven words count for nothing", []PeerAnswer{{Addr: addr, Err: errors.New("answer not counted: its proof does not verify")}}, false},
+		{"a proven removal", []PeerAnswer{{Addr: addr, Answer: answer(config.VerdictUnknown)}, {Addr: addr, Answer: answer(config.VerdictRemoved)}}, true},
+		{"control characters in a peer's words", []PeerAnswer{{Addr: addr, Answer: &config.MembershipAnswer{Answerer: "node-r\x1b[2J", Verdict: config.VerdictRemoved, Evidence: "gone\r\n\x07" + strings.Repeat("x", 1000)}}}, true},
+		{"removal wins over member at once", []PeerAnswer{{Addr: addr, Answer: answer(config.VerdictMember)}, {Addr: addr, Answer: answer(config.VerdictRemoved)}}, true},
+	} {
+		removed, evidence := MembershipOutcome(c.answers)
+		if removed != c.removed || evidence == "" {
+			t.Errorf("%s: removed %v (%q), want %v", c.name, removed, evidence, c.removed)
+		}
+		if strings.ContainsFunc(evidence, unicode.IsControl) || len(evidence) > 500 {
+			t.Errorf("%s: the evidence carries control characters or runs long: %q", c.name, evidence)
+		}
+	}
+}
+
+// serveOn serves h on 127.0.0.1 for the test and returns its address.
+func serveOn(t *testing.T, h http.Handler) netip.AddrPort {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return netip.MustParseAddrPort(srv.Listener.Addr().String())
+}
+
+// silentPeer accepts connections and never answers.
+func silentPeer(t *testing.T) netip.AddrPort {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	return netip.MustParseAddrPort(l.Addr().String())
+}
+
+// The asker's side against real HTTP peers: it holds on a peer's proven
+// "removed" only; a stranger's word, another cluster's, a recorded answer
+// replayed, and silence count for nothing, and the question is bounded.
+func TestMembershipQuery(t *testing.T) {
+	key, err := config.NewLifeKey(testClusterID, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, _ := config.NewLifeKey(testClusterID, "another-token")
+	peer := func(k config.LifeKey, verdict config.Verdict) netip.AddrPort {
+		return serveOn(t, membershipHandler(k, "node-r", func(context.Context, string, string) (config.Verdict, string) {
+			return verdict, "what node-r read"
+		}))
+	}
+	stranger := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(config.MembershipAnswer{ClusterID: testClusterID, Answerer: "node-r", Node: r.URL.Query().Get("node"),
+			UUID: r.URL.Query().Get("uuid"), Verdict: config.VerdictRemoved, Evidence: "trust me", Proof: strings.Repeat("ab", 32)})
+	}))
+	recordedNonce, _ := config.NewLifeNonce()
+	recorded := key.SignMembership("node-r", "node-q", testUUID, config.VerdictRemoved, "what node-r read", recordedNonce)
+	replayer := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _ = json.NewEncoder(w).Encode(recorded) }))
+	notFound := serveOn(t, http.NotFoundHandler())
+	silent := silentPeer(t)
+
+	const timeout = 500 * time.Millisecond
+	q := MembershipQuery{Key: key, Node: "node-q", UUID: testUUID, Timeout: timeout}
+	for _, c := range []struct {
+		name    string
+		addrs   []netip.AddrPort
+		removed bool
+		// quick: the answer is in well before the timeout.
+		quick bool
+	}{
+		{"a peer proves the removal", []netip.AddrPort{peer(key, config.VerdictRemoved), silent}, true, true},
+		{"a stranger says removed", []netip.AddrPort{stranger, notFound, silent}, false, false},
+		{"another cluster's agent says removed", []netip.AddrPort{peer(otherKey, config.VerdictRemoved)}, false, true},
+		{"a recorded removal replayed", []netip.AddrPort{replayer}, false, true},
+		{"every peer unknown, one silent", []netip.AddrPort{peer(key, config.VerdictUnknown), peer(key, config.VerdictUnknown), silent}, false, false},
+		{"a proven member ends the question early", []netip.AddrPort{peer(key, config.VerdictMember), silent}, false, true},
+		{"nobody at all", nil, false, true},
+	} {
+		start := time.Now()
+		answers := q.Ask(t.Context(), c.addrs)
+		took := time.Since(start)
+		removed, evidence := MembershipOutcome(answers)
+		if removed != c.removed {
+			t.Errorf("%s: removed %v (%s), want %v", c.name, removed, evidence, c.removed)
+		}
+		if took > timeout+time.Second {
+			t.Errorf("%s: the question took %s, bound %s", c.name, took, timeout)
+		}
+		if c.quick && took > timeout/2 {
+			t.Errorf("%s: took %s, want it answered before the timeout %s", c.name, took, timeout)
+		}
+		if len(answers) != len(c.addrs) {
+			t.Errorf("%s: %d answers for %d peers", c.name, len(answers), len(c.addrs))
+		}
+	}
+}
+
+func TestMembershipHandler(t *testing.T) {
+	key, _ := config.NewLifeKey(testClusterID, "s3cret")
+	var asked []string
+	h := membershipHandler(key, "node-r", func(_ context.Context, node, uuid string) (config.Verdict, string) {
+		asked = append(asked, node+"/"+uuid)
+		return config.VerdictUnknown, "not synced"
+	})
+	nonce := strings.Repeat("ab", config.LifeNonceSize)
+	for _, c := range []struct {
+		method, target string
+		want           int
+	}{
+		{http.MethodGet, config.MembershipPath + "?node=node-q&uuid=" + testUUID + "&nonce=" + nonce, http.StatusOK},
+		{http.MethodGet, config.MembershipPath + "?node=node-q&nonce=abcd", http.StatusBadRequest},
+		{http.MethodGet, config.MembershipPath + "?nonce=" + nonce, http.StatusBadRequest},
+		{http.MethodPost, config.MembershipPath + "?node=node-q&nonce=" + nonce, http.StatusMethodNotAllowed},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.target, nil))
+		if rec.Code != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.target, rec.Code, c.want)
+		}
+	}
+	if len(asked) != 1 || asked[0] != "node-q/"+testUUID {
+		t.Errorf("judged %v, want node-q/%s once", asked, testUUID)
+	}
+	rec := httptest.NewRecorder()
+	membershipHandler(config.LifeKey{}, "node-r", nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, config.MembershipPath+"?node=node-q&nonce="+nonce, nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("without a key: %d, want 503", rec.Code)
+	}
+}

@@ -1,0 +1,103 @@
+package netcfg
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+)
+
+// ErrAddressInUse means another device on the link answers for the
+// address: taking it too would steal its traffic.
+var ErrAddressInUse = errors.New("address in use by another device")
+
+// ProbeAddress asks the link on iface, before the address is taken, whether
+// another device holds ip (an IPv4 address conflict check, RFC 5227): it
+// broadcasts ARP probes (sender address 0.0.0.0, so that no neighbour
+// learns anything from them) and listens for wait. It returns an error
+// wrapping ErrAddressInUse, naming the other device's hardware address,
+// when one answers. A device replaced while it was off (`sitecon node
+// replace` hands its address to the new device) must not take the address
+// back when it powers on.
+func ProbeAddress(iface string, ip netip.Addr, wait time.Duration) error {
+	if !ip.Is4() {
+		return nil
+	}
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", iface, err)
+	}
+	if len(ifi.HardwareAddr) != 6 {
+		// No Ethernet link (a tunnel, loopback): no ARP to ask with.
+		return nil
+	}
+	conn, err := packet.Listen(ifi, packet.Raw, int(ethernet.EtherTypeARP), nil)
+	if err != nil {
+		return fmt.Errorf("ARP probe on %s: %w", iface, err)
+	}
+	defer conn.Close()
+	probe, err := arp.NewPacket(arp.OperationRequest, ifi.HardwareAddr, netip.IPv4Unspecified(), ethernet.Broadcast, ip)
+	if err != nil {
+		return err
+	}
+	payload, err := probe.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	frame, err := (&ethernet.Frame{Destination: ethernet.Broadcast, Source: ifi.HardwareAddr,
+		EtherType: ethernet.EtherTypeARP, Payload: payload}).MarshalBinary()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(wait)
+	// Two probes, the second halfway: one lost frame is no answer.
+	send := func() error {
+		_, err := conn.WriteTo(frame, &packet.Addr{HardwareAddr: ethernet.Broadcast})
+		return err
+	}
+	if err := send(); err != nil {
+		return fmt.Errorf("ARP probe on %s: %w", iface, err)
+	}
+	second := time.Now().Add(wait / 2)
+	sentSecond := false
+	buf := make([]byte, 1500)
+	for {
+		readUntil := deadline
+		if !sentSecond {
+			readUntil = second
+		}
+		if err := conn.SetReadDeadline(readUntil); err != nil {
+			return err
+		}
+		n, _, err := conn.ReadFrom(buf)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && !sentSecond:
+			sentSecond = true
+			if err := send(); err != nil {
+				return fmt.Errorf("ARP probe on %s: %w", iface, err)
+			}
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil
+		case err != nil:
+			return fmt.Errorf("ARP probe on %s: %w", iface, err)
+		}
+		var f ethernet.Frame
+		var p arp.Packet
+		if f.UnmarshalBinary(buf[:n]) != nil || p.UnmarshalBinary(f.Payload) != nil {
+			continue
+		}
+		// A reply from the address, or another device announcing or
+		// defending it; never our own frames.
+		if p.SenderIP == ip && !bytes.Equal(p.SenderHardwareAddr, ifi.HardwareAddr) {
+			return fmt.Errorf("%w: %s answers for %s on %s", ErrAddressInUse, p.SenderHardwareAddr, ip, iface)
+		}
+	}
+}
