@@ -215,6 +215,10 @@ func waitSilent(addr string, within time.Duration) error {
 	}
 }
 
+// errBootHost: a bootstrap-mode node's address lives in its namespace,
+// which a failed node's power cut has taken.
+var errBootHost = errors.New("a bootstrap-mode site's failed node is powered off; power it on instead")
+
 // HostUp makes a failed node's host answer again while its agent and k3s
 // stay down: its address refuses connections (the kernel's reset), as a
 // device whose k3s stopped but whose containers may still run.
@@ -224,6 +228,9 @@ func (s *Site) HostUp(node string) error {
 	}
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return errBootHost
 	}
 	return s.unsilence(node)
 }
@@ -237,6 +244,9 @@ func (s *Site) HostDown(node string) error {
 	}
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return errBootHost
 	}
 	return s.silence(n)
 }

@@ -108,6 +108,11 @@ type Options struct {
 	DieWithParent bool
 	// Simulators tunes the in-process simulators StartTestSite runs.
 	Simulators SimulatorOptions
+	// Bootstrap runs each node's agent as on a device (bootmode.go): in a
+	// network namespace of its own, bootstrapping for real with its own
+	// cluster config, and the k3s stand-in as its k3s, which runs the
+	// node's etcd member. It needs root and iproute2.
+	Bootstrap bool
 }
 
 // Node is one simulated node.
@@ -152,6 +157,8 @@ type State struct {
 	ClusterName            string       `json:"clusterName"`
 	ClusterID              string       `json:"clusterID"`
 	DieWithParent          bool         `json:"dieWithParent,omitempty"`
+	// Bootstrap: the site's agents bootstrap for real (bootmode.go).
+	Bootstrap bool `json:"bootstrap,omitempty"`
 }
 
 // Site is a started (or loaded) sitebox.
@@ -161,6 +168,9 @@ type Site struct {
 	// holds a failed node's address silent as a site process; empty: held
 	// in this process, for as long as it runs (tests).
 	SilenceHolder string
+	// K3sStandin is the k3s stand-in binary (test/k3sstandin) a
+	// bootstrap-mode site's agents run as their k3s.
+	K3sStandin string
 	// exited holds, per PID this process started, a channel closed once the
 	// process has exited and its end is written to its log.
 	exitedMu sync.Mutex
@@ -241,6 +251,11 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	if opts.Dir == "" {
 		return nil, errors.New("a site directory is required (--dir)")
 	}
+	if opts.Bootstrap {
+		if err := checkBootstrapHost(); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -263,7 +278,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		}
 	}
 	// A previous site's data in the same directory would resurrect its objects.
-	for _, sub := range []string{"etcd", "pki", "nodes", "logs", "run"} {
+	for _, sub := range []string{"etcd", "pki", "nodes", "logs", "run", "boot", "state"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return nil, err
 		}
@@ -313,6 +328,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		ClusterName:            clusterName,
 		ClusterID:              randomUUID(),
 		DieWithParent:          opts.DieWithParent,
+		Bootstrap:              opts.Bootstrap,
 	}}
 	for i := range opts.Nodes {
 		name := NodeName(i)
@@ -349,6 +365,14 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	if err := site.writeClusterToken(); err != nil {
 		return nil, err
 	}
+	if site.Bootstrap {
+		if err := site.planBootstrap(); err != nil {
+			return nil, err
+		}
+		if err := site.writeBootFiles(); err != nil {
+			return nil, err
+		}
+	}
 	if err := site.save(); err != nil {
 		return nil, err
 	}
@@ -375,6 +399,11 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	}
 	if err := site.waitNodesReady(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if site.Bootstrap {
+		if err := site.makeLAN(); err != nil {
+			return nil, err
+		}
 	}
 	return site, nil
 }
@@ -708,6 +737,10 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kube-vip lease: %w", err)
 	}
+	// A bootstrap-mode site's agents record their cluster themselves.
+	if s.Bootstrap {
+		return nil
+	}
 	var names []string
 	for _, n := range s.Nodes {
 		names = append(names, n.Name)
@@ -867,6 +900,9 @@ func (s *Site) Fail(node string) error {
 	if !s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is already failed", node)
 	}
+	if s.Bootstrap {
+		return s.powerOffBoot(node)
+	}
 	if err := s.stop("kwok-" + node); err != nil {
 		return err
 	}
@@ -889,6 +925,9 @@ func (s *Site) Recover(node string) error {
 	}
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return s.powerOnBoot(node)
 	}
 	if err := s.StartEtcdMember(node); err != nil {
 		return err
@@ -914,6 +953,12 @@ func (s *Site) PowerOff(nodes ...string) error {
 		}
 	}
 	var errs []error
+	if s.Bootstrap {
+		for _, node := range nodes {
+			errs = append(errs, s.powerOffBoot(node))
+		}
+		return errors.Join(errs...)
+	}
 	for _, node := range nodes {
 		errs = append(errs, s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
 	}
@@ -933,6 +978,9 @@ func (s *Site) PowerOn(node string) error {
 	n, err := s.node(node)
 	if err != nil {
 		return err
+	}
+	if s.Bootstrap {
+		return s.powerOnBoot(node)
 	}
 	// The member is started, not waited for: a member that comes back
 	// alone serves no client (not even /livez) until it finds a quorum,
@@ -1103,6 +1151,14 @@ func (s *Site) Down() error {
 			}
 		}
 		_ = os.Remove(s.pidFile(name))
+	}
+	if s.Bootstrap {
+		// An agent stops its k3s (and that its etcd member) as it ends;
+		// one killed earlier may have left its k3s behind.
+		for _, n := range s.Nodes {
+			errs = append(errs, s.killK3s(n.Name))
+		}
+		errs = append(errs, s.dropLAN())
 	}
 	return errors.Join(errs...)
 }
