@@ -22,6 +22,7 @@ controlplane:
 
 sitebox: controlplane
 	$(GO) build -o $(BIN)/sitebox ./test/sitebox/cmd/sitebox
+	$(GO) build -o $(BIN)/k3sstandin ./test/k3sstandin
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

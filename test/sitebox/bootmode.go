@@ -43,8 +43,15 @@ import (
 // to it go unanswered) and made again, bare, when it powers on.
 
 // bootPrefix is the cluster network of a bootstrap-mode site: it exists
-// only inside the site's namespaces, so every site may use the same.
-const bootPrefix = "10.244.244.0/24"
+// only inside the site's namespaces, so every site may use the same. As
+// small as the nodes allow: a seed's first boot probes every address of
+// it for a member before it initialises.
+func bootPrefix(nodes int) string {
+	if nodes <= 13 {
+		return "10.244.244.0/28"
+	}
+	return "10.244.244.0/27"
+}
 
 // clusterInterface is each node namespace's interface on the LAN.
 const clusterInterface = "eth1"
@@ -106,7 +113,7 @@ func (s *Site) planBootstrap() error {
 	for i, n := range s.Nodes {
 		nodes = append(nodes, agent.FormNode{Name: n.Name, UUID: n.UUID, Worker: i >= EtcdMembers})
 	}
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: s.ClusterName, Interface: clusterInterface, Prefix: bootPrefix, Nodes: nodes})
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: s.ClusterName, Interface: clusterInterface, Prefix: bootPrefix(len(nodes)), Nodes: nodes})
 	if err != nil {
 		return fmt.Errorf("form the site's cluster: %w", err)
 	}
@@ -119,7 +126,7 @@ func (s *Site) planBootstrap() error {
 		if err != nil {
 			return err
 		}
-		s.Nodes[i].IP = addr.Addr().String()
+		s.Nodes[i].IP, s.Nodes[i].LoopbackIP = addr.Addr().String(), s.Nodes[i].IP
 		configDir := filepath.Dir(s.ClusterConfig(b.NodeName))
 		if err := os.MkdirAll(configDir, 0o700); err != nil {
 			return err

@@ -47,11 +47,16 @@ func (s *Site) writeClusterToken() error {
 }
 
 // StatusAddr is where node's agent serves /status and the proof of life:
-// the node's cluster address and the status port, as on a device.
+// the node's cluster address and the status port, as on a device. On a
+// bootstrap-mode site that address is inside the node's namespace.
 func (s *Site) StatusAddr(node string) (string, error) {
 	n, err := s.node(node)
 	if err != nil {
 		return "", err
+	}
+	if s.Bootstrap {
+		// Dialled from here it would leave the machine.
+		return "", fmt.Errorf("a bootstrap-mode node serves /status in its namespace %s only", s.Netns(node))
 	}
 	return net.JoinHostPort(n.IP, strconv.Itoa(config.StatusPort)), nil
 }

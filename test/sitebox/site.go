@@ -121,6 +121,11 @@ type Node struct {
 	UUID string `json:"uuid"`
 	IP   string `json:"ip"`
 	CIDR string `json:"cidr"`
+	// LoopbackIP is, on a bootstrap-mode site, the node's address on this
+	// machine's loopback (IP is its cluster address, inside the site's
+	// namespaces): its Node's ExternalIP, which the API server prefers
+	// when it dials a kubelet, so that nothing it sends leaves the machine.
+	LoopbackIP string `json:"loopbackIP,omitempty"`
 }
 
 // EtcdMember is one member of the site's etcd cluster, run for one node
@@ -597,27 +602,33 @@ func (s *Site) EtcdMemberOf(node string) (EtcdMember, bool) {
 
 func (s *Site) startAPIServer(ctx context.Context) error {
 	tol := strconv.Itoa(s.EvictionToleration)
-	if err := s.start("kube-apiserver",
-		"--etcd-servers="+strings.Join(s.EtcdEndpoints(), ","),
+	args := []string{
+		"--etcd-servers=" + strings.Join(s.EtcdEndpoints(), ","),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", s.APIPort),
 		"--endpoint-reconciler-type=none",
-		"--tls-cert-file="+s.pki("apiserver.crt"), "--tls-private-key-file="+s.pki("apiserver.key"),
-		"--client-ca-file="+s.pki("ca.crt"),
+		"--tls-cert-file=" + s.pki("apiserver.crt"), "--tls-private-key-file=" + s.pki("apiserver.key"),
+		"--client-ca-file=" + s.pki("ca.crt"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+s.pki("sa.pub"),
-		"--service-account-signing-key-file="+s.pki("sa.key"),
-		"--service-cluster-ip-range="+serviceClusterRange,
+		"--service-account-key-file=" + s.pki("sa.pub"),
+		"--service-account-signing-key-file=" + s.pki("sa.key"),
+		"--service-cluster-ip-range=" + serviceClusterRange,
 		"--authorization-mode=Node,RBAC",
 		// As k3s runs its API server: a kubelet's identity changes only
 		// its own Node and the pods bound to it.
 		"--enable-admission-plugins=NodeRestriction",
 		// k3s allows privileged pods (KubeVirt's and Longhorn's need it).
 		"--allow-privileged=true",
-		"--default-not-ready-toleration-seconds="+tol,
-		"--default-unreachable-toleration-seconds="+tol,
+		"--default-not-ready-toleration-seconds=" + tol,
+		"--default-unreachable-toleration-seconds=" + tol,
 		"--profiling=false",
-	); err != nil {
+	}
+	if s.Bootstrap {
+		// A bootstrap-mode node's InternalIP is its cluster address, in
+		// the site's namespaces: the API server dials its loopback one.
+		args = append(args, "--kubelet-preferred-address-types=ExternalIP,InternalIP,Hostname")
+	}
+	if err := s.start("kube-apiserver", args...); err != nil {
 		return err
 	}
 	tlsCfg, err := s.adminTLS()
@@ -806,10 +817,7 @@ func (s *Site) nodeObject(n Node) *corev1.Node {
 				corev1.ResourcePods:             resource.MustParse("110"),
 				corev1.ResourceEphemeralStorage: resource.MustParse("120Gi"),
 			},
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: n.IP},
-				{Type: corev1.NodeHostName, Address: n.Name},
-			},
+			Addresses: nodeAddresses(n),
 			NodeInfo: corev1.NodeSystemInfo{
 				KubeletVersion:          KubeletVersion,
 				ContainerRuntimeVersion: "containerd://2.0.5-k3s1",
@@ -819,6 +827,14 @@ func (s *Site) nodeObject(n Node) *corev1.Node {
 			},
 		},
 	}
+}
+
+func nodeAddresses(n Node) []corev1.NodeAddress {
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP}}
+	if n.LoopbackIP != "" {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: n.LoopbackIP})
+	}
+	return append(addrs, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name})
 }
 
 // installCRDs creates every CRD in the YAML streams and waits until each is established.
