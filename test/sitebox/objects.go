@@ -152,7 +152,8 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 }
 
 // StopAgents stops the agents StartAgents started; a later Recover does not
-// start them again.
+// start them again. On a bootstrap-mode site each agent stops its k3s, and
+// with it the node's etcd member: the site loses its quorum.
 func (s *Site) StopAgents() error {
 	var errs []error
 	for _, n := range s.Nodes {
