@@ -88,7 +88,7 @@ func readPIDFile(path string) int {
 // site loses power and boots again, the seed last: the joiners start k3s
 // without waiting on the seed (that is what brings etcd's quorum back), and
 // within powerCutRecoveryBound of the seed's power-on every node is Ready
-// and every agent joined and READY. The same for two of three servers, the
+// and every agent joined and READY, the app running on its node. The same for two of three servers, the
 // seed among them. The times are logged.
 func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 	netns.Skip(t)
@@ -107,6 +107,10 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// One app, designated to node-b: it runs there again after each cut.
+	web := apps.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f3", DisplayName: "boot-web", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
+	writeJSON(t, filepath.Join(appsDir, "apps", web.DisplayName+".json"), web)
 	seed, joiners := "node-a", []string{"node-b", "node-c"}
 	nodes := append([]string{seed}, joiners...)
 	agentState := func(node string) (agent.State, error) {
@@ -115,7 +119,8 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 		return localapi.Get[agent.State](ctx, site.AgentSocket(node), localapi.PathAgent)
 	}
 	// whole: every node Ready, every agent joined (its bring-up done) and
-	// READY on its socket (connected to its cluster).
+	// READY on its socket (connected to its cluster), and each sees the app
+	// running on node-b.
 	whole := func() (string, bool) {
 		cs := clientset(t, site)
 		for _, n := range nodes {
@@ -140,6 +145,17 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 			if ns.Status != apps.NodeReady {
 				return fmt.Sprintf("%s's agent says %s (%s)", n, ns.Status, ns.Reason), false
 			}
+			var seen []apps.AppState
+			if err := getSocketErr(site.AgentSocket(n), localapi.PathApps, &seen); err != nil {
+				return n + "'s agent apps: " + err.Error(), false
+			}
+			running := false
+			for _, a := range seen {
+				running = running || (a.Name == web.DisplayName && a.KubeStatus == apps.KubeRunning && a.Node == "node-b")
+			}
+			if !running {
+				return fmt.Sprintf("%s's agent does not see %s running on node-b: %+v", n, web.DisplayName, seen), false
+			}
 		}
 		return "", true
 	}
@@ -149,7 +165,7 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, 90*time.Second, "the site's first bring-up", whole, func(s string) string { return s })
-	t.Logf("bootstrap mode, first boot: every agent joined and READY, every node Ready %s after the agents started",
+	t.Logf("bootstrap mode, first boot: every agent joined and READY, every node Ready, the app running %s after the agents started",
 		time.Since(began).Round(100*time.Millisecond))
 
 	// Each agent really ran its bring-up: the stand-in recorded one start,
@@ -177,16 +193,20 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 	}
 	// The stand-in runs the node's etcd member, whose data it keeps where
 	// k3s keeps it.
-	for _, n := range nodes {
-		standin := readPIDFile(filepath.Join(site.K3sDataDir(n), "sitecon-k3s.pid"))
-		member := readPIDFile(filepath.Join(site.Dir, "run", "etcd-"+n+".pid"))
-		if standin == 0 || member == 0 || parentPID(member) != standin {
-			t.Errorf("%s's etcd member (pid %d) is not run by its k3s stand-in (pid %d)", n, member, standin)
-		}
-		if _, err := os.Stat(filepath.Join(site.K3sDataDir(n), "server", "db", "etcd", "member")); err != nil {
-			t.Errorf("%s's k3s data dir has no etcd member data: %v", n, err)
+	membersRunUnderK3s := func(nodes []string) {
+		t.Helper()
+		for _, n := range nodes {
+			standin := readPIDFile(filepath.Join(site.K3sDataDir(n), "sitecon-k3s.pid"))
+			member := readPIDFile(filepath.Join(site.Dir, "run", "etcd-"+n+".pid"))
+			if standin == 0 || member == 0 || parentPID(member) != standin {
+				t.Errorf("%s's etcd member (pid %d) is not run by its k3s stand-in (pid %d)", n, member, standin)
+			}
+			if _, err := os.Stat(filepath.Join(site.K3sDataDir(n), "server", "db", "etcd", "member")); err != nil {
+				t.Errorf("%s's k3s data dir has no etcd member data: %v", n, err)
+			}
 		}
 	}
+	membersRunUnderK3s(nodes)
 
 	// Power cuts: the whole site, then two of the three servers with the
 	// seed among them (either takes etcd's quorum). Every node's agent,
@@ -245,8 +265,11 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 		}
 		on := time.Now()
 		until(t, powerCutRecoveryBound, c.name+" back after a power cut (seed last)", whole, func(s string) string { return s })
-		t.Logf("bootstrap mode, power cut of %s: every node Ready, every agent joined and READY %s after the seed's power-on",
+		t.Logf("bootstrap mode, power cut of %s: every node Ready, every agent joined and READY, the app running %s after the seed's power-on",
 			c.name, time.Since(on).Round(100*time.Millisecond))
+		// The members came back through the agents' bring-up, each under
+		// its node's k3s.
+		membersRunUnderK3s(c.off)
 		if starts := standinStarts(t, site.K3sDataDir(seed)); len(starts) != before[seed]+1 || strings.Contains(starts[len(starts)-1].line, "cluster-init") {
 			t.Errorf("the seed's k3s after the power cut: %v (want one more start, without cluster-init)", starts)
 		}
