@@ -256,8 +256,12 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 				starts := standinStarts(t, site.K3sDataDir(n))
 				return starts, len(starts) == before[n]+1
 			}, func(s []standinStart) string {
+				var lines []string
+				for _, start := range s {
+					lines = append(lines, start.line)
+				}
 				st, err := agentState(n)
-				return fmt.Sprintf("starts %v; agent %+v %v", s, st, err)
+				return fmt.Sprintf("k3s starts:\n%s\nagent %+v %v", strings.Join(lines, "\n"), st, err)
 			})
 		}
 		if err := site.PowerOn(seed); err != nil {
