@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -276,6 +277,77 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 		membersRunUnderK3s(c.off)
 		if starts := standinStarts(t, site.K3sDataDir(seed)); len(starts) != before[seed]+1 || strings.Contains(starts[len(starts)-1].line, "cluster-init") {
 			t.Errorf("the seed's k3s after the power cut: %v (want one more start, without cluster-init)", starts)
+		}
+	}
+}
+
+// The same mode from sitebox's command line, as a person stages a power
+// cut by hand: `sitebox up --bootstrap` brings every agent to joined,
+// `power-off all` and `power-on` (the seed last) bring the site back, and
+// `down` leaves no process and no namespace behind.
+func TestSiteboxCLIBootstrapMode(t *testing.T) {
+	netns.Skip(t)
+	bin := t.TempDir()
+	for pkg, name := range map[string]string{"./test/sitebox/cmd/sitebox": "sitebox", "./test/k3sstandin": "k3sstandin"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", name, err, out)
+		}
+	}
+	dir := t.TempDir()
+	sb := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(bin, "sitebox"), append(args, "--dir", dir)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sitebox %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	sb("up", "--bootstrap", "--agents", sitecon, "--no-simulators", "--node-monitor-grace-period", "12s", "--node-lease-duration", "12s")
+	downed := false
+	defer func() {
+		if !downed {
+			_, _ = exec.Command(filepath.Join(bin, "sitebox"), "down", "--dir", dir).CombinedOutput()
+		}
+	}()
+	site, err := sitebox.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := func() (string, bool) {
+		for _, n := range []string{"node-a", "node-b", "node-c"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			st, err := localapi.Get[agent.State](ctx, site.AgentSocket(n), localapi.PathAgent)
+			cancel()
+			if err != nil || st.Phase != agent.PhaseJoined {
+				return fmt.Sprintf("%s's agent: %s %s %v", n, st.Phase, st.LastError, err), false
+			}
+		}
+		return "", true
+	}
+	until(t, 90*time.Second, "every agent joined after sitebox up --bootstrap", joined, func(s string) string { return s })
+	sb("power-off", "all")
+	if _, ok := joined(); ok {
+		t.Fatal("the agents answer after power-off all")
+	}
+	sb("power-on", "node-c", "node-b")
+	sb("power-on", "node-a")
+	until(t, powerCutRecoveryBound, "every agent joined again after power-off all, power-on (seed last)", joined, func(s string) string { return s })
+
+	sb("down")
+	downed = true
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prefix := strings.TrimSuffix(site.Netns("node-a"), "-a"); strings.Contains(string(out), prefix) {
+		t.Errorf("sitebox down left namespaces:\n%s", out)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if cmdline, err := os.ReadFile(p); err == nil && bytes.Contains(cmdline, []byte(dir)) {
+			t.Errorf("sitebox down left %s: %s", p, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
 	}
 }
