@@ -38,6 +38,11 @@ import (
 // which no node namespace can reach: the stand-in keeps one thread in the
 // machine's namespace (sitemode.Node.HostNetns) and dials and forks from
 // it, so the node's side needs no route, address or rule on the machine.
+// (A unix socket crosses namespaces too, but it needs a relay on the
+// machine's side for each listener: one more process per node that a power
+// cut must kill and a boot start, outside the node's k3s.) The namespaces
+// have no default route: whatever an agent dials off the site's LAN fails
+// at once instead of leaving the machine.
 // A powered-off node's namespace is deleted (its address, routes and
 // firewall go, as a device's do when it loses power: the others' packets
 // to it go unanswered) and made again, bare, when it powers on.
@@ -340,13 +345,17 @@ func (s *Site) killK3s(node string) error {
 	return nil
 }
 
-// powerOffBoot cuts a bootstrap-mode node's power: its etcd member, k3s,
-// agent and kubelet die by SIGKILL, then its network goes with its
-// namespace.
-func (s *Site) powerOffBoot(node string) error {
-	i := slices.IndexFunc(s.Nodes, func(n Node) bool { return n.Name == node })
-	errs := []error{s.kill(etcdProcess(node)), s.killK3s(node), s.kill(agentProcess(node)), s.kill("kwok-" + node)}
-	errs = append(errs, s.dropNetns(i))
+// powerOffBoot cuts the power of bootstrap-mode nodes at once: every
+// node's etcd member, k3s, agent and kubelet die by SIGKILL, then each
+// node's network goes with its namespace.
+func (s *Site) powerOffBoot(nodes ...string) error {
+	var errs []error
+	for _, node := range nodes {
+		errs = append(errs, s.kill(etcdProcess(node)), s.killK3s(node), s.kill(agentProcess(node)), s.kill("kwok-"+node))
+	}
+	for _, node := range nodes {
+		errs = append(errs, s.dropNetns(slices.IndexFunc(s.Nodes, func(n Node) bool { return n.Name == node })))
+	}
 	return errors.Join(errs...)
 }
 

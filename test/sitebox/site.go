@@ -970,10 +970,7 @@ func (s *Site) PowerOff(nodes ...string) error {
 	}
 	var errs []error
 	if s.Bootstrap {
-		for _, node := range nodes {
-			errs = append(errs, s.powerOffBoot(node))
-		}
-		return errors.Join(errs...)
+		return s.powerOffBoot(nodes...)
 	}
 	for _, node := range nodes {
 		errs = append(errs, s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
