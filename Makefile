@@ -22,6 +22,7 @@ controlplane:
 
 sitebox: controlplane
 	$(GO) build -o $(BIN)/sitebox ./test/sitebox/cmd/sitebox
+	$(GO) build -o $(BIN)/k3sstandin ./test/k3sstandin
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -53,7 +54,7 @@ fuzz:
 
 # The fault scenarios, each printing its time to recovery: a node lost at
 # shipped timings, a whole-site power cut and two of three servers off.
-FAULT_TESTS := TestNodeLossAtShippedTimings|TestSitePowerCutComesBack|TestPowerCutMembersStartWithoutTheSeed|TestRemovedServerHoldsAfterRestart
+FAULT_TESTS := TestNodeLossAtShippedTimings|TestSitePowerCutComesBack|TestSiteboxBootstrapModeComesBackAfterAPowerCut|TestPowerCutMembersStartWithoutTheSeed|TestRemovedServerHoldsAfterRestart
 # A node lost at the timings a real site has (node grace 40s, agents'
 # shipped defaults, two-minute rebuilds, VMs that boot): slow, so not part
 # of make test; it logs when each step happened.

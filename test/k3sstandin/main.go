@@ -1,6 +1,8 @@
 // Command k3sstandin stands in for k3s in the agent's end-to-end tests: it
 // records when and how it was started, and as a server it answers TLS on
-// <node-ip>:6443 the way k3s's API server port does. It is test-only; the
+// <node-ip>:6443 the way k3s's API server port does. In sitebox's bootstrap
+// mode (sitemode.Env) it runs the node's etcd member and relays its API
+// port to the site's API server instead (site.go). It is test-only; the
 // product always runs the real k3s.
 package main
 
@@ -23,6 +25,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/sitecon/sitecon/test/k3sstandin/sitemode"
 )
 
 // ControllerKubeconfigEnv names the kubeconfig the stand-in writes as
@@ -112,6 +116,22 @@ func run(args []string) error {
 		name, _ := settings["node-name"].(string)
 		if err := copyNodeIdentity(filepath.Join(src, name, "agent"), filepath.Join(dataDir, "agent")); err != nil {
 			return err
+		}
+	}
+	if conf := os.Getenv(sitemode.Env); conf != "" {
+		ip, _ := settings["node-ip"].(string)
+		node, err := runSiteNode(conf, sub, dataDir, ip)
+		if err != nil {
+			return err
+		}
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+		select {
+		case <-stop:
+			node.stop()
+			return nil
+		case <-node.exited:
+			return fmt.Errorf("the etcd member exited")
 		}
 	}
 	// The cluster's CA, made, fetched or kept as k3s does (ca.go).

@@ -47,11 +47,16 @@ func (s *Site) writeClusterToken() error {
 }
 
 // StatusAddr is where node's agent serves /status and the proof of life:
-// the node's cluster address and the status port, as on a device.
+// the node's cluster address and the status port, as on a device. On a
+// bootstrap-mode site that address is inside the node's namespace.
 func (s *Site) StatusAddr(node string) (string, error) {
 	n, err := s.node(node)
 	if err != nil {
 		return "", err
+	}
+	if s.Bootstrap {
+		// Dialled from here it would leave the machine.
+		return "", fmt.Errorf("a bootstrap-mode node serves /status in its namespace %s only", s.Netns(node))
 	}
 	return net.JoinHostPort(n.IP, strconv.Itoa(config.StatusPort)), nil
 }
@@ -215,6 +220,10 @@ func waitSilent(addr string, within time.Duration) error {
 	}
 }
 
+// errBootHost: a bootstrap-mode node's address lives in its namespace,
+// which a failed node's power cut has taken.
+var errBootHost = errors.New("a bootstrap-mode site's failed node is powered off; power it on instead")
+
 // HostUp makes a failed node's host answer again while its agent and k3s
 // stay down: its address refuses connections (the kernel's reset), as a
 // device whose k3s stopped but whose containers may still run.
@@ -224,6 +233,9 @@ func (s *Site) HostUp(node string) error {
 	}
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return errBootHost
 	}
 	return s.unsilence(node)
 }
@@ -237,6 +249,9 @@ func (s *Site) HostDown(node string) error {
 	}
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return errBootHost
 	}
 	return s.silence(n)
 }

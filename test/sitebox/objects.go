@@ -103,6 +103,9 @@ func WriteDemoApps(dir string) error {
 // DIR/run/agent-NODE.sock, state under DIR/state/NODE, metrics on
 // 127.0.0.1:9812 and up, /status and the proof of life on the node's
 // address (StatusAddr). Auto-migration apps move after moveAfter.
+//
+// On a bootstrap-mode site (Options.Bootstrap) each agent bootstraps for
+// real instead, in its node's namespace (bootmode.go).
 func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) error {
 	// Site processes run in the site directory: every path must be absolute.
 	var err error
@@ -111,6 +114,9 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 	}
 	if appsDir, err = filepath.Abs(appsDir); err != nil {
 		return err
+	}
+	if s.Bootstrap {
+		return s.startBootAgents(sitecon, appsDir, moveAfter)
 	}
 	dir, err := filepath.Abs(s.Dir)
 	if err != nil {
@@ -146,7 +152,8 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 }
 
 // StopAgents stops the agents StartAgents started; a later Recover does not
-// start them again.
+// start them again. On a bootstrap-mode site each agent stops its k3s, and
+// with it the node's etcd member: the site loses its quorum.
 func (s *Site) StopAgents() error {
 	var errs []error
 	for _, n := range s.Nodes {

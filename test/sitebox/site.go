@@ -108,6 +108,11 @@ type Options struct {
 	DieWithParent bool
 	// Simulators tunes the in-process simulators StartTestSite runs.
 	Simulators SimulatorOptions
+	// Bootstrap runs each node's agent as on a device (bootmode.go): in a
+	// network namespace of its own, bootstrapping for real with its own
+	// cluster config, and the k3s stand-in as its k3s, which runs the
+	// node's etcd member. It needs root and iproute2.
+	Bootstrap bool
 }
 
 // Node is one simulated node.
@@ -116,6 +121,11 @@ type Node struct {
 	UUID string `json:"uuid"`
 	IP   string `json:"ip"`
 	CIDR string `json:"cidr"`
+	// LoopbackIP is, on a bootstrap-mode site, the node's address on this
+	// machine's loopback (IP is its cluster address, inside the site's
+	// namespaces): its Node's ExternalIP, which the API server prefers
+	// when it dials a kubelet, so that nothing it sends leaves the machine.
+	LoopbackIP string `json:"loopbackIP,omitempty"`
 }
 
 // EtcdMember is one member of the site's etcd cluster, run for one node
@@ -152,6 +162,8 @@ type State struct {
 	ClusterName            string       `json:"clusterName"`
 	ClusterID              string       `json:"clusterID"`
 	DieWithParent          bool         `json:"dieWithParent,omitempty"`
+	// Bootstrap: the site's agents bootstrap for real (bootmode.go).
+	Bootstrap bool `json:"bootstrap,omitempty"`
 }
 
 // Site is a started (or loaded) sitebox.
@@ -161,6 +173,9 @@ type Site struct {
 	// holds a failed node's address silent as a site process; empty: held
 	// in this process, for as long as it runs (tests).
 	SilenceHolder string
+	// K3sStandin is the k3s stand-in binary (test/k3sstandin) a
+	// bootstrap-mode site's agents run as their k3s.
+	K3sStandin string
 	// exited holds, per PID this process started, a channel closed once the
 	// process has exited and its end is written to its log.
 	exitedMu sync.Mutex
@@ -241,6 +256,11 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	if opts.Dir == "" {
 		return nil, errors.New("a site directory is required (--dir)")
 	}
+	if opts.Bootstrap {
+		if err := checkBootstrapHost(); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -263,7 +283,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		}
 	}
 	// A previous site's data in the same directory would resurrect its objects.
-	for _, sub := range []string{"etcd", "pki", "nodes", "logs", "run"} {
+	for _, sub := range []string{"etcd", "pki", "nodes", "logs", "run", "boot", "state"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return nil, err
 		}
@@ -313,6 +333,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		ClusterName:            clusterName,
 		ClusterID:              randomUUID(),
 		DieWithParent:          opts.DieWithParent,
+		Bootstrap:              opts.Bootstrap,
 	}}
 	for i := range opts.Nodes {
 		name := NodeName(i)
@@ -349,6 +370,14 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	if err := site.writeClusterToken(); err != nil {
 		return nil, err
 	}
+	if site.Bootstrap {
+		if err := site.planBootstrap(); err != nil {
+			return nil, err
+		}
+		if err := site.writeBootFiles(); err != nil {
+			return nil, err
+		}
+	}
 	if err := site.save(); err != nil {
 		return nil, err
 	}
@@ -375,6 +404,11 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 	}
 	if err := site.waitNodesReady(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if site.Bootstrap {
+		if err := site.makeLAN(); err != nil {
+			return nil, err
+		}
 	}
 	return site, nil
 }
@@ -568,27 +602,33 @@ func (s *Site) EtcdMemberOf(node string) (EtcdMember, bool) {
 
 func (s *Site) startAPIServer(ctx context.Context) error {
 	tol := strconv.Itoa(s.EvictionToleration)
-	if err := s.start("kube-apiserver",
-		"--etcd-servers="+strings.Join(s.EtcdEndpoints(), ","),
+	args := []string{
+		"--etcd-servers=" + strings.Join(s.EtcdEndpoints(), ","),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", s.APIPort),
 		"--endpoint-reconciler-type=none",
-		"--tls-cert-file="+s.pki("apiserver.crt"), "--tls-private-key-file="+s.pki("apiserver.key"),
-		"--client-ca-file="+s.pki("ca.crt"),
+		"--tls-cert-file=" + s.pki("apiserver.crt"), "--tls-private-key-file=" + s.pki("apiserver.key"),
+		"--client-ca-file=" + s.pki("ca.crt"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+s.pki("sa.pub"),
-		"--service-account-signing-key-file="+s.pki("sa.key"),
-		"--service-cluster-ip-range="+serviceClusterRange,
+		"--service-account-key-file=" + s.pki("sa.pub"),
+		"--service-account-signing-key-file=" + s.pki("sa.key"),
+		"--service-cluster-ip-range=" + serviceClusterRange,
 		"--authorization-mode=Node,RBAC",
 		// As k3s runs its API server: a kubelet's identity changes only
 		// its own Node and the pods bound to it.
 		"--enable-admission-plugins=NodeRestriction",
 		// k3s allows privileged pods (KubeVirt's and Longhorn's need it).
 		"--allow-privileged=true",
-		"--default-not-ready-toleration-seconds="+tol,
-		"--default-unreachable-toleration-seconds="+tol,
+		"--default-not-ready-toleration-seconds=" + tol,
+		"--default-unreachable-toleration-seconds=" + tol,
 		"--profiling=false",
-	); err != nil {
+	}
+	if s.Bootstrap {
+		// A bootstrap-mode node's InternalIP is its cluster address, in
+		// the site's namespaces: the API server dials its loopback one.
+		args = append(args, "--kubelet-preferred-address-types=ExternalIP,InternalIP,Hostname")
+	}
+	if err := s.start("kube-apiserver", args...); err != nil {
 		return err
 	}
 	tlsCfg, err := s.adminTLS()
@@ -708,6 +748,10 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kube-vip lease: %w", err)
 	}
+	// A bootstrap-mode site's agents record their cluster themselves.
+	if s.Bootstrap {
+		return nil
+	}
 	var names []string
 	for _, n := range s.Nodes {
 		names = append(names, n.Name)
@@ -773,10 +817,7 @@ func (s *Site) nodeObject(n Node) *corev1.Node {
 				corev1.ResourcePods:             resource.MustParse("110"),
 				corev1.ResourceEphemeralStorage: resource.MustParse("120Gi"),
 			},
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: n.IP},
-				{Type: corev1.NodeHostName, Address: n.Name},
-			},
+			Addresses: nodeAddresses(n),
 			NodeInfo: corev1.NodeSystemInfo{
 				KubeletVersion:          KubeletVersion,
 				ContainerRuntimeVersion: "containerd://2.0.5-k3s1",
@@ -786,6 +827,14 @@ func (s *Site) nodeObject(n Node) *corev1.Node {
 			},
 		},
 	}
+}
+
+func nodeAddresses(n Node) []corev1.NodeAddress {
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP}}
+	if n.LoopbackIP != "" {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: n.LoopbackIP})
+	}
+	return append(addrs, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name})
 }
 
 // installCRDs creates every CRD in the YAML streams and waits until each is established.
@@ -867,6 +916,9 @@ func (s *Site) Fail(node string) error {
 	if !s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is already failed", node)
 	}
+	if s.Bootstrap {
+		return s.powerOffBoot(node)
+	}
 	if err := s.stop("kwok-" + node); err != nil {
 		return err
 	}
@@ -889,6 +941,9 @@ func (s *Site) Recover(node string) error {
 	}
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return s.powerOnBoot(node)
 	}
 	if err := s.StartEtcdMember(node); err != nil {
 		return err
@@ -914,6 +969,9 @@ func (s *Site) PowerOff(nodes ...string) error {
 		}
 	}
 	var errs []error
+	if s.Bootstrap {
+		return s.powerOffBoot(nodes...)
+	}
 	for _, node := range nodes {
 		errs = append(errs, s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
 	}
@@ -933,6 +991,9 @@ func (s *Site) PowerOn(node string) error {
 	n, err := s.node(node)
 	if err != nil {
 		return err
+	}
+	if s.Bootstrap {
+		return s.powerOnBoot(node)
 	}
 	// The member is started, not waited for: a member that comes back
 	// alone serves no client (not even /livez) until it finds a quorum,
@@ -1103,6 +1164,14 @@ func (s *Site) Down() error {
 			}
 		}
 		_ = os.Remove(s.pidFile(name))
+	}
+	if s.Bootstrap {
+		// An agent stops its k3s (and that its etcd member) as it ends;
+		// one killed earlier may have left its k3s behind.
+		for _, n := range s.Nodes {
+			errs = append(errs, s.killK3s(n.Name))
+		}
+		errs = append(errs, s.dropLAN())
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@
 // EVE nodes, for sitecon's tests and demo.
 //
 //	sitebox up --nodes 3 --dir DIR     start a site; returns once it is ready
+//	sitebox up --agents SITECON --bootstrap --dir DIR   agents that bootstrap for real, each in its own network namespace, the k3s stand-in running its etcd member
 //	sitebox fail node-b --dir DIR      lose node-b: its kubelet (kwok), etcd member and agent stop, its address goes silent
 //	sitebox recover node-b --dir DIR   start them again (the member rejoins with its data)
 //	sitebox power-off all --dir DIR    a power cut: every node's kubelet, etcd member and agent killed at once, their addresses silent
@@ -46,7 +47,7 @@ func root() *cobra.Command {
 
 	var opts sitebox.Options
 	var noSimulators, demo bool
-	var agents string
+	var agents, standin string
 	var moveAfter time.Duration
 	up := &cobra.Command{
 		Use:   "up",
@@ -54,6 +55,9 @@ func root() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Dir = dir
+			if opts.Bootstrap && agents == "" {
+				return fmt.Errorf("--bootstrap is how the agents start: give --agents too")
+			}
 			start := time.Now()
 			// Ctrl-C while starting stops what already runs (Up cleans up
 			// after a failed start), instead of leaving it behind.
@@ -73,11 +77,27 @@ func root() *cobra.Command {
 				}
 			}
 			if agents != "" {
+				if site.K3sStandin = standin; standin == "" {
+					// make sitebox builds it beside sitebox.
+					self, err := os.Executable()
+					if err != nil {
+						return err
+					}
+					site.K3sStandin = filepath.Join(filepath.Dir(self), "k3sstandin")
+				}
+				if err := os.MkdirAll(appsDir, 0o755); err != nil {
+					_ = site.Down()
+					return err
+				}
 				if err := site.StartAgents(agents, appsDir, moveAfter); err != nil {
 					_ = site.Down()
 					return fmt.Errorf("agents: %w", err)
 				}
 				fmt.Printf("agents: one per node, apps from %s, sockets %s\n", appsDir, site.AgentSocket("NODE"))
+				if site.Bootstrap {
+					fmt.Printf("  bootstrapping for real: configs %s, namespaces %s (ip netns exec %s ...)\n",
+						site.ClusterConfig("NODE"), site.Netns("NODE"), site.Netns(site.Nodes[0].Name))
+				}
 			}
 			if !noSimulators {
 				self, err := os.Executable()
@@ -102,7 +122,9 @@ func root() *cobra.Command {
 	up.Flags().DurationVar(&opts.AttachDetachSyncPeriod, "attach-detach-sync-period", time.Minute, "how often the attach/detach controller re-reads VolumeAttachments (controller-manager)")
 	up.Flags().StringVar(&opts.ClusterName, "cluster-name", "sitebox", "cluster name recorded in the sitecon-cluster ConfigMap")
 	up.Flags().BoolVar(&demo, "demo", false, "write the demo site's app and volume configs to DIR/apps (two VMs, two containers, one pinned)")
-	up.Flags().StringVar(&agents, "agents", "", "sitecon binary: run one agent per node (--no-bootstrap) on DIR/apps")
+	up.Flags().StringVar(&agents, "agents", "", "sitecon binary: run one agent per node (--no-bootstrap unless --bootstrap) on DIR/apps")
+	up.Flags().BoolVar(&opts.Bootstrap, "bootstrap", false, "with --agents: each node's agent bootstraps for real, in a network namespace of its own (root), with its own cluster config, cluster address and /status, and the k3s stand-in as its k3s, which runs the node's etcd member: power-off/power-on then stage a real power cut")
+	up.Flags().StringVar(&standin, "k3s-standin", "", "with --bootstrap: the k3s stand-in binary (default: k3sstandin beside sitebox, as make sitebox builds it)")
 	up.Flags().DurationVar(&moveAfter, "move-after", 20*time.Second, "agents: how long auto-migration apps tolerate a lost node")
 	up.Flags().BoolVar(&noSimulators, "no-simulators", false, "do not run the Longhorn, KubeVirt and kube-vip simulators")
 

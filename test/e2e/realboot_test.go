@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// standinStart is one line of the k3s stand-in's record of its starts.
+type standinStart struct {
+	at   time.Time
+	line string
+}
+
+// standinStarts reads the record the stand-in keeps in its data dir.
+func standinStarts(t *testing.T, dataDir string) []standinStart {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dataDir, "standin-starts"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []standinStart
+	// Whole lines only: a read may land between the create and the write.
+	for _, line := range strings.Split(string(data[:bytes.LastIndexByte(data, '\n')+1]), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, strings.Fields(line)[0])
+		if err != nil {
+			t.Fatalf("stand-in record %q: %v", line, err)
+		}
+		out = append(out, standinStart{at: at, line: line})
+	}
+	return out
+}
+
+// parentPID is the parent of pid, from /proc.
+func parentPID(pid int) int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+func readPIDFile(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid
+}
+
+// Issue 19 §1: sitebox's bootstrap mode. Each node's agent runs without
+// --no-bootstrap, in a network namespace sitebox made for the node, with
+// its own cluster config (agent.Plan), its own cluster address and /status,
+// and the k3s stand-in as its k3s; the stand-in brings up the node's etcd
+// member (its data kept across restarts) and its API endpoint. First boot:
+// the seed initialises, the joiners wait for its /status. Then the whole
+// site loses power and boots again, the seed last: the joiners start k3s
+// without waiting on the seed (that is what brings etcd's quorum back), and
+// within powerCutRecoveryBound of the seed's power-on every node is Ready
+// and every agent joined and READY, the app running on its node. The same for two of three servers, the
+// seed among them. The times are logged.
+func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
+	netns.Skip(t)
+	// Its own site: the power cut takes etcd's quorum from the whole site.
+	opts := sitebox.TestOptions(t.TempDir())
+	opts.Bootstrap = true
+	site, err := sitebox.StartTestSite(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Stop()
+	site.K3sStandin = buildStandin(t)
+	appsDir := t.TempDir()
+	for _, sub := range []string{"apps", "volumes"} {
+		if err := os.MkdirAll(filepath.Join(appsDir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One app, designated to node-b: it runs there again after each cut.
+	web := apps.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f3", DisplayName: "boot-web", Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
+	writeJSON(t, filepath.Join(appsDir, "apps", web.DisplayName+".json"), web)
+	seed, joiners := "node-a", []string{"node-b", "node-c"}
+	nodes := append([]string{seed}, joiners...)
+	agentState := func(node string) (agent.State, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		return localapi.Get[agent.State](ctx, site.AgentSocket(node), localapi.PathAgent)
+	}
+	// whole: every node Ready, every agent joined (its bring-up done) and
+	// READY on its socket (connected to its cluster), and each sees the app
+	// running on node-b.
+	whole := func() (string, bool) {
+		cs := clientset(t, site)
+		for _, n := range nodes {
+			node, err := cs.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+			if err != nil {
+				return "node " + n + ": " + err.Error(), false
+			}
+			if !kube.NodeIsReady(node) {
+				return "node " + n + " not Ready", false
+			}
+			st, err := agentState(n)
+			if err != nil {
+				return n + "'s agent: " + err.Error(), false
+			}
+			if st.Phase != agent.PhaseJoined {
+				return fmt.Sprintf("%s's agent is %s (%s)", n, st.Phase, st.LastError), false
+			}
+			var ns apps.NodeState
+			if err := getSocketErr(site.AgentSocket(n), localapi.PathNode, &ns); err != nil {
+				return n + "'s agent: " + err.Error(), false
+			}
+			if ns.Status != apps.NodeReady {
+				return fmt.Sprintf("%s's agent says %s (%s)", n, ns.Status, ns.Reason), false
+			}
+			var seen []apps.AppState
+			if err := getSocketErr(site.AgentSocket(n), localapi.PathApps, &seen); err != nil {
+				return n + "'s agent apps: " + err.Error(), false
+			}
+			running := false
+			for _, a := range seen {
+				running = running || (a.Name == web.DisplayName && a.KubeStatus == apps.KubeRunning && a.Node == "node-b")
+			}
+			if !running {
+				return fmt.Sprintf("%s's agent does not see %s running on node-b: %+v", n, web.DisplayName, seen), false
+			}
+		}
+		return "", true
+	}
+
+	began := time.Now()
+	if err := site.StartAgents(sitecon, appsDir, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	until(t, 90*time.Second, "the site's first bring-up", whole, func(s string) string { return s })
+	t.Logf("bootstrap mode, first boot: every agent joined and READY, every node Ready, the app running %s after the agents started",
+		time.Since(began).Round(100*time.Millisecond))
+
+	// Each agent really ran its bring-up: the stand-in recorded one start,
+	// the seed's with cluster-init, the joiners' after it and after a wait
+	// for the seed's /status.
+	firstStart := map[string]standinStart{}
+	for _, n := range nodes {
+		starts := standinStarts(t, site.K3sDataDir(n))
+		if len(starts) != 1 {
+			t.Fatalf("%s's k3s started %d times on first boot, want 1: %v", n, len(starts), starts)
+		}
+		firstStart[n] = starts[0]
+	}
+	if l := firstStart[seed].line; !strings.Contains(l, "cluster-init") {
+		t.Errorf("the seed's k3s did not initialise the cluster: %s", l)
+	}
+	for _, j := range joiners {
+		if l := firstStart[j].line; strings.Contains(l, "cluster-init") || !firstStart[j].at.After(firstStart[seed].at) {
+			t.Errorf("%s's k3s start (%s) is not a join after the seed's (%s)", j, l, firstStart[seed].line)
+		}
+		log, _ := os.ReadFile(filepath.Join(site.Dir, "logs", "agent-"+j+".log"))
+		if !bytes.Contains(log, []byte("phase="+string(agent.PhaseWaitingSeed))) {
+			t.Errorf("%s's agent never waited for the seed on its first join (its log has no %s phase)", j, agent.PhaseWaitingSeed)
+		}
+	}
+	// The stand-in runs the node's etcd member, whose data it keeps where
+	// k3s keeps it.
+	membersRunUnderK3s := func(nodes []string) {
+		t.Helper()
+		for _, n := range nodes {
+			standin := readPIDFile(filepath.Join(site.K3sDataDir(n), "sitecon-k3s.pid"))
+			member := readPIDFile(filepath.Join(site.Dir, "run", "etcd-"+n+".pid"))
+			if standin == 0 || member == 0 || parentPID(member) != standin {
+				t.Errorf("%s's etcd member (pid %d) is not run by its k3s stand-in (pid %d)", n, member, standin)
+			}
+			if _, err := os.Stat(filepath.Join(site.K3sDataDir(n), "server", "db", "etcd", "member")); err != nil {
+				t.Errorf("%s's k3s data dir has no etcd member data: %v", n, err)
+			}
+		}
+	}
+	membersRunUnderK3s(nodes)
+
+	// Power cuts: the whole site, then two of the three servers with the
+	// seed among them (either takes etcd's quorum). Every node's agent,
+	// stand-in, etcd member and kubelet die at once; the seed boots last.
+	for _, c := range []struct {
+		name string
+		off  []string
+	}{
+		{"the whole site", nodes},
+		{"two of three servers, the seed among them", []string{seed, "node-b"}},
+	} {
+		before := map[string]int{}
+		for _, n := range c.off {
+			before[n] = len(standinStarts(t, site.K3sDataDir(n)))
+		}
+		if err := site.PowerOff(c.off...); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.off {
+			if _, err := agentState(n); err == nil {
+				t.Fatalf("%s is powered off, but its agent answers", n)
+			}
+			if pid := readPIDFile(filepath.Join(site.K3sDataDir(n), "sitecon-k3s.pid")); pid != 0 {
+				if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmdline, []byte(site.Dir)) {
+					t.Fatalf("%s is powered off, but its k3s stand-in (pid %d) runs", n, pid)
+				}
+			}
+		}
+		cs := clientset(t, site)
+		until(t, 30*time.Second, "the API without etcd quorum", func() (error, bool) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			return err, err != nil
+		}, func(error) string { return "a quorum read still succeeds" })
+		<-time.After(powerCutLength)
+
+		// The others boot first and start k3s without the seed: their
+		// etcd members bring the quorum back.
+		for _, n := range c.off[1:] {
+			if err := site.PowerOn(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range c.off[1:] {
+			until(t, 30*time.Second, n+" starts k3s again with the seed still off", func() ([]standinStart, bool) {
+				starts := standinStarts(t, site.K3sDataDir(n))
+				return starts, len(starts) == before[n]+1
+			}, func(s []standinStart) string {
+				var lines []string
+				for _, start := range s {
+					lines = append(lines, start.line)
+				}
+				st, err := agentState(n)
+				return fmt.Sprintf("k3s starts:\n%s\nagent %+v %v", strings.Join(lines, "\n"), st, err)
+			})
+		}
+		if err := site.PowerOn(seed); err != nil {
+			t.Fatal(err)
+		}
+		on := time.Now()
+		until(t, powerCutRecoveryBound, c.name+" back after a power cut (seed last)", whole, func(s string) string { return s })
+		t.Logf("bootstrap mode, power cut of %s: every node Ready, every agent joined and READY, the app running %s after the seed's power-on",
+			c.name, time.Since(on).Round(100*time.Millisecond))
+		// The members came back through the agents' bring-up, each under
+		// its node's k3s.
+		membersRunUnderK3s(c.off)
+		if starts := standinStarts(t, site.K3sDataDir(seed)); len(starts) != before[seed]+1 || strings.Contains(starts[len(starts)-1].line, "cluster-init") {
+			t.Errorf("the seed's k3s after the power cut: %v (want one more start, without cluster-init)", starts)
+		}
+	}
+}
+
+// The same mode from sitebox's command line, as a person stages a power
+// cut by hand: `sitebox up --bootstrap` brings every agent to joined,
+// `power-off all` and `power-on` (the seed last) bring the site back, and
+// `down` leaves no process and no namespace behind.
+func TestSiteboxCLIBootstrapMode(t *testing.T) {
+	netns.Skip(t)
+	bin := t.TempDir()
+	for pkg, name := range map[string]string{"./test/sitebox/cmd/sitebox": "sitebox", "./test/k3sstandin": "k3sstandin"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", name, err, out)
+		}
+	}
+	dir := t.TempDir()
+	sb := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(bin, "sitebox"), append(args, "--dir", dir)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sitebox %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	sb("up", "--bootstrap", "--agents", sitecon, "--no-simulators", "--node-monitor-grace-period", "12s", "--node-lease-duration", "12s")
+	downed := false
+	defer func() {
+		if !downed {
+			_, _ = exec.Command(filepath.Join(bin, "sitebox"), "down", "--dir", dir).CombinedOutput()
+		}
+	}()
+	site, err := sitebox.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := func() (string, bool) {
+		for _, n := range []string{"node-a", "node-b", "node-c"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			st, err := localapi.Get[agent.State](ctx, site.AgentSocket(n), localapi.PathAgent)
+			cancel()
+			if err != nil || st.Phase != agent.PhaseJoined {
+				return fmt.Sprintf("%s's agent: %s %s %v", n, st.Phase, st.LastError, err), false
+			}
+		}
+		return "", true
+	}
+	until(t, 90*time.Second, "every agent joined after sitebox up --bootstrap", joined, func(s string) string { return s })
+	sb("power-off", "all")
+	if _, ok := joined(); ok {
+		t.Fatal("the agents answer after power-off all")
+	}
+	sb("power-on", "node-c", "node-b")
+	sb("power-on", "node-a")
+	until(t, powerCutRecoveryBound, "every agent joined again after power-off all, power-on (seed last)", joined, func(s string) string { return s })
+
+	sb("down")
+	downed = true
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prefix := strings.TrimSuffix(site.Netns("node-a"), "-a"); strings.Contains(string(out), prefix) {
+		t.Errorf("sitebox down left namespaces:\n%s", out)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if cmdline, err := os.ReadFile(p); err == nil && bytes.Contains(cmdline, []byte(dir)) {
+			t.Errorf("sitebox down left %s: %s", p, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
+}

@@ -1,0 +1,61 @@
+// Package sitemode is what sitebox tells the k3s stand-in when the stand-in
+// runs as a node's k3s in sitebox's bootstrap mode: where the site's API
+// server and the node's etcd member live, in the machine's network
+// namespace, while the node's agent and its stand-in run in the node's own.
+package sitemode
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// Env names the file (JSON, a Node) that puts the stand-in in sitebox's
+// bootstrap mode. The node's agent passes its environment on to its k3s.
+const Env = "K3SSTANDIN_SITEBOX"
+
+// Node is one node's side of the site, as the stand-in sees it.
+type Node struct {
+	// HostNetns is the machine's network namespace (a path such as
+	// /proc/1/ns/net), where the API server and the etcd members listen.
+	HostNetns string `json:"hostNetns"`
+	// APIServer is the site's API server, host:port in HostNetns: the
+	// stand-in's :6443 relays to it, as k3s's own API port serves.
+	APIServer string `json:"apiServer"`
+	// ServerCA is the site's CA certificate, written where k3s keeps its
+	// server CA (<data-dir>/server/tls/server-ca.crt).
+	ServerCA string `json:"serverCA"`
+	// Etcd is the node's etcd member; nil on a worker.
+	Etcd *Etcd `json:"etcd,omitempty"`
+}
+
+// Etcd is a node's etcd member, run by the stand-in as k3s runs the
+// embedded one of a server.
+type Etcd struct {
+	// CommandFile holds the member's command line, a JSON array (sitebox's
+	// DIR/run/etcd-NODE.cmd): its data dir is kept across starts.
+	CommandFile string `json:"commandFile"`
+	// PIDFile is where sitebox looks for the member's PID.
+	PIDFile string `json:"pidFile"`
+	// LogFile receives the member's output.
+	LogFile string `json:"logFile"`
+	// Client is the member's client address, host:port in HostNetns: the
+	// stand-in's 127.0.0.1:2379 relays to it, where k3s serves etcd.
+	Client string `json:"client"`
+}
+
+// Read reads a Node from path.
+func Read(path string) (Node, error) {
+	var n Node
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return n, err
+	}
+	if err := json.Unmarshal(data, &n); err != nil {
+		return n, fmt.Errorf("%s: %w", path, err)
+	}
+	if n.HostNetns == "" || n.APIServer == "" {
+		return n, fmt.Errorf("%s: hostNetns and apiServer are required", path)
+	}
+	return n, nil
+}
