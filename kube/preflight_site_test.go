@@ -277,9 +277,14 @@ func TestRemoveAsConfirmedJudgesTheSeedAgain(t *testing.T) {
 		want  string
 	}{
 		"the seed moved to the node": {func() error {
-			moved := record.DeepCopy()
+			// The record as it is now: the other case recreates it (a new
+			// UID), and the cases run in map order.
+			moved, err := cms.Get(ctx, kube.ClusterConfigMapName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
 			moved.Data[kube.ClusterKeyJoinServerIP] = kube.InternalIP(nodeC)
-			_, err := cms.Update(ctx, moved, metav1.UpdateOptions{})
+			_, err = cms.Update(ctx, moved, metav1.UpdateOptions{})
 			return err
 		}, "node-c is the seed in effect"},
 		"the cluster record is gone": {func() error {
