@@ -15,15 +15,6 @@ import (
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
-// EtcdMembersConfigMapName is the ConfigMap, in AppNamespace, where the
-// agents of the server nodes publish etcd's member list as each of them
-// observes it: one key per observing node, each written only by that
-// node's agent (server-side apply, its own field manager), so the writers
-// never conflict and a dead node's entry simply ages. Every snapshot
-// already watches AppNamespace's ConfigMaps: the console and the actions
-// read it with no request of their own.
-const EtcdMembersConfigMapName = "sitecon-etcd-members"
-
 // EtcdMembersMaxAge is how old the freshest observation may be before the
 // list is stale. Agents observe every EtcdObserveInterval and rewrite at
 // least every EtcdPublishInterval; three missed rewrites mean no agent
