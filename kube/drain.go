@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // DrainOptions tune a drain.
@@ -28,7 +30,7 @@ type DrainOptions struct {
 	// the evictions' goroutines.
 	Progress func(DrainStep)
 	// Purpose and LocalNode are what CheckDrain judges for (DrainCheck).
-	Purpose   Purpose
+	Purpose   safety.Purpose
 	LocalNode string
 }
 
@@ -98,7 +100,7 @@ func (e *PlanChangedError) Error() string {
 // volumes whose data is on the node are watched: if one loses an
 // up-to-date copy elsewhere or turns faulted, the evictions stop, the node
 // stays cordoned, and a *DrainStoppedError says why.
-func DrainAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed Preflight, opts DrainOptions) error {
+func DrainAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed safety.Preflight, opts DrainOptions) error {
 	opts.Purpose, opts.LocalNode = confirmed.Purpose, confirmed.LocalNode
 	fresh, err := freshDrainData(ctx, clients, d)
 	if err != nil {
@@ -108,7 +110,7 @@ func DrainAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed P
 	if err != nil {
 		return fmt.Errorf("re-checking %s before the drain: %w; nothing was changed", confirmed.Node, err)
 	}
-	if reasons := Reconfirm(confirmed, now); len(reasons) > 0 {
+	if reasons := safety.Reconfirm(confirmed, now); len(reasons) > 0 {
 		return &PlanChangedError{Node: confirmed.Node, Reasons: reasons}
 	}
 	if !fresh.HasLonghorn {

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // CheckDrain reads what a drain of node would do and judges it. The reads
@@ -19,13 +21,13 @@ import (
 // Whether Longhorn is installed is asked again here, not taken from when
 // the snapshot started: a console opened before Longhorn was installed
 // must still judge the replicas.
-func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts DrainOptions) (Preflight, error) {
+func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts DrainOptions) (safety.Preflight, error) {
 	if !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == node }) {
-		return Preflight{}, fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, NodeNames(d.Nodes))
+		return safety.Preflight{}, fmt.Errorf("%s: %w (nodes: %s)", node, safety.ErrUnknownNode, NodeNames(d.Nodes))
 	}
 	d, err := withLonghorn(ctx, clients, d)
 	if err != nil {
-		return Preflight{}, err
+		return safety.Preflight{}, err
 	}
 	purpose, local := opts.Purpose, opts.LocalNode
 	opts.Progress = nil
@@ -40,7 +42,7 @@ func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts
 			check.LonghornPolicy = s.Value
 		}
 	}
-	return DrainPreflight(check), nil
+	return safety.DrainPreflight(check.Facts()), nil
 }
 
 // longhornInstalled asks the API server whether Longhorn's volumes exist.

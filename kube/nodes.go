@@ -1,15 +1,11 @@
 package kube
 
 import (
-	"errors"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
-
-// ErrUnknownNode is returned for a node name the cluster does not have.
-var ErrUnknownNode = errors.New("no such node")
 
 // NodeNames lists node names, sorted, for messages.
 func NodeNames(nodes []*corev1.Node) string {

@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // RemovalStoppedError is a remove or replace stopped after its drain and
@@ -32,13 +34,13 @@ func (e *RemovalStoppedError) Error() string {
 // drain took up to its timeout (minutes, behind disruption budgets): a
 // server lost meanwhile would turn the removal into the loss of quorum,
 // and a replica failed meanwhile into the loss of the last copy.
-func RemoveAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed Preflight) error {
+func RemoveAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed safety.Preflight) error {
 	node := confirmed.Node
 	fresh, err := freshDrainData(ctx, clients, d)
 	if err == nil {
 		fresh, err = freshClusterRecord(ctx, clients, fresh)
 	}
-	var now Preflight
+	var now safety.Preflight
 	if err == nil {
 		now, err = CheckDrain(ctx, clients, fresh, node, DrainOptions{Purpose: confirmed.Purpose, LocalNode: confirmed.LocalNode})
 	}
@@ -46,7 +48,7 @@ func RemoveAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed 
 		// Unknown is not "still fine".
 		return &RemovalStoppedError{Node: node, Reasons: []string{"the re-check before deleting it failed: " + err.Error()}}
 	}
-	reasons := Reconfirm(confirmed, now)
+	reasons := safety.Reconfirm(confirmed, now)
 	if why := SeedRemovalRefusal(fresh, node); why != "" {
 		reasons = append(reasons, why)
 	}
@@ -62,7 +64,7 @@ func RemoveAsConfirmed(ctx context.Context, clients *Clients, d Data, confirmed 
 func RemoveNode(ctx context.Context, cs kubernetes.Interface, node string) error {
 	if err := cs.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s: %w", node, ErrUnknownNode)
+			return fmt.Errorf("%s: %w", node, safety.ErrUnknownNode)
 		}
 		return err
 	}

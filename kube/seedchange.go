@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // SeedCheck says why a node cannot be the seed server, or nil.
@@ -27,7 +29,7 @@ func SeedCheck(d Data, node string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%s: %w (nodes: %s)", node, ErrUnknownNode, NodeNames(d.Nodes))
+	return fmt.Errorf("%s: %w (nodes: %s)", node, safety.ErrUnknownNode, NodeNames(d.Nodes))
 }
 
 // SetSeed makes node the seed server: the sitecon-cluster ConfigMap's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // Action names of the drains, as recorded.
@@ -37,11 +38,11 @@ func DefaultDrainOptions() DrainOptions {
 // remove-node or replace-node); local is the node this runs on, when
 // known. Removing the seed in effect is refused here too: joiners need it,
 // so it moves first (sitecon seed).
-func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local string, opts DrainOptions) (kube.Preflight, error) {
-	purpose := kube.PurposeOf(action)
-	if purpose != kube.PurposeDrain {
+func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local string, opts DrainOptions) (safety.Preflight, error) {
+	purpose := safety.PurposeOf(action)
+	if purpose != safety.PurposeDrain {
 		if why := kube.SeedRemovalRefusal(snap.Data(), node); why != "" {
-			return kube.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil
+			return safety.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil
 		}
 	}
 	return kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{
@@ -49,7 +50,7 @@ func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local st
 }
 
 // PreflightSummary is a preflight as the audit record keeps it.
-func PreflightSummary(p kube.Preflight) []string {
+func PreflightSummary(p safety.Preflight) []string {
 	var out []string
 	for _, r := range p.Refusals {
 		out = append(out, "refused: "+r)
@@ -64,7 +65,7 @@ func PreflightSummary(p kube.Preflight) []string {
 // after it) judged by its preflight and waiting to be confirmed.
 type Drain struct {
 	Action
-	Preflight kube.Preflight
+	Preflight safety.Preflight
 	Options   DrainOptions
 	// Removes: the node is deleted from the cluster once drained.
 	Removes bool
@@ -75,7 +76,7 @@ type Drain struct {
 // NewDrain turns a preflight (or the error that stopped it) into the drain
 // to confirm, recorded in rec. A refusal is recorded and returned as a
 // *Refused.
-func NewDrain(rec *Record, snap *kube.Snapshot, p kube.Preflight, checkErr error, opts DrainOptions) (*Drain, error) {
+func NewDrain(rec *Record, snap *kube.Snapshot, p safety.Preflight, checkErr error, opts DrainOptions) (*Drain, error) {
 	if checkErr != nil {
 		return nil, rec.Refuse(checkErr.Error())
 	}
@@ -86,7 +87,7 @@ func NewDrain(rec *Record, snap *kube.Snapshot, p kube.Preflight, checkErr error
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultDrainTimeout
 	}
-	d := &Drain{Action: Action{Record: rec}, Preflight: p, Options: opts, Removes: kube.PurposeOf(rec.Audit().Action) != kube.PurposeDrain}
+	d := &Drain{Action: Action{Record: rec}, Preflight: p, Options: opts, Removes: safety.PurposeOf(rec.Audit().Action) != safety.PurposeDrain}
 	d.Change = func(ctx context.Context, progress func(string)) error { return d.drain(ctx, snap, progress) }
 	return d, nil
 }
