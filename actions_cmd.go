@@ -83,8 +83,8 @@ func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, targe
 
 // out is where the action prints. What it prints quotes the cluster (pod,
 // node and app names, eviction messages, the preflight's reasons): every
-// write is cleaned of terminal sequences on its way (DESIGN.md, safety
-// rule 7), so no line printed here can be missed.
+// write is cleaned of terminal sequences on its way (docs/DESIGN.md,
+// "Nothing raw reaches the terminal"), so no line printed here can be missed.
 func (a *action) out() io.Writer { return cleanWriter{a.cmd.OutOrStdout()} }
 
 // cleanWriter writes what it is given with each line cleaned (ui.CleanLines).

@@ -32,7 +32,7 @@ func TestDrainFlagsDefaultToTheFlows(t *testing.T) {
 
 // Issue 19 §7: what the actions print quotes the cluster (pod and app
 // names, eviction messages, the preflight's pods): cleaned of terminal
-// sequences before it reaches the terminal (DESIGN.md, safety rule 7).
+// sequences before it reaches the terminal (docs/DESIGN.md, "Nothing raw reaches the terminal").
 func TestActionOutputReachesTheTerminalClean(t *testing.T) {
 	var out strings.Builder
 	cmd := &cobra.Command{}

@@ -5,7 +5,7 @@
 // as k9s's views call its dao and Harvester's controller and API share
 // one drainhelper.
 //
-// Each flow records itself in the audit log (DESIGN.md, safety rule 5):
+// Each flow records itself in the audit log (docs/DESIGN.md, "A human confirms"):
 // planned, a refusal is one record; confirmed, the intent is on disk
 // before the change and the outcome follows it under the same id. The
 // faces never write a record of their own.
