@@ -76,13 +76,9 @@ func (c DrainCheck) Facts() safety.DrainFacts {
 		now = time.Now()
 	}
 	f := safety.DrainFacts{
-		Node: c.Node, Etcd: EtcdQuorumMembers(c.Data, now),
+		Node: c.Node, Nodes: NodeFacts(c.Data.Nodes), Etcd: EtcdQuorumMembers(c.Data, now),
 		Volumes: c.Data.Volumes, Replicas: c.Data.Replicas,
 		LonghornPolicy: c.LonghornPolicy, Purpose: c.Purpose, LocalNode: c.LocalNode,
-	}
-	for _, n := range c.Data.Nodes {
-		f.Nodes = append(f.Nodes, safety.Node{Name: n.Name, Ready: NodeIsReady(n),
-			Server: IsServer(n) || IsEtcdMember(n), EtcdMember: IsEtcdMember(n)})
 	}
 	for _, a := range c.Apps {
 		f.Apps = append(f.Apps, safety.App{Name: a.Name, Node: a.Node, Pinned: a.Mode == AppModePinned, Ready: a.Ready})

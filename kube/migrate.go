@@ -18,63 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// MigrateTarget is a node an app could move to, or why not.
-type MigrateTarget struct {
-	Node     string `json:"node"`
-	Eligible bool   `json:"eligible"`
-	Why      string `json:"why,omitempty"`
-}
-
-// MigrateTargets lists every node with whether the app may move there:
-// Ready, schedulable, meets the app's node requirements, not where it is.
-func MigrateTargets(app AppStatus, nodes []*corev1.Node) []MigrateTarget {
-	var out []MigrateTarget
-	for _, n := range nodes {
-		t := MigrateTarget{Node: n.Name}
-		switch {
-		case n.Name == app.Node:
-			t.Why = "the app runs here"
-		case !NodeIsReady(n):
-			t.Why = "not Ready"
-		case n.Spec.Unschedulable:
-			t.Why = "cordoned"
-		default:
-			if miss := unmet(app.Requires, n.Labels); miss != "" {
-				t.Why = "lacks " + miss
-			} else {
-				t.Eligible = true
-			}
-		}
-		out = append(out, t)
-	}
-	slices.SortFunc(out, func(a, b MigrateTarget) int { return strings.Compare(a.Node, b.Node) })
-	return out
-}
-
-// unmet names the first requirement the labels do not meet.
-func unmet(reqs []corev1.NodeSelectorRequirement, labels map[string]string) string {
-	for _, r := range reqs {
-		v, has := labels[r.Key]
-		ok := false
-		switch r.Operator {
-		case corev1.NodeSelectorOpIn:
-			ok = has && slices.Contains(r.Values, v)
-		case corev1.NodeSelectorOpNotIn:
-			ok = !has || !slices.Contains(r.Values, v)
-		case corev1.NodeSelectorOpExists:
-			ok = has
-		case corev1.NodeSelectorOpDoesNotExist:
-			ok = !has
-		default:
-			ok = true // Gt/Lt: left to the scheduler
-		}
-		if !ok {
-			return fmt.Sprintf("%s %s %s", r.Key, strings.ToLower(string(r.Operator)), strings.Join(r.Values, ","))
-		}
-	}
-	return ""
-}
-
 // PlacementOverride is an on-site move of an app (the agent's
 // PlacementOverride, as stored in the sitecon-placement ConfigMap).
 type PlacementOverride struct {

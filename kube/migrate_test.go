@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 func TestMigrateTargets(t *testing.T) {
@@ -13,8 +15,8 @@ func TestMigrateTargets(t *testing.T) {
 	d.Nodes = append(d.Nodes, node("node-d", "10.244.244.4", corev1.ConditionFalse, t0, map[string]string{"gpu": "yes"}),
 		node("node-e", "10.244.244.5", corev1.ConditionTrue, t0, map[string]string{"gpu": "yes"}))
 	app := AppStatus{Name: "hmi", Node: "node-e", Requires: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"yes"}}}}
-	got := map[string]MigrateTarget{}
-	for _, tg := range MigrateTargets(app, d.Nodes) {
+	got := map[string]safety.MigrateTarget{}
+	for _, tg := range safety.MigrateTargets(app.Node, app.Requires, NodeFacts(d.Nodes)) {
 		got[tg.Node] = tg
 	}
 	want := map[string]string{"node-a": "", "node-b": "cordoned", "node-c": "lacks gpu in yes", "node-d": "not Ready", "node-e": "the app runs here"}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // NodeNames lists node names, sorted, for messages.
@@ -76,4 +78,16 @@ func NodeReadyCondition(n *corev1.Node) *corev1.NodeCondition {
 func NodeIsReady(n *corev1.Node) bool {
 	c := NodeReadyCondition(n)
 	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// NodeFacts is each Node as the rules in kube/safety read it: readiness,
+// role, cordon, address and labels.
+func NodeFacts(nodes []*corev1.Node) []safety.Node {
+	var out []safety.Node
+	for _, n := range nodes {
+		out = append(out, safety.Node{Name: n.Name, Ready: NodeIsReady(n),
+			Server: IsServer(n) || IsEtcdMember(n), EtcdMember: IsEtcdMember(n),
+			Cordoned: n.Spec.Unschedulable, InternalIP: InternalIP(n), Labels: n.Labels})
+	}
+	return out
 }

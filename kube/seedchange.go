@@ -13,30 +13,11 @@ import (
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
-// SeedCheck says why a node cannot be the seed server, or nil.
-func SeedCheck(d Data, node string) error {
-	for _, n := range d.Nodes {
-		if n.Name != node {
-			continue
-		}
-		switch {
-		case !NodeIsReady(n):
-			return fmt.Errorf("%s is not Ready: the seed must answer joiners now", node)
-		case !IsEtcdMember(n):
-			return fmt.Errorf("%s is not an etcd member: only a server with etcd can be the seed", node)
-		case InternalIP(n) == "":
-			return fmt.Errorf("%s has no internal address to join through", node)
-		}
-		return nil
-	}
-	return fmt.Errorf("%s: %w (nodes: %s)", node, safety.ErrUnknownNode, NodeNames(d.Nodes))
-}
-
 // SetSeed makes node the seed server: the sitecon-cluster ConfigMap's
 // join_server_ip becomes its address; every agent re-renders its k3s config
 // from it.
 func SetSeed(ctx context.Context, cs kubernetes.Interface, d Data, node string) (string, error) {
-	if err := SeedCheck(d, node); err != nil {
+	if err := safety.SeedCheck(NodeFacts(d.Nodes), node); err != nil {
 		return "", err
 	}
 	var ip string

@@ -108,7 +108,7 @@ type dialog struct {
 	typed string
 	input textinput.Model
 	// targets are migrate's choices; choice the highlighted one.
-	targets []kube.MigrateTarget
+	targets []safety.MigrateTarget
 	choice  int
 	app     kube.AppStatus
 	// record is the action's audit record, which its flow writes.
@@ -297,7 +297,7 @@ func (a *App) openMigrate(rowID string) tea.Cmd {
 		d.refuse(app.Name + " has no app UUID: it was not laid out by a sitecon agent")
 		return nil
 	}
-	d.targets = kube.MigrateTargets(app, a.actions.Snap.Data().Nodes)
+	d.targets = safety.MigrateTargets(app.Node, app.Requires, kube.NodeFacts(a.actions.Snap.Data().Nodes))
 	d.choice = -1
 	for i, t := range d.targets {
 		if t.Eligible && d.choice < 0 {

@@ -48,9 +48,9 @@ func PlanMigrate(ctx context.Context, r Recorder, snap *kube.Snapshot, req Migra
 		return nil, rec.Refuse(fmt.Sprintf("no app %q (apps: %s)", req.App, kube.AppNames(kube.Derive(d, time.Now()).Apps)))
 	}
 	rec.SetTarget(app.Name + " → " + req.Target)
-	var chosen *kube.MigrateTarget
+	var chosen *safety.MigrateTarget
 	var eligible []string
-	for _, t := range kube.MigrateTargets(app, d.Nodes) {
+	for _, t := range safety.MigrateTargets(app.Node, app.Requires, kube.NodeFacts(d.Nodes)) {
 		if t.Node == req.Target {
 			chosen = &t
 		}

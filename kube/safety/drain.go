@@ -89,6 +89,21 @@ type Node struct {
 	Server bool
 	// EtcdMember: the Node carries the etcd role label.
 	EtcdMember bool
+	// Cordoned: the Node is unschedulable.
+	Cordoned bool
+	// InternalIP is the Node's cluster address, "" when it has none.
+	InternalIP string
+	Labels     map[string]string
+}
+
+// nodeNames lists node names, sorted, for messages.
+func nodeNames(nodes []Node) string {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // App is an app as the drain preflight sees it: a pinned app that runs
