@@ -92,7 +92,7 @@ func (e *PlanChangedError) Error() string {
 
 // DrainAsConfirmed drains confirmed.Node only if a preflight taken now, from
 // the API server itself rather than a watch cache, still agrees with the one
-// the user confirmed (Reconfirm); otherwise it returns a *PlanChangedError
+// the user confirmed (safety.Reconfirm); otherwise it returns a *PlanChangedError
 // and changes nothing. A confirmation can sit on screen for minutes while a
 // replica elsewhere fails or another server drops out.
 //

@@ -29,7 +29,7 @@ func (e *RemovalStoppedError) Error() string {
 
 // RemoveAsConfirmed deletes confirmed.Node, just drained for a remove or
 // replace, only if a preflight taken now from the API server still agrees
-// with the one confirmed (Reconfirm), and the node is still not the seed;
+// with the one confirmed (safety.Reconfirm), and the node is still not the seed;
 // otherwise it returns a *RemovalStoppedError and deletes nothing. The
 // drain took up to its timeout (minutes, behind disruption budgets): a
 // server lost meanwhile would turn the removal into the loss of quorum,
