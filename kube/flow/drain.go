@@ -11,12 +11,8 @@ import (
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
-// Action names of the drains, as recorded.
-const (
-	ActionDrain   = "drain"
-	ActionRemove  = "remove-node"
-	ActionReplace = "replace-node"
-)
+// ActionDrain is a drain's action name, as recorded.
+const ActionDrain = "drain"
 
 // DrainOptions tune a drain, whichever face asked for it.
 type DrainOptions struct {
@@ -130,15 +126,5 @@ func (d *Drain) drain(ctx context.Context, snap *kube.Snapshot, progress func(st
 	if !d.Removes {
 		return nil
 	}
-	// The drain took minutes: quorum, the last copies and the seed are
-	// judged again, from the API server, before the node is deleted.
-	progress("re-checking quorum, the volumes' copies and the seed before removing " + node)
-	if err := kube.RemoveAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight); err != nil {
-		return err
-	}
-	progress(node + " removed from the cluster")
-	if d.removed != nil {
-		d.removed()
-	}
-	return nil
+	return d.remove(ctx, snap, progress)
 }

@@ -8,6 +8,9 @@ import (
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
+// ActionReplace is a replace's action name, as recorded.
+const ActionReplace = "replace-node"
+
 // ReplaceRequest is a device replaced: Old drained and removed, New given
 // a join bundle with Old's cluster address, so the site's addressing stays
 // as it was.
