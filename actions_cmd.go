@@ -18,6 +18,7 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -82,8 +83,8 @@ func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, targe
 
 // out is where the action prints. What it prints quotes the cluster (pod,
 // node and app names, eviction messages, the preflight's reasons): every
-// write is cleaned of terminal sequences on its way (DESIGN.md, safety
-// rule 7), so no line printed here can be missed.
+// write is cleaned of terminal sequences on its way (docs/DESIGN.md,
+// "Nothing raw reaches the terminal"), so no line printed here can be missed.
 func (a *action) out() io.Writer { return cleanWriter{a.cmd.OutOrStdout()} }
 
 // cleanWriter writes what it is given with each line cleaned (ui.CleanLines).
@@ -163,12 +164,12 @@ func (a *action) run(f *flow.Action) error {
 	return a.done(f.Run(a.cmd.Context(), func(line string) { fmt.Fprintln(a.out(), line) }))
 }
 
-func printPreflight(w io.Writer, p kube.Preflight) {
+func printPreflight(w io.Writer, p safety.Preflight) {
 	what := "draining"
 	switch p.Purpose {
-	case kube.PurposeRemove:
+	case safety.PurposeRemove:
 		what = "removing"
-	case kube.PurposeReplace:
+	case safety.PurposeReplace:
 		what = "replacing"
 	}
 	// The verdict quotes the cluster (names, the published etcd member
@@ -209,7 +210,7 @@ func newCordonCmd(g *globalFlags, unschedulable bool) *cobra.Command {
 			cordon := flow.Cordon(a.recorder, a.snap, node, unschedulable)
 			n, ok := a.snap.Node(node)
 			if !ok {
-				return a.done(cordon.Refuse(fmt.Sprintf("%s: %v", node, kube.ErrUnknownNode)))
+				return a.done(cordon.Refuse(fmt.Sprintf("%s: %v", node, safety.ErrUnknownNode)))
 			}
 			if n.Spec.Unschedulable == unschedulable {
 				fmt.Fprintf(a.out(), "%s is already %sed; nothing to do\n", node, name)
@@ -260,7 +261,7 @@ func localNode(configPath string) string {
 // local is the node this runs on, when known; newDrain makes the flow
 // from the preflight.
 func runDrain(a *action, rec *flow.Record, node string, d *drainFlags, question, local string,
-	newDrain func(p kube.Preflight, err error) (*flow.Drain, error)) error {
+	newDrain func(p safety.Preflight, err error) (*flow.Drain, error)) error {
 	p, err := flow.CheckDrain(a.cmd.Context(), a.snap, rec.Audit().Action, node, local, d.DrainOptions)
 	if err == nil {
 		printPreflight(a.out(), p)
@@ -329,7 +330,7 @@ faulted, the drain stops. Ctrl-C cancels; the node then stays cordoned.`,
 				return err
 			}
 			rec := a.recorder.Open(flow.ActionDrain, args[0])
-			return runDrain(a, rec, args[0], d, "Drain %s: cordon it and evict %d pod(s)?", "", func(p kube.Preflight, err error) (*flow.Drain, error) {
+			return runDrain(a, rec, args[0], d, "Drain %s: cordon it and evict %d pod(s)?", "", func(p safety.Preflight, err error) (*flow.Drain, error) {
 				return flow.NewDrain(rec, a.snap, p, err, d.DrainOptions)
 			})
 		},
@@ -362,7 +363,7 @@ replace the device, see 'sitecon node replace'.`,
 			}
 			rec := a.recorder.Open(flow.ActionRemove, args[0])
 			return runDrain(a, rec, args[0], d, "Remove %s: evict %d pod(s), then delete the node from the cluster?", localNode(removeConfig),
-				func(p kube.Preflight, err error) (*flow.Drain, error) {
+				func(p safety.Preflight, err error) (*flow.Drain, error) {
 					return flow.NewDrain(rec, a.snap, p, err, d.DrainOptions)
 				})
 		},
@@ -412,7 +413,7 @@ the bundle.`,
 				return a.done(err)
 			}
 			err = runDrain(a, rp.Record, old, rd, "Replace %s: evict %d pod(s), delete it, then print the new node's bundle?", local.NodeName,
-				func(p kube.Preflight, err error) (*flow.Drain, error) {
+				func(p safety.Preflight, err error) (*flow.Drain, error) {
 					return rp.Drain(a.snap, p, err, rd.DrainOptions)
 				})
 			if err != nil || rp.Record.Audit().Outcome != audit.OutcomeDone {

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/audit"
-	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // The drain commands' flags default to the flows' options, which the
@@ -32,7 +32,7 @@ func TestDrainFlagsDefaultToTheFlows(t *testing.T) {
 
 // Issue 19 §7: what the actions print quotes the cluster (pod and app
 // names, eviction messages, the preflight's pods): cleaned of terminal
-// sequences before it reaches the terminal (DESIGN.md, safety rule 7).
+// sequences before it reaches the terminal (docs/DESIGN.md, "Nothing raw reaches the terminal").
 func TestActionOutputReachesTheTerminalClean(t *testing.T) {
 	var out strings.Builder
 	cmd := &cobra.Command{}
@@ -43,7 +43,7 @@ func TestActionOutputReachesTheTerminalClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &action{cmd: cmd, flags: &actionFlags{}, recorder: flow.Recorder{Log: log}}
-	printPreflight(a.out(), kube.Preflight{Node: "node-b", Evict: []string{"eve-kube-app/hmi\x1b[2J\x1b[Hx"}})
+	printPreflight(a.out(), safety.Preflight{Node: "node-b", Evict: []string{"eve-kube-app/hmi\x1b[2J\x1b[Hx"}})
 	drain := &flow.Action{Record: a.recorder.Open(flow.ActionDrain, "node-b"),
 		Change: func(_ context.Context, progress func(string)) error {
 			progress("waiting   error when evicting pods/\"hmi\x1b]0;pwned\x07\" (will retry after 2s): \x1b]52;c;cm0gLXJmIH4=\x07budget")

@@ -16,6 +16,7 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -81,7 +82,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				fmt.Fprintf(a.out(), "the cluster cannot be read (%v): leaving without a preflight or a drain (--force)\n", err)
 			}
 			rec := a.recorder.Open("leave", node)
-			var p kube.Preflight
+			var p safety.Preflight
 			if a.snap != nil {
 				// A drain's preflight (quorum arithmetic, the volumes' last
 				// copies, pods that cannot move), not a removal's: a removal

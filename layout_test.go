@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The layout's rooms import only down the list (DESIGN.md, "Layout"): a
+// The layout's rooms import only down the list (docs/DESIGN.md, "Layout"): a
 // screen never reaches into the agent, the agent never into the console,
 // kube into nothing of sitecon's but its own safety rules. A change that
 // adds an import across the layout fails here, not in review.

@@ -2,8 +2,8 @@
 // preflight and the outcome) as JSON lines in an append-only regular file,
 // mode 0600. An action that changes something is recorded twice: an intent,
 // on disk before the change, and its outcome after, linked by one id; an
-// intent with no outcome is an action that was cut off (DESIGN.md, safety
-// rule 5).
+// intent with no outcome is an action that was cut off (docs/DESIGN.md,
+// "A human confirms").
 package audit
 
 import (

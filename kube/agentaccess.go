@@ -86,14 +86,6 @@ func WhoAmI(ctx context.Context, cs kubernetes.Interface) (authenticationv1.User
 	return r.Status.UserInfo, nil
 }
 
-// AgentRoleName names the ClusterRole and binding (reads, cluster-wide) and
-// the Role and binding in the app namespace (layouts) of the nodes' agents.
-const AgentRoleName = "sitecon-agent"
-
-// NodePolicyName names the ValidatingAdmissionPolicy (and its binding) that
-// keeps a node's writes to its own node.
-const NodePolicyName = "sitecon-node-restriction"
-
 // ErrNodePolicy: the node policy could not be put in force (an API server
 // without ValidatingAdmissionPolicy, GA since Kubernetes 1.30), although
 // the grants are in place: the workers' agents run, their writes in the

@@ -83,10 +83,10 @@ func DrainHazards(node string, before map[string]int, volumes []*lhv1beta2.Volum
 	for _, v := range relied {
 		switch {
 		case v.Status.Robustness == lhv1beta2.VolumeRobustnessFaulted:
-			reasons = append(reasons, fmt.Sprintf("%s turned faulted", volumeLabel(v)))
+			reasons = append(reasons, fmt.Sprintf("%s turned faulted", safety.VolumeLabel(v)))
 		case now[v.Name] < before[v.Name]:
 			reasons = append(reasons, fmt.Sprintf("%s lost an up-to-date copy on another node (%d left besides %s's, %d when the drain began; robustness %s)",
-				volumeLabel(v), now[v.Name], node, before[v.Name], v.Status.Robustness))
+				safety.VolumeLabel(v), now[v.Name], node, before[v.Name], v.Status.Robustness))
 		}
 	}
 	slices.Sort(reasons)

@@ -15,15 +15,6 @@ import (
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
-// EtcdMembersConfigMapName is the ConfigMap, in AppNamespace, where the
-// agents of the server nodes publish etcd's member list as each of them
-// observes it: one key per observing node, each written only by that
-// node's agent (server-side apply, its own field manager), so the writers
-// never conflict and a dead node's entry simply ages. Every snapshot
-// already watches AppNamespace's ConfigMaps: the console and the actions
-// read it with no request of their own.
-const EtcdMembersConfigMapName = "sitecon-etcd-members"
-
 // EtcdMembersMaxAge is how old the freshest observation may be before the
 // list is stale. Agents observe every EtcdObserveInterval and rewrite at
 // least every EtcdPublishInterval; three missed rewrites mean no agent
@@ -137,22 +128,6 @@ func judgeEtcdEntry(key, raw string, nodes map[string]*corev1.Node, now time.Tim
 	return v, ""
 }
 
-// EtcdQuorum is the member list the quorum arithmetic counts, and where it
-// came from.
-type EtcdQuorum struct {
-	Members []safety.Member
-	// Source says where the list came from, or why etcd's own list was
-	// not used; the preflight puts it in its verdict.
-	Source string
-	// FromEtcd: the list is etcd's own, not the Nodes' labels.
-	FromEtcd bool
-	// Learners are members that do not vote yet, said in words.
-	Learners []string
-	// Ignored are the published entries not counted, each with why
-	// (EtcdViews).
-	Ignored []string
-}
-
 // EtcdQuorumMembers decides the member list for the quorum arithmetic:
 // etcd's own, as the freshest observation a current server published has
 // it (EtcdViews), when that is younger than EtcdMembersMaxAge; else the
@@ -162,10 +137,10 @@ type EtcdQuorum struct {
 // Node's is the API server's now. Nor is a member that no Node stands for:
 // its device is gone from the cluster (or never came), whatever etcd's
 // last status call said.
-func EtcdQuorumMembers(d Data, now time.Time) EtcdQuorum {
+func EtcdQuorumMembers(d Data, now time.Time) safety.EtcdQuorum {
 	views, found, ignored := EtcdViews(d, now)
-	fallback := func(why string) EtcdQuorum {
-		return EtcdQuorum{Members: EtcdMembersFromNodes(d.Nodes), Ignored: ignored,
+	fallback := func(why string) safety.EtcdQuorum {
+		return safety.EtcdQuorum{Members: EtcdMembersFromNodes(d.Nodes), Ignored: ignored,
 			Source: why + "; etcd members counted from the Nodes' etcd role label instead"}
 	}
 	switch {
@@ -184,7 +159,7 @@ func EtcdQuorumMembers(d Data, now time.Time) EtcdQuorum {
 	for _, n := range d.Nodes {
 		byName[n.Name] = n
 	}
-	q := EtcdQuorum{FromEtcd: true, Ignored: ignored,
+	q := safety.EtcdQuorum{FromEtcd: true, Ignored: ignored,
 		Source: fmt.Sprintf("etcd members as etcd lists them (observed by %s %s ago)", v.ObservedBy, max(age, 0))}
 	for _, m := range v.Members {
 		node := EtcdMemberNode(m, d.Nodes)
@@ -242,4 +217,24 @@ func EtcdMemberNode(m EtcdMemberStatus, nodes []*corev1.Node) string {
 		}
 	}
 	return ""
+}
+
+// EtcdMembersFromNodes is the etcd member list as the Nodes tell it: every
+// Node with the etcd role label; healthy when Ready and not cordoned.
+func EtcdMembersFromNodes(nodes []*corev1.Node) []safety.Member {
+	var out []safety.Member
+	for _, n := range nodes {
+		if !IsEtcdMember(n) {
+			continue
+		}
+		m := safety.Member{Name: n.Name}
+		switch {
+		case !NodeIsReady(n):
+			m.Down = "NotReady"
+		case n.Spec.Unschedulable:
+			m.Down = "cordoned"
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -76,7 +77,7 @@ func TestCheckDrainCountsEtcdMemberList(t *testing.T) {
 
 	// waitQuorum waits until the published list, as the snapshot has it,
 	// satisfies cond.
-	waitQuorum := func(what string, cond func(kube.EtcdQuorum) bool) kube.EtcdQuorum {
+	waitQuorum := func(what string, cond func(safety.EtcdQuorum) bool) safety.EtcdQuorum {
 		t.Helper()
 		changes, unsubscribe := snap.Subscribe()
 		defer unsubscribe()
@@ -93,7 +94,7 @@ func TestCheckDrainCountsEtcdMemberList(t *testing.T) {
 			}
 		}
 	}
-	healthy := func(q kube.EtcdQuorum) bool {
+	healthy := func(q safety.EtcdQuorum) bool {
 		if !q.FromEtcd || len(q.Members) != 3 {
 			return false
 		}
@@ -105,7 +106,7 @@ func TestCheckDrainCountsEtcdMemberList(t *testing.T) {
 		return true
 	}
 	waitQuorum("three healthy members, each named by its node", healthy)
-	drainA := func() kube.Preflight {
+	drainA := func() safety.Preflight {
 		t.Helper()
 		p, err := kube.CheckDrain(context.Background(), clients, snap.Data(), "node-a", kube.DrainOptions{})
 		if err != nil {
@@ -121,7 +122,7 @@ func TestCheckDrainCountsEtcdMemberList(t *testing.T) {
 	if err := site.StopEtcdMember("node-c"); err != nil {
 		t.Fatal(err)
 	}
-	waitQuorum("node-c's member seen unhealthy", func(q kube.EtcdQuorum) bool {
+	waitQuorum("node-c's member seen unhealthy", func(q safety.EtcdQuorum) bool {
 		for _, m := range q.Members {
 			if m.Name == "node-c" {
 				return strings.HasPrefix(m.Down, "etcd: ")
@@ -264,7 +265,7 @@ func TestRemoveAsConfirmedJudgesTheSeedAgain(t *testing.T) {
 			t.Errorf("restore the cluster record: %v", err)
 		}
 	})
-	confirmed, err := kube.CheckDrain(ctx, clients, kube.Data{Nodes: nodesNow(t, clients)}, "node-c", kube.DrainOptions{Purpose: kube.PurposeRemove})
+	confirmed, err := kube.CheckDrain(ctx, clients, kube.Data{Nodes: nodesNow(t, clients)}, "node-c", kube.DrainOptions{Purpose: safety.PurposeRemove})
 	if err != nil || confirmed.Refused() {
 		t.Fatalf("removing node-c, with node-a the seed: %v %q", err, confirmed.Refusals)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // ClusterSeed is what the cluster's sitecon-cluster ConfigMap says of the
@@ -118,11 +120,12 @@ func clusterRecordExists(d Data) bool {
 }
 
 // seedMove says how to make another node than node the seed: the nodes
-// SeedCheck would accept, or that there is none.
+// safety.SeedCheck would accept, or that there is none.
 func seedMove(d Data, node, first string) string {
 	var candidates []string
+	facts := NodeFacts(d.Nodes)
 	for _, n := range d.Nodes {
-		if n.Name != node && SeedCheck(d, n.Name) == nil {
+		if n.Name != node && safety.SeedCheck(facts, n.Name) == nil {
 			candidates = append(candidates, n.Name)
 		}
 	}

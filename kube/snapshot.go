@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -26,34 +25,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	kvv1 "kubevirt.io/api/core/v1"
 )
-
-// Namespaces sitecon reports pod health for, in display order.
-var Namespaces = []string{"kube-system", "longhorn-system", "kubevirt", "cdi", AppNamespace}
-
-const (
-	// AppNamespace holds the user apps (pods, VMIs) and sitecon's own objects.
-	AppNamespace = "eve-kube-app"
-	// LonghornNamespace holds Longhorn's volumes and replicas.
-	LonghornNamespace = "longhorn-system"
-	// VIPLeaseName is kube-vip's control-plane Lease; its holder owns the VIP.
-	VIPLeaseName = "plndr-cp-lock"
-	// VIPLeaseNamespace is where kube-vip keeps that Lease.
-	VIPLeaseNamespace = "kube-system"
-	// StatsLeaderLeaseName is the Lease whose holder publishes cluster-wide
-	// stats (EVE: the stats leader), in AppNamespace.
-	StatsLeaderLeaseName = "eve-kube-stats-leader"
-	// ClusterConfigMapName describes the cluster (name, UUID, seed, VIP address),
-	// written by formation and read by every node.
-	ClusterConfigMapName = "sitecon-cluster"
-)
-
-// Health says whether the snapshot is live: whether the last request to the
-// API server succeeded, since when, and the error that made it stale.
-type Health struct {
-	Connected bool      `json:"connected"`
-	Since     time.Time `json:"since"`
-	LastError string    `json:"lastError,omitempty"`
-}
 
 // Data is one consistent read of the snapshot: plain objects from the informer
 // caches plus what the snapshot tracked itself. The model is derived from it by
@@ -514,181 +485,6 @@ func (s *Snapshot) Subscribe() (<-chan struct{}, func()) { return s.changes.Subs
 
 func (s *Snapshot) notify() { s.changes.Notify() }
 
-// Health reports whether the API server answered the last request.
-func (s *Snapshot) Health() Health {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.health
-}
-
-func (s *Snapshot) markError(err error) {
-	s.mu.Lock()
-	changed := s.health.Connected || s.health.LastError != err.Error()
-	if s.health.Connected || s.health.Since.IsZero() {
-		s.health.Since = s.now()
-	}
-	s.health.Connected = false
-	s.health.LastError = err.Error()
-	s.mu.Unlock()
-	if changed {
-		s.log.Warn("API server unreachable", "err", err)
-		s.notify()
-	}
-}
-
-func (s *Snapshot) markConnected() {
-	s.mu.Lock()
-	if s.health.Connected || s.notReady {
-		s.mu.Unlock()
-		return
-	}
-	s.health = Health{Connected: true, Since: s.now(), LastError: ""}
-	s.mu.Unlock()
-	s.log.Info("API server reachable")
-	s.notify()
-}
-
-// healthTransport records every round trip's outcome in the snapshot's health.
-type healthTransport struct {
-	next http.RoundTripper
-	s    *Snapshot
-}
-
-func (t *healthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	probe, _ := req.Context().Value(probeKey{}).(bool)
-	switch {
-	case probe && (err != nil || resp.StatusCode >= 500):
-	case err != nil:
-		if req.Context().Err() == nil { // a caller giving up is not the server's fault
-			t.s.markError(unreachable(req.URL.Scheme+"://"+req.URL.Host, err))
-		}
-	case resp.StatusCode >= 500:
-		t.s.markError(fmt.Errorf("API server %s answered %s", req.URL.Host, resp.Status))
-	default:
-		t.s.markConnected()
-	}
-	return resp, err
-}
-
-func (t *healthTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
-
-// trackRobustness remembers when each volume entered its robustness: Longhorn
-// records only lastDegradedAt, and nothing for healthy or faulted.
-func (s *Snapshot) trackRobustness(obj any) {
-	v, ok := obj.(*lhv1beta2.Volume)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	prev, seen := s.robustness[v.Name]
-	if seen && prev.Robustness == v.Status.Robustness {
-		return
-	}
-	since := Since{Time: s.now(), Exact: seen}
-	if v.Status.Robustness == lhv1beta2.VolumeRobustnessDegraded {
-		if t, err := time.Parse(time.RFC3339, v.Status.LastDegradedAt); err == nil {
-			since = Since{Time: t, Exact: true}
-		}
-	}
-	s.robustness[v.Name] = RobustnessMark{Robustness: v.Status.Robustness, Since: since}
-}
-
-// trackPod notes where an app's container pod runs, to see it move. VM apps
-// are followed through their VMI, not their launcher pod.
-func (s *Snapshot) trackPod(obj any) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok || p.Namespace != AppNamespace || strings.HasPrefix(p.Name, VirtLauncherPrefix) {
-		return
-	}
-	if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
-		s.appRunsOn(AppKey(p.Labels, p.Name), p.Spec.NodeName)
-	}
-}
-
-func (s *Snapshot) trackVMI(obj any) {
-	vmi, ok := obj.(*kvv1.VirtualMachineInstance)
-	if !ok || vmi.DeletionTimestamp != nil || vmi.Status.Phase != kvv1.Running || vmi.Status.NodeName == "" {
-		return
-	}
-	s.appRunsOn(AppKey(vmi.Labels, vmi.Name), vmi.Status.NodeName)
-}
-
-func (s *Snapshot) appRunsOn(app, node string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if prev, seen := s.appNodes[app]; seen && prev != node {
-		s.appMoves[app] = AppMove{At: s.now(), From: prev, To: node}
-	}
-	s.appNodes[app] = node
-	delete(s.appGone, app)
-	s.pruneApps()
-}
-
-// appMemory is how long the snapshot remembers where a deleted app ran:
-// long enough for its replacement to start elsewhere and be seen as a move.
-const appMemory = 10 * time.Minute
-
-func (s *Snapshot) forgetPod(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if p, ok := obj.(*corev1.Pod); ok && p.Namespace == AppNamespace && !strings.HasPrefix(p.Name, VirtLauncherPrefix) {
-		s.appObjectGone(AppKey(p.Labels, p.Name), p.Name, p.Spec.NodeName)
-	}
-}
-
-func (s *Snapshot) forgetVMI(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if vmi, ok := obj.(*kvv1.VirtualMachineInstance); ok {
-		s.appObjectGone(AppKey(vmi.Labels, vmi.Name), vmi.Name, vmi.Status.NodeName)
-	}
-}
-
-// appObjectGone: an app's pod or VMI was deleted. An object without app
-// labels is its own key, never seen again: forgotten at once. An app whose
-// object on the node it was last seen on went is kept for appMemory, since
-// its replacement may come up elsewhere; the old object of a move (on the
-// node the app left) changes nothing.
-func (s *Snapshot) appObjectGone(key, object, node string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if key == object {
-		delete(s.appNodes, key)
-		delete(s.appMoves, key)
-		delete(s.appGone, key)
-	} else if last, known := s.appNodes[key]; known && (last == node || node == "") {
-		s.appGone[key] = s.now()
-	}
-	s.pruneApps()
-}
-
-// pruneApps drops the apps gone longer than appMemory. Called with mu held.
-func (s *Snapshot) pruneApps() {
-	now := s.now()
-	for key, at := range s.appGone {
-		if now.Sub(at) >= appMemory {
-			delete(s.appNodes, key)
-			delete(s.appMoves, key)
-			delete(s.appGone, key)
-		}
-	}
-}
-
-func (s *Snapshot) forgetRobustness(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if v, ok := obj.(*lhv1beta2.Volume); ok {
-		s.mu.Lock()
-		delete(s.robustness, v.Name)
-		s.mu.Unlock()
-	}
-}
-
 // Node reads one node from the cache (read only); false until synced or
 // when there is no such node.
 func (s *Snapshot) Node(name string) (*corev1.Node, bool) {
@@ -747,16 +543,6 @@ func (s *Snapshot) Data() Data {
 // Status derives the cluster status from the current data.
 func (s *Snapshot) Status() ClusterStatus {
 	return Derive(s.Data(), s.now())
-}
-
-// unreachable says which API server could not be reached and why, without the
-// request URL noise of a *url.Error.
-func unreachable(host string, err error) error {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err
-	}
-	return fmt.Errorf("cannot reach the API server at %s: %w", host, err)
 }
 
 // LeaseRenewalOnly says whether new differs from old only by its renew

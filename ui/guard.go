@@ -35,7 +35,7 @@ const (
 type PromptArmedMsg struct{}
 
 // AnswerGuard keeps keys that were not meant for a prompt from answering
-// it (DESIGN.md, safety rule 5: a dialog is confirmed only by a key that
+// it (docs/DESIGN.md, "A human confirms": a dialog is confirmed only by a key that
 // arrived after it was drawn). The root model tells it, after every
 // update, which prompt is on screen; it admits a key only when that prompt
 // has been shown for AnswerDelay, the key is no paste (unless the prompt

@@ -8,7 +8,7 @@ import (
 )
 
 // Clean makes a string from the cluster or from a file safe to draw
-// (DESIGN.md, safety rule 7): such a string may carry escape sequences that
+// (docs/DESIGN.md, "Nothing raw reaches the terminal"): such a string may carry escape sequences that
 // set the window title (OSC 0), write the clipboard (OSC 52), move the
 // cursor to forge what is on screen (CSI) or hide text. Escape sequences are
 // removed whole, CSI, OSC, DCS and the other string sequences with their

@@ -14,6 +14,7 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -107,7 +108,7 @@ type dialog struct {
 	typed string
 	input textinput.Model
 	// targets are migrate's choices; choice the highlighted one.
-	targets []kube.MigrateTarget
+	targets []safety.MigrateTarget
 	choice  int
 	app     kube.AppStatus
 	// record is the action's audit record, which its flow writes.
@@ -118,7 +119,7 @@ type dialog struct {
 	drain *flow.Drain
 	// newDrain makes a drain's flow from its preflight (a replace's drain
 	// is the replace's).
-	newDrain func(p kube.Preflight, err error) (*flow.Drain, error)
+	newDrain func(p safety.Preflight, err error) (*flow.Drain, error)
 	task     *ui.Task
 	progress []string
 	result   string
@@ -137,7 +138,7 @@ type handOn struct{ name, ip, bundle string }
 // preflightMsg carries what a dialog waited for back to the UI goroutine:
 // a drain's preflight, or a plan made off it (apply).
 type preflightMsg struct {
-	p   kube.Preflight
+	p   safety.Preflight
 	err error
 	// apply, when set, is the dialog's next step from a plan that needed
 	// the network (a migrate's): the UI goroutine never waits on it.
@@ -225,7 +226,7 @@ func (a *App) startAction(msg tea.KeyMsg) (bool, tea.Cmd) {
 // openDrain opens the dialog of a drain of node (drain, remove or replace,
 // by rec's action) and starts its preflight; newDrain makes the flow from
 // it (nil: a drain or removal of its own).
-func (a *App) openDrain(title string, rec *flow.Record, node string, newDrain func(kube.Preflight, error) (*flow.Drain, error)) tea.Cmd {
+func (a *App) openDrain(title string, rec *flow.Record, node string, newDrain func(safety.Preflight, error) (*flow.Drain, error)) tea.Cmd {
 	d := a.openDialog(title, rec)
 	d.lines = textLines("checking what draining " + node + " would do...")
 	d.newDrain = newDrain
@@ -275,7 +276,7 @@ func (a *App) replaceNode(args []string) tea.Cmd {
 		return nil
 	}
 	snap := a.actions.Snap
-	cmd := a.openDrain(title, rp.Record, old, func(p kube.Preflight, err error) (*flow.Drain, error) {
+	cmd := a.openDrain(title, rp.Record, old, func(p safety.Preflight, err error) (*flow.Drain, error) {
 		return rp.Drain(snap, p, err, flow.DefaultDrainOptions())
 	})
 	a.dialog.handOn = handOn{name: name, ip: rp.IP, bundle: rp.Bundle}
@@ -296,7 +297,7 @@ func (a *App) openMigrate(rowID string) tea.Cmd {
 		d.refuse(app.Name + " has no app UUID: it was not laid out by a sitecon agent")
 		return nil
 	}
-	d.targets = kube.MigrateTargets(app, a.actions.Snap.Data().Nodes)
+	d.targets = safety.MigrateTargets(app.Node, app.Requires, kube.NodeFacts(a.actions.Snap.Data().Nodes))
 	d.choice = -1
 	for i, t := range d.targets {
 		if t.Eligible && d.choice < 0 {
@@ -347,7 +348,7 @@ func (d *dialog) notRecorded(err error) {
 }
 
 // preflightLines is a drain's preflight as the dialog shows it.
-func preflightLines(p kube.Preflight) []dialogLine {
+func preflightLines(p safety.Preflight) []dialogLine {
 	var lines []dialogLine
 	for _, r := range p.Refusals {
 		lines = append(lines, dialogLine{lineRefused, "REFUSED  " + r})
@@ -372,7 +373,7 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 		if d.actions != nil {
 			snap = d.actions.Snap
 		}
-		newDrain = func(p kube.Preflight, err error) (*flow.Drain, error) {
+		newDrain = func(p safety.Preflight, err error) (*flow.Drain, error) {
 			return flow.NewDrain(d.record, snap, p, err, flow.DefaultDrainOptions())
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // replacedApp is the site in the demo after node-b was lost: plc-gateway's
@@ -76,7 +77,7 @@ func TestMigrateTargetsFromLivePod(t *testing.T) {
 	// The row the cursor starts on, as openMigrate finds it.
 	app := st.Apps[0]
 	why := map[string]string{}
-	for _, tg := range kube.MigrateTargets(app, d.Nodes) {
+	for _, tg := range safety.MigrateTargets(app.Node, app.Requires, kube.NodeFacts(d.Nodes)) {
 		why[tg.Node] = tg.Why
 		if tg.Eligible {
 			why[tg.Node] = "eligible"

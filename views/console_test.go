@@ -23,6 +23,7 @@ import (
 	"github.com/sitecon/sitecon/keymap"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -457,8 +458,8 @@ func TestWriteScreenshotFrames(t *testing.T) {
 	}
 }
 
-func refusedDrain() kube.Preflight {
-	return kube.Preflight{Node: "node-b",
+func refusedDrain() safety.Preflight {
+	return safety.Preflight{Node: "node-b",
 		Refusals: []string{"server node-c is NotReady: draining node-b too would leave etcd without quorum",
 			"node-b holds the only healthy replica of pvc-3f2a (eve-kube-app/historian-data-9a7e0000)"},
 		Warnings: []string{"pinned app historian runs on node-b and will stop until the node is back"},
@@ -468,7 +469,7 @@ func refusedDrain() kube.Preflight {
 
 // drainDialogApp is the console on the nodes screen with a drain dialog
 // that got the preflight p.
-func drainDialogApp(t *testing.T, ctx *ui.Context, p kube.Preflight) *App {
+func drainDialogApp(t *testing.T, ctx *ui.Context, p safety.Preflight) *App {
 	a := NewApp(ctx)
 	a.SetActions(&Actions{Audit: testAudit(t)})
 	a.Update(FrameMsg(sampleFrame()))
@@ -739,7 +740,7 @@ func TestReplaceNodeCommand(t *testing.T) {
 	if got := asked[len(asked)-1]; got != "agent node-d 0d1c2b3a 10.244.244.3" {
 		t.Fatalf("the bundle must carry node-c's address: asked %q", got)
 	}
-	a.Update(preflightMsg{p: kube.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})
+	a.Update(preflightMsg{p: safety.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})
 	advance(a, readTime)
 	if !strings.Contains(a.View(), "then node-c is deleted from the cluster") || a.dialog.typed != "node-c" {
 		t.Fatalf("a replace removes the node: the name must be typed:\n%s", a.View())

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // Safety rule 5 (DESIGN.md): a dialog is confirmed only by a key that
@@ -168,7 +169,7 @@ func TestPasteAnswersNothing(t *testing.T) {
 	a = actionApp(t)
 	a.Update(runes("G"))
 	a.Update(runes("X"))
-	a.Update(preflightMsg{p: kube.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})
+	a.Update(preflightMsg{p: safety.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})
 	stub(t, a)
 	advance(a, readTime)
 	if a.dialog == nil || a.dialog.typed != "node-c" {
@@ -214,7 +215,7 @@ func TestBurstAfterCommandLine(t *testing.T) {
 	if a.dialog == nil || a.dialog.record.Audit().Action != "replace-node" {
 		t.Fatalf(":replace opened no dialog (message %q)", a.message)
 	}
-	a.Update(preflightMsg{p: kube.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})
+	a.Update(preflightMsg{p: safety.Preflight{Node: "node-c", Evict: []string{"default/web-1"}}})
 	stub(t, a)
 	a.Update(runes("node-c"))
 	a.Update(enter)

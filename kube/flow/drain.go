@@ -8,14 +8,11 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
-// Action names of the drains, as recorded.
-const (
-	ActionDrain   = "drain"
-	ActionRemove  = "remove-node"
-	ActionReplace = "replace-node"
-)
+// ActionDrain is a drain's action name, as recorded.
+const ActionDrain = "drain"
 
 // DrainOptions tune a drain, whichever face asked for it.
 type DrainOptions struct {
@@ -37,11 +34,11 @@ func DefaultDrainOptions() DrainOptions {
 // remove-node or replace-node); local is the node this runs on, when
 // known. Removing the seed in effect is refused here too: joiners need it,
 // so it moves first (sitecon seed).
-func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local string, opts DrainOptions) (kube.Preflight, error) {
-	purpose := kube.PurposeOf(action)
-	if purpose != kube.PurposeDrain {
+func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local string, opts DrainOptions) (safety.Preflight, error) {
+	purpose := safety.PurposeOf(action)
+	if purpose != safety.PurposeDrain {
 		if why := kube.SeedRemovalRefusal(snap.Data(), node); why != "" {
-			return kube.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil
+			return safety.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil
 		}
 	}
 	return kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{
@@ -49,7 +46,7 @@ func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local st
 }
 
 // PreflightSummary is a preflight as the audit record keeps it.
-func PreflightSummary(p kube.Preflight) []string {
+func PreflightSummary(p safety.Preflight) []string {
 	var out []string
 	for _, r := range p.Refusals {
 		out = append(out, "refused: "+r)
@@ -64,7 +61,7 @@ func PreflightSummary(p kube.Preflight) []string {
 // after it) judged by its preflight and waiting to be confirmed.
 type Drain struct {
 	Action
-	Preflight kube.Preflight
+	Preflight safety.Preflight
 	Options   DrainOptions
 	// Removes: the node is deleted from the cluster once drained.
 	Removes bool
@@ -75,7 +72,7 @@ type Drain struct {
 // NewDrain turns a preflight (or the error that stopped it) into the drain
 // to confirm, recorded in rec. A refusal is recorded and returned as a
 // *Refused.
-func NewDrain(rec *Record, snap *kube.Snapshot, p kube.Preflight, checkErr error, opts DrainOptions) (*Drain, error) {
+func NewDrain(rec *Record, snap *kube.Snapshot, p safety.Preflight, checkErr error, opts DrainOptions) (*Drain, error) {
 	if checkErr != nil {
 		return nil, rec.Refuse(checkErr.Error())
 	}
@@ -86,7 +83,7 @@ func NewDrain(rec *Record, snap *kube.Snapshot, p kube.Preflight, checkErr error
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultDrainTimeout
 	}
-	d := &Drain{Action: Action{Record: rec}, Preflight: p, Options: opts, Removes: kube.PurposeOf(rec.Audit().Action) != kube.PurposeDrain}
+	d := &Drain{Action: Action{Record: rec}, Preflight: p, Options: opts, Removes: safety.PurposeOf(rec.Audit().Action) != safety.PurposeDrain}
 	d.Change = func(ctx context.Context, progress func(string)) error { return d.drain(ctx, snap, progress) }
 	return d, nil
 }
@@ -129,15 +126,5 @@ func (d *Drain) drain(ctx context.Context, snap *kube.Snapshot, progress func(st
 	if !d.Removes {
 		return nil
 	}
-	// The drain took minutes: quorum, the last copies and the seed are
-	// judged again, from the API server, before the node is deleted.
-	progress("re-checking quorum, the volumes' copies and the seed before removing " + node)
-	if err := kube.RemoveAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight); err != nil {
-		return err
-	}
-	progress(node + " removed from the cluster")
-	if d.removed != nil {
-		d.removed()
-	}
-	return nil
+	return d.remove(ctx, snap, progress)
 }

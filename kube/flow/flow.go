@@ -1,14 +1,17 @@
-// Package flow is every on-site change to the cluster, written once:
-// cordon, drain, drain-then-remove, replace, seed change, migrate, and
-// handing out a new node's join info. The CLI (package main) and the
-// console (views) both call it and keep only the asking and the telling,
-// as k9s's views call its dao and Harvester's controller and API share
-// one drainhelper.
+// Package flow is every on-site change to the cluster, written once, one
+// file per action: cordon.go (cordon, uncordon), drain.go, remove.go (a
+// drain, then the node deleted), replace.go, seed.go (seed change),
+// migrate.go, add.go (handing out a new node's join info) and leave.go
+// (sitecon agent leave); this file is what they share, the audit record
+// and the run. The CLI (package main) and the console (views) both call
+// it and keep only the asking and the telling, as k9s's views call its
+// dao and Harvester's controller and API share one drainhelper. The
+// rules each flow judges by are in kube/safety.
 //
-// Each flow records itself in the audit log (DESIGN.md, safety rule 5):
-// planned, a refusal is one record; confirmed, the intent is on disk
-// before the change and the outcome follows it under the same id. The
-// faces never write a record of their own.
+// Each flow records itself in the audit log (docs/DESIGN.md, "A human
+// confirms"): planned, a refusal is one record; confirmed, the intent is
+// on disk before the change and the outcome follows it under the same
+// id. The faces never write a record of their own.
 package flow
 
 import (

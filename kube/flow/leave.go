@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // NewLeave is `sitecon agent leave`'s change, judged by a drain's
@@ -12,7 +13,7 @@ import (
 // the disruption budgets can block, the volumes watched), and only once
 // that succeeded does then run (the etcd member's removal, the leave
 // request). The Node stays: it shows the node cordoned and gone.
-func NewLeave(rec *Record, snap *kube.Snapshot, p kube.Preflight, opts DrainOptions, then func(ctx context.Context, progress func(string)) error) *Drain {
+func NewLeave(rec *Record, snap *kube.Snapshot, p safety.Preflight, opts DrainOptions, then func(ctx context.Context, progress func(string)) error) *Drain {
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultDrainTimeout
 	}

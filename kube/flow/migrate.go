@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // ActionMigrate is a move's action name, as recorded.
@@ -47,9 +48,9 @@ func PlanMigrate(ctx context.Context, r Recorder, snap *kube.Snapshot, req Migra
 		return nil, rec.Refuse(fmt.Sprintf("no app %q (apps: %s)", req.App, kube.AppNames(kube.Derive(d, time.Now()).Apps)))
 	}
 	rec.SetTarget(app.Name + " → " + req.Target)
-	var chosen *kube.MigrateTarget
+	var chosen *safety.MigrateTarget
 	var eligible []string
-	for _, t := range kube.MigrateTargets(app, d.Nodes) {
+	for _, t := range safety.MigrateTargets(app.Node, app.Requires, kube.NodeFacts(d.Nodes)) {
 		if t.Node == req.Target {
 			chosen = &t
 		}
@@ -59,7 +60,7 @@ func PlanMigrate(ctx context.Context, r Recorder, snap *kube.Snapshot, req Migra
 	}
 	switch {
 	case chosen == nil:
-		return nil, rec.Refuse(fmt.Sprintf("%s: %v (nodes: %s)", req.Target, kube.ErrUnknownNode, kube.NodeNames(d.Nodes)))
+		return nil, rec.Refuse(fmt.Sprintf("%s: %v (nodes: %s)", req.Target, safety.ErrUnknownNode, kube.NodeNames(d.Nodes)))
 	case !chosen.Eligible:
 		return nil, rec.Refuse(fmt.Sprintf("%s cannot take %s: %s (eligible: %s)", req.Target, app.Name, chosen.Why, OrNone(eligible...)))
 	}

@@ -5,7 +5,11 @@ import (
 	"fmt"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
+
+// ActionReplace is a replace's action name, as recorded.
+const ActionReplace = "replace-node"
 
 // ReplaceRequest is a device replaced: Old drained and removed, New given
 // a join bundle with Old's cluster address, so the site's addressing stays
@@ -42,7 +46,7 @@ func PlanReplace(r Recorder, d kube.Data, nodes []kube.NodeStatus, req ReplaceRe
 	}
 	switch {
 	case !found:
-		return nil, rec.Refuse(fmt.Sprintf("%s: %v (nodes: %s)", req.Old, kube.ErrUnknownNode, OrNone(names...)))
+		return nil, rec.Refuse(fmt.Sprintf("%s: %v (nodes: %s)", req.Old, safety.ErrUnknownNode, OrNone(names...)))
 	case ip == "":
 		return nil, rec.Refuse(req.Old + " has no internal address to hand on")
 	}
@@ -60,7 +64,7 @@ func PlanReplace(r Recorder, d kube.Data, nodes []kube.NodeStatus, req ReplaceRe
 
 // Drain is the replace's drain of Old from its preflight, recorded as the
 // replace: once Old is removed, the record says who takes its address.
-func (rp *Replace) Drain(snap *kube.Snapshot, p kube.Preflight, checkErr error, opts DrainOptions) (*Drain, error) {
+func (rp *Replace) Drain(snap *kube.Snapshot, p safety.Preflight, checkErr error, opts DrainOptions) (*Drain, error) {
 	d, err := NewDrain(rp.Record, snap, p, checkErr, opts)
 	if err != nil {
 		return nil, err
@@ -72,6 +76,6 @@ func (rp *Replace) Drain(snap *kube.Snapshot, p kube.Preflight, checkErr error, 
 }
 
 // CheckDrain is the preflight of the replace's drain of Old.
-func (rp *Replace) CheckDrain(ctx context.Context, snap *kube.Snapshot, local string, opts DrainOptions) (kube.Preflight, error) {
+func (rp *Replace) CheckDrain(ctx context.Context, snap *kube.Snapshot, local string, opts DrainOptions) (safety.Preflight, error) {
 	return CheckDrain(ctx, snap, ActionReplace, rp.Old, local, opts)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // Seed is a change of the seed server every node joins through.
@@ -21,7 +22,7 @@ type Seed struct {
 func PlanSeed(r Recorder, snap *kube.Snapshot, node string) (*Seed, error) {
 	rec := r.Open("seed", node)
 	d := snap.Data()
-	if err := kube.SeedCheck(d, node); err != nil {
+	if err := safety.SeedCheck(kube.NodeFacts(d.Nodes), node); err != nil {
 		return nil, rec.Refuse(err.Error())
 	}
 	s := &Seed{Action: Action{Record: rec}, Node: node, From: kube.Derive(d, time.Now()).Cluster.SeedAddress}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 var (
@@ -90,13 +91,13 @@ type preflightCase struct {
 	clean bool
 }
 
-func runPreflight(t *testing.T, tc preflightCase) kube.Preflight {
+func runPreflight(t *testing.T, tc preflightCase) safety.Preflight {
 	t.Helper()
 	c := kube.DrainCheck{Node: tc.node, Data: site()}
 	for _, edit := range tc.edits {
 		edit(&c)
 	}
-	p := kube.DrainPreflight(c)
+	p := safety.DrainPreflight(c.Facts())
 	if tc.clean && (p.Refused() || p.NeedsForce()) {
 		t.Fatalf("want nothing in the way; refusals %q warnings %q", p.Refusals, p.Warnings)
 	}
@@ -377,7 +378,7 @@ func TestDrainQuorumTrustsOnlyCurrentServers(t *testing.T) {
 // Issue 10 item 4 and issue 11 item 3 for remove and replace: the node's
 // disks and its etcd membership go for good.
 func TestRemovePreflight(t *testing.T) {
-	purpose := func(p kube.Purpose) func(*kube.DrainCheck) { return func(c *kube.DrainCheck) { c.Purpose = p } }
+	purpose := func(p safety.Purpose) func(*kube.DrainCheck) { return func(c *kube.DrainCheck) { c.Purpose = p } }
 	notReady := func(name string) func(*kube.DrainCheck) {
 		return func(c *kube.DrainCheck) {
 			for i, n := range c.Data.Nodes {
@@ -403,38 +404,38 @@ func TestRemovePreflight(t *testing.T) {
 		mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), ""))
 	for name, tc := range map[string]preflightCase{
 		"a stopped app's only copy is not discarded": {node: "node-b",
-			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-b"), stoppedOnlyOnB},
+			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-b"), stoppedOnlyOnB},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "removing node-b would discard it"},
 			warnings: []string{"after removing node-b: 2 etcd members"}},
 		"nor by a replace": {node: "node-b",
-			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeReplace), notReady("node-b"), stoppedOnlyOnB},
+			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeReplace), notReady("node-b"), stoppedOnlyOnB},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "replacing node-b would discard it"}},
 		"nor when Longhorn would copy it off in a drain": {node: "node-b",
-			edits: []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-b"), stoppedOnlyOnB,
+			edits: []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-b"), stoppedOnlyOnB,
 				func(c *kube.DrainCheck) { c.LonghornPolicy = "block-for-eviction" }},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped"},
 			warnings: []string{"after removing node-b: 2 etcd members"}},
 		"a dead server out of three: allowed, said out loud": {node: "node-c",
-			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-c")},
+			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c")},
 			warnings: []string{"after removing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to)"}},
 		"a replace restores the count: a note": {node: "node-c",
-			edits: []func(*kube.DrainCheck){purpose(kube.PurposeReplace), notReady("node-c")}, clean: true,
+			edits: []func(*kube.DrainCheck){purpose(safety.PurposeReplace), notReady("node-c")}, clean: true,
 			notes: []string{"after replacing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to) until the new node has joined"}},
 		"a live server while another is down loses quorum": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-c")},
+			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c")},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); removing node-a leaves 1 of the 2 needed"},
 			warnings: []string{"node-a is Ready"}},
 		"the last server": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), only("node-a", "node-w"), notReady("node-a")},
+			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), only("node-a", "node-w"), notReady("node-a")},
 			refusals: []string{"node-a is the last server: removing it ends the cluster"}},
 		"the node this runs on": {node: "node-c",
-			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-c"), func(c *kube.DrainCheck) { c.LocalNode = "node-c" }},
+			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c"), func(c *kube.DrainCheck) { c.LocalNode = "node-c" }},
 			refusals: []string{"node-c is the node this runs on"}, warnings: []string{"no longer tolerates a failure"}},
 		"a Ready node needs --force": {node: "node-w",
-			edits:    []func(*kube.DrainCheck){purpose(kube.PurposeRemove)},
+			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove)},
 			warnings: []string{"node-w is Ready (the device is alive): removing a live node needs --force"}},
 		"a dead worker goes without a word": {node: "node-w",
-			edits: []func(*kube.DrainCheck){purpose(kube.PurposeRemove), notReady("node-w")}, clean: true},
+			edits: []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w")}, clean: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := runPreflight(t, tc)

@@ -101,3 +101,19 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+// EtcdQuorum is the member list the quorum arithmetic counts, and where it
+// came from.
+type EtcdQuorum struct {
+	Members []Member
+	// Source says where the list came from, or why etcd's own list was
+	// not used; the preflight puts it in its verdict.
+	Source string
+	// FromEtcd: the list is etcd's own, not the Nodes' labels.
+	FromEtcd bool
+	// Learners are members that do not vote yet, said in words.
+	Learners []string
+	// Ignored are the published entries not counted, each with why
+	// (kube.EtcdViews).
+	Ignored []string
+}

@@ -2,13 +2,14 @@ package kube
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // site3 is three Ready servers, a volume replicated on all three and one
@@ -85,7 +86,7 @@ func TestDrainPreflight(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&c)
 			}
-			p := DrainPreflight(c)
+			p := safety.DrainPreflight(c.Facts())
 			if p.Refused() != (len(tc.refusals) > 0) || p.NeedsForce() != (len(tc.warnings) > 0) {
 				t.Fatalf("refusals %q warnings %q", p.Refusals, p.Warnings)
 			}
@@ -103,88 +104,5 @@ func TestDrainPreflight(t *testing.T) {
 				t.Errorf("auto apps move; only pinned ones warn: %q", p.Warnings)
 			}
 		})
-	}
-}
-
-func TestReconfirm(t *testing.T) {
-	pinned := "pinned app historian runs on node-b and will stop until the node is back"
-	for name, tc := range map[string]struct {
-		confirmed, now Preflight
-		want           []string
-	}{
-		"unchanged": {
-			confirmed: Preflight{Evict: []string{"a/x"}}, now: Preflight{Evict: []string{"a/x"}},
-		},
-		"other pods to evict are the drain's business": {
-			confirmed: Preflight{Evict: []string{"a/x"}}, now: Preflight{Evict: []string{"a/x", "a/y"}},
-		},
-		"a warning accepted at confirmation stands": {
-			confirmed: Preflight{Warnings: []string{pinned}}, now: Preflight{Warnings: []string{pinned}},
-		},
-		"a warning gone is no reason to stop": {
-			confirmed: Preflight{Warnings: []string{pinned}}, now: Preflight{},
-		},
-		"a refusal since stops it": {
-			confirmed: Preflight{}, now: Preflight{Refusals: []string{"node-b holds the only healthy replica of vol-1"}},
-			want: []string{"node-b holds the only healthy replica of vol-1"},
-		},
-		"a warning nobody accepted stops it": {
-			confirmed: Preflight{}, now: Preflight{Warnings: []string{pinned}},
-			want: []string{"not confirmed: " + pinned},
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			if got := Reconfirm(tc.confirmed, tc.now); !slices.Equal(got, tc.want) {
-				t.Fatalf("Reconfirm = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestMigrateTargets(t *testing.T) {
-	d := site3()
-	d.Nodes[0].Labels = map[string]string{"gpu": "yes"}
-	d.Nodes[1].Spec.Unschedulable = true
-	d.Nodes = append(d.Nodes, node("node-d", "10.244.244.4", corev1.ConditionFalse, t0, map[string]string{"gpu": "yes"}),
-		node("node-e", "10.244.244.5", corev1.ConditionTrue, t0, map[string]string{"gpu": "yes"}))
-	app := AppStatus{Name: "hmi", Node: "node-e", Requires: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpIn, Values: []string{"yes"}}}}
-	got := map[string]MigrateTarget{}
-	for _, tg := range MigrateTargets(app, d.Nodes) {
-		got[tg.Node] = tg
-	}
-	want := map[string]string{"node-a": "", "node-b": "cordoned", "node-c": "lacks gpu in yes", "node-d": "not Ready", "node-e": "the app runs here"}
-	for n, why := range want {
-		if got[n].Eligible != (why == "") || got[n].Why != why {
-			t.Errorf("%s: %+v, want why %q", n, got[n], why)
-		}
-	}
-}
-
-func TestSeedCheck(t *testing.T) {
-	d := site3()
-	d.Nodes[1] = node("node-b", "10.244.244.2", corev1.ConditionFalse, t0, serverLabels)
-	d.Nodes = append(d.Nodes, node("node-d", "10.244.244.4", corev1.ConditionTrue, t0, map[string]string{"node-role.kubernetes.io/control-plane": "true"}))
-	for n, want := range map[string]string{"node-a": "", "node-b": "not Ready", "node-d": "not an etcd member", "node-z": "no such node"} {
-		err := SeedCheck(d, n)
-		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
-			t.Errorf("%s: %v, want %q", n, err, want)
-		}
-	}
-}
-
-// Progress lines say where an app is in words: a VM between its old
-// instance and the new one has no phase and no node yet.
-func TestAppWhere(t *testing.T) {
-	for _, tc := range []struct {
-		app  AppStatus
-		want string
-	}{
-		{AppStatus{Phase: "Running", Node: "node-c"}, "Running on node-c"},
-		{AppStatus{Phase: "Scheduling"}, "Scheduling, not placed yet"},
-		{AppStatus{}, "starting, not placed yet"},
-	} {
-		if got := AppWhere(tc.app); got != tc.want {
-			t.Errorf("AppWhere(%+v) = %q, want %q", tc.app, got, tc.want)
-		}
 	}
 }

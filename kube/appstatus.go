@@ -1,0 +1,221 @@
+package kube
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kvv1 "kubevirt.io/api/core/v1"
+)
+
+// App kinds.
+const (
+	AppKindVM        = "vm"
+	AppKindContainer = "container"
+)
+
+// AppStatus is one user app (VMI or container pod) and where it runs.
+type AppStatus struct {
+	Name      string `json:"name"`
+	UUID      string `json:"uuid,omitempty"`
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Node      string `json:"node,omitempty"`
+	Phase     string `json:"phase"`
+	Ready     bool   `json:"ready"`
+	// Object is the pod or VMI name.
+	Object string `json:"object"`
+	// Mode is auto (may move: preferred affinity) or pinned (required);
+	// DesignatedNode is the node its affinity names.
+	Mode           string `json:"mode,omitempty"`
+	DesignatedNode string `json:"designatedNode,omitempty"`
+	// LastMove is the last time the snapshot saw the app start running on
+	// another node than before.
+	LastMove *AppMove `json:"lastMove,omitempty"`
+	// VNCPort is a VM's VNC console port on its node (0: none).
+	VNCPort int `json:"vncPort,omitempty"`
+	// Requires are the node requirements of its affinity besides the node
+	// name (its node-select labels): a node it moves to must meet them.
+	Requires []corev1.NodeSelectorRequirement `json:"requires,omitempty"`
+	// Terminating are the app's older pods or VMIs still going away (a pod
+	// hanging on a lost node while its replacement runs): a note on the
+	// app, never where it runs.
+	Terminating []AppObject `json:"terminating,omitempty"`
+}
+
+// AppObject is one pod or VMI of an app and the node it is on.
+type AppObject struct {
+	Object string `json:"object"`
+	Node   string `json:"node,omitempty"`
+}
+
+// AppMove is an app seen running on a new node.
+type AppMove struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+}
+
+// appStatuses gives one row per app. While Kubernetes replaces an app's pod
+// or VMI (the old one hangs terminating on a lost node), the live object is
+// the app: its node is where the app runs, and actions such as migrate read
+// it from there; the terminating ones are noted on it.
+func appStatuses(d Data) []AppStatus {
+	type candidate struct {
+		AppStatus
+		key      string // the app's key within its namespace
+		leaving  bool
+		rankTime time.Time
+	}
+	isApp := func(p *corev1.Pod) bool {
+		// VM apps are reported through their VMI, not their launcher pod.
+		return p.Namespace == AppNamespace && !strings.HasPrefix(p.Name, VirtLauncherPrefix)
+	}
+	n := len(d.VMIs)
+	for _, p := range d.Pods {
+		if isApp(p) {
+			n++
+		}
+	}
+	all := make([]candidate, 0, n)
+	for _, vmi := range d.VMIs {
+		designated, mode := affinityTarget(vmi.Spec.Affinity)
+		phase := string(vmi.Status.Phase)
+		if vmi.DeletionTimestamp != nil {
+			phase = "Terminating"
+		}
+		key := AppKey(vmi.Labels, vmi.Name)
+		all = append(all, candidate{key: key, leaving: vmi.DeletionTimestamp != nil,
+			rankTime: vmi.CreationTimestamp.Time, AppStatus: AppStatus{
+				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(vmi.Spec.Affinity),
+				VNCPort:   vncPort(vmi.Annotations),
+				Name:      appName(vmi.Labels, vmi.Name),
+				UUID:      vmi.Labels[LabelAppUUID],
+				Namespace: vmi.Namespace,
+				Kind:      AppKindVM,
+				Node:      vmi.Status.NodeName,
+				Phase:     phase,
+				Ready:     vmi.Status.Phase == kvv1.Running && vmi.DeletionTimestamp == nil,
+				Object:    vmi.Name,
+			}})
+	}
+	for _, p := range d.Pods {
+		if !isApp(p) {
+			continue
+		}
+		phase := string(p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			phase = "Terminating"
+		}
+		designated, mode := affinityTarget(p.Spec.Affinity)
+		key := AppKey(p.Labels, p.Name)
+		all = append(all, candidate{key: key, leaving: p.DeletionTimestamp != nil,
+			rankTime: p.CreationTimestamp.Time, AppStatus: AppStatus{
+				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(p.Spec.Affinity),
+				Name:      appName(p.Labels, p.Name),
+				UUID:      p.Labels[LabelAppUUID],
+				Namespace: p.Namespace,
+				Kind:      AppKindContainer,
+				Node:      p.Spec.NodeName,
+				Phase:     phase,
+				Ready:     PodReady(p) && p.DeletionTimestamp == nil,
+				Object:    p.Name,
+			}})
+	}
+	// Within an app, live objects before terminating ones, ready before not,
+	// newest first: the first is the one the app's row shows. Pointers are
+	// sorted, not the candidates.
+	sorted := make([]*candidate, len(all))
+	for i := range all {
+		sorted[i] = &all[i]
+	}
+	slices.SortFunc(sorted, func(a, b *candidate) int {
+		// cmp.Or would work out every comparison first: most end at the key.
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Or(compareBool(a.leaving, b.leaving), compareBool(!a.Ready, !b.Ready),
+			b.rankTime.Compare(a.rankTime), strings.Compare(a.Object, b.Object))
+	})
+	sameApp := func(a, b *candidate) bool { return a.key == b.key && a.Namespace == b.Namespace }
+	rows := make([]*AppStatus, 0, len(sorted))
+	for i := 0; i < len(sorted); {
+		row := &sorted[i].AppStatus
+		j := i + 1
+		for ; j < len(sorted) && sameApp(sorted[j], sorted[i]); j++ {
+			if sorted[j].leaving {
+				row.Terminating = append(row.Terminating, AppObject{Object: sorted[j].Object, Node: sorted[j].Node})
+				continue
+			}
+			// Two live objects for one app (a replica set surging) are both
+			// running somewhere: each keeps its row.
+			rows = append(rows, &sorted[j].AppStatus)
+		}
+		rows = append(rows, row)
+		i = j
+	}
+	slices.SortFunc(rows, func(a, b *AppStatus) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Object, b.Object))
+	})
+	if len(rows) == 0 {
+		return nil // no apps: null in `sitecon status -o json`, as always
+	}
+	out := make([]AppStatus, len(rows))
+	for i, r := range rows {
+		out[i] = *r
+	}
+	return out
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+func vncPort(annotations map[string]string) int {
+	port, err := strconv.Atoi(annotations[AnnotationVNCPort])
+	if err != nil || port <= 0 || port > 65535 {
+		return 0
+	}
+	return port
+}
+
+func lastMove(d Data, key string) *AppMove {
+	m, ok := d.AppMoves[key]
+	if !ok {
+		return nil
+	}
+	move := m // on the heap only when there is one
+	return &move
+}
+
+// AppKey identifies an app across the pods and VMIs that run it: its UUID
+// label, else its name label, else the object's own name.
+func AppKey(labels map[string]string, object string) string {
+	if u := labels[LabelAppUUID]; u != "" {
+		return u
+	}
+	if n := labels[LabelAppName]; n != "" {
+		return n
+	}
+	return object
+}
+
+func appName(labels map[string]string, fallback string) string {
+	if n := labels[LabelAppName]; n != "" {
+		return n
+	}
+	return fallback
+}
