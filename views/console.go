@@ -53,12 +53,11 @@ type screen interface {
 	// setFrame rebuilds the screen's rows from a frame.
 	setFrame(f *Frame, now time.Time)
 	view(width, height int) string
-	// key handles a key the root did not; it reports whether it used it.
-	key(msg tea.KeyMsg, height int) bool
 	table() *ui.Table
 	// title may change on drill-in (pods of a namespace).
 	title() string
-	// help says what the screen shows, its actions and its own keys.
+	// help says what the screen shows, and declares its actions and its
+	// own keys: the one list its key handling, help and footer come from.
 	help() screenHelp
 }
 
@@ -88,6 +87,8 @@ type App struct {
 	// screen was last built from it (only the visible screen is rebuilt).
 	builtAt time.Time
 	built   []time.Time
+	// keys are each screen's bindings (App.bindings).
+	keys [][]binding
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
@@ -108,6 +109,9 @@ func NewApp(ctx *ui.Context) *App {
 		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
 	}
 	a.built = make([]time.Time, len(a.screens))
+	for i, s := range a.screens {
+		a.keys = append(a.keys, a.screenKeys(i, s))
+	}
 	return a
 }
 
@@ -260,43 +264,8 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	a.message = ""
-	switch {
-	case key.Matches(msg, k.Quit):
-		return tea.Quit
-	case key.Matches(msg, k.Help):
-		a.full = true
-	case key.Matches(msg, k.NextScreen):
-		a.show((a.current + 1) % len(a.screens))
-	case key.Matches(msg, k.PrevScreen):
-		a.show((a.current + len(a.screens) - 1) % len(a.screens))
-	case key.Matches(msg, k.Command):
-		a.mode = modeCommand
-		a.input.SetValue("")
-		return a.input.Focus()
-	case key.Matches(msg, k.Filter):
-		if a.screens[a.current].table() == nil {
-			return nil
-		}
-		a.mode = modeFilter
-		a.input.SetValue(a.screens[a.current].table().Filter())
-		return a.input.Focus()
-	case key.Matches(msg, k.Sort):
-		if t := a.screens[a.current].table(); t != nil {
-			t.CycleSort()
-		}
-	default:
-		for i, b := range k.Screens {
-			if key.Matches(msg, b) {
-				a.show(i)
-				return nil
-			}
-		}
-		if handled, cmd := a.startAction(msg); handled {
-			return cmd
-		}
-		a.screens[a.current].key(msg, a.bodyHeight())
-	}
-	return nil
+	_, cmd := a.dispatch(msg)
+	return cmd
 }
 
 // wizardKey drives the open formation wizard; leaving it (esc, or any key

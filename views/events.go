@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sitecon/sitecon/ui"
@@ -72,13 +71,27 @@ func (s *eventsScreen) setFrame(f *Frame, now time.Time) {
 	s.t.SetRows(rows)
 }
 
-func (s *eventsScreen) table() *ui.Table { return s.t }
+// table is the list; an event open in detail has none (no cursor to move,
+// no rows to filter or sort).
+func (s *eventsScreen) table() *ui.Table {
+	if s.open != "" {
+		return nil
+	}
+	return s.t
+}
 
 func (s *eventsScreen) help() screenHelp {
 	k := s.ctx.Keys
 	return screenHelp{
 		about: "The cluster's Kubernetes events, this node's agent timeline (agent:) and the actions recorded on this device (audit:), newest first.",
-		keys:  []helpLine{{k.Enter, "open the event: the whole message, object, count, first and last seen"}, {k.Back, "back to the list"}},
+		keys: []binding{
+			{key: k.Enter, long: "open the event: the whole message, object, count, first and last seen", section: sectionScreen, footer: footerScreen,
+				applies: func() bool { return s.open == "" && s.t.SelectedID() != "" },
+				run:     func(tea.KeyMsg) tea.Cmd { s.open = s.t.SelectedID(); return nil }},
+			{key: k.Back, long: "back to the list", section: sectionScreen, footer: footerScreen,
+				applies: func() bool { return s.open != "" },
+				run:     func(tea.KeyMsg) tea.Cmd { s.open = ""; return nil }},
+		},
 	}
 }
 
@@ -87,24 +100,6 @@ func (s *eventsScreen) title() string {
 		return "event (esc: back)"
 	}
 	return ""
-}
-
-func (s *eventsScreen) key(msg tea.KeyMsg, h int) bool {
-	k := s.ctx.Keys
-	switch {
-	case key.Matches(msg, k.Enter) && s.open == "":
-		if id := s.t.SelectedID(); id != "" {
-			s.open = id
-		}
-		return true
-	case key.Matches(msg, k.Back) && s.open != "":
-		s.open = ""
-		return true
-	case s.open != "":
-		// The detail has no cursor: navigation keys wait for the list.
-		return true
-	}
-	return s.t.Update(msg, h)
 }
 
 // view shows the list, or one event in full: the message wrapped to the
