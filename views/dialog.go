@@ -77,7 +77,9 @@ type dialog struct {
 	// targets are migrate's choices; choice the highlighted one.
 	targets []kube.MigrateTarget
 	choice  int
-	app     kube.AppStatus
+	// unchosen: enter came with no target chosen.
+	unchosen bool
+	app      kube.AppStatus
 	// record is the action's audit record, which its flow writes.
 	record *flow.Record
 	// action is the flow once planned; confirmed, it runs.
@@ -166,24 +168,7 @@ func (d *dialog) key(msg tea.KeyMsg, nextID func() int) (closeIt bool, cmd tea.C
 		}
 		return false, nil
 	case dialogChoose:
-		switch {
-		case key.Matches(msg, k.Back):
-			return true, nil
-		case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
-			step := 1
-			if key.Matches(msg, k.Up) {
-				step = -1
-			}
-			for i := d.choice + step; i >= 0 && i < len(d.targets); i += step {
-				if d.targets[i].Eligible {
-					d.choice = i
-					break
-				}
-			}
-		case key.Matches(msg, k.Enter):
-			return false, d.chooseTarget()
-		}
-		return false, nil
+		return d.chooseKey(msg)
 	}
 	// dialogConfirm
 	if d.typed != "" {
@@ -333,18 +318,7 @@ func (d *dialog) view(w, h int, armed bool) string {
 		}
 	}
 	if d.state == dialogChoose {
-		out = append(out, "", "Move to"+keys(" (↑/↓, enter; esc to cancel)")+":")
-		for i, t := range d.targets {
-			node := clean(t.Node)
-			line := "    " + node
-			switch {
-			case i == d.choice:
-				line = st.Selected.Render("  > " + node)
-			case !t.Eligible:
-				line = st.Muted.Render("    " + node + "  (" + clean(t.Why) + ")")
-			}
-			out = append(out, line)
-		}
+		out = append(out, d.choiceLines(keys)...)
 	}
 	if len(d.progress) > 0 {
 		out = append(out, "")

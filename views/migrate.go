@@ -3,12 +3,15 @@ package views
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/ui"
 )
 
 // The migrate dialog (m on the apps screen): the nodes that may take the
@@ -22,29 +25,31 @@ func (a *App) openMigrate(rowID string) tea.Cmd {
 			app = x
 		}
 	}
+	a.openMigrateTo(app, func() []kube.MigrateTarget { return kube.MigrateTargets(app, a.actions.Snap.Data().Nodes) })
+	return nil
+}
+
+// openMigrateTo asks where app goes among the targets.
+func (a *App) openMigrateTo(app kube.AppStatus, targets func() []kube.MigrateTarget) {
 	d := a.openDialog("migrate "+app.Name, a.actions.recorder().Open(flow.ActionMigrate, app.Name))
 	d.app = app
 	if app.UUID == "" {
 		d.refuse(app.Name + " has no app UUID: it was not laid out by a sitecon agent")
-		return nil
+		return
 	}
-	d.targets = kube.MigrateTargets(app, a.actions.Snap.Data().Nodes)
+	d.targets = targets()
+	// Nothing is chosen until the technician chooses: m, enter, y must not
+	// move an app.
 	d.choice = -1
-	for i, t := range d.targets {
-		if t.Eligible && d.choice < 0 {
-			d.choice = i
-		}
-	}
-	if d.choice < 0 {
+	if !slices.ContainsFunc(d.targets, func(t kube.MigrateTarget) bool { return t.Eligible }) {
 		var why []string
 		for _, t := range d.targets {
 			why = append(why, t.Node+": "+t.Why)
 		}
 		d.refuse(append([]string{"no node can take " + app.Name}, why...)...)
-		return nil
+		return
 	}
 	d.state = dialogChoose
-	return nil
 }
 
 // chooseTarget plans the move to the highlighted target off the UI
@@ -64,11 +69,75 @@ func (d *dialog) chooseTarget() tea.Cmd {
 				return
 			}
 			d.record = m.Record
-			d.lines = textLines(fmt.Sprintf("Move %s from %s to %s.", m.App.Name, orDash(m.App.Node), m.Target),
-				"An on-site override is written; the agents lay the app out on "+m.Target+".")
+			d.lines = textLines(migrateLines(m.App, m.Target)...)
 			d.state, d.action = dialogConfirm, &m.Action
 		}}
 	}
+}
+
+// migrateLines say what a move does, to the app first: it restarts.
+func migrateLines(app kube.AppStatus, target string) []string {
+	what := fmt.Sprintf("%s stops on %s and starts again on %s.", app.Name, orDash(app.Node), target)
+	if app.Kind == kube.AppKindVM {
+		what = fmt.Sprintf("%s is a VM: it is shut down on %s and restarts on %s (its guest boots again).", app.Name, orDash(app.Node), target)
+	}
+	return []string{fmt.Sprintf("Move %s from %s to %s.", app.Name, orDash(app.Node), target), what,
+		"An on-site override is written; the agents lay the app out on " + target + "."}
+}
+
+// chooseKey answers a key while the targets are listed: the arrows choose
+// among the nodes that may take the app, enter plans the move to the one
+// chosen, esc closes.
+func (d *dialog) chooseKey(msg tea.KeyMsg) (closeIt bool, cmd tea.Cmd) {
+	k := d.ctx.Keys
+	switch {
+	case key.Matches(msg, k.Back):
+		return true, nil
+	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
+		step, from := 1, d.choice
+		if key.Matches(msg, k.Up) {
+			step = -1
+			if from < 0 {
+				from = len(d.targets)
+			}
+		}
+		for i := from + step; i >= 0 && i < len(d.targets); i += step {
+			if d.targets[i].Eligible {
+				d.choice, d.unchosen = i, false
+				break
+			}
+		}
+	case key.Matches(msg, k.Enter):
+		if d.choice < 0 {
+			d.unchosen = true
+			return false, nil
+		}
+		return false, d.chooseTarget()
+	}
+	return false, nil
+}
+
+// choiceLines list the targets, the chosen one marked and the others
+// saying why they cannot take the app; keys is what the prompt says of
+// its keys (nothing before they are taken).
+func (d *dialog) choiceLines(keys func(string) string) []string {
+	st, clean := d.ctx.Styles, ui.Clean
+	out := []string{"", "Move to" + keys(" (↑/↓ to choose, enter; esc to cancel)") + ":"}
+	for i, t := range d.targets {
+		node := clean(t.Node)
+		line := "    " + node
+		switch {
+		case i == d.choice:
+			line = st.Selected.Render("  > " + node)
+		case !t.Eligible:
+			line = st.Muted.Render("    " + node + "  (" + clean(t.Why) + ")")
+		}
+		out = append(out, line)
+	}
+	if d.unchosen {
+		out = append(out, "", st.Warn.Render("choose a node first: ↑/↓ marks one"))
+	}
+	return out
 }
 
 func orDash(s string) string {
