@@ -8,6 +8,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
@@ -307,15 +309,15 @@ func (d *dialog) view(w, h int, armed bool) string {
 		return s
 	}
 	for _, l := range d.lines {
-		text := clean(l.text)
+		style := (*lipgloss.Style)(nil)
 		switch l.kind {
 		case lineRefused:
-			out = append(out, st.Bad.Render(text))
+			style = &st.Bad
 		case lineWarning:
-			out = append(out, st.Warn.Render(text))
-		default:
-			out = append(out, text)
+			style = &st.Warn
 		}
+		text := clean(l.text)
+		out = append(out, wrapLine(text, w, l.kind != lineText && labelled(text), style)...)
 	}
 	if d.state == dialogChoose {
 		out = append(out, d.choiceLines(keys)...)
@@ -326,7 +328,7 @@ func (d *dialog) view(w, h int, armed bool) string {
 		keep := max(h-len(out)-3, 3)
 		from := max(len(d.progress)-keep, 0)
 		for _, l := range d.progress[from:] {
-			out = append(out, clean(l))
+			out = append(out, wrapLine(clean(l), w, false, nil)...)
 		}
 	}
 	out = append(out, "")
@@ -349,10 +351,64 @@ func (d *dialog) view(w, h int, armed bool) string {
 		if d.failed {
 			style = st.Bad
 		}
-		out = append(out, style.Render(clean(d.result)), st.Muted.Render(keys("any key to close")))
+		out = append(append(out, wrapLine(clean(d.result), w, false, &style)...), st.Muted.Render(keys("any key to close")))
 	}
 	if len(out) > h {
 		out = out[len(out)-h:]
 	}
 	return strings.Join(out, "\n")
+}
+
+// labelWidth is the width of a preflight line's label ("REFUSED  "): the
+// lines that go on under a label start under its text.
+const labelWidth = 9
+
+// labelled says whether a preflight line starts with its label.
+func labelled(text string) bool {
+	for _, l := range []string{"REFUSED  ", "WARNING  ", "note     "} {
+		if strings.HasPrefix(text, l) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrapLine breaks text into lines of at most w cells, at spaces (a word
+// longer than a line where it must: a name broken at its hyphens would
+// read as two), each drawn in style (nil: plain); a labelled line's
+// continuations are indented under its text. A dialog wraps rather than
+// cuts: its most important line is often its longest.
+func wrapLine(text string, w int, labelled bool, style *lipgloss.Style) []string {
+	indent := 0
+	if labelled {
+		indent = labelWidth
+	}
+	w = max(w, indent+10)
+	var out []string
+	line, width := "", 0
+	flush := func() {
+		if style != nil {
+			line = style.Render(line)
+		}
+		out = append(out, line)
+		line, width = strings.Repeat(" ", indent), indent
+	}
+	for i, word := range strings.Split(text, " ") {
+		ww := ansi.StringWidth(word)
+		if i > 0 && width+1+ww > w && width > indent {
+			flush()
+		} else if i > 0 {
+			line, width = line+" ", width+1
+		}
+		for width+ww > w {
+			cut := ansi.Truncate(word, w-width, "")
+			line += cut
+			word = strings.TrimPrefix(word, cut)
+			ww = ansi.StringWidth(word)
+			flush()
+		}
+		line, width = line+word, width+ww
+	}
+	flush()
+	return out
 }

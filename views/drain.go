@@ -82,7 +82,7 @@ func preflightLines(p kube.Preflight) []dialogLine {
 		lines = append(lines, dialogLine{lineRefused, "REFUSED  " + r})
 	}
 	for _, w := range p.Warnings {
-		lines = append(lines, dialogLine{lineWarning, "WARNING  " + w})
+		lines = append(lines, dialogLine{lineWarning, "WARNING  " + inConsoleWords(w)})
 	}
 	for _, n := range p.Notes {
 		lines = append(lines, dialogLine{lineNote, "note     " + n})
@@ -123,3 +123,14 @@ func (d *dialog) onPreflight(msg preflightMsg) {
 	}
 	d.state, d.action, d.drain = dialogConfirm, &drain.Action, drain
 }
+
+// cliWords are the preflight's phrases written for the command line and
+// what the console says instead: it has no --force, a destructive action
+// asks for the node's name.
+var cliWords = strings.NewReplacer(
+	"needs --force and its name typed", "needs its name typed",
+	"--force", "its name typed",
+)
+
+// inConsoleWords is a preflight line as the console says it.
+func inConsoleWords(s string) string { return cliWords.Replace(s) }
