@@ -511,6 +511,9 @@ func (a *App) footer(w int) string {
 		// Messages quote errors, which quote the cluster and files.
 		return ui.Fit(st.Warn.Render(ui.Clean(a.message)), w)
 	}
+	if a.dialog != nil {
+		return ui.Fit(a.help.ShortHelpView(a.dialog.footerKeys(a.guard.Armed())), w)
+	}
 	var extra []string
 	if t := a.screens[a.current].table(); t != nil {
 		if f := t.Filter(); f != "" {

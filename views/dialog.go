@@ -412,3 +412,27 @@ func wrapLine(text string, w int, labelled bool, style *lipgloss.Style) []string
 	flush()
 	return out
 }
+
+// footerKeys are the keys that answer the dialog in its state, for the
+// footer in place of the screen's (none of those act under a dialog);
+// nothing until the guard takes keys.
+func (d *dialog) footerKeys(armed bool) []key.Binding {
+	if !armed {
+		return nil
+	}
+	b := func(keys, desc string) key.Binding { return key.NewBinding(key.WithKeys(keys), key.WithHelp(keys, desc)) }
+	switch d.state {
+	case dialogChecking:
+		return []key.Binding{b("esc", "close")}
+	case dialogChoose:
+		return []key.Binding{b("↑/↓", "choose"), b("enter", "plan the move"), b("esc", "cancel")}
+	case dialogConfirm:
+		if d.typed != "" {
+			return []key.Binding{b("enter", "go on"), b("esc", "cancel")}
+		}
+		return []key.Binding{b("y", "go on"), b("n/esc", "cancel")}
+	case dialogRunning:
+		return []key.Binding{b("esc", "cancel the action")}
+	}
+	return []key.Binding{b("any key", "close")}
+}

@@ -31,3 +31,22 @@ func TestDialogWrapsAndSpeaksTheConsolesLanguage(t *testing.T) {
 		}
 	}
 }
+
+// A dialog's footer shows the dialog's keys, not the screen's: under a
+// drain dialog, c and d do nothing, and the footer must not offer them.
+func TestDialogFooterShowsItsOwnKeys(t *testing.T) {
+	done := drainDialogApp(t, testContext(120, 30), refusedDrain())
+	if f := footerLine(done); strings.Contains(f, "cordon") || strings.Contains(f, "drain") || !strings.Contains(f, "any key close") {
+		t.Errorf("a finished dialog's footer: %q", f)
+	}
+	pinned := refusedDrain()
+	pinned.Refusals = nil
+	typed := drainDialogApp(t, testContext(120, 30), pinned)
+	if f := footerLine(typed); strings.Contains(f, "cordon") || !strings.Contains(f, "enter go on") || !strings.Contains(f, "esc cancel") {
+		t.Errorf("a dialog asking for the name: footer %q", f)
+	}
+	mig := migrateDialogApp(t)
+	if f := footerLine(mig); strings.Contains(f, "migrate") || !strings.Contains(f, "↑/↓ choose") {
+		t.Errorf("the migrate choice's footer: %q", f)
+	}
+}
