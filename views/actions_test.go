@@ -159,10 +159,11 @@ func TestReadOnlyHidesActions(t *testing.T) {
 	}
 }
 
-// :form opens the formation wizard inside the console; esc comes back.
+// :form opens the formation wizard inside the console of a device in no
+// cluster yet; esc comes back.
 // Read-only consoles do not offer it.
 func TestFormFromConsole(t *testing.T) {
-	a := newTestApp(100, 30)
+	a := newUnformedApp(100, 30)
 	a.SetActions(&Actions{Audit: testAudit(t)})
 	a.SetFormWizard(func() *FormWizard { return NewFormWizard(a.ctx, []string{"eth1"}, FormInput{}) })
 	for _, r := range ":form" {

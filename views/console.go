@@ -307,55 +307,6 @@ func (a *App) burst(msg tea.KeyMsg) tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// runCommand handles :nodes, :volumes ... (any unique prefix), :add,
-// :replace, :form and :q.
-func (a *App) runCommand(cmd string) tea.Cmd {
-	cmd = strings.TrimPrefix(strings.ToLower(cmd), ":")
-	if cmd == "" {
-		return nil
-	}
-	if cmd == "q" || cmd == "quit" {
-		a.message = "press q to quit"
-		return nil
-	}
-	switch fields := strings.Fields(cmd); fields[0] {
-	case "add":
-		a.addNode(fields[1:])
-		return nil
-	case "replace":
-		return a.replaceNode(fields[1:])
-	}
-	if cmd == "form" {
-		switch {
-		case a.ctx.ReadOnly:
-			a.message = "read-only: :form is not available"
-		case a.newWizard == nil || a.actions == nil:
-			a.message = ":form is not available here"
-		case a.actions.unavailable() != "":
-			// Forming writes this node's cluster config: an action like
-			// any other, not taken if it cannot be recorded.
-			a.message = ":form is not available: " + a.actions.unavailable()
-		default:
-			a.wizard = a.newWizard()
-			a.wizard.Audit, a.wizard.Via = a.actions.Audit, "console"
-			a.wizard.Init()
-		}
-		return nil
-	}
-	var matches []int
-	for i, name := range keymap.ScreenNames {
-		if strings.HasPrefix(name, cmd) || (cmd == "vol" && name == "volumes") || (cmd == "no" && name == "nodes") {
-			matches = append(matches, i)
-		}
-	}
-	if len(matches) == 1 {
-		a.show(matches[0])
-		return nil
-	}
-	a.message = fmt.Sprintf("unknown command :%s (try :%s)", cmd, strings.Join(keymap.ScreenNames, ", :"))
-	return nil
-}
-
 // refresh rebuilds the visible screen from the frame (ages move with the
 // clock); the others are rebuilt when they are shown.
 func (a *App) refresh() {

@@ -420,7 +420,9 @@ func (d *dialog) footerKeys(armed bool) []key.Binding {
 	if !armed {
 		return nil
 	}
-	b := func(keys, desc string) key.Binding { return key.NewBinding(key.WithKeys(keys), key.WithHelp(keys, desc)) }
+	b := func(keys, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(keys), key.WithHelp(keys, desc))
+	}
 	switch d.state {
 	case dialogChecking:
 		return []key.Binding{b("esc", "close")}

@@ -62,7 +62,7 @@ func (a *App) replaceNode(args []string) tea.Cmd {
 	}
 	title := "replace " + old
 	rp, err := flow.PlanReplace(a.actions.recorder(), data, a.frame.Status.Nodes, flow.ReplaceRequest{Old: old, New: name,
-		Bundle: func(ip string) (string, error) { return a.actions.JoinInfo(role, name, uuid, ip) }})
+		Bundle: func(ip string) (string, error) { return a.joinInfo(role, name, uuid, ip) }})
 	if err != nil {
 		a.openDialog(title, nil).refused(err, true)
 		return nil

@@ -222,7 +222,7 @@ func TestBurstAfterCommandLine(t *testing.T) {
 		t.Fatalf("the name and enter scripted behind the command answered the dialog (typed %q)", a.dialog.input.Value())
 	}
 
-	w := newTestApp(100, 30)
+	w := newUnformedApp(100, 30)
 	formed := false
 	w.SetActions(&Actions{Audit: testAudit(t)})
 	w.SetFormWizard(func() *FormWizard {

@@ -1,6 +1,9 @@
 package views
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/sitecon/sitecon/kube/flow"
@@ -24,6 +27,17 @@ func (a *App) canMakeJoinInfo(command string) bool {
 		return true
 	}
 	return false
+}
+
+// joinInfo is what a new node needs to join, made from this node's
+// cluster config; a console started without one (the demo's) is told how
+// to give it one.
+func (a *App) joinInfo(role, name, uuid, ip string) (string, error) {
+	text, err := a.actions.JoinInfo(role, name, uuid, ip)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%w: start the console with this node's cluster config (sitecon --config FILE)", err)
+	}
+	return text, err
 }
 
 // joinInfoLines is join info as a dialog shows it on a screen width wide.
@@ -55,7 +69,7 @@ func (a *App) addNode(args []string) {
 	// The join info carries the cluster token: it is shown only once the
 	// log holds who asked for it (without the token), as the CLI does.
 	add, err := flow.PlanAdd(a.actions.recorder(), "add-node", name, "role "+role, func() (string, error) {
-		return a.actions.JoinInfo(role, name, uuid, "")
+		return a.joinInfo(role, name, uuid, "")
 	})
 	if err != nil {
 		a.message = withoutNotRecorded(err).Error() + " — " + usage
