@@ -32,7 +32,10 @@ type eventsScreen struct {
 }
 
 func newEvents(ctx *ui.Context) screen {
-	cols := []ui.Column{{Title: "AGE", Width: 5}, {Title: "TYPE", Width: 7}, {Title: "REASON", Width: 14}, {Title: "OBJECT", Width: 24}, {Title: "MESSAGE", Width: 20, Flex: true}}
+	// The message is what is read: a long object name (a virt-launcher
+	// pod's) gives way first, down to 16 columns.
+	cols := []ui.Column{{Title: "AGE", Width: 5}, {Title: "TYPE", Width: 7}, {Title: "REASON", Width: 14}, {Title: "OBJECT", Width: 16, GivesWay: true},
+		{Title: "MESSAGE", Width: 20, Flex: true}}
 	return &eventsScreen{ctx: ctx, t: ui.NewTable(ctx, cols)}
 }
 
