@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -18,6 +19,54 @@ type eventEntry struct {
 	warning                     bool
 	reason, object, message, id string
 	count                       int32
+	// pods are the pods of a line that stands for many (podGroups).
+	pods []string
+}
+
+// podGroups are the cluster's events as lines: the events that say the
+// same thing (type, reason, message) of several pods are one line, "N
+// pods", the pods in its detail. A lost node makes Kubernetes say
+// NodeNotReady once per pod on it: one line, not a screenful.
+func podGroups(events []kube.EventRow) []eventEntry {
+	type said struct{ typ, reason, message string }
+	groups := map[said][]kube.EventRow{}
+	for _, e := range events {
+		if strings.HasPrefix(e.Object, "Pod/") {
+			k := said{e.Type, e.Reason, e.Message}
+			groups[k] = append(groups[k], e)
+		}
+	}
+	var out []eventEntry
+	for _, e := range events {
+		g := groups[said{e.Type, e.Reason, e.Message}]
+		if !strings.HasPrefix(e.Object, "Pod/") || len(g) < 2 {
+			out = append(out, eventEntry{at: e.Time, first: e.First, warning: e.Type == "Warning", reason: e.Reason, object: e.Object, message: e.Message,
+				count: e.Count, id: "k/" + e.Namespace + "/" + e.Name + "/" + e.Object + "/" + e.Reason})
+			continue
+		}
+		if g[0] != e {
+			continue // the group's line is made at its first event
+		}
+		entry := eventEntry{warning: e.Type == "Warning", reason: e.Reason, object: fmt.Sprintf("%d pods", len(g)), message: e.Message,
+			id: "g/" + e.Type + "/" + e.Reason + "/" + e.Message}
+		for _, m := range g {
+			if m.Time.After(entry.at) {
+				entry.at = m.Time
+			}
+			first := m.First
+			if first.IsZero() {
+				first = m.Time
+			}
+			if entry.first.IsZero() || first.Before(entry.first) {
+				entry.first = first
+			}
+			entry.count += max(m.Count, 1)
+			entry.pods = append(entry.pods, m.Namespace+"/"+strings.TrimPrefix(m.Object, "Pod/"))
+		}
+		slices.Sort(entry.pods)
+		out = append(out, entry)
+	}
+	return out
 }
 
 // eventsScreen merges the agent's timeline (source "agent") with the
@@ -44,10 +93,7 @@ func (s *eventsScreen) setFrame(f *Frame, now time.Time) {
 	var all []eventEntry
 	// Row IDs name what a row is, not where it sorts, so a chosen row keeps
 	// the cursor while newer events arrive above it.
-	for _, e := range f.Events {
-		all = append(all, eventEntry{at: e.Time, first: e.First, warning: e.Type == "Warning", reason: e.Reason, object: e.Object, message: e.Message,
-			count: e.Count, id: "k/" + e.Namespace + "/" + e.Name + "/" + e.Object + "/" + e.Reason})
-	}
+	all = append(all, podGroups(f.Events)...)
 	if f.Agent != nil {
 		for _, e := range f.Agent.Events {
 			source := e.Source
@@ -135,6 +181,12 @@ func (s *eventsScreen) view(w, h int) string {
 	for _, line := range strings.Split(e.message, "\n") {
 		for _, piece := range ui.Wrap(line, max(w, 1)) {
 			b.WriteString(piece + "\n")
+		}
+	}
+	if len(e.pods) > 0 {
+		b.WriteString("\n" + st.Section.Render("Pods") + "\n")
+		for _, p := range e.pods {
+			b.WriteString("  " + p + "\n")
 		}
 	}
 	b.WriteString("\n" + st.Muted.Render("esc: back to the list"))

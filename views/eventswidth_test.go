@@ -23,3 +23,28 @@ func TestEventsMessageGetsTheWidth(t *testing.T) {
 		t.Errorf("at 100 columns the message should show at least %q:\n%s", msg[:50], row)
 	}
 }
+
+// A lost node makes Kubernetes say NodeNotReady once per pod on it: the
+// events screen shows them as one line, the pods in its detail.
+func TestEventsGroupOneMessageForManyPods(t *testing.T) {
+	f := sampleFrame()
+	f.Agent = nil
+	for _, p := range []string{"coredns-x", "hmi-x", "plc-gateway-1", "svclb-traefik-2", "longhorn-manager-q"} {
+		f.Events = append(f.Events, kube.EventRow{Time: now.Add(-8 * time.Second), Type: "Warning", Reason: "NodeNotReady",
+			Object: "Pod/" + p, Namespace: "kube-system", Name: p + ".1", Message: "Node is not ready"})
+	}
+	a := NewApp(testContext(100, 24))
+	a.Update(FrameMsg(f))
+	press(a, "6")
+	v := a.View()
+	if n := strings.Count(v, "NodeNotReady"); n != 2 {
+		t.Fatalf("want the node's line and one line for its 5 pods, got %d NodeNotReady lines:\n%s", n, v)
+	}
+	if !strings.Contains(v, "5 pods") {
+		t.Fatalf("the grouped line should say how many pods:\n%s", v)
+	}
+	press(a, "enter") // the newest line: the pods'
+	if d := a.View(); !strings.Contains(d, "hmi-x") || !strings.Contains(d, "longhorn-manager-q") {
+		t.Errorf("the detail should name the pods:\n%s", d)
+	}
+}
