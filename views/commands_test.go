@@ -49,3 +49,19 @@ func TestJoinInfoWithoutConfigSaysPassConfig(t *testing.T) {
 		t.Errorf(":replace without a config:\n%s", a.View())
 	}
 }
+
+// The demo's next step ("in another terminal: sitebox fail node-b") is
+// said in the console, where the technician looks: in the footer until the
+// first key, and in the help for as long as the console runs.
+func TestHintShownInTheConsole(t *testing.T) {
+	const hint = "in another terminal: bin/sitebox fail node-b --dir .sitebox"
+	a := newTestApp(100, 30)
+	a.SetHint(hint)
+	if f := footerLine(a); !strings.Contains(f, hint) {
+		t.Errorf("the footer should say the hint at start: %q", f)
+	}
+	press(a, "2", "?")
+	if v := a.View(); !strings.Contains(v, hint) {
+		t.Errorf("the help should say the hint:\n%s", v)
+	}
+}

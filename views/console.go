@@ -89,10 +89,20 @@ type App struct {
 	built   []time.Time
 	// keys are each screen's bindings (App.bindings).
 	keys [][]binding
+	// hint is a line the help always says (SetHint).
+	hint string
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
 func (a *App) SetFormWizard(build func() *FormWizard) { a.newWizard = build }
+
+// SetHint gives the console a line to say at start (in the footer, until
+// the first key) and in its help: the demo's next step, which printed
+// before the console it would be covered.
+func (a *App) SetHint(hint string) {
+	a.hint = hint
+	a.message = hint
+}
 
 // SetActions lets the console act on the cluster (nil: look only).
 func (a *App) SetActions(ac *Actions) { a.actions = ac }

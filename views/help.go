@@ -59,6 +59,9 @@ func (a *App) fullHelp(w, h int) string {
 	if sh.about != "" {
 		lines = append(lines, strings.Split(ansi.Wordwrap(sh.about, w, ""), "\n")...)
 	}
+	if a.hint != "" {
+		lines = append(lines, strings.Split(ansi.Wordwrap(st.Warn.Render(ui.Clean(a.hint)), w, ""), "\n")...)
+	}
 	sections := a.sections()
 	keyWidth := func(s helpSection) int {
 		kw := 0
