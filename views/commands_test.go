@@ -65,3 +65,16 @@ func TestHintShownInTheConsole(t *testing.T) {
 		t.Errorf("the help should say the hint:\n%s", v)
 	}
 }
+
+// The overview explains a node with no role: an agent that does not
+// bootstrap k3s (the demo's, sitebox's cluster) has none to show.
+func TestOverviewExplainsNoRole(t *testing.T) {
+	f := sampleFrame()
+	f.Agent.Role, f.Agent.Phase = "", "no-bootstrap"
+	a := NewApp(testContext(120, 30))
+	a.Update(FrameMsg(f))
+	line := lineOf(a.View(), "This node")
+	if strings.Contains(line, "n/a") || !strings.Contains(line, "no role: this agent does not run k3s") {
+		t.Errorf("the role should be explained, not n/a: %q", line)
+	}
+}
