@@ -87,8 +87,12 @@ type App struct {
 	// screen was last built from it (only the visible screen is rebuilt).
 	builtAt time.Time
 	built   []time.Time
-	// keys are each screen's bindings (App.bindings).
-	keys [][]binding
+	// keys are each screen's bindings; live, taken and footerKeys the
+	// buffers App.bindings and the footer reuse.
+	keys       [][]binding
+	live       []binding
+	taken      []string
+	footerKeys []key.Binding
 	// hint is a line the help always says (SetHint).
 	hint string
 }

@@ -63,23 +63,24 @@ func (b *binding) live() bool {
 // own keys, its table's. A key an earlier binding takes is not offered
 // again by a later one.
 func (a *App) bindings() []binding {
-	all := a.keys[a.current]
-	out := make([]binding, 0, len(all))
-	taken := map[string]bool{}
-	for _, b := range all {
+	// Drawn with every frame (the footer): the lists are reused, not
+	// allocated anew.
+	out, taken := a.live[:0], a.taken[:0]
+	for _, b := range a.keys[a.current] {
 		if !b.live() {
 			continue
 		}
 		fresh := false
 		for _, k := range b.key.Keys() {
-			if !taken[k] {
-				fresh, taken[k] = true, true
+			if !slices.Contains(taken, k) {
+				fresh, taken = true, append(taken, k)
 			}
 		}
 		if fresh {
 			out = append(out, b)
 		}
 	}
+	a.live, a.taken = out, taken
 	return out
 }
 
@@ -98,10 +99,11 @@ func (a *App) dispatch(msg tea.KeyMsg) (bool, tea.Cmd) {
 func (a *App) shortHelp() []key.Binding {
 	bs := slices.DeleteFunc(a.bindings(), func(b binding) bool { return b.footer == footerNone })
 	slices.SortStableFunc(bs, func(x, y binding) int { return int(x.footer) - int(y.footer) })
-	out := make([]key.Binding, len(bs))
-	for i, b := range bs {
-		out[i] = b.key
+	out := a.footerKeys[:0]
+	for _, b := range bs {
+		out = append(out, b.key)
 	}
+	a.footerKeys = out
 	return out
 }
 
