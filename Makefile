@@ -72,8 +72,8 @@ demo: build sitebox
 	@# the console) stops everything the demo started.
 	@trap '$(BIN)/sitebox down --dir $(SITE_DIR) >/dev/null 2>&1' EXIT; \
 	  $(BIN)/sitebox up --demo --agents $(BIN)/sitecon --move-after 15s --nodes 3 --dir $(SITE_DIR) --node-monitor-grace-period 10s --node-lease-duration 10s --eviction-toleration 20s && \
-	  echo "In another terminal: $(BIN)/sitebox fail node-b --dir $(SITE_DIR)   (and: recover node-b)" && \
-	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --agent-socket $(SITE_DIR)/run/agent-node-a.sock --log-file $(SITE_DIR)/logs/console.log
+	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --agent-socket $(SITE_DIR)/run/agent-node-a.sock --log-file $(SITE_DIR)/logs/console.log \
+	    --hint "In another terminal: $(BIN)/sitebox fail node-b --dir $(SITE_DIR)   (and: recover node-b)"
 
 # PNGs of the console's real frames (the golden-frame path, in colour) for
 # the README, through charmbracelet/freeze (built once into the cache) and

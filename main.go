@@ -104,17 +104,19 @@ func newRoot() *cobra.Command {
 	pf.TextVar(&g.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	pf.BoolVar(&g.readOnly, "readonly", os.Getenv("SITECON_READONLY") != "", "look, do not touch: no actions in the console, action commands refuse (env SITECON_READONLY)")
 	pf.StringVar(&g.auditLog, "audit-log", audit.DefaultPath, "where actions are recorded (JSON lines, 0600)")
-	var agentSocket string
+	var agentSocket, hint string
 	var join joinSource
 	root.Long = `sitecon with no command opens the site console: nodes, VIP owner, pod
 health per namespace, Longhorn volumes and how long each has been in its
 state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 / to filter, s to sort, enter and esc to drill in and out, ? for help, q to quit.`
 	root.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
+	root.Flags().StringVar(&hint, "hint", "", "a line the console says at start and in its help (make demo: the next step)")
+	_ = root.Flags().MarkHidden("hint")
 	join.register(root.Flags(), "this node's cluster config (for :add and :replace, the join info of a new node)")
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runConsole(cmd.Context(), g, agentSocket, join)
+		return runConsole(cmd.Context(), g, agentSocket, hint, join)
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
@@ -200,7 +202,7 @@ with the node they run on.`,
 // runConsole opens the console with what the flags say: the cluster (or
 // why it cannot be read), the agent's socket, the audit log, and the join
 // info of this node's cluster config for :add and :replace.
-func runConsole(ctx context.Context, g *globalFlags, agentSocket string, join joinSource) error {
+func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, join joinSource) error {
 	if g.logFile == "" {
 		dir, err := os.UserCacheDir()
 		if err != nil {
@@ -216,7 +218,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket string, join jo
 	defer closeLog()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	opts := views.ConsoleOptions{Agent: agentSource(agentSocket), ReadOnly: g.readOnly, AuditPath: g.auditLog, Log: log}
+	opts := views.ConsoleOptions{Agent: agentSource(agentSocket), ReadOnly: g.readOnly, AuditPath: g.auditLog, Log: log, Hint: hint}
 	if cfg, err := g.restConfig(); err != nil {
 		opts.Problem = err.Error()
 	} else if opts.Snap, err = kube.NewSnapshot(cfg, log.With("component", "snapshot")); err != nil {

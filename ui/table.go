@@ -20,6 +20,9 @@ type Column struct {
 	// HideBelow hides the column on terminals narrower than this, so the
 	// columns that matter keep their room at 80 columns.
 	HideBelow int
+	// GivesWay: on a narrow terminal the column shrinks first, down to its
+	// Width, before the flex columns (a long name beside the text read).
+	GivesWay bool
 }
 
 // Cell is one table cell: its text, an optional style (severity colour) and
@@ -315,9 +318,9 @@ func (m *renderMemo) render(style *lipgloss.Style, text string) string {
 // (or its title) and a space, so a column of short names stays narrow and one of long
 // names is not cut while room is left. What remains goes to the flex
 // columns (free text: messages, notes). Too narrow, columns give way in
-// this order: flex columns, then the others from the right, the name
-// column (the first) last, each down to its minimum Width; below that the
-// last columns are cut.
+// this order: those marked GivesWay, the flex columns, then the others
+// from the right, the name column (the first) last, each down to its
+// minimum Width; below that the last columns are cut.
 func (t *Table) widths(width int) []int {
 	w := make([]int, len(t.Columns))
 	floor := make([]int, len(t.Columns))
@@ -347,9 +350,15 @@ func (t *Table) widths(width int) []int {
 		}
 		return w
 	}
-	order := append([]int{}, flex...)
+	var order []int
+	for i, c := range t.Columns {
+		if c.GivesWay {
+			order = append(order, i)
+		}
+	}
+	order = append(order, flex...)
 	for i := len(w) - 1; i >= 1; i-- {
-		if !t.Columns[i].Flex {
+		if !t.Columns[i].Flex && !t.Columns[i].GivesWay {
 			order = append(order, i)
 		}
 	}

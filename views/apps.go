@@ -17,7 +17,7 @@ func newApps(ctx *ui.Context) screen {
 		{Title: "NOTE", Width: 5, Flex: true, HideBelow: 100}}
 	about := screenHelp{
 		about:   "The apps: where each should run (designated) and where it runs, its state, last move and VNC port.",
-		actions: []helpLine{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)"}},
+		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate}},
 	}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row

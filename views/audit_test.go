@@ -15,7 +15,7 @@ import (
 	"github.com/sitecon/sitecon/audit/audittest"
 )
 
-// Safety rule 5 (DESIGN.md): every action is recorded before and after, or
+// docs/DESIGN.md, "A human confirms": every action is recorded before and after, or
 // not taken. These tests drive the console with a real audit log in a
 // temporary directory.
 
@@ -98,7 +98,7 @@ func TestFormFromTheConsoleIsRecorded(t *testing.T) {
 			return w
 		}
 	}
-	a := newTestApp(120, 40)
+	a := newUnformedApp(120, 40)
 	a.SetActions(&Actions{Audit: l})
 	a.SetFormWizard(wizard(a))
 	press(a, ":", "f", "o", "r", "m", "enter")
@@ -111,7 +111,7 @@ func TestFormFromTheConsoleIsRecorded(t *testing.T) {
 		t.Fatalf(":form recorded as %q", got)
 	}
 
-	b := newTestApp(120, 40)
+	b := newUnformedApp(120, 40)
 	b.SetActions(&Actions{Unavailable: "audit log /dev/null: is a character device, not a regular file"})
 	b.SetFormWizard(wizard(b))
 	press(b, ":", "f", "o", "r", "m", "enter")

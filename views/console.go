@@ -53,12 +53,11 @@ type screen interface {
 	// setFrame rebuilds the screen's rows from a frame.
 	setFrame(f *Frame, now time.Time)
 	view(width, height int) string
-	// key handles a key the root did not; it reports whether it used it.
-	key(msg tea.KeyMsg, height int) bool
 	table() *ui.Table
 	// title may change on drill-in (pods of a namespace).
 	title() string
-	// help says what the screen shows, its actions and its own keys.
+	// help says what the screen shows, and declares its actions and its
+	// own keys: the one list its key handling, help and footer come from.
 	help() screenHelp
 }
 
@@ -79,7 +78,7 @@ type App struct {
 	dialog  *dialog
 	taskSeq int
 	// guard holds back keys from a dialog or the wizard until it has been
-	// seen (DESIGN.md, safety rule 5).
+	// seen (docs/DESIGN.md, "A human confirms").
 	guard *ui.AnswerGuard
 	// newWizard builds the formation wizard (:form); wizard is the open one.
 	newWizard func() *FormWizard
@@ -88,10 +87,26 @@ type App struct {
 	// screen was last built from it (only the visible screen is rebuilt).
 	builtAt time.Time
 	built   []time.Time
+	// keys are each screen's bindings; live, taken and footerKeys the
+	// buffers App.bindings and the footer reuse.
+	keys       [][]binding
+	live       []binding
+	taken      []string
+	footerKeys []key.Binding
+	// hint is a line the help always says (SetHint).
+	hint string
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
 func (a *App) SetFormWizard(build func() *FormWizard) { a.newWizard = build }
+
+// SetHint gives the console a line to say at start (in the footer, until
+// the first key) and in its help: the demo's next step, which printed
+// before the console it would be covered.
+func (a *App) SetHint(hint string) {
+	a.hint = hint
+	a.message = hint
+}
 
 // SetActions lets the console act on the cluster (nil: look only).
 func (a *App) SetActions(ac *Actions) { a.actions = ac }
@@ -108,6 +123,9 @@ func NewApp(ctx *ui.Context) *App {
 		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
 	}
 	a.built = make([]time.Time, len(a.screens))
+	for i, s := range a.screens {
+		a.keys = append(a.keys, a.screenKeys(i, s))
+	}
 	return a
 }
 
@@ -260,43 +278,8 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	a.message = ""
-	switch {
-	case key.Matches(msg, k.Quit):
-		return tea.Quit
-	case key.Matches(msg, k.Help):
-		a.full = true
-	case key.Matches(msg, k.NextScreen):
-		a.show((a.current + 1) % len(a.screens))
-	case key.Matches(msg, k.PrevScreen):
-		a.show((a.current + len(a.screens) - 1) % len(a.screens))
-	case key.Matches(msg, k.Command):
-		a.mode = modeCommand
-		a.input.SetValue("")
-		return a.input.Focus()
-	case key.Matches(msg, k.Filter):
-		if a.screens[a.current].table() == nil {
-			return nil
-		}
-		a.mode = modeFilter
-		a.input.SetValue(a.screens[a.current].table().Filter())
-		return a.input.Focus()
-	case key.Matches(msg, k.Sort):
-		if t := a.screens[a.current].table(); t != nil {
-			t.CycleSort()
-		}
-	default:
-		for i, b := range k.Screens {
-			if key.Matches(msg, b) {
-				a.show(i)
-				return nil
-			}
-		}
-		if handled, cmd := a.startAction(msg); handled {
-			return cmd
-		}
-		a.screens[a.current].key(msg, a.bodyHeight())
-	}
-	return nil
+	_, cmd := a.dispatch(msg)
+	return cmd
 }
 
 // wizardKey drives the open formation wizard; leaving it (esc, or any key
@@ -336,55 +319,6 @@ func (a *App) burst(msg tea.KeyMsg) tea.Cmd {
 		}
 	}
 	return tea.Batch(cmds...)
-}
-
-// runCommand handles :nodes, :volumes ... (any unique prefix), :add,
-// :replace, :form and :q.
-func (a *App) runCommand(cmd string) tea.Cmd {
-	cmd = strings.TrimPrefix(strings.ToLower(cmd), ":")
-	if cmd == "" {
-		return nil
-	}
-	if cmd == "q" || cmd == "quit" {
-		a.message = "press q to quit"
-		return nil
-	}
-	switch fields := strings.Fields(cmd); fields[0] {
-	case "add":
-		a.addNode(fields[1:])
-		return nil
-	case "replace":
-		return a.replaceNode(fields[1:])
-	}
-	if cmd == "form" {
-		switch {
-		case a.ctx.ReadOnly:
-			a.message = "read-only: :form is not available"
-		case a.newWizard == nil || a.actions == nil:
-			a.message = ":form is not available here"
-		case a.actions.unavailable() != "":
-			// Forming writes this node's cluster config: an action like
-			// any other, not taken if it cannot be recorded.
-			a.message = ":form is not available: " + a.actions.unavailable()
-		default:
-			a.wizard = a.newWizard()
-			a.wizard.Audit, a.wizard.Via = a.actions.Audit, "console"
-			a.wizard.Init()
-		}
-		return nil
-	}
-	var matches []int
-	for i, name := range keymap.ScreenNames {
-		if strings.HasPrefix(name, cmd) || (cmd == "vol" && name == "volumes") || (cmd == "no" && name == "nodes") {
-			matches = append(matches, i)
-		}
-	}
-	if len(matches) == 1 {
-		a.show(matches[0])
-		return nil
-	}
-	a.message = fmt.Sprintf("unknown command :%s (try :%s)", cmd, strings.Join(keymap.ScreenNames, ", :"))
-	return nil
 }
 
 // refresh rebuilds the visible screen from the frame (ages move with the
@@ -541,6 +475,9 @@ func (a *App) footer(w int) string {
 	if a.message != "" {
 		// Messages quote errors, which quote the cluster and files.
 		return ui.Fit(st.Warn.Render(ui.Clean(a.message)), w)
+	}
+	if a.dialog != nil {
+		return ui.Fit(a.help.ShortHelpView(a.dialog.footerKeys(a.guard.Armed())), w)
 	}
 	var extra []string
 	if t := a.screens[a.current].table(); t != nil {

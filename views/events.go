@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -19,6 +19,54 @@ type eventEntry struct {
 	warning                     bool
 	reason, object, message, id string
 	count                       int32
+	// pods are the pods of a line that stands for many (podGroups).
+	pods []string
+}
+
+// podGroups are the cluster's events as lines: the events that say the
+// same thing (type, reason, message) of several pods are one line, "N
+// pods", the pods in its detail. A lost node makes Kubernetes say
+// NodeNotReady once per pod on it: one line, not a screenful.
+func podGroups(events []kube.EventRow) []eventEntry {
+	type said struct{ typ, reason, message string }
+	groups := map[said][]kube.EventRow{}
+	for _, e := range events {
+		if strings.HasPrefix(e.Object, "Pod/") {
+			k := said{e.Type, e.Reason, e.Message}
+			groups[k] = append(groups[k], e)
+		}
+	}
+	var out []eventEntry
+	for _, e := range events {
+		g := groups[said{e.Type, e.Reason, e.Message}]
+		if !strings.HasPrefix(e.Object, "Pod/") || len(g) < 2 {
+			out = append(out, eventEntry{at: e.Time, first: e.First, warning: e.Type == "Warning", reason: e.Reason, object: e.Object, message: e.Message,
+				count: e.Count, id: "k/" + e.Namespace + "/" + e.Name + "/" + e.Object + "/" + e.Reason})
+			continue
+		}
+		if g[0] != e {
+			continue // the group's line is made at its first event
+		}
+		entry := eventEntry{warning: e.Type == "Warning", reason: e.Reason, object: fmt.Sprintf("%d pods", len(g)), message: e.Message,
+			id: "g/" + e.Type + "/" + e.Reason + "/" + e.Message}
+		for _, m := range g {
+			if m.Time.After(entry.at) {
+				entry.at = m.Time
+			}
+			first := m.First
+			if first.IsZero() {
+				first = m.Time
+			}
+			if entry.first.IsZero() || first.Before(entry.first) {
+				entry.first = first
+			}
+			entry.count += max(m.Count, 1)
+			entry.pods = append(entry.pods, m.Namespace+"/"+strings.TrimPrefix(m.Object, "Pod/"))
+		}
+		slices.Sort(entry.pods)
+		out = append(out, entry)
+	}
+	return out
 }
 
 // eventsScreen merges the agent's timeline (source "agent") with the
@@ -33,7 +81,10 @@ type eventsScreen struct {
 }
 
 func newEvents(ctx *ui.Context) screen {
-	cols := []ui.Column{{Title: "AGE", Width: 5}, {Title: "TYPE", Width: 7}, {Title: "REASON", Width: 14}, {Title: "OBJECT", Width: 24}, {Title: "MESSAGE", Width: 20, Flex: true}}
+	// The message is what is read: a long object name (a virt-launcher
+	// pod's) gives way first, down to 16 columns.
+	cols := []ui.Column{{Title: "AGE", Width: 5}, {Title: "TYPE", Width: 7}, {Title: "REASON", Width: 14}, {Title: "OBJECT", Width: 16, GivesWay: true},
+		{Title: "MESSAGE", Width: 20, Flex: true}}
 	return &eventsScreen{ctx: ctx, t: ui.NewTable(ctx, cols)}
 }
 
@@ -42,10 +93,7 @@ func (s *eventsScreen) setFrame(f *Frame, now time.Time) {
 	var all []eventEntry
 	// Row IDs name what a row is, not where it sorts, so a chosen row keeps
 	// the cursor while newer events arrive above it.
-	for _, e := range f.Events {
-		all = append(all, eventEntry{at: e.Time, first: e.First, warning: e.Type == "Warning", reason: e.Reason, object: e.Object, message: e.Message,
-			count: e.Count, id: "k/" + e.Namespace + "/" + e.Name + "/" + e.Object + "/" + e.Reason})
-	}
+	all = append(all, podGroups(f.Events)...)
 	if f.Agent != nil {
 		for _, e := range f.Agent.Events {
 			source := e.Source
@@ -72,13 +120,27 @@ func (s *eventsScreen) setFrame(f *Frame, now time.Time) {
 	s.t.SetRows(rows)
 }
 
-func (s *eventsScreen) table() *ui.Table { return s.t }
+// table is the list; an event open in detail has none (no cursor to move,
+// no rows to filter or sort).
+func (s *eventsScreen) table() *ui.Table {
+	if s.open != "" {
+		return nil
+	}
+	return s.t
+}
 
 func (s *eventsScreen) help() screenHelp {
 	k := s.ctx.Keys
 	return screenHelp{
 		about: "The cluster's Kubernetes events, this node's agent timeline (agent:) and the actions recorded on this device (audit:), newest first.",
-		keys:  []helpLine{{k.Enter, "open the event: the whole message, object, count, first and last seen"}, {k.Back, "back to the list"}},
+		keys: []binding{
+			{key: k.Enter, long: "open the event: the whole message, object, count, first and last seen", section: sectionScreen, footer: footerScreen,
+				applies: func() bool { return s.open == "" && s.t.SelectedID() != "" },
+				run:     func(tea.KeyMsg) tea.Cmd { s.open = s.t.SelectedID(); return nil }},
+			{key: k.Back, long: "back to the list", section: sectionScreen, footer: footerScreen,
+				applies: func() bool { return s.open != "" },
+				run:     func(tea.KeyMsg) tea.Cmd { s.open = ""; return nil }},
+		},
 	}
 }
 
@@ -87,24 +149,6 @@ func (s *eventsScreen) title() string {
 		return "event (esc: back)"
 	}
 	return ""
-}
-
-func (s *eventsScreen) key(msg tea.KeyMsg, h int) bool {
-	k := s.ctx.Keys
-	switch {
-	case key.Matches(msg, k.Enter) && s.open == "":
-		if id := s.t.SelectedID(); id != "" {
-			s.open = id
-		}
-		return true
-	case key.Matches(msg, k.Back) && s.open != "":
-		s.open = ""
-		return true
-	case s.open != "":
-		// The detail has no cursor: navigation keys wait for the list.
-		return true
-	}
-	return s.t.Update(msg, h)
 }
 
 // view shows the list, or one event in full: the message wrapped to the
@@ -137,6 +181,12 @@ func (s *eventsScreen) view(w, h int) string {
 	for _, line := range strings.Split(e.message, "\n") {
 		for _, piece := range ui.Wrap(line, max(w, 1)) {
 			b.WriteString(piece + "\n")
+		}
+	}
+	if len(e.pods) > 0 {
+		b.WriteString("\n" + st.Section.Render("Pods") + "\n")
+		for _, p := range e.pods {
+			b.WriteString("  " + p + "\n")
 		}
 	}
 	b.WriteString("\n" + st.Muted.Render("esc: back to the list"))

@@ -13,7 +13,7 @@ import (
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
-// Safety rule 5 (DESIGN.md): a dialog is confirmed only by a key that
+// docs/DESIGN.md, "A human confirms": a dialog is confirmed only by a key that
 // arrived after it was drawn. These tests drive the console's Update with
 // key messages as bubbletea delivers them: runes read together come as one
 // message, a bracketed paste as one message marked Paste. Time moves on the
@@ -223,7 +223,7 @@ func TestBurstAfterCommandLine(t *testing.T) {
 		t.Fatalf("the name and enter scripted behind the command answered the dialog (typed %q)", a.dialog.input.Value())
 	}
 
-	w := newTestApp(100, 30)
+	w := newUnformedApp(100, 30)
 	formed := false
 	w.SetActions(&Actions{Audit: testAudit(t)})
 	w.SetFormWizard(func() *FormWizard {

@@ -3,27 +3,20 @@ package views
 import (
 	"strings"
 
-	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sitecon/sitecon/ui"
 )
 
-// helpLine is one key in a screen's help: the binding (its key and short
-// description, as the footer shows it) and what it does, said in full.
-type helpLine struct {
-	b    key.Binding
-	long string
-}
-
-// screenHelp is what a screen tells the technician: what it shows, what it
-// can do to the cluster (first in the help and the footer), the commands
-// that go with those actions, and its own keys.
+// screenHelp is what a screen tells the technician and the keys it
+// answers: what it shows, what it can do to the cluster (first in the help
+// and the footer), the commands that go with those actions, and its own
+// keys.
 type screenHelp struct {
 	about    string
-	actions  []helpLine
+	actions  []action
 	commands [][2]string // a ":command" typed on this screen, and what it does
-	keys     []helpLine
+	keys     []binding
 }
 
 // helpSection is one titled block of the help screen.
@@ -32,46 +25,26 @@ type helpSection struct {
 	lines [][2]string // key, description
 }
 
-// sections are the help of the current screen: its actions first, then its
-// own keys, moving around, and the keys that work everywhere. Disabled
-// bindings (actions in read-only mode) are left out.
+// sections are the help of the current screen, made of the keys it
+// answers now (App.bindings): its actions first, then its own keys,
+// moving around, and the keys that work everywhere.
 func (a *App) sections() []helpSection {
-	k := a.ctx.Keys
-	sh := a.screens[a.current].help()
-	name := a.Screen()
-	pairs := func(hl []helpLine) [][2]string {
-		var out [][2]string
-		for _, l := range hl {
-			if l.b.Enabled() {
-				out = append(out, [2]string{l.b.Help().Key, l.long})
-			}
-		}
-		return out
+	lines := map[section][][2]string{}
+	for _, b := range a.bindings() {
+		lines[b.section] = append(lines[b.section], [2]string{b.key.Help().Key, b.long})
+	}
+	if len(lines[sectionActions]) > 0 && !a.ctx.ReadOnly {
+		lines[sectionActions] = append(lines[sectionActions], a.screens[a.current].help().commands...)
 	}
 	var out []helpSection
-	if acts := pairs(sh.actions); len(acts) > 0 {
-		if !a.ctx.ReadOnly {
-			acts = append(acts, sh.commands...)
+	for _, s := range []struct {
+		section
+		title string
+	}{{sectionActions, "Actions on the " + a.Screen() + " screen"}, {sectionScreen, "On this screen"}, {sectionMove, "Move"}, {sectionEverywhere, "Everywhere"}} {
+		if len(lines[s.section]) > 0 {
+			out = append(out, helpSection{s.title, lines[s.section]})
 		}
-		out = append(out, helpSection{"Actions on the " + name + " screen", acts})
 	}
-	own := pairs(sh.keys)
-	if a.screens[a.current].table() != nil {
-		own = append(own, pairs([]helpLine{{k.Filter, "filter the rows"}, {k.Sort, "sort by next column"}})...)
-	}
-	if len(own) > 0 {
-		out = append(out, helpSection{"On this screen", own})
-	}
-	if a.screens[a.current].table() != nil {
-		out = append(out, helpSection{"Move", pairs([]helpLine{{k.Up, "up"}, {k.Down, "down"}, {k.PageUp, "page up"},
-			{k.PageDown, "page down"}, {k.Top, "top"}, {k.Bottom, "bottom"}})})
-	}
-	out = append(out, helpSection{"Everywhere", append(pairs([]helpLine{{k.NextScreen, "next screen"}, {k.PrevScreen, "previous screen"}}),
-		[2]string{"1-6", "jump to a screen"},
-		[2]string{":", "command (:vol, :form)"},
-		[2]string{"?", "this help"},
-		[2]string{"q", "quit"},
-		[2]string{"ctrl+c", "quit from anywhere"})})
 	return out
 }
 
@@ -85,6 +58,9 @@ func (a *App) fullHelp(w, h int) string {
 	lines := []string{st.Title.Render("sitecon — " + a.Screen() + " screen")}
 	if sh.about != "" {
 		lines = append(lines, strings.Split(ansi.Wordwrap(sh.about, w, ""), "\n")...)
+	}
+	if a.hint != "" {
+		lines = append(lines, strings.Split(ansi.Wordwrap(st.Warn.Render(ui.Clean(a.hint)), w, ""), "\n")...)
 	}
 	sections := a.sections()
 	keyWidth := func(s helpSection) int {
@@ -160,22 +136,4 @@ func (a *App) fullHelp(w, h int) string {
 		lines[i] = ui.Fit(l, w)
 	}
 	return strings.Join(lines, "\n")
-}
-
-// shortHelp is the footer's key list: the screen's actions first (they are
-// what a technician came for), then help and quit, then the rest; the end
-// of the line is what a narrow terminal cuts.
-func (a *App) shortHelp() []key.Binding {
-	k := a.ctx.Keys
-	var out []key.Binding
-	for _, l := range a.screens[a.current].help().actions {
-		if l.b.Enabled() {
-			out = append(out, l.b)
-		}
-	}
-	out = append(out, k.Help, k.Quit)
-	for _, l := range a.screens[a.current].help().keys {
-		out = append(out, l.b)
-	}
-	return append(out, k.NextScreen, k.Command, k.Filter, k.Sort)
 }

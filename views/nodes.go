@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -27,13 +30,23 @@ func newNodes(ctx *ui.Context) screen {
 	k := ctx.Keys
 	about := screenHelp{
 		about: "The cluster's nodes: readiness and since when, roles (the seed marked), schedulability, version, address, load.",
-		actions: []helpLine{
-			{k.Cordon, "cordon the node: no new pods, running ones stay"},
-			{k.Uncordon, "uncordon the node: it takes new pods again"},
-			{k.Drain, "drain the node: cordon, then evict its pods (checks volumes and etcd quorum first)"},
-			{k.Remove, "remove the node: drain, then delete it from the cluster"},
-			{k.Seed, "make the node the seed others join through"},
-			{k.AddNode, "add a node: its join bundle (or :add ROLE NAME UUID)"},
+		actions: []action{
+			{k.Cordon, "cordon the node: no new pods, running ones stay", "node", func(a *App, node string) tea.Cmd { a.openCordon(node, true); return nil }},
+			{k.Uncordon, "uncordon the node: it takes new pods again", "node", func(a *App, node string) tea.Cmd { a.openCordon(node, false); return nil }},
+			{k.Drain, "drain the node: cordon, then evict its pods (checks volumes and etcd quorum first)", "node", func(a *App, node string) tea.Cmd {
+				return a.openDrain("drain "+node, a.actions.recorder().Open(flow.ActionDrain, node), node, nil)
+			}},
+			{k.Remove, "remove the node: drain, then delete it from the cluster", "node", func(a *App, node string) tea.Cmd {
+				return a.openDrain("remove "+node, a.actions.recorder().Open(flow.ActionRemove, node), node, nil)
+			}},
+			{k.Seed, "make the node the seed others join through", "node", func(a *App, node string) tea.Cmd { a.openSeed(node); return nil }},
+			// The command line, filled in: what a new node needs is typed.
+			{k.AddNode, "add a node: its join bundle (or :add ROLE NAME UUID)", "", func(a *App, _ string) tea.Cmd {
+				a.mode = modeCommand
+				a.input.SetValue("add server ")
+				a.input.CursorEnd()
+				return a.input.Focus()
+			}},
 		},
 		commands: [][2]string{{":replace", "OLD NEW UUID: replace a dead node by a new device"}},
 	}
@@ -62,6 +75,30 @@ func newNodes(ctx *ui.Context) screen {
 		}
 		return rows
 	}}
+}
+
+// openCordon asks to cordon (or uncordon) node.
+func (a *App) openCordon(node string, cordon bool) {
+	act := flow.Cordon(a.actions.recorder(), a.actions.Snap, node, cordon)
+	d := a.openDialog(flow.CordonName(cordon)+" "+node, act.Record)
+	if cordon {
+		d.lines = textLines("New pods will not be scheduled on " + node + "; running pods stay.")
+	} else {
+		d.lines = textLines(node + " takes new pods again.")
+	}
+	d.state, d.action = dialogConfirm, act
+}
+
+// openSeed asks to make node the seed the others join through.
+func (a *App) openSeed(node string) {
+	seed, err := flow.PlanSeed(a.actions.recorder(), a.actions.Snap, node)
+	if err != nil {
+		a.openDialog("make "+node+" the seed", nil).refused(err, true)
+		return
+	}
+	d := a.openDialog("make "+node+" the seed", seed.Record)
+	d.lines = textLines("Every node's k3s config will join through "+node+" from its next start.", "A running k3s is not restarted.")
+	d.state, d.action = dialogConfirm, &seed.Action
 }
 
 // cores formats millicores as kubectl does: "500m", "2".

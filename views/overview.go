@@ -108,6 +108,20 @@ func ThisNodeStatus(f *Frame) string {
 	return "NOTREADY"
 }
 
+// roleText is this node's role as the agent decided it, or why it has
+// none: an agent that does not bring k3s up (its cluster was made
+// outside it, as sitebox's is) decides no role; one still starting has
+// not decided yet.
+func roleText(a *AgentSummary) string {
+	switch {
+	case a.Role != "":
+		return a.Role
+	case a.Phase == "no-bootstrap":
+		return "no role: this agent does not run k3s here ·"
+	}
+	return "role not decided yet ·"
+}
+
 func (o *overview) view(w, h int) string {
 	st := o.ctx.Styles
 	if o.frame == nil {
@@ -147,7 +161,7 @@ func (o *overview) view(w, h int) string {
 			if status != "READY" {
 				style = st.Bad
 			}
-			line := fmt.Sprintf("%s %s · %s %s for %s", a.Node, style.Render(status), orNA(a.Role), a.Phase, Age(a.Since, now, true))
+			line := fmt.Sprintf("%s %s · %s %s for %s", a.Node, style.Render(status), roleText(a), a.Phase, Age(a.Since, now, true))
 			if a.LastError != "" {
 				line += st.Warn.Render(" · " + a.LastError)
 			}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sitecon/sitecon/ui"
@@ -92,7 +91,18 @@ func (s *podsScreen) help() screenHelp {
 	k := s.ctx.Keys
 	return screenHelp{
 		about: "Pod health per namespace; enter shows a namespace's pods.",
-		keys:  []helpLine{{k.Enter, "open the namespace's pods"}, {k.Back, "back to the namespaces"}},
+		keys: []binding{
+			{key: k.Enter, long: "open the namespace's pods", section: sectionScreen, footer: footerScreen,
+				applies: func() bool { return s.open == "" && s.namespaces.SelectedID() != "" },
+				run: func(tea.KeyMsg) tea.Cmd {
+					s.open = s.namespaces.SelectedID()
+					s.buildPods()
+					return nil
+				}},
+			{key: k.Back, long: "back to the namespaces", section: sectionScreen, footer: footerScreen,
+				applies: func() bool { return s.open != "" },
+				run:     func(tea.KeyMsg) tea.Cmd { s.open = ""; return nil }},
+		},
 	}
 }
 
@@ -101,22 +111,6 @@ func (s *podsScreen) title() string {
 		return "pods in " + s.open + " (esc: back)"
 	}
 	return ""
-}
-
-func (s *podsScreen) key(msg tea.KeyMsg, h int) bool {
-	k := s.ctx.Keys
-	switch {
-	case key.Matches(msg, k.Enter) && s.open == "":
-		if ns := s.namespaces.SelectedID(); ns != "" {
-			s.open = ns
-			s.buildPods()
-		}
-		return true
-	case key.Matches(msg, k.Back) && s.open != "":
-		s.open = ""
-		return true
-	}
-	return s.table().Update(msg, h)
 }
 
 func (s *podsScreen) view(w, h int) string { return s.table().View(w, h) }

@@ -13,7 +13,7 @@ import (
 	"github.com/sitecon/sitecon/ui"
 )
 
-// Safety rule 7 (DESIGN.md): strings from the cluster or from files are
+// docs/DESIGN.md, "Nothing raw reaches the terminal": strings from the cluster or from files are
 // stripped of control characters before they are drawn or printed. These
 // are the sequences a hostile Event or object name would carry.
 const (

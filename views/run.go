@@ -31,6 +31,8 @@ type ConsoleOptions struct {
 	// JoinInfo makes a new node's join bundle for :add and :replace; nil
 	// where this device holds no cluster config.
 	JoinInfo func(role, name, uuid, ip string) (string, error)
+	// Hint is a line to say at start and in the help (the demo's next step).
+	Hint string
 	// FormWizard builds the :form wizard.
 	FormWizard func(*ui.Context) *FormWizard
 	Log        *slog.Logger
@@ -45,6 +47,9 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 	uiCtx := ui.NewContext(lipgloss.DefaultRenderer(), time.Now, opts.Log)
 	uiCtx.ReadOnly = opts.ReadOnly
 	app := NewApp(uiCtx)
+	if opts.Hint != "" {
+		app.SetHint(opts.Hint)
+	}
 	if !opts.ReadOnly {
 		// Actions and :form need the audit log; without a cluster the
 		// cluster actions say so themselves, :form does not need one.

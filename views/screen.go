@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/sitecon/sitecon/ui"
@@ -54,7 +53,6 @@ type tableScreen struct {
 
 func (s *tableScreen) setFrame(f *Frame, now time.Time) { s.t.SetRows(s.build(f, now)) }
 func (s *tableScreen) view(w, h int) string             { return s.t.View(w, h) }
-func (s *tableScreen) key(msg tea.KeyMsg, h int) bool   { return s.t.Update(msg, h) }
 func (s *tableScreen) table() *ui.Table                 { return s.t }
 func (s *tableScreen) title() string                    { return s.name }
 func (s *tableScreen) help() screenHelp                 { return s.about }

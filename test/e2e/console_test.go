@@ -308,8 +308,8 @@ func TestConsoleReplaceNode(t *testing.T) {
 	}
 }
 
-// Migrate through the console: filter to the app, m, the first eligible
-// node, y; the dialog follows the app to its new node and the agents agree.
+// Migrate through the console: filter to the app, m, down to the first
+// eligible node, enter, y; the dialog follows the app to its new node and the agents agree.
 func TestConsoleMigrate(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
@@ -336,10 +336,13 @@ func TestConsoleMigrate(t *testing.T) {
 	c.keys("/", "cons-mig", "Enter")
 	c.waitScreen(5*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /cons-mig") })
 	c.keys("m")
-	s := c.waitScreen(5*time.Second, "targets", func(s string) bool { return strings.Contains(s, "Move to (↑/↓, enter; esc to cancel)") })
-	if !strings.Contains(s, "node-c  (the app runs here)") || !strings.Contains(s, "> node-a") {
-		t.Fatalf("targets: want node-a chosen and node-c explained:\n%s", s)
+	s := c.waitScreen(5*time.Second, "targets", func(s string) bool { return strings.Contains(s, "Move to (↑/↓ to choose, enter; esc to cancel)") })
+	if !strings.Contains(s, "node-c  (the app runs here)") || strings.Contains(s, "> node-") {
+		t.Fatalf("targets: want none chosen yet and node-c explained:\n%s", s)
 	}
+	// Nothing moves until a node is chosen: down marks the first that may take it.
+	c.keys("Down")
+	c.waitScreen(5*time.Second, "node-a chosen", func(s string) bool { return strings.Contains(s, "> node-a") })
 	c.keys("Enter")
 	c.waitScreen(5*time.Second, "confirm", func(s string) bool {
 		return strings.Contains(s, "Move cons-mig from node-c to node-a.") && strings.Contains(s, "Migrate cons-mig? y to go on")
