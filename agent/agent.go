@@ -327,6 +327,12 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.setPhase(PhaseStarting, nil)
 				recordsErr = ""
 			}
+			if _, err := os.Stat(a.opts.ConfigPath); !upgraded && err == nil {
+				// The config arrived after the upgrade looked (a mount
+				// coming up): read the records beside it before the
+				// config is loaded.
+				continue
+			}
 		}
 		stamp, statErr := statConfig(a.opts.ConfigPath)
 		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())
