@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sitecon/sitecon/agent/config"
 )
 
@@ -59,11 +61,14 @@ func (r Records) RemovedMarkerFile() string { return filepath.Join(r.Dir, remove
 // Prepare makes the state directory ready for the records of the node
 // whose config is at configPath: created root-only (0700) when absent,
 // and refused when others could plant records in it (not the agent's
-// user's, writable by group or others) or when it is the config's own
-// directory.
+// user's, writable by group or others), when it is the config's own
+// directory, or when it is in memory (onPersistentStorage).
 func (r Records) Prepare(configPath string) error {
 	if r.Dir == "" {
 		return errors.New("no state directory: the agent keeps its records there (seed record, formed and removed markers, leave request); give --state-dir")
+	}
+	if err := onPersistentStorage(r.Dir); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -202,4 +207,35 @@ func (r Records) upgrade(configPath string, configComing bool) (notes []string, 
 		return notes, false, fmt.Errorf("records upgrade: %w", err)
 	}
 	return notes, true, nil
+}
+
+// onPersistentStorage refuses a state directory in memory (tmpfs, ramfs),
+// judged by the file system of dir or, when dir is not there yet, of its
+// nearest ancestor that is (nothing is made on a refused one). The records
+// must outlive a reboot: a removed marker gone would start a removed node
+// again, a leave request gone would bring a node back. Before the records
+// moved there, --state-dir held only status files and had no default, so
+// an agent may still be started with one under /run.
+func onPersistentStorage(dir string) error {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		var fs unix.Statfs_t
+		err := unix.Statfs(p, &fs)
+		if errors.Is(err, unix.ENOENT) && p != filepath.Dir(p) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("state directory %s: file system: %w", dir, err)
+		}
+		var what string
+		switch int64(fs.Type) {
+		case unix.TMPFS_MAGIC:
+			what = "tmpfs"
+		case unix.RAMFS_MAGIC:
+			what = "ramfs"
+		default:
+			return nil
+		}
+		return fmt.Errorf("state directory %s is in memory (%s at %s): the agent's records (removed and formed markers, leave request) would be gone at the next reboot, "+
+			"and a removed node would start again; give the agent a directory on persistent storage (--state-dir, default %s)", dir, what, p, DefaultStateDir)
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sitecon/sitecon/agent/config"
 )
 
@@ -470,5 +472,40 @@ func TestAgentHoldsOnAStateDirectoryOthersMayWrite(t *testing.T) {
 	reachedAddress(t, a, &log)
 	if st := a.State(); strings.Contains(st.LastError, "state directory") {
 		t.Errorf("the hold is still reported: %+v", st)
+	}
+}
+
+// A state directory in memory (tmpfs, ramfs: an old --state-dir /run/...
+// that held status files only) would lose the removed and formed markers
+// and the leave request at the next reboot: refused, nothing made there;
+// the agent holds and says why.
+func TestRecordsPrepareRefusesAStateDirectoryInMemory(t *testing.T) {
+	for _, fstype := range []string{"tmpfs", "ramfs"} {
+		t.Run(fstype, func(t *testing.T) {
+			mnt := filepath.Join(t.TempDir(), "run")
+			if err := os.Mkdir(mnt, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mount(fstype, mnt, fstype, 0, ""); err != nil {
+				t.Skipf("cannot mount a %s (not root?): %v", fstype, err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+			configPath := filepath.Join(t.TempDir(), "cluster.json")
+			for _, r := range []Records{{Dir: mnt}, {Dir: filepath.Join(mnt, "sitecon")}} {
+				err := r.Prepare(configPath)
+				if err == nil || !strings.Contains(err.Error(), "in memory") || !strings.Contains(err.Error(), "reboot") {
+					t.Errorf("state directory %s on %s: %v, want refused", r.Dir, fstype, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(mnt, "sitecon")); !os.IsNotExist(err) {
+				t.Errorf("the refused state directory was made: %v", err)
+			}
+			var log lockedBuffer
+			writeTestConfig(t, configPath)
+			a, _ := runRecordsAgent(t, configPath, mnt, &log)
+			waitAgent(t, a, &log, "holds on a state directory in memory", func(st State) bool {
+				return st.Phase == PhaseError && strings.Contains(st.LastError, "in memory") && st.Node == ""
+			})
+		})
 	}
 }
