@@ -152,9 +152,19 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// verified to serve, or on a restart the one this node's k3s holds.
 	var pin string
 	if waitSeed && been {
-		waitSeed = false
 		pin = LocalCAPin(a.opts.K3sPaths, a.log)
-		a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", beenWhy)
+		switch {
+		case pin != "" || a.opts.K3sPaths.EtcdMemberDataPresent():
+			waitSeed = false
+			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", beenWhy)
+		default:
+			// A member whose k3s data is gone (lost, or not mounted yet):
+			// no CA to pin and no etcd to restart from, so k3s would
+			// fetch the CA from whoever answers at the join address and
+			// trust it. It joins as a first join does, the seed's CA
+			// verified first.
+			a.log.Warn("this node has been a member, but its k3s holds no cluster CA and no etcd data: verifying the seed's CA before k3s joins", "why", beenWhy)
+		}
 	}
 	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)

@@ -2,9 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -44,6 +51,31 @@ func hasBeenMember(t *testing.T, clusterID, node string, etcdData bool) func(con
 			How: "joined the cluster", Joined: true}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// keepsClusterCA puts on a device's disk the cluster CA its k3s kept when
+// it joined (a server's under server/tls): what a restarted member pins
+// k3s's token to when it has no etcd data to restart from.
+func keepsClusterCA(t *testing.T, configPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "k3s-server-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(filepath.Dir(configPath), "k3s-data", "server", "tls", "server-ca.crt")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -297,7 +329,7 @@ func getSocketErr(socket, path string, v any) error {
 
 // A server that had joined its cluster under an agent that kept its formed
 // marker beside the config, upgraded while the site was down: the upgraded
-// agent moves the marker into its state directory and still knows the node
+// agent copies the marker into its state directory and still knows the node
 // was a member, so its k3s starts at once with no seed anywhere (a member
 // waiting on the seed after a power cut would wait for ever).
 func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
@@ -318,6 +350,9 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 	// No API server and no seed: only the node's own disk can say it was a member.
 	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
 	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, hosts[0], plan.Nodes[1], func(configPath string) {
+		// Its k3s kept the cluster CA (a member without it verifies the
+		// seed first: TestMemberWithoutItsCAVerifiesTheSeed).
+		keepsClusterCA(t, configPath)
 		oldMarker = filepath.Join(filepath.Dir(configPath), "formed.json")
 		if err := agent.MarkFormed(oldMarker, agent.FormedMarker{ClusterID: plan.ClusterID, NodeName: "node-u",
 			How: "joined the cluster", Joined: true}); err != nil {
@@ -330,8 +365,8 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 	if st := n.agent.State(); st.Phase == agent.PhaseWaitingSeed {
 		t.Errorf("k3s started, yet the agent waits for the seed: %+v", st)
 	}
-	if _, err := os.Stat(oldMarker); !os.IsNotExist(err) {
-		t.Errorf("the old marker beside the config: %v, want moved", err)
+	if _, err := os.Stat(oldMarker); err != nil {
+		t.Errorf("the old marker beside the config: %v, want it left for a rollback to the previous release", err)
 	}
 	m, ok, err := agent.ReadFormedMarker(deviceRecords(n.config).FormedMarkerFile())
 	if !ok || err != nil || !m.Joined || m.NodeName != "node-u" {
@@ -385,7 +420,10 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 			t.Logf("node-r's agent log:\n%s", data)
 		}
 	})
-	removed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-r", false), func(o *agent.Options) {
+	removed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], func(configPath string) {
+		hasBeenMember(t, plan.ClusterID, "node-r", false)(configPath)
+		keepsClusterCA(t, configPath)
+	}, func(o *agent.Options) {
 		o.Log = slog.New(slog.NewTextHandler(logFile, nil))
 	})
 	removed.waitK3sStarted(t)
