@@ -473,3 +473,59 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 		t.Errorf("the removed node took its cluster address again after its restart")
 	}
 }
+
+// A server that has been a member powers on with its cable out (or its
+// switch port down). Its address probe would hear nobody and its question
+// to its peers nobody either: it would take an address another device may
+// hold and start k3s though it may have been removed. It waits for the
+// link instead and says so: no cluster address, no k3s. The cable in, it
+// goes on and starts k3s.
+func TestMemberWaitsForItsLinkAtPowerOn(t *testing.T) {
+	netns.Skip(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "b")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts[0].SetCable(false); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, hosts[0], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", true), func(o *agent.Options) {
+		o.LinkWait = time.Second
+	})
+	st := waitState(t, n, 30*time.Second, "waits for its link, or starts k3s", func(st agent.State) bool {
+		return st.K3sStarts > 0 || st.Phase == agent.PhaseWaitingLink && st.Attempts >= 3
+	})
+	if st.K3sStarts > 0 || len(n.starts(t)) > 0 {
+		t.Fatalf("with its cable out, node-b started k3s (phase %s, %s): it could not ask its peers whether it was removed", st.Phase, st.LastError)
+	}
+	if !strings.Contains(st.LastError, netns.Interface) || !strings.Contains(st.LastError, "link") {
+		t.Errorf("the wait does not name the interface and its link: %q", st.LastError)
+	}
+	hasAddress := func() bool {
+		var have []netip.Prefix
+		if err := hosts[0].Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(have, netip.MustParsePrefix("10.244.244.2/28"))
+	}
+	if hasAddress() || st.ClusterIPReady {
+		t.Errorf("with its cable out, node-b took its cluster address")
+	}
+	// The cable in: it probes, takes its address, asks and starts k3s.
+	if err := hosts[0].SetCable(true); err != nil {
+		t.Fatal(err)
+	}
+	n.waitK3sStarted(t)
+	if !hasAddress() {
+		t.Errorf("k3s started, yet node-b has no cluster address")
+	}
+}
