@@ -39,7 +39,10 @@ func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
      watched): its apps start elsewhere while it is still there;
   3. its etcd member is removed (a server), through this node's etcd;
   4. the leave request is written in the agent's state directory
-     (--state-dir, leave.json): at its next config poll the agent
+     (--state-dir, leave.json; the one the agent answering on
+     --agent-socket reads, refused otherwise, or an agent too old to say
+     it; with no agent answering, --state-dir must be given): at its next
+     config poll the agent
      stops k3s, then the containers k3s leaves running, then removes the
      cluster address and the firewall table, and stays out until the
      request is removed (then it joins again from its config).
@@ -59,7 +62,8 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 			}
 			node := cfg.NodeName
 			records := agent.Records{Dir: stateDir}
-			if err := sameStateDir(cmd.Context(), agentSocket, stateDir); err != nil {
+			agentRuns, err := sameStateDir(cmd.Context(), agentSocket, stateDir, cmd.Flags().Changed("state-dir"))
+			if err != nil {
 				return err
 			}
 			request := records.LeaveRequestFile()
@@ -105,25 +109,29 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				fmt.Fprintf(a.out(), "would drain %s, remove its etcd member and write %s: it leaves its cluster at the agent's next poll\n", node, request)
 				return a.done(rec.DryRun())
 			}
-			// The request goes where the agent reads it, its state
-			// directory, which must be the agent's alone; records an older
-			// agent kept beside the config move there first.
-			if err := records.Prepare(configPath); err != nil {
-				return a.ended(rec, audit.OutcomeFailed, err)
-			}
-			notes, _, err := records.Upgrade(configPath)
-			for _, n := range notes {
-				fmt.Fprintln(a.out(), n)
-			}
-			if err != nil {
-				return a.ended(rec, audit.OutcomeFailed, err)
-			}
 			typed := ""
 			if force {
 				typed = node
 			}
 			if err := a.confirm(rec, fmt.Sprintf("%s leaves cluster %s: drained, its etcd member removed, k3s and its containers stopped, its cluster address gone.", node, cfg.ClusterName), typed); err != nil {
 				return err
+			}
+			// The request goes where the agent reads it, its state
+			// directory, which must be the agent's alone. Made ready only
+			// now, confirmed: a declined leave changes nothing. Records an
+			// older agent kept beside the config move there first, unless
+			// an agent runs: it moved its own, from beside its own config.
+			if err := records.Prepare(configPath); err != nil {
+				return a.ended(rec, audit.OutcomeFailed, err)
+			}
+			if !agentRuns {
+				notes, _, err := records.Upgrade(configPath)
+				for _, n := range notes {
+					fmt.Fprintln(a.out(), n)
+				}
+				if err != nil {
+					return a.ended(rec, audit.OutcomeFailed, err)
+				}
 			}
 			writeRequest := func(_ context.Context, progress func(string)) error {
 				if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: node, At: time.Now().UTC(), By: audit.CurrentUser()}); err != nil {
@@ -176,23 +184,34 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 }
 
 // sameStateDir refuses a state directory other than the one the agent on
-// this node reads (when it answers on socket): a leave that drained the
-// node and removed its etcd member, then wrote its request where the agent
-// never looks, would leave k3s running without its member. An agent that
-// does not answer reads its state directory when it starts.
-func sameStateDir(ctx context.Context, socket, dir string) error {
+// this node reads: a leave that drained the node and removed its etcd
+// member, then wrote its request where the agent never looks, would leave
+// k3s running without its member. An agent answering on socket says its
+// state directory; one that answers without it is older than this sitecon
+// (it reads its records beside its config) and is refused. With no agent
+// answering (stopped, or its socket elsewhere) the directory is taken only
+// when given (given): the agent reads it when it starts, and the default
+// may not be the one it is started with. agentRuns: an agent answered.
+func sameStateDir(ctx context.Context, socket, dir string, given bool) (agentRuns bool, err error) {
 	st, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent)
-	if err != nil || st.StateDir == "" {
-		return nil
+	switch {
+	case err != nil && !given:
+		return false, fmt.Errorf("no agent answers on %s (%v), so where it keeps its records is unknown: nothing done; "+
+			"give --state-dir as the agent is started with (its --state-dir, default %s), or --agent-socket", socket, err, agent.DefaultStateDir)
+	case err != nil:
+		return false, nil
+	case st.StateDir == "":
+		return true, fmt.Errorf("the agent on this node (%s) does not say where it keeps its records: it is older than this sitecon and reads its records beside its config, not in %s; "+
+			"nothing done: restart the agent first (this release's agent moves its records to its state directory), then leave again", socket, dir)
 	}
 	if filepath.Clean(st.StateDir) == filepath.Clean(dir) {
-		return nil
+		return true, nil
 	}
 	a, aerr := os.Stat(st.StateDir)
 	b, berr := os.Stat(dir)
 	if aerr == nil && berr == nil && os.SameFile(a, b) {
-		return nil
+		return true, nil
 	}
-	return fmt.Errorf("the agent on this node (%s) keeps its records in %s, not %s: nothing done; give --state-dir %s",
+	return true, fmt.Errorf("the agent on this node (%s) keeps its records in %s, not %s: nothing done; give --state-dir %s",
 		socket, ui.Clean(st.StateDir), dir, ui.Clean(st.StateDir))
 }

@@ -117,11 +117,103 @@ func TestAgentLeaveWritesWhereTheAgentReads(t *testing.T) {
 	if _, err := os.Stat(other); !os.IsNotExist(err) {
 		t.Errorf("the refused leave touched %s: %v", other, err)
 	}
+	// The running agent moves its own records (from beside its own
+	// config); the CLI leaves that to it and takes nothing from beside
+	// the config it was given.
+	old := oldRecordBesideConfig(t, config, plan.ClusterID)
 	if out, err := leave(agentState); err != nil {
 		t.Fatalf("a leave into the agent's state directory: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(agent.Records{Dir: agentState}.FormedMarkerFile()); !os.IsNotExist(err) {
+		t.Errorf("the leave took %s into the running agent's state directory: %v", old, err)
 	}
 	req, ok, err := agent.ReadLeaveRequest(agent.Records{Dir: agentState}.LeaveRequestFile())
 	if !ok || err != nil || req.NodeName != "node-c" || req.ClusterID != plan.ClusterID {
 		t.Errorf("leave request %+v ok=%v err=%v", req, ok, err)
+	}
+}
+
+// oldRecordBesideConfig puts a formed marker where agents before the
+// state directory kept it, beside the config, and returns its path.
+func oldRecordBesideConfig(t *testing.T, config, clusterID string) string {
+	t.Helper()
+	old := filepath.Join(filepath.Dir(config), "formed.json")
+	if err := agent.MarkFormed(old, agent.FormedMarker{ClusterID: clusterID, NodeName: "node-c", How: "formed", At: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	return old
+}
+
+// A leave not confirmed changes nothing: no state directory made, no
+// record of an older agent taken from beside the config.
+func TestAgentLeaveDeclinedChangesNothing(t *testing.T) {
+	config, plan := siteOfThree(t)
+	old := oldRecordBesideConfig(t, config, plan.ClusterID)
+	state := stateOf(config)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	// No --yes and no terminal: not confirmed.
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", state, "--agent-socket", noAgent(t), "--force", "--confirm", "node-c")
+	if err == nil || !strings.Contains(err.Error(), "no terminal to confirm on") {
+		t.Fatalf("a leave with nobody to confirm it: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the declined leave made or touched the state directory %s: %v\n%s", state, err, out)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("the declined leave took the record beside the config: %v", err)
+	}
+}
+
+// An agent that answers on its socket without its state directory is
+// older than this sitecon: it reads its records beside its config, so a
+// request written in any state directory would never be read. Refused
+// before anything changes.
+func TestAgentLeaveRefusesAnOlderAgent(t *testing.T) {
+	config, plan := siteOfThree(t)
+	old := oldRecordBesideConfig(t, config, plan.ClusterID)
+	socket := filepath.Join(t.TempDir(), "agent.sock")
+	srv, err := localapi.Serve(socket, map[string]func() any{
+		localapi.PathAgent: func() any { return agent.State{Phase: agent.PhaseStarting, Since: time.Now()} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	state := stateOf(config)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", state, "--agent-socket", socket, "--yes", "--force", "--confirm", "node-c")
+	if err == nil || !strings.Contains(err.Error(), "restart the agent first") {
+		t.Fatalf("a leave beside an agent that does not say its state directory: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the refused leave made or touched %s: %v", state, err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("the refused leave took the record beside the config: %v", err)
+	}
+}
+
+// With no agent answering, the state directory is only a guess unless it
+// is given: the default is refused, nothing written; given, it is taken.
+func TestAgentLeaveWithoutAnAgentNeedsTheStateDirectoryGiven(t *testing.T) {
+	config, _ := siteOfThree(t)
+	if _, err := os.Stat(agent.DefaultStateDir); os.IsNotExist(err) {
+		// Should the refusal break, what it wrote on this machine goes.
+		t.Cleanup(func() { _ = os.RemoveAll(agent.DefaultStateDir) })
+	}
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--agent-socket", noAgent(t), "--yes", "--force", "--confirm", "node-c")
+	if err == nil || !strings.Contains(err.Error(), "give --state-dir") {
+		t.Fatalf("a leave with no agent answering and no --state-dir: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(agent.Records{Dir: agent.DefaultStateDir}.LeaveRequestFile()); err == nil {
+		t.Errorf("a leave request is in %s", agent.DefaultStateDir)
+	}
+	state := stateOf(config)
+	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", state, "--agent-socket", noAgent(t), "--yes", "--force", "--confirm", "node-c"); err != nil {
+		t.Fatalf("a leave with --state-dir given: %v\n%s", err, out)
+	}
+	if _, ok, err := agent.ReadLeaveRequest(agent.Records{Dir: state}.LeaveRequestFile()); !ok || err != nil {
+		t.Errorf("no leave request in the state directory given: ok=%v err=%v", ok, err)
 	}
 }

@@ -376,9 +376,9 @@ func TestJoinBundleFromFileAndStdin(t *testing.T) {
 }
 
 // sitecon form --join on a device that was removed, under an older agent
-// that kept its records beside the config: the records move to the agent's
-// state directory, the removed marker is cleared there (the device comes
-// back), the formed marker of the running cluster written there; nothing
+// that kept its records beside the config: the records are copied to the
+// agent's state directory, the removed marker is cleared there and beside
+// the config (the device comes back, under either release), the formed marker of the running cluster written there; nothing
 // is left beside the config to be read as a record.
 func TestJoinKeepsTheRecordsInTheStateDirectory(t *testing.T) {
 	configC, plan := siteOfThree(t)
@@ -397,8 +397,8 @@ func TestJoinKeepsTheRecordsInTheStateDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("form --join: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "removed marker moved from "+old) {
-		t.Errorf("the output does not say the old record moved:\n%s", out)
+	if !strings.Contains(out, "removed marker copied from "+old) {
+		t.Errorf("the output does not say the old record was copied:\n%s", out)
 	}
 	for _, path := range []string{old, records.RemovedMarkerFile()} {
 		if _, err := os.Stat(path); !os.IsNotExist(err) {

@@ -27,7 +27,10 @@ type Phase string
 
 // Bootstrap phases, in order; PhaseError when the current step keeps failing.
 const (
-	PhaseStarting    Phase = "starting"
+	PhaseStarting Phase = "starting"
+	// PhaseWaitingLink: the cluster interface has no carrier (cable out,
+	// switch port down); nothing is probed, taken or asked until it has.
+	PhaseWaitingLink Phase = "waiting-for-link"
 	PhaseConfiguring Phase = "configuring-address"
 	PhaseWaitingSeed Phase = "waiting-for-seed"
 	PhaseStartingK3s Phase = "starting-k3s"
@@ -132,6 +135,10 @@ type Options struct {
 	// MembershipTimeout bounds a returning server's question to its peers
 	// whether it is still a member (default DefaultMembershipTimeout).
 	MembershipTimeout time.Duration
+	// LinkWait bounds one wait for the cluster interface's carrier before
+	// the address probe and the membership question, retried under the
+	// backoff past it (default DefaultLinkWait; tests shorten it).
+	LinkWait time.Duration
 	// Etcd reaches this node's etcd member, to publish etcd's member list
 	// for the drain preflight's quorum (kube.EtcdPublisher); an empty
 	// endpoint publishes nothing. Default: k3s's own endpoint and client
@@ -326,6 +333,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			if recordsErr != "" {
 				a.setPhase(PhaseStarting, nil)
 				recordsErr = ""
+			}
+			if _, err := os.Stat(a.opts.ConfigPath); !upgraded && err == nil {
+				// The config arrived after the upgrade looked (a mount
+				// coming up): read the records beside it before the
+				// config is loaded.
+				continue
 			}
 		}
 		stamp, statErr := statConfig(a.opts.ConfigPath)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	a.setPhase(PhaseConfiguring, nil)
 	a.attempt(nil)
 	addressed := a.retry(ctx, func() bool {
+		if !a.linkReady(ctx, v) {
+			return false
+		}
 		a.mu.Lock()
 		previous := a.prefix
 		a.mu.Unlock()
@@ -117,8 +121,15 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// was off, k3s would make it a cluster of its own. So it asks its
 	// peers first, once and bounded, and holds only on a proven removal.
 	been, beenWhy := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
-	if been && role != RoleAgent && a.stillMember(ctx, v, removedMarker) {
-		return
+	if been && role != RoleAgent {
+		// Asked over a link without carrier the question hears nobody,
+		// and silence starts k3s: the link first, under the backoff.
+		if !a.retry(ctx, func() bool { return a.linkReady(ctx, v) }) {
+			return
+		}
+		if a.stillMember(ctx, v, removedMarker) {
+			return
+		}
 	}
 	// Never initialise twice: cluster-init only for the config's own seed
 	// that was never part of the cluster, has no etcd data, and finds no
@@ -152,9 +163,19 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// verified to serve, or on a restart the one this node's k3s holds.
 	var pin string
 	if waitSeed && been {
-		waitSeed = false
 		pin = LocalCAPin(a.opts.K3sPaths, a.log)
-		a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", beenWhy)
+		switch {
+		case pin != "" || a.opts.K3sPaths.EtcdMemberDataPresent():
+			waitSeed = false
+			a.log.Info("starting k3s without waiting on the seed: this node has been a member", "why", beenWhy)
+		default:
+			// A member whose k3s data is gone (lost, or not mounted yet):
+			// no CA to pin and no etcd to restart from, so k3s would
+			// fetch the CA from whoever answers at the join address and
+			// trust it. It joins as a first join does, the seed's CA
+			// verified first.
+			a.log.Warn("this node has been a member, but its k3s holds no cluster CA and no etcd data: verifying the seed's CA before k3s joins", "why", beenWhy)
+		}
 	}
 	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
@@ -235,6 +256,52 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	a.holdIfRemoved(v, removedMarker)
 }
 
+// DefaultLinkWait bounds one wait for the cluster interface's carrier: a
+// link coming up at power-on (a switch port's negotiation, EVE bringing
+// the port up) takes a few seconds; past it the wait is retried under the
+// agent's backoff, the phase saying why.
+const DefaultLinkWait = 10 * time.Second
+
+// linkPoll is how often the carrier is looked at while waited for.
+const linkPoll = 200 * time.Millisecond
+
+// linkReady waits, within Options.LinkWait, for v's cluster interface to carry
+// frames (netcfg.LinkUp): with the cable out or the switch port down the
+// address probe hears nobody and the membership question nobody either,
+// which would read as a free address and no removal. It says the wait in
+// the phase (PhaseWaitingLink) and counts an attempt when the link is
+// still down at the end. It returns false, to be retried, until the link
+// is up.
+func (a *Agent) linkReady(ctx context.Context, v *config.Validated) bool {
+	deadline := time.Now().Add(cmp.Or(a.opts.LinkWait, DefaultLinkWait))
+	for {
+		err := a.opts.InNetNS(func() error { return netcfg.LinkUp(v.ClusterInterface) })
+		switch {
+		case err == nil:
+			a.mu.Lock()
+			waited := a.state.Phase == PhaseWaitingLink
+			a.mu.Unlock()
+			if waited {
+				a.setPhase(PhaseConfiguring, nil)
+			}
+			return true
+		case !errors.Is(err, netcfg.ErrNoLink):
+			a.setPhase(PhaseError, err)
+			a.attempt(err)
+			return false
+		}
+		err = fmt.Errorf("waiting for the link: %w; not probing the cluster address or asking the peers until it is up", err)
+		a.setPhase(PhaseWaitingLink, err)
+		if time.Now().After(deadline) {
+			a.attempt(err)
+			return false
+		}
+		if !sleepCtx(ctx, linkPoll) {
+			return false
+		}
+	}
+}
+
 // addressProbeWait is how long the link is asked whether another device
 // holds this node's cluster address before the node takes it: a LAN
 // answers in a millisecond, and the wait is paid at every power-on.
@@ -245,9 +312,11 @@ const addressProbeWait = 500 * time.Millisecond
 // hands its address on) powers on with its old config, and taking the
 // address back would steal the new device's traffic before anything could
 // tell it that it was replaced. An address this node already holds is not
-// probed. A probe that cannot be made (no raw socket) is said and does not
-// hold the node: the check is a guard, and without it the node comes up
-// as before. It runs inside InNetNS.
+// probed. A probe that could not be sent (the interface down) is "not
+// yet", an error retried under the backoff, never "free". A probe that
+// cannot be made at all (no permission for a raw socket) is said and does
+// not hold the node: the check is a guard, and without it the node comes
+// up as before. It runs inside InNetNS.
 func (a *Agent) probeClusterAddress(v *config.Validated) error {
 	if have, err := netcfg.HasAddress(v.ClusterInterface, v.NodeIP); err == nil && have {
 		return nil
@@ -257,6 +326,8 @@ func (a *Agent) probeClusterAddress(v *config.Validated) error {
 	case errors.Is(err, netcfg.ErrAddressInUse):
 		return fmt.Errorf("not taking the cluster address: %w; if this device was replaced (sitecon node replace hands its address on), "+
 			"it stays out until it is given a new bundle (sitecon form --join); otherwise find the device that holds %s", err, v.NodeIP)
+	case errors.Is(err, netcfg.ErrProbeNotSent):
+		return fmt.Errorf("not taking the cluster address yet: %w; whether another device holds %s is unknown", err, v.NodeIP)
 	case err != nil:
 		a.log.Warn("cannot ask the link whether another device holds the cluster address; taking it", "addr", v.NodeIP, "err", err)
 	}

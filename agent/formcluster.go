@@ -211,19 +211,30 @@ func PlanJoin(text, dir, iface string, force bool) (JoinBundle, NodeFiles, error
 // state directory (records). A bundle made on a running cluster marks the
 // node formed first: an agent that sees the config must already know the
 // node never initialises this cluster. Records an older agent kept beside
-// the config are moved first (Records.Upgrade), so that none of them comes
+// the config are copied first (Records.Upgrade), so that none of them comes
 // back after this join; notes say what that did.
 func WriteJoin(bundle JoinBundle, files NodeFiles, records Records) (notes []string, err error) {
 	if err := records.Prepare(files.ConfigPath); err != nil {
 		return nil, err
 	}
-	if notes, _, err = records.Upgrade(files.ConfigPath); err != nil {
+	// The config's directory is the real one (the config goes there
+	// now), so it is read even before the config is there.
+	if notes, _, err = records.upgrade(files.ConfigPath, true); err != nil {
 		return notes, err
 	}
 	// A technician giving a removed device a fresh bundle brings it back:
 	// the removed marker goes first.
 	if err := os.Remove(records.RemovedMarkerFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return notes, fmt.Errorf("clear the removed marker: %w", err)
+	}
+	// The upgrade left the original beside the config (for a rollback to
+	// the release that reads it there); this join brings the device back
+	// under that release too, as its own join did. Upgrade checked it is
+	// a removed marker, not something else kept there.
+	if old := filepath.Join(filepath.Dir(files.ConfigPath), removedMarkerName); old != filepath.Clean(files.ConfigPath) {
+		if err := os.Remove(old); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return notes, fmt.Errorf("clear the removed marker an earlier agent kept beside the config: %w", err)
+		}
 	}
 	if bundle.ExistingCluster {
 		if err := MarkFormed(records.FormedMarkerFile(), FormedMarker{ClusterID: bundle.ClusterID,

@@ -186,7 +186,13 @@ type MembershipQuery struct {
 }
 
 // Ask asks every address at once and returns the answers in by the
-// timeout, stopping early at the first verified "member" or "removed".
+// timeout, stopping early only at a verified "removed" (or when every
+// address has answered). A verified "member" does not end the question:
+// removal wins over it (MembershipOutcome), and a peer proving a removal
+// reads more (the record, etcd) than one seeing the Node, so it answers
+// later. Waiting out the bound after a "member" costs nothing extra in
+// practice: among a network's addresses some have nobody behind them, and
+// they already cost the whole bound, once, at power-on.
 // Unverified answers are returned with the reason they do not count.
 func (q MembershipQuery) Ask(ctx context.Context, addrs []netip.AddrPort) []PeerAnswer {
 	timeout := q.Timeout
@@ -213,7 +219,7 @@ func (q MembershipQuery) Ask(ctx context.Context, addrs []netip.AddrPort) []Peer
 			mu.Lock()
 			out = append(out, a)
 			mu.Unlock()
-			if a.Answer != nil && a.Answer.Verdict != config.VerdictUnknown {
+			if a.Answer != nil && a.Answer.Verdict == config.VerdictRemoved {
 				cancel()
 			}
 		}()

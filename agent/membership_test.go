@@ -172,7 +172,8 @@ func TestMembershipQuery(t *testing.T) {
 		{"another cluster's agent says removed", []netip.AddrPort{peer(otherKey, config.VerdictRemoved)}, false, true},
 		{"a recorded removal replayed", []netip.AddrPort{replayer}, false, true},
 		{"every peer unknown, one silent", []netip.AddrPort{peer(key, config.VerdictUnknown), peer(key, config.VerdictUnknown), silent}, false, false},
-		{"a proven member ends the question early", []netip.AddrPort{peer(key, config.VerdictMember), silent}, false, true},
+		{"a proven member waits for the others", []netip.AddrPort{peer(key, config.VerdictMember), silent}, false, false},
+		{"every peer answered ends the question", []netip.AddrPort{peer(key, config.VerdictMember), peer(key, config.VerdictUnknown)}, false, true},
 		{"nobody at all", nil, false, true},
 	} {
 		start := time.Now()
@@ -224,5 +225,55 @@ func TestMembershipHandler(t *testing.T) {
 	membershipHandler(config.LifeKey{}, "node-r", nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, config.MembershipPath+"?node=node-q&nonce="+nonce, nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("without a key: %d, want 503", rec.Code)
+	}
+}
+
+// A quick "member" from one peer must not end the question before a slower
+// peer's proven "removed" is in: removal wins (MembershipOutcome), so the
+// asker waits for every peer up to its bound once someone said "member".
+// The slower peer answers only after the member's answer has been sent,
+// and a little later, as a peer reading the record and etcd after the
+// Node would.
+func TestMembershipQueryWaitsPastAMemberForARemoval(t *testing.T) {
+	key, err := config.NewLifeKey(testClusterID, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	memberSent := make(chan struct{})
+	member := membershipHandler(key, "node-m", func(context.Context, string, string) (config.Verdict, string) {
+		return config.VerdictMember, "node-m's cache, not yet caught up"
+	})
+	fast := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		member.ServeHTTP(w, r)
+		w.(http.Flusher).Flush()
+		close(memberSent)
+	}))
+	slow := serveOn(t, membershipHandler(key, "node-r", func(ctx context.Context, _, _ string) (config.Verdict, string) {
+		select {
+		case <-memberSent:
+		case <-ctx.Done():
+			return config.VerdictUnknown, "never saw the member answer"
+		}
+		// The reads of the record and of etcd a removal takes.
+		select {
+		case <-time.After(150 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return config.VerdictRemoved, "its Node node-q is gone and the cluster record no longer lists it"
+	}))
+	const timeout = 2 * time.Second
+	q := MembershipQuery{Key: key, Node: "node-q", UUID: testUUID, Timeout: timeout}
+	start := time.Now()
+	answers := q.Ask(t.Context(), []netip.AddrPort{fast, slow})
+	took := time.Since(start)
+	removed, evidence := MembershipOutcome(answers)
+	if !removed {
+		for _, a := range answers {
+			t.Logf("%s: answer %v, err %v", a.Addr, a.Answer != nil, a.Err)
+		}
+		t.Fatalf("removed false (%s): the quick member answer ended the question before the proven removal", evidence)
+	}
+	if took > timeout/2 {
+		t.Errorf("took %s: with every peer answered the question should end, not wait out its bound %s", took, timeout)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sitecon/sitecon/agent/config"
 )
 
@@ -242,8 +244,8 @@ func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
 			waitAgent(t, a, &log, "the agent acts on the moved records", tc.held)
 			stop()
 			for name, data := range written {
-				if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("%s still beside the config: %v", name, err)
+				if orig, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(orig, data) {
+					t.Errorf("%s beside the config: %v, want the original left for the previous release", name, err)
 				}
 				got, err := os.ReadFile(filepath.Join(records.Dir, name))
 				if err != nil || !bytes.Equal(got, data) {
@@ -294,6 +296,47 @@ func TestRecordsUpgrade(t *testing.T) {
 			t.Fatalf("upgrade recorded while the config's directory was absent: %v", err)
 		}
 	})
+	t.Run("config absent, its directory present: asked again", func(t *testing.T) {
+		// A mount point not mounted yet: the directory is there, empty.
+		configPath, r := setup(t)
+		if err := os.Remove(configPath); err != nil {
+			t.Fatal(err)
+		}
+		notes, done, err := r.Upgrade(configPath)
+		if done || err != nil || len(notes) > 0 {
+			t.Fatalf("done %v, err %v, notes %q; want not done, no error", done, err, notes)
+		}
+		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("upgrade recorded while the config was absent: %v", err)
+		}
+		// Mounted: the config and the records beside it arrive.
+		writeTestConfig(t, configPath)
+		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
+			t.Fatal(err)
+		}
+		if _, done, err := r.Upgrade(configPath); !done || err != nil {
+			t.Fatalf("with the config there: done %v, err %v", done, err)
+		}
+		if m, ok, err := ReadFormedMarker(r.FormedMarkerFile()); !ok || err != nil || !m.Joined {
+			t.Fatalf("the formed marker that arrived with the config: %+v %v %v", m, ok, err)
+		}
+	})
+	t.Run("the originals stay, for a rollback", func(t *testing.T) {
+		configPath, r := setup(t)
+		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(old(configPath, formedMarkerName))
+		if _, done, err := r.Upgrade(configPath); !done || err != nil {
+			t.Fatalf("done %v, err %v", done, err)
+		}
+		if after, err := os.ReadFile(old(configPath, formedMarkerName)); err != nil || !bytes.Equal(after, before) {
+			t.Fatalf("the original beside the config: %v, want it left as it was (the previous release reads it there)", err)
+		}
+		if got, err := os.ReadFile(r.FormedMarkerFile()); err != nil || !bytes.Equal(got, before) {
+			t.Fatalf("the copy in the state directory: %v\n%s", err, got)
+		}
+	})
 	t.Run("not a record: nothing moved, held, then done", func(t *testing.T) {
 		configPath, r := setup(t)
 		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
@@ -303,7 +346,7 @@ func TestRecordsUpgrade(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, done, err := r.Upgrade(configPath)
-		if done || err == nil || !strings.Contains(err.Error(), "is not a removed marker") || !strings.Contains(err.Error(), "nothing moved") {
+		if done || err == nil || !strings.Contains(err.Error(), "is not a removed marker") || !strings.Contains(err.Error(), "nothing copied") {
 			t.Fatalf("done %v, err %v; want held, naming the file", done, err)
 		}
 		if _, err := os.Stat(old(configPath, removedMarkerName)); err != nil {
@@ -319,10 +362,10 @@ func TestRecordsUpgrade(t *testing.T) {
 			t.Fatalf("once repaired: done %v, err %v", done, err)
 		}
 		if m, ok, err := ReadFormedMarker(r.FormedMarkerFile()); !ok || err != nil || !m.Joined {
-			t.Fatalf("formed marker moved: %+v %v %v", m, ok, err)
+			t.Fatalf("formed marker copied: %+v %v %v", m, ok, err)
 		}
 	})
-	t.Run("a move cut short is finished", func(t *testing.T) {
+	t.Run("a copy cut short before its mark is finished", func(t *testing.T) {
 		configPath, r := setup(t)
 		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
 			t.Fatal(err)
@@ -334,8 +377,8 @@ func TestRecordsUpgrade(t *testing.T) {
 		if _, done, err := r.Upgrade(configPath); !done || err != nil {
 			t.Fatalf("done %v, err %v", done, err)
 		}
-		if _, err := os.Stat(old(configPath, formedMarkerName)); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("the old copy: %v, want removed", err)
+		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); err != nil {
+			t.Fatalf("upgrade not recorded: %v", err)
 		}
 	})
 	t.Run("the state directory's own record wins", func(t *testing.T) {
@@ -429,5 +472,40 @@ func TestAgentHoldsOnAStateDirectoryOthersMayWrite(t *testing.T) {
 	reachedAddress(t, a, &log)
 	if st := a.State(); strings.Contains(st.LastError, "state directory") {
 		t.Errorf("the hold is still reported: %+v", st)
+	}
+}
+
+// A state directory in memory (tmpfs, ramfs: an old --state-dir /run/...
+// that held status files only) would lose the removed and formed markers
+// and the leave request at the next reboot: refused, nothing made there;
+// the agent holds and says why.
+func TestRecordsPrepareRefusesAStateDirectoryInMemory(t *testing.T) {
+	for _, fstype := range []string{"tmpfs", "ramfs"} {
+		t.Run(fstype, func(t *testing.T) {
+			mnt := filepath.Join(t.TempDir(), "run")
+			if err := os.Mkdir(mnt, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mount(fstype, mnt, fstype, 0, ""); err != nil {
+				t.Skipf("cannot mount a %s (not root?): %v", fstype, err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+			configPath := filepath.Join(t.TempDir(), "cluster.json")
+			for _, r := range []Records{{Dir: mnt}, {Dir: filepath.Join(mnt, "sitecon")}} {
+				err := r.Prepare(configPath)
+				if err == nil || !strings.Contains(err.Error(), "in memory") || !strings.Contains(err.Error(), "reboot") {
+					t.Errorf("state directory %s on %s: %v, want refused", r.Dir, fstype, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(mnt, "sitecon")); !os.IsNotExist(err) {
+				t.Errorf("the refused state directory was made: %v", err)
+			}
+			var log lockedBuffer
+			writeTestConfig(t, configPath)
+			a, _ := runRecordsAgent(t, configPath, mnt, &log)
+			waitAgent(t, a, &log, "holds on a state directory in memory", func(st State) bool {
+				return st.Phase == PhaseError && strings.Contains(st.LastError, "in memory") && st.Node == ""
+			})
+		})
 	}
 }

@@ -12,11 +12,44 @@ import (
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/packet"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // ErrAddressInUse means another device on the link answers for the
 // address: taking it too would steal its traffic.
 var ErrAddressInUse = errors.New("address in use by another device")
+
+// ErrProbeNotSent means the probe could not go out on the link (the
+// interface down, no buffer): nothing was asked, so nothing is known of
+// the address, least of all that it is free.
+var ErrProbeNotSent = errors.New("ARP probe not sent")
+
+// ErrNoLink means the interface cannot carry frames now: set down, or up
+// without carrier (a cable out, a switch port down). Whatever is asked on
+// it hears nobody, which says nothing.
+var ErrNoLink = errors.New("no link")
+
+// LinkUp returns nil when iface can carry frames: administratively up and
+// with carrier (oper state up, or unknown with the lower layer up, as
+// loopback and dummy interfaces report it); otherwise an error wrapping
+// ErrNoLink that says which.
+func LinkUp(iface string) error {
+	l, err := link(iface)
+	if err != nil {
+		return err
+	}
+	a := l.Attrs()
+	switch {
+	case a.Flags&net.FlagUp == 0:
+		return fmt.Errorf("%w on %s: the interface is down", ErrNoLink, iface)
+	case a.OperState == netlink.OperUp:
+		return nil
+	case a.OperState == netlink.OperUnknown && a.RawFlags&unix.IFF_LOWER_UP != 0:
+		return nil
+	}
+	return fmt.Errorf("%w on %s: no carrier (oper state %s): a cable out or the switch port down", ErrNoLink, iface, a.OperState)
+}
 
 // ProbeAddress asks the link on iface, before the address is taken, whether
 // another device holds ip (an IPv4 address conflict check, RFC 5227): it
@@ -39,8 +72,11 @@ func ProbeAddress(iface string, ip netip.Addr, wait time.Duration) error {
 		return nil
 	}
 	conn, err := packet.Listen(ifi, packet.Raw, int(ethernet.EtherTypeARP), nil)
-	if err != nil {
+	switch {
+	case errors.Is(err, os.ErrPermission):
 		return fmt.Errorf("ARP probe on %s: %w", iface, err)
+	case err != nil:
+		return fmt.Errorf("%w on %s: %w", ErrProbeNotSent, iface, err)
 	}
 	defer conn.Close()
 	probe, err := arp.NewPacket(arp.OperationRequest, ifi.HardwareAddr, netip.IPv4Unspecified(), ethernet.Broadcast, ip)
@@ -63,7 +99,7 @@ func ProbeAddress(iface string, ip netip.Addr, wait time.Duration) error {
 		return err
 	}
 	if err := send(); err != nil {
-		return fmt.Errorf("ARP probe on %s: %w", iface, err)
+		return fmt.Errorf("%w on %s: %w", ErrProbeNotSent, iface, err)
 	}
 	second := time.Now().Add(wait / 2)
 	sentSecond := false
@@ -81,7 +117,7 @@ func ProbeAddress(iface string, ip netip.Addr, wait time.Duration) error {
 		case errors.Is(err, os.ErrDeadlineExceeded) && !sentSecond:
 			sentSecond = true
 			if err := send(); err != nil {
-				return fmt.Errorf("ARP probe on %s: %w", iface, err)
+				return fmt.Errorf("%w on %s: %w", ErrProbeNotSent, iface, err)
 			}
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):

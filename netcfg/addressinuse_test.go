@@ -43,3 +43,37 @@ func TestProbeAddressFindsItsHolder(t *testing.T) {
 		t.Errorf("b probing its own address: %v", err)
 	}
 }
+
+// The link is up only with carrier: a cable out (the switch port down)
+// leaves eth1 administratively up without it, and an interface set down
+// has neither. A probe on an interface that cannot send is not sent (not
+// yet), never "nobody holds the address".
+func TestLinkUpAndAProbeThatCannotBeSent(t *testing.T) {
+	hosts := netns.NewLAN(t, "a")
+	a := hosts[0]
+	linkUp := func() error { return a.Do(func() error { return netcfg.LinkUp(netns.Interface) }) }
+	if err := linkUp(); err != nil {
+		t.Fatalf("eth1 plugged in: %v, want up", err)
+	}
+	if err := a.SetCable(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := linkUp(); !errors.Is(err, netcfg.ErrNoLink) || !strings.Contains(err.Error(), "carrier") {
+		t.Errorf("eth1's cable out: %v, want %v saying no carrier", err, netcfg.ErrNoLink)
+	}
+	if err := a.SetCable(true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := a.Exec("ip", "link", "set", netns.Interface, "down"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := linkUp(); !errors.Is(err, netcfg.ErrNoLink) || !strings.Contains(err.Error(), "down") {
+		t.Errorf("eth1 set down: %v, want %v saying it is down", err, netcfg.ErrNoLink)
+	}
+	err := a.Do(func() error {
+		return netcfg.ProbeAddress(netns.Interface, netip.MustParseAddr("10.244.244.5"), 200*time.Millisecond)
+	})
+	if !errors.Is(err, netcfg.ErrProbeNotSent) {
+		t.Errorf("a probe on an interface that is down: %v, want %v", err, netcfg.ErrProbeNotSent)
+	}
+}

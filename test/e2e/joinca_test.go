@@ -35,6 +35,28 @@ func TestBootstrapJoinerRefusesAnImpostorSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	seedIP := plan.Nodes[0].JoinServerIP
+	impostorAt(t, impostor, seedIP, plan.ClusterID)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	joiner := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
+	st := waitState(t, joiner, 20*time.Second, "impostor refused", func(st agent.State) bool {
+		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "cannot be verified") && st.Attempts >= 3
+	})
+	if st.K3sStarts != 0 || len(joiner.starts(t)) != 0 {
+		t.Fatalf("node-b started k3s against an impostor at the seed's address: %+v", st)
+	}
+	if !strings.Contains(st.LastError, seedIP) {
+		t.Errorf("the reason does not name the seed's address %s: %s", seedIP, st.LastError)
+	}
+}
+
+// impostorAt makes host an impostor at the seed's address seedIP: it
+// answers /status with the cluster's id (anyone on the LAN can) and
+// serves a CA of its own on 6443.
+func impostorAt(t *testing.T, impostor *netns.Host, seedIP, clusterID string) {
+	t.Helper()
 	if out, err := impostor.Exec("ip", "addr", "add", seedIP+"/28", "dev", netns.Interface); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -54,21 +76,43 @@ func TestBootstrapJoinerRefusesAnImpostorSeed(t *testing.T) {
 		t.Cleanup(srv.Close)
 	}
 	serve(net.JoinHostPort(seedIP, "12346"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "cluster:"+plan.ClusterID)
+		io.WriteString(w, "cluster:"+clusterID)
 	}), false)
 	serve(net.JoinHostPort(seedIP, "6443"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "-----BEGIN CERTIFICATE-----\nthe impostor's CA\n-----END CERTIFICATE-----\n")
 	}), true)
+}
+
+// A server that has been a member (its formed marker) restarts without its
+// k3s data: lost, or not mounted yet. It has no cluster CA of its own to
+// pin k3s's token to, and no etcd data to restart from, so it joins as a
+// first join does: its seed's CA verified first. An impostor at the seed's
+// address is refused; k3s is not started with a token that checks no CA.
+func TestMemberWithoutItsCAVerifiesTheSeed(t *testing.T) {
+	netns.Skip(t)
+	site := sitebox.Shared(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "imp", "b")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedIP := plan.Nodes[0].JoinServerIP
+	impostorAt(t, hosts[0], seedIP, plan.ClusterID)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	joiner := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
-	st := waitState(t, joiner, 20*time.Second, "impostor refused", func(st agent.State) bool {
+	// Its formed marker, no etcd data and no CA under its k3s data.
+	member := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", false), nil)
+	st := waitState(t, member, 30*time.Second, "impostor refused", func(st agent.State) bool {
 		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "cannot be verified") && st.Attempts >= 3
 	})
-	if st.K3sStarts != 0 || len(joiner.starts(t)) != 0 {
-		t.Fatalf("node-b started k3s against an impostor at the seed's address: %+v", st)
+	if st.K3sStarts != 0 || len(member.starts(t)) != 0 {
+		t.Fatalf("node-b, a member without its CA, started k3s against an impostor at the seed's address: %+v", st)
 	}
 	if !strings.Contains(st.LastError, seedIP) {
 		t.Errorf("the reason does not name the seed's address %s: %s", seedIP, st.LastError)

@@ -2,9 +2,16 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -44,6 +51,31 @@ func hasBeenMember(t *testing.T, clusterID, node string, etcdData bool) func(con
 			How: "joined the cluster", Joined: true}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// keepsClusterCA puts on a device's disk the cluster CA its k3s kept when
+// it joined (a server's under server/tls): what a restarted member pins
+// k3s's token to when it has no etcd data to restart from.
+func keepsClusterCA(t *testing.T, configPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "k3s-server-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(filepath.Dir(configPath), "k3s-data", "server", "tls", "server-ca.crt")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -297,7 +329,7 @@ func getSocketErr(socket, path string, v any) error {
 
 // A server that had joined its cluster under an agent that kept its formed
 // marker beside the config, upgraded while the site was down: the upgraded
-// agent moves the marker into its state directory and still knows the node
+// agent copies the marker into its state directory and still knows the node
 // was a member, so its k3s starts at once with no seed anywhere (a member
 // waiting on the seed after a power cut would wait for ever).
 func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
@@ -318,6 +350,9 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 	// No API server and no seed: only the node's own disk can say it was a member.
 	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
 	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, hosts[0], plan.Nodes[1], func(configPath string) {
+		// Its k3s kept the cluster CA (a member without it verifies the
+		// seed first: TestMemberWithoutItsCAVerifiesTheSeed).
+		keepsClusterCA(t, configPath)
 		oldMarker = filepath.Join(filepath.Dir(configPath), "formed.json")
 		if err := agent.MarkFormed(oldMarker, agent.FormedMarker{ClusterID: plan.ClusterID, NodeName: "node-u",
 			How: "joined the cluster", Joined: true}); err != nil {
@@ -330,8 +365,8 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 	if st := n.agent.State(); st.Phase == agent.PhaseWaitingSeed {
 		t.Errorf("k3s started, yet the agent waits for the seed: %+v", st)
 	}
-	if _, err := os.Stat(oldMarker); !os.IsNotExist(err) {
-		t.Errorf("the old marker beside the config: %v, want moved", err)
+	if _, err := os.Stat(oldMarker); err != nil {
+		t.Errorf("the old marker beside the config: %v, want it left for a rollback to the previous release", err)
 	}
 	m, ok, err := agent.ReadFormedMarker(deviceRecords(n.config).FormedMarkerFile())
 	if !ok || err != nil || !m.Joined || m.NodeName != "node-u" {
@@ -385,7 +420,10 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 			t.Logf("node-r's agent log:\n%s", data)
 		}
 	})
-	removed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-r", false), func(o *agent.Options) {
+	removed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], func(configPath string) {
+		hasBeenMember(t, plan.ClusterID, "node-r", false)(configPath)
+		keepsClusterCA(t, configPath)
+	}, func(o *agent.Options) {
 		o.Log = slog.New(slog.NewTextHandler(logFile, nil))
 	})
 	removed.waitK3sStarted(t)
@@ -433,5 +471,61 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 	}
 	if hasAddress() {
 		t.Errorf("the removed node took its cluster address again after its restart")
+	}
+}
+
+// A server that has been a member powers on with its cable out (or its
+// switch port down). Its address probe would hear nobody and its question
+// to its peers nobody either: it would take an address another device may
+// hold and start k3s though it may have been removed. It waits for the
+// link instead and says so: no cluster address, no k3s. The cable in, it
+// goes on and starts k3s.
+func TestMemberWaitsForItsLinkAtPowerOn(t *testing.T) {
+	netns.Skip(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	standin := buildStandin(t)
+	hosts := netns.NewLAN(t, "b")
+	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts[0].SetCable(false); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, hosts[0], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", true), func(o *agent.Options) {
+		o.LinkWait = time.Second
+	})
+	st := waitState(t, n, 30*time.Second, "waits for its link, or starts k3s", func(st agent.State) bool {
+		return st.K3sStarts > 0 || st.Phase == agent.PhaseWaitingLink && st.Attempts >= 3
+	})
+	if st.K3sStarts > 0 || len(n.starts(t)) > 0 {
+		t.Fatalf("with its cable out, node-b started k3s (phase %s, %s): it could not ask its peers whether it was removed", st.Phase, st.LastError)
+	}
+	if !strings.Contains(st.LastError, netns.Interface) || !strings.Contains(st.LastError, "link") {
+		t.Errorf("the wait does not name the interface and its link: %q", st.LastError)
+	}
+	hasAddress := func() bool {
+		var have []netip.Prefix
+		if err := hosts[0].Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(have, netip.MustParsePrefix("10.244.244.2/28"))
+	}
+	if hasAddress() || st.ClusterIPReady {
+		t.Errorf("with its cable out, node-b took its cluster address")
+	}
+	// The cable in: it probes, takes its address, asks and starts k3s.
+	if err := hosts[0].SetCable(true); err != nil {
+		t.Fatal(err)
+	}
+	n.waitK3sStarted(t)
+	if !hasAddress() {
+		t.Errorf("k3s started, yet node-b has no cluster address")
 	}
 }

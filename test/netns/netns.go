@@ -26,6 +26,9 @@ type Host struct {
 	NS string
 	// LANAddr is eth1's address on the LAN, e.g. 192.168.77.1.
 	LANAddr string
+	// switchNS and port are the LAN switch's namespace and the port eth1
+	// is plugged into (SetCable).
+	switchNS, port string
 }
 
 // Interface is the LAN interface every host has.
@@ -85,7 +88,7 @@ func NewLAN(t testing.TB, names ...string) []*Host {
 		must("ip", "-n", ns, "link", "set", Interface, "up")
 		lan := fmt.Sprintf("192.168.77.%d", i+1)
 		must("ip", "-n", ns, "addr", "add", lan+"/24", "dev", Interface)
-		hosts[i] = &Host{Name: name, NS: ns, LANAddr: lan}
+		hosts[i] = &Host{Name: name, NS: ns, LANAddr: lan, switchNS: sw, port: port}
 	}
 	return hosts
 }
@@ -130,4 +133,15 @@ func (h *Host) DialContext(ctx context.Context, network, addr string) (conn net.
 func (h *Host) Exec(args ...string) (string, error) {
 	out, err := exec.Command("ip", append([]string{"netns", "exec", h.NS}, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// SetCable plugs eth1's cable in or pulls it out: the switch's port goes up
+// or down, so eth1 stays administratively up and loses its carrier (oper
+// state lowerlayerdown), as with a cable out or a switch port down.
+func (h *Host) SetCable(plugged bool) error {
+	state := "down"
+	if plugged {
+		state = "up"
+	}
+	return run("ip", "-n", h.switchNS, "link", "set", h.port, state)
 }
