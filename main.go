@@ -240,7 +240,9 @@ with the node they run on.`,
 			}
 			if watch {
 				snap.Start(cmd.Context())
-				return views.WatchStatus(cmd.Context(), cmd.OutOrStdout(), snap, agentSource(agentSocket), format)
+				term, restore := watchTerminal(cmd)
+				defer restore()
+				return views.WatchStatus(cmd.Context(), term, snap, agentSource(agentSocket), format)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
