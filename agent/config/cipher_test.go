@@ -45,7 +45,7 @@ func encryptLikeAController(t *testing.T, token string) cipherFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := SharedAESKey(ctrl.D, &dev.PublicKey)
+	key, err := SharedAESKey(ctrl, &dev.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +54,7 @@ func encryptLikeAController(t *testing.T, token string) cipherFixture {
 	_, _ = rand.Read(iv)
 	blockCipher, _ := aes.NewCipher(key[:])
 	data := make([]byte, len(clear))
+	//nolint:staticcheck // CFB is what EVE's controllers encrypt with.
 	cipher.NewCFBEncrypter(blockCipher, iv).XORKeyStream(data, clear)
 	sum := sha256.Sum256(clear)
 	return cipherFixture{

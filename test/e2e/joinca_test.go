@@ -54,10 +54,10 @@ func TestBootstrapJoinerRefusesAnImpostorSeed(t *testing.T) {
 		t.Cleanup(srv.Close)
 	}
 	serve(net.JoinHostPort(seedIP, "12346"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "cluster:"+plan.ClusterID)
+		_, _ = io.WriteString(w, "cluster:"+plan.ClusterID)
 	}), false)
 	serve(net.JoinHostPort(seedIP, "6443"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "-----BEGIN CERTIFICATE-----\nthe impostor's CA\n-----END CERTIFICATE-----\n")
+		_, _ = io.WriteString(w, "-----BEGIN CERTIFICATE-----\nthe impostor's CA\n-----END CERTIFICATE-----\n")
 	}), true)
 
 	var wg sync.WaitGroup
