@@ -24,9 +24,20 @@ sitebox: controlplane
 	$(GO) build -o $(BIN)/sitebox ./test/sitebox/cmd/sitebox
 	$(GO) build -o $(BIN)/k3sstandin ./test/k3sstandin
 
+# golangci-lint, pinned in its own tools module (test/lint), built once into
+# a cache outside the clone; .golangci.yml says which linters and why any
+# finding is excluded. go mod tidy -diff fails when go.mod or go.sum is not tidy.
+# The version is read from test/lint/go.mod: bumping it there builds anew.
+GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/golangci/golangci-lint/v2" {print $$3}' test/lint/go.mod)
+GOLANGCI_LINT := $(HOME)/.cache/sitecon/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	@test -x $(GOLANGCI_LINT) || { echo "building golangci-lint $(GOLANGCI_LINT_VERSION) into $(GOLANGCI_LINT) (once)"; \
+	  mkdir -p $(dir $(GOLANGCI_LINT)) && cd test/lint && $(GO) build -o $(GOLANGCI_LINT).partial-$$$$ github.com/golangci/golangci-lint/v2/cmd/golangci-lint && \
+	  mv $(GOLANGCI_LINT).partial-$$$$ $(GOLANGCI_LINT); }
+	$(GOLANGCI_LINT) run ./...
 
 # Unit tests, fuzzing for a bounded time, and the end-to-end tests against a
 # real control plane. Packages run one at a time: each e2e package starts its own site.

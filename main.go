@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -120,7 +121,69 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
+	explainMistakes(root)
 	return root
+}
+
+// explainMistakes makes every command of the tree answer a mistyped
+// command line with what was wrong and how the command is used, and a
+// misspelt command with what was probably meant; a command that only
+// groups others (sitecon node, sitecon agent) refuses an unknown one
+// instead of printing its help and succeeding, so a script's typo fails.
+func explainMistakes(cmd *cobra.Command) {
+	withUsage := func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nusage: %s", err, c.UseLine())
+	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return withUsage(c, err) })
+	switch {
+	case cmd.HasSubCommands() && (cmd.Args == nil || !cmd.Runnable()):
+		// cobra's own check suggests only at the root, and only without
+		// an Args rule; a group that runs nothing itself had none.
+		runs := cmd.Runnable()
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return unknownCommand(c, args[0])
+		}
+		if !runs {
+			cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		}
+	case cmd.HasSubCommands():
+		// A command that also runs itself (the root opens the console):
+		// an argument it takes none of is a mistyped command.
+		own := cmd.Args
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := own(c, args); err != nil && len(args) > 0 {
+				return unknownCommand(c, args[0])
+			}
+			return nil
+		}
+	case cmd.Args != nil:
+		own := cmd.Args
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := own(c, args); err != nil {
+				return withUsage(c, err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		explainMistakes(sub)
+	}
+}
+
+// unknownCommand is the error for a command name c does not have, with
+// the names it probably meant.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's own default, set only on its own path
+	}
+	if near := c.SuggestionsFor(name); len(near) > 0 {
+		msg += "; did you mean " + strings.Join(near, " or ") + "?"
+	}
+	return fmt.Errorf("%s\nrun '%s --help' for its commands", msg, c.CommandPath())
 }
 
 // logger returns the slog logger the flags ask for. Without --log-file it
@@ -177,7 +240,9 @@ with the node they run on.`,
 			}
 			if watch {
 				snap.Start(cmd.Context())
-				return views.WatchStatus(cmd.Context(), cmd.OutOrStdout(), snap, agentSource(agentSocket), format)
+				term, restore := watchTerminal(cmd)
+				defer restore()
+				return views.WatchStatus(cmd.Context(), term, snap, agentSource(agentSocket), format)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()

@@ -149,7 +149,7 @@ func TestK3sDiesWithItsAgentAndAnOrphanIsStopped(t *testing.T) {
 	}
 	orphanDone := make(chan struct{})
 	go func() { _ = orphan.Wait(); close(orphanDone) }()
-	defer orphan.Process.Kill()
+	defer func() { _ = orphan.Process.Kill() }()
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(orphan.Process.Pid)), 0o600); err != nil {
 		t.Fatal(err)
 	}

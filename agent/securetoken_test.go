@@ -69,12 +69,12 @@ func TestBundleToken(t *testing.T) {
 // serves another CA, whatever its /status says.
 func TestSeedProbeChecksThePinnedCA(t *testing.T) {
 	const clusterID = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
-	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "cluster:"+clusterID) }))
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "cluster:"+clusterID) }))
 	t.Cleanup(status.Close)
 	servedCA := []byte("the CA this server serves")
 	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/cacerts" {
-			w.Write(servedCA)
+			_, _ = w.Write(servedCA)
 		}
 	}))
 	t.Cleanup(api.Close)

@@ -64,11 +64,11 @@ func seedAt(t *testing.T, body string, tlsOK bool) SeedProbe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := httptest.NewServer(withCAProof(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) }), key, "node-a", paths))
+	status := httptest.NewServer(withCAProof(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }), key, "node-a", paths))
 	t.Cleanup(status.Close)
 	cacerts := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/cacerts" {
-			w.Write(ca)
+			_, _ = w.Write(ca)
 		}
 	})
 	var api *httptest.Server

@@ -194,7 +194,7 @@ func (s *Supervisor) stop(cmd *exec.Cmd, exited <-chan error) {
 		timeout = 30 * time.Second
 	}
 	if s.PIDFile != "" {
-		defer os.Remove(s.PIDFile)
+		defer func() { _ = os.Remove(s.PIDFile) }()
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -141,7 +141,7 @@ func precedenceChild() int {
 		if c.Home {
 			writeKubeconfig(failNow{}, filepath.Dir(homeFile), filepath.Base(homeFile), "https://home:6443")
 		}
-		os.Setenv("KUBECONFIG", c.Env)
+		_ = os.Setenv("KUBECONFIG", c.Env)
 		cfg, err := LoadRESTConfig(c.Explicit, "")
 		if err != nil {
 			got = append(got, err.Error())
@@ -150,7 +150,7 @@ func precedenceChild() int {
 		}
 	}
 	out, _ := json.Marshal(got)
-	os.Stdout.Write(out)
+	_, _ = os.Stdout.Write(out)
 	return 0
 }
 

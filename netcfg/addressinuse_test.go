@@ -23,19 +23,19 @@ func TestProbeAddressFindsItsHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wait = 500 * time.Millisecond
-	probe := func(ip string) (error, time.Duration) {
+	probe := func(ip string) (time.Duration, error) {
 		start := time.Now()
 		err := a.Do(func() error { return netcfg.ProbeAddress(netns.Interface, netip.MustParseAddr(ip), wait) })
-		return err, time.Since(start)
+		return time.Since(start), err
 	}
-	err, took := probe("10.244.244.1")
+	took, err := probe("10.244.244.1")
 	if !errors.Is(err, netcfg.ErrAddressInUse) || !strings.Contains(err.Error(), "10.244.244.1") {
 		t.Errorf("probing b's address: %v, want %v", err, netcfg.ErrAddressInUse)
 	}
 	if took > wait {
 		t.Errorf("the holder's answer took %s, the whole wait is %s", took, wait)
 	}
-	if err, took := probe("10.244.244.5"); err != nil || took > wait+200*time.Millisecond {
+	if took, err := probe("10.244.244.5"); err != nil || took > wait+200*time.Millisecond {
 		t.Errorf("probing a free address: %v after %s, want nil within %s", err, took, wait)
 	}
 	// Its own address (b probing what it holds) is not a conflict.

@@ -36,7 +36,9 @@ func BenchmarkFramePathPeerKubectlGetPods(b *testing.B) {
 		out.Reset()
 		// As `kubectl get pods -A` makes its printer (get.go, ToPrinter).
 		flags := get.NewGetPrintFlags()
-		flags.EnsureWithNamespace()
+		if err := flags.EnsureWithNamespace(); err != nil {
+			b.Fatal(err)
+		}
 		p, err := flags.ToPrinter()
 		if err != nil {
 			b.Fatal(err)
@@ -50,7 +52,9 @@ func BenchmarkFramePathPeerKubectlGetPods(b *testing.B) {
 		if err := p.PrintObj(u, w); err != nil {
 			b.Fatal(err)
 		}
-		w.Flush()
+		if err := w.Flush(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.StopTimer()
 	if lines := strings.Count(out.String(), "\n"); lines != len(siteData().Pods)+1 {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
@@ -81,7 +79,6 @@ type overview struct {
 func newOverview(ctx *ui.Context) screen { return &overview{ctx: ctx} }
 
 func (o *overview) setFrame(f *Frame, now time.Time) { o.frame, o.now = f, now }
-func (o *overview) key(tea.KeyMsg, int) bool         { return false }
 func (o *overview) table() *ui.Table                 { return nil }
 func (o *overview) title() string                    { return "" }
 func (o *overview) help() screenHelp {

@@ -2,11 +2,16 @@ package views
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/kube"
@@ -168,5 +173,74 @@ func TestWriteStatusAgent(t *testing.T) {
 		if strings.Contains(buf.String(), "\x1b") {
 			t.Errorf("a raw escape reached the output:\n%q", buf.String())
 		}
+	}
+}
+
+// `sitecon status --watch` at 100×30 (issue 20): the header and the
+// summary stay on screen, no line wraps, and what does not fit is counted.
+func TestStatusWatchFrameFitsTheTerminal(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var body bytes.Buffer
+	if err := WriteStatus(&body, StatusReport{ClusterStatus: sample()}, now, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	// Longer and wider than the terminal, as a real site's is.
+	long := body.String() + strings.Repeat(strings.Repeat("x", 140)+"\n", 40)
+	frame := strings.TrimPrefix(string(watchFrame(long, now, 100, 30, true)), "\x1b[H\x1b[2J")
+	lines := strings.Split(frame, "\n")
+	if len(lines) != 30 {
+		t.Errorf("%d lines, want the terminal's 30", len(lines))
+	}
+	for i, l := range lines {
+		if w := ansi.StringWidth(l); w > 100 {
+			t.Errorf("line %d is %d cells wide: it wraps at 100", i+1, w)
+		}
+	}
+	if !strings.Contains(lines[0], "q or Ctrl-C to quit") {
+		t.Errorf("the header %q does not say how to quit", lines[0])
+	}
+	firstOfBody := strings.SplitN(body.String(), "\n", 2)[0]
+	if lines[2] != ansi.Truncate(firstOfBody, 100, "") {
+		t.Errorf("the summary scrolled away: line 3 is %q, want %q", lines[2], firstOfBody)
+	}
+	if !strings.Contains(lines[29], "more lines") {
+		t.Errorf("the last line %q does not count what was left out", lines[29])
+	}
+	// Not a terminal (a pipe): the frame is written whole.
+	if whole := string(watchFrame(long, now, 0, 0, false)); !strings.Contains(whole, strings.Repeat("x", 140)) {
+		t.Error("a frame for a pipe was cut")
+	}
+}
+
+// q quits the watch, as in watch(1) and the console.
+func TestStatusWatchQuitsOnQ(t *testing.T) {
+	snap, err := kube.NewSnapshot(&rest.Config{Host: "https://127.0.0.1:1"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, typed := io.Pipe()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- WatchStatus(context.Background(), WatchTerminal{Out: &out, Keys: keys}, snap, func(context.Context) *AgentSummary { return nil }, FormatTable)
+	}()
+	if _, err := typed.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("ended on x: %v", err)
+	default:
+	}
+	if _, err := typed.Write([]byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("q did not end the watch within 10 s")
 	}
 }

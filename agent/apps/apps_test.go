@@ -445,7 +445,11 @@ func TestMergeAppFilesUnreadableDirectoryHolds(t *testing.T) {
 			if err := os.Rename(filepath.Join(dir, sub), filepath.Join(dir, sub+".away")); err != nil {
 				t.Fatal(err)
 			}
-			defer os.Rename(filepath.Join(dir, sub+".away"), filepath.Join(dir, sub))
+			defer func() {
+				if err := os.Rename(filepath.Join(dir, sub+".away"), filepath.Join(dir, sub)); err != nil {
+					t.Error(err)
+				}
+			}()
 			held, _ := MergeAppFiles(ReadAppFiles(dir), good)
 			if len(held.Apps) != 1 || len(held.Volumes) != 1 {
 				t.Fatalf("a missing %s directory dropped configs: apps %v volumes %v", sub, held.Apps, held.Volumes)

@@ -161,7 +161,7 @@ func TestDecideFailover(t *testing.T) {
 			if v.Action != tc.want || !strings.Contains(v.Reason, tc.mention) {
 				t.Fatalf("got %s %q, want %s mentioning %q", v.Action, v.Reason, tc.want, tc.mention)
 			}
-			if v.NeedEvidence != (tc.in.Evidence == nil && v.Action == FailoverWait && tc.in.Node == lost && tc.in.FirstSeen == expired) {
+			if v.NeedEvidence != (tc.in.Evidence == nil && v.Action == FailoverWait && tc.in.Node == lost && tc.in.FirstSeen.Equal(expired)) {
 				t.Fatalf("NeedEvidence = %v", v.NeedEvidence)
 			}
 		})

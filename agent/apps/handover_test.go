@@ -22,7 +22,7 @@ func TestHandovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return placedObject{GVR: l.GVR, Object: l.Object}
+		return placedObject(l)
 	}
 	movedToB := app
 	movedToB.DesignatedNodeID = nodeB
@@ -70,7 +70,7 @@ func TestHandovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimOnA := placedObject{GVR: claim.GVR, Object: claim.Object}
+	claimOnA := placedObject(claim)
 	volMoved := vol
 	volMoved.DesignatedNodeID = nodeB
 	for name, tc := range map[string]struct {

@@ -57,6 +57,6 @@ func (a *Agent) Pending() Pending {
 	a.pass.mu.Lock()
 	defer a.pass.mu.Unlock()
 	p := a.pass.p
-	p.Queued = len(a.kick) > 0 || (a.pass.changes != nil && len(a.pass.changes) > 0)
+	p.Queued = len(a.kick) > 0 || len(a.pass.changes) > 0
 	return p
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -51,7 +50,7 @@ func DecryptClusterToken(block CipherBlock, deviceKeyPEM, controllerCertPEM []by
 	if err != nil {
 		return "", fmt.Errorf("%w: controller certificate: %v", ErrDecrypt, err)
 	}
-	key, err := SharedAESKey(priv.D, pub)
+	key, err := SharedAESKey(priv, pub)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrDecrypt, err)
 	}
@@ -75,13 +74,18 @@ func DecryptClusterToken(block CipherBlock, deviceKeyPEM, controllerCertPEM []by
 
 // SharedAESKey is EVE's session key: SHA-256 over the ECDH shared point's X
 // and Y coordinates, each left-padded to 32 bytes.
-func SharedAESKey(d *big.Int, peer *ecdsa.PublicKey) ([32]byte, error) {
+func SharedAESKey(priv *ecdsa.PrivateKey, peer *ecdsa.PublicKey) ([32]byte, error) {
 	curve := elliptic.P256()
-	if peer.Curve != curve || !curve.IsOnCurve(peer.X, peer.Y) {
+	// ECDH() refuses a point off the curve (crypto/ecdh's check).
+	if _, err := peer.ECDH(); err != nil || peer.Curve != curve {
 		return [32]byte{}, errors.New("the peer key is not a P-256 point")
 	}
+	d, err := priv.Bytes()
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("private key: %v", err)
+	}
 	//nolint:staticcheck // crypto/ecdh returns only X; EVE's KDF hashes X and Y.
-	x, y := curve.ScalarMult(peer.X, peer.Y, d.Bytes())
+	x, y := curve.ScalarMult(peer.X, peer.Y, d)
 	var point [64]byte
 	x.FillBytes(point[:32])
 	y.FillBytes(point[32:])

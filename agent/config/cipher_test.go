@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -45,7 +46,7 @@ func encryptLikeAController(t *testing.T, token string) cipherFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := SharedAESKey(ctrl.D, &dev.PublicKey)
+	key, err := SharedAESKey(ctrl, &dev.PublicKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +55,7 @@ func encryptLikeAController(t *testing.T, token string) cipherFixture {
 	_, _ = rand.Read(iv)
 	blockCipher, _ := aes.NewCipher(key[:])
 	data := make([]byte, len(clear))
+	//nolint:staticcheck // CFB is what EVE's controllers encrypt with.
 	cipher.NewCFBEncrypter(blockCipher, iv).XORKeyStream(data, clear)
 	sum := sha256.Sum256(clear)
 	return cipherFixture{
@@ -126,5 +128,56 @@ func TestValidateEncryptedToken(t *testing.T) {
 	c.DeviceKeyFile, c.ControllerCertFile = "", ""
 	if _, err = Validate(c, env); err == nil || !strings.Contains(err.Error(), "controller_cert_file: missing") {
 		t.Errorf("no controller cert: %v", err)
+	}
+}
+
+// TestSharedAESKeyKnownAnswer pins the session key to the bytes the
+// math/big derivation (ScalarMult with D.Bytes()) gave before the key's
+// scalar was read with PrivateKey.Bytes: a controller encrypting the EVE way
+// must still be understood. The first scalar has a leading zero byte, where
+// D.Bytes() is 31 bytes and PrivateKey.Bytes() 32.
+func TestSharedAESKeyKnownAnswer(t *testing.T) {
+	scalar := func(h string) *ecdsa.PrivateKey {
+		t.Helper()
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a := scalar("00a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f")
+	b := scalar("5f4e3d2c1b0a99887766554433221100ffeeddccbbaa99887766554433221101")
+	const want = "914d58e7a07d7f68192a664a80ccdb552d3108f23e0ec3f3f15e1a0350424e2c"
+	for _, tc := range []struct {
+		name string
+		priv *ecdsa.PrivateKey
+		peer *ecdsa.PublicKey
+	}{{"a with b's public key", a, &b.PublicKey}, {"b with a's public key", b, &a.PublicKey}} {
+		key, err := SharedAESKey(tc.priv, tc.peer)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := hex.EncodeToString(key[:]); got != want {
+			t.Errorf("%s: key %s, want %s", tc.name, got, want)
+		}
+	}
+}
+
+// A controller key that is not a P-256 point gets no session key: off the
+// curve (an invalid-curve attack's point) or on another curve.
+func TestSharedAESKeyRefusesOtherPoints(t *testing.T) {
+	dev, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	onP384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	// Only field by field: x509 and ecdsa's parsers refuse such a point.
+	//nolint:staticcheck // the deprecated X and Y are the way to build it.
+	offCurve := &ecdsa.PublicKey{Curve: elliptic.P256(), X: big.NewInt(1), Y: big.NewInt(1)}
+	for name, peer := range map[string]*ecdsa.PublicKey{"off the curve": offCurve, "on P-384": &onP384.PublicKey} {
+		if _, err := SharedAESKey(dev, peer); err == nil || !strings.Contains(err.Error(), "not a P-256 point") {
+			t.Errorf("%s: err %v, want 'not a P-256 point'", name, err)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			_ = os.Remove(tmp.Name())
 		}
 	}()
 	if err := tmp.Chmod(mode); err != nil {

@@ -186,7 +186,7 @@ func (r *Record) DryRun() error { return r.End(audit.OutcomeDryRun, nil) }
 // closed), once its intent is on disk and it has no outcome yet.
 func (r *Record) Interrupt(cause error) {
 	if r.Begun() {
-		r.End(audit.OutcomeInterrupted, cause)
+		_ = r.End(audit.OutcomeInterrupted, cause)
 	}
 }
 

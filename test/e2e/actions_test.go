@@ -892,7 +892,7 @@ func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	// The drain is under way once node-b is cordoned (its watch of the
 	// volumes is set up before the cordon).
-	until(t, 30*time.Second, "the drain cordons node-b", func() (error, bool) {
+	_ = until(t, 30*time.Second, "the drain cordons node-b", func() (error, bool) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{})
 		return err, err == nil && n.Spec.Unschedulable
 	}, func(err error) string {

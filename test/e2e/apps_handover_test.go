@@ -45,7 +45,7 @@ func TestAppsDeactivatedAndMovedInOneChange(t *testing.T) {
 	off.Version, off.Activate, off.DesignatedNodeID = 2, false, sitebox.NodeUUID("node-c")
 	writeJSON(t, path, off)
 	name := apps.WorkloadName(app)
-	until(t, 30*time.Second, "the deactivated app's Deployment removed", func() (error, bool) {
+	_ = until(t, 30*time.Second, "the deactivated app's Deployment removed", func() (error, bool) {
 		_, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(t.Context(), name, metav1.GetOptions{})
 		return err, apierrors.IsNotFound(err)
 	}, func(err error) string { return fmt.Sprintf("Deployment %s: get: %v", name, err) })

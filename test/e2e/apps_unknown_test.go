@@ -52,7 +52,7 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	deployments := cs.AppsV1().Deployments(kube.AppNamespace)
 	waitDeployment := func(name string, within time.Duration) {
 		t.Helper()
-		until(t, within, "Deployment "+name+" laid out", func() (error, bool) {
+		_ = until(t, within, "Deployment "+name+" laid out", func() (error, bool) {
 			_, err := deployments.Get(ctx, name, metav1.GetOptions{})
 			return err, err == nil
 		}, func(err error) string { return fmt.Sprintf("last get: %v", err) })
@@ -118,7 +118,7 @@ func TestAppsDirectoryMovedAwayStopsNothing(t *testing.T) {
 	if err := os.Remove(filepath.Join(appsSub, keep.DisplayName+".json")); err != nil {
 		t.Fatal(err)
 	}
-	until(t, 30*time.Second, "the app removed with its config file from a readable directory", func() (error, bool) {
+	_ = until(t, 30*time.Second, "the app removed with its config file from a readable directory", func() (error, bool) {
 		_, err := deployments.Get(ctx, before.Name, metav1.GetOptions{})
 		return err, apierrors.IsNotFound(err)
 	}, func(err error) string { return fmt.Sprintf("Deployment %s: get: %v", before.Name, err) })
@@ -212,7 +212,7 @@ func TestAppsFileAbsentForAMomentStopsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	holds(t, grace-2*time.Second, "the Deployment stays through the grace", unchanged)
-	until(t, 20*time.Second, "the app removed once its file stayed absent past the grace", func() (error, bool) {
+	_ = until(t, 20*time.Second, "the app removed once its file stayed absent past the grace", func() (error, bool) {
 		_, err := deployments.Get(ctx, name, metav1.GetOptions{})
 		return err, apierrors.IsNotFound(err)
 	}, func(err error) string { return fmt.Sprintf("Deployment %s: get: %v", name, err) })

@@ -471,13 +471,6 @@ func onThisMachine(addr string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// dialledBy is what node's agent has dialled so far.
-func (r *dialRecorder) dialledBy(node string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.dialled[node])
-}
-
 // checkNoneRefused fails t if an agent dialled an address off this machine
 // since the last check.
 func (r *dialRecorder) checkNoneRefused(t testing.TB) {
@@ -758,7 +751,7 @@ func siteconApply(obj metav1.Object) string {
 		if f.Manager == apps.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
 			fields := ""
 			if f.FieldsV1 != nil {
-				fields = string(f.FieldsV1.Raw)
+				fields = f.FieldsV1.GetRawString()
 			}
 			return f.Time.UTC().Format(time.RFC3339) + " " + fields
 		}

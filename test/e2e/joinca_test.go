@@ -76,10 +76,10 @@ func impostorAt(t *testing.T, impostor *netns.Host, seedIP, clusterID string) {
 		t.Cleanup(srv.Close)
 	}
 	serve(net.JoinHostPort(seedIP, "12346"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "cluster:"+clusterID)
+		_, _ = io.WriteString(w, "cluster:"+clusterID)
 	}), false)
 	serve(net.JoinHostPort(seedIP, "6443"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "-----BEGIN CERTIFICATE-----\nthe impostor's CA\n-----END CERTIFICATE-----\n")
+		_, _ = io.WriteString(w, "-----BEGIN CERTIFICATE-----\nthe impostor's CA\n-----END CERTIFICATE-----\n")
 	}), true)
 }
 

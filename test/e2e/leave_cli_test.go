@@ -176,7 +176,7 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	if err != nil || !ok || req.NodeName != "node-c" {
 		t.Errorf("leave request %+v ok=%v err=%v", req, ok, err)
 	}
-	if st, err := os.Stat(request); err == nil && st.ModTime().Before(pods[0].CreationTimestamp.Time.Add(-time.Second)) {
+	if st, err := os.Stat(request); err == nil && st.ModTime().Before(pods[0].CreationTimestamp.Add(-time.Second)) {
 		t.Errorf("the request (%s) was written before the app's replacement was made (%s)", st.ModTime(), pods[0].CreationTimestamp)
 	}
 	if got := auditOutcomes(t, auditLog); !strings.HasSuffix(got, "leave:intent leave:done") {

@@ -26,7 +26,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	sitecon = filepath.Join(dir, "sitecon")
 	build := exec.Command("go", "build", "-o", sitecon, "github.com/sitecon/sitecon")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

@@ -277,7 +277,7 @@ func TestSitePowerCutComesBack(t *testing.T) {
 		// The cut takes etcd's quorum: a quorum read (a LIST without a
 		// resourceVersion) fails.
 		cs := clientset(t, site)
-		until(t, 30*time.Second, "the API without etcd quorum", func() (error, bool) {
+		_ = until(t, 30*time.Second, "the API without etcd quorum", func() (error, bool) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

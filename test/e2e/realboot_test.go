@@ -237,7 +237,7 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 			}
 		}
 		cs := clientset(t, site)
-		until(t, 30*time.Second, "the API without etcd quorum", func() (error, bool) {
+		_ = until(t, 30*time.Second, "the API without etcd quorum", func() (error, bool) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

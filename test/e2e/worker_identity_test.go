@@ -92,7 +92,7 @@ func TestWorkerIdentityRefused(t *testing.T) {
 
 	// The worker reads what its agent reads, once the grant has reached the
 	// authorizer.
-	until(t, 20*time.Second, "the worker's identity lists ConfigMaps, Nodes and Pods", func() (error, bool) {
+	_ = until(t, 20*time.Second, "the worker's identity lists ConfigMaps, Nodes and Pods", func() (error, bool) {
 		if _, err := worker.CoreV1().ConfigMaps(kube.AppNamespace).List(ctx, metav1.ListOptions{}); err != nil {
 			return err, false
 		}
@@ -140,7 +140,7 @@ func TestWorkerIdentityRefused(t *testing.T) {
 	// A layout for another node is refused once the policy is in force
 	// (the API server loads a new policy within a second or two).
 	forNodeA := appLayout(t, "identity-test-a", "node-a")
-	until(t, 20*time.Second, "the worker's identity refused laying out an app on node-a", func() (error, bool) {
+	_ = until(t, 20*time.Second, "the worker's identity refused laying out an app on node-a", func() (error, bool) {
 		err := applyLayout(ctx, workerDyn, forNodeA, true)
 		return err, refusedByPolicy(err)
 	}, func(err error) string { return fmt.Sprintf("the apply answered: %v", err) })

@@ -17,6 +17,15 @@ for b in "${binaries[@]}"; do [ -x "$bin/$b" ] || complete=0; done
 if [ "$complete" = 1 ]; then echo "$bin"; exit 0; fi
 
 mkdir -p "$bin"
+# One build at a time per cache: a second first build (make test beside
+# make sitebox, or another clone) waits for the first, then finds the
+# binaries, instead of removing the staging directory under it.
+exec 9>"$cache/build.lock"
+flock 9
+complete=1
+for b in "${binaries[@]}"; do [ -x "$bin/$b" ] || complete=0; done
+if [ "$complete" = 1 ]; then echo "$bin"; exit 0; fi
+
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 staging="$bin.partial"
 rm -rf "$staging"; mkdir -p "$staging"
