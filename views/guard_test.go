@@ -48,6 +48,26 @@ func actionApp(t *testing.T) *App {
 	a := newTestApp(120, 30)
 	a.SetActions(&Actions{Snap: snap, Audit: testAudit(t)})
 	a.Update(runes("2"))
+	// An action the test confirmed runs on after the test's last look and
+	// writes its outcome into the audit log's directory: wait for it, or
+	// the directory's removal races with the write (registered after
+	// testAudit's TempDir, this runs before its removal).
+	t.Cleanup(func() {
+		if a.dialog == nil || a.dialog.task == nil {
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for a.dialog.task.Next()() != nil {
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("the confirmed action did not end within 10 s")
+		}
+	})
 	return a
 }
 
