@@ -96,18 +96,15 @@ var ErrNoClusterCA = errors.New("no cluster CA on this node yet")
 // none, or while it cannot be read.
 func CAProofHandler(key LifeKey, node string, ca func() ([]byte, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		if !onlyGet(w, r) {
 			return
 		}
 		if !key.Valid() {
 			http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
 			return
 		}
-		nonce, err := hex.DecodeString(r.URL.Query().Get("nonce"))
-		if err != nil || len(nonce) != LifeNonceSize {
-			http.Error(w, fmt.Sprintf("nonce: want %d bytes in hex", LifeNonceSize), http.StatusBadRequest)
+		nonce, ok := NonceOf(w, r)
+		if !ok {
 			return
 		}
 		pem, err := ca()

@@ -138,22 +138,45 @@ func NewLifeNonce() ([]byte, error) {
 // others must still be able to show.
 func LifeProofHandler(key LifeKey, node string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		if !onlyGet(w, r) {
 			return
 		}
 		if !key.Valid() {
 			http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
 			return
 		}
-		nonce, err := hex.DecodeString(r.URL.Query().Get("nonce"))
-		if err != nil || len(nonce) != LifeNonceSize {
-			http.Error(w, fmt.Sprintf("nonce: want %d bytes in hex", LifeNonceSize), http.StatusBadRequest)
+		nonce, ok := NonceOf(w, r)
+		if !ok {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(key.Answer(node, nonce))
 	})
+}
+
+// onlyGet answers anything but GET with 405 (the proofs and the
+// membership question are GETs) and says whether r may go on.
+func onlyGet(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return false
+	}
+	return true
+}
+
+// NonceOf is the asker's nonce of a proof request (GET ...?nonce=<hex>,
+// LifeNonceSize bytes), the one check every signed answer starts with;
+// anything else is answered 405 or 400 here and ok is false.
+func NonceOf(w http.ResponseWriter, r *http.Request) (nonce []byte, ok bool) {
+	if !onlyGet(w, r) {
+		return nil, false
+	}
+	nonce, err := hex.DecodeString(r.URL.Query().Get("nonce"))
+	if err != nil || len(nonce) != LifeNonceSize {
+		http.Error(w, fmt.Sprintf("nonce: want %d bytes in hex", LifeNonceSize), http.StatusBadRequest)
+		return nil, false
+	}
+	return nonce, true
 }
