@@ -400,7 +400,9 @@ func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Mem
 	// server it joins against it) and answers whether a node is still a
 	// member (a server that was off asks before starting k3s).
 	mux := http.NewServeMux()
-	mux.Handle(config.MembershipPath, membershipHandler(key, v.NodeName, judge))
+	mux.Handle(config.MembershipPath, membershipHandler(func() (config.MembershipKey, error) {
+		return LoadMembershipKey(v.ClusterID, a.opts.K3sPaths)
+	}, v.NodeName, judge))
 	mux.Handle("/", withCAProof(withLifeProof(StatusHandler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
 	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()

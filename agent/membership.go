@@ -146,7 +146,7 @@ func MembershipOutcome(answers []PeerAnswer) (removed bool, evidence string) {
 		case a.Answer == nil:
 			continue
 		case a.Answer.Verdict == config.VerdictRemoved:
-			return true, fmt.Sprintf("%s (%s) answered, proven with the cluster key: %s", peerWords(a.Answer.Answerer), a.Addr.Addr(), peerWords(a.Answer.Evidence))
+			return true, fmt.Sprintf("%s (%s) answered, proven with the servers' membership key: %s", peerWords(a.Answer.Answerer), a.Addr.Addr(), peerWords(a.Answer.Evidence))
 		default:
 			said = append(said, fmt.Sprintf("%s: %s (%s)", peerWords(a.Answer.Answerer), a.Answer.Verdict, peerWords(a.Answer.Evidence)))
 		}
@@ -176,7 +176,9 @@ func peerWords(s string) string {
 
 // MembershipQuery asks peers whether Node (device UUID) is still a member.
 type MembershipQuery struct {
-	Key  config.LifeKey
+	// Key checks the answers: the servers' membership key, which only a
+	// server holds; without one no answer counts.
+	Key  config.MembershipKey
 	Node string
 	UUID string
 	// Dial opens connections (tests dial from a network namespace).
@@ -261,17 +263,21 @@ func (q MembershipQuery) askOne(ctx context.Context, client *http.Client, addr n
 type MembershipJudge func(ctx context.Context, node, uuid string) (config.Verdict, string)
 
 // membershipHandler answers GET config.MembershipPath with answerer's
-// signed verdict. A few questions at a time: each costs reads of the
-// cluster, and anyone on the LAN can ask; the rest are told to come back.
-func membershipHandler(key config.LifeKey, answerer string, judge MembershipJudge) http.Handler {
+// verdict, signed with the membership key keys reads (LoadMembershipKey).
+// A node without one (a worker: no server CA key) signs nothing and says
+// so. A few questions at a time: each costs reads of the cluster, and
+// anyone on the LAN can ask; the rest are told to come back.
+func membershipHandler(keys func() (config.MembershipKey, error), answerer string, judge MembershipJudge) http.Handler {
 	slots := make(chan struct{}, 4)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		nonce, ok := config.NonceOf(w, r)
 		if !ok {
 			return
 		}
-		if !key.Valid() {
-			http.Error(w, "this agent has no cluster token to answer with", http.StatusServiceUnavailable)
+		key, err := keys()
+		if err != nil || !key.Valid() {
+			// Only a server's word counts; the reason, not the key, goes out.
+			http.Error(w, "this agent cannot sign membership answers: only servers can (it holds no server CA key)", http.StatusServiceUnavailable)
 			return
 		}
 		node, uuid := r.URL.Query().Get("node"), r.URL.Query().Get("uuid")
@@ -355,7 +361,15 @@ func MembershipAddresses(v *config.Validated) []netip.AddrPort {
 // started nothing else, and stops nothing else.
 func (a *Agent) stillMember(ctx context.Context, v *config.Validated, removedMarker string) (held bool) {
 	a.setPhase(PhaseCheckingMembership, nil)
-	q := MembershipQuery{Key: a.lifeKey(v.ClusterID, v.Token), Node: v.NodeName, UUID: v.NodeUUID,
+	key, err := LoadMembershipKey(v.ClusterID, a.opts.K3sPaths)
+	if err != nil {
+		// Without the servers' key no answer can be checked, and a removal
+		// that cannot be checked holds nothing: k3s starts, as it would
+		// with every peer silent.
+		a.log.Warn("membership question not asked: this node cannot check a removal, starting k3s", "err", err)
+		return false
+	}
+	q := MembershipQuery{Key: key, Node: v.NodeName, UUID: v.NodeUUID,
 		Dial: a.dialer(), Timeout: a.opts.MembershipTimeout}
 	start := time.Now()
 	answers := q.Ask(ctx, MembershipAddresses(v))

@@ -2,12 +2,20 @@ package agent
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,13 +146,10 @@ func silentPeer(t *testing.T) netip.AddrPort {
 // "removed" only; a stranger's word, another cluster's, a recorded answer
 // replayed, and silence count for nothing, and the question is bounded.
 func TestMembershipQuery(t *testing.T) {
-	key, err := config.NewLifeKey(testClusterID, "s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherKey, _ := config.NewLifeKey(testClusterID, "another-token")
-	peer := func(k config.LifeKey, verdict config.Verdict) netip.AddrPort {
-		return serveOn(t, membershipHandler(k, "node-r", func(context.Context, string, string) (config.Verdict, string) {
+	key := testMembershipKey(t, testClusterID)
+	otherKey := testMembershipKey(t, testClusterID)
+	peer := func(k config.MembershipKey, verdict config.Verdict) netip.AddrPort {
+		return serveOn(t, membershipHandler(keyOf(k), "node-r", func(context.Context, string, string) (config.Verdict, string) {
 			return verdict, "what node-r read"
 		}))
 	}
@@ -196,9 +201,9 @@ func TestMembershipQuery(t *testing.T) {
 }
 
 func TestMembershipHandler(t *testing.T) {
-	key, _ := config.NewLifeKey(testClusterID, "s3cret")
+	key := testMembershipKey(t, testClusterID)
 	var asked []string
-	h := membershipHandler(key, "node-r", func(_ context.Context, node, uuid string) (config.Verdict, string) {
+	h := membershipHandler(keyOf(key), "node-r", func(_ context.Context, node, uuid string) (config.Verdict, string) {
 		asked = append(asked, node+"/"+uuid)
 		return config.VerdictUnknown, "not synced"
 	})
@@ -222,7 +227,7 @@ func TestMembershipHandler(t *testing.T) {
 		t.Errorf("judged %v, want node-q/%s once", asked, testUUID)
 	}
 	rec := httptest.NewRecorder()
-	membershipHandler(config.LifeKey{}, "node-r", nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, config.MembershipPath+"?node=node-q&nonce="+nonce, nil))
+	membershipHandler(keyOf(config.MembershipKey{}), "node-r", nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, config.MembershipPath+"?node=node-q&nonce="+nonce, nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("without a key: %d, want 503", rec.Code)
 	}
@@ -235,12 +240,9 @@ func TestMembershipHandler(t *testing.T) {
 // and a little later, as a peer reading the record and etcd after the
 // Node would.
 func TestMembershipQueryWaitsPastAMemberForARemoval(t *testing.T) {
-	key, err := config.NewLifeKey(testClusterID, "s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := testMembershipKey(t, testClusterID)
 	memberSent := make(chan struct{})
-	member := membershipHandler(key, "node-m", func(context.Context, string, string) (config.Verdict, string) {
+	member := membershipHandler(keyOf(key), "node-m", func(context.Context, string, string) (config.Verdict, string) {
 		return config.VerdictMember, "node-m's cache, not yet caught up"
 	})
 	fast := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -248,7 +250,7 @@ func TestMembershipQueryWaitsPastAMemberForARemoval(t *testing.T) {
 		w.(http.Flusher).Flush()
 		close(memberSent)
 	}))
-	slow := serveOn(t, membershipHandler(key, "node-r", func(ctx context.Context, _, _ string) (config.Verdict, string) {
+	slow := serveOn(t, membershipHandler(keyOf(key), "node-r", func(ctx context.Context, _, _ string) (config.Verdict, string) {
 		select {
 		case <-memberSent:
 		case <-ctx.Done():
@@ -275,5 +277,102 @@ func TestMembershipQueryWaitsPastAMemberForARemoval(t *testing.T) {
 	}
 	if took > timeout/2 {
 		t.Errorf("took %s: with every peer answered the question should end, not wait out its bound %s", took, timeout)
+	}
+}
+
+// A worker holds the cluster token (every node does) but is not trusted
+// with the cluster: a compromised one must not be able to hold every
+// server that reboots by saying "removed". Only a server's word counts:
+// the membership key comes from the server CA key, which workers lack.
+func TestAWorkerCannotProveARemoval(t *testing.T) {
+	const token = "s3cret"
+	serverDir := K3sPaths{DataDir: t.TempDir()}
+	writeServerCAKey(t, serverDir)
+	workerDir := K3sPaths{DataDir: t.TempDir()}
+	says := func(v config.Verdict) MembershipJudge {
+		return func(context.Context, string, string) (config.Verdict, string) { return v, "what it read" }
+	}
+	// A worker's agent: its membership handler as it runs on a worker.
+	worker := serveOn(t, membershipHandler(func() (config.MembershipKey, error) {
+		return LoadMembershipKey(testClusterID, workerDir)
+	}, "edge-w", says(config.VerdictRemoved)))
+	// A compromised worker signing with what it holds: a key from the
+	// token (here its proof of life's MAC; the membership MAC under a
+	// token-derived key is refused in config's TestMembershipProof).
+	lifeKey, _ := config.NewLifeKey(testClusterID, token)
+	forger := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nonce, _ := hex.DecodeString(r.URL.Query().Get("nonce"))
+		a := config.MembershipAnswer{ClusterID: testClusterID, Answerer: "edge-w", Node: r.URL.Query().Get("node"),
+			UUID: r.URL.Query().Get("uuid"), Verdict: config.VerdictRemoved, Evidence: "trust me"}
+		a.Proof = lifeKey.Answer(a.Answerer, nonce).Proof
+		_ = json.NewEncoder(w).Encode(a)
+	}))
+	// A compromised worker with a CA key of its own making.
+	ownKey := testMembershipKey(t, testClusterID)
+	ownKeyPeer := serveOn(t, membershipHandler(keyOf(ownKey), "edge-w", says(config.VerdictRemoved)))
+	server := serveOn(t, membershipHandler(func() (config.MembershipKey, error) {
+		return LoadMembershipKey(testClusterID, serverDir)
+	}, "node-r", says(config.VerdictRemoved)))
+
+	serverKey, err := LoadMembershipKey(testClusterID, serverDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, noKey := LoadMembershipKey(testClusterID, workerDir)
+	if !errors.Is(noKey, errNoServerCAKey) {
+		t.Errorf("a worker's data dir: %v, want errNoServerCAKey", noKey)
+	}
+	for _, c := range []struct {
+		name    string
+		key     config.MembershipKey
+		addrs   []netip.AddrPort
+		removed bool
+	}{
+		{"a worker's agent says removed", serverKey, []netip.AddrPort{worker}, false},
+		{"a worker signs with the token", serverKey, []netip.AddrPort{forger}, false},
+		{"a worker signs with a CA key of its own", serverKey, []netip.AddrPort{ownKeyPeer}, false},
+		{"a server says removed", serverKey, []netip.AddrPort{worker, server}, true},
+		// An asker without the servers' key checks nothing: unknown.
+		{"the asker holds no server CA key", config.MembershipKey{}, []netip.AddrPort{server}, false},
+	} {
+		q := MembershipQuery{Key: c.key, Node: "node-q", UUID: testUUID, Timeout: 500 * time.Millisecond}
+		if removed, evidence := MembershipOutcome(q.Ask(t.Context(), c.addrs)); removed != c.removed {
+			t.Errorf("%s: removed %v (%s), want %v", c.name, removed, evidence, c.removed)
+		}
+	}
+}
+
+// testMembershipKey is the membership key of a fresh server CA key.
+func testMembershipKey(t *testing.T, clusterID string) config.MembershipKey {
+	t.Helper()
+	p := K3sPaths{DataDir: t.TempDir()}
+	writeServerCAKey(t, p)
+	k, err := LoadMembershipKey(clusterID, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func keyOf(k config.MembershipKey) func() (config.MembershipKey, error) {
+	return func() (config.MembershipKey, error) { return k, nil }
+}
+
+// writeServerCAKey writes a fresh server CA key where k3s keeps it.
+func writeServerCAKey(t *testing.T, p K3sPaths) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(ServerCAKeyFile(p)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ServerCAKeyFile(p), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,12 +1,16 @@
 package config
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 )
 
@@ -14,20 +18,97 @@ import (
 // their cluster addresses, whether it still is one before it starts k3s
 // (k3s restarts an init node removed from etcd as a cluster of its own,
 // k3s-io/k3s#13623). The answer "you were removed" stops a device, so only
-// an agent of this cluster may give it: the peer signs its verdict, with
-// the cluster's key (the proof of life's, LifeKey), over the asker's fresh
-// nonce, the node and device asked about, the verdict and its evidence.
-// The token never leaves a node, a recorded answer does not verify for
-// another nonce, and a verdict cannot be changed on the way (a forged
-// "removed", a "member" turned into "removed").
+// a server of this cluster may give it: every node holds the cluster token,
+// workers too, and a worker is not trusted with the cluster (one
+// compromised worker must not hold every server that reboots). The peer
+// signs its verdict with the membership key (MembershipKey), derived from
+// the cluster's server CA private key, which k3s gives servers only (the
+// first server makes it, joined servers get it with k3s's bootstrap data;
+// agents keep the CA's certificate alone). The MAC covers the asker's
+// fresh nonce, the node and device asked about, the verdict and its
+// evidence: the key never leaves a server, a recorded answer does not
+// verify for another nonce, and a verdict cannot be changed on the way (a
+// forged "removed", a "member" turned into "removed").
 
 // MembershipPath is where an agent answers, beside GET /status on its
 // cluster address: GET MembershipPath?node=<name>&uuid=<device>&nonce=<hex>.
 const MembershipPath = "/status/membership"
 
-// membershipLabel separates these MACs from the proof of life's and every
-// other use of the cluster token.
-const membershipLabel = "sitecon membership v1"
+// membershipLabel separates this key and these MACs from every other use
+// of the server CA key (v2: v1 keyed them with the cluster token).
+const membershipLabel = "sitecon membership v2"
+
+// MembershipKey signs and checks membership answers for one cluster. The
+// zero value holds no key: it signs nothing and verifies nothing.
+type MembershipKey struct {
+	clusterID string
+	key       []byte
+}
+
+// NewMembershipKey derives the membership key of the cluster from its
+// server CA private key (PEM, as k3s keeps it in
+// <data-dir>/server/tls/server-ca.key): HKDF-SHA256 over the key's PKCS#8
+// DER, so that servers holding the same key in another PEM form (SEC 1,
+// PKCS#8, PKCS#1) derive the same membership key, with this use's label
+// and the cluster id.
+func NewMembershipKey(clusterID string, serverCAKeyPEM []byte) (MembershipKey, error) {
+	if clusterID == "" {
+		return MembershipKey{}, errors.New("membership key: no cluster id")
+	}
+	der, err := privateKeyDER(serverCAKeyPEM)
+	if err != nil {
+		return MembershipKey{}, fmt.Errorf("membership key: the server CA key: %w", err)
+	}
+	clusterID = strings.ToLower(clusterID)
+	key, err := hkdf.Key(sha256.New, der, []byte(membershipLabel), clusterID, sha256.Size)
+	if err != nil {
+		return MembershipKey{}, fmt.Errorf("membership key: %w", err)
+	}
+	return MembershipKey{clusterID: clusterID, key: key}, nil
+}
+
+// privateKeyDER is the PKCS#8 DER of the first private key in data.
+func privateKeyDER(data []byte) ([]byte, error) {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return nil, errors.New("no PEM private key in it")
+		}
+		var (
+			key any
+			err error
+		)
+		switch block.Type {
+		case "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(block.Bytes)
+		case "RSA PRIVATE KEY":
+			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		case "PRIVATE KEY":
+			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("unreadable %s: %w", block.Type, err)
+		}
+		return x509.MarshalPKCS8PrivateKey(key)
+	}
+}
+
+// Valid says whether the key can sign and check anything.
+func (k MembershipKey) Valid() bool { return len(k.key) != 0 }
+
+// String, GoString and LogValue keep the key out of logs and error texts.
+func (k MembershipKey) String() string {
+	return fmt.Sprintf("[membership key of cluster %s]", k.clusterID)
+}
+
+// GoString: see String.
+func (k MembershipKey) GoString() string { return k.String() }
+
+// LogValue: see String.
+func (k MembershipKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
 // Verdict is a peer's answer about a node's membership.
 type Verdict string
@@ -59,7 +140,7 @@ type MembershipAnswer struct {
 // membershipMAC is HMAC-SHA256 over the label, the cluster id, the
 // answerer, the node and UUID asked about, the verdict, the evidence and
 // the nonce, each length-prefixed so that no two inputs share a message.
-func (k LifeKey) membershipMAC(a MembershipAnswer, nonce []byte) []byte {
+func (k MembershipKey) membershipMAC(a MembershipAnswer, nonce []byte) []byte {
 	m := hmac.New(sha256.New, k.key)
 	for _, field := range [][]byte{[]byte(membershipLabel), []byte(k.clusterID), []byte(a.Answerer),
 		[]byte(a.Node), []byte(strings.ToLower(a.UUID)), []byte(a.Verdict), []byte(a.Evidence), nonce} {
@@ -73,19 +154,19 @@ func (k LifeKey) membershipMAC(a MembershipAnswer, nonce []byte) []byte {
 
 // SignMembership is answerer's signed verdict about node (device uuid)
 // for the asker's nonce.
-func (k LifeKey) SignMembership(answerer, node, uuid string, verdict Verdict, evidence string, nonce []byte) MembershipAnswer {
+func (k MembershipKey) SignMembership(answerer, node, uuid string, verdict Verdict, evidence string, nonce []byte) MembershipAnswer {
 	a := MembershipAnswer{ClusterID: k.clusterID, Answerer: answerer, Node: node, UUID: uuid, Verdict: verdict, Evidence: evidence}
 	a.Proof = hex.EncodeToString(k.membershipMAC(a, nonce))
 	return a
 }
 
 // VerifyMembership checks that a answers, in this key's cluster, the
-// question about node (device uuid) asked with nonce, and that an agent
+// question about node (device uuid) asked with nonce, and that a server
 // of the cluster signed it; the error says what is wrong with it.
-func (k LifeKey) VerifyMembership(node, uuid string, nonce []byte, a MembershipAnswer) error {
+func (k MembershipKey) VerifyMembership(node, uuid string, nonce []byte, a MembershipAnswer) error {
 	switch {
 	case !k.Valid():
-		return errors.New("no key to check an answer with")
+		return errors.New("no membership key to check an answer with (this node holds no server CA key)")
 	case !strings.EqualFold(a.ClusterID, k.clusterID):
 		return fmt.Errorf("it speaks for cluster %q, not %s", a.ClusterID, k.clusterID)
 	case a.Node != node || !strings.EqualFold(a.UUID, uuid):
@@ -98,7 +179,7 @@ func (k LifeKey) VerifyMembership(node, uuid string, nonce []byte, a MembershipA
 	}
 	got, err := hex.DecodeString(a.Proof)
 	if err != nil || !hmac.Equal(got, k.membershipMAC(a, nonce)) {
-		return errors.New("its proof does not verify with the cluster's key (another cluster's token, an answer to another question, or not an agent's)")
+		return errors.New("its proof does not verify with the cluster's membership key (another cluster's, an answer to another question, or not a server's: a worker's or a stranger's)")
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -170,6 +171,29 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		if want := `token: "` + config.PinToken(plan.Token.Reveal(), config.CAHash(seedCA)) + `"`; err != nil || !strings.Contains(string(k3sConfig), want) {
 			t.Errorf("%s's k3s token does not pin the seed's CA %s (err %v)", j.host.Name, config.CAHash(seedCA), err)
 		}
+	}
+	// The joined servers got the server CA's key with k3s's bootstrap data,
+	// as every k3s server holds it; with it they sign membership answers,
+	// which only servers may give.
+	seedCAKey, err := os.ReadFile(agent.ServerCAKeyFile(seed.opts.K3sPaths))
+	if err != nil {
+		t.Fatalf("the seed's k3s made no server CA key: %v", err)
+	}
+	membershipKey, err := config.NewMembershipKey(plan.ClusterID, seedCAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range joiners {
+		until(t, 10*time.Second, j.host.Name+" holds the server CA key", func() ([]byte, bool) {
+			got, _ := os.ReadFile(agent.ServerCAKeyFile(j.opts.K3sPaths))
+			return got, bytes.Equal(got, seedCAKey)
+		}, func(got []byte) string { return fmt.Sprintf("%d bytes, not the seed's", len(got)) })
+		ask := agent.MembershipQuery{Key: membershipKey, Node: plan.Nodes[i+1].NodeName, UUID: plan.Nodes[i+1].NodeUUID, Dial: seed.host.DialContext}
+		addr := netip.AddrPortFrom(netip.MustParseAddr(fmt.Sprintf("10.244.244.%d", i+2)), config.StatusPort)
+		until(t, 10*time.Second, j.host.Name+" signs a membership answer", func() ([]agent.PeerAnswer, bool) {
+			answers := ask.Ask(ctx, []netip.AddrPort{addr})
+			return answers, len(answers) == 1 && answers[0].Answer != nil
+		}, func(answers []agent.PeerAnswer) string { return fmt.Sprintf("answers %+v", answers) })
 	}
 
 	// The agent's state on its socket says the same.

@@ -2,8 +2,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -40,7 +47,10 @@ import (
 // first; their proven answer "removed" holds it: no k3s, no cluster
 // address, a clear message, and a tombstone that holds it again at the
 // next power-on, with the peers silent. A stranger's unproven "removed" on
-// a peer's address is ignored: k3s starts.
+// a peer's address is ignored: k3s starts. Only servers sign a verdict,
+// with a key from the server CA key they all hold: peers that hold the
+// token but not that key (what a worker holds) prove nothing however true
+// their "removed", and a seed without the key checks nothing and starts.
 func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 	netns.Skip(t)
 	standin := buildStandin(t)
@@ -56,12 +66,19 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 		// handedOn: `node replace node-q node-n` gave node-q's address
 		// to a new device, which holds it.
 		handedOn bool
+		// peersWithoutCAKey: the peers hold the token but not the server
+		// CA key, as a worker does; they judge "removed" all the same.
+		peersWithoutCAKey bool
+		// seedWithoutCAKey: node-q lost its server CA key.
+		seedWithoutCAKey bool
 	}{
 		{name: "removed"},
 		{name: "replaced by a device of the same name", replaced: true},
 		{name: "replaced by a device at its address", handedOn: true},
 		{name: "a stranger says removed", stranger: true},
 		{name: "nobody answers", silent: true},
+		{name: "peers that hold what a worker holds say removed", peersWithoutCAKey: true},
+		{name: "the seed cannot check an answer", seedWithoutCAKey: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			site := sitebox.Shared(t)
@@ -119,6 +136,8 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			defer cancel()
+			// The servers' CA, kept as k3s keeps it on every server.
+			caCrt, caKey := newServerCA(t)
 			var peers []*nodeAgent
 			var asked *atomic.Int32
 			switch {
@@ -130,10 +149,13 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 				// synced: each can judge a membership (asked about node-r,
 				// it answers "member").
 				for i := 1; i <= 2; i++ {
-					peers = append(peers, startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[i], plan.Nodes[i],
-						hasBeenMember(t, plan.ClusterID, plan.Nodes[i].NodeName, true), nil))
+					prepare := hasBeenMember(t, plan.ClusterID, plan.Nodes[i].NodeName, true)
+					if !c.peersWithoutCAKey {
+						prepare = keepsServerCA(t, prepare, caCrt, caKey)
+					}
+					peers = append(peers, startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[i], plan.Nodes[i], prepare, nil))
 				}
-				key, err := config.NewLifeKey(plan.ClusterID, plan.Nodes[1].Token)
+				key, err := config.NewMembershipKey(plan.ClusterID, caKey)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -141,6 +163,10 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 				for _, ip := range []string{"10.244.244.2", "10.244.244.3"} {
 					until(t, 30*time.Second, ip+" judges memberships", func() ([]agent.PeerAnswer, bool) {
 						answers := ask.Ask(ctx, []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr(ip), 12346)})
+						if c.peersWithoutCAKey {
+							// Up, and refusing to sign: only servers may.
+							return answers, len(answers) == 1 && answers[0].Err != nil && strings.Contains(answers[0].Err.Error(), "answered 503")
+						}
 						return answers, len(answers) == 1 && answers[0].Answer != nil && answers[0].Answer.Verdict == config.VerdictMember
 					}, func(answers []agent.PeerAnswer) string {
 						return fmt.Sprintf("answers %+v; node-r %+v; node-s %+v", answers, peers[0].agent.State(), peers[1].agent.State())
@@ -164,10 +190,13 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 			taken := watchAddresses(t, ctx, hosts[0])
 			// The old seed powers on: its config, its etcd data, its formed marker.
 			on := time.Now()
-			seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0],
-				hasBeenMember(t, plan.ClusterID, "node-q", true), func(o *agent.Options) {
-					o.Log = slog.New(slog.NewTextHandler(logFile, nil))
-				})
+			seedPrepare := hasBeenMember(t, plan.ClusterID, "node-q", true)
+			if !c.seedWithoutCAKey {
+				seedPrepare = keepsServerCA(t, seedPrepare, caCrt, caKey)
+			}
+			seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0], seedPrepare, func(o *agent.Options) {
+				o.Log = slog.New(slog.NewTextHandler(logFile, nil))
+			})
 			hasAddress := func() bool {
 				var have []netip.Prefix
 				if err := hosts[0].Do(func() (err error) { have, err = netcfg.InterfacePrefixes(netns.Interface); return err }); err != nil {
@@ -176,12 +205,19 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 				return slices.Contains(have, netip.MustParsePrefix("10.244.244.1/28"))
 			}
 
-			if c.stranger || c.silent {
+			if c.stranger || c.silent || c.peersWithoutCAKey || c.seedWithoutCAKey {
 				// Silence and an unproven word hold nothing: k3s starts as
 				// after a power cut, once the question's bound has passed.
 				starts := seed.waitK3sStarted(t)
 				if asked != nil && asked.Load() == 0 {
 					t.Errorf("node-q never asked the stranger at node-r's address: its word was not put to the test")
+				}
+				data, _ := os.ReadFile(logPath)
+				switch {
+				case c.peersWithoutCAKey && !strings.Contains(string(data), "answered 503"):
+					t.Errorf("node-q's log shows no peer refusing to sign: their word was not put to the test")
+				case c.seedWithoutCAKey && !strings.Contains(string(data), "cannot check a removal"):
+					t.Errorf("node-q's log does not say it cannot check a removal")
 				}
 				took := starts[0].Sub(on)
 				t.Logf("%s: k3s started %s after power-on (the question's bound: %s)", c.name, took.Round(10*time.Millisecond), agent.DefaultMembershipTimeout)
@@ -301,5 +337,45 @@ func watchAddresses(t *testing.T, ctx context.Context, h *netns.Host) func() []n
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(added)
+	}
+}
+
+// newServerCA is a cluster's server CA (certificate and key, PEM), as the
+// first k3s server makes it.
+func newServerCA(t *testing.T) (crtPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "k3s-server-ca@test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// keepsServerCA adds to prepare what every k3s server keeps that has been
+// a member: the server CA's certificate and key, where k3s keeps them.
+func keepsServerCA(t *testing.T, prepare func(configPath string), crtPEM, keyPEM []byte) func(configPath string) {
+	return func(configPath string) {
+		t.Helper()
+		prepare(configPath)
+		tls := filepath.Join(filepath.Dir(configPath), "k3s-data", "server", "tls")
+		if err := os.MkdirAll(tls, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range map[string][]byte{"server-ca.crt": crtPEM, "server-ca.key": keyPEM} {
+			if err := os.WriteFile(filepath.Join(tls, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -6,11 +6,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -28,6 +31,10 @@ import (
 // token pins, K10<sha256>::..., as k3s refuses a server serving another
 // CA) and keeps it (servers under server/tls, agents as agent/server-ca.crt);
 // a restart reuses what is on disk. Every server serves it at /cacerts.
+// A server that joins also gets the CA's key, as k3s's bootstrap data
+// gives it (GET /v1-k3s/server-bootstrap, authenticated with the token's
+// password as user "server", on a server checked against the CA): every
+// server holds server-ca.key, no agent does.
 
 // clusterCA is this node's copy of the cluster CA, and the CA's key where
 // this node made it.
@@ -49,17 +56,23 @@ func caFiles(dataDir, sub string) (crt, key string) {
 // config joins, else (the first server) made here.
 func loadOrMakeCA(sub, dataDir string, settings map[string]any) (*clusterCA, error) {
 	crtPath, keyPath := caFiles(dataDir, sub)
+	token, _ := settings["token"].(string)
+	server, _ := settings["server"].(string)
 	if data, err := os.ReadFile(crtPath); err == nil && len(data) > 0 {
 		ca := &clusterCA{pem: data}
 		if keyPath != "" {
-			if k, err := os.ReadFile(keyPath); err == nil {
+			k, err := os.ReadFile(keyPath)
+			if err != nil && server != "" {
+				// A joined server whose bootstrap fetch failed last time.
+				k, err = fetchServerCAKey(server, token, keyPath, data)
+			}
+			if err == nil {
 				ca.key, ca.crt = parseCA(data, k)
 			}
 		}
 		return ca, nil
 	}
-	token, _ := settings["token"].(string)
-	if server, _ := settings["server"].(string); server != "" {
+	if server != "" {
 		data, err := fetchCACerts(server)
 		if err != nil {
 			// k3s retries; the stand-in goes on without a CA (a test that
@@ -73,7 +86,20 @@ func loadOrMakeCA(sub, dataDir string, settings map[string]any) (*clusterCA, err
 				return nil, fmt.Errorf("token CA hash does not match the Cluster CA certificate hash: %s != %s", pin, hex.EncodeToString(sum[:]))
 			}
 		}
-		return &clusterCA{pem: data}, writeFile(crtPath, data)
+		if err := writeFile(crtPath, data); err != nil {
+			return nil, err
+		}
+		ca := &clusterCA{pem: data}
+		if keyPath != "" {
+			if k, err := fetchServerCAKey(server, token, keyPath, data); err != nil {
+				// k3s retries; the stand-in goes on without the key and
+				// fetches it again at its next start.
+				fmt.Fprintln(os.Stderr, "k3sstandin: no server CA key from", server+":", err)
+			} else {
+				ca.key, ca.crt = parseCA(data, k)
+			}
+		}
+		return ca, nil
 	}
 	ca, keyPEM, err := makeCA()
 	if err != nil {
@@ -103,6 +129,66 @@ func tokenPin(token string) string {
 		return ""
 	}
 	return hash
+}
+
+// tokenPassword is the password of a token, secure (K10<hash>::server:pw)
+// or plain (the password itself), as k3s reads it.
+func tokenPassword(token string) string {
+	if rest, ok := strings.CutPrefix(token, "K10"); ok {
+		if _, creds, ok := strings.Cut(rest, "::"); ok {
+			if _, pw, ok := strings.Cut(creds, ":"); ok {
+				return pw
+			}
+			return creds
+		}
+	}
+	return token
+}
+
+// serverBootstrapPath is where k3s's servers hand a joining server the
+// cluster's bootstrap data (its CA keys among them).
+const serverBootstrapPath = "/v1-k3s/server-bootstrap"
+
+// serverBootstrap is the part of k3s's bootstrap data the stand-in hands
+// on: the server CA's key.
+type serverBootstrap struct {
+	ServerCAKey struct {
+		Content []byte `json:"Content"`
+	} `json:"ServerCAKey"`
+}
+
+// fetchServerCAKey gets the server CA's key from server as a joining k3s
+// server does, checks that it is the key of the CA certificate crtPEM, and
+// writes it to keyPath.
+func fetchServerCAKey(server, token, keyPath string, crtPEM []byte) ([]byte, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(crtPEM) {
+		return nil, fmt.Errorf("no CA certificate to check %s with", server)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(server, "/")+serverBootstrapPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth("server", tokenPassword(token))
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", serverBootstrapPath, resp.Status)
+	}
+	var boot serverBootstrap
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&boot); err != nil {
+		return nil, err
+	}
+	if key, crt := parseCA(crtPEM, boot.ServerCAKey.Content); key == nil || !key.PublicKey.Equal(crt.PublicKey) {
+		return nil, errors.New("the bootstrap data's server CA key is not the cluster CA's")
+	}
+	return boot.ServerCAKey.Content, writeFile(keyPath, boot.ServerCAKey.Content)
 }
 
 func fetchCACerts(server string) ([]byte, error) {
@@ -169,9 +255,8 @@ func parseCA(crtPEM, keyPEM []byte) (*ecdsa.PrivateKey, *x509.Certificate) {
 }
 
 // servingCert is the API server's certificate: signed by the cluster CA
-// where this node holds its key, self-signed otherwise (a joined server
-// gets the CA's key from the cluster's bootstrap data in k3s; the stand-in
-// does not need it: /cacerts is what joiners check).
+// where this node holds its key (the first server, and a joined one that
+// got it with the bootstrap data), self-signed otherwise.
 func (ca *clusterCA) servingCert(ip string) (tls.Certificate, error) {
 	if ca.key == nil || ca.crt == nil {
 		return selfSigned()
@@ -195,10 +280,33 @@ func (ca *clusterCA) servingCert(ip string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der, ca.crt.Raw}, PrivateKey: key}, nil
 }
 
-// apiHandler answers like k3s's API server port: /cacerts to anyone, "ok"
-// elsewhere.
-func (ca *clusterCA) apiHandler() http.Handler {
+// apiHandler answers like k3s's API server port: /cacerts to anyone, the
+// bootstrap data (the server CA's key) to a server that presents the
+// token's password, "ok" elsewhere.
+func (ca *clusterCA) apiHandler(token string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == serverBootstrapPath {
+			user, pw, ok := r.BasicAuth()
+			want := tokenPassword(token)
+			if !ok || user != "server" || want == "" || subtle.ConstantTimeCompare([]byte(pw), []byte(want)) != 1 {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			if ca.key == nil {
+				http.Error(w, "no server CA key", http.StatusServiceUnavailable)
+				return
+			}
+			der, err := x509.MarshalECPrivateKey(ca.key)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			var boot serverBootstrap
+			boot.ServerCAKey.Content = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(boot)
+			return
+		}
 		if r.URL.Path == "/cacerts" {
 			if len(ca.pem) == 0 {
 				http.Error(w, "no cluster CA", http.StatusServiceUnavailable)

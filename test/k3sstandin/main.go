@@ -149,7 +149,8 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		go func() { _ = http.Serve(l, ca.apiHandler()) }()
+		token, _ := settings["token"].(string)
+		go func() { _ = http.Serve(l, ca.apiHandler(token)) }()
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)

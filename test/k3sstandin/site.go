@@ -144,7 +144,8 @@ func runSiteNode(confPath, sub, dataDir, nodeIP string) (*siteNode, error) {
 		if err != nil {
 			return nil, err
 		}
-		go func() { _ = http.Serve(l, site.apiHandler()) }()
+		// No bootstrap data here: sitebox gives every server the CA's key.
+		go func() { _ = http.Serve(l, site.apiHandler("")) }()
 	}
 	tlsDir := filepath.Join(dataDir, "server", "tls")
 	if err := os.MkdirAll(tlsDir, 0o700); err != nil {
@@ -152,6 +153,18 @@ func runSiteNode(confPath, sub, dataDir, nodeIP string) (*siteNode, error) {
 	}
 	if err := os.WriteFile(filepath.Join(tlsDir, "server-ca.crt"), ca, 0o600); err != nil {
 		return nil, err
+	}
+	// Every server holds the CA's key (k3s's bootstrap data carries it to
+	// joined servers); the agents' membership answers are signed with a
+	// key derived from it.
+	if conf.ServerCAKey != "" {
+		key, err := os.ReadFile(conf.ServerCAKey)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(tlsDir, "server-ca.key"), key, 0o600); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.startMember(host, *conf.Etcd, dataDir); err != nil {
 		return nil, err

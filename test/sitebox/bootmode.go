@@ -157,7 +157,7 @@ func (s *Site) writeBootFiles() error {
 		if err != nil {
 			return err
 		}
-		conf := sitemode.Node{HostNetns: filepath.Join("/run/netns", s.hostNetns()), APIServer: fmt.Sprintf("127.0.0.1:%d", s.APIPort), ServerCA: s.pki("ca.crt")}
+		conf := sitemode.Node{HostNetns: filepath.Join("/run/netns", s.hostNetns()), APIServer: fmt.Sprintf("127.0.0.1:%d", s.APIPort), ServerCA: s.pki("ca.crt"), ServerCAKey: s.pki("ca.key")}
 		if m, ok := s.EtcdMemberOf(n.Name); ok {
 			conf.Etcd = &sitemode.Etcd{CommandFile: s.cmdFile(etcdProcess(n.Name)), PIDFile: s.pidFile(etcdProcess(n.Name)),
 				LogFile: filepath.Join(s.Dir, "logs", etcdProcess(n.Name)+".log"), Client: strings.TrimPrefix(m.ClientURL(), "http://")}

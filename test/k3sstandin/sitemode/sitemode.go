@@ -25,6 +25,10 @@ type Node struct {
 	// ServerCA is the site's CA certificate, written where k3s keeps its
 	// server CA (<data-dir>/server/tls/server-ca.crt).
 	ServerCA string `json:"serverCA"`
+	// ServerCAKey is the site's CA private key, written on servers where
+	// k3s keeps its server CA key (<data-dir>/server/tls/server-ca.key), as
+	// k3s's bootstrap data gives it to every server; workers get none.
+	ServerCAKey string `json:"serverCAKey,omitempty"`
 	// Etcd is the node's etcd member; nil on a worker.
 	Etcd *Etcd `json:"etcd,omitempty"`
 }
