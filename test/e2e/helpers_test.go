@@ -849,6 +849,30 @@ func (l podList) String() string {
 	return "pods: " + strings.Join(lines, "; ")
 }
 
+// podsInDetail lists the pods in ns with each one's conditions and
+// container states: a failing wait's evidence of why a pod is not running.
+func podsInDetail(cs kubernetes.Interface, ns string) string {
+	l := listPods(cs, ns, metav1.ListOptions{})
+	if l.err != nil || len(l.items) == 0 {
+		return l.String()
+	}
+	lines := make([]string, len(l.items))
+	for i, p := range l.items {
+		line := podLine(p)
+		for _, c := range p.Status.Conditions {
+			line += fmt.Sprintf(" %s=%s", c.Type, c.Status)
+			if c.Reason != "" || c.Message != "" {
+				line += fmt.Sprintf("(%s: %s)", c.Reason, c.Message)
+			}
+		}
+		for _, cst := range p.Status.ContainerStatuses {
+			line += fmt.Sprintf(" container %s restarts=%d state=%+v", cst.Name, cst.RestartCount, cst.State)
+		}
+		lines[i] = line
+	}
+	return "pods in " + ns + ": " + strings.Join(lines, "; ")
+}
+
 // waitPods waits until the pods in ns that opts selects satisfy cond, and
 // returns them.
 func waitPods(t *testing.T, cs kubernetes.Interface, ns string, opts metav1.ListOptions, within time.Duration, what string, cond func([]corev1.Pod) bool) []corev1.Pod {

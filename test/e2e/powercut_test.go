@@ -251,7 +251,10 @@ func TestSitePowerCutComesBack(t *testing.T) {
 			for name, want := range map[string]string{"power-web": "node-b", "power-vm": "node-c"} {
 				a, ok := seen[name]
 				if !ok || a.KubeStatus != apps.KubeRunning || a.Node != want {
-					return fmt.Sprintf("%s's agent sees %s: %+v (want running on %s)", n, name, a, want), false
+					// The pods as the API server has them, with their
+					// conditions: what the kubelet and scheduler said.
+					return fmt.Sprintf("%s's agent sees %s: %+v (want running on %s); %s", n, name, a, want,
+						podsInDetail(cs, kube.AppNamespace)), false
 				}
 			}
 		}

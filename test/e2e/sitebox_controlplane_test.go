@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -88,4 +92,82 @@ func TestSiteControllersActRightAfterAPIServerRestart(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A kubelet (kwok) that restarted a moment before the API server went away
+// must run the pods bound to its node once the site has settled again. kwok
+// plays a pod only while its own cache says it holds the node's lease; a
+// kwok restarted just before an outage caches the dead kwok's lease until
+// its lease watch comes back on client-go's backoff, and drops the pod
+// events that arrive before then, never to replay them (CI,
+// TestSitePowerCutComesBack: power-web stayed Pending on node-b for 90 s
+// after TestPowerCutMembersStartWithoutTheSeed restarted the API server).
+// WaitSettled is the hand-over between tests: after it, a new pod runs.
+func TestKubeletRestartedBeforeAnOutageRunsNewPodsOnceSettled(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+
+	// node-b's device restarts (a new kwok, a new lease holder), then the
+	// API server goes away before that kwok's lease cache has caught up.
+	kwokLog := filepath.Join(site.Dir, "logs", "kwok-node-b.log")
+	before, err := os.ReadFile(kwokLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwokStarts := bytes.Count(before, []byte(`"msg":"Watch single node"`))
+	if err := site.PowerOff("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.PowerOn("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	// The new kwok is past its start (a kwok that cannot list its node at
+	// start exits) and has not yet taken the lease, which the old kwok's
+	// holds until it expires: its lease cache lags the API server when
+	// the API server goes.
+	until(t, 30*time.Second, "node-b's new kwok watching its node", func() (string, bool) {
+		data, _ := os.ReadFile(kwokLog)
+		return tail(string(data), 500), bytes.Count(data, []byte(`"msg":"Watch single node"`)) > kwokStarts
+	}, func(s string) string { return "its log ends: " + s })
+	if err := site.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = site.StartAPIServer(ctx)
+		}
+		site.WaitSettled(t, 90*time.Second)
+	})
+	holds(t, 14*time.Second, "the API server stays down", func() error {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return errors.New("the API server answers")
+		}
+		return nil
+	})
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := site.StartAPIServer(startCtx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	site.WaitSettled(t, 120*time.Second)
+
+	ns := fmt.Sprintf("kubelet-after-restart-%d", time.Now().Unix())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-node-b"},
+		Spec:       corev1.PodSpec{NodeName: "node-b", Containers: []corev1.Container{{Name: "c", Image: "registry.local/x:1"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// kwok plays a pod's readiness within a second of seeing it.
+	waitPods(t, cs, ns, metav1.ListOptions{}, 10*time.Second, "the pod bound to node-b, Ready", onlyPodReadyOn("node-b"))
 }

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -183,6 +184,10 @@ type Site struct {
 	// holes are the failed nodes' addresses held silent in this process.
 	holesMu sync.Mutex
 	holes   map[string]*heldSilence
+	// apiServerStarts counts StartAPIServer's restarts: a test's hand-over
+	// (TestSite.WaitSettled) proves the kubelets and simulators live again
+	// after each.
+	apiServerStarts atomic.Int64
 }
 
 // DefaultBinDir is where build/build.sh caches the control-plane binaries:
@@ -1128,6 +1133,7 @@ func (s *Site) StartAPIServer(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
+	s.apiServerStarts.Add(1)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -53,6 +55,9 @@ type TestSite struct {
 	Config *rest.Config
 	stop   context.CancelFunc
 	done   sync.WaitGroup
+	// provenLive is the API-server start (Site.apiServerStarts) after
+	// which WaitSimulatorsLive last saw every kubelet and simulator act.
+	provenLive atomic.Int64
 }
 
 // The package's site: started by the first test that asks for it, so a
@@ -264,17 +269,26 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 	if err != nil {
 		t.Fatalf("site not settled within %s: %v (before: %v)", within, unsettled, lastSeen)
 	}
+	// A site whose API server restarted since the last proof has settled
+	// only once its kubelets and simulators act on new objects again: the
+	// next test's first pod must not wait on a watch's backoff.
+	if ts.apiServerStarts.Load() != ts.provenLive.Load() {
+		ts.WaitSimulatorsLive(t, within)
+	}
 }
 
-// WaitSimulatorsLive waits until the in-process simulators act on new
-// objects again: a fresh Longhorn volume gets its replica and settles
-// (detached: nothing uses it, as Longhorn leaves an unused volume) and a
-// fresh VMI (with memory: KubeVirt's admission refuses one without) runs.
-// After the API server was away, their watches come back on client-go's
-// re-list backoff (up to 30 s): a test that stops the API server calls this
-// before it hands the site on.
+// WaitSimulatorsLive waits until the in-process simulators and every
+// Ready node's kubelet act on new objects again: a fresh Longhorn volume
+// gets its replica and settles (detached: nothing uses it, as Longhorn
+// leaves an unused volume), a fresh VMI (with memory: KubeVirt's admission
+// refuses one without) runs, and a pod bound to each Ready node turns
+// Ready. After the API server was away, their watches come back on
+// client-go's re-list backoff (up to 30 s). WaitSettled calls this after
+// each API-server restart.
 func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 	t.Helper()
+	starts := ts.apiServerStarts.Load()
+	ts.waitKubeletsLive(t, within)
 	ctx := context.Background()
 	clients := ts.Clients(t)
 	lh, kv := clients.Longhorn, clients.KubeVirt
@@ -308,4 +322,72 @@ func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 	if err != nil {
 		t.Fatalf("the simulators did not pick up new objects within %s", within)
 	}
+	ts.provenLive.Store(starts)
 }
+
+// waitKubeletsLive waits until a probe pod bound to each Ready node is
+// Ready, then removes the probes. kwok plays a pod only while its cache
+// says it holds the node's lease, and drops the events that arrive before
+// then for good: a kwok restarted just before the API server went away
+// caches the old holder until its lease watch is back. So a probe not yet
+// Ready is touched (an annotation) every two seconds: each touch is an
+// event a live kwok acts on.
+func (ts *TestSite) waitKubeletsLive(t testing.TB, within time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	pods := ts.Clients(t).Core.CoreV1().Pods(corev1.NamespaceDefault)
+	nodes, err := ts.Clients(t).Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := time.Now().UnixNano()
+	var probes []string
+	for _, n := range nodes.Items {
+		if !kube.NodeIsReady(&n) {
+			continue
+		}
+		name := fmt.Sprintf("sitebox-kubelet-probe-%s-%d", n.Name, stamp)
+		probe := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kubeletProbeLabel: "true"}},
+			Spec: corev1.PodSpec{NodeName: n.Name, Containers: []corev1.Container{{Name: "probe", Image: "registry.local/probe:1"}},
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
+		}
+		if _, err := pods.Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		probes = append(probes, name)
+	}
+	defer func() {
+		for _, name := range probes {
+			_ = pods.Delete(ctx, name, metav1.DeleteOptions{})
+		}
+		// Gone, played by their kubelets: a settled site has no pod
+		// on its way out.
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+			l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: kubeletProbeLabel})
+			return err == nil && len(l.Items) == 0, nil
+		})
+	}()
+	touch := 0
+	var waiting []string
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, within, true, func(ctx context.Context) (bool, error) {
+		touch++
+		waiting = waiting[:0]
+		for _, name := range probes {
+			p, err := pods.Get(ctx, name, metav1.GetOptions{})
+			if err == nil && kube.PodReady(p) {
+				continue
+			}
+			waiting = append(waiting, name)
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"sitebox.sitecon.io/probe-touch":"%d"}}}`, touch)
+			_, _ = pods.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}
+		return len(waiting) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the kubelets did not run new pods within %s: %v not Ready", within, waiting)
+	}
+}
+
+// kubeletProbeLabel marks waitKubeletsLive's probe pods.
+const kubeletProbeLabel = "sitebox.sitecon.io/kubelet-probe"
