@@ -53,18 +53,26 @@ type interruptedError struct{ sig os.Signal }
 func (e interruptedError) Error() string { return "interrupted by " + e.sig.String() }
 
 // signalContext is ctx, cancelled (with an interruptedError as its cause)
-// by the first SIGINT, SIGTERM, SIGHUP or SIGPIPE. SIGHUP is what a
-// dropped SSH session or closed terminal sends, and SIGPIPE what writing
-// to a gone SSH channel raises: by default either kills the process in
-// the middle of an action, leaving a cordoned node and no outcome. Caught,
-// the action in flight sees its context end, stops as it would on Ctrl-C
-// and records "interrupted" (writes to the gone terminal fail with EPIPE
-// instead of killing). Later signals are caught too, so the outcome gets
+// by the first SIGINT, SIGTERM or SIGHUP. SIGHUP is what a dropped SSH
+// session or closed terminal sends: by default it kills the process in the
+// middle of an action, leaving a cordoned node and no outcome. Caught, the
+// action in flight sees its context end, stops as it would on Ctrl-C and
+// records "interrupted". Later signals are caught too, so the outcome gets
 // written.
+//
+// SIGPIPE is received and dropped: the kernel raises it for a write to
+// any broken pipe or connection (k3s restarting under the agent, an API
+// server going away under the console), so it says nothing about the
+// terminal, and taken as a stop it stopped the agent each time a peer went
+// mid-write. Received, every such write fails with EPIPE, a write to a gone
+// terminal included (by default that one kills the process before the
+// outcome is written). Not ignored (SIG_IGN): an ignored signal is
+// inherited across exec, by k3s and through it by the apps' containers.
 func signalContext(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		select {
 		case sig := <-ch:

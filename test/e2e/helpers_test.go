@@ -772,6 +772,23 @@ func logAgentsOnFailure(t *testing.T, logDir string, nodes ...string) {
 	}
 }
 
+// logSiteOnFailure logs the end of each named process's log in a sitebox
+// site's logs directory when the test failed: a site started for one test
+// is removed with the test's temporary directory.
+func logSiteOnFailure(t *testing.T, siteDir string, processes ...string) {
+	if !t.Failed() {
+		return
+	}
+	for _, name := range processes {
+		data, err := os.ReadFile(filepath.Join(siteDir, "logs", name+".log"))
+		if err != nil {
+			t.Logf("%s: no log: %v", name, err)
+			continue
+		}
+		t.Logf("%s log (last 4000 bytes):\n%s", name, tail(string(data), 4000))
+	}
+}
+
 func tail(s string, n int) string {
 	if len(s) <= n {
 		return s

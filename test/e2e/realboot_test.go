@@ -101,6 +101,9 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer site.Stop()
+	// Before the site's directory goes: what each device's agent and k3s
+	// said, and how each ended.
+	defer logSiteOnFailure(t, site.Dir, "agent-node-a", "agent-node-b", "agent-node-c", "k3s-node-a", "k3s-node-b", "k3s-node-c")
 	site.K3sStandin = buildStandin(t)
 	appsDir := t.TempDir()
 	for _, sub := range []string{"apps", "volumes"} {
