@@ -184,10 +184,12 @@ type Site struct {
 	// holes are the failed nodes' addresses held silent in this process.
 	holesMu sync.Mutex
 	holes   map[string]*heldSilence
-	// apiServerStarts counts StartAPIServer's restarts: a test's hand-over
-	// (TestSite.WaitSettled) proves the kubelets and simulators live again
-	// after each.
-	apiServerStarts atomic.Int64
+	// restarts counts the restarts that leave the site's watches on
+	// client-go's backoff: the API server's (StartAPIServer) and a node's
+	// (PowerOn, Recover: its kubelet starts anew, perhaps while etcd has
+	// no quorum). A test's hand-over (TestSite.WaitSettled) proves the
+	// kubelets and simulators live again after each.
+	restarts atomic.Int64
 }
 
 // DefaultBinDir is where build/build.sh caches the control-plane binaries:
@@ -944,6 +946,7 @@ func (s *Site) Recover(node string) error {
 	if err != nil {
 		return err
 	}
+	defer s.restarts.Add(1)
 	if s.running("kwok-" + node) {
 		return fmt.Errorf("node %s is not failed", node)
 	}
@@ -997,6 +1000,7 @@ func (s *Site) PowerOn(node string) error {
 	if err != nil {
 		return err
 	}
+	defer s.restarts.Add(1)
 	if s.Bootstrap {
 		return s.powerOnBoot(node)
 	}
@@ -1133,7 +1137,7 @@ func (s *Site) StartAPIServer(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	s.apiServerStarts.Add(1)
+	s.restarts.Add(1)
 	return nil
 }
 

@@ -55,8 +55,8 @@ type TestSite struct {
 	Config *rest.Config
 	stop   context.CancelFunc
 	done   sync.WaitGroup
-	// provenLive is the API-server start (Site.apiServerStarts) after
-	// which WaitSimulatorsLive last saw every kubelet and simulator act.
+	// provenLive is the restart (Site.restarts) after which
+	// WaitSimulatorsLive last saw every kubelet and simulator act.
 	provenLive atomic.Int64
 }
 
@@ -269,10 +269,11 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 	if err != nil {
 		t.Fatalf("site not settled within %s: %v (before: %v)", within, unsettled, lastSeen)
 	}
-	// A site whose API server restarted since the last proof has settled
-	// only once its kubelets and simulators act on new objects again: the
-	// next test's first pod must not wait on a watch's backoff.
-	if ts.apiServerStarts.Load() != ts.provenLive.Load() {
+	// A site whose API server or a node restarted since the last proof
+	// has settled only once its kubelets and simulators act on new
+	// objects again: the next test's first pod must not wait on a
+	// watch's backoff.
+	if ts.restarts.Load() != ts.provenLive.Load() {
 		ts.WaitSimulatorsLive(t, within)
 	}
 }
@@ -284,10 +285,10 @@ func (ts *TestSite) WaitSettled(t testing.TB, within time.Duration) {
 // refuses one without) runs, and a pod bound to each Ready node turns
 // Ready. After the API server was away, their watches come back on
 // client-go's re-list backoff (up to 30 s). WaitSettled calls this after
-// each API-server restart.
+// each restart of the API server or a node.
 func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 	t.Helper()
-	starts := ts.apiServerStarts.Load()
+	starts := ts.restarts.Load()
 	ts.waitKubeletsLive(t, within)
 	ctx := context.Background()
 	clients := ts.Clients(t)
