@@ -143,8 +143,10 @@ const (
 	NodeDown     = "DOWN"
 )
 
-// Agent gates, places and follows the apps from the watch-driven snapshot.
-type Agent struct {
+// Controller is the agent's apps part: it gates, places and follows the
+// apps from the watch-driven snapshot, and publishes what it finds. (The
+// node agent itself is agent.Agent; this is one of the parts it runs.)
+type Controller struct {
 	opts     Options
 	snap     *kube.Snapshot
 	dyn      dynamic.Interface
@@ -206,12 +208,12 @@ type Agent struct {
 	pass passes
 }
 
-// New prepares the apps agent over a started snapshot.
 // DefaultFailoverTimeout is how long a pod may hang terminating on a lost
 // node before the failover guard judges it, unless configured.
 const DefaultFailoverTimeout = 60 * time.Second
 
-func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
+// New prepares the apps controller over a started snapshot.
+func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -256,7 +258,7 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sitecon-agent", Host: opts.NodeName})
 	timeline := NewTimeline(500)
 	fx := placeEffects{dyn: dyn, node: opts.NodeName, timeline: timeline, recorder: recorder, log: opts.Log, metrics: opts.Metrics}
-	return &Agent{
+	return &Controller{
 		opts: opts, snap: snap, dyn: dyn, log: opts.Log, broadcaster: broadcaster,
 		recorder:        recorder,
 		timeline:        timeline,
@@ -275,21 +277,21 @@ func New(opts Options, snap *kube.Snapshot) (*Agent, error) {
 }
 
 // Apps returns the published app states, sorted by name.
-func (a *Agent) Apps() []AppState {
+func (a *Controller) Apps() []AppState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.apps)
 }
 
 // Volumes returns the configured volumes as last published.
-func (a *Agent) Volumes() []VolumeState {
+func (a *Controller) Volumes() []VolumeState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.volumes)
 }
 
 // Node returns this node's published status.
-func (a *Agent) Node() NodeState {
+func (a *Controller) Node() NodeState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.node
@@ -299,15 +301,15 @@ func (a *Agent) Node() NodeState {
 }
 
 // Timeline returns the agent's events, newest first.
-func (a *Agent) Timeline() []TimelineEvent { return a.timeline.Events() }
+func (a *Controller) Timeline() []TimelineEvent { return a.timeline.Events() }
 
 // Subscribe returns a channel that receives a value after the published
 // state changed (coalesced), and a function to unsubscribe.
-func (a *Agent) Subscribe() (<-chan struct{}, func()) { return a.changes.Subscribe() }
+func (a *Controller) Subscribe() (<-chan struct{}, func()) { return a.changes.Subscribe() }
 
-func (a *Agent) notify() { a.changes.Notify() }
+func (a *Controller) notify() { a.changes.Notify() }
 
-func (a *Agent) wake() {
+func (a *Controller) wake() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -315,7 +317,7 @@ func (a *Agent) wake() {
 }
 
 // Run follows the config directory and the cluster until ctx ends.
-func (a *Agent) Run(ctx context.Context) error {
+func (a *Controller) Run(ctx context.Context) error {
 	defer a.broadcaster.Shutdown()
 	// A fresh install has an apps directory without its subdirectories:
 	// make them. When the apps directory itself is missing (a partition not
@@ -439,7 +441,7 @@ func (w *watchedDirs) arm(root string) {
 // loadFiles reads the apps directory into the set the agent acts on. It
 // returns when a file held absent (HoldAbsentFiles) is due to leave the
 // config if it is still absent (0: none held).
-func (a *Agent) loadFiles(now time.Time) time.Duration {
+func (a *Controller) loadFiles(now time.Time) time.Duration {
 	read := ReadAppFiles(a.opts.AppsDir)
 	if a.firstRead.IsZero() {
 		a.firstRead = now
@@ -463,7 +465,7 @@ func (a *Agent) loadFiles(now time.Time) time.Duration {
 
 // reconcile publishes the state, lays out this node's apps and acts on
 // failover. It returns when it wants to run again without a change (0: no).
-func (a *Agent) reconcile(ctx context.Context, woke time.Time) time.Duration {
+func (a *Controller) reconcile(ctx context.Context, woke time.Time) time.Duration {
 	d := a.snap.Data()
 	synced := a.snap.Synced()
 	now := time.Now()
@@ -628,7 +630,7 @@ func readySince(n *corev1.Node) time.Time {
 }
 
 // followNodes records node readiness transitions and this node's status.
-func (a *Agent) followNodes(d kube.Data, synced bool, now time.Time) {
+func (a *Controller) followNodes(d kube.Data, synced bool, now time.Time) {
 	st := NodeState{Node: a.opts.NodeName, UUID: a.opts.NodeUUID}
 	switch {
 	case !d.Health.Connected:
@@ -681,7 +683,7 @@ func (a *Agent) followNodes(d kube.Data, synced bool, now time.Time) {
 	}
 }
 
-func (a *Agent) followLeader(now time.Time) {
+func (a *Controller) followLeader(now time.Time) {
 	l := a.opts.Leader()
 	if l.IsLeader {
 		a.opts.Metrics.Leader.Set(1)
@@ -703,7 +705,7 @@ func (a *Agent) followLeader(now time.Time) {
 // publish stores the app states, notes moves, and writes the state files.
 // publishVolumes publishes the volumes when they changed (volumes.json,
 // /v1/volumes).
-func (a *Agent) publishVolumes(vols []VolumeState) {
+func (a *Controller) publishVolumes(vols []VolumeState) {
 	a.mu.Lock()
 	changed := !reflect.DeepEqual(a.volumes, vols)
 	a.volumes = vols
@@ -714,7 +716,7 @@ func (a *Agent) publishVolumes(vols []VolumeState) {
 	}
 }
 
-func (a *Agent) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
+func (a *Controller) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
 	now := time.Now()
 	a.mu.Lock()
 	prev := map[string]AppState{}
@@ -788,7 +790,7 @@ func (a *Agent) publish(states []AppState, d kube.Data, nodes map[string]*corev1
 const clusterStateInterval = 10 * time.Second
 
 // noteMove records an app starting to run on another node than before.
-func (a *Agent) noteMove(st AppState, now time.Time) {
+func (a *Controller) noteMove(st AppState, now time.Time) {
 	running := ""
 	if st.KubeStatus == KubeRunning {
 		running = st.Node
@@ -812,7 +814,7 @@ func (a *Agent) noteMove(st AppState, now time.Time) {
 	}
 }
 
-func (a *Agent) writeState(name string, v any) {
+func (a *Controller) writeState(name string, v any) {
 	if a.opts.StateDir == "" {
 		return
 	}
@@ -827,7 +829,7 @@ func (a *Agent) writeState(name string, v any) {
 
 // noteOverrideRefusal puts a refused override on the timeline (and in the
 // log and an Event) once per reason, and forgets it when it clears.
-func (a *Agent) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
+func (a *Controller) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
 	if a.overrideRefused[uuid] == refusal {
 		return
 	}
@@ -841,7 +843,7 @@ func (a *Agent) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
 }
 
 // removeOverride drops a placement override the controller has overruled.
-func (a *Agent) removeOverride(ctx context.Context, uuid string) {
+func (a *Controller) removeOverride(ctx context.Context, uuid string) {
 	patch, _ := json.Marshal(map[string]any{"data": map[string]any{uuid: nil}})
 	_, err := a.snap.Clients().Core.CoreV1().ConfigMaps(kube.AppNamespace).Patch(ctx, PlacementConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {

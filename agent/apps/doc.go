@@ -6,7 +6,7 @@
 // in Prometheus metrics.
 //
 // Where things are:
-//   - apps.go: the Agent (the apps part), its options, its reconcile loop
+//   - apps.go: the Controller (the apps part), its options, its reconcile loop
 //     and the state it publishes.
 //   - appconfig.go: reading and checking the app and volume files.
 //   - gating.go: what each app's state is and whether this node places it.

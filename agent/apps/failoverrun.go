@@ -24,7 +24,7 @@ import (
 
 // failover judges app pods stuck terminating on lost nodes (leader only).
 // It returns when the next verdict could change (0: none pending).
-func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
+func (a *Controller) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
 	next := time.Duration(0)
 	soon := func(wait time.Duration) {
 		if wait = max(wait, 10*time.Millisecond); next == 0 || wait < next {
@@ -153,7 +153,7 @@ type releaseCheck struct {
 // only while a node is lost, at most every failoverRecheck unless an app
 // pod left a lost node since the last pass. It returns when to look again
 // (0: no need).
-func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[string]*corev1.Node, d kube.Data, probed map[string]NodeLife, now time.Time) time.Duration {
+func (a *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[string]*corev1.Node, d kube.Data, probed map[string]NodeLife, now time.Time) time.Duration {
 	podsOnLost := map[types.UID]bool{}
 	for _, p := range d.Pods {
 		if p.Namespace == kube.AppNamespace && unreachableTaint(nodes[p.Spec.NodeName]) != nil {
@@ -270,7 +270,7 @@ func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[str
 
 // failoverEvidence probes the lost node (once per pass) and, only when it
 // is silent, reads the pod's claims afresh from the API server.
-func (a *Agent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
+func (a *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
 	life, ok := probed[node.Name]
 	if !ok {
 		life = a.opts.NodeProbe(ctx, node)

@@ -31,7 +31,7 @@ type FenceOptions struct {
 // stops this node's auto-migration apps' pods, again at every check while
 // cut off (a kubelet that still runs starts them again), and says so in
 // the node's status.
-func (a *Agent) fenceWatch(ctx context.Context) {
+func (a *Controller) fenceWatch(ctx context.Context) {
 	bound := DeriveFenceTimings(a.opts.FailoverTimeout).FenceAfter
 	start := time.Now()
 	var st FenceState
@@ -70,7 +70,7 @@ func (a *Agent) fenceWatch(ctx context.Context) {
 	}
 }
 
-func (a *Agent) setFence(why string) {
+func (a *Controller) setFence(why string) {
 	a.mu.Lock()
 	changed := a.fence != why
 	a.fence = why
@@ -82,7 +82,7 @@ func (a *Agent) setFence(why string) {
 
 // fenceCheck asks the API server, and only when it does not answer, the
 // peers, all at once, each bounded by probeTimeout.
-func (a *Agent) fenceCheck(ctx context.Context) FenceCheck {
+func (a *Controller) fenceCheck(ctx context.Context) FenceCheck {
 	apiCtx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if a.opts.Fence.APIReady(apiCtx) == nil {
@@ -119,7 +119,7 @@ func (a *Agent) fenceCheck(ctx context.Context) FenceCheck {
 // apps that migrate (pinned apps' pods stay: nobody else will run them).
 // An app pod whose app this node has no config for is stopped too: it
 // cannot be shown pinned, and the majority side may move it.
-func (a *Agent) autoPodsHere() []string {
+func (a *Controller) autoPodsHere() []string {
 	a.mu.Lock()
 	set := a.set
 	a.mu.Unlock()

@@ -17,7 +17,7 @@ import (
 // as many entries as there are nodes and apps now, not as many as ever
 // were (an agent runs for years).
 func TestAgentMemoryFollowsChurn(t *testing.T) {
-	a := &Agent{opts: Options{NodeName: "node-a", Metrics: NewMetrics(), Leader: func() LeaderState { return LeaderState{} }},
+	a := &Controller{opts: Options{NodeName: "node-a", Metrics: NewMetrics(), Leader: func() LeaderState { return LeaderState{} }},
 		log: slog.New(slog.DiscardHandler), timeline: NewTimeline(50),
 		lastRunning: map[string]string{}, nodeReady: map[string]bool{}, lostSeen: map[string]bool{}}
 	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
