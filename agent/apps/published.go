@@ -1,0 +1,250 @@
+package apps
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/kube"
+)
+
+// AppState is what this node publishes about one app.
+type AppState struct {
+	UUID                string             `json:"uuid"`
+	Name                string             `json:"name"`
+	Kind                string             `json:"kind"`
+	Pinned              bool               `json:"pinned"`
+	EffectiveDNId       string             `json:"effective_dnid"`
+	DNIdNode            string             `json:"dnid_node,omitempty"`
+	Override            *PlacementOverride `json:"override,omitempty"`
+	Activate            bool               `json:"activate"`
+	IsDNIdNode          bool               `json:"is_dnid_node"`
+	ScheduledOnThisNode bool               `json:"scheduled_on_this_node"`
+	KubeStatus          KubeStatus         `json:"kube_status"`
+	ClusterAppRunning   bool               `json:"cluster_app_running"`
+	// Node is where Kubernetes runs the app (or has scheduled it).
+	Node    string `json:"node,omitempty"`
+	VMIName string `json:"vmi_name,omitempty"`
+	// Lost reports a pinned app whose node is gone: it is not moved.
+	Lost *LostApp `json:"lost,omitempty"`
+	// Failover is the last failover verdict that was not "wait".
+	Failover string `json:"failover,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// ChangedAt is when cluster_app_running last changed on this node.
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// LostApp says where a pinned app is stranded and since when.
+type LostApp struct {
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
+}
+
+// NodeState is this node's cluster status: READY, NOTREADY (the cluster says
+// so) or DOWN (the API server does not answer).
+type NodeState struct {
+	Node   string    `json:"node"`
+	UUID   string    `json:"uuid,omitempty"`
+	Status string    `json:"status"`
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason,omitempty"`
+	// ConfigErrors are the app and volume files that could not be used, by path.
+	ConfigErrors map[string]string `json:"config_errors,omitempty"`
+	// Fence says why this node stopped its auto apps' workloads (cut off
+	// from the cluster past the fence bound); empty when it did not.
+	Fence string `json:"fence,omitempty"`
+}
+
+// Node statuses.
+const (
+	NodeReady    = "READY"
+	NodeNotReady = "NOTREADY"
+	NodeDown     = "DOWN"
+)
+
+// followNodes records node readiness transitions and this node's status.
+func (a *Controller) followNodes(d kube.Data, synced bool, now time.Time) {
+	st := NodeState{Node: a.opts.NodeName, UUID: a.opts.NodeUUID}
+	switch {
+	case !d.Health.Connected:
+		st.Status, st.Since, st.Reason = NodeDown, d.Health.Since, d.Health.LastError
+		if st.Reason == "" {
+			st.Reason = "not connected yet"
+		}
+	case !synced:
+		st.Status, st.Since, st.Reason = NodeDown, now, "reading the cluster"
+	default:
+		st.Status, st.Since, st.Reason = NodeNotReady, now, "no Node object named "+a.opts.NodeName
+	}
+	for _, n := range d.Nodes {
+		ready := kube.NodeIsReady(n)
+		if synced && d.Health.Connected && n.Name == a.opts.NodeName {
+			st.Status, st.Since, st.Reason = NodeNotReady, readySince(n), "the cluster marks it not ready"
+			if ready {
+				st.Status, st.Reason = NodeReady, ""
+			}
+			st.UUID = cmp.Or(st.UUID, n.Labels[kube.LabelNodeUUID])
+		}
+		if was, seen := a.nodeReady[n.Name]; seen && was != ready {
+			msg := n.Name + " is Ready"
+			if !ready {
+				msg = n.Name + " is not Ready"
+			}
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventNode, Node: n.Name, Message: msg, Warning: !ready})
+		}
+		if synced {
+			a.nodeReady[n.Name] = ready
+		}
+	}
+	if synced {
+		// A node gone from the cluster (removed, replaced under another
+		// name) is forgotten: over years of churn the memory would grow.
+		maps.DeleteFunc(a.nodeReady, func(name string, _ bool) bool {
+			return !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == name })
+		})
+	}
+	a.mu.Lock()
+	if a.node.Status == st.Status && a.node.Reason == st.Reason {
+		st.Since = a.node.Since
+	}
+	changed := !reflect.DeepEqual(a.node, st)
+	a.node = st
+	a.mu.Unlock()
+	if changed {
+		a.writeState("node.json", a.Node())
+		a.notify()
+	}
+}
+
+// publishVolumes publishes the volumes when they changed (volumes.json,
+// /v1/volumes).
+func (a *Controller) publishVolumes(vols []VolumeState) {
+	a.mu.Lock()
+	changed := !reflect.DeepEqual(a.volumes, vols)
+	a.volumes = vols
+	a.mu.Unlock()
+	if changed {
+		a.writeState("volumes.json", vols)
+		a.notify()
+	}
+}
+
+// publish stores the app states, notes moves, and writes the state files.
+func (a *Controller) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
+	now := time.Now()
+	a.mu.Lock()
+	prev := map[string]AppState{}
+	for _, st := range a.apps {
+		prev[st.UUID] = st
+	}
+	runningChanged := false
+	for i := range states {
+		st := &states[i]
+		p, had := prev[st.UUID]
+		st.ChangedAt = now
+		if had && p.ClusterAppRunning == st.ClusterAppRunning {
+			st.ChangedAt = p.ChangedAt
+		} else if had {
+			runningChanged = true
+		}
+		if st.Failover == "" && had {
+			st.Failover = p.Failover
+		}
+	}
+	changed := !reflect.DeepEqual(a.apps, states)
+	a.apps = states
+	a.mu.Unlock()
+
+	counts := map[KubeStatus]int{}
+	for _, st := range states {
+		counts[st.KubeStatus]++
+		a.noteMove(st, now)
+		if st.Lost != nil && !a.lostSeen[st.UUID] {
+			msg := fmt.Sprintf("pinned app %s is on lost node %s (since %s); not moved", st.Name, st.Lost.Node, st.Lost.Since.Format(time.TimeOnly))
+			a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: st.Name, Node: st.Lost.Node, Warning: true, Message: msg})
+			// One Kubernetes Event for the cluster: from the stats leader.
+			if obj := a.placed.workload(st.UUID); obj != nil && a.opts.Leader().IsLeader {
+				a.recorder.Event(obj, corev1.EventTypeWarning, "PinnedAppNodeLost", msg)
+			}
+		}
+		a.lostSeen[st.UUID] = st.Lost != nil
+	}
+	// states holds every configured app: an app that left the config is
+	// forgotten, so the memory follows the config, not its history.
+	configured := map[string]bool{}
+	for _, st := range states {
+		configured[st.UUID] = true
+	}
+	maps.DeleteFunc(a.lastRunning, func(uuid, _ string) bool { return !configured[uuid] })
+	maps.DeleteFunc(a.lostSeen, func(uuid string, _ bool) bool { return !configured[uuid] })
+	for _, s := range []KubeStatus{KubeUnknown, KubeAPIUnreachable, KubeNotInCluster, KubeNotRunning, KubeRunning} {
+		a.opts.Metrics.Apps.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+	if runningChanged {
+		a.opts.Metrics.DetectionLatency.Observe(now.Sub(woke).Seconds())
+	}
+	if changed {
+		a.writeState("apps.json", states)
+		a.notify()
+	}
+	if v := a.timeline.Version(); v != a.timelineWritten {
+		a.timelineWritten = v
+		a.writeState("events.json", a.timeline.Events())
+	}
+	// The cluster-wide view changes with every lease renewal and Longhorn
+	// status; on device flash, once per clusterStateInterval is plenty (EVE
+	// itself publishes cluster stats every 10 s).
+	if synced && a.opts.Leader().IsLeader && now.Sub(a.clusterWritten) >= clusterStateInterval {
+		a.clusterWritten = now
+		a.writeState("cluster.json", kube.Derive(d, now))
+	}
+}
+
+// clusterStateInterval spaces the leader's cluster.json writes.
+const clusterStateInterval = 10 * time.Second
+
+// noteMove records an app starting to run on another node than before.
+func (a *Controller) noteMove(st AppState, now time.Time) {
+	running := ""
+	if st.KubeStatus == KubeRunning {
+		running = st.Node
+	}
+	if running == "" {
+		return
+	}
+	prev := a.lastRunning[st.UUID]
+	a.lastRunning[st.UUID] = running
+	if prev == "" || prev == running {
+		return
+	}
+	a.opts.Metrics.Migrations.Inc()
+	msg := fmt.Sprintf("%s moved from %s to %s", st.Name, prev, running)
+	a.timeline.Add(TimelineEvent{Time: now, Kind: EventMove, App: st.Name, Node: running, Message: msg})
+	// One Kubernetes Event per move: from the node it moved to.
+	if st.ClusterAppRunning {
+		if obj := a.placed.workload(st.UUID); obj != nil {
+			a.recorder.Event(obj, corev1.EventTypeNormal, "AppMoved", msg)
+		}
+	}
+}
+
+func (a *Controller) writeState(name string, v any) {
+	if a.opts.StateDir == "" {
+		return
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return
+	}
+	if err := config.WriteFileAtomic(filepath.Join(a.opts.StateDir, name), append(data, '\n'), 0o644); err != nil {
+		a.log.Warn("state file", "file", name, "err", err)
+	}
+}
