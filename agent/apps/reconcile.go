@@ -21,145 +21,255 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
-// reconcile publishes the state, lays out this node's apps and acts on
-// failover. It returns when it wants to run again without a change (0: no).
+// reconcile is one pass, in the steps a controller-runtime reconciler
+// takes: read what is (observe), decide per app (decideApps), publish what
+// is seen (publishSeen), then, with a synced cache and an API server that
+// answers, make the cluster match (act) and publish what acting found. It
+// returns when it wants to run again without a change (0: no).
 func (a *Controller) reconcile(ctx context.Context, woke time.Time) time.Duration {
-	d := a.snap.Data()
-	synced := a.snap.Synced()
-	now := time.Now()
+	obs := a.observe()
+	a.followNodes(obs.data, obs.synced, obs.now)
+	a.followLeader(obs.now)
+	verdicts := a.decideApps(obs)
+	seen := a.publishSeen(obs, verdicts.states, woke)
+	if !obs.synced || !obs.data.Health.Connected {
+		// Nothing to act on: the decisions rest on a cache that is not
+		// whole, or there is no API server to write to.
+		return 0
+	}
+	next := a.act(ctx, obs, verdicts)
+	if !reflect.DeepEqual(seen, verdicts.states) {
+		// Acting found something new: an apply refused or mended, a
+		// failover taken.
+		a.publish(verdicts.states, obs.data, obs.nodes, obs.synced, woke)
+	}
+	return next
+}
+
+// observation is what one pass reads, once, so that every step of the pass
+// decides from the same picture: the snapshot's data, the config, and the
+// indexes the decisions look things up in.
+type observation struct {
+	data   kube.Data
+	synced bool
+	now    time.Time
+	// set is the config, with the placement ConfigMap's unusable
+	// overrides added to its errors.
+	set AppSet
+	// nodes by name; nodeByUUID maps a node-uuid label (lower case) to
+	// its node's name.
+	nodes      map[string]*corev1.Node
+	nodeByUUID map[string]string
+	// myUUID is this node's UUID, lower case (from the options, or else
+	// from its Node's label).
+	myUUID    string
+	overrides map[string]PlacementOverride
+	// apps is what the cluster shows of each app, by UUID.
+	apps map[string]AppObservation
+}
+
+// observe reads the snapshot and the config set once for the pass and
+// indexes them. It writes nothing: the steps after it act on what it read.
+func (a *Controller) observe() observation {
+	obs := observation{data: a.snap.Data(), synced: a.snap.Synced(), now: time.Now()}
 	a.mu.Lock()
-	set := a.set
+	obs.set = a.set
 	a.mu.Unlock()
 
-	nodes := map[string]*corev1.Node{}
-	nodeByUUID := map[string]string{}
-	for _, n := range d.Nodes {
-		nodes[n.Name] = n
+	obs.nodes = map[string]*corev1.Node{}
+	obs.nodeByUUID = map[string]string{}
+	for _, n := range obs.data.Nodes {
+		obs.nodes[n.Name] = n
 		if u := n.Labels[kube.LabelNodeUUID]; u != "" {
-			nodeByUUID[strings.ToLower(u)] = n.Name
+			obs.nodeByUUID[strings.ToLower(u)] = n.Name
 		}
 	}
-	myUUID := strings.ToLower(a.opts.NodeUUID)
-	if own, ok := nodes[a.opts.NodeName]; ok && myUUID == "" {
-		myUUID = strings.ToLower(own.Labels[kube.LabelNodeUUID])
+	obs.myUUID = strings.ToLower(a.opts.NodeUUID)
+	if own, ok := obs.nodes[a.opts.NodeName]; ok && obs.myUUID == "" {
+		obs.myUUID = strings.ToLower(own.Labels[kube.LabelNodeUUID])
 	}
-	a.followNodes(d, synced, now)
-	a.followLeader(now)
 
 	var placementCM *corev1.ConfigMap
-	for _, cm := range d.ConfigMaps {
+	for _, cm := range obs.data.ConfigMaps {
 		if cm.Name == PlacementConfigMapName {
 			placementCM = cm
 		}
 	}
 	overrides, badOverrides := ParseOverrides(placementCM)
+	obs.overrides = overrides
 	for uuid, msg := range badOverrides {
-		set.Errors = maps.Clone(set.Errors)
-		set.Errors[PlacementConfigMapName+"/"+uuid] = msg
+		// The set is shared with the published node state: a copy of its
+		// errors takes this pass's additions.
+		obs.set.Errors = maps.Clone(obs.set.Errors)
+		obs.set.Errors[PlacementConfigMapName+"/"+uuid] = msg
 	}
-	observed := ObserveApps(d)
-	var states []AppState
-	var staleOverrides []string
-	decisions := map[string]AppDecision{}
-	for _, uuid := range slices.Sorted(maps.Keys(set.Apps)) {
-		app := set.Apps[uuid]
-		o := observed[uuid]
-		o.Synced, o.Connected = synced, d.Health.Connected
-		var ov *PlacementOverride
-		if x, ok := overrides[uuid]; ok {
-			ov = &x
+	obs.apps = ObserveApps(obs.data)
+	return obs
+}
+
+// nodeIsReady says whether the named node is in the cluster and Ready.
+func (obs observation) nodeIsReady(name string) bool {
+	n, ok := obs.nodes[name]
+	return ok && kube.NodeIsReady(n)
+}
+
+// appVerdicts are the pass's decisions for every configured app.
+type appVerdicts struct {
+	// states are what this node publishes about each app, sorted by UUID;
+	// acting adds to them what it finds (errors, failover verdicts).
+	states    []AppState
+	decisions map[string]AppDecision
+	// staleOverrides are the apps whose on-site override the controller
+	// has overruled and this node is to remove.
+	staleOverrides []string
+}
+
+// decideApps decides, app by app, which node each app belongs on and what
+// this node does about it. Apart from noting override refusals on the
+// timeline it changes nothing: the decisions are published before they are
+// acted on.
+func (a *Controller) decideApps(obs observation) appVerdicts {
+	v := appVerdicts{decisions: map[string]AppDecision{}}
+	for _, uuid := range slices.Sorted(maps.Keys(obs.set.Apps)) {
+		app := obs.set.Apps[uuid]
+		o := obs.apps[uuid]
+		o.Synced, o.Connected = obs.synced, obs.data.Health.Connected
+		placement := a.resolveOverride(obs, app, uuid, o)
+		if placement.removeStale {
+			v.staleOverrides = append(v.staleOverrides, uuid)
 		}
-		dnid, active, stale := EffectiveDNId(app, ov)
-		// A worker leaves a stale override where it is: it has no effect
-		// (the config's DNId stands) and its identity may not remove it.
-		if stale && app.DesignatedNodeID == myUUID && !a.opts.NodeIdentity {
-			staleOverrides = append(staleOverrides, uuid)
-		}
-		// An override is re-checked here, not only by whoever wrote it; a
-		// refused one is reported and the config's DNId stands. Without a
-		// synced cache there are no nodes to check against: nothing is
-		// placed then anyway.
-		refusal := ""
-		if active != nil && synced {
-			if refusal = CheckOverride(app, active, nodes[nodeByUUID[dnid]], cmp.Or(o.RunningNode, o.ScheduledNode)); refusal != "" {
-				dnid, active = app.DesignatedNodeID, nil
-			}
-		}
-		a.noteOverrideRefusal(uuid, app.DisplayName, refusal, now)
-		dec := DecideApp(app, dnid, myUUID, a.opts.NodeName, o)
-		decisions[uuid] = dec
-		st := AppState{
-			UUID: uuid, Name: app.DisplayName, Kind: app.Kind, Pinned: app.Pinned(),
-			EffectiveDNId: dnid, DNIdNode: nodeByUUID[dnid], Override: active,
-			Activate: dec.Activate, IsDNIdNode: dec.IsDNIdNode, ScheduledOnThisNode: dec.ScheduledOnThisNode,
-			KubeStatus: dec.KubeStatus, ClusterAppRunning: dec.ClusterAppRunning,
-			Node: cmp.Or(o.RunningNode, o.ScheduledNode), VMIName: o.VMIName,
-		}
-		if dec.Place && synced && st.DNIdNode == "" {
-			st.Error = fmt.Sprintf("designated node %s is not in the cluster", dnid)
-		}
-		if refusal != "" {
-			st.Error = refusal
-		}
-		st.Lost = PinnedLost(app, st.Node, st.DNIdNode, nodes)
-		states = append(states, st)
+		a.noteOverrideRefusal(uuid, app.DisplayName, placement.refusal, obs.now)
+		dec := DecideApp(app, placement.dnid, obs.myUUID, a.opts.NodeName, o)
+		v.decisions[uuid] = dec
+		v.states = append(v.states, appState(obs, uuid, app, o, placement, dec))
 	}
+	// The refusals are remembered per configured app: an app that left
+	// the config is forgotten.
 	for uuid := range a.overrideRefused {
-		if _, ok := set.Apps[uuid]; !ok {
+		if _, ok := obs.set.Apps[uuid]; !ok {
 			delete(a.overrideRefused, uuid)
 		}
 	}
-	// Publish what is seen before acting on it: where an app runs
-	// (cluster_app_running) must not wait on the writes below, which a slow
-	// API server can hold up. It carries what placement found wrong last
-	// time, so an error that holds is not dropped and put back every pass.
+	return v
+}
+
+// overrideVerdict is where an app is designated once its on-site override,
+// if any, has been weighed.
+type overrideVerdict struct {
+	// dnid is the designated node's UUID in effect; active the override
+	// that designates it (nil: the config's DNId).
+	dnid   string
+	active *PlacementOverride
+	// refusal says why an override was not followed ("": it was, or
+	// there is none).
+	refusal string
+	// removeStale: the override is stale and this node removes it.
+	removeStale bool
+}
+
+// resolveOverride weighs an app's on-site override against its config.
+// An override is re-checked here, not only by whoever wrote it; a refused
+// one is reported and the config's DNId stands.
+func (a *Controller) resolveOverride(obs observation, app AppConfig, uuid string, o AppObservation) overrideVerdict {
+	var ov *PlacementOverride
+	if x, ok := obs.overrides[uuid]; ok {
+		ov = &x
+	}
+	var v overrideVerdict
+	var stale bool
+	v.dnid, v.active, stale = EffectiveDNId(app, ov)
+	// A worker leaves a stale override where it is: it has no effect
+	// (the config's DNId stands) and its identity may not remove it.
+	v.removeStale = stale && app.DesignatedNodeID == obs.myUUID && !a.opts.NodeIdentity
+	// Without a synced cache there are no nodes to check against: nothing
+	// is placed then anyway.
+	if v.active != nil && obs.synced {
+		if v.refusal = CheckOverride(app, v.active, obs.nodes[obs.nodeByUUID[v.dnid]], cmp.Or(o.RunningNode, o.ScheduledNode)); v.refusal != "" {
+			v.dnid, v.active = app.DesignatedNodeID, nil
+		}
+	}
+	return v
+}
+
+// appState is what this node publishes about one app, from what the
+// cluster shows of it and what was decided.
+func appState(obs observation, uuid string, app AppConfig, o AppObservation, placement overrideVerdict, dec AppDecision) AppState {
+	st := AppState{
+		UUID: uuid, Name: app.DisplayName, Kind: app.Kind, Pinned: app.Pinned(),
+		EffectiveDNId: placement.dnid, DNIdNode: obs.nodeByUUID[placement.dnid], Override: placement.active,
+		Activate: dec.Activate, IsDNIdNode: dec.IsDNIdNode, ScheduledOnThisNode: dec.ScheduledOnThisNode,
+		KubeStatus: dec.KubeStatus, ClusterAppRunning: dec.ClusterAppRunning,
+		Node: cmp.Or(o.RunningNode, o.ScheduledNode), VMIName: o.VMIName,
+	}
+	if dec.Place && obs.synced && st.DNIdNode == "" {
+		st.Error = fmt.Sprintf("designated node %s is not in the cluster", placement.dnid)
+	}
+	if placement.refusal != "" {
+		st.Error = placement.refusal
+	}
+	st.Lost = PinnedLost(app, st.Node, st.DNIdNode, obs.nodes)
+	return st
+}
+
+// publishSeen publishes what is seen before acting on it: where an app runs
+// (cluster_app_running) must not wait on the writes of act, which a slow
+// API server can hold up. It carries what placement found wrong last time,
+// so an error that holds is not dropped and put back every pass. It returns
+// what it published, for the pass to tell whether acting changed it.
+func (a *Controller) publishSeen(obs observation, states []AppState, woke time.Time) []AppState {
 	seen := slices.Clone(states)
 	for i := range seen {
 		if msg := a.placementErrors[seen[i].UUID]; msg != "" && seen[i].Error == "" {
 			seen[i].Error = msg
 		}
 	}
-	a.publishVolumes(VolumeStates(set.Volumes, myUUID, a.opts.NodeName, nodeByUUID, d))
-	a.publish(slices.Clone(seen), d, nodes, synced, woke)
+	a.publishVolumes(VolumeStates(obs.set.Volumes, obs.myUUID, a.opts.NodeName, obs.nodeByUUID, obs.data))
+	// publish stamps the states it is given: it gets its own copy.
+	a.publish(slices.Clone(seen), obs.data, obs.nodes, obs.synced, woke)
+	return seen
+}
+
+// act makes the cluster match the decisions: it lays out this node's apps
+// (place), removes the overrides the controller overruled, and, on the
+// stats leader, judges the pods stuck on lost nodes (failover). What it
+// finds goes into verdicts.states. It returns when it wants to run again
+// (0: no).
+func (a *Controller) act(ctx context.Context, obs observation, verdicts appVerdicts) time.Duration {
+	if a.placed == nil {
+		// The watches on what this node laid out live as long as the
+		// controller, not as long as one pass.
+		a.placed = newPlacedCache(a.dyn, obs.data.HasKubeVirt, a.wake)
+		a.placed.start(ctx)
+	}
+	// Every write of this pass shares one deadline: a hung API server
+	// delays the next pass, never forever.
+	ctx, cancel := context.WithTimeout(ctx, actTimeout)
+	defer cancel()
 	next := time.Duration(0)
-	if synced && d.Health.Connected {
-		if a.placed == nil {
-			// The watches on what this node laid out live as long as the
-			// agent, not as long as one pass.
-			a.placed = newPlacedCache(a.dyn, d.HasKubeVirt, a.wake)
-			a.placed.start(ctx)
-		}
-		// Every write of this pass shares one deadline: a hung API server
-		// delays the next pass, never forever.
-		ctx, cancel := context.WithTimeout(ctx, actTimeout)
-		defer cancel()
-		if retry := a.place(ctx, set, decisions, states, myUUID, func(name string) bool {
-			n, ok := nodes[name]
-			return ok && kube.NodeIsReady(n)
-		}, d.VMIs, now); retry > 0 {
-			next = retry
-		}
-		for _, uuid := range staleOverrides {
-			a.removeOverride(ctx, uuid)
-		}
-		if a.opts.Leader().IsLeader {
-			if wait := a.failover(ctx, set, observed, nodes, d, states, now); wait > 0 && (next == 0 || wait < next) {
-				next = wait
-			}
-		} else {
-			// A leader's timer is its own sighting: one that leads again
-			// later starts afresh.
-			clear(a.stuck)
-			clear(a.releaseChecked)
-			a.releasesListed = time.Time{}
-		}
-		if !reflect.DeepEqual(seen, states) {
-			// Acting found something new: an apply refused or mended, a
-			// failover taken.
-			a.publish(states, d, nodes, synced, woke)
-		}
+	if retry := a.place(ctx, obs.set, verdicts.decisions, verdicts.states, obs.myUUID, obs.nodeIsReady, obs.data.VMIs, obs.now); retry > 0 {
+		next = retry
+	}
+	for _, uuid := range verdicts.staleOverrides {
+		a.removeOverride(ctx, uuid)
+	}
+	if wait := a.failoverIfLeader(ctx, obs, verdicts.states); wait > 0 && (next == 0 || wait < next) {
+		next = wait
 	}
 	return next
+}
+
+// failoverIfLeader judges the pods stuck on lost nodes when this node is
+// the stats leader: one node judges, so two cannot force-delete on
+// different evidence. A node that does not lead forgets its sightings: a
+// leader's timer is its own, and one that leads again later starts afresh.
+func (a *Controller) failoverIfLeader(ctx context.Context, obs observation, states []AppState) time.Duration {
+	if !a.opts.Leader().IsLeader {
+		clear(a.stuck)
+		clear(a.releaseChecked)
+		a.releasesListed = time.Time{}
+		return 0
+	}
+	return a.failover(ctx, obs.set, obs.apps, obs.nodes, obs.data, states, obs.now)
 }
 
 // actTimeout bounds the API writes of one reconcile pass.
