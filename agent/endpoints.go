@@ -22,7 +22,7 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 			if part := a.Apps(); part != nil {
 				return part.Node()
 			}
-			return apps.NodeState{Node: a.State().Node, Status: apps.NodeDown, Reason: "not connected to the cluster yet"}
+			return apps.PublishedNode{Node: a.State().Node, Status: apps.PublishedDown, Reason: "not connected to the cluster yet"}
 		},
 	})
 }

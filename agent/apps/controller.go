@@ -101,9 +101,9 @@ type Controller struct {
 	// loadFiles writes them, before the loop's first pass.
 	absentSince map[string]time.Time
 	firstRead   time.Time
-	apps        []AppState
+	apps        []PublishedApp
 	volumes     []VolumeState
-	node        NodeState
+	node        PublishedNode
 	changes     kube.Broadcast
 
 	// Only the reconcile loop touches these.
@@ -207,12 +207,12 @@ func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
 		releaseChecked:  map[types.UID]releaseCheck{},
 		lostSeen:        map[string]bool{},
 		overrideRefused: map[string]string{},
-		node:            NodeState{Node: opts.NodeName, Status: NodeDown, Since: time.Now(), Reason: "not connected yet"},
+		node:            PublishedNode{Node: opts.NodeName, Status: PublishedDown, Since: time.Now(), Reason: "not connected yet"},
 	}, nil
 }
 
 // Apps returns the published app states, sorted by name.
-func (a *Controller) Apps() []AppState {
+func (a *Controller) Apps() []PublishedApp {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.apps)
@@ -226,7 +226,7 @@ func (a *Controller) Volumes() []VolumeState {
 }
 
 // Node returns this node's published status.
-func (a *Controller) Node() NodeState {
+func (a *Controller) Node() PublishedNode {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.node

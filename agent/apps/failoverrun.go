@@ -24,7 +24,7 @@ import (
 
 // failover judges app pods stuck terminating on lost nodes (leader only).
 // It returns when the next verdict could change (0: none pending).
-func (a *Controller) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
+func (a *Controller) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []PublishedApp, now time.Time) time.Duration {
 	next := time.Duration(0)
 	soon := func(wait time.Duration) {
 		if wait = max(wait, 10*time.Millisecond); next == 0 || wait < next {

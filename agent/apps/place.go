@@ -23,7 +23,7 @@ import (
 // (orphanRemover), recording on what another node places now the config
 // this node holds (handovers). What placement finds wrong lands in the app states. It
 // returns when to retry a write held or refused (0: nothing to retry).
-func (a *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
+func (a *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
 	if !a.placed.synced() || myUUID == "" {
 		return 0
 	}

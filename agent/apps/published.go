@@ -16,8 +16,15 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
-// AppState is what this node publishes about one app.
-type AppState struct {
+// PublishedApp is what this node's agent publishes about one configured
+// app: its own gating verdict (activate, is_dnid_node, cluster_app_running)
+// beside what Kubernetes shows of the app from here. It is a contract with
+// its readers (the local socket's /v1/apps and apps.json, which the
+// console's agent summary reads too): the JSON names and values stay as
+// they are. Not kube.AppStatus, which is the cluster's view of an app as
+// the console and `sitecon status` show it (every app found in the
+// cluster, seen from no node in particular).
+type PublishedApp struct {
 	UUID                string             `json:"uuid"`
 	Name                string             `json:"name"`
 	Kind                string             `json:"kind"`
@@ -48,14 +55,14 @@ type LostApp struct {
 	Since time.Time `json:"since"`
 }
 
-// NodeState is this node's cluster status: READY, NOTREADY (the cluster says
-// so) or DOWN (the API server does not answer).
-type NodeState struct {
-	Node   string    `json:"node"`
-	UUID   string    `json:"uuid,omitempty"`
-	Status string    `json:"status"`
-	Since  time.Time `json:"since"`
-	Reason string    `json:"reason,omitempty"`
+// PublishedNode is this node's status as its agent publishes it (the local
+// socket's /v1/node, node.json): see PublishedNodeStatus.
+type PublishedNode struct {
+	Node   string              `json:"node"`
+	UUID   string              `json:"uuid,omitempty"`
+	Status PublishedNodeStatus `json:"status"`
+	Since  time.Time           `json:"since"`
+	Reason string              `json:"reason,omitempty"`
 	// ConfigErrors are the app and volume files that could not be used, by path.
 	ConfigErrors map[string]string `json:"config_errors,omitempty"`
 	// Fence says why this node stopped its auto apps' workloads (cut off
@@ -63,33 +70,42 @@ type NodeState struct {
 	Fence string `json:"fence,omitempty"`
 }
 
-// Node statuses.
+// PublishedNodeStatus is the agent's published status of its own node:
+// READY, NOTREADY (the cluster says so) or DOWN (the API server does not
+// answer), the three a cluster node's status takes in EVE. The values are
+// a contract with the readers of /v1/node and node.json and stay as they
+// are. Not kube.NodeReady / NodeNotReady / NodeUnknown ("Ready", ...): those
+// are any node's Kubernetes readiness, as its Ready condition says it,
+// which cannot say DOWN.
+type PublishedNodeStatus string
+
+// The published node statuses.
 const (
-	NodeReady    = "READY"
-	NodeNotReady = "NOTREADY"
-	NodeDown     = "DOWN"
+	PublishedReady    PublishedNodeStatus = "READY"
+	PublishedNotReady PublishedNodeStatus = "NOTREADY"
+	PublishedDown     PublishedNodeStatus = "DOWN"
 )
 
 // followNodes records node readiness transitions and this node's status.
 func (a *Controller) followNodes(d kube.Data, synced bool, now time.Time) {
-	st := NodeState{Node: a.opts.NodeName, UUID: a.opts.NodeUUID}
+	st := PublishedNode{Node: a.opts.NodeName, UUID: a.opts.NodeUUID}
 	switch {
 	case !d.Health.Connected:
-		st.Status, st.Since, st.Reason = NodeDown, d.Health.Since, d.Health.LastError
+		st.Status, st.Since, st.Reason = PublishedDown, d.Health.Since, d.Health.LastError
 		if st.Reason == "" {
 			st.Reason = "not connected yet"
 		}
 	case !synced:
-		st.Status, st.Since, st.Reason = NodeDown, now, "reading the cluster"
+		st.Status, st.Since, st.Reason = PublishedDown, now, "reading the cluster"
 	default:
-		st.Status, st.Since, st.Reason = NodeNotReady, now, "no Node object named "+a.opts.NodeName
+		st.Status, st.Since, st.Reason = PublishedNotReady, now, "no Node object named "+a.opts.NodeName
 	}
 	for _, n := range d.Nodes {
 		ready := kube.NodeIsReady(n)
 		if synced && d.Health.Connected && n.Name == a.opts.NodeName {
-			st.Status, st.Since, st.Reason = NodeNotReady, readySince(n), "the cluster marks it not ready"
+			st.Status, st.Since, st.Reason = PublishedNotReady, readySince(n), "the cluster marks it not ready"
 			if ready {
-				st.Status, st.Reason = NodeReady, ""
+				st.Status, st.Reason = PublishedReady, ""
 			}
 			st.UUID = cmp.Or(st.UUID, n.Labels[kube.LabelNodeUUID])
 		}
@@ -138,10 +154,10 @@ func (a *Controller) publishVolumes(vols []VolumeState) {
 }
 
 // publish stores the app states, notes moves, and writes the state files.
-func (a *Controller) publish(states []AppState, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
+func (a *Controller) publish(states []PublishedApp, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
 	now := time.Now()
 	a.mu.Lock()
-	prev := map[string]AppState{}
+	prev := map[string]PublishedApp{}
 	for _, st := range a.apps {
 		prev[st.UUID] = st
 	}
@@ -212,7 +228,7 @@ func (a *Controller) publish(states []AppState, d kube.Data, nodes map[string]*c
 const clusterStateInterval = 10 * time.Second
 
 // noteMove records an app starting to run on another node than before.
-func (a *Controller) noteMove(st AppState, now time.Time) {
+func (a *Controller) noteMove(st PublishedApp, now time.Time) {
 	running := ""
 	if st.KubeStatus == KubeRunning {
 		running = st.Node

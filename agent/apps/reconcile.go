@@ -117,7 +117,7 @@ func (obs observation) nodeIsReady(name string) bool {
 type appVerdicts struct {
 	// states are what this node publishes about each app, sorted by UUID;
 	// acting adds to them what it finds (errors, failover verdicts).
-	states    []AppState
+	states    []PublishedApp
 	decisions map[string]AppDecision
 	// staleOverrides are the apps whose on-site override the controller
 	// has overruled and this node is to remove.
@@ -141,7 +141,7 @@ func (a *Controller) decideApps(obs observation) appVerdicts {
 		a.noteOverrideRefusal(uuid, app.DisplayName, placement.refusal, obs.now)
 		dec := DecideApp(app, placement.dnid, obs.myUUID, a.opts.NodeName, o)
 		v.decisions[uuid] = dec
-		v.states = append(v.states, appState(obs, uuid, app, o, placement, dec))
+		v.states = append(v.states, publishedApp(obs, uuid, app, o, placement, dec))
 	}
 	// The refusals are remembered per configured app: an app that left
 	// the config is forgotten.
@@ -191,10 +191,10 @@ func (a *Controller) resolveOverride(obs observation, app AppConfig, uuid string
 	return v
 }
 
-// appState is what this node publishes about one app, from what the
+// publishedApp is what this node publishes about one app, from what the
 // cluster shows of it and what was decided.
-func appState(obs observation, uuid string, app AppConfig, o AppObservation, placement overrideVerdict, dec AppDecision) AppState {
-	st := AppState{
+func publishedApp(obs observation, uuid string, app AppConfig, o AppObservation, placement overrideVerdict, dec AppDecision) PublishedApp {
+	st := PublishedApp{
 		UUID: uuid, Name: app.DisplayName, Kind: app.Kind, Pinned: app.Pinned(),
 		EffectiveDNId: placement.dnid, DNIdNode: obs.nodeByUUID[placement.dnid], Override: placement.active,
 		Activate: dec.Activate, IsDNIdNode: dec.IsDNIdNode, ScheduledOnThisNode: dec.ScheduledOnThisNode,
@@ -216,7 +216,7 @@ func appState(obs observation, uuid string, app AppConfig, o AppObservation, pla
 // API server can hold up. It carries what placement found wrong last time,
 // so an error that holds is not dropped and put back every pass. It returns
 // what it published, for the pass to tell whether acting changed it.
-func (a *Controller) publishSeen(obs observation, states []AppState, woke time.Time) []AppState {
+func (a *Controller) publishSeen(obs observation, states []PublishedApp, woke time.Time) []PublishedApp {
 	seen := slices.Clone(states)
 	for i := range seen {
 		if msg := a.placementErrors[seen[i].UUID]; msg != "" && seen[i].Error == "" {
@@ -262,7 +262,7 @@ func (a *Controller) act(ctx context.Context, obs observation, verdicts appVerdi
 // the stats leader: one node judges, so two cannot force-delete on
 // different evidence. A node that does not lead forgets its sightings: a
 // leader's timer is its own, and one that leads again later starts afresh.
-func (a *Controller) failoverIfLeader(ctx context.Context, obs observation, states []AppState) time.Duration {
+func (a *Controller) failoverIfLeader(ctx context.Context, obs observation, states []PublishedApp) time.Duration {
 	if !a.opts.Leader().IsLeader {
 		clear(a.stuck)
 		clear(a.releaseChecked)
