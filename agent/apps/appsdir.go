@@ -55,23 +55,23 @@ func (w *watchedDirs) arm(root string) {
 // loadFiles reads the apps directory into the set the agent acts on. It
 // returns when a file held absent (HoldAbsentFiles) is due to leave the
 // config if it is still absent (0: none held).
-func (a *Controller) loadFiles(now time.Time) time.Duration {
-	read := ReadAppFiles(a.opts.AppsDir)
-	if a.firstRead.IsZero() {
-		a.firstRead = now
+func (c *Controller) loadFiles(now time.Time) time.Duration {
+	read := ReadAppFiles(c.opts.AppsDir)
+	if c.firstRead.IsZero() {
+		c.firstRead = now
 	}
-	a.mu.Lock()
-	prevErrors := a.set.Errors
+	c.mu.Lock()
+	prevErrors := c.set.Errors
 	var next time.Duration
-	read, a.absentSince, next = HoldAbsentFiles(read, a.lastGood, a.absentSince, now, a.opts.FileAbsentGrace)
-	a.set, a.lastGood = MergeAppFiles(read, a.lastGood)
-	errs := maps.Clone(a.set.Errors)
-	a.mu.Unlock()
-	a.opts.Metrics.AppConfigFailures.Set(float64(len(errs)))
+	read, c.absentSince, next = HoldAbsentFiles(read, c.lastGood, c.absentSince, now, c.opts.FileAbsentGrace)
+	c.set, c.lastGood = MergeAppFiles(read, c.lastGood)
+	errs := maps.Clone(c.set.Errors)
+	c.mu.Unlock()
+	c.opts.Metrics.AppConfigFailures.Set(float64(len(errs)))
 	for _, path := range slices.Sorted(maps.Keys(errs)) {
 		if prevErrors[path] != errs[path] {
-			a.log.Error("app config file not usable; keeping its last good version", "file", path, "err", errs[path])
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Message: filepath.Base(path) + ": " + errs[path], Warning: true})
+			c.log.Error("app config file not usable; keeping its last good version", "file", path, "err", errs[path])
+			c.timeline.Add(TimelineEvent{Time: now, Kind: EventConfig, Message: filepath.Base(path) + ": " + errs[path], Warning: true})
 		}
 	}
 	return next

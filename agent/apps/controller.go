@@ -212,41 +212,41 @@ func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
 }
 
 // Apps returns the published app states, sorted by name.
-func (a *Controller) Apps() []PublishedApp {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.apps)
+func (c *Controller) Apps() []PublishedApp {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.apps)
 }
 
 // Volumes returns the configured volumes as last published.
-func (a *Controller) Volumes() []VolumeState {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.volumes)
+func (c *Controller) Volumes() []VolumeState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.volumes)
 }
 
 // Node returns this node's published status.
-func (a *Controller) Node() PublishedNode {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n := a.node
-	n.ConfigErrors = maps.Clone(a.set.Errors)
-	n.Fence = a.fence
+func (c *Controller) Node() PublishedNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node
+	n.ConfigErrors = maps.Clone(c.set.Errors)
+	n.Fence = c.fence
 	return n
 }
 
 // Timeline returns the agent's events, newest first.
-func (a *Controller) Timeline() []TimelineEvent { return a.timeline.Events() }
+func (c *Controller) Timeline() []TimelineEvent { return c.timeline.Events() }
 
 // Subscribe returns a channel that receives a value after the published
 // state changed (coalesced), and a function to unsubscribe.
-func (a *Controller) Subscribe() (<-chan struct{}, func()) { return a.changes.Subscribe() }
+func (c *Controller) Subscribe() (<-chan struct{}, func()) { return c.changes.Subscribe() }
 
-func (a *Controller) notify() { a.changes.Notify() }
+func (c *Controller) notify() { c.changes.Notify() }
 
-func (a *Controller) wake() {
+func (c *Controller) wake() {
 	select {
-	case a.kick <- struct{}{}:
+	case c.kick <- struct{}{}:
 	default:
 	}
 }

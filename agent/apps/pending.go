@@ -53,10 +53,10 @@ func (s *passes) end(next time.Duration) {
 }
 
 // Pending returns what the apps controller has in hand (see Pending).
-func (a *Controller) Pending() Pending {
-	a.pass.mu.Lock()
-	defer a.pass.mu.Unlock()
-	p := a.pass.p
-	p.Queued = len(a.kick) > 0 || len(a.pass.changes) > 0
+func (c *Controller) Pending() Pending {
+	c.pass.mu.Lock()
+	defer c.pass.mu.Unlock()
+	p := c.pass.p
+	p.Queued = len(c.kick) > 0 || len(c.pass.changes) > 0
 	return p
 }

@@ -87,8 +87,8 @@ const (
 )
 
 // followNodes records node readiness transitions and this node's status.
-func (a *Controller) followNodes(d kube.Data, synced bool, now time.Time) {
-	st := PublishedNode{Node: a.opts.NodeName, UUID: a.opts.NodeUUID}
+func (c *Controller) followNodes(d kube.Data, synced bool, now time.Time) {
+	st := PublishedNode{Node: c.opts.NodeName, UUID: c.opts.NodeUUID}
 	switch {
 	case !d.Health.Connected:
 		st.Status, st.Since, st.Reason = PublishedDown, d.Health.Since, d.Health.LastError
@@ -98,67 +98,67 @@ func (a *Controller) followNodes(d kube.Data, synced bool, now time.Time) {
 	case !synced:
 		st.Status, st.Since, st.Reason = PublishedDown, now, "reading the cluster"
 	default:
-		st.Status, st.Since, st.Reason = PublishedNotReady, now, "no Node object named "+a.opts.NodeName
+		st.Status, st.Since, st.Reason = PublishedNotReady, now, "no Node object named "+c.opts.NodeName
 	}
 	for _, n := range d.Nodes {
 		ready := kube.NodeIsReady(n)
-		if synced && d.Health.Connected && n.Name == a.opts.NodeName {
+		if synced && d.Health.Connected && n.Name == c.opts.NodeName {
 			st.Status, st.Since, st.Reason = PublishedNotReady, readySince(n), "the cluster marks it not ready"
 			if ready {
 				st.Status, st.Reason = PublishedReady, ""
 			}
 			st.UUID = cmp.Or(st.UUID, n.Labels[kube.LabelNodeUUID])
 		}
-		if was, seen := a.nodeReady[n.Name]; seen && was != ready {
+		if was, seen := c.nodeReady[n.Name]; seen && was != ready {
 			msg := n.Name + " is Ready"
 			if !ready {
 				msg = n.Name + " is not Ready"
 			}
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventNode, Node: n.Name, Message: msg, Warning: !ready})
+			c.timeline.Add(TimelineEvent{Time: now, Kind: EventNode, Node: n.Name, Message: msg, Warning: !ready})
 		}
 		if synced {
-			a.nodeReady[n.Name] = ready
+			c.nodeReady[n.Name] = ready
 		}
 	}
 	if synced {
 		// A node gone from the cluster (removed, replaced under another
 		// name) is forgotten: over years of churn the memory would grow.
-		maps.DeleteFunc(a.nodeReady, func(name string, _ bool) bool {
+		maps.DeleteFunc(c.nodeReady, func(name string, _ bool) bool {
 			return !slices.ContainsFunc(d.Nodes, func(n *corev1.Node) bool { return n.Name == name })
 		})
 	}
-	a.mu.Lock()
-	if a.node.Status == st.Status && a.node.Reason == st.Reason {
-		st.Since = a.node.Since
+	c.mu.Lock()
+	if c.node.Status == st.Status && c.node.Reason == st.Reason {
+		st.Since = c.node.Since
 	}
-	changed := !reflect.DeepEqual(a.node, st)
-	a.node = st
-	a.mu.Unlock()
+	changed := !reflect.DeepEqual(c.node, st)
+	c.node = st
+	c.mu.Unlock()
 	if changed {
-		a.writeState("node.json", a.Node())
-		a.notify()
+		c.writeState("node.json", c.Node())
+		c.notify()
 	}
 }
 
 // publishVolumes publishes the volumes when they changed (volumes.json,
 // /v1/volumes).
-func (a *Controller) publishVolumes(vols []VolumeState) {
-	a.mu.Lock()
-	changed := !reflect.DeepEqual(a.volumes, vols)
-	a.volumes = vols
-	a.mu.Unlock()
+func (c *Controller) publishVolumes(vols []VolumeState) {
+	c.mu.Lock()
+	changed := !reflect.DeepEqual(c.volumes, vols)
+	c.volumes = vols
+	c.mu.Unlock()
 	if changed {
-		a.writeState("volumes.json", vols)
-		a.notify()
+		c.writeState("volumes.json", vols)
+		c.notify()
 	}
 }
 
 // publish stores the app states, notes moves, and writes the state files.
-func (a *Controller) publish(states []PublishedApp, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
+func (c *Controller) publish(states []PublishedApp, d kube.Data, nodes map[string]*corev1.Node, synced bool, woke time.Time) {
 	now := time.Now()
-	a.mu.Lock()
+	c.mu.Lock()
 	prev := map[string]PublishedApp{}
-	for _, st := range a.apps {
+	for _, st := range c.apps {
 		prev[st.UUID] = st
 	}
 	runningChanged := false
@@ -175,23 +175,23 @@ func (a *Controller) publish(states []PublishedApp, d kube.Data, nodes map[strin
 			st.Failover = p.Failover
 		}
 	}
-	changed := !reflect.DeepEqual(a.apps, states)
-	a.apps = states
-	a.mu.Unlock()
+	changed := !reflect.DeepEqual(c.apps, states)
+	c.apps = states
+	c.mu.Unlock()
 
 	counts := map[KubeStatus]int{}
 	for _, st := range states {
 		counts[st.KubeStatus]++
-		a.noteMove(st, now)
-		if st.Lost != nil && !a.lostSeen[st.UUID] {
+		c.noteMove(st, now)
+		if st.Lost != nil && !c.lostSeen[st.UUID] {
 			msg := fmt.Sprintf("pinned app %s is on lost node %s (since %s); not moved", st.Name, st.Lost.Node, st.Lost.Since.Format(time.TimeOnly))
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: st.Name, Node: st.Lost.Node, Warning: true, Message: msg})
+			c.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: st.Name, Node: st.Lost.Node, Warning: true, Message: msg})
 			// One Kubernetes Event for the cluster: from the stats leader.
-			if obj := a.placed.workload(st.UUID); obj != nil && a.opts.Leader().IsLeader {
-				a.recorder.Event(obj, corev1.EventTypeWarning, "PinnedAppNodeLost", msg)
+			if obj := c.placed.workload(st.UUID); obj != nil && c.opts.Leader().IsLeader {
+				c.recorder.Event(obj, corev1.EventTypeWarning, "PinnedAppNodeLost", msg)
 			}
 		}
-		a.lostSeen[st.UUID] = st.Lost != nil
+		c.lostSeen[st.UUID] = st.Lost != nil
 	}
 	// states holds every configured app: an app that left the config is
 	// forgotten, so the memory follows the config, not its history.
@@ -199,28 +199,28 @@ func (a *Controller) publish(states []PublishedApp, d kube.Data, nodes map[strin
 	for _, st := range states {
 		configured[st.UUID] = true
 	}
-	maps.DeleteFunc(a.lastRunning, func(uuid, _ string) bool { return !configured[uuid] })
-	maps.DeleteFunc(a.lostSeen, func(uuid string, _ bool) bool { return !configured[uuid] })
+	maps.DeleteFunc(c.lastRunning, func(uuid, _ string) bool { return !configured[uuid] })
+	maps.DeleteFunc(c.lostSeen, func(uuid string, _ bool) bool { return !configured[uuid] })
 	for _, s := range []KubeStatus{KubeUnknown, KubeAPIUnreachable, KubeNotInCluster, KubeNotRunning, KubeRunning} {
-		a.opts.Metrics.Apps.WithLabelValues(string(s)).Set(float64(counts[s]))
+		c.opts.Metrics.Apps.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
 	if runningChanged {
-		a.opts.Metrics.DetectionLatency.Observe(now.Sub(woke).Seconds())
+		c.opts.Metrics.DetectionLatency.Observe(now.Sub(woke).Seconds())
 	}
 	if changed {
-		a.writeState("apps.json", states)
-		a.notify()
+		c.writeState("apps.json", states)
+		c.notify()
 	}
-	if v := a.timeline.Version(); v != a.timelineWritten {
-		a.timelineWritten = v
-		a.writeState("events.json", a.timeline.Events())
+	if v := c.timeline.Version(); v != c.timelineWritten {
+		c.timelineWritten = v
+		c.writeState("events.json", c.timeline.Events())
 	}
 	// The cluster-wide view changes with every lease renewal and Longhorn
 	// status; on device flash, once per clusterStateInterval is plenty (EVE
 	// itself publishes cluster stats every 10 s).
-	if synced && a.opts.Leader().IsLeader && now.Sub(a.clusterWritten) >= clusterStateInterval {
-		a.clusterWritten = now
-		a.writeState("cluster.json", kube.Derive(d, now))
+	if synced && c.opts.Leader().IsLeader && now.Sub(c.clusterWritten) >= clusterStateInterval {
+		c.clusterWritten = now
+		c.writeState("cluster.json", kube.Derive(d, now))
 	}
 }
 
@@ -228,7 +228,7 @@ func (a *Controller) publish(states []PublishedApp, d kube.Data, nodes map[strin
 const clusterStateInterval = 10 * time.Second
 
 // noteMove records an app starting to run on another node than before.
-func (a *Controller) noteMove(st PublishedApp, now time.Time) {
+func (c *Controller) noteMove(st PublishedApp, now time.Time) {
 	running := ""
 	if st.KubeStatus == KubeRunning {
 		running = st.Node
@@ -236,31 +236,31 @@ func (a *Controller) noteMove(st PublishedApp, now time.Time) {
 	if running == "" {
 		return
 	}
-	prev := a.lastRunning[st.UUID]
-	a.lastRunning[st.UUID] = running
+	prev := c.lastRunning[st.UUID]
+	c.lastRunning[st.UUID] = running
 	if prev == "" || prev == running {
 		return
 	}
-	a.opts.Metrics.Migrations.Inc()
+	c.opts.Metrics.Migrations.Inc()
 	msg := fmt.Sprintf("%s moved from %s to %s", st.Name, prev, running)
-	a.timeline.Add(TimelineEvent{Time: now, Kind: EventMove, App: st.Name, Node: running, Message: msg})
+	c.timeline.Add(TimelineEvent{Time: now, Kind: EventMove, App: st.Name, Node: running, Message: msg})
 	// One Kubernetes Event per move: from the node it moved to.
 	if st.ClusterAppRunning {
-		if obj := a.placed.workload(st.UUID); obj != nil {
-			a.recorder.Event(obj, corev1.EventTypeNormal, "AppMoved", msg)
+		if obj := c.placed.workload(st.UUID); obj != nil {
+			c.recorder.Event(obj, corev1.EventTypeNormal, "AppMoved", msg)
 		}
 	}
 }
 
-func (a *Controller) writeState(name string, v any) {
-	if a.opts.StateDir == "" {
+func (c *Controller) writeState(name string, v any) {
+	if c.opts.StateDir == "" {
 		return
 	}
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return
 	}
-	if err := config.WriteFileAtomic(filepath.Join(a.opts.StateDir, name), append(data, '\n'), 0o644); err != nil {
-		a.log.Warn("state file", "file", name, "err", err)
+	if err := config.WriteFileAtomic(filepath.Join(c.opts.StateDir, name), append(data, '\n'), 0o644); err != nil {
+		c.log.Warn("state file", "file", name, "err", err)
 	}
 }

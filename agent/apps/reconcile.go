@@ -26,22 +26,22 @@ import (
 // is seen (publishSeen), then, with a synced cache and an API server that
 // answers, make the cluster match (act) and publish what acting found. It
 // returns when it wants to run again without a change (0: no).
-func (a *Controller) reconcile(ctx context.Context, woke time.Time) time.Duration {
-	obs := a.observe()
-	a.followNodes(obs.data, obs.synced, obs.now)
-	a.followLeader(obs.now)
-	verdicts := a.decideApps(obs)
-	seen := a.publishSeen(obs, verdicts.states, woke)
+func (c *Controller) reconcile(ctx context.Context, woke time.Time) time.Duration {
+	obs := c.observe()
+	c.followNodes(obs.data, obs.synced, obs.now)
+	c.followLeader(obs.now)
+	verdicts := c.decideApps(obs)
+	seen := c.publishSeen(obs, verdicts.states, woke)
 	if !obs.synced || !obs.data.Health.Connected {
 		// Nothing to act on: the decisions rest on a cache that is not
 		// whole, or there is no API server to write to.
 		return 0
 	}
-	next := a.act(ctx, obs, verdicts)
+	next := c.act(ctx, obs, verdicts)
 	if !reflect.DeepEqual(seen, verdicts.states) {
 		// Acting found something new: an apply refused or mended, a
 		// failover taken.
-		a.publish(verdicts.states, obs.data, obs.nodes, obs.synced, woke)
+		c.publish(verdicts.states, obs.data, obs.nodes, obs.synced, woke)
 	}
 	return next
 }
@@ -70,11 +70,11 @@ type observation struct {
 
 // observe reads the snapshot and the config set once for the pass and
 // indexes them. It writes nothing: the steps after it act on what it read.
-func (a *Controller) observe() observation {
-	obs := observation{data: a.snap.Data(), synced: a.snap.Synced(), now: time.Now()}
-	a.mu.Lock()
-	obs.set = a.set
-	a.mu.Unlock()
+func (c *Controller) observe() observation {
+	obs := observation{data: c.snap.Data(), synced: c.snap.Synced(), now: time.Now()}
+	c.mu.Lock()
+	obs.set = c.set
+	c.mu.Unlock()
 
 	obs.nodes = map[string]*corev1.Node{}
 	obs.nodeByUUID = map[string]string{}
@@ -84,8 +84,8 @@ func (a *Controller) observe() observation {
 			obs.nodeByUUID[strings.ToLower(u)] = n.Name
 		}
 	}
-	obs.myUUID = strings.ToLower(a.opts.NodeUUID)
-	if own, ok := obs.nodes[a.opts.NodeName]; ok && obs.myUUID == "" {
+	obs.myUUID = strings.ToLower(c.opts.NodeUUID)
+	if own, ok := obs.nodes[c.opts.NodeName]; ok && obs.myUUID == "" {
 		obs.myUUID = strings.ToLower(own.Labels[kube.LabelNodeUUID])
 	}
 
@@ -128,26 +128,26 @@ type appVerdicts struct {
 // this node does about it. Apart from noting override refusals on the
 // timeline it changes nothing: the decisions are published before they are
 // acted on.
-func (a *Controller) decideApps(obs observation) appVerdicts {
+func (c *Controller) decideApps(obs observation) appVerdicts {
 	v := appVerdicts{decisions: map[string]AppDecision{}}
 	for _, uuid := range slices.Sorted(maps.Keys(obs.set.Apps)) {
 		app := obs.set.Apps[uuid]
 		o := obs.apps[uuid]
 		o.Synced, o.Connected = obs.synced, obs.data.Health.Connected
-		placement := a.resolveOverride(obs, app, uuid, o)
+		placement := c.resolveOverride(obs, app, uuid, o)
 		if placement.removeStale {
 			v.staleOverrides = append(v.staleOverrides, uuid)
 		}
-		a.noteOverrideRefusal(uuid, app.DisplayName, placement.refusal, obs.now)
-		dec := DecideApp(app, placement.dnid, obs.myUUID, a.opts.NodeName, o)
+		c.noteOverrideRefusal(uuid, app.DisplayName, placement.refusal, obs.now)
+		dec := DecideApp(app, placement.dnid, obs.myUUID, c.opts.NodeName, o)
 		v.decisions[uuid] = dec
 		v.states = append(v.states, publishedApp(obs, uuid, app, o, placement, dec))
 	}
 	// The refusals are remembered per configured app: an app that left
 	// the config is forgotten.
-	for uuid := range a.overrideRefused {
+	for uuid := range c.overrideRefused {
 		if _, ok := obs.set.Apps[uuid]; !ok {
-			delete(a.overrideRefused, uuid)
+			delete(c.overrideRefused, uuid)
 		}
 	}
 	return v
@@ -170,7 +170,7 @@ type overrideVerdict struct {
 // resolveOverride weighs an app's on-site override against its config.
 // An override is re-checked here, not only by whoever wrote it; a refused
 // one is reported and the config's DNId stands.
-func (a *Controller) resolveOverride(obs observation, app AppConfig, uuid string, o AppObservation) overrideVerdict {
+func (c *Controller) resolveOverride(obs observation, app AppConfig, uuid string, o AppObservation) overrideVerdict {
 	var ov *PlacementOverride
 	if x, ok := obs.overrides[uuid]; ok {
 		ov = &x
@@ -180,7 +180,7 @@ func (a *Controller) resolveOverride(obs observation, app AppConfig, uuid string
 	v.dnid, v.active, stale = EffectiveDNId(app, ov)
 	// A worker leaves a stale override where it is: it has no effect
 	// (the config's DNId stands) and its identity may not remove it.
-	v.removeStale = stale && app.DesignatedNodeID == obs.myUUID && !a.opts.NodeIdentity
+	v.removeStale = stale && app.DesignatedNodeID == obs.myUUID && !c.opts.NodeIdentity
 	// Without a synced cache there are no nodes to check against: nothing
 	// is placed then anyway.
 	if v.active != nil && obs.synced {
@@ -216,16 +216,16 @@ func publishedApp(obs observation, uuid string, app AppConfig, o AppObservation,
 // API server can hold up. It carries what placement found wrong last time,
 // so an error that holds is not dropped and put back every pass. It returns
 // what it published, for the pass to tell whether acting changed it.
-func (a *Controller) publishSeen(obs observation, states []PublishedApp, woke time.Time) []PublishedApp {
+func (c *Controller) publishSeen(obs observation, states []PublishedApp, woke time.Time) []PublishedApp {
 	seen := slices.Clone(states)
 	for i := range seen {
-		if msg := a.placementErrors[seen[i].UUID]; msg != "" && seen[i].Error == "" {
+		if msg := c.placementErrors[seen[i].UUID]; msg != "" && seen[i].Error == "" {
 			seen[i].Error = msg
 		}
 	}
-	a.publishVolumes(VolumeStates(obs.set.Volumes, obs.myUUID, a.opts.NodeName, obs.nodeByUUID, obs.data))
+	c.publishVolumes(VolumeStates(obs.set.Volumes, obs.myUUID, c.opts.NodeName, obs.nodeByUUID, obs.data))
 	// publish stamps the states it is given: it gets its own copy.
-	a.publish(slices.Clone(seen), obs.data, obs.nodes, obs.synced, woke)
+	c.publish(slices.Clone(seen), obs.data, obs.nodes, obs.synced, woke)
 	return seen
 }
 
@@ -234,25 +234,25 @@ func (a *Controller) publishSeen(obs observation, states []PublishedApp, woke ti
 // stats leader, judges the pods stuck on lost nodes (failover). What it
 // finds goes into verdicts.states. It returns when it wants to run again
 // (0: no).
-func (a *Controller) act(ctx context.Context, obs observation, verdicts appVerdicts) time.Duration {
-	if a.placed == nil {
+func (c *Controller) act(ctx context.Context, obs observation, verdicts appVerdicts) time.Duration {
+	if c.placed == nil {
 		// The watches on what this node laid out live as long as the
 		// controller, not as long as one pass.
-		a.placed = newPlacedCache(a.dyn, obs.data.HasKubeVirt, a.wake)
-		a.placed.start(ctx)
+		c.placed = newPlacedCache(c.dyn, obs.data.HasKubeVirt, c.wake)
+		c.placed.start(ctx)
 	}
 	// Every write of this pass shares one deadline: a hung API server
 	// delays the next pass, never forever.
 	ctx, cancel := context.WithTimeout(ctx, actTimeout)
 	defer cancel()
 	next := time.Duration(0)
-	if retry := a.place(ctx, obs.set, verdicts.decisions, verdicts.states, obs.myUUID, obs.nodeIsReady, obs.data.VMIs, obs.now); retry > 0 {
+	if retry := c.place(ctx, obs.set, verdicts.decisions, verdicts.states, obs.myUUID, obs.nodeIsReady, obs.data.VMIs, obs.now); retry > 0 {
 		next = retry
 	}
 	for _, uuid := range verdicts.staleOverrides {
-		a.removeOverride(ctx, uuid)
+		c.removeOverride(ctx, uuid)
 	}
-	if wait := a.failoverIfLeader(ctx, obs, verdicts.states); wait > 0 && (next == 0 || wait < next) {
+	if wait := c.failoverIfLeader(ctx, obs, verdicts.states); wait > 0 && (next == 0 || wait < next) {
 		next = wait
 	}
 	return next
@@ -262,14 +262,14 @@ func (a *Controller) act(ctx context.Context, obs observation, verdicts appVerdi
 // the stats leader: one node judges, so two cannot force-delete on
 // different evidence. A node that does not lead forgets its sightings: a
 // leader's timer is its own, and one that leads again later starts afresh.
-func (a *Controller) failoverIfLeader(ctx context.Context, obs observation, states []PublishedApp) time.Duration {
-	if !a.opts.Leader().IsLeader {
-		clear(a.stuck)
-		clear(a.releaseChecked)
-		a.releasesListed = time.Time{}
+func (c *Controller) failoverIfLeader(ctx context.Context, obs observation, states []PublishedApp) time.Duration {
+	if !c.opts.Leader().IsLeader {
+		clear(c.stuck)
+		clear(c.releaseChecked)
+		c.releasesListed = time.Time{}
 		return 0
 	}
-	return a.failover(ctx, obs.set, obs.apps, obs.nodes, obs.data, states, obs.now)
+	return c.failover(ctx, obs.set, obs.apps, obs.nodes, obs.data, states, obs.now)
 }
 
 // actTimeout bounds the API writes of one reconcile pass.
@@ -297,49 +297,49 @@ func readySince(n *corev1.Node) time.Time {
 	return time.Time{}
 }
 
-func (a *Controller) followLeader(now time.Time) {
-	l := a.opts.Leader()
+func (c *Controller) followLeader(now time.Time) {
+	l := c.opts.Leader()
 	if l.IsLeader {
-		a.opts.Metrics.Leader.Set(1)
+		c.opts.Metrics.Leader.Set(1)
 	} else {
-		a.opts.Metrics.Leader.Set(0)
+		c.opts.Metrics.Leader.Set(0)
 	}
-	if l.Leader != a.leaderSeen {
+	if l.Leader != c.leaderSeen {
 		if l.Leader != "" {
-			a.timeline.Add(TimelineEvent{Time: now, Kind: EventLeader, Node: l.Leader, Message: "stats leader is " + l.Leader})
+			c.timeline.Add(TimelineEvent{Time: now, Kind: EventLeader, Node: l.Leader, Message: "stats leader is " + l.Leader})
 		}
-		a.leaderSeen = l.Leader
+		c.leaderSeen = l.Leader
 	}
-	if !l.IsLeader && a.opts.StateDir != "" {
+	if !l.IsLeader && c.opts.StateDir != "" {
 		// Only the leader's cluster-wide stats are to be trusted.
-		_ = os.Remove(filepath.Join(a.opts.StateDir, "cluster.json"))
+		_ = os.Remove(filepath.Join(c.opts.StateDir, "cluster.json"))
 	}
 }
 
 // noteOverrideRefusal puts a refused override on the timeline (and in the
 // log and an Event) once per reason, and forgets it when it clears.
-func (a *Controller) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
-	if a.overrideRefused[uuid] == refusal {
+func (c *Controller) noteOverrideRefusal(uuid, app, refusal string, now time.Time) {
+	if c.overrideRefused[uuid] == refusal {
 		return
 	}
 	if refusal == "" {
-		delete(a.overrideRefused, uuid)
+		delete(c.overrideRefused, uuid)
 		return
 	}
-	a.overrideRefused[uuid] = refusal
-	a.log.Warn("on-site override refused", "app", app, "reason", refusal)
-	a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: app, Node: a.opts.NodeName, Message: refusal, Warning: true})
+	c.overrideRefused[uuid] = refusal
+	c.log.Warn("on-site override refused", "app", app, "reason", refusal)
+	c.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: app, Node: c.opts.NodeName, Message: refusal, Warning: true})
 }
 
 // removeOverride drops a placement override the controller has overruled.
-func (a *Controller) removeOverride(ctx context.Context, uuid string) {
+func (c *Controller) removeOverride(ctx context.Context, uuid string) {
 	patch, _ := json.Marshal(map[string]any{"data": map[string]any{uuid: nil}})
-	_, err := a.snap.Clients().Core.CoreV1().ConfigMaps(kube.AppNamespace).Patch(ctx, PlacementConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err := c.snap.Clients().Core.CoreV1().ConfigMaps(kube.AppNamespace).Patch(ctx, PlacementConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {
-		a.opts.Metrics.APIErrors.Inc()
-		a.log.Error("remove stale placement override", "app", uuid, "err", err)
+		c.opts.Metrics.APIErrors.Inc()
+		c.log.Error("remove stale placement override", "app", uuid, "err", err)
 		return
 	}
-	a.timeline.Add(TimelineEvent{Time: time.Now(), Kind: EventPlacement, App: uuid,
+	c.timeline.Add(TimelineEvent{Time: time.Now(), Kind: EventPlacement, App: uuid,
 		Message: "on-site placement override cleared: the controller set a new designated node"})
 }

@@ -11,16 +11,16 @@ import (
 )
 
 // Run follows the config directory and the cluster until ctx ends.
-func (a *Controller) Run(ctx context.Context) error {
-	defer a.broadcaster.Shutdown()
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.broadcaster.Shutdown()
 	// A fresh install has an apps directory without its subdirectories:
 	// make them. When the apps directory itself is missing (a partition not
 	// mounted yet), nothing is made under its mount point: the read reports
 	// it unknown and removals wait until it appears.
-	if _, err := os.Stat(a.opts.AppsDir); err == nil {
+	if _, err := os.Stat(c.opts.AppsDir); err == nil {
 		for _, sub := range []string{appsSubdir, volumesSubdir} {
-			if err := os.MkdirAll(filepath.Join(a.opts.AppsDir, sub), 0o755); err != nil {
-				a.log.Error("apps directory", "err", err)
+			if err := os.MkdirAll(filepath.Join(c.opts.AppsDir, sub), 0o755); err != nil {
+				c.log.Error("apps directory", "err", err)
 			}
 		}
 	}
@@ -29,18 +29,18 @@ func (a *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("watch apps directory: %w", err)
 	}
 	defer watcher.Close()
-	dirs := &watchedDirs{watcher: watcher, log: a.log}
-	dirs.arm(a.opts.AppsDir)
-	if !a.opts.Fence.Disabled {
-		go a.fenceWatch(ctx)
+	dirs := &watchedDirs{watcher: watcher, log: c.log}
+	dirs.arm(c.opts.AppsDir)
+	if !c.opts.Fence.Disabled {
+		go c.fenceWatch(ctx)
 	}
-	changes, unsubscribe := a.snap.Subscribe()
+	changes, unsubscribe := c.snap.Subscribe()
 	defer unsubscribe()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The watch can miss a change (a directory replaced between two
 	// events, an overflowed queue, a remount): a full read backs it up.
-	reread := time.NewTicker(a.opts.RereadInterval)
+	reread := time.NewTicker(c.opts.RereadInterval)
 	defer reread.Stop()
 	// Editors write a file in several steps: read once things settle.
 	var settle <-chan time.Time
@@ -49,19 +49,19 @@ func (a *Controller) Run(ctx context.Context) error {
 	absence := time.NewTimer(time.Hour)
 	defer absence.Stop()
 	load := func() {
-		dirs.arm(a.opts.AppsDir)
-		if next := a.loadFiles(time.Now()); next > 0 {
+		dirs.arm(c.opts.AppsDir)
+		if next := c.loadFiles(time.Now()); next > 0 {
 			absence.Reset(next)
 		}
 	}
-	if next := a.loadFiles(time.Now()); next > 0 {
+	if next := c.loadFiles(time.Now()); next > 0 {
 		absence.Reset(next)
 	}
 	woke := time.Now()
 	for {
-		a.pass.begin(changes)
-		next := a.reconcile(ctx, woke)
-		a.pass.end(next)
+		c.pass.begin(changes)
+		next := c.reconcile(ctx, woke)
+		c.pass.end(next)
 		if next > 0 {
 			timer.Reset(next)
 		}
@@ -69,7 +69,7 @@ func (a *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-changes:
-		case <-a.kick:
+		case <-c.kick:
 		case <-timer.C:
 		case ev := <-watcher.Events:
 			if ev.Op != fsnotify.Chmod {
@@ -77,7 +77,7 @@ func (a *Controller) Run(ctx context.Context) error {
 			}
 			continue
 		case err := <-watcher.Errors:
-			a.log.Warn("apps directory watch", "err", err)
+			c.log.Warn("apps directory watch", "err", err)
 			settle = time.After(100 * time.Millisecond)
 			continue
 		case <-settle:
