@@ -22,10 +22,11 @@ import (
 )
 
 // reconcile is one pass, in the steps a controller-runtime reconciler
-// takes: read what is (observe), decide per app (decideApps), publish what
-// is seen (publishSeen), then, with a synced cache and an API server that
-// answers, make the cluster match (act) and publish what acting found. It
-// returns when it wants to run again without a change (0: no).
+// takes: read what is (observe), follow this node's status and the stats
+// leader (followNodes, followLeader), decide per app (decideApps), publish
+// what is seen (publishSeen), then, with a synced cache and an API server
+// that answers, make the cluster match (act) and publish what acting
+// found. It returns when it wants to run again without a change (0: no).
 func (c *Controller) reconcile(ctx context.Context, woke time.Time) time.Duration {
 	obs := c.observe()
 	c.followNodes(obs.data, obs.synced, obs.now)
@@ -98,8 +99,8 @@ func (c *Controller) observe() observation {
 	overrides, badOverrides := ParseOverrides(placementCM)
 	obs.overrides = overrides
 	for uuid, msg := range badOverrides {
-		// The set is shared with the published node state: a copy of its
-		// errors takes this pass's additions.
+		// The set's Errors map is the controller's own (Node publishes
+		// it as config_errors): this pass's additions go into a copy.
 		obs.set.Errors = maps.Clone(obs.set.Errors)
 		obs.set.Errors[PlacementConfigMapName+"/"+uuid] = msg
 	}
