@@ -35,7 +35,7 @@ func readAgentSummary(ctx context.Context, socket string) *views.AgentSummary {
 	sum.ClusterIP, sum.ClusterIPReady = st.ClusterIP, st.ClusterIPReady
 	// Why each app's failover was held or let go, from the lost node's
 	// evidence (an agent without the apps part lists no apps).
-	if states, err := localapi.Get[[]apps.AppState](ctx, socket, localapi.PathApps); err == nil {
+	if states, err := localapi.Get[[]apps.PublishedApp](ctx, socket, localapi.PathApps); err == nil {
 		for _, a := range states {
 			if a.Failover != "" {
 				sum.Failovers = append(sum.Failovers, views.AgentFailover{App: a.Name, Verdict: a.Failover})

@@ -159,7 +159,7 @@ type Agent struct {
 	prefix netip.Prefix
 	super  *Supervisor
 	leader *apps.StatsLeader
-	apps   *apps.Agent
+	apps   *apps.Controller
 }
 
 // New prepares an agent.
@@ -255,7 +255,7 @@ func (a *Agent) attempt(err error) {
 
 // Apps is the apps part, nil until the agent reaches its cluster (or when
 // no apps directory is configured).
-func (a *Agent) Apps() *apps.Agent {
+func (a *Agent) Apps() *apps.Controller {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.apps

@@ -15,21 +15,21 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 		localapi.PathLeader: func() any { return a.LeaderState() },
 		// The apps part's endpoints answer empty lists until it runs, so a
 		// reader never has to tell "none" from "not yet" by an error.
-		localapi.PathApps:    func() any { return orEmpty(a.Apps(), (*apps.Agent).Apps) },
-		localapi.PathVolumes: func() any { return orEmpty(a.Apps(), (*apps.Agent).Volumes) },
-		localapi.PathEvents:  func() any { return orEmpty(a.Apps(), (*apps.Agent).Timeline) },
+		localapi.PathApps:    func() any { return orEmpty(a.Apps(), (*apps.Controller).Apps) },
+		localapi.PathVolumes: func() any { return orEmpty(a.Apps(), (*apps.Controller).Volumes) },
+		localapi.PathEvents:  func() any { return orEmpty(a.Apps(), (*apps.Controller).Timeline) },
 		localapi.PathNode: func() any {
 			if part := a.Apps(); part != nil {
 				return part.Node()
 			}
-			return apps.NodeState{Node: a.State().Node, Status: apps.NodeDown, Reason: "not connected to the cluster yet"}
+			return apps.PublishedNode{Node: a.State().Node, Status: apps.PublishedDown, Reason: "not connected to the cluster yet"}
 		},
 	})
 }
 
 // orEmpty is list(part), or an empty list (JSON [], not null) while the
 // apps part does not run.
-func orEmpty[T any](part *apps.Agent, list func(*apps.Agent) []T) []T {
+func orEmpty[T any](part *apps.Controller, list func(*apps.Controller) []T) []T {
 	if part == nil {
 		return []T{}
 	}

@@ -17,7 +17,9 @@ const (
 	AppKindContainer = "container"
 )
 
-// AppStatus is one user app (VMI or container pod) and where it runs.
+// AppStatus is one user app (VMI or container pod) and where it runs, as
+// the cluster shows it. Not apps.PublishedApp, which is one node agent's
+// gating verdict on a configured app.
 type AppStatus struct {
 	Name      string `json:"name"`
 	UUID      string `json:"uuid,omitempty"`

@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Node readiness as the Ready condition says it.
+// Node readiness as the Ready condition says it: any node's Kubernetes
+// readiness (NodeStatus.Status). Not the agent's published status of its
+// own node (apps.PublishedNodeStatus: READY, NOTREADY, DOWN).
 const (
 	NodeReady    = "Ready"
 	NodeNotReady = "NotReady"

@@ -11,7 +11,7 @@ import (
 // those claims use. An app that cannot be laid out is left out, its error
 // returned by app UUID to stand in its state; what is left out is what the
 // orphan reconciler may remove.
-func desiredLayouts(set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, opts PlacementOptions) (map[string]Layout, map[string]string) {
+func desiredLayouts(set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, opts PlacementOptions) (map[string]Layout, map[string]string) {
 	desired := map[string]Layout{}
 	appErr := map[string]string{}
 	hosts := designatedNodes(states)
@@ -50,7 +50,7 @@ func desiredLayouts(set AppSet, decisions map[string]AppDecision, states []AppSt
 
 // designatedNodes is the node name of each app's effective DNId, by app
 // UUID ("" when that node is not in the cluster).
-func designatedNodes(states []AppState) map[string]string {
+func designatedNodes(states []PublishedApp) map[string]string {
 	out := map[string]string{}
 	for _, st := range states {
 		out[st.UUID] = st.DNIdNode

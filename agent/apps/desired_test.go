@@ -49,7 +49,7 @@ func TestDesiredLayouts(t *testing.T) {
 		here: {Place: true}, inactive: {Place: true}, elsewhere: {Place: false},
 		notInClust: {Place: true}, noVolume: {Place: true},
 	}
-	states := []AppState{
+	states := []PublishedApp{
 		{UUID: here, DNIdNode: "node-a"}, {UUID: inactive, DNIdNode: "node-a"}, {UUID: elsewhere, DNIdNode: "node-b"},
 		{UUID: notInClust, DNIdNode: ""}, {UUID: noVolume, DNIdNode: "node-a"},
 	}

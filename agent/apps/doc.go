@@ -6,8 +6,15 @@
 // in Prometheus metrics.
 //
 // Where things are:
-//   - apps.go: the Agent (the apps part), its options, its reconcile loop
-//     and the state it publishes.
+//   - controller.go: the Controller (the apps part), its options, and what
+//     it answers (Apps, Volumes, Node, Timeline, Subscribe).
+//   - run.go: its loop, woken by the cluster, the apps directory, timers.
+//   - appsdir.go: watching and reading the apps directory.
+//   - reconcile.go: one pass, in named steps: observe, decide per app,
+//     publish what is seen, act (place, failover), publish what acting found.
+//   - published.go: what it publishes (PublishedApp, PublishedNode and its
+//     PublishedNodeStatus: a contract with its readers, kept as it is) and
+//     writes to the state directory.
 //   - appconfig.go: reading and checking the app and volume files.
 //   - gating.go: what each app's state is and whether this node places it.
 //   - placement.go: the layout of an app, a volume, a storage class, and

@@ -24,7 +24,7 @@ import (
 
 // failover judges app pods stuck terminating on lost nodes (leader only).
 // It returns when the next verdict could change (0: none pending).
-func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []AppState, now time.Time) time.Duration {
+func (c *Controller) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []PublishedApp, now time.Time) time.Duration {
 	next := time.Duration(0)
 	soon := func(wait time.Duration) {
 		if wait = max(wait, 10*time.Millisecond); next == 0 || wait < next {
@@ -46,10 +46,10 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 				continue
 			}
 			live[pod.UID] = true
-			sp := a.stuck[pod.UID]
+			sp := c.stuck[pod.UID]
 			if sp == nil {
 				sp = &stuckPod{firstSeen: now}
-				a.stuck[pod.UID] = sp
+				c.stuck[pod.UID] = sp
 			}
 			// The node is probed from the first sighting on, every
 			// failoverRecheck, so that the timer counts its silence
@@ -58,7 +58,7 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 				if wait := failoverRecheck - now.Sub(sp.lifeChecked); sp.lifeChecked.IsZero() || wait <= 0 {
 					life, ok := probed[node.Name]
 					if !ok {
-						life = a.opts.NodeProbe(ctx, node)
+						life = c.opts.NodeProbe(ctx, node)
 						probed[node.Name] = life
 					}
 					sp.observeLife(life.Alive, now)
@@ -67,7 +67,7 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 					soon(wait)
 				}
 			}
-			in := FailoverInput{App: app, Pod: pod, Node: node, FirstSeen: sp.timerStart(), Now: now, Timeout: a.opts.FailoverTimeout}
+			in := FailoverInput{App: app, Pod: pod, Node: node, FirstSeen: sp.timerStart(), Now: now, Timeout: c.opts.FailoverTimeout}
 			v := DecideFailover(in)
 			if v.NeedEvidence {
 				if wait := failoverRecheck - now.Sub(sp.checked); !sp.checked.IsZero() && wait > 0 {
@@ -76,7 +76,7 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 					v = sp.verdict
 					soon(wait)
 				} else {
-					in.Evidence = a.failoverEvidence(ctx, pod, node, probed)
+					in.Evidence = c.failoverEvidence(ctx, pod, node, probed)
 					sp.observeLife(in.Evidence.Alive, now)
 					in.FirstSeen = sp.timerStart()
 					v = DecideFailover(in)
@@ -89,14 +89,14 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 			}
 			switch v.Action {
 			case FailoverWait:
-				soon(sp.timerStart().Add(a.opts.FailoverTimeout).Sub(now))
+				soon(sp.timerStart().Add(c.opts.FailoverTimeout).Sub(now))
 				continue
 			case FailoverForceDelete:
-				err := a.snap.Clients().Core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+				err := c.snap.Clients().Core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 					GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}})
 				if err != nil && !apierrors.IsNotFound(err) {
-					a.opts.Metrics.APIErrors.Inc()
-					a.log.Error("force delete", "pod", pod.Name, "err", err)
+					c.opts.Metrics.APIErrors.Inc()
+					c.log.Error("force delete", "pod", pod.Name, "err", err)
 					soon(5 * time.Second)
 					continue
 				}
@@ -114,7 +114,7 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 				continue
 			}
 			if sp.reported != v.Action {
-				a.opts.Metrics.FailoverActions.WithLabelValues(string(v.Action)).Inc()
+				c.opts.Metrics.FailoverActions.WithLabelValues(string(v.Action)).Inc()
 			}
 			sp.reported, sp.reportedLife = v.Action, v.Life
 			kind, evType, reason := EventFailover, corev1.EventTypeNormal, "ForceDeleted"
@@ -124,15 +124,15 @@ func (a *Agent) failover(ctx context.Context, set AppSet, observed map[string]Ap
 			case FailoverRefuse, FailoverPinned:
 				kind, evType, reason = EventRefusal, corev1.EventTypeWarning, "FailoverRefused"
 			}
-			a.log.Info("failover", "app", app.DisplayName, "pod", pod.Name, "action", v.Action, "reason", v.Reason)
-			a.timeline.Add(TimelineEvent{Time: now, Kind: kind, App: app.DisplayName, Node: pod.Spec.NodeName, Message: v.Reason, Warning: v.Action != FailoverForceDelete})
-			a.recorder.Event(pod, evType, reason, v.Reason)
+			c.log.Info("failover", "app", app.DisplayName, "pod", pod.Name, "action", v.Action, "reason", v.Reason)
+			c.timeline.Add(TimelineEvent{Time: now, Kind: kind, App: app.DisplayName, Node: pod.Spec.NodeName, Message: v.Reason, Warning: v.Action != FailoverForceDelete})
+			c.recorder.Event(pod, evType, reason, v.Reason)
 		}
 	}
 	// Bounded memory: a pod gone, finished by its kubelet or deleted here
 	// leaves no record behind.
-	maps.DeleteFunc(a.stuck, func(uid types.UID, _ *stuckPod) bool { return !live[uid] })
-	if wait := a.releaseLeftBehind(ctx, set, nodes, d, probed, now); wait > 0 {
+	maps.DeleteFunc(c.stuck, func(uid types.UID, _ *stuckPod) bool { return !live[uid] })
+	if wait := c.releaseLeftBehind(ctx, set, nodes, d, probed, now); wait > 0 {
 		soon(wait)
 	}
 	return next
@@ -153,7 +153,7 @@ type releaseCheck struct {
 // only while a node is lost, at most every failoverRecheck unless an app
 // pod left a lost node since the last pass. It returns when to look again
 // (0: no need).
-func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[string]*corev1.Node, d kube.Data, probed map[string]NodeLife, now time.Time) time.Duration {
+func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[string]*corev1.Node, d kube.Data, probed map[string]NodeLife, now time.Time) time.Duration {
 	podsOnLost := map[types.UID]bool{}
 	for _, p := range d.Pods {
 		if p.Namespace == kube.AppNamespace && unreachableTaint(nodes[p.Spec.NodeName]) != nil {
@@ -162,24 +162,24 @@ func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[str
 	}
 	anyLost := slices.ContainsFunc(slices.Collect(maps.Values(nodes)), func(n *corev1.Node) bool { return unreachableTaint(n) != nil })
 	podLeft := false
-	for uid := range a.podsOnLost {
+	for uid := range c.podsOnLost {
 		podLeft = podLeft || !podsOnLost[uid]
 	}
-	a.podsOnLost = podsOnLost
+	c.podsOnLost = podsOnLost
 	if !anyLost {
-		clear(a.releaseChecked)
-		a.releasesListed = time.Time{}
+		clear(c.releaseChecked)
+		c.releasesListed = time.Time{}
 		return 0
 	}
-	if wait := failoverRecheck - now.Sub(a.releasesListed); !podLeft && !a.releasesListed.IsZero() && wait > 0 {
+	if wait := failoverRecheck - now.Sub(c.releasesListed); !podLeft && !c.releasesListed.IsZero() && wait > 0 {
 		return wait
 	}
-	a.releasesListed = now
-	client := a.snap.Clients().Core.StorageV1().VolumeAttachments()
+	c.releasesListed = now
+	client := c.snap.Clients().Core.StorageV1().VolumeAttachments()
 	list, err := client.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		a.opts.Metrics.APIErrors.Inc()
-		a.log.Error("list volume attachments", "err", err)
+		c.opts.Metrics.APIErrors.Inc()
+		c.log.Error("list volume attachments", "err", err)
 		return 5 * time.Second
 	}
 	// The claim of each Longhorn volume (named as its PV), and the apps
@@ -216,15 +216,15 @@ func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[str
 		}) {
 			continue
 		}
-		if c, ok := a.releaseChecked[va.UID]; ok && now.Sub(c.at) < failoverRecheck {
+		if last, ok := c.releaseChecked[va.UID]; ok && now.Sub(last.at) < failoverRecheck {
 			continue
 		}
 		pods, ok := podsOn[node.Name]
 		if !ok {
-			got, err := a.snap.Clients().Core.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
+			got, err := c.snap.Clients().Core.CoreV1().Pods(kube.AppNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
 			if err != nil {
-				a.opts.Metrics.APIErrors.Inc()
-				a.log.Error("list pods on lost node", "node", node.Name, "err", err)
+				c.opts.Metrics.APIErrors.Inc()
+				c.log.Error("list pods on lost node", "node", node.Name, "err", err)
 				continue
 			}
 			for j := range got.Items {
@@ -234,15 +234,15 @@ func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[str
 		}
 		stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: va.Name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: node.Name,
 			Volumes: []corev1.Volume{{Name: claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
-		ev := a.failoverEvidence(ctx, stub, node, probed)
+		ev := c.failoverEvidence(ctx, stub, node, probed)
 		release, why := DecideRelease(va, node, claim, pods, ev)
 		app := strings.Join(appsOf[claim], ", ")
 		if !release {
-			if c := a.releaseChecked[va.UID]; c.why != why {
-				a.log.Warn("failover", "app", app, "attachment", va.Name, "action", "release held", "reason", why)
-				a.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: app, Node: node.Name, Message: why, Warning: true})
+			if last := c.releaseChecked[va.UID]; last.why != why {
+				c.log.Warn("failover", "app", app, "attachment", va.Name, "action", "release held", "reason", why)
+				c.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: app, Node: node.Name, Message: why, Warning: true})
 			}
-			a.releaseChecked[va.UID] = releaseCheck{at: now, why: why}
+			c.releaseChecked[va.UID] = releaseCheck{at: now, why: why}
 			continue
 		}
 		err := client.Delete(ctx, va.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(va.UID)}})
@@ -250,19 +250,19 @@ func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[str
 			continue // gone, or another object of that name: not the one judged
 		}
 		if err != nil {
-			a.opts.Metrics.APIErrors.Inc()
-			a.log.Error("delete volume attachment", "attachment", va.Name, "err", err)
-			a.releaseChecked[va.UID] = releaseCheck{at: now, why: err.Error()}
+			c.opts.Metrics.APIErrors.Inc()
+			c.log.Error("delete volume attachment", "attachment", va.Name, "err", err)
+			c.releaseChecked[va.UID] = releaseCheck{at: now, why: err.Error()}
 			continue
 		}
-		delete(a.releaseChecked, va.UID)
-		a.opts.Metrics.FailoverActions.WithLabelValues("release-attachment").Inc()
-		a.log.Info("failover", "app", app, "attachment", va.Name, "action", "release-attachment", "reason", why)
-		a.timeline.Add(TimelineEvent{Time: now, Kind: EventFailover, App: app, Node: node.Name, Message: why})
-		a.recorder.Event(va, corev1.EventTypeNormal, "VolumeAttachmentDeleted", why)
+		delete(c.releaseChecked, va.UID)
+		c.opts.Metrics.FailoverActions.WithLabelValues("release-attachment").Inc()
+		c.log.Info("failover", "app", app, "attachment", va.Name, "action", "release-attachment", "reason", why)
+		c.timeline.Add(TimelineEvent{Time: now, Kind: EventFailover, App: app, Node: node.Name, Message: why})
+		c.recorder.Event(va, corev1.EventTypeNormal, "VolumeAttachmentDeleted", why)
 	}
-	maps.DeleteFunc(a.releaseChecked, func(uid types.UID, _ releaseCheck) bool { return !listed[uid] })
-	if len(a.releaseChecked) > 0 {
+	maps.DeleteFunc(c.releaseChecked, func(uid types.UID, _ releaseCheck) bool { return !listed[uid] })
+	if len(c.releaseChecked) > 0 {
 		return failoverRecheck
 	}
 	return 0
@@ -270,19 +270,19 @@ func (a *Agent) releaseLeftBehind(ctx context.Context, set AppSet, nodes map[str
 
 // failoverEvidence probes the lost node (once per pass) and, only when it
 // is silent, reads the pod's claims afresh from the API server.
-func (a *Agent) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
+func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
 	life, ok := probed[node.Name]
 	if !ok {
-		life = a.opts.NodeProbe(ctx, node)
+		life = c.opts.NodeProbe(ctx, node)
 		probed[node.Name] = life
 	}
 	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence}
 	if !life.Alive {
-		ev.Volumes = ReadFailoverEvidence(ctx, a.snap.Clients(), pod)
-		nodes, err := ReadReplicaNodes(ctx, a.snap.Clients(), ev.Volumes)
+		ev.Volumes = ReadFailoverEvidence(ctx, c.snap.Clients(), pod)
+		nodes, err := ReadReplicaNodes(ctx, c.snap.Clients(), ev.Volumes)
 		if err != nil {
 			// No replica can be shown on a live node: every claim unsafe.
-			a.opts.Metrics.APIErrors.Inc()
+			c.opts.Metrics.APIErrors.Inc()
 			for i := range ev.Volumes {
 				ev.Volumes[i].Problem = cmp.Or(ev.Volumes[i].Problem, err.Error())
 			}

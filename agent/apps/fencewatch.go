@@ -31,14 +31,14 @@ type FenceOptions struct {
 // stops this node's auto-migration apps' pods, again at every check while
 // cut off (a kubelet that still runs starts them again), and says so in
 // the node's status.
-func (a *Agent) fenceWatch(ctx context.Context) {
-	bound := DeriveFenceTimings(a.opts.FailoverTimeout).FenceAfter
+func (c *Controller) fenceWatch(ctx context.Context) {
+	bound := DeriveFenceTimings(c.opts.FailoverTimeout).FenceAfter
 	start := time.Now()
 	var st FenceState
 	tick := time.NewTicker(fenceCheckEvery)
 	defer tick.Stop()
 	for {
-		check := a.fenceCheck(ctx)
+		check := c.fenceCheck(ctx)
 		check.Mono, check.Wall = time.Since(start), time.Now()
 		wasFenced := st.Fenced()
 		v := st.Observe(check, bound)
@@ -46,21 +46,21 @@ func (a *Agent) fenceWatch(ctx context.Context) {
 		case FenceStop:
 			// Said before it is done: whoever sees the pods gone finds
 			// the reason already in the node's status.
-			a.setFence(v.Reason)
-			pods := a.autoPodsHere()
+			c.setFence(v.Reason)
+			pods := c.autoPodsHere()
 			stopCtx, cancel := context.WithTimeout(ctx, fenceStopBudget)
-			rep, err := a.opts.Fence.Stop(stopCtx, pods)
+			rep, err := c.opts.Fence.Stop(stopCtx, pods)
 			cancel()
 			if !wasFenced {
-				a.timeline.Add(TimelineEvent{Time: check.Wall, Kind: EventRefusal, Node: a.opts.NodeName, Message: v.Reason, Warning: true})
+				c.timeline.Add(TimelineEvent{Time: check.Wall, Kind: EventRefusal, Node: c.opts.NodeName, Message: v.Reason, Warning: true})
 			}
 			if !wasFenced || len(rep.Killed) > 0 || err != nil {
-				a.log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(pods), "killed", len(rep.Killed), "err", err)
+				c.log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(pods), "killed", len(rep.Killed), "err", err)
 			}
 		case FenceLift:
-			a.log.Info("fence lifted", "reason", v.Reason)
-			a.timeline.Add(TimelineEvent{Time: check.Wall, Kind: EventRefusal, Node: a.opts.NodeName, Message: v.Reason})
-			a.setFence("")
+			c.log.Info("fence lifted", "reason", v.Reason)
+			c.timeline.Add(TimelineEvent{Time: check.Wall, Kind: EventRefusal, Node: c.opts.NodeName, Message: v.Reason})
+			c.setFence("")
 		}
 		select {
 		case <-ctx.Done():
@@ -70,27 +70,27 @@ func (a *Agent) fenceWatch(ctx context.Context) {
 	}
 }
 
-func (a *Agent) setFence(why string) {
-	a.mu.Lock()
-	changed := a.fence != why
-	a.fence = why
-	a.mu.Unlock()
+func (c *Controller) setFence(why string) {
+	c.mu.Lock()
+	changed := c.fence != why
+	c.fence = why
+	c.mu.Unlock()
 	if changed {
-		a.notify()
+		c.notify()
 	}
 }
 
 // fenceCheck asks the API server, and only when it does not answer, the
 // peers, all at once, each bounded by probeTimeout.
-func (a *Agent) fenceCheck(ctx context.Context) FenceCheck {
+func (c *Controller) fenceCheck(ctx context.Context) FenceCheck {
 	apiCtx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if a.opts.Fence.APIReady(apiCtx) == nil {
+	if c.opts.Fence.APIReady(apiCtx) == nil {
 		return FenceCheck{APIReachable: true}
 	}
 	var peers []*corev1.Node
-	for _, n := range a.snap.Data().Nodes {
-		if n.Name != a.opts.NodeName {
+	for _, n := range c.snap.Data().Nodes {
+		if n.Name != c.opts.NodeName {
 			peers = append(peers, n)
 		}
 	}
@@ -102,7 +102,7 @@ func (a *Agent) fenceCheck(ctx context.Context) FenceCheck {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			defer cancel()
-			answered <- a.opts.NodeProbe(pctx, n).Alive
+			answered <- c.opts.NodeProbe(pctx, n).Alive
 		}()
 	}
 	wg.Wait()
@@ -119,13 +119,13 @@ func (a *Agent) fenceCheck(ctx context.Context) FenceCheck {
 // apps that migrate (pinned apps' pods stay: nobody else will run them).
 // An app pod whose app this node has no config for is stopped too: it
 // cannot be shown pinned, and the majority side may move it.
-func (a *Agent) autoPodsHere() []string {
-	a.mu.Lock()
-	set := a.set
-	a.mu.Unlock()
+func (c *Controller) autoPodsHere() []string {
+	c.mu.Lock()
+	set := c.set
+	c.mu.Unlock()
 	var out []string
-	for _, p := range a.snap.Data().Pods {
-		if p.Namespace != kube.AppNamespace || p.Spec.NodeName != a.opts.NodeName {
+	for _, p := range c.snap.Data().Pods {
+		if p.Namespace != kube.AppNamespace || p.Spec.NodeName != c.opts.NodeName {
 			continue
 		}
 		uuid := p.Labels[kube.LabelAppUUID]

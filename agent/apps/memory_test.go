@@ -17,7 +17,7 @@ import (
 // as many entries as there are nodes and apps now, not as many as ever
 // were (an agent runs for years).
 func TestAgentMemoryFollowsChurn(t *testing.T) {
-	a := &Agent{opts: Options{NodeName: "node-a", Metrics: NewMetrics(), Leader: func() LeaderState { return LeaderState{} }},
+	a := &Controller{opts: Options{NodeName: "node-a", Metrics: NewMetrics(), Leader: func() LeaderState { return LeaderState{} }},
 		log: slog.New(slog.DiscardHandler), timeline: NewTimeline(50),
 		lastRunning: map[string]string{}, nodeReady: map[string]bool{}, lostSeen: map[string]bool{}}
 	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
@@ -33,9 +33,9 @@ func TestAgentMemoryFollowsChurn(t *testing.T) {
 		nodes := map[string]*corev1.Node{"node-a": d.Nodes[0], joined.Name: joined}
 		a.followNodes(d, true, now)
 		uuid := fmt.Sprintf("d0000000-0000-4000-8000-%012d", i)
-		st := AppState{UUID: uuid, Name: fmt.Sprintf("app-%d", i), KubeStatus: KubeRunning, Node: joined.Name,
+		st := PublishedApp{UUID: uuid, Name: fmt.Sprintf("app-%d", i), KubeStatus: KubeRunning, Node: joined.Name,
 			Lost: &LostApp{Node: joined.Name, Since: now}}
-		a.publish([]AppState{st}, d, nodes, true, now)
+		a.publish([]PublishedApp{st}, d, nodes, true, now)
 		if a.lastRunning[uuid] != joined.Name || !a.lostSeen[uuid] || !a.nodeReady["node-a"] {
 			t.Fatalf("round %d: the memory lost what exists: lastRunning %v lostSeen %v nodeReady %v", i, a.lastRunning, a.lostSeen, a.nodeReady)
 		}

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// Pending is the apps agent's own account of the work it has in hand:
+// Pending is the apps controller's own account of the work it has in hand:
 // whether a reconcile pass is running, whether it armed a timer to come
 // back (a failed write to retry, a failover timer), and whether a change
-// or a wake-up is waiting for the next pass. Every write the apps agent
+// or a wake-up is waiting for the next pass. Every write the apps controller
 // makes (layouts, removals, failover) happens inside a pass, so an agent
 // with nothing pending makes none until something changes.
 type Pending struct {
@@ -52,11 +52,11 @@ func (s *passes) end(next time.Duration) {
 	}
 }
 
-// Pending returns what the apps agent has in hand (see Pending).
-func (a *Agent) Pending() Pending {
-	a.pass.mu.Lock()
-	defer a.pass.mu.Unlock()
-	p := a.pass.p
-	p.Queued = len(a.kick) > 0 || len(a.pass.changes) > 0
+// Pending returns what the apps controller has in hand (see Pending).
+func (c *Controller) Pending() Pending {
+	c.pass.mu.Lock()
+	defer c.pass.mu.Unlock()
+	p := c.pass.p
+	p.Queued = len(c.kick) > 0 || len(c.pass.changes) > 0
 	return p
 }

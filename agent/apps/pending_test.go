@@ -8,7 +8,7 @@ import (
 // Pending follows the loop: a pass running, a retry armed, a change or a
 // wake-up queued are each work in hand; only none of them is idle.
 func TestPendingFollowsTheLoop(t *testing.T) {
-	a := &Agent{kick: make(chan struct{}, 1)}
+	a := &Controller{kick: make(chan struct{}, 1)}
 	changes := make(chan struct{}, 1)
 	if p := a.Pending(); !p.Idle() || p.Passes != 0 {
 		t.Fatalf("before the first pass: %+v", p)

@@ -23,36 +23,36 @@ import (
 // (orphanRemover), recording on what another node places now the config
 // this node holds (handovers). What placement finds wrong lands in the app states. It
 // returns when to retry a write held or refused (0: nothing to retry).
-func (a *Agent) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []AppState, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
-	if !a.placed.synced() || myUUID == "" {
+func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
+	if !c.placed.synced() || myUUID == "" {
 		return 0
 	}
-	desired, appErr := desiredLayouts(set, decisions, states, myUUID, a.opts.Placement)
+	desired, appErr := desiredLayouts(set, decisions, states, myUUID, c.opts.Placement)
 	hosts := designatedNodes(states)
-	writeErr, retry := a.writer.write(ctx, a.placed, desired, hosts, vmis, now)
+	writeErr, retry := c.writer.write(ctx, c.placed, desired, hosts, vmis, now)
 	maps.Copy(appErr, writeErr)
-	a.effects.restartPinnedVMIs(ctx, failedPinnedVMIs(desired, a.placed.live, hosts, nodeReady), now)
+	c.effects.restartPinnedVMIs(ctx, failedPinnedVMIs(desired, c.placed.live, hosts, nodeReady), now)
 	// A file absent when the agent started has no last good version to
 	// hold (HoldAbsentFiles): the absence grace runs from the first read.
 	absenceKnown := true
-	if wait := a.opts.FileAbsentGrace - now.Sub(a.firstRead); wait > 0 {
+	if wait := c.opts.FileAbsentGrace - now.Sub(c.firstRead); wait > 0 {
 		absenceKnown = false
 		if retry == 0 || wait < retry {
 			retry = wait
 		}
 	}
-	a.orphans.remove(ctx, a.placed.workloads(), desired, set, decisions, myUUID, absenceKnown, now)
+	c.orphans.remove(ctx, c.placed.workloads(), desired, set, decisions, myUUID, absenceKnown, now)
 	var claims []placedObject
-	for _, obj := range a.placed.list(GVRPVC) {
+	for _, obj := range c.placed.list(GVRPVC) {
 		claims = append(claims, placedObject{GVR: GVRPVC, Object: obj})
 	}
-	a.effects.handOver(ctx, a.placed.workloads(), claims, set, decisions, myUUID, now)
+	c.effects.handOver(ctx, c.placed.workloads(), claims, set, decisions, myUUID, now)
 	for i := range states {
 		if msg, ok := appErr[states[i].UUID]; ok {
 			states[i].Error = msg
 		}
 	}
-	a.placementErrors = appErr
+	c.placementErrors = appErr
 	return retry
 }
 

@@ -25,10 +25,10 @@ import (
 const (
 	PathAgent   = "/v1/agent"   // bootstrap: agent.State
 	PathLeader  = "/v1/leader"  // the stats-leader election: apps.LeaderState
-	PathApps    = "/v1/apps"    // []apps.AppState
+	PathApps    = "/v1/apps"    // []apps.PublishedApp
 	PathVolumes = "/v1/volumes" // []apps.VolumeState
 	PathEvents  = "/v1/events"  // the timeline, newest first: []apps.TimelineEvent
-	PathNode    = "/v1/node"    // apps.NodeState
+	PathNode    = "/v1/node"    // apps.PublishedNode
 )
 
 // Serve answers GET on each route's path with what its function returns,

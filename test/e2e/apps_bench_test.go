@@ -57,10 +57,10 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	appsPart := until(b, 30*time.Second, "the agent's apps part started", func() (*apps.Agent, bool) {
+	appsPart := until(b, 30*time.Second, "the agent's apps part started", func() (*apps.Controller, bool) {
 		appsPart := sa.agent.Apps()
 		return appsPart, appsPart != nil
-	}, func(*apps.Agent) string { return fmt.Sprintf("the agent's state: %+v", sa.agent.State()) })
+	}, func(*apps.Controller) string { return fmt.Sprintf("the agent's state: %+v", sa.agent.State()) })
 	changes, unsubscribe := appsPart.Subscribe()
 	defer unsubscribe()
 	waitState := func(running bool) time.Time {

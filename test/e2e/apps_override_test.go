@@ -63,7 +63,7 @@ func TestOverrideToUnfitNodeRefused(t *testing.T) {
 	// Either node-b says it refused the override, or the app moved.
 	type outcome struct {
 		movedTo string
-		st      apps.AppState
+		st      apps.PublishedApp
 	}
 	seen := until(t, 30*time.Second, "node-b reports the override refused", func() (outcome, bool) {
 		if d, err := deployments.Get(ctx, apps.WorkloadName(app), metav1.GetOptions{}); err == nil && d.Annotations[apps.AnnotationDNId] != app.DesignatedNodeID {

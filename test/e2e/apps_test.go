@@ -158,7 +158,7 @@ func TestAppsAgents(t *testing.T) {
 		return seen, agree
 	}, func(seen volumesSeen) string { return fmt.Sprintf("the agents see: %+v", seen) })
 	// The same, as another service on the device reads it: the socket.
-	var overSocket []apps.AppState
+	var overSocket []apps.PublishedApp
 	getSocket(t, agents["node-b"].socket, "/v1/apps", &overSocket)
 	var pinnedSeen bool
 	for _, st := range overSocket {
@@ -374,10 +374,10 @@ func TestAppsAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := agents["node-a"]
-		until(t, 10*time.Second, "a per-file error for "+path, func() (apps.NodeState, bool) {
+		until(t, 10*time.Second, "a per-file error for "+path, func() (apps.PublishedNode, bool) {
 			node := a.agent.Apps().Node()
 			return node, node.ConfigErrors[path] != ""
-		}, func(node apps.NodeState) string { return fmt.Sprintf("node-a's node state: %+v", node) })
+		}, func(node apps.PublishedNode) string { return fmt.Sprintf("node-a's node state: %+v", node) })
 		if len(a.agent.Apps().Apps()) != len(appConfigs) {
 			t.Fatalf("a broken file dropped apps: %d of %d served", len(a.agent.Apps().Apps()), len(appConfigs))
 		}
@@ -416,7 +416,7 @@ func TestAppsAgents(t *testing.T) {
 		}
 		// Mended, the file is the app again and removals resume.
 		writeJSON(t, path, appConfigs[appMoved])
-		waitApp(t, agents[placer], appMoved, 20*time.Second, "the mended file taken up, the app running", func(st apps.AppState) bool {
+		waitApp(t, agents[placer], appMoved, 20*time.Second, "the mended file taken up, the app running", func(st apps.PublishedApp) bool {
 			return len(agents[placer].agent.Apps().Node().ConfigErrors) == 0 && st.KubeStatus == apps.KubeRunning
 		})
 	})
@@ -447,7 +447,7 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
 
 	waitAgents(t, all, "stale-web", 60*time.Second, "running on node-c", runningOn("node-c"))
-	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b says it holds an older config", func(st apps.AppState) bool {
+	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b says it holds an older config", func(st apps.PublishedApp) bool {
 		return strings.Contains(st.Error, "waiting for the newer config")
 	})
 	// The Deployment as node-c laid it out, read as soon as node-b holds
@@ -471,7 +471,7 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 
 	// node-b catches up: the error goes, and the app stays on node-c.
 	writeJSON(t, oldFile, v2)
-	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b takes up the newer config (no error, not the DNId node)", func(st apps.AppState) bool {
+	waitApp(t, agents["node-b"], "stale-web", 30*time.Second, "node-b takes up the newer config (no error, not the DNId node)", func(st apps.PublishedApp) bool {
 		return st.Error == "" && !st.IsDNIdNode
 	})
 	waitAgents(t, all, "stale-web", 30*time.Second, "still on node-c", runningOn("node-c"))
@@ -494,8 +494,8 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	nodeStatus := func(node string) (apps.NodeState, error) {
-		var st apps.NodeState
+	nodeStatus := func(node string) (apps.PublishedNode, error) {
+		var st apps.PublishedNode
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, "unix", site.AgentSocket(node))
@@ -514,7 +514,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 			if err != nil {
 				return err.Error(), false
 			}
-			return fmt.Sprintf("%+v", st), st.Status == apps.NodeReady
+			return fmt.Sprintf("%+v", st), st.Status == apps.PublishedReady
 		}, func(last string) string { return "its /v1/node: " + last })
 	}
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
@@ -572,10 +572,10 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 
 // waitApp waits until agent a sees app and its state satisfies cond, and
 // returns the state.
-func waitApp(t *testing.T, a *siteAgent, app string, within time.Duration, what string, cond func(apps.AppState) bool) apps.AppState {
+func waitApp(t *testing.T, a *siteAgent, app string, within time.Duration, what string, cond func(apps.PublishedApp) bool) apps.PublishedApp {
 	t.Helper()
 	type seen struct {
-		st apps.AppState
+		st apps.PublishedApp
 		ok bool
 	}
 	return until(t, within, a.node+": "+app+": "+what, func() (seen, bool) {

@@ -330,17 +330,17 @@ func (s *siteAgent) lose() {
 	s.stop()
 }
 
-func (s *siteAgent) app(name string) (apps.AppState, bool) {
+func (s *siteAgent) app(name string) (apps.PublishedApp, bool) {
 	appsPart := s.agent.Apps()
 	if appsPart == nil {
-		return apps.AppState{}, false
+		return apps.PublishedApp{}, false
 	}
 	for _, st := range appsPart.Apps() {
 		if st.Name == name {
 			return st, true
 		}
 	}
-	return apps.AppState{}, false
+	return apps.PublishedApp{}, false
 }
 
 // requestCounter counts an agent's requests to the API server that are not
@@ -605,7 +605,7 @@ func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, a
 	}
 }
 
-type agentView map[string]apps.AppState // by node
+type agentView map[string]apps.PublishedApp // by node
 
 func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
 	t.Helper()

@@ -214,12 +214,12 @@ func TestSitePowerCutComesBack(t *testing.T) {
 		site.WaitSettled(t, 120*time.Second)
 	})
 
-	appsOf := func(node string) (map[string]apps.AppState, error) {
-		var list []apps.AppState
+	appsOf := func(node string) (map[string]apps.PublishedApp, error) {
+		var list []apps.PublishedApp
 		if err := getSocketErr(site.AgentSocket(node), localapi.PathApps, &list); err != nil {
 			return nil, err
 		}
-		out := map[string]apps.AppState{}
+		out := map[string]apps.PublishedApp{}
 		for _, a := range list {
 			out[a.Name] = a
 		}
@@ -237,11 +237,11 @@ func TestSitePowerCutComesBack(t *testing.T) {
 			if !kube.NodeIsReady(node) {
 				return "node " + n + " not Ready", false
 			}
-			var st apps.NodeState
+			var st apps.PublishedNode
 			if err := getSocketErr(site.AgentSocket(n), localapi.PathNode, &st); err != nil {
 				return n + "'s agent: " + err.Error(), false
 			}
-			if st.Status != apps.NodeReady {
+			if st.Status != apps.PublishedReady {
 				return fmt.Sprintf("%s's agent says %s (%s)", n, st.Status, st.Reason), false
 			}
 			seen, err := appsOf(n)

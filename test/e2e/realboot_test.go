@@ -142,14 +142,14 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 			if st.Phase != agent.PhaseJoined {
 				return fmt.Sprintf("%s's agent is %s (%s)", n, st.Phase, st.LastError), false
 			}
-			var ns apps.NodeState
+			var ns apps.PublishedNode
 			if err := getSocketErr(site.AgentSocket(n), localapi.PathNode, &ns); err != nil {
 				return n + "'s agent: " + err.Error(), false
 			}
-			if ns.Status != apps.NodeReady {
+			if ns.Status != apps.PublishedReady {
 				return fmt.Sprintf("%s's agent says %s (%s)", n, ns.Status, ns.Reason), false
 			}
-			var seen []apps.AppState
+			var seen []apps.PublishedApp
 			if err := getSocketErr(site.AgentSocket(n), localapi.PathApps, &seen); err != nil {
 				return n + "'s agent apps: " + err.Error(), false
 			}
