@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -78,17 +77,10 @@ func (k LifeKey) GoString() string { return k.String() }
 // LogValue: see String.
 func (k LifeKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
-// mac is HMAC-SHA256 over the label, the cluster id, the node name and the
-// nonce, each length-prefixed so that no two inputs share a message.
+// mac is the keyed MAC under lifeProofLabel over the cluster id, the node
+// name and the nonce.
 func (k LifeKey) mac(node string, nonce []byte) []byte {
-	m := hmac.New(sha256.New, k.key)
-	for _, field := range [][]byte{[]byte(lifeProofLabel), []byte(k.clusterID), []byte(node), nonce} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(field)))
-		m.Write(n[:])
-		m.Write(field)
-	}
-	return m.Sum(nil)
+	return keyedMAC(k.key, lifeProofLabel, []byte(k.clusterID), []byte(node), nonce)
 }
 
 // LifeProofAnswer is an agent's answer to a challenge.
