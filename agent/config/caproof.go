@@ -88,14 +88,7 @@ var ErrNoClusterCA = errors.New("no cluster CA on this node yet")
 // none, or while it cannot be read.
 func CAProofHandler(key LifeKey, node string, ca func() ([]byte, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !onlyGet(w, r) {
-			return
-		}
-		if !key.Valid() {
-			http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
-			return
-		}
-		nonce, ok := NonceOf(w, r)
+		nonce, ok := key.challenge(w, r)
 		if !ok {
 			return
 		}

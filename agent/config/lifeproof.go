@@ -130,14 +130,7 @@ func NewLifeNonce() ([]byte, error) {
 // others must still be able to show.
 func LifeProofHandler(key LifeKey, node string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !onlyGet(w, r) {
-			return
-		}
-		if !key.Valid() {
-			http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
-			return
-		}
-		nonce, ok := NonceOf(w, r)
+		nonce, ok := key.challenge(w, r)
 		if !ok {
 			return
 		}
@@ -145,6 +138,20 @@ func LifeProofHandler(key LifeKey, node string) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(key.Answer(node, nonce))
 	})
+}
+
+// challenge is the nonce of a request for a proof made with k: anything
+// but GET is answered 405, an agent without the cluster's key 503 and a
+// bad nonce 400, and then ok is false.
+func (k LifeKey) challenge(w http.ResponseWriter, r *http.Request) (nonce []byte, ok bool) {
+	if !onlyGet(w, r) {
+		return nil, false
+	}
+	if !k.Valid() {
+		http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return NonceOf(w, r)
 }
 
 // onlyGet answers anything but GET with 405 (the proofs and the

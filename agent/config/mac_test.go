@@ -2,6 +2,9 @@ package config
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +26,43 @@ func TestProofMACsKnownAnswers(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: proof %s, want %s", c.what, c.got, c.want)
+		}
+	}
+}
+
+// Both proof handlers refuse alike before anything is proved: anything but
+// GET with 405, an agent without the cluster's key with 503 whatever the
+// nonce, a bad nonce with 400.
+func TestProofHandlersRefuse(t *testing.T) {
+	key, err := NewLifeKey("7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := func() ([]byte, error) { return []byte("ca"), nil }
+	good := "?nonce=" + strings.Repeat("ab", LifeNonceSize)
+	for name, handler := range map[string]func(LifeKey) http.Handler{
+		"life": func(k LifeKey) http.Handler { return LifeProofHandler(k, "node-a") },
+		"CA":   func(k LifeKey) http.Handler { return CAProofHandler(k, "node-a", ca) },
+	} {
+		for _, c := range []struct {
+			method, query string
+			key           LifeKey
+			code          int
+		}{
+			{http.MethodGet, good, key, http.StatusOK},
+			{http.MethodPost, good, key, http.StatusMethodNotAllowed},
+			{http.MethodGet, good, LifeKey{}, http.StatusServiceUnavailable},
+			{http.MethodGet, "?nonce=abcd", LifeKey{}, http.StatusServiceUnavailable},
+			{http.MethodGet, "?nonce=abcd", key, http.StatusBadRequest},
+		} {
+			rec := httptest.NewRecorder()
+			handler(c.key).ServeHTTP(rec, httptest.NewRequest(c.method, "/status/x"+c.query, nil))
+			if rec.Code != c.code {
+				t.Errorf("%s proof, %s %s, key %v: %d %s, want %d", name, c.method, c.query, c.key.Valid(), rec.Code, rec.Body, c.code)
+			}
+			if c.code == http.StatusMethodNotAllowed && rec.Header().Get("Allow") != http.MethodGet {
+				t.Errorf("%s proof: 405 without Allow: GET", name)
+			}
 		}
 	}
 }
