@@ -17,7 +17,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"views":           {"ui", "keymap", "kube", "kube/flow", "kube/safety", "audit"},
 		"ui":              {"keymap", "kube"},
 		"keymap":          {},
-		"agent":           {"agent/config", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety", "netcfg"},
+		"agent":           {"agent/config", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety", "netcfg", "privdir"},
 		"agent/apps":      {"agent/config", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
 		"agent/config":    {},
 		"agent/localapi":  {},
@@ -26,7 +26,8 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"kube/flow":       {"kube", "kube/safety", "audit"},
 		"kube/safety":     {},
 		"netcfg":          {},
-		"audit":           {},
+		"audit":           {"privdir"},
+		"privdir":         {},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
 	if err != nil {

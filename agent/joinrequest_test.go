@@ -11,11 +11,11 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 )
 
-// join-info: a server's bundle takes the first free address of the prefix
-// and decodes to this cluster; an edgeworker gets the k3s setup and never
-// the token; a wrong role or a missing UUID is a clear error.
-func TestJoinInfo(t *testing.T) {
-	dir := t.TempDir()
+// formedSeed plans site1 (three servers, cluster addresses from
+// 10.250.0.0/28) and writes its first node's files into dir, as the seed
+// holds them after formation.
+func formedSeed(t *testing.T, dir string) (*FormPlan, NodeFiles) {
+	t.Helper()
 	plan, err := Plan(FormRequest{ClusterName: "site1", Interface: "lo", Prefix: "10.250.0.0/28",
 		Nodes: []FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
@@ -28,6 +28,15 @@ func TestJoinInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return plan, files
+}
+
+// join-info: a server's bundle takes the first free address of the prefix
+// and decodes to this cluster; an edgeworker gets the k3s setup and never
+// the token; a wrong role or a missing UUID is a clear error.
+func TestJoinInfo(t *testing.T) {
+	dir := t.TempDir()
+	plan, files := formedSeed(t, dir)
 	v, err := LoadClusterConfig(files.ConfigPath)
 	if err != nil {
 		t.Fatal(err)
@@ -77,18 +86,7 @@ func TestJoinInfo(t *testing.T) {
 // it holds there: the new node then joins only a server serving it.
 func TestJoinInfoPinsTheCAInTheConfiguredDataDir(t *testing.T) {
 	dir := t.TempDir()
-	plan, err := Plan(FormRequest{ClusterName: "site1", Interface: "lo", Prefix: "10.250.0.0/28",
-		Nodes: []FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := plan.Nodes[0].Files(dir, "")
-	if err == nil {
-		err = files.Write()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, files := formedSeed(t, dir)
 	paths := K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
 	ca := newTestCA(t, "site1").pem
 	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {

@@ -8,12 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/privdir"
 )
 
 // The agent's own records of this node's place in its cluster: the seed
@@ -77,13 +77,12 @@ func (r Records) Prepare(configPath string) error {
 	if err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	switch {
-	case !st.IsDir():
+	switch privdir.Check(st, os.Geteuid()) {
+	case privdir.NotADirectory:
 		return fmt.Errorf("state directory %s is not a directory", r.Dir)
-	case !ok || int(sys.Uid) != os.Geteuid():
+	case privdir.OtherOwner:
 		return fmt.Errorf("state directory %s is not this agent's user's (uid %d): another user could plant the agent's records there (chown it, mode 0700)", r.Dir, os.Geteuid())
-	case st.Mode().Perm()&0o022 != 0:
+	case privdir.OthersMayWrite:
 		return fmt.Errorf("state directory %s may be written by others (mode %v): they could plant the agent's records there; make it the agent's alone (chmod 0700)", r.Dir, st.Mode().Perm())
 	}
 	if cst, err := os.Stat(filepath.Dir(configPath)); err == nil && os.SameFile(st, cst) {

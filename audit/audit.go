@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sitecon/sitecon/privdir"
 )
 
 // DefaultPath is where actions are recorded unless told otherwise. Its
@@ -167,13 +169,12 @@ func rootsAlone(dir string) error {
 	if err != nil {
 		return err
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	switch {
-	case !st.IsDir():
+	switch privdir.Check(st, 0) {
+	case privdir.NotADirectory:
 		return fmt.Errorf("%s is a %s, not a directory", dir, kind(st.Mode()))
-	case !ok || sys.Uid != 0:
+	case privdir.OtherOwner:
 		return fmt.Errorf("%s is not owned by root: the default audit log lives only in root's own directory", dir)
-	case st.Mode().Perm()&0o022 != 0:
+	case privdir.OthersMayWrite:
 		return fmt.Errorf("%s may be written by others (mode %v): make it root's alone (chmod go-w)", dir, st.Mode().Perm())
 	}
 	return nil

@@ -23,6 +23,18 @@ type Column struct {
 	// GivesWay: on a narrow terminal the column shrinks first, down to its
 	// Width, before the flex columns (a long name beside the text read).
 	GivesWay bool
+	// Drop: on a terminal too narrow for every column whole (flex and
+	// GivesWay columns at their Width), columns with Drop > 0 are left
+	// out, 1 first, then 2..., before a column without one is cut: a name
+	// or a state is read whole or not at all. ViewWithDetail shows the
+	// cursor row's text of the columns left out.
+	Drop int
+}
+
+// Elided is one cell of the cursor row that the table does not show
+// whole at its width: its column was dropped or the text is cut.
+type Elided struct {
+	Title, Text string
 }
 
 // Cell is one table cell: its text, an optional style (severity colour) and
@@ -56,6 +68,10 @@ type Table struct {
 	filter  string
 	sortCol int // -1: the order rows were given in
 	sortAsc bool
+	// Set by widths: the columns Drop left out, and each column's widest
+	// cell (0: all empty).
+	dropped []bool
+	content []int
 }
 
 // NewTable makes an empty table.
@@ -199,14 +215,120 @@ func (t *Table) View(width, height int) string {
 	if height < 2 || width < 10 {
 		return ""
 	}
-	st := t.ctx.Styles
-	gutter := ""
-	if st.Marked {
-		// Two columns for the cursor mark.
-		width -= 2
-		gutter = "  "
+	return t.render(t.widths(width-t.gutter()), height)
+}
+
+// gutter is the columns the cursor mark takes: two when the terminal
+// shows no styles.
+func (t *Table) gutter() int {
+	if t.ctx.Styles.Marked {
+		return 2
 	}
-	widths := t.widths(width)
+	return 0
+}
+
+// ViewWithDetail is View with, under the rows, the cursor row's cells the
+// width leaves out or cuts (a Drop column, a long text), each after its
+// column's title: on a narrow terminal no text the technician needs is
+// out of reach. The lines it takes follow from the rows, not the cursor,
+// so the rows stay put as the cursor moves; at most 3.
+func (t *Table) ViewWithDetail(width, height int) string {
+	if height < 2 || width < 10 {
+		return ""
+	}
+	inner := width - t.gutter()
+	widths := t.widths(inner)
+	lines := min(t.detailLines(widths, inner), 3, max(height-3, 0))
+	if lines == 0 {
+		return t.render(widths, height)
+	}
+	table := t.render(widths, height-lines)
+	if n := strings.Count(table, "\n") + 1; n < height-lines {
+		table += strings.Repeat("\n", height-lines-n)
+	}
+	return table + "\n" + t.detail(widths, inner, lines)
+}
+
+// detailLines is how many lines the longest detail of any row would take
+// at width inner: the columns cut or left out in some row, each at its
+// widest cell.
+func (t *Table) detailLines(widths []int, inner int) int {
+	total := 0
+	for i, c := range t.Columns {
+		if t.content[i] == 0 || !(t.dropped[i] || widths[i] >= 0 && t.content[i] > widths[i]) {
+			continue
+		}
+		if total > 0 {
+			total += 2
+		}
+		total += textWidth(c.Title) + 1 + t.content[i]
+	}
+	return (total + inner - 1) / inner
+}
+
+// detailOf is the cursor row's cells that widths leave out or cut.
+func (t *Table) detailOf(widths []int) []Elided {
+	if t.cursor < 0 || t.cursor >= len(t.visible) {
+		return nil
+	}
+	var out []Elided
+	for i, cell := range t.visible[t.cursor].Cells {
+		if i >= len(t.Columns) || cell.Text == "" {
+			continue
+		}
+		if t.dropped[i] || widths[i] >= 0 && textWidth(cell.Text) > widths[i] {
+			out = append(out, Elided{Title: t.Columns[i].Title, Text: cell.Text})
+		}
+	}
+	return out
+}
+
+// detail writes the cursor row's elided cells in at most lines lines of
+// inner cells, two spaces between cells, broken only at spaces (a node's
+// name is never split); what does not fit ends in "…".
+func (t *Table) detail(widths []int, inner, lines int) string {
+	st := t.ctx.Styles
+	var out []string
+	var line strings.Builder
+	lineWidth := 0
+	put := func(word string, gap int) {
+		ww := textWidth(word)
+		if lineWidth > 0 && lineWidth+gap+ww > inner {
+			out = append(out, line.String())
+			line.Reset()
+			lineWidth = 0
+		}
+		if lineWidth > 0 {
+			line.WriteString(strings.Repeat(" ", gap))
+			lineWidth += gap
+		}
+		line.WriteString(word)
+		lineWidth += ww
+	}
+	for _, e := range t.detailOf(widths) {
+		put(st.Muted.Render(e.Title), 2)
+		for _, word := range strings.Fields(e.Text) {
+			put(word, 1)
+		}
+	}
+	if lineWidth > 0 {
+		out = append(out, line.String())
+	}
+	if len(out) > lines {
+		out = out[:lines]
+		out[lines-1] = ansi.Truncate(out[lines-1]+" …", inner, "…")
+	}
+	gutter := strings.Repeat(" ", t.gutter())
+	for i := range out {
+		out[i] = gutter + ansi.Truncate(out[i], inner, "…")
+	}
+	return strings.Join(out, "\n")
+}
+
+// render draws the header and the rows that fit in height at widths.
+func (t *Table) render(widths []int, height int) string {
+	st := t.ctx.Styles
+	gutter := strings.Repeat(" ", t.gutter())
 	var b strings.Builder
 	b.WriteString(gutter)
 	first := true
@@ -324,20 +446,24 @@ func (m *renderMemo) render(style *lipgloss.Style, text string) string {
 func (t *Table) widths(width int) []int {
 	w := make([]int, len(t.Columns))
 	floor := make([]int, len(t.Columns))
+	t.dropped, t.content = t.dropped[:0], t.content[:0]
 	for i, c := range t.Columns {
+		t.dropped = append(t.dropped, false)
+		t.content = append(t.content, 0)
 		if width < c.HideBelow {
 			w[i] = -1
 			continue
 		}
-		w[i] = textWidth(c.Title)
 		for _, r := range t.rows {
 			if i < len(r.Cells) {
-				w[i] = max(w[i], textWidth(r.Cells[i].Text))
+				t.content[i] = max(t.content[i], textWidth(r.Cells[i].Text))
 			}
 		}
+		w[i] = max(textWidth(c.Title), t.content[i])
 		w[i]++ // with the separator, two spaces between columns
 		floor[i] = min(w[i], max(c.Width, textWidth(c.Title)+1))
 	}
+	t.drop(w, floor, width)
 	var flex []int
 	for i, c := range t.Columns {
 		if c.Flex && w[i] >= 0 {
@@ -375,6 +501,40 @@ func (t *Table) widths(width int) []int {
 		}
 	}
 	return w
+}
+
+// drop leaves out the columns with a Drop, lowest first (the rightmost of
+// equals), while the others do not fit whole: flex and GivesWay columns
+// count at their floor, since they shrink before anything is cut.
+func (t *Table) drop(w, floor []int, width int) {
+	for {
+		need, shown := 0, 0
+		for i, c := range t.Columns {
+			if w[i] < 0 {
+				continue
+			}
+			shown++
+			if c.Flex || c.GivesWay {
+				need += floor[i]
+			} else {
+				need += w[i]
+			}
+		}
+		if need+max(shown-1, 0) <= width {
+			return
+		}
+		victim := -1
+		for i, c := range t.Columns {
+			if w[i] >= 0 && c.Drop > 0 && (victim < 0 || c.Drop <= t.Columns[victim].Drop) {
+				victim = i
+			}
+		}
+		if victim < 0 {
+			return
+		}
+		w[victim] = -1
+		t.dropped[victim] = true
+	}
 }
 
 // shownWidth is the width of the shown columns with their separators.

@@ -126,3 +126,50 @@ func TestClip(t *testing.T) {
 		t.Errorf("Clip = %q", got)
 	}
 }
+
+// Too narrow for every column whole, the columns with a Drop give way,
+// lowest first, before a name is cut; the cursor row's text of the columns
+// left out (and of a cut note) is shown whole under the rows, in lines that
+// do not move as the cursor does.
+func TestTableDropsColumnsAndShowsTheCursorRow(t *testing.T) {
+	tb := testTable([]Column{{Title: "NAME", Width: 6}, {Title: "KIND", Width: 4, Drop: 2}, {Title: "PORT", Width: 4, Drop: 1},
+		{Title: "NODE", Width: 6}, {Title: "NOTE", Width: 10, Flex: true}})
+	tb.SetRows([]Row{
+		rowOf("a", "historian-database", "vm", "5902", "press-line-c", "old VMI terminating on press-line-b"),
+		rowOf("b", "plc-gateway-modbus", "container", "", "press-line-a", ""),
+	})
+	v := tb.ViewWithDetail(50, 8)
+	ls := lines(v)
+	if len(ls) != 8 {
+		t.Fatalf("%d lines, want the 8 given:\n%s", len(ls), v)
+	}
+	for _, l := range ls {
+		if ansi.StringWidth(l) > 50 {
+			t.Errorf("a line is wider than the terminal: %q", l)
+		}
+	}
+	if !strings.Contains(ls[0], "NAME") || strings.Contains(ls[0], "PORT") || strings.Contains(ls[0], "KIND") {
+		t.Errorf("PORT and KIND should give way, NAME not: %q", ls[0])
+	}
+	for _, want := range []string{"historian-database", "press-line-c", "plc-gateway-modbus", "press-line-a"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("%q is cut:\n%s", want, v)
+		}
+	}
+	detail := strings.Join(strings.Fields(strings.Join(ls[len(ls)-2:], " ")), " ")
+	if want := "KIND vm PORT 5902 NOTE old VMI terminating on press-line-b"; !strings.Contains(detail, want) {
+		t.Errorf("the cursor row's detail should read %q:\n%s", want, v)
+	}
+	tb.Update(tea.KeyMsg{Type: tea.KeyDown}, 8)
+	moved := lines(tb.ViewWithDetail(50, 8))
+	if moved[0] != ls[0] || !strings.Contains(moved[2], "plc-gateway-modbus") || !strings.Contains(ls[2], "plc-gateway-modbus") {
+		t.Errorf("the rows moved with the cursor:\n%s\n---\n%s", v, strings.Join(moved, "\n"))
+	}
+	if d := strings.Join(moved[3:], " "); !strings.Contains(d, "KIND container") || strings.Contains(d, "5902") {
+		t.Errorf("the detail should follow the cursor to plc-gateway-modbus:\n%s", strings.Join(moved, "\n"))
+	}
+	// Wide enough for all: no column left out, no detail.
+	if wide := tb.ViewWithDetail(160, 8); !strings.Contains(lines(wide)[0], "PORT") || strings.Contains(wide, "KIND container") {
+		t.Errorf("at 160 columns everything fits in the rows:\n%s", wide)
+	}
+}

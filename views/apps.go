@@ -10,11 +10,13 @@ import (
 )
 
 func newApps(ctx *ui.Context) screen {
-	// NOTE takes the room left (a terminating old pod is said there); at 80
-	// columns the columns before it need it all.
-	cols := []ui.Column{{Title: "NAME", Width: 12}, {Title: "KIND", Width: 9}, {Title: "MODE", Width: 6}, {Title: "DESIGNATED", Width: 10},
-		{Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10}, {Title: "LAST MOVE", Width: 20}, {Title: "VNC", Width: 5, HideBelow: 100},
-		{Title: "NOTE", Width: 5, Flex: true, HideBelow: 100}}
+	// At 80 columns (the device's console) a row keeps the app's name,
+	// where it runs, its state and the start of its note (a failover's old
+	// pod still going); the columns read less give way, VNC first, and the
+	// cursor row shows them under the table. NOTE takes the room left.
+	cols := []ui.Column{{Title: "NAME", Width: 12}, {Title: "KIND", Width: 9, Drop: 3}, {Title: "MODE", Width: 6, Drop: 2},
+		{Title: "DESIGNATED", Width: 10, Drop: 5}, {Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10},
+		{Title: "LAST MOVE", Width: 20, Drop: 4}, {Title: "VNC", Width: 5, Drop: 1}, {Title: "NOTE", Width: 20, Flex: true}}
 	about := screenHelp{
 		about:   "The apps: where each should run (designated) and where it runs, its state, last move and VNC port.",
 		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate}},

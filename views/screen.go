@@ -52,7 +52,7 @@ type tableScreen struct {
 }
 
 func (s *tableScreen) setFrame(f *Frame, now time.Time) { s.t.SetRows(s.build(f, now)) }
-func (s *tableScreen) view(w, h int) string             { return s.t.View(w, h) }
+func (s *tableScreen) view(w, h int) string             { return s.t.ViewWithDetail(w, h) }
 func (s *tableScreen) table() *ui.Table                 { return s.t }
 func (s *tableScreen) title() string                    { return s.name }
 func (s *tableScreen) help() screenHelp                 { return s.about }

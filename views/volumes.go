@@ -106,8 +106,13 @@ func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Ce
 }
 
 func newVolumes(ctx *ui.Context) screen {
-	cols := []ui.Column{{Title: "NAME", Width: 16}, {Title: "STATE", Width: 9}, {Title: "ROBUSTNESS", Width: 10}, {Title: "SINCE", Width: 5},
-		{Title: "SIZE", Width: 5}, {Title: "USED", Width: 6, HideBelow: 100}, {Title: "NODE", Width: 7}, {Title: "REPLICAS ✓✗↻", Width: 18, Flex: true}}
+	// At 80 columns (the device's console) a row keeps the volume's name,
+	// its robustness and every replica whole (three on named nodes); used
+	// space, size, state, since and the attached node give way in that
+	// order, and the cursor row shows them under the table.
+	cols := []ui.Column{{Title: "NAME", Width: 16}, {Title: "STATE", Width: 9, Drop: 3}, {Title: "ROBUSTNESS", Width: 10},
+		{Title: "SINCE", Width: 5, Drop: 4}, {Title: "SIZE", Width: 5, Drop: 2}, {Title: "USED", Width: 6, Drop: 1},
+		{Title: "NODE", Width: 7, Drop: 5}, {Title: "REPLICAS ✓✗↻", Width: 45, Flex: true}}
 	about := screenHelp{about: "Longhorn volumes: state, robustness and how long it has held, size, where attached, and each replica (✓ healthy ✗ failed ↻ rebuilding ■ stopped)."}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row

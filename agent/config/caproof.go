@@ -3,7 +3,6 @@ package config
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -43,17 +42,10 @@ type CAProofAnswer struct {
 	Proof string `json:"proof"`
 }
 
-// caMAC is HMAC-SHA256 over the label and the fields, each
-// length-prefixed so that no two inputs share a message.
+// caMAC is the keyed MAC under caProofLabel over the cluster id, the
+// node, the nonce and the CA's hash.
 func (k LifeKey) caMAC(node string, nonce []byte, caHash string) []byte {
-	m := hmac.New(sha256.New, k.key)
-	for _, field := range [][]byte{[]byte(caProofLabel), []byte(k.clusterID), []byte(node), nonce, []byte(caHash)} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(field)))
-		m.Write(n[:])
-		m.Write(field)
-	}
-	return m.Sum(nil)
+	return keyedMAC(k.key, caProofLabel, []byte(k.clusterID), []byte(node), nonce, []byte(caHash))
 }
 
 // CAHash is the hash a secure token pins for the CA bundle caPEM.
@@ -96,14 +88,7 @@ var ErrNoClusterCA = errors.New("no cluster CA on this node yet")
 // none, or while it cannot be read.
 func CAProofHandler(key LifeKey, node string, ca func() ([]byte, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !onlyGet(w, r) {
-			return
-		}
-		if !key.Valid() {
-			http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
-			return
-		}
-		nonce, ok := NonceOf(w, r)
+		nonce, ok := key.challenge(w, r)
 		if !ok {
 			return
 		}

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -78,17 +77,10 @@ func (k LifeKey) GoString() string { return k.String() }
 // LogValue: see String.
 func (k LifeKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
-// mac is HMAC-SHA256 over the label, the cluster id, the node name and the
-// nonce, each length-prefixed so that no two inputs share a message.
+// mac is the keyed MAC under lifeProofLabel over the cluster id, the node
+// name and the nonce.
 func (k LifeKey) mac(node string, nonce []byte) []byte {
-	m := hmac.New(sha256.New, k.key)
-	for _, field := range [][]byte{[]byte(lifeProofLabel), []byte(k.clusterID), []byte(node), nonce} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(field)))
-		m.Write(n[:])
-		m.Write(field)
-	}
-	return m.Sum(nil)
+	return keyedMAC(k.key, lifeProofLabel, []byte(k.clusterID), []byte(node), nonce)
 }
 
 // LifeProofAnswer is an agent's answer to a challenge.
@@ -138,14 +130,7 @@ func NewLifeNonce() ([]byte, error) {
 // others must still be able to show.
 func LifeProofHandler(key LifeKey, node string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !onlyGet(w, r) {
-			return
-		}
-		if !key.Valid() {
-			http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
-			return
-		}
-		nonce, ok := NonceOf(w, r)
+		nonce, ok := key.challenge(w, r)
 		if !ok {
 			return
 		}
@@ -153,6 +138,20 @@ func LifeProofHandler(key LifeKey, node string) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(key.Answer(node, nonce))
 	})
+}
+
+// challenge is the nonce of a request for a proof made with k: anything
+// but GET is answered 405, an agent without the cluster's key 503 and a
+// bad nonce 400, and then ok is false.
+func (k LifeKey) challenge(w http.ResponseWriter, r *http.Request) (nonce []byte, ok bool) {
+	if !onlyGet(w, r) {
+		return nil, false
+	}
+	if !k.Valid() {
+		http.Error(w, "this agent has no cluster token to prove with", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return NonceOf(w, r)
 }
 
 // onlyGet answers anything but GET with 405 (the proofs and the

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -137,19 +136,12 @@ type MembershipAnswer struct {
 	Proof string `json:"proof"`
 }
 
-// membershipMAC is HMAC-SHA256 over the label, the cluster id, the
-// answerer, the node and UUID asked about, the verdict, the evidence and
-// the nonce, each length-prefixed so that no two inputs share a message.
+// membershipMAC is the keyed MAC under membershipLabel over the cluster
+// id, the answerer, the node and UUID asked about, the verdict, the
+// evidence and the nonce.
 func (k MembershipKey) membershipMAC(a MembershipAnswer, nonce []byte) []byte {
-	m := hmac.New(sha256.New, k.key)
-	for _, field := range [][]byte{[]byte(membershipLabel), []byte(k.clusterID), []byte(a.Answerer),
-		[]byte(a.Node), []byte(strings.ToLower(a.UUID)), []byte(a.Verdict), []byte(a.Evidence), nonce} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(field)))
-		m.Write(n[:])
-		m.Write(field)
-	}
-	return m.Sum(nil)
+	return keyedMAC(k.key, membershipLabel, []byte(k.clusterID), []byte(a.Answerer),
+		[]byte(a.Node), []byte(strings.ToLower(a.UUID)), []byte(a.Verdict), []byte(a.Evidence), nonce)
 }
 
 // SignMembership is answerer's signed verdict about node (device uuid)
