@@ -1,0 +1,147 @@
+package sitebox
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Fail stops the named node's kwok: its heartbeats stop, and the real
+// node-lifecycle controller marks it Unknown and taints it unreachable after
+// the node-monitor grace period. A server loses its etcd member with it: two
+// failed servers of three leave etcd, and so the API server, without quorum.
+func (s *Site) Fail(node string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	if !s.running("kwok-" + node) {
+		return fmt.Errorf("node %s is already failed", node)
+	}
+	if s.Bootstrap {
+		return s.powerOffBoot(node)
+	}
+	if err := s.stop("kwok-" + node); err != nil {
+		return err
+	}
+	// The device is lost with all it runs: its etcd member and a sitecon
+	// agent started for it (StartAgents) die with it, without a word, as
+	// a powered-off node's do: the member hands no leadership over, the
+	// agent neither releases its stats-leader lease nor says goodbye. Its
+	// cluster address goes silent: no reset, as from a host that is up.
+	n, _ := s.node(node)
+	return errors.Join(s.kill(etcdProcess(node)), s.kill(agentProcess(node)), s.silence(n))
+}
+
+// Recover restarts the named node's kwok; the node turns Ready again. Its
+// etcd member starts again from its data directory and rejoins the others;
+// its agent, if the site runs agents, starts again as it was started.
+func (s *Site) Recover(node string) error {
+	n, err := s.node(node)
+	if err != nil {
+		return err
+	}
+	defer s.restarts.Add(1)
+	if s.running("kwok-" + node) {
+		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return s.powerOnBoot(node)
+	}
+	if err := s.StartEtcdMember(node); err != nil {
+		return err
+	}
+	if err := s.startKwok(n); err != nil {
+		return err
+	}
+	if err := s.unsilence(node); err != nil {
+		return err
+	}
+	return s.restart(agentProcess(node))
+}
+
+// PowerOff cuts the power of the named nodes at once, as a site's power
+// cut does: each node's kubelet (kwok), etcd member and sitecon agent die
+// by SIGKILL, with no word to anyone. Powering off two of three servers, or
+// all of them, leaves etcd (and so the API server, which here runs outside
+// the nodes) without quorum. A node already off is left as it is.
+func (s *Site) PowerOff(nodes ...string) error {
+	for _, node := range nodes {
+		if _, err := s.node(node); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	if s.Bootstrap {
+		return s.powerOffBoot(nodes...)
+	}
+	for _, node := range nodes {
+		errs = append(errs, s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
+	}
+	// Then their addresses go silent, as a powered-off device's.
+	for _, node := range nodes {
+		n, _ := s.node(node)
+		errs = append(errs, s.silence(n))
+	}
+	return errors.Join(errs...)
+}
+
+// PowerOn starts a powered-off node again, as its device boots: its etcd
+// member from its data directory, its kubelet, and its agent if the site
+// runs agents.
+// Nodes may be powered on in any order; a node that runs is left as it is.
+func (s *Site) PowerOn(node string) error {
+	n, err := s.node(node)
+	if err != nil {
+		return err
+	}
+	defer s.restarts.Add(1)
+	if s.Bootstrap {
+		return s.powerOnBoot(node)
+	}
+	// The member is started, not waited for: a member that comes back
+	// alone serves no client (not even /livez) until it finds a quorum,
+	// which the nodes powered on after it bring.
+	if _, ok := s.EtcdMemberOf(node); ok {
+		if err := s.restart(etcdProcess(node)); err != nil {
+			return err
+		}
+	}
+	if !s.running("kwok-" + node) {
+		if err := s.startKwok(n); err != nil {
+			return err
+		}
+	}
+	if err := s.unsilence(node); err != nil {
+		return err
+	}
+	return s.restart(agentProcess(node))
+}
+
+// StopEtcdMember stops only the node's etcd member (SIGKILL): the node
+// stays Ready, as when etcd fails on a server whose kubelet still reports.
+// Nothing for a node without a member.
+func (s *Site) StopEtcdMember(node string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	return s.kill(etcdProcess(node))
+}
+
+// StartEtcdMember starts a stopped member again from its data directory
+// and returns once it serves (whether it has a leader depends on the other
+// members); nothing when it runs or the node has none.
+func (s *Site) StartEtcdMember(node string) error {
+	m, ok := s.EtcdMemberOf(node)
+	if !ok || s.running(etcdProcess(node)) {
+		return nil
+	}
+	if err := s.restart(etcdProcess(node)); err != nil {
+		return err
+	}
+	// /livez answers without a quorum: the member itself is up.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return s.waitHTTP(ctx, etcdProcess(node), m.ClientURL()+"/livez", nil)
+}
