@@ -130,6 +130,9 @@ type Controller struct {
 	orphans *orphanRemover
 	// overrideRefused is the refusal last reported per app UUID.
 	overrideRefused map[string]string
+	// overrideErrors are the placement ConfigMap's unusable entries as the
+	// last pass found them (under mu; Node adds them to config_errors).
+	overrideErrors map[string]string
 	// fence is why the fence watch stopped the auto apps' workloads.
 	fence string
 	// placementErrors are what the last pass's placement found wrong, by
@@ -231,6 +234,12 @@ func (c *Controller) Node() PublishedNode {
 	defer c.mu.Unlock()
 	n := c.node
 	n.ConfigErrors = maps.Clone(c.set.Errors)
+	if len(c.overrideErrors) > 0 {
+		if n.ConfigErrors == nil {
+			n.ConfigErrors = map[string]string{}
+		}
+		maps.Copy(n.ConfigErrors, c.overrideErrors)
+	}
 	n.Fence = c.fence
 	return n
 }

@@ -29,6 +29,7 @@ import (
 // found. It returns when it wants to run again without a change (0: no).
 func (c *Controller) reconcile(ctx context.Context, woke time.Time) time.Duration {
 	obs := c.observe()
+	c.noteBadOverrides(obs.badOverrides)
 	c.followNodes(obs.data, obs.synced, obs.now)
 	c.followLeader(obs.now)
 	verdicts := c.decideApps(obs)
@@ -65,6 +66,9 @@ type observation struct {
 	// from its Node's label).
 	myUUID    string
 	overrides map[string]PlacementOverride
+	// badOverrides are the placement entries that do not parse, by app
+	// UUID (lower case): refused, and reported (Node's config_errors).
+	badOverrides map[string]string
 	// apps is what the cluster shows of each app, by UUID.
 	apps map[string]AppObservation
 }
@@ -98,11 +102,9 @@ func (c *Controller) observe() observation {
 	}
 	overrides, badOverrides := ParseOverrides(placementCM)
 	obs.overrides = overrides
+	obs.badOverrides = map[string]string{}
 	for uuid, msg := range badOverrides {
-		// The set's Errors map is the controller's own (Node publishes
-		// it as config_errors): this pass's additions go into a copy.
-		obs.set.Errors = maps.Clone(obs.set.Errors)
-		obs.set.Errors[PlacementConfigMapName+"/"+uuid] = msg
+		obs.badOverrides[strings.ToLower(uuid)] = msg
 	}
 	obs.apps = ObserveApps(obs.data)
 	return obs
@@ -179,6 +181,11 @@ func (c *Controller) resolveOverride(obs observation, app AppConfig, uuid string
 	var v overrideVerdict
 	var stale bool
 	v.dnid, v.active, stale = EffectiveDNId(app, ov)
+	if msg := obs.badOverrides[uuid]; msg != "" && ov == nil {
+		// An entry that does not parse names no node: the config's DNId
+		// stands, and the entry is refused where it can be seen.
+		v.refusal = msg
+	}
 	// A worker leaves a stale override where it is: it has no effect
 	// (the config's DNId stands) and its identity may not remove it.
 	v.removeStale = stale && app.DesignatedNodeID == obs.myUUID && !c.opts.NodeIdentity
@@ -330,6 +337,18 @@ func (c *Controller) noteOverrideRefusal(uuid, app, refusal string, now time.Tim
 	c.overrideRefused[uuid] = refusal
 	c.log.Warn("on-site override refused", "app", app, "reason", refusal)
 	c.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: app, Node: c.opts.NodeName, Message: refusal, Warning: true})
+}
+
+// noteBadOverrides keeps the pass's unusable placement entries for Node
+// (config_errors, keyed as the ConfigMap's name and the entry's key).
+func (c *Controller) noteBadOverrides(bad map[string]string) {
+	errs := map[string]string{}
+	for uuid, msg := range bad {
+		errs[PlacementConfigMapName+"/"+uuid] = msg
+	}
+	c.mu.Lock()
+	c.overrideErrors = errs
+	c.mu.Unlock()
 }
 
 // removeOverride drops a placement override the controller has overruled.
