@@ -12,6 +12,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
@@ -173,7 +174,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 	f.register(cmd)
 	d.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
-	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory (its etcd client certificate)")
+	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its etcd client certificate)")
 	stateDirFlag(cmd, &stateDir)
 	cmd.Flags().StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, through which its membership is removed")
 	cmd.Flags().StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")

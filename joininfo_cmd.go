@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
@@ -24,14 +25,14 @@ type joinSource struct{ configPath, stateDir, k3sDataDir string }
 func (s *joinSource) register(f *pflag.FlagSet, configUsage string) {
 	f.StringVar(&s.configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), configUsage)
 	f.StringVar(&s.stateDir, "state-dir", agent.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
-	f.StringVar(&s.k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir,
+	f.StringVar(&s.k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir,
 		"this node's k3s data directory, as the agent's --k3s-data-dir: the cluster's CA there is pinned in the bundle")
 }
 
 // joinInfo is the join info for req with the cluster as view shows it.
 func (s joinSource) joinInfo(view agent.ClusterView, req agent.JoinRequest) (text, note string, err error) {
 	return agent.MakeJoinInfo(agent.JoinSource{ConfigPath: s.configPath, Records: agent.Records{Dir: s.stateDir},
-		K3sPaths: agent.K3sPaths{ConfigFile: agent.DefaultK3sPaths.ConfigFile, DataDir: s.k3sDataDir}}, view, req)
+		K3sPaths: k3s.Paths{ConfigFile: k3s.DefaultPaths.ConfigFile, DataDir: s.k3sDataDir}}, view, req)
 }
 
 // fromSnapshot is the join info of a new node with the seed in effect and

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -44,11 +45,11 @@ const (
 
 // State is what the agent publishes about bootstrap on its local API.
 type State struct {
-	Node      string `json:"node"`
-	Cluster   string `json:"cluster,omitempty"`
-	ClusterID string `json:"clusterID,omitempty"`
-	Role      Role   `json:"role,omitempty"`
-	Phase     Phase  `json:"phase"`
+	Node      string   `json:"node"`
+	Cluster   string   `json:"cluster,omitempty"`
+	ClusterID string   `json:"clusterID,omitempty"`
+	Role      k3s.Role `json:"role,omitempty"`
+	Phase     Phase    `json:"phase"`
 	// Attempts counts tries of the current phase (seed checks, address setup).
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"lastError,omitempty"`
@@ -82,7 +83,7 @@ type Options struct {
 	// directory; created root-only when absent.
 	StateDir   string
 	K3sBin     string
-	K3sPaths   K3sPaths
+	K3sPaths   k3s.Paths
 	K3sLogFile string
 	// Workloads are where k3s runs its containers from, which a node that
 	// leaves stops (k3s's own directories by default; DataDir defaults to
@@ -157,7 +158,7 @@ type Agent struct {
 	applied *config.Validated
 	// prefix is the cluster address applied to the interface.
 	prefix netip.Prefix
-	super  *Supervisor
+	super  *k3s.Supervisor
 	leader *apps.StatsLeader
 	apps   *apps.Agent
 }
@@ -185,8 +186,8 @@ func New(opts Options) *Agent {
 	if opts.K3sBin == "" {
 		opts.K3sBin = "k3s"
 	}
-	if opts.K3sPaths == (K3sPaths{}) {
-		opts.K3sPaths = DefaultK3sPaths
+	if opts.K3sPaths == (k3s.Paths{}) {
+		opts.K3sPaths = k3s.DefaultPaths
 	}
 	if opts.K3sLogFile == "" {
 		opts.K3sLogFile = filepath.Join(os.TempDir(), "sitecon-k3s.log")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/netcfg"
@@ -54,7 +55,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// The role is decided here, once per bring-up, from the seed in
 	// effect; everything after (the kubeconfig, the member list, k3s's
 	// config, the access grant) takes it from here.
-	role := DecideRole(v)
+	role := k3s.DecideRole(v)
 	a.mu.Lock()
 	a.state.Role = role
 	a.mu.Unlock()
@@ -102,7 +103,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// file system at boot) passes, and the node must get there by itself.
 	if !a.retry(ctx, func() bool {
 		err := a.serveStatus(ctx, v, a.statusMembership(v, member), func(ctx context.Context, node, uuid string) (config.Verdict, string) {
-			if role == RoleAgent {
+			if role == k3s.RoleAgent {
 				// A worker's identity reads no cluster record.
 				return config.VerdictUnknown, "a worker does not judge membership"
 			}
@@ -121,7 +122,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// was off, k3s would make it a cluster of its own. So it asks its
 	// peers first, once and bounded, and holds only on a proven removal.
 	been, beenWhy := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
-	if been && role != RoleAgent {
+	if been && role != k3s.RoleAgent {
 		// Asked over a link without carrier the question hears nobody,
 		// and silence starts k3s: the link first, under the backoff.
 		if !a.retry(ctx, func() bool { return a.linkReady(ctx, v) }) {
@@ -135,13 +136,13 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// that was never part of the cluster, has no etcd data, and finds no
 	// member answering on the prefix (mayInitialise); a refusal is an error
 	// that holds k3s back and is checked again under the backoff.
-	var k K3sConfig
+	var k k3s.Config
 	var initialise bool
 	if !a.retry(ctx, func() bool {
 		var err error
 		initialise, err = a.mayInitialise(ctx, seed)
 		if err == nil {
-			k = RenderK3s(v, a.opts.K3sPaths, !initialise)
+			k = k3s.Render(v, a.opts.K3sPaths, !initialise)
 			if err = k.Write(); err != nil {
 				err = fmt.Errorf("write k3s config: %w", err)
 			}
@@ -158,7 +159,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// that has been a member: after a whole-site power cut the seed cannot
 	// reach etcd quorum without the others, and a member waiting on its
 	// /status would wait for ever. The seed wait is for the first join.
-	waitSeed := role != RoleSeed
+	waitSeed := role != k3s.RoleSeed
 	// pin is the cluster CA k3s's token is to pin: the one the seed was
 	// verified to serve, or on a restart the one this node's k3s holds.
 	var pin string
@@ -207,7 +208,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// and k3s's own fetch). Written before the seed follower may write.
 	if pinned := PinnedToken(v, pin); pinned != v {
 		if !a.retry(ctx, func() bool {
-			k = RenderK3s(pinned, a.opts.K3sPaths, !initialise)
+			k = k3s.Render(pinned, a.opts.K3sPaths, !initialise)
 			err := k.Write()
 			if err != nil {
 				err = fmt.Errorf("write k3s config: %w", err)
@@ -221,7 +222,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	}
 	close(k3sWritten)
 	a.setPhase(PhaseStartingK3s, nil)
-	super := &Supervisor{
+	super := &k3s.Supervisor{
 		Bin: a.opts.K3sBin, Args: k.Args, LogFile: a.opts.K3sLogFile, Log: a.log.With("component", "k3s"),
 		PIDFile:    filepath.Join(a.opts.K3sPaths.DataDir, "sitecon-k3s.pid"),
 		MinBackoff: a.opts.K3sBackoffMin,
@@ -247,7 +248,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		member.mu.Lock()
 		snap := member.snap
 		member.mu.Unlock()
-		if role != RoleAgent {
+		if role != k3s.RoleAgent {
 			go a.recordCluster(ctx, snap, v)
 			go a.grantAgentAccess(ctx, snap)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -39,17 +40,17 @@ type clusterLink struct {
 // linkCluster links the bring-up of v to its cluster: once connected, the
 // cluster work starts and the seed follower keeps k3s's config pointed at
 // the cluster's current seed.
-func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}, removed func(evidence string)) *clusterLink {
+func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role k3s.Role, k3sWritten <-chan struct{}, removed func(evidence string)) *clusterLink {
 	// `k3s agent` writes no admin kubeconfig: a worker reaches the cluster
 	// with its node's own identity, which the servers grant only what a
 	// worker's agent needs (grantAgentAccess).
-	kubeconfig := AgentKubeconfig(a.opts.Kubeconfig, role, a.opts.K3sPaths, kube.K3sKubeconfig)
+	kubeconfig := k3s.AgentKubeconfig(a.opts.Kubeconfig, role, a.opts.K3sPaths, kube.K3sKubeconfig)
 	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log}
 	m.connected = func(ctx context.Context, snap *kube.Snapshot) {
 		a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, a.lifeKey(v.ClusterID, v.Token))
 		// The cluster record lists the servers only: a worker's Node
 		// deleted by hand (k3s registers it again) is no removal.
-		if role != RoleAgent {
+		if role != k3s.RoleAgent {
 			m.running.Add(1)
 			go func() {
 				defer m.running.Done()
@@ -133,7 +134,7 @@ func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.V
 // failover guard force-deletes other nodes' pods; it follows the servers'
 // election instead (kube.EnsureAgentAccess says who may do what). lifeKey
 // checks the lost nodes' proofs of life for the failover guard.
-func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role, lifeKey config.LifeKey) {
+func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role k3s.Role, lifeKey config.LifeKey) {
 	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
 	if !ok {
 		return
@@ -146,7 +147,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	// Every server publishes what its own member sees, not the stats
 	// leader alone: a server cut off from the quorum cannot write, so what
 	// is published comes from the side that holds it.
-	if a.opts.Etcd.Endpoint != "" && role != RoleAgent && !nodeIdentity {
+	if a.opts.Etcd.Endpoint != "" && role != k3s.RoleAgent && !nodeIdentity {
 		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
 			Log: a.log.With("component", "etcd-members")}
 		go publisher.Run(ctx)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
 )
 
 // The config file's stat, poll by poll: only an absence that lasts the whole
@@ -135,7 +136,7 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "cluster.json")
 	request := Records{Dir: filepath.Join(dir, "state")}.LeaveRequestFile()
-	cfg := validConfig()
+	cfg := configfixture.Config()
 	writeConfig := func(c *config.Config) {
 		t.Helper()
 		data, err := json.Marshal(c)

@@ -12,7 +12,6 @@
 //     k3s config, the seed wait, k3s).
 //   - clusterlink.go: the link to the running cluster (snapshot, the apps
 //     part, the stats leader, the seed follower, join-bundle clean-up).
-//   - k3s.go, supervisor.go: k3s's config files and its process.
 //   - seed*.go, initonce.go, formed.go: which server is the seed, and the
 //     rule that a cluster is initialised once.
 //   - status.go, securetoken.go: /status and checking the seed's CA.
@@ -23,7 +22,8 @@
 //   - endpoints.go: what the agent answers on its local socket.
 //
 // The parts it is built from are packages of their own: agent/config (the
-// config file, its validation, the token), agent/apps (config files for
+// config file, its validation, the token), agent/k3s (the node's role, k3s's
+// config files, the supervised k3s process), agent/apps (config files for
 // apps and volumes, DNId gating, placement, failover, the timeline, the
 // stats leader, metrics) and agent/localapi (the socket's server and
 // client).

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 func formRequest() FormRequest {
@@ -45,7 +46,7 @@ func TestPlanAssignsAddressesAndOneToken(t *testing.T) {
 	}
 	// Every node's config validates and renders the role it was given.
 	env := config.Environment{InterfaceExists: func(string) bool { return true }, ReadFile: func(string) ([]byte, error) { return []byte(plan.Token.Reveal()), nil }}
-	wantRoles := []Role{RoleSeed, RoleServer, RoleServer, RoleAgent}
+	wantRoles := []k3s.Role{k3s.RoleSeed, k3s.RoleServer, k3s.RoleServer, k3s.RoleAgent}
 	for i, n := range plan.Nodes {
 		files, err := n.Files(t.TempDir(), "")
 		if err != nil {
@@ -59,8 +60,8 @@ func TestPlanAssignsAddressesAndOneToken(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", n.NodeName, err)
 		}
-		if DecideRole(v) != wantRoles[i] {
-			t.Errorf("%s role %s, want %s", n.NodeName, DecideRole(v), wantRoles[i])
+		if k3s.DecideRole(v) != wantRoles[i] {
+			t.Errorf("%s role %s, want %s", n.NodeName, k3s.DecideRole(v), wantRoles[i])
 		}
 	}
 }
@@ -203,30 +204,5 @@ func TestNextFreeAddress(t *testing.T) {
 	}
 	if _, err := NextFreeAddress(network, used); err == nil {
 		t.Error("a full prefix (broadcast excluded) must be an error")
-	}
-}
-
-func TestEdgeworkerInstructions(t *testing.T) {
-	v := validated(t, nil)
-	out := EdgeworkerInstructions(v, "edge-1", netip.MustParseAddr("10.244.244.5"), "v1.34.4+k3s1", "")
-	for _, want := range []string{`server: "https://10.244.244.1:6443"`, `token-file: "/etc/rancher/k3s/cluster-token"`, `node-ip: "10.244.244.5"`,
-		`- "node-role.sitecon.io/edgeworker=true"`, "k3s agent", "10.244.244.5/28", "v1.34.4+k3s1"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, goodToken) {
-		t.Error("the token was printed")
-	}
-	if !strings.Contains(out, "No cluster CA was found on this node to pin") {
-		t.Errorf("instructions that pin no CA do not say so:\n%s", out)
-	}
-	// Every key is a k3s agent flag (token-file included).
-	for _, line := range strings.Split(out, "\n") {
-		if key, _, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, " ") {
-			if !slices.Contains(append(k3sFlags["agent"], "token-file"), key) {
-				t.Errorf("%s is not a k3s agent flag", key)
-			}
-		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
 )
 
 // cluster-init only for the config's own seed, without etcd data, never
@@ -51,7 +52,7 @@ func TestInitCheck(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := SeedInEffect(SeedInputs{Config: validated(t, tc.edit), Record: tc.record})
+			d := SeedInEffect(SeedInputs{Config: configfixture.Validated(t, tc.edit), Record: tc.record})
 			init, err := InitCheck(d, tc.etcd, tc.marker)
 			if init != tc.init || (err == nil) != (tc.refusal == "") || err != nil && !strings.Contains(err.Error(), tc.refusal) {
 				t.Fatalf("init %v, err %v; want %v, %q", init, err, tc.init, tc.refusal)
@@ -80,7 +81,7 @@ func TestMemberProbe(t *testing.T) {
 		}
 		return nil, &net.OpError{Op: "dial", Net: network, Err: context.DeadlineExceeded}
 	}
-	v := validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
+	v := configfixture.Validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
 	addrs := ProbeAddresses(v)
 	if len(addrs) != 13 || addrs[0].String() != "10.244.244.2" {
 		t.Fatalf("a /28 probes its 13 other hosts, got %v", addrs)
@@ -92,7 +93,7 @@ func TestMemberProbe(t *testing.T) {
 	if got := p.Find(t.Context(), addrs[:2]); got.IsValid() {
 		t.Fatalf("an empty answer or another cluster counted: %v", got)
 	}
-	big := validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.0.1/16"; c.JoinServerIP = "10.244.200.7" })
+	big := configfixture.Validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.0.1/16"; c.JoinServerIP = "10.244.200.7" })
 	if a := ProbeAddresses(big); len(a) != 254 || a[len(a)-1] != netip.MustParseAddr("10.244.200.7") {
 		t.Fatalf("a /16 probes the lowest addresses and the join address: %d, last %v", len(a), a[len(a)-1])
 	}
@@ -143,7 +144,7 @@ func TestHasBeenMemberAndDurableServerMember(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := validated(t, tc.edit)
+			v := configfixture.Validated(t, tc.edit)
 			member, why := HasBeenMember(v, tc.etcd, tc.marker)
 			if member != tc.member || why == "" {
 				t.Errorf("HasBeenMember = %v (%q), want %v", member, why, tc.member)

@@ -6,10 +6,12 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 func FuzzParseAndValidateConfig(f *testing.F) {
-	seed, _ := json.Marshal(validConfig())
+	seed, _ := json.Marshal(configfixture.Config())
 	f.Add(seed)
 	f.Add([]byte(`{"cluster_ip_prefix": "10.0.0.255/24", "join_server_ip": "10.0.0.0"}`))
 	f.Add([]byte(`{"resource_labels": {"a/b": "c"}, "encrypted_cluster_token": {"x": 1}}`))
@@ -18,7 +20,7 @@ func FuzzParseAndValidateConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		v, err := config.Validate(c, testEnv(goodToken))
+		v, err := config.Validate(c, configfixture.Env(configfixture.GoodToken))
 		if err != nil {
 			var verr *config.ValidationError
 			if !errors.As(err, &verr) || len(verr.Problems) == 0 {
@@ -28,7 +30,7 @@ func FuzzParseAndValidateConfig(f *testing.F) {
 		}
 		// Whatever validates renders, and the addresses it renders are in
 		// the prefix.
-		k := RenderK3s(v, DefaultK3sPaths, false)
+		k := k3s.Render(v, k3s.DefaultPaths, false)
 		if !v.Network.Contains(v.NodeIP) || !v.Network.Contains(v.JoinIP) || len(k.Files) == 0 {
 			t.Fatalf("validated config renders outside its prefix: %+v", v)
 		}

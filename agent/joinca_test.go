@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/test/netns"
 )
 
@@ -124,7 +125,7 @@ func TestJoinerWithAFormationTokenRefusesAnImpostorSeed(t *testing.T) {
 // seedServers serves, in the seed's namespace, /status and the agent's
 // routes as bringUp does (the CA vouched for with key from the k3s data
 // at paths), and an API server port serving served.
-func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.LifeKey, paths K3sPaths, served testCA) {
+func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.LifeKey, paths k3s.Paths, served testCA) {
 	t.Helper()
 	status := withCAProof(withLifeProof(StatusHandler(clusterID, func() bool { return true }), key, "node-a"), key, "node-a", paths)
 	serveAt(t, host, "10.244.244.1:12346", status, nil)
@@ -149,7 +150,7 @@ func TestJoinerPinsTheCAItsSeedVouchesFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusterCA, otherCA := newTestCA(t, "site1"), newTestCA(t, "impostor")
-	paths := K3sPaths{DataDir: filepath.Join(t.TempDir(), "k3s-data")}
+	paths := k3s.Paths{DataDir: filepath.Join(t.TempDir(), "k3s-data")}
 	ctx := context.Background()
 	var logged bytes.Buffer
 	probe := SeedProbe{JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: plan.ClusterID,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -136,7 +137,7 @@ func ConfigInEffect(path string, records Records, d *kube.Data) (*config.Validat
 type JoinSource struct {
 	ConfigPath string
 	Records    Records
-	K3sPaths   K3sPaths
+	K3sPaths   k3s.Paths
 }
 
 // MakeJoinInfo is the join info for req from this node's config, records
@@ -157,7 +158,7 @@ func MakeJoinInfo(src JoinSource, view ClusterView, req JoinRequest) (text, note
 // addresses the cluster's nodes have. used nil means they could not be
 // read: then an address must be given, since a guess could be a live
 // node's.
-func JoinInfo(v *config.Validated, paths K3sPaths, req JoinRequest, used []netip.Addr, serverVersion string) (string, error) {
+func JoinInfo(v *config.Validated, paths k3s.Paths, req JoinRequest, used []netip.Addr, serverVersion string) (string, error) {
 	role, nodeName := req.Role, req.NodeName
 	switch {
 	case role != "server" && role != "agent" && role != "edgeworker":
@@ -197,7 +198,7 @@ func JoinInfo(v *config.Validated, paths K3sPaths, req JoinRequest, used []netip
 	}
 	if role == "edgeworker" {
 		pin, _ := config.ParseToken(token.Reveal())
-		return EdgeworkerInstructions(v, nodeName, addr, serverVersion, pin), nil
+		return k3s.EdgeworkerInstructions(v, nodeName, addr, serverVersion, pin), nil
 	}
 	bundle := JoinBundle{
 		Version: 1, ClusterName: v.ClusterName, ClusterID: v.ClusterID, ClusterInterface: v.ClusterInterface,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 // join-info: a server's bundle takes the first free address of the prefix
@@ -34,7 +35,7 @@ func TestJoinInfo(t *testing.T) {
 	}
 	used := []netip.Addr{netip.MustParseAddr("10.250.0.2"), netip.MustParseAddr("10.250.0.3")}
 	// Never the machine's own k3s data: this node's holds no CA.
-	paths := K3sPaths{DataDir: t.TempDir()}
+	paths := k3s.Paths{DataDir: t.TempDir()}
 	text, err := JoinInfo(v, paths, JoinRequest{Role: "server", NodeName: "node-d", NodeUUID: "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", NodeIP: ""}, used, "")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestJoinInfoPinsTheCAInTheConfiguredDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
+	paths := k3s.Paths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
 	ca := newTestCA(t, "site1").pem
 	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -286,9 +287,9 @@ func TestMembershipQueryWaitsPastAMemberForARemoval(t *testing.T) {
 // the membership key comes from the server CA key, which workers lack.
 func TestAWorkerCannotProveARemoval(t *testing.T) {
 	const token = "s3cret"
-	serverDir := K3sPaths{DataDir: t.TempDir()}
+	serverDir := k3s.Paths{DataDir: t.TempDir()}
 	writeServerCAKey(t, serverDir)
-	workerDir := K3sPaths{DataDir: t.TempDir()}
+	workerDir := k3s.Paths{DataDir: t.TempDir()}
 	says := func(v config.Verdict) MembershipJudge {
 		return func(context.Context, string, string) (config.Verdict, string) { return v, "what it read" }
 	}
@@ -345,7 +346,7 @@ func TestAWorkerCannotProveARemoval(t *testing.T) {
 // testMembershipKey is the membership key of a fresh server CA key.
 func testMembershipKey(t *testing.T, clusterID string) config.MembershipKey {
 	t.Helper()
-	p := K3sPaths{DataDir: t.TempDir()}
+	p := k3s.Paths{DataDir: t.TempDir()}
 	writeServerCAKey(t, p)
 	k, err := LoadMembershipKey(clusterID, p)
 	if err != nil {
@@ -359,7 +360,7 @@ func keyOf(k config.MembershipKey) func() (config.MembershipKey, error) {
 }
 
 // writeServerCAKey writes a fresh server CA key where k3s keeps it.
-func writeServerCAKey(t *testing.T, p K3sPaths) {
+func writeServerCAKey(t *testing.T, p k3s.Paths) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 // ServerCAKeyFile is where k3s keeps the cluster's server CA private key:
 // on every server (the first makes it, the others get it with k3s's
 // bootstrap data), on no agent.
-func ServerCAKeyFile(p K3sPaths) string {
+func ServerCAKeyFile(p k3s.Paths) string {
 	return filepath.Join(p.DataDir, "server", "tls", "server-ca.key")
 }
 
@@ -26,7 +27,7 @@ var errNoServerCAKey = errors.New("no server CA key here (only servers hold it)"
 // server CA key k3s keeps under paths; errNoServerCAKey where there is
 // none. Read each time: k3s writes the key when it first starts as a
 // server, after the agent began answering on its cluster address.
-func LoadMembershipKey(clusterID string, paths K3sPaths) (config.MembershipKey, error) {
+func LoadMembershipKey(clusterID string, paths k3s.Paths) (config.MembershipKey, error) {
 	file := ServerCAKeyFile(paths)
 	data, err := os.ReadFile(file)
 	switch {

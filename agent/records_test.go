@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
 )
 
 // errNoHostNetwork is what these tests' agents get for any work on the
@@ -43,7 +44,7 @@ func (b *lockedBuffer) String() string {
 // writeTestConfig writes the fixtures' valid config (node-b of site1) to path.
 func writeTestConfig(t *testing.T, path string) {
 	t.Helper()
-	data, err := json.Marshal(validConfig())
+	data, err := json.Marshal(configfixture.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func writeTestConfig(t *testing.T, path string) {
 // cluster address.
 func runRecordsAgent(t *testing.T, configPath, stateDir string, log *lockedBuffer) (a *Agent, stop func()) {
 	t.Helper()
-	a = New(Options{ConfigPath: configPath, StateDir: stateDir, Env: testEnv(goodToken),
+	a = New(Options{ConfigPath: configPath, StateDir: stateDir, Env: configfixture.Env(configfixture.GoodToken),
 		InNetNS:            func(func() error) error { return errNoHostNetwork },
 		ConfigPollInterval: 20 * time.Millisecond, SeedBackoffMin: 20 * time.Millisecond, SeedBackoffMax: 50 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(log, nil))})
@@ -135,7 +136,7 @@ func TestConfigNamedLikeARecordIsNotReadAsOne(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(records.Dir, name)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s in the state directory: %v, want none (the config is not a record)", name, err)
 			}
-			if member, why := HasBeenMember(validated(t, nil), false, records.FormedMarkerFile()); member || strings.Contains(why, "unreadable") {
+			if member, why := HasBeenMember(configfixture.Validated(t, nil), false, records.FormedMarkerFile()); member || strings.Contains(why, "unreadable") {
 				t.Errorf("formed marker: member %v (%s), want never joined", member, why)
 			}
 		})
@@ -156,7 +157,7 @@ func TestRecordsPlantedBesideTheConfigAreIgnored(t *testing.T) {
 	reachedAddress(t, a, &log)
 	stop()
 
-	v := validated(t, nil)
+	v := configfixture.Validated(t, nil)
 	leave := LeaveRequest{ClusterID: v.ClusterID, NodeName: v.NodeName, By: "intruder", At: time.Now()}
 	if err := WriteLeaveRequest(filepath.Join(dir, leaveRequestName), leave); err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestRecordsPlantedBesideTheConfigAreIgnored(t *testing.T) {
 // upgraded after a power cut still knows it was a member, a removed one
 // still holds, one that left stays out.
 func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
-	v := validated(t, nil)
+	v := configfixture.Validated(t, nil)
 	member := FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "joined the cluster", Joined: true, At: time.Now().UTC()}
 	cases := []struct {
 		name  string
@@ -269,7 +270,7 @@ func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
 
 // The old place is read once, completely or not at all.
 func TestRecordsUpgrade(t *testing.T) {
-	v := validated(t, nil)
+	v := configfixture.Validated(t, nil)
 	formed := FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "joined the cluster", Joined: true}
 	setup := func(t *testing.T) (configPath string, r Records) {
 		dir := t.TempDir()

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -45,7 +46,7 @@ func TestRemovedFromCluster(t *testing.T) {
 // The hold applies to the cluster and node it names; an unreadable marker
 // holds; a join clears it.
 func TestRemovalHold(t *testing.T) {
-	v := validated(t, nil)
+	v := configfixture.Validated(t, nil)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "removed.json")
 	if err := RemovalHold(v, path); err != nil {
@@ -57,7 +58,7 @@ func TestRemovalHold(t *testing.T) {
 	if err := RemovalHold(v, path); err == nil || !strings.Contains(err.Error(), "sitecon form --join") {
 		t.Fatalf("hold = %v", err)
 	}
-	other := validated(t, func(c *config.Config) { c.NodeName = "node-x" })
+	other := configfixture.Validated(t, func(c *config.Config) { c.NodeName = "node-x" })
 	if err := RemovalHold(other, path); err != nil {
 		t.Errorf("another node's config held: %v", err)
 	}

@@ -19,13 +19,14 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 )
 
 // ClusterCA reads the cluster's CA bundle on a node that runs k3s: a
 // server's own, or the copy an agent keeps. Not found: nil, no error (a
 // cluster being formed has no CA yet).
-func ClusterCA(paths K3sPaths) ([]byte, error) {
+func ClusterCA(paths k3s.Paths) ([]byte, error) {
 	for _, p := range []string{
 		filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"),
 		filepath.Join(paths.DataDir, "agent", "server-ca.crt"),
@@ -163,7 +164,7 @@ func VerifyServerCA(ctx context.Context, ip string, pin string, dial func(ctx co
 
 // withCAProof serves this node's vouching for its cluster's CA (the one
 // its k3s keeps under paths) at config.CAProofPath beside next's routes.
-func withCAProof(next http.Handler, key config.LifeKey, node string, paths K3sPaths) http.Handler {
+func withCAProof(next http.Handler, key config.LifeKey, node string, paths k3s.Paths) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(config.CAProofPath, config.CAProofHandler(key, node, func() ([]byte, error) { return ClusterCA(paths) }))
 	mux.Handle("/", next)
@@ -174,7 +175,7 @@ func withCAProof(next http.Handler, key config.LifeKey, node string, paths K3sPa
 // carries: k3s's secure form when this node holds the cluster's CA, so the
 // new node verifies the server it reaches; the token as it is otherwise
 // (pinned false: the new node trusts the first server that answers).
-func BundleToken(token config.Secret, paths K3sPaths) (config.Secret, bool, error) {
+func BundleToken(token config.Secret, paths k3s.Paths) (config.Secret, bool, error) {
 	ca, err := ClusterCA(paths)
 	if err != nil {
 		return "", false, err
@@ -203,7 +204,7 @@ func PinnedToken(v *config.Validated, pin string) *config.Validated {
 // LocalCAPin is the hash of the cluster CA this node's k3s keeps under
 // paths; empty when it has none (or it cannot be read: k3s then keeps the
 // token as it is, and the log says why).
-func LocalCAPin(paths K3sPaths, log *slog.Logger) string {
+func LocalCAPin(paths k3s.Paths, log *slog.Logger) string {
 	ca, err := ClusterCA(paths)
 	if err != nil {
 		log.Warn("the cluster's CA cannot be read: k3s's token stays unpinned", "err", err)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 const testPassword = "5e1b0c7a9d2f4e6b8a1c3d5f7e9b0a2c4d6f8e1b3a5c7d9f0e2b4a6c8d0f1e3a"
@@ -45,7 +47,7 @@ func TestSecureTokenForm(t *testing.T) {
 // A bundle made where the cluster's CA is on disk pins it; where none
 // exists yet (formation), it carries the token as it is.
 func TestBundleToken(t *testing.T) {
-	paths := K3sPaths{DataDir: t.TempDir()}
+	paths := k3s.Paths{DataDir: t.TempDir()}
 	got, pinned, err := BundleToken(config.Secret(testPassword), paths)
 	if err != nil || pinned || got.Reveal() != testPassword {
 		t.Fatalf("without a CA: %v %v %v", got.Reveal(), pinned, err)
@@ -59,7 +61,7 @@ func TestBundleToken(t *testing.T) {
 		t.Fatalf("with a CA: %v %v %v", got.Reveal(), pinned, err)
 	}
 	// A secure token passes the config's entropy check on its password.
-	v, err := config.Validate(validConfig(), testEnv(got.Reveal()))
+	v, err := config.Validate(configfixture.Config(), configfixture.Env(got.Reveal()))
 	if err != nil || v.Token.Reveal() != got.Reveal() {
 		t.Fatalf("a secure token file is refused: %v", err)
 	}
@@ -106,7 +108,7 @@ func TestSeedProbeChecksThePinnedCA(t *testing.T) {
 // already keeps it, and no pin leaves the token as it is. A member's own
 // CA is the pin on a restart.
 func TestPinnedToken(t *testing.T) {
-	v, err := config.Validate(validConfig(), testEnv(testPassword))
+	v, err := config.Validate(configfixture.Config(), configfixture.Env(testPassword))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +123,10 @@ func TestPinnedToken(t *testing.T) {
 	if again := PinnedToken(pinned, config.CAHash([]byte("another"))); again != pinned {
 		t.Errorf("a token's own pin was replaced")
 	}
-	if !strings.Contains(string(RenderK3s(pinned, DefaultK3sPaths, true).Files[0].Content), `token: "K10`+config.CAHash(ca)+`::server:`) {
+	if !strings.Contains(string(k3s.Render(pinned, k3s.DefaultPaths, true).Files[0].Content), `token: "K10`+config.CAHash(ca)+`::server:`) {
 		t.Errorf("k3s's config does not carry the pinned token")
 	}
-	paths := K3sPaths{DataDir: t.TempDir()}
+	paths := k3s.Paths{DataDir: t.TempDir()}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if pin := LocalCAPin(paths, log); pin != "" {
 		t.Errorf("no CA on this node: pin %q", pin)

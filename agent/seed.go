@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -24,7 +25,7 @@ type SeedFollower struct {
 	// Config is the node's config as on disk; the seed record (RecordPath)
 	// and the cluster's record are applied to it by SeedInEffect.
 	Config *config.Validated
-	Paths  K3sPaths
+	Paths  k3s.Paths
 	// RecordPath keeps the seed change on the device (SeedRecord); empty:
 	// not kept.
 	RecordPath string
@@ -93,7 +94,7 @@ func (f *SeedFollower) follow(d SeedDecision, log *slog.Logger) {
 	ip := d.JoinIP
 	// A node that follows the seed is a member: k3s's token pins the
 	// cluster CA its own k3s holds, as its join did.
-	k := RenderK3s(PinnedToken(d.Config, LocalCAPin(f.Paths, log)), f.Paths, true)
+	k := k3s.Render(PinnedToken(d.Config, LocalCAPin(f.Paths, log)), f.Paths, true)
 	err := f.record(ip)
 	if err == nil {
 		err = k.Write()

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -99,7 +101,7 @@ func TestSeedInEffect(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := validated(t, tc.edit)
+			v := configfixture.Validated(t, tc.edit)
 			d := SeedInEffect(SeedInputs{Config: v, Record: tc.record, Cluster: tc.cluster, Nodes: tc.nodes})
 			if d.JoinIP.String() != tc.join || d.Config.JoinIP != d.JoinIP || d.Source != tc.source {
 				t.Errorf("join %s (config %s) from %s, want %s from %s; why: %s", d.JoinIP, d.Config.JoinIP, d.Source, tc.join, tc.source, d.Why)
@@ -110,8 +112,8 @@ func TestSeedInEffect(t *testing.T) {
 			if (tc.note == "") != (d.ClusterNote == "") || !strings.Contains(d.ClusterNote, tc.note) {
 				t.Errorf("cluster note %q, want one saying %q", d.ClusterNote, tc.note)
 			}
-			if d.Config.IsWorkerNode != v.IsWorkerNode || DecideRole(d.Config) == RoleSeed && v.IsWorkerNode {
-				t.Errorf("the role changed: worker %v → %s", v.IsWorkerNode, DecideRole(d.Config))
+			if d.Config.IsWorkerNode != v.IsWorkerNode || k3s.DecideRole(d.Config) == k3s.RoleSeed && v.IsWorkerNode {
+				t.Errorf("the role changed: worker %v → %s", v.IsWorkerNode, k3s.DecideRole(d.Config))
 			}
 			if d.Why == "" {
 				t.Error("no reason given")

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 // A recorded seed change holds only for the cluster it was made in, against
 // the join address the config still names, inside the prefix.
 func TestApplySeedRecord(t *testing.T) {
-	v, err := config.Validate(validConfig(), testEnv(goodToken)) // node-b, 10.244.244.2, seed 10.244.244.1
+	v, err := config.Validate(configfixture.Config(), configfixture.Env(configfixture.GoodToken)) // node-b, 10.244.244.2, seed 10.244.244.1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestApplySeedRecord(t *testing.T) {
 	}
 	// A moved seed renders a joining server, never cluster-init.
 	moved, _, _ := ApplySeedRecord(v, rec(nil))
-	k := RenderK3s(moved, K3sPaths{ConfigFile: "/x/config.yaml", DataDir: "/x/data"}, true)
+	k := k3s.Render(moved, k3s.Paths{ConfigFile: "/x/config.yaml", DataDir: "/x/data"}, true)
 	if !strings.Contains(string(k.Files[0].Redacted), `server: "https://10.244.244.3:6443"`) {
 		t.Fatalf("rendered config does not join through the moved seed:\n%s", k.Files[0].Redacted)
 	}

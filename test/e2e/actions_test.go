@@ -31,6 +31,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -487,8 +488,8 @@ func TestSeedChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		paths := agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
-		if err := agent.RenderK3s(v, paths, false).Write(); err != nil {
+		paths := k3s.Paths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
+		if err := k3s.Render(v, paths, false).Write(); err != nil {
 			t.Fatal(err)
 		}
 		record := deviceRecords(nf.ConfigPath).SeedRecordFile()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
@@ -96,7 +97,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 
 	// The seed starts its k3s at once, in the seed role.
 	waitState(t, seed, 20*time.Second, "seed starts k3s", func(st agent.State) bool {
-		return st.Role == agent.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
+		return st.Role == k3s.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
 	})
 	// The stand-in records its start as its first act; wait for the record.
 	if got := seed.waitK3sStarted(t); len(got) != 1 {
@@ -198,7 +199,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 
 	// The agent's state on its socket says the same.
 	st, err := localapi.Get[agent.State](ctx, joiners[0].socket, localapi.PathAgent)
-	if err != nil || st.Phase != agent.PhaseJoined || st.Role != agent.RoleServer || st.ClusterIP != "10.244.244.2" {
+	if err != nil || st.Phase != agent.PhaseJoined || st.Role != k3s.RoleServer || st.ClusterIP != "10.244.244.2" {
 		t.Errorf("socket state = %+v, %v", st, err)
 	}
 	membersProveLife(t, seed, plan, agents)

@@ -37,6 +37,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
@@ -1033,7 +1034,7 @@ func startNodeAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, kubec
 		ConfigPath: files.ConfigPath,
 		StateDir:   deviceRecords(files.ConfigPath).Dir,
 		K3sBin:     standin,
-		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
+		K3sPaths:   k3s.Paths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
 		K3sLogFile: filepath.Join(dir, "k3s.log"),
 		Workloads:  n.workloads,
 		SocketPath: filepath.Join(dir, "agent.sock"),

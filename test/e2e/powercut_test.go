@@ -28,6 +28,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
@@ -128,7 +129,7 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 		st := waitState(t, m, 20*time.Second, "k3s started without the seed", func(st agent.State) bool {
 			return st.K3sStarts > 0
 		})
-		if st.Role != agent.RoleServer {
+		if st.Role != k3s.RoleServer {
 			t.Errorf("%s role %s, want server", m.host.Name, st.Role)
 		}
 		m.waitK3sStarted(t)

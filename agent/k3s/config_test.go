@@ -1,4 +1,4 @@
-package agent
+package k3s
 
 import (
 	"os"
@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/configfixture"
 )
 
 // k3sFlags are the k3s v1.34 flags each subcommand accepts that sitecon may
@@ -20,21 +21,8 @@ var k3sFlags = map[string][]string{
 	"agent":  {"server", "token", "node-ip", "flannel-iface", "node-name", "node-label", "data-dir"},
 }
 
-func validated(t *testing.T, edit func(*config.Config)) *config.Validated {
-	t.Helper()
-	c := validConfig()
-	if edit != nil {
-		edit(c)
-	}
-	v, err := config.Validate(c, testEnv(goodToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // merged reads the files as k3s does: the main file, then each drop-in.
-func merged(t *testing.T, k K3sConfig, redacted bool) map[string]any {
+func merged(t *testing.T, k Config, redacted bool) map[string]any {
 	t.Helper()
 	out := map[string]any{}
 	for _, f := range k.Files {
@@ -70,29 +58,29 @@ func TestRenderK3s(t *testing.T) {
 		{
 			name: "seed first boot", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" },
 			role: RoleSeed, firstBoot: true, subcommand: "server",
-			want: map[string]any{"cluster-init": true, "tls-san": []any{"10.244.244.1"}, "token": goodToken,
+			want: map[string]any{"cluster-init": true, "tls-san": []any{"10.244.244.1"}, "token": configfixture.GoodToken,
 				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
 			name: "seed restart", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" }, etcdData: true,
 			role: RoleSeed, subcommand: "server",
-			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": goodToken,
+			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": configfixture.GoodToken,
 				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
 			name: "joining server", role: RoleServer, subcommand: "server",
-			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": goodToken,
+			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": configfixture.GoodToken,
 				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
 			name: "worker", edit: func(c *config.Config) { c.IsWorkerNode = true }, role: RoleAgent, subcommand: "agent",
-			want: map[string]any{"server": "https://10.244.244.1:6443", "token": goodToken,
+			want: map[string]any{"server": "https://10.244.244.1:6443", "token": configfixture.GoodToken,
 				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k := RenderK3s(validated(t, tc.edit), DefaultK3sPaths, tc.etcdData)
+			k := Render(configfixture.Validated(t, tc.edit), DefaultPaths, tc.etcdData)
 			if k.Role != tc.role || k.FirstBoot != tc.firstBoot || k.Subcommand != tc.subcommand {
 				t.Errorf("role %s firstBoot %v subcommand %s", k.Role, k.FirstBoot, k.Subcommand)
 			}
@@ -114,7 +102,7 @@ func TestRenderK3s(t *testing.T) {
 				}
 			}
 			red := merged(t, k, true)
-			if tok, _ := red["token"].(string); strings.Contains(tok, goodToken) || !strings.Contains(tok, "redacted") {
+			if tok, _ := red["token"].(string); strings.Contains(tok, configfixture.GoodToken) || !strings.Contains(tok, "redacted") {
 				t.Errorf("redacted token = %q", tok)
 			}
 		})
@@ -129,12 +117,12 @@ func equalYAML(a, b any) bool {
 
 func TestRenderK3sPathsAndWrite(t *testing.T) {
 	dir := t.TempDir()
-	paths := K3sPaths{ConfigFile: filepath.Join(dir, "etc", "config.yaml"), DataDir: filepath.Join(dir, "data")}
-	v := validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
+	paths := Paths{ConfigFile: filepath.Join(dir, "etc", "config.yaml"), DataDir: filepath.Join(dir, "data")}
+	v := configfixture.Validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
 	if paths.EtcdMemberDataPresent() {
 		t.Fatal("no etcd data yet")
 	}
-	k := RenderK3s(v, paths, paths.EtcdMemberDataPresent())
+	k := Render(v, paths, paths.EtcdMemberDataPresent())
 	if !k.FirstBoot {
 		t.Error("seed without etcd data is a first boot")
 	}
@@ -161,7 +149,7 @@ func TestRenderK3sPathsAndWrite(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(paths.DataDir, "server", "db", "etcd", "member"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if again := RenderK3s(v, paths, paths.EtcdMemberDataPresent()); again.FirstBoot {
+	if again := Render(v, paths, paths.EtcdMemberDataPresent()); again.FirstBoot {
 		t.Error("seed with etcd member data must not cluster-init again")
 	}
 }
@@ -194,7 +182,7 @@ func TestWriteFileAtomicLeavesNoTemporaries(t *testing.T) {
 // credential every node shares; a server with k3s's admin kubeconfig; a
 // kubeconfig given on the command line wins.
 func TestAgentKubeconfig(t *testing.T) {
-	paths := K3sPaths{DataDir: "/data/k3s"}
+	paths := Paths{DataDir: "/data/k3s"}
 	const admin = "/etc/rancher/k3s/k3s.yaml"
 	for _, tc := range []struct {
 		explicit string

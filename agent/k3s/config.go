@@ -1,4 +1,7 @@
-package agent
+// Package k3s is what the agent makes of k3s: the node's role, the config
+// files k3s reads (and the ones a generic Linux host needs to join as an
+// edgeworker), and the supervised k3s process.
+package k3s
 
 import (
 	"bytes"
@@ -39,8 +42,8 @@ func DecideRole(v *config.Validated) Role {
 	}
 }
 
-// K3sPaths are where k3s reads its configuration and keeps its data.
-type K3sPaths struct {
+// Paths are where k3s reads its configuration and keeps its data.
+type Paths struct {
 	// ConfigFile is k3s's main config file.
 	ConfigFile string
 	// DataDir is k3s's --data-dir; its etcd member data tells a first boot
@@ -48,20 +51,20 @@ type K3sPaths struct {
 	DataDir string
 }
 
-// DefaultK3sPaths are k3s's own defaults.
-var DefaultK3sPaths = K3sPaths{
+// DefaultPaths are k3s's own defaults.
+var DefaultPaths = Paths{
 	ConfigFile: "/etc/rancher/k3s/config.yaml",
 	DataDir:    "/var/lib/rancher/k3s",
 }
 
 // DropInDir is the directory k3s merges after the main config file.
-func (p K3sPaths) DropInDir() string { return p.ConfigFile + ".d" }
+func (p Paths) DropInDir() string { return p.ConfigFile + ".d" }
 
 // NodeKubeconfig is the kubeconfig of this node's own identity, which k3s
 // writes on every node, servers and agents alike: the kubelet's client
 // certificate (user system:node:<name>, group system:nodes), the credential
 // a worker's agent reaches the cluster with (kube.EnsureAgentAccess).
-func NodeKubeconfig(p K3sPaths) string {
+func NodeKubeconfig(p Paths) string {
 	return filepath.Join(p.DataDir, "agent", "kubelet.kubeconfig")
 }
 
@@ -69,7 +72,7 @@ func NodeKubeconfig(p K3sPaths) string {
 // the one it was given, else a server's admin kubeconfig, a worker's node
 // identity (a worker has no admin kubeconfig and is trusted with no more
 // than its node).
-func AgentKubeconfig(explicit string, role Role, p K3sPaths, adminKubeconfig string) string {
+func AgentKubeconfig(explicit string, role Role, p Paths, adminKubeconfig string) string {
 	switch {
 	case explicit != "":
 		return explicit
@@ -83,13 +86,13 @@ func AgentKubeconfig(explicit string, role Role, p K3sPaths, adminKubeconfig str
 // EtcdMemberDataPresent reports whether this node has been an etcd member
 // before: then even the seed must rejoin (server: ...) instead of
 // initialising a new cluster over its old data.
-func (p K3sPaths) EtcdMemberDataPresent() bool {
+func (p Paths) EtcdMemberDataPresent() bool {
 	_, err := os.Stat(filepath.Join(p.DataDir, "server", "db", "etcd", "member"))
 	return err == nil
 }
 
-// K3sConfig is what the agent writes for k3s and how it starts it.
-type K3sConfig struct {
+// Config is what the agent writes for k3s and how it starts it.
+type Config struct {
 	Role Role
 	// FirstBoot is true when the seed initialises the cluster.
 	FirstBoot bool
@@ -113,15 +116,15 @@ type RenderedFile struct {
 // Names of the files the agent owns under the drop-in directory.
 const nodeDropIn = "50-sitecon-node.yaml"
 
-// RenderK3s renders the k3s configuration for a validated config.
+// Render renders the k3s configuration for a validated config.
 //
 // config.yaml carries cluster membership (cluster-init or server, token,
 // tls-san); the drop-in carries this node's identity and network (node-name,
 // node-ip, flannel-iface, node-label). Every key is a real k3s flag of the
 // role's subcommand; server-only flags never go to an agent.
-func RenderK3s(v *config.Validated, paths K3sPaths, etcdDataPresent bool) K3sConfig {
+func Render(v *config.Validated, paths Paths, etcdDataPresent bool) Config {
 	role := DecideRole(v)
-	out := K3sConfig{Role: role, Subcommand: "server"}
+	out := Config{Role: role, Subcommand: "server"}
 	if role == RoleAgent {
 		out.Subcommand = "agent"
 	}
@@ -161,10 +164,10 @@ func RenderK3s(v *config.Validated, paths K3sPaths, etcdDataPresent bool) K3sCon
 		{Path: filepath.Join(paths.DropInDir(), nodeDropIn), Content: node.bytes(), Redacted: node.bytes()},
 	}
 	out.Args = []string{out.Subcommand}
-	if paths.ConfigFile != DefaultK3sPaths.ConfigFile {
+	if paths.ConfigFile != DefaultPaths.ConfigFile {
 		out.Args = append(out.Args, "--config", paths.ConfigFile)
 	}
-	if paths.DataDir != DefaultK3sPaths.DataDir {
+	if paths.DataDir != DefaultPaths.DataDir {
 		out.Args = append(out.Args, "--data-dir", paths.DataDir)
 	}
 	return out
@@ -207,12 +210,12 @@ func (d *yamlDoc) list(key string, values []string) {
 func (d *yamlDoc) bytes() []byte { return bytes.Clone(d.buf.Bytes()) }
 
 // CommandLine is the k3s command as a technician would type it.
-func (c K3sConfig) CommandLine(k3sBin string) string {
+func (c Config) CommandLine(k3sBin string) string {
 	return strings.Join(append([]string{k3sBin}, c.Args...), " ")
 }
 
 // Write writes every file atomically with mode 0600 (it holds the token).
-func (c K3sConfig) Write() error {
+func (c Config) Write() error {
 	for _, f := range c.Files {
 		if err := config.WriteFileAtomic(f.Path, f.Content, 0o600); err != nil {
 			return err
@@ -223,7 +226,7 @@ func (c K3sConfig) Write() error {
 
 // PrintPlan writes what the agent would do for this node: its role, each
 // config file (token redacted) and the k3s command line.
-func (c K3sConfig) PrintPlan(w io.Writer, v *config.Validated, k3sBin string) error {
+func (c Config) PrintPlan(w io.Writer, v *config.Validated, k3sBin string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s in cluster %s (%s): %s\n", v.NodeName, v.ClusterName, v.ClusterID, roleDescription(c.Role, c.FirstBoot || c.Role != RoleSeed))
 	fmt.Fprintf(&b, "# cluster address %s on %s, seed %s\n", v.Prefix, v.ClusterInterface, v.JoinIP)
@@ -237,7 +240,7 @@ func (c K3sConfig) PrintPlan(w io.Writer, v *config.Validated, k3sBin string) er
 
 // Rooted returns the same configuration with every file moved under root,
 // for writing a node's files somewhere to inspect them.
-func (c K3sConfig) Rooted(root string) K3sConfig {
+func (c Config) Rooted(root string) Config {
 	out := c
 	out.Files = make([]RenderedFile, len(c.Files))
 	for i, f := range c.Files {

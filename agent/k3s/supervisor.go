@@ -1,4 +1,4 @@
-package agent
+package k3s
 
 import (
 	"context"
