@@ -15,6 +15,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
@@ -117,7 +118,7 @@ proof there.`,
 	f.StringVar(&opts.StatusAddr, "status-addr", "", "where to serve /status and the proof of life, host:port (with --no-bootstrap; a device's agent serves them on its cluster address)")
 	f.StringVar(&opts.Apps.NodeUUID, "node-uuid", "", "this node's UUID (default: from the config, else its Node's node-uuid label)")
 	f.StringVar(&opts.Apps.AppsDir, "apps-dir", "", "directory of app and volume configs (apps/*.json, volumes/*.json); empty: no apps part")
-	f.StringVar(&stateDir, "state-dir", agent.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
+	f.StringVar(&stateDir, "state-dir", formation.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
 		"its records of this node's membership (seed.json, formed.json, leave.json, removed.json; an upgrade moves them here once from beside the config) "+
 		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
@@ -160,14 +161,14 @@ included, mode 0600), for a closer look.`,
 			paths := k3s.Paths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
 			// The agent's own decisions: the seed in effect from the files
 			// on this device, and whether it may ever initialise.
-			records := agent.Records{Dir: stateDir}
-			in, err := agent.LocalSeedInputs(records, v)
+			records := formation.Records{Dir: stateDir}
+			in, err := formation.LocalSeedInputs(records, v)
 			if err != nil {
 				return err
 			}
-			seed := agent.SeedInEffect(in)
+			seed := formation.SeedInEffect(in)
 			v = seed.Config
-			initialise, err := agent.InitCheck(seed, paths.EtcdMemberDataPresent(), records.FormedMarkerFile())
+			initialise, err := formation.InitCheck(seed, paths.EtcdMemberDataPresent(), records.FormedMarkerFile())
 			if err != nil {
 				return err
 			}
@@ -201,5 +202,5 @@ included, mode 0600), for a closer look.`,
 // (seed record, formed and removed markers, leave request) the agent's
 // --state-dir, with the agent's default.
 func stateDirFlag(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "state-dir", agent.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
+	cmd.Flags().StringVar(dir, "state-dir", formation.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
@@ -62,7 +63,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				return err
 			}
 			node := cfg.NodeName
-			records := agent.Records{Dir: stateDir}
+			records := formation.Records{Dir: stateDir}
 			agentRuns, err := sameStateDir(cmd.Context(), agentSocket, stateDir, cmd.Flags().Changed("state-dir"))
 			if err != nil {
 				return err
@@ -135,7 +136,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				}
 			}
 			writeRequest := func(_ context.Context, progress func(string)) error {
-				if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: node, At: time.Now().UTC(), By: audit.CurrentUser()}); err != nil {
+				if err := formation.WriteLeaveRequest(request, formation.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: node, At: time.Now().UTC(), By: audit.CurrentUser()}); err != nil {
 					return err
 				}
 				progress("leave request written: " + request)
@@ -198,7 +199,7 @@ func sameStateDir(ctx context.Context, socket, dir string, given bool) (agentRun
 	switch {
 	case err != nil && !given:
 		return false, fmt.Errorf("no agent answers on %s (%v), so where it keeps its records is unknown: nothing done; "+
-			"give --state-dir as the agent is started with (its --state-dir, default %s), or --agent-socket", socket, err, agent.DefaultStateDir)
+			"give --state-dir as the agent is started with (its --state-dir, default %s), or --agent-socket", socket, err, formation.DefaultStateDir)
 	case err != nil:
 		return false, nil
 	case st.StateDir == "":

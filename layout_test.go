@@ -17,8 +17,9 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"views":           {"ui", "keymap", "kube", "kube/flow", "kube/safety", "audit"},
 		"ui":              {"keymap", "kube"},
 		"keymap":          {},
-		"agent":           {"agent/config", "agent/k3s", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety", "netcfg"},
+		"agent":           {"agent/config", "agent/k3s", "agent/formation", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety", "netcfg"},
 		"agent/apps":      {"agent/config", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
+		"agent/formation": {"agent/config", "agent/k3s", "agent/localapi", "kube"},
 		"agent/k3s":       {"agent/config"},
 		"agent/config":    {},
 		"agent/localapi":  {},
@@ -29,8 +30,8 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"netcfg":          {},
 		"audit":           {},
 		// Packages only tests import: fixtures, kept below what they test.
-		"agent/internal/configfixture": {"agent/config"},
-		"audit/audittest":              {"audit"},
+		"agent/internal/agenttest": {"agent/config"},
+		"audit/audittest":          {"audit"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
 	if err != nil {

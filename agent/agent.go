@@ -18,6 +18,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
@@ -206,7 +207,7 @@ func New(opts Options) *Agent {
 }
 
 // records are the agent's records, in its state directory.
-func (a *Agent) records() Records { return Records{Dir: a.opts.StateDir} }
+func (a *Agent) records() formation.Records { return formation.Records{Dir: a.opts.StateDir} }
 
 // LeaderState is this node's view of the stats-leader election; empty until
 // the node can reach its cluster.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/agent/workloads"
@@ -28,7 +29,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// A node removed from this cluster holds before anything: no address,
 	// no /status, no k3s.
 	removedMarker := a.records().RemovedMarkerFile()
-	if hold := RemovalHold(v, removedMarker); hold != nil {
+	if hold := formation.RemovalHold(v, removedMarker); hold != nil {
 		a.setPhase(PhaseError, hold)
 		a.log.Error("not starting", "err", hold)
 		return
@@ -38,7 +39,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	ctx, endBringUp := context.WithCancel(ctx)
 	defer endBringUp()
 	onRemoved := func(evidence string) {
-		if err := MarkRemoved(removedMarker, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
+		if err := formation.MarkRemoved(removedMarker, formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
 			// Unrecorded, the removal is still acted on now; a restart
 			// would not know it.
 			a.log.Error("removed marker not written", "err", err)
@@ -121,7 +122,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// starts k3s without waiting on anyone; if it was removed while it
 	// was off, k3s would make it a cluster of its own. So it asks its
 	// peers first, once and bounded, and holds only on a proven removal.
-	been, beenWhy := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
+	been, beenWhy := formation.HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
 	if been && role != k3s.RoleAgent {
 		// Asked over a link without carrier the question hears nobody,
 		// and silence starts k3s: the link first, under the backoff.
@@ -164,7 +165,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// verified to serve, or on a restart the one this node's k3s holds.
 	var pin string
 	if waitSeed && been {
-		pin = LocalCAPin(a.opts.K3sPaths, a.log)
+		pin = formation.LocalCAPin(a.opts.K3sPaths, a.log)
 		switch {
 		case pin != "" || a.opts.K3sPaths.EtcdMemberDataPresent():
 			waitSeed = false
@@ -180,7 +181,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	}
 	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
-		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal(),
+		probe := formation.SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal(),
 			AllowUnverifiedCA: a.opts.JoinUnverifiedCA, Log: a.log}
 		seedAnswers := a.retry(ctx, func() bool {
 			var err error
@@ -188,7 +189,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 			switch {
 			case err == nil:
 				return true
-			case errors.Is(err, ErrForeignCluster), errors.Is(err, ErrCAUnverified):
+			case errors.Is(err, formation.ErrForeignCluster), errors.Is(err, formation.ErrCAUnverified):
 				// Another cluster at the join address, or a CA nobody
 				// vouches for, is an error, never a reason to join; the
 				// check goes on in case the site is fixed.
@@ -206,7 +207,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// k3s is given the token pinned to the CA just verified, so that it
 	// too trusts only that CA (the seed could be replaced between the check
 	// and k3s's own fetch). Written before the seed follower may write.
-	if pinned := PinnedToken(v, pin); pinned != v {
+	if pinned := formation.PinnedToken(v, pin); pinned != v {
 		if !a.retry(ctx, func() bool {
 			k = k3s.Render(pinned, a.opts.K3sPaths, !initialise)
 			err := k.Write()
@@ -341,7 +342,7 @@ func (a *Agent) probeClusterAddress(v *config.Validated) error {
 // keep the address: a node that dropped it while they ran would look dead
 // to the others' failover guard, which would start the same apps again.
 func (a *Agent) holdIfRemoved(v *config.Validated, removedMarker string) {
-	hold := RemovalHold(v, removedMarker)
+	hold := formation.RemovalHold(v, removedMarker)
 	if hold == nil {
 		return
 	}
@@ -368,7 +369,7 @@ func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) Members
 		if member, known := link.membership(); known {
 			return member
 		}
-		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
+		return formation.DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -111,7 +112,7 @@ func (m *clusterLink) connect(ctx context.Context) {
 // only after that write (linkCluster); the bring-up waits for it before
 // returning, so a follower never writes over the next bring-up's files.
 func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
-	follower := &SeedFollower{Config: v, Paths: a.opts.K3sPaths,
+	follower := &formation.SeedFollower{Config: v, Paths: a.opts.K3sPaths,
 		RecordPath: a.records().SeedRecordFile(), Log: a.log.With("component", "seed"),
 		OnRender: func(ip netip.Addr) {
 			a.mu.Lock()
@@ -165,7 +166,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 		go a.grantAgentAccess(ctx, snap)
 	}
 	if a.opts.ConfigPath != "" {
-		go RemoveBundlesOnceJoined(ctx, snap, JoinBundlesDir(a.opts.ConfigPath), a.log)
+		go RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)
 	}
 	if a.opts.Apps.AppsDir == "" {
 		return
@@ -367,7 +368,7 @@ func RemoveBundlesOnceJoined(ctx context.Context, snap *kube.Snapshot, dir strin
 	for {
 		if snap.Synced() {
 			// One lister lookup per saved bundle: no copy of the cluster.
-			removed, left, err := RemoveJoinedBundles(dir, func(node string) bool {
+			removed, left, err := formation.RemoveJoinedBundles(dir, func(node string) bool {
 				n, ok := snap.Node(node)
 				return ok && kube.NodeIsReady(n)
 			})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/workloads"
 )
 
@@ -39,7 +40,7 @@ type configWatch struct {
 	requestedLeave bool
 	// ignored is the leave request last found written for another
 	// cluster or node.
-	ignored LeaveRequest
+	ignored formation.LeaveRequest
 }
 
 type configStep struct {
@@ -51,7 +52,7 @@ type configStep struct {
 
 // leaveRead is what the leave request said at a poll.
 type leaveRead struct {
-	req     LeaveRequest
+	req     formation.LeaveRequest
 	present bool
 	err     error
 	path    string
@@ -67,7 +68,7 @@ type leaveRead struct {
 // config at configPath: a request written for another cluster or node (the
 // device formed or joined anew since) is not this one's intent.
 func readLeave(configPath, path string) leaveRead {
-	req, ok, err := ReadLeaveRequest(path)
+	req, ok, err := formation.ReadLeaveRequest(path)
 	lr := leaveRead{req: req, present: ok, err: err, path: path}
 	if !ok || err != nil {
 		return lr
@@ -94,7 +95,7 @@ func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.T
 	switch {
 	case lr.err != nil:
 		return configStep{note: fmt.Sprintf("leave request unreadable (%v); holding what runs", lr.err)}
-	case lr.present && (lr.otherCluster != "" || (!lr.checked && w.ignored.same(lr.req))):
+	case lr.present && (lr.otherCluster != "" || (!lr.checked && w.ignored.Same(lr.req))):
 		// Not this cluster's request, or the one found so before while the
 		// config cannot be read now to check again (a read failure never
 		// turns it into a leave): the config decides, as if it were not
@@ -109,7 +110,7 @@ func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.T
 		step.note = strings.TrimPrefix(step.note+"; ", "; ") + fmt.Sprintf("a leave request is ignored (%s): remove %s", why, lr.path)
 		return step
 	case lr.present:
-		w.ignored = LeaveRequest{}
+		w.ignored = formation.LeaveRequest{}
 		step := configStep{leave: !w.requestedLeave, note: fmt.Sprintf("left the cluster on request (by %s at %s); remove %s to join again",
 			lr.req.By, lr.req.At.UTC().Format(time.RFC3339), lr.path)}
 		w.requestedLeave, w.left, w.lastStamp, w.missingSince = true, true, "", time.Time{}

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 )
 
 // The config file's stat, poll by poll: only an absence that lasts the whole
@@ -111,7 +112,7 @@ func TestConfigWatch(t *testing.T) {
 			w := configWatch{grace: 30 * time.Second}
 			for i, p := range polls {
 				lr := leaveRead{present: p.leaveReq, err: p.reqErr, path: "/var/lib/sitecon/leave.json",
-					req: LeaveRequest{By: "tech", At: t0}}
+					req: formation.LeaveRequest{By: "tech", At: t0}}
 				lr.checked = !p.unchecked
 				if p.staleReq {
 					lr.otherCluster = "the config is cluster 2b1c…"
@@ -135,8 +136,8 @@ func TestConfigWatch(t *testing.T) {
 func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "cluster.json")
-	request := Records{Dir: filepath.Join(dir, "state")}.LeaveRequestFile()
-	cfg := configfixture.Config()
+	request := formation.Records{Dir: filepath.Join(dir, "state")}.LeaveRequestFile()
+	cfg := agenttest.Config()
 	writeConfig := func(c *config.Config) {
 		t.Helper()
 		data, err := json.Marshal(c)
@@ -151,8 +152,8 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	if lr := readLeave(cfgPath, request); lr.present || lr.err != nil {
 		t.Fatalf("no request: %+v", lr)
 	}
-	req := LeaveRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, By: "tech", At: time.Now()}
-	if err := WriteLeaveRequest(request, req); err != nil {
+	req := formation.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, By: "tech", At: time.Now()}
+	if err := formation.WriteLeaveRequest(request, req); err != nil {
 		t.Fatal(err)
 	}
 	if lr := readLeave(cfgPath, request); !lr.present || lr.otherCluster != "" || !lr.checked {

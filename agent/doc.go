@@ -12,19 +12,19 @@
 //     k3s config, the seed wait, k3s).
 //   - clusterlink.go: the link to the running cluster (snapshot, the apps
 //     part, the stats leader, the seed follower, join-bundle clean-up).
-//   - seed*.go, initonce.go, formed.go: which server is the seed, and the
-//     rule that a cluster is initialised once.
-//   - status.go, securetoken.go: /status and checking the seed's CA.
+//   - initonce.go: the seed in effect for this bring-up, and the rule that
+//     a cluster is initialised once, applied.
+//   - status.go, caproof.go: /status, and the proof of the cluster's CA it
+//     answers joiners with.
 //   - removal.go, membership.go: a node removed from its cluster holds;
 //     a server that has been a member asks its peers before starting k3s.
-//   - form*.go, join*.go, leaverequest.go: offline formation, join
-//     bundles and join-info, and leaving on request.
 //   - endpoints.go: what the agent answers on its local socket.
 //
 // The parts it is built from are packages of their own: agent/config (the
 // config file, its validation, the token), agent/k3s (the node's role, k3s's
-// config files, the supervised k3s process), agent/apps (config files for
-// apps and volumes, DNId gating, placement, failover, the timeline, the
-// stats leader, metrics) and agent/localapi (the socket's server and
-// client).
+// config files, the supervised k3s process), agent/formation (forming and
+// joining a cluster, the seed, join bundles and join info, the node's
+// records), agent/apps (config files for apps and volumes, DNId gating,
+// placement, failover, the timeline, the stats leader, metrics) and
+// agent/localapi (the socket's server and client).
 package agent

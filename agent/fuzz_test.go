@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 func FuzzParseAndValidateConfig(f *testing.F) {
-	seed, _ := json.Marshal(configfixture.Config())
+	seed, _ := json.Marshal(agenttest.Config())
 	f.Add(seed)
 	f.Add([]byte(`{"cluster_ip_prefix": "10.0.0.255/24", "join_server_ip": "10.0.0.0"}`))
 	f.Add([]byte(`{"resource_labels": {"a/b": "c"}, "encrypted_cluster_token": {"x": 1}}`))
@@ -20,7 +20,7 @@ func FuzzParseAndValidateConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		v, err := config.Validate(c, configfixture.Env(configfixture.GoodToken))
+		v, err := config.Validate(c, agenttest.Env(agenttest.GoodToken))
 		if err != nil {
 			var verr *config.ValidationError
 			if !errors.As(err, &verr) || len(verr.Problems) == 0 {

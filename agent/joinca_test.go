@@ -3,16 +3,9 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,44 +15,11 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/test/netns"
 )
-
-// testCA is a CA and a serving certificate it signed, as k3s's API server
-// port presents them; pem is what k3s serves at /cacerts.
-type testCA struct {
-	pem  []byte
-	cert tls.Certificate
-}
-
-func newTestCA(t *testing.T, name string) testCA {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + "-server-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name + "-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testCA{pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
-}
 
 // joinLAN is a seed's address and a joiner's on one cluster LAN, each in
 // a network namespace of its own.
@@ -76,14 +36,14 @@ func joinLAN(t *testing.T) (seed, joiner *netns.Host) {
 
 // serveAt serves h on addr inside host's namespace until the test ends;
 // with ca, over TLS with its serving certificate.
-func serveAt(t *testing.T, host *netns.Host, addr string, h http.Handler, ca *testCA) {
+func serveAt(t *testing.T, host *netns.Host, addr string, h http.Handler, ca *agenttest.CA) {
 	t.Helper()
 	var l net.Listener
 	if err := host.Do(func() (err error) { l, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if ca != nil {
-		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{ca.cert}})
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{ca.Cert}})
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
@@ -91,9 +51,9 @@ func serveAt(t *testing.T, host *netns.Host, addr string, h http.Handler, ca *te
 }
 
 // apiServerServing answers like k3s's API server port: /cacerts to anyone.
-func apiServerServing(ca testCA) http.Handler {
+func apiServerServing(ca agenttest.CA) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/cacerts", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(ca.pem) })
+	mux.HandleFunc("/cacerts", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(ca.PEM) })
 	return mux
 }
 
@@ -104,20 +64,20 @@ func apiServerServing(ca testCA) http.Handler {
 // joiner would give it the cluster token and trust its CA.
 func TestJoinerWithAFormationTokenRefusesAnImpostorSeed(t *testing.T) {
 	seedHost, joiner := joinLAN(t)
-	plan, err := Plan(FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	impostorCA := newTestCA(t, "impostor")
+	impostorCA := agenttest.NewCA(t, "impostor")
 	serveAt(t, seedHost, "10.244.244.1:12346", StatusHandler(plan.ClusterID, func() bool { return true }), nil)
 	serveAt(t, seedHost, "10.244.244.1:6443", apiServerServing(impostorCA), &impostorCA)
 
-	probe := SeedProbe{JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: plan.ClusterID,
+	probe := formation.SeedProbe{JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: plan.ClusterID,
 		Dial: joiner.DialContext, Timeout: 2 * time.Second, Token: plan.Nodes[1].Token.Reveal()}
 	if err := probe.Check(context.Background()); err == nil {
 		t.Fatalf("a joiner with the formation's token took an impostor at the seed's address (its /status says cluster:%s, its CA is another) for the seed", plan.ClusterID)
-	} else if !errors.Is(err, ErrCAUnverified) || !strings.Contains(err.Error(), "10.244.244.1") {
+	} else if !errors.Is(err, formation.ErrCAUnverified) || !strings.Contains(err.Error(), "10.244.244.1") {
 		t.Errorf("the refusal: %v, want ErrCAUnverified naming the seed's address", err)
 	}
 }
@@ -125,7 +85,7 @@ func TestJoinerWithAFormationTokenRefusesAnImpostorSeed(t *testing.T) {
 // seedServers serves, in the seed's namespace, /status and the agent's
 // routes as bringUp does (the CA vouched for with key from the k3s data
 // at paths), and an API server port serving served.
-func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.LifeKey, paths k3s.Paths, served testCA) {
+func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.LifeKey, paths k3s.Paths, served agenttest.CA) {
 	t.Helper()
 	status := withCAProof(withLifeProof(StatusHandler(clusterID, func() bool { return true }), key, "node-a"), key, "node-a", paths)
 	serveAt(t, host, "10.244.244.1:12346", status, nil)
@@ -140,8 +100,8 @@ func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.Li
 // --join-unverified-ca lets an unvouched CA through, never a mismatch.
 func TestJoinerPinsTheCAItsSeedVouchesFor(t *testing.T) {
 	seedHost, joiner := joinLAN(t)
-	plan, err := Plan(FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,39 +109,39 @@ func TestJoinerPinsTheCAItsSeedVouchesFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clusterCA, otherCA := newTestCA(t, "site1"), newTestCA(t, "impostor")
+	clusterCA, otherCA := agenttest.NewCA(t, "site1"), agenttest.NewCA(t, "impostor")
 	paths := k3s.Paths{DataDir: filepath.Join(t.TempDir(), "k3s-data")}
 	ctx := context.Background()
 	var logged bytes.Buffer
-	probe := SeedProbe{JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: plan.ClusterID,
+	probe := formation.SeedProbe{JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: plan.ClusterID,
 		Dial: joiner.DialContext, Timeout: 2 * time.Second, Token: plan.Nodes[1].Token.Reveal(),
 		Log: slog.New(slog.NewTextHandler(&logged, nil))}
 
 	t.Run("no CA yet", func(t *testing.T) {
 		seedServers(t, seedHost, plan.ClusterID, key, paths, clusterCA)
 		_, err := probe.Verify(ctx)
-		if err == nil || errors.Is(err, ErrCAUnverified) || !strings.Contains(err.Error(), "cannot vouch for the cluster's CA yet") {
+		if err == nil || errors.Is(err, formation.ErrCAUnverified) || !strings.Contains(err.Error(), "cannot vouch for the cluster's CA yet") {
 			t.Fatalf("a seed whose k3s has no CA yet: %v, want a reason to wait", err)
 		}
 	})
-	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), clusterCA.pem, 0o600); err != nil {
+	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), clusterCA.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("the seed", func(t *testing.T) {
 		seedServers(t, seedHost, plan.ClusterID, key, paths, clusterCA)
 		pin, err := probe.Verify(ctx)
-		if err != nil || pin != config.CAHash(clusterCA.pem) {
-			t.Fatalf("the real seed: pin %q, %v; want %s", pin, err, config.CAHash(clusterCA.pem))
+		if err != nil || pin != config.CAHash(clusterCA.PEM) {
+			t.Fatalf("the real seed: pin %q, %v; want %s", pin, err, config.CAHash(clusterCA.PEM))
 		}
 	})
 	t.Run("a relay", func(t *testing.T) {
 		seedServers(t, seedHost, plan.ClusterID, key, paths, otherCA)
-		if _, err := probe.Verify(ctx); !errors.Is(err, ErrCAMismatch) || !errors.Is(err, ErrForeignCluster) {
+		if _, err := probe.Verify(ctx); !errors.Is(err, formation.ErrCAMismatch) || !errors.Is(err, formation.ErrForeignCluster) {
 			t.Fatalf("the agent vouches for the cluster's CA, the API server serves another: %v, want ErrCAMismatch", err)
 		}
 		opted := probe
 		opted.AllowUnverifiedCA = true
-		if _, err := opted.Verify(ctx); !errors.Is(err, ErrCAMismatch) {
+		if _, err := opted.Verify(ctx); !errors.Is(err, formation.ErrCAMismatch) {
 			t.Fatalf("--join-unverified-ca let a CA through that differs from the vouched one: %v", err)
 		}
 	})
@@ -191,7 +151,7 @@ func TestJoinerPinsTheCAItsSeedVouchesFor(t *testing.T) {
 			t.Fatal(err)
 		}
 		seedServers(t, seedHost, plan.ClusterID, other, paths, clusterCA)
-		if _, err := probe.Verify(ctx); !errors.Is(err, ErrCAUnverified) || !strings.Contains(err.Error(), "does not verify") {
+		if _, err := probe.Verify(ctx); !errors.Is(err, formation.ErrCAUnverified) || !strings.Contains(err.Error(), "does not verify") {
 			t.Fatalf("an agent proving with another key: %v, want ErrCAUnverified", err)
 		}
 		// The opt-out joins it, and says so in the log every time.

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -348,7 +349,7 @@ func (m *clusterLink) judgeMembership(ctx context.Context, clusterID string, etc
 // status port.
 func MembershipAddresses(v *config.Validated) []netip.AddrPort {
 	var out []netip.AddrPort
-	for _, a := range ProbeAddresses(v) {
+	for _, a := range formation.ProbeAddresses(v) {
 		out = append(out, netip.AddrPortFrom(a, config.StatusPort))
 	}
 	return out
@@ -384,13 +385,13 @@ func (a *Agent) stillMember(ctx context.Context, v *config.Validated, removedMar
 		a.log.Info("membership question: no proven removal, starting k3s", "took", took, "answers", evidence)
 		return false
 	}
-	if err := MarkRemoved(removedMarker, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
+	if err := formation.MarkRemoved(removedMarker, formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
 		// The hold stands now; a restart would ask again.
 		a.log.Error("removed marker not written", "err", err)
 	}
-	hold := RemovalHold(v, removedMarker)
+	hold := formation.RemovalHold(v, removedMarker)
 	if hold == nil {
-		hold = fmt.Errorf("%w: %s (%s); it starts neither k3s nor its cluster address", ErrRemoved, v.NodeName, evidence)
+		hold = fmt.Errorf("%w: %s (%s); it starts neither k3s nor its cluster address", formation.ErrRemoved, v.NodeName, evidence)
 	}
 	if err := a.dropClusterAddress(v); err != nil {
 		hold = errors.Join(hold, fmt.Errorf("dropping the cluster address: %w", err))

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 )
 
 // k3sFlags are the k3s v1.34 flags each subcommand accepts that sitecon may
@@ -58,29 +58,29 @@ func TestRenderK3s(t *testing.T) {
 		{
 			name: "seed first boot", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" },
 			role: RoleSeed, firstBoot: true, subcommand: "server",
-			want: map[string]any{"cluster-init": true, "tls-san": []any{"10.244.244.1"}, "token": configfixture.GoodToken,
+			want: map[string]any{"cluster-init": true, "tls-san": []any{"10.244.244.1"}, "token": agenttest.GoodToken,
 				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
 			name: "seed restart", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" }, etcdData: true,
 			role: RoleSeed, subcommand: "server",
-			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": configfixture.GoodToken,
+			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": agenttest.GoodToken,
 				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
 			name: "joining server", role: RoleServer, subcommand: "server",
-			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": configfixture.GoodToken,
+			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": agenttest.GoodToken,
 				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 		{
 			name: "worker", edit: func(c *config.Config) { c.IsWorkerNode = true }, role: RoleAgent, subcommand: "agent",
-			want: map[string]any{"server": "https://10.244.244.1:6443", "token": configfixture.GoodToken,
+			want: map[string]any{"server": "https://10.244.244.1:6443", "token": agenttest.GoodToken,
 				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k := Render(configfixture.Validated(t, tc.edit), DefaultPaths, tc.etcdData)
+			k := Render(agenttest.Validated(t, tc.edit), DefaultPaths, tc.etcdData)
 			if k.Role != tc.role || k.FirstBoot != tc.firstBoot || k.Subcommand != tc.subcommand {
 				t.Errorf("role %s firstBoot %v subcommand %s", k.Role, k.FirstBoot, k.Subcommand)
 			}
@@ -102,7 +102,7 @@ func TestRenderK3s(t *testing.T) {
 				}
 			}
 			red := merged(t, k, true)
-			if tok, _ := red["token"].(string); strings.Contains(tok, configfixture.GoodToken) || !strings.Contains(tok, "redacted") {
+			if tok, _ := red["token"].(string); strings.Contains(tok, agenttest.GoodToken) || !strings.Contains(tok, "redacted") {
 				t.Errorf("redacted token = %q", tok)
 			}
 		})
@@ -118,7 +118,7 @@ func equalYAML(a, b any) bool {
 func TestRenderK3sPathsAndWrite(t *testing.T) {
 	dir := t.TempDir()
 	paths := Paths{ConfigFile: filepath.Join(dir, "etc", "config.yaml"), DataDir: filepath.Join(dir, "data")}
-	v := configfixture.Validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
+	v := agenttest.Validated(t, func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" })
 	if paths.EtcdMemberDataPresent() {
 		t.Fatal("no etcd data yet")
 	}

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 )
 
 func TestEdgeworkerInstructions(t *testing.T) {
-	v := configfixture.Validated(t, nil)
+	v := agenttest.Validated(t, nil)
 	out := EdgeworkerInstructions(v, "edge-1", netip.MustParseAddr("10.244.244.5"), "v1.34.4+k3s1", "")
 	for _, want := range []string{`server: "https://10.244.244.1:6443"`, `token-file: "/etc/rancher/k3s/cluster-token"`, `node-ip: "10.244.244.5"`,
 		`- "node-role.sitecon.io/edgeworker=true"`, "k3s agent", "10.244.244.5/28", "v1.34.4+k3s1"} {
@@ -18,7 +18,7 @@ func TestEdgeworkerInstructions(t *testing.T) {
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, configfixture.GoodToken) {
+	if strings.Contains(out, agenttest.GoodToken) {
 		t.Error("the token was printed")
 	}
 	if !strings.Contains(out, "No cluster CA was found on this node to pin") {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
@@ -64,9 +65,9 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		t.Cleanup(func() { _ = setServerRoles(context.Background(), cs, n, true) })
 	}
 
-	plan, err := agent.Plan(agent.FormRequest{
+	plan, err := formation.Plan(formation.FormRequest{
 		ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +76,9 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	putClusterRecordAside(t, cs)
 	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
 	// node-d belongs to another cluster whose seed would be at the same address.
-	foreign, err := agent.Plan(agent.FormRequest{
+	foreign, err := formation.Plan(formation.FormRequest{
 		ClusterName: "other", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-x"}, {Name: "node-y"}, {Name: "node-z"}, {Name: "node-d"}},
+		Nodes: []formation.FormNode{{Name: "node-x"}, {Name: "node-y"}, {Name: "node-z"}, {Name: "node-d"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -306,13 +307,13 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 
 	// Host a: the seed of a cluster of its own prefix, with its marker and
 	// no k3s data.
-	lone, err := agent.Plan(agent.FormRequest{ClusterName: "lone", Interface: netns.Interface, Prefix: "10.244.245.0/28",
-		Nodes: []agent.FormNode{{Name: "node-m"}, {Name: "node-n"}, {Name: "node-o"}}})
+	lone, err := formation.Plan(formation.FormRequest{ClusterName: "lone", Interface: netns.Interface, Prefix: "10.244.245.0/28",
+		Nodes: []formation.FormNode{{Name: "node-m"}, {Name: "node-n"}, {Name: "node-o"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	marked := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], lone.Nodes[0], func(configPath string) {
-		if err := agent.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), agent.FormedMarker{ClusterID: lone.ClusterID,
+		if err := formation.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), formation.FormedMarker{ClusterID: lone.ClusterID,
 			NodeName: "node-m", How: "initialised the cluster"}); err != nil {
 			t.Fatal(err)
 		}
@@ -321,13 +322,13 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 	// Hosts b and c: node-b is a live member of site1 (sitebox's node-b is
 	// a control-plane + etcd Node, so its /status names the cluster); c is
 	// a fresh device given the seed's (node-a's) config.
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	member := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
-	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
+	probe := formation.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
 	memberIP := netip.MustParseAddr("10.244.244.2")
 	until(t, 30*time.Second, "node-b's /status names its cluster", func() (netip.Addr, bool) {
 		found := probe.Find(ctx, []netip.Addr{memberIP})
@@ -357,7 +358,7 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 	}
 	// The fresh device remembers the member it saw: a reboot of that
 	// member must not open the door to a second cluster.
-	m, ok, err := agent.ReadFormedMarker(deviceRecords(fresh.config).FormedMarkerFile())
+	m, ok, err := formation.ReadFormedMarker(deviceRecords(fresh.config).FormedMarkerFile())
 	if err != nil || !ok || m.ClusterID != plan.ClusterID || !strings.Contains(m.How, "10.244.244.2") {
 		t.Errorf("the fresh device's marker = %+v (present %v, %v)", m, ok, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/netns"
@@ -60,9 +61,9 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 	t.Setenv("K3SSTANDIN_CONTROLLER_KUBECONFIG", site.K3sControllerKubeconfig())
 	t.Setenv("K3SSTANDIN_NODE_IDENTITIES", site.NodeDataDirs())
 	hosts := netns.NewLAN(t, "a", "c")
-	plan, err := agent.Plan(agent.FormRequest{
+	plan, err := formation.Plan(formation.FormRequest{
 		ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c", Worker: true}},
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c", Worker: true}},
 	})
 	if err != nil {
 		t.Fatal(err)

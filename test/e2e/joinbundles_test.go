@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -22,7 +23,7 @@ import (
 func TestJoinBundlesRemovedOnceJoined(t *testing.T) {
 	site := sitebox.Shared(t)
 	dir := filepath.Join(t.TempDir(), "join-bundles")
-	if _, err := agent.SaveJoinBundles(dir, map[string]string{"node-b": "b\n", "node-c": "c\n", "node-z": "z\n"}); err != nil {
+	if _, err := formation.SaveJoinBundles(dir, map[string]string{"node-b": "b\n", "node-c": "c\n", "node-z": "z\n"}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := kube.NewSnapshot(site.Config, nil, kube.WithoutEvents())

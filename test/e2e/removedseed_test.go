@@ -30,6 +30,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
@@ -84,8 +85,8 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 			site := sitebox.Shared(t)
 			cs := clientset(t, site)
 			hosts := netns.NewLAN(t, "q", "r", "s", "n")
-			plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-				Nodes: []agent.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
+			plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+				Nodes: []formation.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
 			if err != nil {
 				t.Fatal(err)
 			}

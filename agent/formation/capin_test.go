@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"context"
@@ -17,27 +17,25 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"github.com/sitecon/sitecon/agent/k3s"
 )
-
-const testPassword = "5e1b0c7a9d2f4e6b8a1c3d5f7e9b0a2c4d6f8e1b3a5c7d9f0e2b4a6c8d0f1e3a"
 
 func TestSecureTokenForm(t *testing.T) {
 	ca := []byte("-----BEGIN CERTIFICATE-----\nsitebox\n-----END CERTIFICATE-----\n")
 	sum := sha256.Sum256(ca)
-	secure := config.SecureToken(testPassword, ca)
-	if want := "K10" + hex.EncodeToString(sum[:]) + "::server:" + testPassword; secure != want {
+	secure := config.SecureToken(agenttest.TokenPassword, ca)
+	if want := "K10" + hex.EncodeToString(sum[:]) + "::server:" + agenttest.TokenPassword; secure != want {
 		t.Fatalf("SecureToken = %q, want %q", secure, want)
 	}
-	if pin, pw := config.ParseToken(secure); pin != hex.EncodeToString(sum[:]) || pw != testPassword {
+	if pin, pw := config.ParseToken(secure); pin != hex.EncodeToString(sum[:]) || pw != agenttest.TokenPassword {
 		t.Fatalf("ParseToken(secure) = %q, %q", pin, pw)
 	}
 	// Made again from a secure token: the password stays, the pin follows the CA.
 	if again := config.SecureToken(secure, ca); again != secure {
 		t.Fatalf("SecureToken of a secure token = %q", again)
 	}
-	for _, short := range []string{testPassword, "K10nothex::server:x", "K10" + strings.Repeat("a", 64)} {
+	for _, short := range []string{agenttest.TokenPassword, "K10nothex::server:x", "K10" + strings.Repeat("a", 64)} {
 		if pin, pw := config.ParseToken(short); pin != "" || pw != short {
 			t.Errorf("ParseToken(%q) = %q, %q: want no pin and the token itself", short, pin, pw)
 		}
@@ -48,20 +46,20 @@ func TestSecureTokenForm(t *testing.T) {
 // exists yet (formation), it carries the token as it is.
 func TestBundleToken(t *testing.T) {
 	paths := k3s.Paths{DataDir: t.TempDir()}
-	got, pinned, err := BundleToken(config.Secret(testPassword), paths)
-	if err != nil || pinned || got.Reveal() != testPassword {
+	got, pinned, err := BundleToken(config.Secret(agenttest.TokenPassword), paths)
+	if err != nil || pinned || got.Reveal() != agenttest.TokenPassword {
 		t.Fatalf("without a CA: %v %v %v", got.Reveal(), pinned, err)
 	}
 	ca := []byte("the cluster CA")
 	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, pinned, err = BundleToken(config.Secret(testPassword), paths)
-	if err != nil || !pinned || got.Reveal() != config.SecureToken(testPassword, ca) {
+	got, pinned, err = BundleToken(config.Secret(agenttest.TokenPassword), paths)
+	if err != nil || !pinned || got.Reveal() != config.SecureToken(agenttest.TokenPassword, ca) {
 		t.Fatalf("with a CA: %v %v %v", got.Reveal(), pinned, err)
 	}
 	// A secure token passes the config's entropy check on its password.
-	v, err := config.Validate(configfixture.Config(), configfixture.Env(got.Reveal()))
+	v, err := config.Validate(agenttest.Config(), agenttest.Env(got.Reveal()))
 	if err != nil || v.Token.Reveal() != got.Reveal() {
 		t.Fatalf("a secure token file is refused: %v", err)
 	}
@@ -88,17 +86,17 @@ func TestSeedProbeChecksThePinnedCA(t *testing.T) {
 		},
 	}
 	ctx := context.Background()
-	probe.Token = config.SecureToken(testPassword, servedCA)
+	probe.Token = config.SecureToken(agenttest.TokenPassword, servedCA)
 	if err := probe.Check(ctx); err != nil {
 		t.Errorf("the server serving the pinned CA: %v", err)
 	}
-	probe.Token = config.SecureToken(testPassword, []byte("the cluster's real CA"))
+	probe.Token = config.SecureToken(agenttest.TokenPassword, []byte("the cluster's real CA"))
 	if err := probe.Check(ctx); !errors.Is(err, ErrForeignCluster) || !errors.Is(err, ErrCAMismatch) {
 		t.Errorf("a server serving another CA: %v, want ErrForeignCluster and ErrCAMismatch", err)
 	}
 	// A short token pins nothing, and this seed's agent vouches for no CA:
 	// nothing says which CA is the cluster's.
-	probe.Token = testPassword
+	probe.Token = agenttest.TokenPassword
 	if err := probe.Check(ctx); !errors.Is(err, ErrCAUnverified) || errors.Is(err, ErrForeignCluster) {
 		t.Errorf("a short token and a seed that does not vouch for its CA: %v, want ErrCAUnverified", err)
 	}
@@ -108,7 +106,7 @@ func TestSeedProbeChecksThePinnedCA(t *testing.T) {
 // already keeps it, and no pin leaves the token as it is. A member's own
 // CA is the pin on a restart.
 func TestPinnedToken(t *testing.T) {
-	v, err := config.Validate(configfixture.Config(), configfixture.Env(testPassword))
+	v, err := config.Validate(agenttest.Config(), agenttest.Env(agenttest.TokenPassword))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +115,7 @@ func TestPinnedToken(t *testing.T) {
 		t.Errorf("no pin changed the config")
 	}
 	pinned := PinnedToken(v, config.CAHash(ca))
-	if pinned.Token.Reveal() != config.SecureToken(testPassword, ca) || v.Token.Reveal() != testPassword {
+	if pinned.Token.Reveal() != config.SecureToken(agenttest.TokenPassword, ca) || v.Token.Reveal() != agenttest.TokenPassword {
 		t.Errorf("pinned %q (the config's own %q)", pinned.Token.Reveal(), v.Token.Reveal())
 	}
 	if again := PinnedToken(pinned, config.CAHash([]byte("another"))); again != pinned {

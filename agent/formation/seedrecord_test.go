@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"os"
@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 // A recorded seed change holds only for the cluster it was made in, against
 // the join address the config still names, inside the prefix.
 func TestApplySeedRecord(t *testing.T) {
-	v, err := config.Validate(configfixture.Config(), configfixture.Env(configfixture.GoodToken)) // node-b, 10.244.244.2, seed 10.244.244.1
+	v, err := config.Validate(agenttest.Config(), agenttest.Env(agenttest.GoodToken)) // node-b, 10.244.244.2, seed 10.244.244.1
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"fmt"
@@ -101,4 +101,17 @@ func SeedInEffect(in SeedInputs) SeedDecision {
 	d.Config, d.JoinIP, d.Source, d.MayInitialise = v.WithJoinIP(cs.JoinIP), cs.JoinIP, SeedFromCluster, false
 	d.Why = fmt.Sprintf("the cluster's seed is %s (%s, Ready etcd member)", cs.JoinIP, cs.Node)
 	return d
+}
+
+// LocalSeedInputs are the seed-in-effect inputs a node has on its own disk:
+// its config and the seed record in the agent's records. An unreadable
+// record is returned as an error along with the inputs without it, for the
+// caller to report: the config's seed is then the best the node knows.
+func LocalSeedInputs(records Records, v *config.Validated) (SeedInputs, error) {
+	in := SeedInputs{Config: v}
+	rec, ok, err := ReadSeedRecord(records.SeedRecordFile())
+	if ok {
+		in.Record = &rec
+	}
+	return in, err
 }

@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"encoding/json"
@@ -23,8 +23,8 @@ type LeaveRequest struct {
 	By        string    `json:"by"`
 }
 
-// same: the same request (read again from the same file).
-func (r LeaveRequest) same(o LeaveRequest) bool {
+// Same reports whether o is the same request (read again from the same file).
+func (r LeaveRequest) Same(o LeaveRequest) bool {
 	return r.ClusterID == o.ClusterID && r.NodeName == o.NodeName && r.By == o.By && r.At.Equal(o.At) && !r.At.IsZero()
 }
 

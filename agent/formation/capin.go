@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"context"
@@ -160,15 +160,6 @@ func VerifyServerCA(ctx context.Context, ip string, pin string, dial func(ctx co
 		return fmt.Errorf("%w (%s)", ErrCAMismatch, ip)
 	}
 	return nil
-}
-
-// withCAProof serves this node's vouching for its cluster's CA (the one
-// its k3s keeps under paths) at config.CAProofPath beside next's routes.
-func withCAProof(next http.Handler, key config.LifeKey, node string, paths k3s.Paths) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(config.CAProofPath, config.CAProofHandler(key, node, func() ([]byte, error) { return ClusterCA(paths) }))
-	mux.Handle("/", next)
-	return mux
 }
 
 // BundleToken is the token a join bundle made on a running cluster

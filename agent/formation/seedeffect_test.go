@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/internal/configfixture"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -101,7 +101,7 @@ func TestSeedInEffect(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := configfixture.Validated(t, tc.edit)
+			v := agenttest.Validated(t, tc.edit)
 			d := SeedInEffect(SeedInputs{Config: v, Record: tc.record, Cluster: tc.cluster, Nodes: tc.nodes})
 			if d.JoinIP.String() != tc.join || d.Config.JoinIP != d.JoinIP || d.Source != tc.source {
 				t.Errorf("join %s (config %s) from %s, want %s from %s; why: %s", d.JoinIP, d.Config.JoinIP, d.Source, tc.join, tc.source, d.Why)

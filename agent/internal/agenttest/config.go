@@ -1,10 +1,12 @@
-// Package configfixture is the node config the agent's packages test with:
-// the same node as the config package's own tests (node-b of site1, its
-// token in a file). Only tests import it.
-package configfixture
+// Package agenttest holds what the agent's packages test with: the node
+// config of the config package's own tests (node-b of site1, its token in
+// a file) and a cluster CA as k3s serves it. Only tests import it.
+package agenttest
 
 import (
+	"encoding/json"
 	"io/fs"
+	"os"
 	"testing"
 
 	"github.com/sitecon/sitecon/agent/config"
@@ -12,6 +14,10 @@ import (
 
 // GoodToken is the token in node-b's token file.
 const GoodToken = "3f9c2a7e4b1d8f6a0c5e9b2d7a4f1c8e6b3d0a9f5c2e7b4d1a8f6c3e0b9d5a2f"
+
+// TokenPassword is a cluster token's password, the part after "::server:"
+// in k3s's secure form.
+const TokenPassword = "5e1b0c7a9d2f4e6b8a1c3d5f7e9b0a2c4d6f8e1b3a5c7d9f0e2b4a6c8d0f1e3a"
 
 // Config is node-b's config, a fresh copy each call.
 func Config() *config.Config {
@@ -54,4 +60,16 @@ func Validated(t *testing.T, edit func(*config.Config)) *config.Validated {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// WriteConfig writes node-b's config to path.
+func WriteConfig(t *testing.T, path string) {
+	t.Helper()
+	data, err := json.Marshal(Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

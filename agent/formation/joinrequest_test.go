@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"crypto/sha256"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"github.com/sitecon/sitecon/agent/k3s"
 )
 
@@ -91,7 +92,7 @@ func TestJoinInfoPinsTheCAInTheConfiguredDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	paths := k3s.Paths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
-	ca := newTestCA(t, "site1").pem
+	ca := agenttest.NewCA(t, "site1").PEM
 	if err := config.WriteFileAtomic(filepath.Join(paths.DataDir, "server", "tls", "server-ca.crt"), ca, 0o600); err != nil {
 		t.Fatal(err)
 	}
