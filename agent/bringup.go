@@ -16,6 +16,7 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/netcfg"
 )
@@ -364,7 +365,7 @@ func (a *Agent) holdIfRemoved(v *config.Validated, removedMarker string) {
 // data, its formed marker) while it cannot (an API without quorum after a
 // power cut, k3s still starting). A device looking for members must find
 // them even then, or it would initialise a second cluster.
-func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) Membership {
+func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) statusserver.Membership {
 	return func() bool {
 		if member, known := link.membership(); known {
 			return member
@@ -386,7 +387,7 @@ func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Co
 
 // serveStatus serves GET /status on the cluster address, with the proof
 // of life and the membership answers (judged by judge) beside it.
-func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Membership, judge MembershipJudge) error {
+func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member statusserver.Membership, judge statusserver.MembershipJudge) error {
 	var l net.Listener
 	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(config.StatusPort))
 	err := a.opts.InNetNS(func() (err error) {
@@ -402,10 +403,10 @@ func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Mem
 	// server it joins against it) and answers whether a node is still a
 	// member (a server that was off asks before starting k3s).
 	mux := http.NewServeMux()
-	mux.Handle(config.MembershipPath, membershipHandler(func() (config.MembershipKey, error) {
-		return LoadMembershipKey(v.ClusterID, a.opts.K3sPaths)
+	mux.Handle(config.MembershipPath, statusserver.MembershipHandler(func() (config.MembershipKey, error) {
+		return statusserver.LoadMembershipKey(v.ClusterID, a.opts.K3sPaths)
 	}, v.NodeName, judge))
-	mux.Handle("/", withCAProof(withLifeProof(StatusHandler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
+	mux.Handle("/", statusserver.WithCAProof(statusserver.WithLifeProof(statusserver.Handler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
 	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	go func() {

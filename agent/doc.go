@@ -14,17 +14,19 @@
 //     part, the stats leader, the seed follower, join-bundle clean-up).
 //   - initonce.go: the seed in effect for this bring-up, and the rule that
 //     a cluster is initialised once, applied.
-//   - status.go, caproof.go: /status, and the proof of the cluster's CA it
-//     answers joiners with.
-//   - removal.go, membership.go: a node removed from its cluster holds;
-//     a server that has been a member asks its peers before starting k3s.
+//   - statusserve.go: the keys of the /status server, and the one an agent
+//     run against a cluster it did not form serves.
+//   - removal.go: a node removed from its cluster holds.
+//   - membercheck.go: a server that has been a member asks its peers
+//     before starting k3s, and answers them from its cluster link.
 //   - endpoints.go: what the agent answers on its local socket.
 //
 // The parts it is built from are packages of their own: agent/config (the
 // config file, its validation, the token), agent/k3s (the node's role, k3s's
 // config files, the supervised k3s process), agent/formation (forming and
 // joining a cluster, the seed, join bundles and join info, the node's
-// records), agent/apps (config files for apps and volumes, DNId gating,
+// records), agent/statusserver (what a node answers its peers on the
+// cluster address: /status, the proofs, the membership question), agent/apps (config files for apps and volumes, DNId gating,
 // placement, failover, the timeline, the stats leader, metrics) and
 // agent/localapi (the socket's server and client).
 package agent

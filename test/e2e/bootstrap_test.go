@@ -23,6 +23,7 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
@@ -177,7 +178,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	// The joined servers got the server CA's key with k3s's bootstrap data,
 	// as every k3s server holds it; with it they sign membership answers,
 	// which only servers may give.
-	seedCAKey, err := os.ReadFile(agent.ServerCAKeyFile(seed.opts.K3sPaths))
+	seedCAKey, err := os.ReadFile(statusserver.ServerCAKeyFile(seed.opts.K3sPaths))
 	if err != nil {
 		t.Fatalf("the seed's k3s made no server CA key: %v", err)
 	}
@@ -187,15 +188,15 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	}
 	for i, j := range joiners {
 		until(t, 10*time.Second, j.host.Name+" holds the server CA key", func() ([]byte, bool) {
-			got, _ := os.ReadFile(agent.ServerCAKeyFile(j.opts.K3sPaths))
+			got, _ := os.ReadFile(statusserver.ServerCAKeyFile(j.opts.K3sPaths))
 			return got, bytes.Equal(got, seedCAKey)
 		}, func(got []byte) string { return fmt.Sprintf("%d bytes, not the seed's", len(got)) })
-		ask := agent.MembershipQuery{Key: membershipKey, Node: plan.Nodes[i+1].NodeName, UUID: plan.Nodes[i+1].NodeUUID, Dial: seed.host.DialContext}
+		ask := statusserver.MembershipQuery{Key: membershipKey, Node: plan.Nodes[i+1].NodeName, UUID: plan.Nodes[i+1].NodeUUID, Dial: seed.host.DialContext}
 		addr := netip.AddrPortFrom(netip.MustParseAddr(fmt.Sprintf("10.244.244.%d", i+2)), config.StatusPort)
-		until(t, 10*time.Second, j.host.Name+" signs a membership answer", func() ([]agent.PeerAnswer, bool) {
+		until(t, 10*time.Second, j.host.Name+" signs a membership answer", func() ([]statusserver.PeerAnswer, bool) {
 			answers := ask.Ask(ctx, []netip.AddrPort{addr})
 			return answers, len(answers) == 1 && answers[0].Answer != nil
-		}, func(answers []agent.PeerAnswer) string { return fmt.Sprintf("answers %+v", answers) })
+		}, func(answers []statusserver.PeerAnswer) string { return fmt.Sprintf("answers %+v", answers) })
 	}
 
 	// The agent's state on its socket says the same.

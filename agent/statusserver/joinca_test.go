@@ -1,4 +1,4 @@
-package agent
+package statusserver
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ func TestJoinerWithAFormationTokenRefusesAnImpostorSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	impostorCA := agenttest.NewCA(t, "impostor")
-	serveAt(t, seedHost, "10.244.244.1:12346", StatusHandler(plan.ClusterID, func() bool { return true }), nil)
+	serveAt(t, seedHost, "10.244.244.1:12346", Handler(plan.ClusterID, func() bool { return true }), nil)
 	serveAt(t, seedHost, "10.244.244.1:6443", apiServerServing(impostorCA), &impostorCA)
 
 	probe := formation.SeedProbe{JoinIP: netip.MustParseAddr("10.244.244.1"), ClusterID: plan.ClusterID,
@@ -87,7 +87,7 @@ func TestJoinerWithAFormationTokenRefusesAnImpostorSeed(t *testing.T) {
 // at paths), and an API server port serving served.
 func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.LifeKey, paths k3s.Paths, served agenttest.CA) {
 	t.Helper()
-	status := withCAProof(withLifeProof(StatusHandler(clusterID, func() bool { return true }), key, "node-a"), key, "node-a", paths)
+	status := WithCAProof(WithLifeProof(Handler(clusterID, func() bool { return true }), key, "node-a"), key, "node-a", paths)
 	serveAt(t, host, "10.244.244.1:12346", status, nil)
 	serveAt(t, host, "10.244.244.1:6443", apiServerServing(served), &served)
 }

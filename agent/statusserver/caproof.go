@@ -1,4 +1,4 @@
-package agent
+package statusserver
 
 import (
 	"net/http"
@@ -8,9 +8,9 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 )
 
-// withCAProof serves this node's vouching for its cluster's CA (the one
+// WithCAProof serves this node's vouching for its cluster's CA (the one
 // its k3s keeps under paths) at config.CAProofPath beside next's routes.
-func withCAProof(next http.Handler, key config.LifeKey, node string, paths k3s.Paths) http.Handler {
+func WithCAProof(next http.Handler, key config.LifeKey, node string, paths k3s.Paths) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(config.CAProofPath, config.CAProofHandler(key, node, func() ([]byte, error) { return formation.ClusterCA(paths) }))
 	mux.Handle("/", next)

@@ -7,22 +7,9 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube"
 )
-
-// The agent's part of the proof of life (config.LifeKey): it answers the
-// failover guard's challenges on its cluster address, beside /status, and
-// gives its own guard the key to check the other nodes' answers with.
-
-// withLifeProof serves the proof of life at config.LifeProofPath beside the
-// /status server's own routes, which answer as before (joiners and older
-// agents read GET /status).
-func withLifeProof(status http.Handler, key config.LifeKey, node string) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(config.LifeProofPath, config.LifeProofHandler(key, node))
-	mux.Handle("/", status)
-	return mux
-}
 
 // lifeKey is the proof-of-life key of v's cluster; none (every proof
 // refused, no node shown dead) when the config has no token, which
@@ -66,7 +53,7 @@ func (a *Agent) serveExternalStatus(snap *kube.Snapshot, key config.LifeKey) (*h
 		n, ok := snap.Node(a.opts.NodeName)
 		return a.opts.ClusterID != "" && ok && snap.Health().Connected && kube.IsEtcdMember(n) && kube.IsServer(n)
 	}
-	srv := localapi.NewServer(withLifeProof(StatusHandler(a.opts.ClusterID, member), key, a.opts.NodeName))
+	srv := localapi.NewServer(statusserver.WithLifeProof(statusserver.Handler(a.opts.ClusterID, member), key, a.opts.NodeName))
 	go func() { _ = srv.Serve(l) }()
 	a.log.Info("serving /status and the proof of life", "addr", l.Addr().String())
 	return srv, nil

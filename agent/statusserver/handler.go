@@ -1,4 +1,4 @@
-package agent
+package statusserver
 
 import (
 	"io"
@@ -10,10 +10,10 @@ import (
 // known (API server down).
 type Membership func() bool
 
-// StatusHandler answers GET /status with "cluster:<uuid>" while this node is
+// Handler answers GET /status with "cluster:<uuid>" while this node is
 // a control-plane + etcd member, and an empty body otherwise: a joiner then
 // knows this node can take it in.
-func StatusHandler(clusterID string, member Membership) http.Handler {
+func Handler(clusterID string, member Membership) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {

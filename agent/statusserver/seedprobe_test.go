@@ -1,4 +1,4 @@
-package agent
+package statusserver
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func seedAt(t *testing.T, body string, tlsOK bool) formation.SeedProbe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := httptest.NewServer(withCAProof(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }), key, "node-a", paths))
+	status := httptest.NewServer(WithCAProof(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }), key, "node-a", paths))
 	t.Cleanup(status.Close)
 	cacerts := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/cacerts" {

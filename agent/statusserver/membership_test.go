@@ -1,4 +1,4 @@
-package agent
+package statusserver
 
 import (
 	"context"
@@ -150,7 +150,7 @@ func TestMembershipQuery(t *testing.T) {
 	key := testMembershipKey(t, testClusterID)
 	otherKey := testMembershipKey(t, testClusterID)
 	peer := func(k config.MembershipKey, verdict config.Verdict) netip.AddrPort {
-		return serveOn(t, membershipHandler(keyOf(k), "node-r", func(context.Context, string, string) (config.Verdict, string) {
+		return serveOn(t, MembershipHandler(keyOf(k), "node-r", func(context.Context, string, string) (config.Verdict, string) {
 			return verdict, "what node-r read"
 		}))
 	}
@@ -204,7 +204,7 @@ func TestMembershipQuery(t *testing.T) {
 func TestMembershipHandler(t *testing.T) {
 	key := testMembershipKey(t, testClusterID)
 	var asked []string
-	h := membershipHandler(keyOf(key), "node-r", func(_ context.Context, node, uuid string) (config.Verdict, string) {
+	h := MembershipHandler(keyOf(key), "node-r", func(_ context.Context, node, uuid string) (config.Verdict, string) {
 		asked = append(asked, node+"/"+uuid)
 		return config.VerdictUnknown, "not synced"
 	})
@@ -228,7 +228,7 @@ func TestMembershipHandler(t *testing.T) {
 		t.Errorf("judged %v, want node-q/%s once", asked, testUUID)
 	}
 	rec := httptest.NewRecorder()
-	membershipHandler(keyOf(config.MembershipKey{}), "node-r", nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, config.MembershipPath+"?node=node-q&nonce="+nonce, nil))
+	MembershipHandler(keyOf(config.MembershipKey{}), "node-r", nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, config.MembershipPath+"?node=node-q&nonce="+nonce, nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("without a key: %d, want 503", rec.Code)
 	}
@@ -243,7 +243,7 @@ func TestMembershipHandler(t *testing.T) {
 func TestMembershipQueryWaitsPastAMemberForARemoval(t *testing.T) {
 	key := testMembershipKey(t, testClusterID)
 	memberSent := make(chan struct{})
-	member := membershipHandler(keyOf(key), "node-m", func(context.Context, string, string) (config.Verdict, string) {
+	member := MembershipHandler(keyOf(key), "node-m", func(context.Context, string, string) (config.Verdict, string) {
 		return config.VerdictMember, "node-m's cache, not yet caught up"
 	})
 	fast := serveOn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -251,7 +251,7 @@ func TestMembershipQueryWaitsPastAMemberForARemoval(t *testing.T) {
 		w.(http.Flusher).Flush()
 		close(memberSent)
 	}))
-	slow := serveOn(t, membershipHandler(keyOf(key), "node-r", func(ctx context.Context, _, _ string) (config.Verdict, string) {
+	slow := serveOn(t, MembershipHandler(keyOf(key), "node-r", func(ctx context.Context, _, _ string) (config.Verdict, string) {
 		select {
 		case <-memberSent:
 		case <-ctx.Done():
@@ -294,7 +294,7 @@ func TestAWorkerCannotProveARemoval(t *testing.T) {
 		return func(context.Context, string, string) (config.Verdict, string) { return v, "what it read" }
 	}
 	// A worker's agent: its membership handler as it runs on a worker.
-	worker := serveOn(t, membershipHandler(func() (config.MembershipKey, error) {
+	worker := serveOn(t, MembershipHandler(func() (config.MembershipKey, error) {
 		return LoadMembershipKey(testClusterID, workerDir)
 	}, "edge-w", says(config.VerdictRemoved)))
 	// A compromised worker signing with what it holds: a key from the
@@ -310,8 +310,8 @@ func TestAWorkerCannotProveARemoval(t *testing.T) {
 	}))
 	// A compromised worker with a CA key of its own making.
 	ownKey := testMembershipKey(t, testClusterID)
-	ownKeyPeer := serveOn(t, membershipHandler(keyOf(ownKey), "edge-w", says(config.VerdictRemoved)))
-	server := serveOn(t, membershipHandler(func() (config.MembershipKey, error) {
+	ownKeyPeer := serveOn(t, MembershipHandler(keyOf(ownKey), "edge-w", says(config.VerdictRemoved)))
+	server := serveOn(t, MembershipHandler(func() (config.MembershipKey, error) {
 		return LoadMembershipKey(testClusterID, serverDir)
 	}, "node-r", says(config.VerdictRemoved)))
 

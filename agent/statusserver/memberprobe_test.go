@@ -1,4 +1,4 @@
-package agent
+package statusserver
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestMemberProbe(t *testing.T) {
 	answers := map[string]string{"10.244.244.2": "", "10.244.244.3": "cluster:other", "10.244.244.4": "cluster:mine"}
 	servers := map[string]string{}
 	for ip, answer := range answers {
-		srv := httptest.NewServer(StatusHandler(strings.TrimPrefix(answer, "cluster:"), func() bool { return answer != "" }))
+		srv := httptest.NewServer(Handler(strings.TrimPrefix(answer, "cluster:"), func() bool { return answer != "" }))
 		t.Cleanup(srv.Close)
 		servers[ip] = srv.Listener.Addr().String()
 	}

@@ -1,4 +1,4 @@
-package agent
+package statusserver
 
 import (
 	"net/http"
@@ -11,7 +11,7 @@ import (
 
 func TestStatusHandler(t *testing.T) {
 	member := false
-	h := StatusHandler("7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", func() bool { return member })
+	h := Handler("7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", func() bool { return member })
 	get := func(method string) (*http.Response, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(method, "/status", strings.NewReader("ignored body")))
