@@ -18,6 +18,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/configwatch"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
@@ -303,7 +304,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	defer stopBringUp()
-	watch := configWatch{grace: a.opts.ConfigAbsentGrace}
+	watch := configwatch.Watch{Grace: a.opts.ConfigAbsentGrace}
 	tick := time.NewTicker(a.opts.ConfigPollInterval)
 	defer tick.Stop()
 	records := a.records()
@@ -343,22 +344,22 @@ func (a *Agent) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		stamp, statErr := statConfig(a.opts.ConfigPath)
-		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())
+		stamp, statErr := configwatch.Stat(a.opts.ConfigPath)
+		step := watch.Next(stamp, statErr, configwatch.ReadLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())
 		a.mu.Lock()
-		a.state.ConfigNote = step.note
+		a.state.ConfigNote = step.Note
 		a.mu.Unlock()
 		switch {
-		case step.leave:
-			a.log.Info("leaving the cluster", "why", step.note)
+		case step.Leave:
+			a.log.Info("leaving the cluster", "why", step.Note)
 			stopBringUp()
 			if !a.leave(ctx) {
-				watch.leaveFailed()
+				watch.LeaveFailed()
 			}
-		case step.load:
+		case step.Load:
 			switch v, err := a.load(); {
 			case err != nil:
-				watch.loadFailed()
+				watch.LoadFailed()
 				a.configError(err)
 			case !a.sameAsApplied(v):
 				stopBringUp()

@@ -6,8 +6,8 @@
 //
 // Where things are:
 //   - agent.go: the Agent, its options and the state it publishes; Run.
-//   - configwatch.go: re-reading the config file, and what a missing or
-//     bad one does (nothing, for a while); the leave request.
+//   - applyconfig.go: loading the config, a rejected one, and leaving, as
+//     agent/configwatch decides poll by poll.
 //   - bringup.go: one bring-up of an applied config (address, /status,
 //     k3s config, the seed wait, k3s).
 //   - clusterlink.go: the link to the running cluster (snapshot, the apps
@@ -26,7 +26,9 @@
 // config files, the supervised k3s process), agent/formation (forming and
 // joining a cluster, the seed, join bundles and join info, the node's
 // records), agent/statusserver (what a node answers its peers on the
-// cluster address: /status, the proofs, the membership question), agent/apps (config files for apps and volumes, DNId gating,
+// cluster address: /status, the proofs, the membership question),
+// agent/configwatch (what a missing or bad config file and the leave
+// request mean, poll by poll), agent/apps (config files for apps and volumes, DNId gating,
 // placement, failover, the timeline, the stats leader, metrics) and
 // agent/localapi (the socket's server and client).
 package agent

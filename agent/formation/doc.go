@@ -15,8 +15,9 @@
 //   - seedprobe.go: asking the seed's /status whether it takes this node.
 //   - capin.go: the cluster CA a joiner pins and checks at the seed.
 //   - formed.go: the formed marker and the rule that initialises once.
-//   - records.go, leaverequest.go, removedmarker.go: the records in the
-//     state directory, the leave request, the removed marker.
+//   - records.go, leaverequest.go, removal.go: the records in the
+//     state directory, the leave request, the removed marker and the
+//     decision that a node was removed.
 //
 // It runs nothing of its own but the seed follower; the agent (package
 // agent) wires it into its bring-up.

@@ -1,4 +1,4 @@
-package agent
+package formation
 
 import (
 	"os"
@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -50,23 +49,23 @@ func TestRemovalHold(t *testing.T) {
 	v := agenttest.Validated(t, nil)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "removed.json")
-	if err := formation.RemovalHold(v, path); err != nil {
+	if err := RemovalHold(v, path); err != nil {
 		t.Fatalf("no marker: %v", err)
 	}
-	if err := formation.MarkRemoved(path, formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "seen"}); err != nil {
+	if err := MarkRemoved(path, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "seen"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := formation.RemovalHold(v, path); err == nil || !strings.Contains(err.Error(), "sitecon form --join") {
+	if err := RemovalHold(v, path); err == nil || !strings.Contains(err.Error(), "sitecon form --join") {
 		t.Fatalf("hold = %v", err)
 	}
 	other := agenttest.Validated(t, func(c *config.Config) { c.NodeName = "node-x" })
-	if err := formation.RemovalHold(other, path); err != nil {
+	if err := RemovalHold(other, path); err != nil {
 		t.Errorf("another node's config held: %v", err)
 	}
 	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := formation.RemovalHold(v, path); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+	if err := RemovalHold(v, path); err == nil || !strings.Contains(err.Error(), "cannot tell") {
 		t.Errorf("unreadable marker: %v", err)
 	}
 }

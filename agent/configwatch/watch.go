@@ -1,9 +1,12 @@
-package agent
+// Package configwatch decides what the agent's config file and the leave
+// request mean, poll by poll: a file absent for a moment is not a leave,
+// a file that cannot be read holds what runs, and the node leaves on
+// intent only (the config removed from a readable directory past its grace
+// period, or a leave request written for this cluster and node). The agent
+// (package agent) stats, loads and leaves as a step says.
+package configwatch
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,13 +18,9 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
-	"github.com/sitecon/sitecon/agent/workloads"
 )
 
-// The agent's config file: watched poll by poll (a file absent for a
-// moment is not a leave), loaded, validated, and left on intent only.
-
-// configWatch decides, poll by poll, what the config file's stat means.
+// Watch decides, poll by poll, what the config file's stat means.
 // Only a file that is absent (ENOENT) for the whole grace period takes the
 // node out: an editor's rename-save, a remount or a tool swapping the file
 // leaves it absent for moments, and leaving stops k3s (on two servers at
@@ -29,8 +28,8 @@ import (
 // node holds what it runs and says so. A config that failed to load is
 // loaded again on every poll, since what made it fail (an interface not
 // created yet, a key not readable yet) can change without the file changing.
-type configWatch struct {
-	grace        time.Duration
+type Watch struct {
+	Grace        time.Duration
 	lastStamp    string
 	missingSince time.Time // zero: not missing
 	left         bool
@@ -43,15 +42,17 @@ type configWatch struct {
 	ignored formation.LeaveRequest
 }
 
-type configStep struct {
-	load, leave bool
+// Step is what one poll asks of the agent: load the config, leave the
+// cluster, and what to say meanwhile.
+type Step struct {
+	Load, Leave bool
 	// note says what the agent holds and why ("config missing for 12s;
 	// leaving in 18s"); empty when the file reads.
-	note string
+	Note string
 }
 
-// leaveRead is what the leave request said at a poll.
-type leaveRead struct {
+// LeaveRead is what the leave request said at a poll.
+type LeaveRead struct {
 	req     formation.LeaveRequest
 	present bool
 	err     error
@@ -64,17 +65,17 @@ type leaveRead struct {
 	checked bool
 }
 
-// readLeave reads the leave request at path, and compares it with the
+// ReadLeave reads the leave request at path, and compares it with the
 // config at configPath: a request written for another cluster or node (the
 // device formed or joined anew since) is not this one's intent.
-func readLeave(configPath, path string) leaveRead {
+func ReadLeave(configPath, path string) LeaveRead {
 	req, ok, err := formation.ReadLeaveRequest(path)
-	lr := leaveRead{req: req, present: ok, err: err, path: path}
+	lr := LeaveRead{req: req, present: ok, err: err, path: path}
 	if !ok || err != nil {
 		return lr
 	}
 	// A config that cannot be read now is not compared: the watch decides
-	// from what it found before (next).
+	// from what it found before (Next).
 	if c, err := config.Load(configPath); err == nil {
 		lr.checked = true
 		switch {
@@ -87,14 +88,14 @@ func readLeave(configPath, path string) leaveRead {
 	return lr
 }
 
-// next decides one poll from the config file's stat and the leave request.
+// Next decides one poll from the config file's stat and the leave request.
 // A leave request overrides the file: the node leaves once and stays out
 // while it is there; withdrawn, the config counts as new and is loaded. A
 // request that cannot be read says nothing of intent: hold.
-func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.Time) configStep {
+func (w *Watch) Next(stamp string, statErr error, lr LeaveRead, now time.Time) Step {
 	switch {
 	case lr.err != nil:
-		return configStep{note: fmt.Sprintf("leave request unreadable (%v); holding what runs", lr.err)}
+		return Step{Note: fmt.Sprintf("leave request unreadable (%v); holding what runs", lr.err)}
 	case lr.present && (lr.otherCluster != "" || (!lr.checked && w.ignored.Same(lr.req))):
 		// Not this cluster's request, or the one found so before while the
 		// config cannot be read now to check again (a read failure never
@@ -107,11 +108,11 @@ func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.T
 			why = "another cluster's, as found before; the config cannot be read now to check again"
 		}
 		step := w.fromFile(stamp, statErr, now)
-		step.note = strings.TrimPrefix(step.note+"; ", "; ") + fmt.Sprintf("a leave request is ignored (%s): remove %s", why, lr.path)
+		step.Note = strings.TrimPrefix(step.Note+"; ", "; ") + fmt.Sprintf("a leave request is ignored (%s): remove %s", why, lr.path)
 		return step
 	case lr.present:
 		w.ignored = formation.LeaveRequest{}
-		step := configStep{leave: !w.requestedLeave, note: fmt.Sprintf("left the cluster on request (by %s at %s); remove %s to join again",
+		step := Step{Leave: !w.requestedLeave, Note: fmt.Sprintf("left the cluster on request (by %s at %s); remove %s to join again",
 			lr.req.By, lr.req.At.UTC().Format(time.RFC3339), lr.path)}
 		w.requestedLeave, w.left, w.lastStamp, w.missingSince = true, true, "", time.Time{}
 		return step
@@ -120,7 +121,7 @@ func (w *configWatch) next(stamp string, statErr error, lr leaveRead, now time.T
 }
 
 // fromFile decides one poll from the config file's stat alone.
-func (w *configWatch) fromFile(stamp string, statErr error, now time.Time) configStep {
+func (w *Watch) fromFile(stamp string, statErr error, now time.Time) Step {
 	w.requestedLeave = false
 	switch {
 	case statErr == nil:
@@ -129,25 +130,25 @@ func (w *configWatch) fromFile(stamp string, statErr error, now time.Time) confi
 		w.lastStamp, w.left = stamp, false
 		load := changed || w.retry
 		w.retry = false
-		return configStep{load: load}
+		return Step{Load: load}
 	case errors.Is(statErr, fs.ErrNotExist):
 		if w.left {
-			return configStep{note: "no cluster config: not in a cluster"}
+			return Step{Note: "no cluster config: not in a cluster"}
 		}
 		if w.missingSince.IsZero() {
 			w.missingSince = now
 		}
 		missing := now.Sub(w.missingSince)
-		if missing >= w.grace {
+		if missing >= w.Grace {
 			w.left, w.lastStamp = true, ""
-			return configStep{leave: true, note: "no cluster config: not in a cluster"}
+			return Step{Leave: true, Note: "no cluster config: not in a cluster"}
 		}
-		return configStep{note: fmt.Sprintf("config missing for %s; leaving in %s unless it returns",
-			missing.Round(time.Second), (w.grace - missing).Round(time.Second))}
+		return Step{Note: fmt.Sprintf("config missing for %s; leaving in %s unless it returns",
+			missing.Round(time.Second), (w.Grace - missing).Round(time.Second))}
 	default:
 		// Absence must be continuous to count.
 		w.missingSince = time.Time{}
-		return configStep{note: fmt.Sprintf("config cannot be read (%v); holding what runs", statErr)}
+		return Step{Note: fmt.Sprintf("config cannot be read (%v); holding what runs", statErr)}
 	}
 }
 
@@ -166,19 +167,19 @@ func (e *configDirError) Error() string {
 	return fmt.Sprintf("config directory %s cannot be read: %v", e.dir, e.err)
 }
 
-// leaveFailed asks for the leave to be tried again at the next poll.
-func (w *configWatch) leaveFailed() { w.left, w.requestedLeave = false, false }
+// LeaveFailed asks for the leave to be tried again at the next poll.
+func (w *Watch) LeaveFailed() { w.left, w.requestedLeave = false, false }
 
-// loadFailed asks for the config to be loaded again at the next poll.
-func (w *configWatch) loadFailed() { w.retry = true }
+// LoadFailed asks for the config to be loaded again at the next poll.
+func (w *Watch) LoadFailed() { w.retry = true }
 
-// statConfig stats the config file for one poll: its stamp (mtime and
-// size) and the stat's error, which configWatch.next judges. A file is
+// Stat stats the config file for one poll: its stamp (mtime and
+// size) and the stat's error, which Watch.Next judges. A file is
 // absent (fs.ErrNotExist) only when its directory is there to say so: a
 // directory that is itself absent or unreadable (/persist not mounted yet,
 // or gone with its disk) says nothing of intent, and is returned as a
-// configDirError, which next holds on like any unreadable file.
-func statConfig(path string) (string, error) {
+// configDirError, which Next holds on like any unreadable file.
+func Stat(path string) (string, error) {
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		dir := filepath.Dir(path)
@@ -193,68 +194,4 @@ func statConfig(path string) (string, error) {
 		return "absent", err
 	}
 	return st.ModTime().String() + "/" + strconv.FormatInt(st.Size(), 10), nil
-}
-
-// load reads and validates the config.
-func (a *Agent) load() (*config.Validated, error) {
-	c, err := config.Load(a.opts.ConfigPath)
-	if err != nil {
-		return nil, err
-	}
-	return config.Validate(c, a.opts.Env)
-}
-
-func (a *Agent) configError(err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	// Retried every poll: logged when the reason changes, not each time.
-	if a.state.ConfigError != err.Error() {
-		a.log.Error("cluster config rejected; keeping the previous one, retrying", "err", err)
-	}
-	a.state.ConfigError = err.Error()
-	if a.applied == nil {
-		a.state.Phase, a.state.Since, a.state.LastError = PhaseError, time.Now(), err.Error()
-	}
-}
-
-func (a *Agent) sameAsApplied(v *config.Validated) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.applied == nil {
-		return false
-	}
-	x, _ := json.Marshal(a.applied.Config)
-	y, _ := json.Marshal(v.Config)
-	return bytes.Equal(x, y) && a.applied.Token == v.Token
-}
-
-// leave takes this node out, k3s already stopped by the caller: first the
-// containers k3s started (they outlive k3s, each held by its shim, and a
-// node that dropped its address while they ran would look dead to the
-// others' failover guard, which then starts the same app a second time
-// beside them), then the cluster address and the firewall table. A
-// container that cannot be stopped keeps the address: false, and the node
-// says so and tries again at the next poll.
-func (a *Agent) leave(ctx context.Context) bool {
-	a.mu.Lock()
-	applied := a.applied
-	a.mu.Unlock()
-	if applied == nil {
-		return true
-	}
-	rep, err := workloads.StopAll(ctx, a.opts.Workloads)
-	if err != nil {
-		err = fmt.Errorf("leaving: this node's containers could not all be stopped (%s): %w; keeping the cluster address, retrying", rep, err)
-		a.log.Error("leave held", "err", err)
-		a.setPhase(PhaseError, err)
-		return false
-	}
-	a.log.Info("stopped this node's containers", "killed", len(rep.Killed), "unmounted", rep.Unmounted)
-	a.mu.Lock()
-	a.applied = nil
-	a.mu.Unlock()
-	err = a.dropClusterAddress(applied)
-	a.setPhase(PhaseLeft, err)
-	a.log.Info("left the cluster", "err", err)
-	return true
 }

@@ -1,4 +1,4 @@
-package agent
+package configwatch
 
 import (
 	"encoding/json"
@@ -26,7 +26,7 @@ func TestConfigWatch(t *testing.T) {
 	ioErr := fmt.Errorf("stat cluster.json: %w", syscall.EIO)
 	// A config whose directory is absent (/persist not mounted), as a poll
 	// stats it.
-	_, dirAbsent := statConfig(filepath.Join(t.TempDir(), "persist", "sitecon", "cluster.json"))
+	_, dirAbsent := Stat(filepath.Join(t.TempDir(), "persist", "sitecon", "cluster.json"))
 	type poll struct {
 		at        time.Duration
 		stamp     string
@@ -109,21 +109,21 @@ func TestConfigWatch(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			w := configWatch{grace: 30 * time.Second}
+			w := Watch{Grace: 30 * time.Second}
 			for i, p := range polls {
-				lr := leaveRead{present: p.leaveReq, err: p.reqErr, path: "/var/lib/sitecon/leave.json",
+				lr := LeaveRead{present: p.leaveReq, err: p.reqErr, path: "/var/lib/sitecon/leave.json",
 					req: formation.LeaveRequest{By: "tech", At: t0}}
 				lr.checked = !p.unchecked
 				if p.staleReq {
 					lr.otherCluster = "the config is cluster 2b1c…"
 				}
-				step := w.next(p.stamp, p.err, lr, t0.Add(p.at))
-				if step.load != p.load || step.leave != p.leave || !strings.Contains(step.note, p.noteHas) {
+				step := w.Next(p.stamp, p.err, lr, t0.Add(p.at))
+				if step.Load != p.load || step.Leave != p.leave || !strings.Contains(step.Note, p.noteHas) {
 					t.Fatalf("poll %d at %s: got load=%v leave=%v note %q; want load=%v leave=%v note containing %q",
-						i, p.at, step.load, step.leave, step.note, p.load, p.leave, p.noteHas)
+						i, p.at, step.Load, step.Leave, step.Note, p.load, p.leave, p.noteHas)
 				}
-				if step.load && p.loadFails {
-					w.loadFailed()
+				if step.Load && p.loadFails {
+					w.LoadFailed()
 				}
 			}
 		})
@@ -149,27 +149,27 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 		}
 	}
 	writeConfig(cfg)
-	if lr := readLeave(cfgPath, request); lr.present || lr.err != nil {
+	if lr := ReadLeave(cfgPath, request); lr.present || lr.err != nil {
 		t.Fatalf("no request: %+v", lr)
 	}
 	req := formation.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, By: "tech", At: time.Now()}
 	if err := formation.WriteLeaveRequest(request, req); err != nil {
 		t.Fatal(err)
 	}
-	if lr := readLeave(cfgPath, request); !lr.present || lr.otherCluster != "" || !lr.checked {
+	if lr := ReadLeave(cfgPath, request); !lr.present || lr.otherCluster != "" || !lr.checked {
 		t.Fatalf("this cluster's request: %+v, want present, checked and honoured", lr)
 	}
 	// The same cluster id written in capitals is the same cluster.
 	upper := *cfg
 	upper.ClusterID = strings.ToUpper(cfg.ClusterID)
 	writeConfig(&upper)
-	if lr := readLeave(cfgPath, request); lr.otherCluster != "" {
+	if lr := ReadLeave(cfgPath, request); lr.otherCluster != "" {
 		t.Fatalf("a request of %s beside a config of %s: %+v, want it this cluster's", cfg.ClusterID, upper.ClusterID, lr)
 	}
 	other := *cfg
 	other.ClusterID = "2b1c3d4e-5f60-4a7f-8e9a-55aa7f3e2a10"
 	writeConfig(&other)
-	lr := readLeave(cfgPath, request)
+	lr := ReadLeave(cfgPath, request)
 	if !lr.present || !strings.Contains(lr.otherCluster, other.ClusterID) || !strings.Contains(lr.otherCluster, cfg.ClusterID) {
 		t.Fatalf("a request of cluster %s beside a config of %s: %+v, want it named as another cluster's", cfg.ClusterID, other.ClusterID, lr)
 	}
@@ -178,7 +178,7 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	moved := *cfg
 	moved.NodeName = "node-c"
 	writeConfig(&moved)
-	if lr := readLeave(cfgPath, request); !strings.Contains(lr.otherCluster, "node-c") {
+	if lr := ReadLeave(cfgPath, request); !strings.Contains(lr.otherCluster, "node-c") {
 		t.Fatalf("a request for node-b beside node-c's config: %+v, want it named as another node's", lr)
 	}
 	// No config to compare with: the request stands (there is nothing to
@@ -186,7 +186,7 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 	if err := os.Remove(cfgPath); err != nil {
 		t.Fatal(err)
 	}
-	if lr := readLeave(cfgPath, request); !lr.present || lr.otherCluster != "" || lr.checked {
+	if lr := ReadLeave(cfgPath, request); !lr.present || lr.otherCluster != "" || lr.checked {
 		t.Fatalf("no config: %+v, want the request present and unchecked", lr)
 	}
 }
@@ -196,7 +196,7 @@ func TestReadLeaveAgainstTheConfig(t *testing.T) {
 // unknown.
 func TestStatConfigAbsentOnlyInReadableDirectory(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := statConfig(filepath.Join(dir, "cluster.json")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Stat(filepath.Join(dir, "cluster.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a file removed from a readable directory: %v, want absent", err)
 	}
 	for name, path := range map[string]string{
@@ -208,7 +208,7 @@ func TestStatConfigAbsentOnlyInReadableDirectory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, err := statConfig(path)
+		_, err := Stat(path)
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: %v, want an error that is not absence", name, err)
 		}

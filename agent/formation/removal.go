@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/kube"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // RemovedMarker records that this node was removed from its cluster.
@@ -50,4 +52,34 @@ func RemovalHold(v *config.Validated, markerPath string) error {
 		"(k3s would restart it as a cluster of its own); to bring this device back, make a bundle on a live member "+
 		"(sitecon join-info --role server --node-name %s) and apply it here with sitecon form --join, which clears %s",
 		ErrRemoved, v.NodeName, v.ClusterID, m.At.Format(time.RFC3339), m.Evidence, v.NodeName, markerPath)
+}
+
+// RemovalView is what a connected member sees of itself in its cluster.
+type RemovalView struct {
+	// SeenOwnNode: this link saw this node's Node object since it
+	// connected (before k3s registers it, an absent Node is no news).
+	SeenOwnNode bool
+	NodePresent bool
+	// Record is the cluster's sitecon-cluster ConfigMap, nil when absent.
+	Record *corev1.ConfigMap
+}
+
+// RemovedFromCluster decides whether node was removed from cluster
+// clusterID: its Node, seen before, is gone, and the cluster record of the
+// same cluster no longer lists it. Both are what `node remove` does; either
+// alone is not enough (a Node deleted by hand comes back when k3s
+// re-registers it; a record being rewritten is no removal).
+func RemovedFromCluster(clusterID, node string, in RemovalView) (removed bool, evidence string) {
+	if !in.SeenOwnNode || in.NodePresent || in.Record == nil {
+		return false, ""
+	}
+	if !strings.EqualFold(in.Record.Data[kube.ClusterKeyID], clusterID) {
+		return false, ""
+	}
+	for _, n := range strings.Split(in.Record.Data[kube.ClusterKeyNodes], ",") {
+		if strings.TrimSpace(n) == node {
+			return false, ""
+		}
+	}
+	return true, fmt.Sprintf("its Node %s was deleted and the cluster record %s/%s no longer lists it", node, kube.AppNamespace, kube.ClusterConfigMapName)
 }
