@@ -6,10 +6,13 @@
 // joiner pins, and the node's records in the agent's state directory.
 //
 // Where things are:
-//   - form.go, formcluster.go: a formation plan, join bundles (encoding and
-//     the files a bundle writes), forming and joining from the command line.
+//   - form.go: a formation plan (addresses, the token, the cluster id).
+//   - bundle.go: a join bundle, its encoding, and the files it writes.
+//   - formcluster.go: forming and joining from the command line.
 //   - joinbundles.go: the bundles kept on a seed until their nodes joined.
-//   - joinrequest.go, joininfo.go: join info for a new node from a member.
+//   - joininfo.go: join info for a new node, made on a member.
+//   - joinrequest.go: what join info is asked for, and the cluster and
+//     config in effect it is made from.
 //   - seedeffect.go, seedrecord.go, seed.go: which server is the seed, the
 //     record of a moved seed, and following the cluster's seed.
 //   - seedprobe.go: asking the seed's /status whether it takes this node.

@@ -126,3 +126,17 @@ func TestJoinInfoPinsTheCAInTheConfiguredDataDir(t *testing.T) {
 		t.Errorf("an edgeworker's instructions do not pin the cluster's CA %s (or show the token): %v\n%s", want, err, edge)
 	}
 }
+
+func TestNextFreeAddress(t *testing.T) {
+	network := netip.MustParsePrefix("10.244.244.0/29")
+	used := []netip.Addr{netip.MustParseAddr("10.244.244.1"), netip.MustParseAddr("10.244.244.2"), netip.MustParseAddr("10.244.244.4")}
+	if got, err := NextFreeAddress(network, used); err != nil || got.String() != "10.244.244.3" {
+		t.Errorf("got %s, %v", got, err)
+	}
+	for i := 3; i <= 6; i++ {
+		used = append(used, netip.AddrFrom4([4]byte{10, 244, 244, byte(i)}))
+	}
+	if _, err := NextFreeAddress(network, used); err == nil {
+		t.Error("a full prefix (broadcast excluded) must be an error")
+	}
+}
