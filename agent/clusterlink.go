@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -166,7 +165,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 		go a.grantAgentAccess(ctx, snap)
 	}
 	if a.opts.ConfigPath != "" {
-		go RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)
+		go formation.RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)
 	}
 	if a.opts.Apps.AppsDir == "" {
 		return
@@ -356,40 +355,4 @@ func (a *Agent) nodeIdentity(ctx context.Context, snap *kube.Snapshot) (nodeIden
 // Events would be most of what it holds).
 func newAgentSnapshot(cfg *rest.Config, log *slog.Logger) (*kube.Snapshot, error) {
 	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents())
-}
-
-// RemoveBundlesOnceJoined removes each join bundle forming saved in dir
-// once its node is a Ready member of the cluster: the bundle carries the
-// cluster token and is not needed after the join. It looks on every change
-// of the snapshot (no polling) until none is left or ctx ends.
-func RemoveBundlesOnceJoined(ctx context.Context, snap *kube.Snapshot, dir string, log *slog.Logger) {
-	changes, unsubscribe := snap.Subscribe()
-	defer unsubscribe()
-	for {
-		if snap.Synced() {
-			// One lister lookup per saved bundle: no copy of the cluster.
-			removed, left, err := formation.RemoveJoinedBundles(dir, func(node string) bool {
-				n, ok := snap.Node(node)
-				return ok && kube.NodeIsReady(n)
-			})
-			for _, node := range removed {
-				log.Info("removed the join bundle of a node that has joined", "node", node, "dir", dir)
-			}
-			switch {
-			case err != nil:
-				log.Warn("join bundles", "dir", dir, "err", err)
-			case left == 0:
-				// None saved on this node, or every node joined.
-				if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					log.Warn("join bundles", "dir", dir, "err", err)
-				}
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes:
-		}
-	}
 }

@@ -1,9 +1,11 @@
 package formation
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/kube"
 )
 
 // Join bundles carry the cluster token. Forming saves each other node's
@@ -119,5 +122,41 @@ func BundleFromText(text string) (string, error) {
 		return found[0], nil
 	default:
 		return "", fmt.Errorf("it holds %d join bundles: give this node's own (one file per node, under join-bundles/ on the seed)", len(found))
+	}
+}
+
+// RemoveBundlesOnceJoined removes each join bundle forming saved in dir
+// once its node is a Ready member of the cluster: the bundle carries the
+// cluster token and is not needed after the join. It looks on every change
+// of the snapshot (no polling) until none is left or ctx ends.
+func RemoveBundlesOnceJoined(ctx context.Context, snap *kube.Snapshot, dir string, log *slog.Logger) {
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	for {
+		if snap.Synced() {
+			// One lister lookup per saved bundle: no copy of the cluster.
+			removed, left, err := RemoveJoinedBundles(dir, func(node string) bool {
+				n, ok := snap.Node(node)
+				return ok && kube.NodeIsReady(n)
+			})
+			for _, node := range removed {
+				log.Info("removed the join bundle of a node that has joined", "node", node, "dir", dir)
+			}
+			switch {
+			case err != nil:
+				log.Warn("join bundles", "dir", dir, "err", err)
+			case left == 0:
+				// None saved on this node, or every node joined.
+				if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					log.Warn("join bundles", "dir", dir, "err", err)
+				}
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
 	}
 }

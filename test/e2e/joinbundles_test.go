@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -36,7 +35,7 @@ func TestJoinBundlesRemovedOnceJoined(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		agent.RemoveBundlesOnceJoined(ctx, snap, dir, slog.New(slog.DiscardHandler))
+		formation.RemoveBundlesOnceJoined(ctx, snap, dir, slog.New(slog.DiscardHandler))
 	}()
 	gone := func(node string) bool {
 		_, err := os.Lstat(filepath.Join(dir, node+".bundle"))
