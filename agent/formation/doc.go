@@ -13,8 +13,8 @@
 //   - joininfo.go: join info for a new node, made on a member.
 //   - joinrequest.go: what join info is asked for, and the cluster and
 //     config in effect it is made from.
-//   - seedeffect.go, seedrecord.go, seed.go: which server is the seed, the
-//     record of a moved seed, and following the cluster's seed.
+//   - seedeffect.go, seedrecord.go, seedfollower.go: which server is the
+//     seed, the record of a moved seed, and following the cluster's seed.
 //   - seedprobe.go: asking the seed's /status whether it takes this node.
 //   - capin.go: the cluster CA a joiner pins and checks at the seed.
 //   - formed.go: the formed marker and the rule that initialises once.

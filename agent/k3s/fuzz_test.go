@@ -1,4 +1,4 @@
-package agent
+package k3s
 
 import (
 	"encoding/json"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/internal/agenttest"
-	"github.com/sitecon/sitecon/agent/k3s"
 )
 
 func FuzzParseAndValidateConfig(f *testing.F) {
@@ -30,7 +29,7 @@ func FuzzParseAndValidateConfig(f *testing.F) {
 		}
 		// Whatever validates renders, and the addresses it renders are in
 		// the prefix.
-		k := k3s.Render(v, k3s.DefaultPaths, false)
+		k := Render(v, DefaultPaths, false)
 		if !v.Network.Contains(v.NodeIP) || !v.Network.Contains(v.JoinIP) || len(k.Files) == 0 {
 			t.Fatalf("validated config renders outside its prefix: %+v", v)
 		}
