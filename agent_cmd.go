@@ -15,6 +15,8 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -68,7 +70,7 @@ proof there.`,
 			// in the agent's log, not lost: the agent runs no terminal UI.
 			klog.SetSlogLogger(log.With("from", "client-go"))
 			opts.Kubeconfig = g.kubeconfig
-			opts.K3sPaths = agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
+			opts.K3sPaths = k3s.Paths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
 			// k3s's own client certificates unless named; an empty
 			// endpoint publishes no member list.
 			k3sEtcd := kube.K3sEtcdAccess(k3sDataDir)
@@ -98,8 +100,8 @@ proof there.`,
 	f.StringVar(&opts.ConfigPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "cluster config file (JSON, EVE API field names)")
 	f.DurationVar(&opts.ConfigAbsentGrace, "config-absent-grace", 30*time.Second, "how long the config file must be absent (ENOENT) before the node leaves the cluster")
 	f.StringVar(&opts.K3sBin, "k3s-bin", "k3s", "k3s binary")
-	f.StringVar(&k3sConfig, "k3s-config", agent.DefaultK3sPaths.ConfigFile, "k3s config file")
-	f.StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory")
+	f.StringVar(&k3sConfig, "k3s-config", k3s.DefaultPaths.ConfigFile, "k3s config file")
+	f.StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory")
 	f.BoolVar(&opts.JoinUnverifiedCA, "join-unverified-ca", false, "join a seed whose agent cannot vouch for the cluster's CA (an older sitecon) when the token pins none: the token then goes to whichever server answers at the join address; logged at every join")
 	f.StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, read for etcd's member list (published for the drain preflight's quorum); empty: publish none")
 	f.StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
@@ -116,7 +118,7 @@ proof there.`,
 	f.StringVar(&opts.StatusAddr, "status-addr", "", "where to serve /status and the proof of life, host:port (with --no-bootstrap; a device's agent serves them on its cluster address)")
 	f.StringVar(&opts.Apps.NodeUUID, "node-uuid", "", "this node's UUID (default: from the config, else its Node's node-uuid label)")
 	f.StringVar(&opts.Apps.AppsDir, "apps-dir", "", "directory of app and volume configs (apps/*.json, volumes/*.json); empty: no apps part")
-	f.StringVar(&stateDir, "state-dir", agent.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
+	f.StringVar(&stateDir, "state-dir", formation.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
 		"its records of this node's membership (seed.json, formed.json, leave.json, removed.json; an upgrade moves them here once from beside the config) "+
 		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
@@ -156,21 +158,21 @@ included, mode 0600), for a closer look.`,
 			if err != nil {
 				return err
 			}
-			paths := agent.K3sPaths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
+			paths := k3s.Paths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
 			// The agent's own decisions: the seed in effect from the files
 			// on this device, and whether it may ever initialise.
-			records := agent.Records{Dir: stateDir}
-			in, err := agent.LocalSeedInputs(records, v)
+			records := formation.Records{Dir: stateDir}
+			in, err := formation.LocalSeedInputs(records, v)
 			if err != nil {
 				return err
 			}
-			seed := agent.SeedInEffect(in)
+			seed := formation.SeedInEffect(in)
 			v = seed.Config
-			initialise, err := agent.InitCheck(seed, paths.EtcdMemberDataPresent(), records.FormedMarkerFile())
+			initialise, err := formation.InitCheck(seed, paths.EtcdMemberDataPresent(), records.FormedMarkerFile())
 			if err != nil {
 				return err
 			}
-			k := agent.RenderK3s(v, paths, !initialise)
+			k := k3s.Render(v, paths, !initialise)
 			if out == "" {
 				return k.PrintPlan(cmd.OutOrStdout(), v, k3sBin)
 			}
@@ -189,8 +191,8 @@ included, mode 0600), for a closer look.`,
 	_ = cmd.MarkFlagRequired("config")
 	cmd.Flags().StringVar(&out, "out", "", "write the files under this directory instead of printing them")
 	cmd.Flags().StringVar(&k3sBin, "k3s-bin", "k3s", "k3s binary")
-	cmd.Flags().StringVar(&k3sConfig, "k3s-config", agent.DefaultK3sPaths.ConfigFile, "k3s config file")
-	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory (its etcd data tells a first boot from a restart)")
+	cmd.Flags().StringVar(&k3sConfig, "k3s-config", k3s.DefaultPaths.ConfigFile, "k3s config file")
+	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its etcd data tells a first boot from a restart)")
 	cmd.Flags().BoolVar(&noHostChecks, "no-host-checks", false, "skip checks against this machine (the cluster interface exists), to check a config for another node")
 	stateDirFlag(cmd, &stateDir)
 	return cmd
@@ -200,5 +202,5 @@ included, mode 0600), for a closer look.`,
 // (seed record, formed and removed markers, leave request) the agent's
 // --state-dir, with the agent's default.
 func stateDirFlag(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "state-dir", agent.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
+	cmd.Flags().StringVar(dir, "state-dir", formation.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
@@ -61,7 +63,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				return err
 			}
 			node := cfg.NodeName
-			records := agent.Records{Dir: stateDir}
+			records := formation.Records{Dir: stateDir}
 			agentRuns, err := sameStateDir(cmd.Context(), agentSocket, stateDir, cmd.Flags().Changed("state-dir"))
 			if err != nil {
 				return err
@@ -134,7 +136,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 				}
 			}
 			writeRequest := func(_ context.Context, progress func(string)) error {
-				if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: node, At: time.Now().UTC(), By: audit.CurrentUser()}); err != nil {
+				if err := formation.WriteLeaveRequest(request, formation.LeaveRequest{ClusterID: cfg.ClusterID, NodeName: node, At: time.Now().UTC(), By: audit.CurrentUser()}); err != nil {
 					return err
 				}
 				progress("leave request written: " + request)
@@ -173,7 +175,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 	f.register(cmd)
 	d.register(cmd)
 	cmd.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
-	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir, "k3s data directory (its etcd client certificate)")
+	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its etcd client certificate)")
 	stateDirFlag(cmd, &stateDir)
 	cmd.Flags().StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, through which its membership is removed")
 	cmd.Flags().StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
@@ -197,7 +199,7 @@ func sameStateDir(ctx context.Context, socket, dir string, given bool) (agentRun
 	switch {
 	case err != nil && !given:
 		return false, fmt.Errorf("no agent answers on %s (%v), so where it keeps its records is unknown: nothing done; "+
-			"give --state-dir as the agent is started with (its --state-dir, default %s), or --agent-socket", socket, err, agent.DefaultStateDir)
+			"give --state-dir as the agent is started with (its --state-dir, default %s), or --agent-socket", socket, err, formation.DefaultStateDir)
 	case err != nil:
 		return false, nil
 	case st.StateDir == "":

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit/audittest"
 )
@@ -19,7 +20,7 @@ import (
 // cluster, root-only, and recorded (intent, then outcome).
 func TestAgentLeaveCLI(t *testing.T) {
 	config, plan := siteOfThree(t) // node-c's config
-	request := agent.Records{Dir: stateOf(config)}.LeaveRequestFile()
+	request := formation.Records{Dir: stateOf(config)}.LeaveRequestFile()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", stateOf(config), "--agent-socket", noAgent(t), "--yes"); err == nil || !strings.Contains(err.Error(), "quorum and volume copies are unknown") {
 		t.Fatalf("a leave with the cluster out of reach should be refused: %v\n%s", err, out)
@@ -37,7 +38,7 @@ func TestAgentLeaveCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("forced leave: %v\n%s", err, out)
 	}
-	req, ok, err := agent.ReadLeaveRequest(request)
+	req, ok, err := formation.ReadLeaveRequest(request)
 	if err != nil || !ok || req.NodeName != "node-c" || req.ClusterID != plan.ClusterID || req.By == "" {
 		t.Fatalf("leave request %+v ok=%v err=%v", req, ok, err)
 	}
@@ -66,7 +67,7 @@ func TestAgentLeaveRefusesAStateDirectoryOthersMayWrite(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "may be written by others") {
 		t.Fatalf("a leave into a state directory others may write: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(agent.Records{Dir: state}.LeaveRequestFile()); !os.IsNotExist(err) {
+	if _, err := os.Stat(formation.Records{Dir: state}.LeaveRequestFile()); !os.IsNotExist(err) {
 		t.Errorf("the request was written: %v", err)
 	}
 	if got := audittest.Outcomes(t, auditLog); !strings.HasSuffix(got, "leave:failed") {
@@ -124,10 +125,10 @@ func TestAgentLeaveWritesWhereTheAgentReads(t *testing.T) {
 	if out, err := leave(agentState); err != nil {
 		t.Fatalf("a leave into the agent's state directory: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(agent.Records{Dir: agentState}.FormedMarkerFile()); !os.IsNotExist(err) {
+	if _, err := os.Stat(formation.Records{Dir: agentState}.FormedMarkerFile()); !os.IsNotExist(err) {
 		t.Errorf("the leave took %s into the running agent's state directory: %v", old, err)
 	}
-	req, ok, err := agent.ReadLeaveRequest(agent.Records{Dir: agentState}.LeaveRequestFile())
+	req, ok, err := formation.ReadLeaveRequest(formation.Records{Dir: agentState}.LeaveRequestFile())
 	if !ok || err != nil || req.NodeName != "node-c" || req.ClusterID != plan.ClusterID {
 		t.Errorf("leave request %+v ok=%v err=%v", req, ok, err)
 	}
@@ -138,7 +139,7 @@ func TestAgentLeaveWritesWhereTheAgentReads(t *testing.T) {
 func oldRecordBesideConfig(t *testing.T, config, clusterID string) string {
 	t.Helper()
 	old := filepath.Join(filepath.Dir(config), "formed.json")
-	if err := agent.MarkFormed(old, agent.FormedMarker{ClusterID: clusterID, NodeName: "node-c", How: "formed", At: time.Now().UTC()}); err != nil {
+	if err := formation.MarkFormed(old, formation.FormedMarker{ClusterID: clusterID, NodeName: "node-c", How: "formed", At: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 	return old
@@ -197,23 +198,23 @@ func TestAgentLeaveRefusesAnOlderAgent(t *testing.T) {
 // is given: the default is refused, nothing written; given, it is taken.
 func TestAgentLeaveWithoutAnAgentNeedsTheStateDirectoryGiven(t *testing.T) {
 	config, _ := siteOfThree(t)
-	if _, err := os.Stat(agent.DefaultStateDir); os.IsNotExist(err) {
+	if _, err := os.Stat(formation.DefaultStateDir); os.IsNotExist(err) {
 		// Should the refusal break, what it wrote on this machine goes.
-		t.Cleanup(func() { _ = os.RemoveAll(agent.DefaultStateDir) })
+		t.Cleanup(func() { _ = os.RemoveAll(formation.DefaultStateDir) })
 	}
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--agent-socket", noAgent(t), "--yes", "--force", "--confirm", "node-c")
 	if err == nil || !strings.Contains(err.Error(), "give --state-dir") {
 		t.Fatalf("a leave with no agent answering and no --state-dir: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(agent.Records{Dir: agent.DefaultStateDir}.LeaveRequestFile()); err == nil {
-		t.Errorf("a leave request is in %s", agent.DefaultStateDir)
+	if _, err := os.Stat(formation.Records{Dir: formation.DefaultStateDir}.LeaveRequestFile()); err == nil {
+		t.Errorf("a leave request is in %s", formation.DefaultStateDir)
 	}
 	state := stateOf(config)
 	if out, err := runCLI(t, auditLog, "agent", "leave", "--config", config, "--state-dir", state, "--agent-socket", noAgent(t), "--yes", "--force", "--confirm", "node-c"); err != nil {
 		t.Fatalf("a leave with --state-dir given: %v\n%s", err, out)
 	}
-	if _, ok, err := agent.ReadLeaveRequest(agent.Records{Dir: state}.LeaveRequestFile()); !ok || err != nil {
+	if _, ok, err := formation.ReadLeaveRequest(formation.Records{Dir: state}.LeaveRequestFile()); !ok || err != nil {
 		t.Errorf("no leave request in the state directory given: ok=%v err=%v", ok, err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit/audittest"
 )
 
@@ -34,7 +34,7 @@ func joinArgs(config string) []string {
 // noToken fails the test if the log holds the cluster token.
 func noToken(t *testing.T, auditLog, config string) {
 	t.Helper()
-	v, err := agent.LoadClusterConfig(config)
+	v, err := formation.LoadClusterConfig(config)
 	if err != nil {
 		t.Fatal(err)
 	}

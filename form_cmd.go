@@ -12,8 +12,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/ui"
@@ -38,7 +38,7 @@ func newFormCmd(g *globalFlags) *cobra.Command {
       --node node-a --node node-b=0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d --node node-c
 
 generates the cluster UUID and token, gives each node an address in the
-cluster prefix (default ` + agent.DefaultClusterPrefix + `; the seed gets the first),
+cluster prefix (default ` + formation.DefaultClusterPrefix + `; the seed gets the first),
 writes this node's config under --dir, and prints one join bundle per other
 node (also saved, root-only, under join-bundles/ in --dir; the seed's agent
 removes each once its node has joined). On each of them, either
@@ -109,11 +109,11 @@ keep them off command lines (shell history, ps).`,
 				return nil
 			}
 			if join != "" {
-				text, err := agent.ReadJoinSource(join, cmd.InOrStdin(), cmd.ErrOrStderr())
+				text, err := formation.ReadJoinSource(join, cmd.InOrStdin(), cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
-				bundle, files, err := agent.PlanJoin(text, dir, iface, force)
+				bundle, files, err := formation.PlanJoin(text, dir, iface, force)
 				if bundle.NodeName != "" {
 					target = bundle.NodeName + " in " + bundle.ClusterName
 				}
@@ -127,7 +127,7 @@ keep them off command lines (shell history, ps).`,
 				if err := intend(); err != nil {
 					return err
 				}
-				notes, err := agent.WriteJoin(bundle, files, agent.Records{Dir: stateDir})
+				notes, err := formation.WriteJoin(bundle, files, formation.Records{Dir: stateDir})
 				for _, n := range notes {
 					fmt.Fprintln(out, n)
 				}
@@ -141,14 +141,14 @@ keep them off command lines (shell history, ps).`,
 				target = "wizard"
 				return runFormWizard(cmd, dir, force, log)
 			}
-			req := agent.FormRequest{ClusterName: clusterName, Interface: iface, Prefix: prefix, Seed: seed}
+			req := formation.FormRequest{ClusterName: clusterName, Interface: iface, Prefix: prefix, Seed: seed}
 			for _, spec := range servers {
 				name, uuid, _ := strings.Cut(spec, "=")
-				req.Nodes = append(req.Nodes, agent.FormNode{Name: name, UUID: uuid})
+				req.Nodes = append(req.Nodes, formation.FormNode{Name: name, UUID: uuid})
 			}
 			for _, spec := range workers {
 				name, uuid, _ := strings.Cut(spec, "=")
-				req.Nodes = append(req.Nodes, agent.FormNode{Name: name, UUID: uuid, Worker: true})
+				req.Nodes = append(req.Nodes, formation.FormNode{Name: name, UUID: uuid, Worker: true})
 			}
 			if !noHostChecks && iface != "" {
 				existing, err := netcfg.InterfacePrefixes(iface)
@@ -157,7 +157,7 @@ keep them off command lines (shell history, ps).`,
 				}
 				req.ExistingPrefixes = existing
 			}
-			formed, err := agent.FormCluster(req, thisNode, dir, force, dryRun, intend)
+			formed, err := formation.FormCluster(req, thisNode, dir, force, dryRun, intend)
 			if err != nil {
 				return err
 			}
@@ -168,7 +168,7 @@ keep them off command lines (shell history, ps).`,
 	f := cmd.Flags()
 	f.StringVar(&clusterName, "cluster-name", "", "cluster name")
 	f.StringVar(&iface, "interface", "", "cluster interface (on --join: this node's, when it differs from the seed's)")
-	f.StringVar(&prefix, "prefix", agent.DefaultClusterPrefix, "cluster prefix; must not overlap the interface's subnets")
+	f.StringVar(&prefix, "prefix", formation.DefaultClusterPrefix, "cluster prefix; must not overlap the interface's subnets")
 	f.StringVar(&seed, "seed", "", "seed server (default: the first --node)")
 	f.StringArrayVar(&servers, "node", nil, "a server node, NAME or NAME=UUID (repeat)")
 	f.StringArrayVar(&workers, "worker", nil, "a worker node, NAME or NAME=UUID (repeat)")
@@ -184,7 +184,7 @@ keep them off command lines (shell history, ps).`,
 }
 
 // printFormed tells what forming the cluster did, the join lines last.
-func printFormed(out io.Writer, f *agent.Formed) {
+func printFormed(out io.Writer, f *formation.Formed) {
 	for _, l := range f.Summary() {
 		fmt.Fprintln(out, l)
 	}
@@ -210,13 +210,13 @@ func printFormed(out io.Writer, f *agent.Formed) {
 
 // formRequest turns the wizard's input into a formation request, with the
 // interface's current subnets for the overlap check.
-func formRequest(in views.FormInput) (agent.FormRequest, map[string][]string) {
-	req := agent.FormRequest{ClusterName: in.ClusterName, Interface: in.Interface, Prefix: in.Prefix, Seed: in.Seed}
+func formRequest(in views.FormInput) (formation.FormRequest, map[string][]string) {
+	req := formation.FormRequest{ClusterName: in.ClusterName, Interface: in.Interface, Prefix: in.Prefix, Seed: in.Seed}
 	for list, worker := range map[string]bool{in.Servers: false, in.Workers: true} {
 		for _, spec := range strings.Split(list, ",") {
 			if spec = strings.TrimSpace(spec); spec != "" {
 				name, uuid, _ := strings.Cut(spec, "=")
-				req.Nodes = append(req.Nodes, agent.FormNode{Name: strings.TrimSpace(name), UUID: strings.TrimSpace(uuid), Worker: worker})
+				req.Nodes = append(req.Nodes, formation.FormNode{Name: strings.TrimSpace(name), UUID: strings.TrimSpace(uuid), Worker: worker})
 			}
 		}
 	}
@@ -233,11 +233,11 @@ func formRequest(in views.FormInput) (agent.FormRequest, map[string][]string) {
 
 // newFormWizard builds the wizard over this device's interfaces; *formedOut
 // is set once the cluster is formed.
-func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force bool, formedOut **agent.Formed) *views.FormWizard {
-	w := views.NewFormWizard(uiCtx, interfaces, views.FormInput{Prefix: agent.DefaultClusterPrefix})
+func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force bool, formedOut **formation.Formed) *views.FormWizard {
+	w := views.NewFormWizard(uiCtx, interfaces, views.FormInput{Prefix: formation.DefaultClusterPrefix})
 	w.Check = func(in views.FormInput) map[string][]string {
 		req, problems := formRequest(in)
-		if _, err := agent.Plan(req); err != nil {
+		if _, err := formation.Plan(req); err != nil {
 			var verr *config.ValidationError
 			if errors.As(err, &verr) {
 				for _, p := range verr.Problems {
@@ -252,7 +252,7 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 	w.Submit = func(in views.FormInput) (*views.FormResult, error) {
 		req, _ := formRequest(in)
 		// The wizard records the intent itself, before Submit.
-		f, err := agent.FormCluster(req, in.Seed, dir, force, false, nil)
+		f, err := formation.FormCluster(req, in.Seed, dir, force, false, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +270,7 @@ func newFormWizard(uiCtx *ui.Context, interfaces []string, dir string, force boo
 // typed, writes this node's config (as the seed), recorded in log, and
 // prints the join lines. Its keys go through the console's guard.
 func runFormWizard(cmd *cobra.Command, dir string, force bool, log *audit.Log) error {
-	var result *agent.Formed
+	var result *formation.Formed
 	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), interfaceNames(), dir, force, &result)
 	w.Audit = log
 	if _, err := tea.NewProgram(views.Guarded(w), tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run(); err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/ui"
 )
@@ -32,7 +32,7 @@ func TestFormWizard(t *testing.T) {
 	ctx := ui.NewContext(r, nil, nil)
 	ctx.Width, ctx.Height = 120, 40
 	dir := t.TempDir()
-	var result *agent.Formed
+	var result *formation.Formed
 	w := newFormWizard(ctx, []string{"lo"}, dir, false, &result)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	var err error
@@ -54,7 +54,7 @@ func TestFormWizard(t *testing.T) {
 	w.Update(tea.KeyMsg{Type: tea.KeyRight}) // completes to lo
 	next()
 	// The prefix overlaps lo's 127.0.0.0/8.
-	for range len(agent.DefaultClusterPrefix) {
+	for range len(formation.DefaultClusterPrefix) {
 		w.Update(tea.KeyMsg{Type: tea.KeyBackspace})
 	}
 	typeInto(w, "127.1.0.0/28")
@@ -122,11 +122,11 @@ func TestFormWizard(t *testing.T) {
 			nodeA = append(nodeA, line)
 		}
 	}
-	copied, err := agent.BundleFromText(strings.Join(nodeA, "\n"))
+	copied, err := formation.BundleFromText(strings.Join(nodeA, "\n"))
 	if err != nil {
 		t.Fatalf("node-a's block as shown at 80 columns: %v\n%s", err, strings.Join(nodeA, "\n"))
 	}
-	if b, err := agent.DecodeBundle(copied); err != nil || b.NodeName != "node-a" {
+	if b, err := formation.DecodeBundle(copied); err != nil || b.NodeName != "node-a" {
 		t.Fatalf("the bundle as shown at 80 columns does not decode: %v\n%s", err, copied)
 	}
 	// Saved one file per node, root-only, named on screen; each file is
@@ -144,8 +144,8 @@ func TestFormWizard(t *testing.T) {
 		if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
 			t.Errorf("%s mode %v, want 0600: it carries the token", file, st.Mode())
 		}
-		text, err := agent.BundleFromText(string(data))
-		if b, derr := agent.DecodeBundle(text); err != nil || derr != nil || b.NodeName != node {
+		text, err := formation.BundleFromText(string(data))
+		if b, derr := formation.DecodeBundle(text); err != nil || derr != nil || b.NodeName != node {
 			t.Errorf("%s does not hold %s's bundle: %v %v\n%s", file, node, err, derr, data)
 		}
 	}
@@ -190,10 +190,10 @@ func TestFormCLIReadOnlyAndAudit(t *testing.T) {
 // siteOfThree forms node-a (seed, 10.250.0.1), node-b and node-c and writes
 // node-c's files, as node-c's device holds them; it returns node-c's config
 // path and the plan.
-func siteOfThree(t *testing.T) (string, *agent.FormPlan) {
+func siteOfThree(t *testing.T) (string, *formation.FormPlan) {
 	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: "lo", Prefix: "10.250.0.0/28",
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: "lo", Prefix: "10.250.0.0/28",
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func joinAndRender(t *testing.T, text string) (string, error) {
 // initialising a second cluster at its own address.
 func TestReplaceBundleAfterSeedMoveJoinsTheSeedInEffect(t *testing.T) {
 	configC, plan := siteOfThree(t)
-	if err := agent.WriteSeedRecord(agent.Records{Dir: stateOf(configC)}.SeedRecordFile(), agent.SeedRecord{ClusterID: plan.ClusterID,
+	if err := formation.WriteSeedRecord(formation.Records{Dir: stateOf(configC)}.SeedRecordFile(), formation.SeedRecord{ClusterID: plan.ClusterID,
 		ConfigJoinIP: "10.250.0.1", JoinServerIP: "10.250.0.2"}); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestJoinBundleFromFileAndStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	literal, err := agent.BundleFromText(string(data))
+	literal, err := formation.BundleFromText(string(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,10 +389,10 @@ func TestJoinKeepsTheRecordsInTheStateDirectory(t *testing.T) {
 	}
 	dir := t.TempDir()
 	old := filepath.Join(dir, "removed.json")
-	if err := agent.MarkRemoved(old, agent.RemovedMarker{ClusterID: plan.ClusterID, NodeName: "node-x", Evidence: "its Node was deleted"}); err != nil {
+	if err := formation.MarkRemoved(old, formation.RemovedMarker{ClusterID: plan.ClusterID, NodeName: "node-x", Evidence: "its Node was deleted"}); err != nil {
 		t.Fatal(err)
 	}
-	records := agent.Records{Dir: filepath.Join(t.TempDir(), "state")}
+	records := formation.Records{Dir: filepath.Join(t.TempDir(), "state")}
 	out, err := siteconWithInput(t, text, "form", "--join", "-", "--dir", dir, "--state-dir", records.Dir)
 	if err != nil {
 		t.Fatalf("form --join: %v\n%s", err, out)
@@ -405,7 +405,7 @@ func TestJoinKeepsTheRecordsInTheStateDirectory(t *testing.T) {
 			t.Errorf("%s after the join: %v, want none", path, err)
 		}
 	}
-	m, ok, err := agent.ReadFormedMarker(records.FormedMarkerFile())
+	m, ok, err := formation.ReadFormedMarker(records.FormedMarkerFile())
 	if !ok || err != nil || m.NodeName != "node-x" || m.ClusterID != plan.ClusterID {
 		t.Errorf("formed marker in the state directory: %+v ok=%v err=%v", m, ok, err)
 	}

@@ -8,7 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
@@ -23,30 +24,30 @@ type joinSource struct{ configPath, stateDir, k3sDataDir string }
 
 func (s *joinSource) register(f *pflag.FlagSet, configUsage string) {
 	f.StringVar(&s.configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), configUsage)
-	f.StringVar(&s.stateDir, "state-dir", agent.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
-	f.StringVar(&s.k3sDataDir, "k3s-data-dir", agent.DefaultK3sPaths.DataDir,
+	f.StringVar(&s.stateDir, "state-dir", formation.DefaultStateDir, "the agent's state directory, where it keeps its records (the agent's --state-dir)")
+	f.StringVar(&s.k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir,
 		"this node's k3s data directory, as the agent's --k3s-data-dir: the cluster's CA there is pinned in the bundle")
 }
 
 // joinInfo is the join info for req with the cluster as view shows it.
-func (s joinSource) joinInfo(view agent.ClusterView, req agent.JoinRequest) (text, note string, err error) {
-	return agent.MakeJoinInfo(agent.JoinSource{ConfigPath: s.configPath, Records: agent.Records{Dir: s.stateDir},
-		K3sPaths: agent.K3sPaths{ConfigFile: agent.DefaultK3sPaths.ConfigFile, DataDir: s.k3sDataDir}}, view, req)
+func (s joinSource) joinInfo(view formation.ClusterView, req formation.JoinRequest) (text, note string, err error) {
+	return formation.MakeJoinInfo(formation.JoinSource{ConfigPath: s.configPath, Records: formation.Records{Dir: s.stateDir},
+		K3sPaths: k3s.Paths{ConfigFile: k3s.DefaultPaths.ConfigFile, DataDir: s.k3sDataDir}}, view, req)
 }
 
 // fromSnapshot is the join info of a new node with the seed in effect and
 // the free addresses as snap holds them, once synced: no request.
 func (s joinSource) fromSnapshot(snap *kube.Snapshot) func(role, name, uuid, ip string) (string, error) {
 	return func(role, name, uuid, ip string) (string, error) {
-		text, _, err := s.joinInfo(agent.ViewOf(snap.Data(), snap.Synced()),
-			agent.JoinRequest{Role: role, NodeName: name, NodeUUID: uuid, NodeIP: ip})
+		text, _, err := s.joinInfo(formation.ViewOf(snap.Data(), snap.Synced()),
+			formation.JoinRequest{Role: role, NodeName: name, NodeUUID: uuid, NodeIP: ip})
 		return text, err
 	}
 }
 
 func newJoinInfoCmd(g *globalFlags) *cobra.Command {
 	var src joinSource
-	var req agent.JoinRequest
+	var req formation.JoinRequest
 	cmd := &cobra.Command{
 		Use:   "join-info --role server|agent|edgeworker --node-name NAME",
 		Short: "What a new node needs to join this cluster",
@@ -75,9 +76,9 @@ in the cluster prefix unless --node-ip says otherwise.`,
 				return fmt.Errorf("%s not shown (it carries the cluster token, and who asked cannot be recorded): %w", action, err)
 			}
 			add, err := flow.PlanAdd(flow.Recorder{Log: log}, action, req.NodeName, detail, func() (string, error) {
-				view := agent.ClusterView{}
+				view := formation.ClusterView{}
 				if cfg, err := g.restConfig(); err == nil {
-					view = agent.ReadClusterView(cmd.Context(), cfg)
+					view = formation.ReadClusterView(cmd.Context(), cfg)
 				}
 				text, note, err := src.joinInfo(view, req)
 				if note != "" {

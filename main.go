@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
@@ -304,7 +304,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 	// :form forms a new cluster from the console, as the seed, into the
 	// default config directory.
 	opts.FormWizard = func(uiCtx *ui.Context) *views.FormWizard {
-		var result *agent.Formed
+		var result *formation.Formed
 		return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)
 	}
 	return views.RunConsole(ctx, opts)

@@ -18,6 +18,9 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/configwatch"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -44,11 +47,11 @@ const (
 
 // State is what the agent publishes about bootstrap on its local API.
 type State struct {
-	Node      string `json:"node"`
-	Cluster   string `json:"cluster,omitempty"`
-	ClusterID string `json:"clusterID,omitempty"`
-	Role      Role   `json:"role,omitempty"`
-	Phase     Phase  `json:"phase"`
+	Node      string   `json:"node"`
+	Cluster   string   `json:"cluster,omitempty"`
+	ClusterID string   `json:"clusterID,omitempty"`
+	Role      k3s.Role `json:"role,omitempty"`
+	Phase     Phase    `json:"phase"`
 	// Attempts counts tries of the current phase (seed checks, address setup).
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"lastError,omitempty"`
@@ -82,7 +85,7 @@ type Options struct {
 	// directory; created root-only when absent.
 	StateDir   string
 	K3sBin     string
-	K3sPaths   K3sPaths
+	K3sPaths   k3s.Paths
 	K3sLogFile string
 	// Workloads are where k3s runs its containers from, which a node that
 	// leaves stops (k3s's own directories by default; DataDir defaults to
@@ -157,7 +160,7 @@ type Agent struct {
 	applied *config.Validated
 	// prefix is the cluster address applied to the interface.
 	prefix netip.Prefix
-	super  *Supervisor
+	super  *k3s.Supervisor
 	leader *apps.StatsLeader
 	apps   *apps.Controller
 }
@@ -185,8 +188,8 @@ func New(opts Options) *Agent {
 	if opts.K3sBin == "" {
 		opts.K3sBin = "k3s"
 	}
-	if opts.K3sPaths == (K3sPaths{}) {
-		opts.K3sPaths = DefaultK3sPaths
+	if opts.K3sPaths == (k3s.Paths{}) {
+		opts.K3sPaths = k3s.DefaultPaths
 	}
 	if opts.K3sLogFile == "" {
 		opts.K3sLogFile = filepath.Join(os.TempDir(), "sitecon-k3s.log")
@@ -205,7 +208,7 @@ func New(opts Options) *Agent {
 }
 
 // records are the agent's records, in its state directory.
-func (a *Agent) records() Records { return Records{Dir: a.opts.StateDir} }
+func (a *Agent) records() formation.Records { return formation.Records{Dir: a.opts.StateDir} }
 
 // LeaderState is this node's view of the stats-leader election; empty until
 // the node can reach its cluster.
@@ -301,7 +304,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	defer stopBringUp()
-	watch := configWatch{grace: a.opts.ConfigAbsentGrace}
+	watch := configwatch.Watch{Grace: a.opts.ConfigAbsentGrace}
 	tick := time.NewTicker(a.opts.ConfigPollInterval)
 	defer tick.Stop()
 	records := a.records()
@@ -341,22 +344,22 @@ func (a *Agent) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		stamp, statErr := statConfig(a.opts.ConfigPath)
-		step := watch.next(stamp, statErr, readLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())
+		stamp, statErr := configwatch.Stat(a.opts.ConfigPath)
+		step := watch.Next(stamp, statErr, configwatch.ReadLeave(a.opts.ConfigPath, records.LeaveRequestFile()), time.Now())
 		a.mu.Lock()
-		a.state.ConfigNote = step.note
+		a.state.ConfigNote = step.Note
 		a.mu.Unlock()
 		switch {
-		case step.leave:
-			a.log.Info("leaving the cluster", "why", step.note)
+		case step.Leave:
+			a.log.Info("leaving the cluster", "why", step.Note)
 			stopBringUp()
 			if !a.leave(ctx) {
-				watch.leaveFailed()
+				watch.LeaveFailed()
 			}
-		case step.load:
+		case step.Load:
 			switch v, err := a.load(); {
 			case err != nil:
-				watch.loadFailed()
+				watch.LoadFailed()
 				a.configError(err)
 			case !a.sameAsApplied(v):
 				stopBringUp()

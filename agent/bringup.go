@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/netcfg"
 )
@@ -27,7 +30,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// A node removed from this cluster holds before anything: no address,
 	// no /status, no k3s.
 	removedMarker := a.records().RemovedMarkerFile()
-	if hold := RemovalHold(v, removedMarker); hold != nil {
+	if hold := formation.RemovalHold(v, removedMarker); hold != nil {
 		a.setPhase(PhaseError, hold)
 		a.log.Error("not starting", "err", hold)
 		return
@@ -37,7 +40,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	ctx, endBringUp := context.WithCancel(ctx)
 	defer endBringUp()
 	onRemoved := func(evidence string) {
-		if err := MarkRemoved(removedMarker, RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
+		if err := formation.MarkRemoved(removedMarker, formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
 			// Unrecorded, the removal is still acted on now; a restart
 			// would not know it.
 			a.log.Error("removed marker not written", "err", err)
@@ -54,7 +57,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// The role is decided here, once per bring-up, from the seed in
 	// effect; everything after (the kubeconfig, the member list, k3s's
 	// config, the access grant) takes it from here.
-	role := DecideRole(v)
+	role := k3s.DecideRole(v)
 	a.mu.Lock()
 	a.state.Role = role
 	a.mu.Unlock()
@@ -102,7 +105,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// file system at boot) passes, and the node must get there by itself.
 	if !a.retry(ctx, func() bool {
 		err := a.serveStatus(ctx, v, a.statusMembership(v, member), func(ctx context.Context, node, uuid string) (config.Verdict, string) {
-			if role == RoleAgent {
+			if role == k3s.RoleAgent {
 				// A worker's identity reads no cluster record.
 				return config.VerdictUnknown, "a worker does not judge membership"
 			}
@@ -120,8 +123,8 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// starts k3s without waiting on anyone; if it was removed while it
 	// was off, k3s would make it a cluster of its own. So it asks its
 	// peers first, once and bounded, and holds only on a proven removal.
-	been, beenWhy := HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
-	if been && role != RoleAgent {
+	been, beenWhy := formation.HasBeenMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
+	if been && role != k3s.RoleAgent {
 		// Asked over a link without carrier the question hears nobody,
 		// and silence starts k3s: the link first, under the backoff.
 		if !a.retry(ctx, func() bool { return a.linkReady(ctx, v) }) {
@@ -135,13 +138,13 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// that was never part of the cluster, has no etcd data, and finds no
 	// member answering on the prefix (mayInitialise); a refusal is an error
 	// that holds k3s back and is checked again under the backoff.
-	var k K3sConfig
+	var k k3s.Config
 	var initialise bool
 	if !a.retry(ctx, func() bool {
 		var err error
 		initialise, err = a.mayInitialise(ctx, seed)
 		if err == nil {
-			k = RenderK3s(v, a.opts.K3sPaths, !initialise)
+			k = k3s.Render(v, a.opts.K3sPaths, !initialise)
 			if err = k.Write(); err != nil {
 				err = fmt.Errorf("write k3s config: %w", err)
 			}
@@ -158,12 +161,12 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// that has been a member: after a whole-site power cut the seed cannot
 	// reach etcd quorum without the others, and a member waiting on its
 	// /status would wait for ever. The seed wait is for the first join.
-	waitSeed := role != RoleSeed
+	waitSeed := role != k3s.RoleSeed
 	// pin is the cluster CA k3s's token is to pin: the one the seed was
 	// verified to serve, or on a restart the one this node's k3s holds.
 	var pin string
 	if waitSeed && been {
-		pin = LocalCAPin(a.opts.K3sPaths, a.log)
+		pin = formation.LocalCAPin(a.opts.K3sPaths, a.log)
 		switch {
 		case pin != "" || a.opts.K3sPaths.EtcdMemberDataPresent():
 			waitSeed = false
@@ -179,7 +182,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	}
 	if waitSeed {
 		a.setPhase(PhaseWaitingSeed, nil)
-		probe := SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal(),
+		probe := formation.SeedProbe{JoinIP: v.JoinIP, ClusterID: v.ClusterID, Dial: a.dialer(), Token: v.Token.Reveal(),
 			AllowUnverifiedCA: a.opts.JoinUnverifiedCA, Log: a.log}
 		seedAnswers := a.retry(ctx, func() bool {
 			var err error
@@ -187,7 +190,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 			switch {
 			case err == nil:
 				return true
-			case errors.Is(err, ErrForeignCluster), errors.Is(err, ErrCAUnverified):
+			case errors.Is(err, formation.ErrForeignCluster), errors.Is(err, formation.ErrCAUnverified):
 				// Another cluster at the join address, or a CA nobody
 				// vouches for, is an error, never a reason to join; the
 				// check goes on in case the site is fixed.
@@ -205,9 +208,9 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	// k3s is given the token pinned to the CA just verified, so that it
 	// too trusts only that CA (the seed could be replaced between the check
 	// and k3s's own fetch). Written before the seed follower may write.
-	if pinned := PinnedToken(v, pin); pinned != v {
+	if pinned := formation.PinnedToken(v, pin); pinned != v {
 		if !a.retry(ctx, func() bool {
-			k = RenderK3s(pinned, a.opts.K3sPaths, !initialise)
+			k = k3s.Render(pinned, a.opts.K3sPaths, !initialise)
 			err := k.Write()
 			if err != nil {
 				err = fmt.Errorf("write k3s config: %w", err)
@@ -221,7 +224,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 	}
 	close(k3sWritten)
 	a.setPhase(PhaseStartingK3s, nil)
-	super := &Supervisor{
+	super := &k3s.Supervisor{
 		Bin: a.opts.K3sBin, Args: k.Args, LogFile: a.opts.K3sLogFile, Log: a.log.With("component", "k3s"),
 		PIDFile:    filepath.Join(a.opts.K3sPaths.DataDir, "sitecon-k3s.pid"),
 		MinBackoff: a.opts.K3sBackoffMin,
@@ -247,7 +250,7 @@ func (a *Agent) bringUp(ctx context.Context, v *config.Validated) {
 		member.mu.Lock()
 		snap := member.snap
 		member.mu.Unlock()
-		if role != RoleAgent {
+		if role != k3s.RoleAgent {
 			go a.recordCluster(ctx, snap, v)
 			go a.grantAgentAccess(ctx, snap)
 		}
@@ -340,7 +343,7 @@ func (a *Agent) probeClusterAddress(v *config.Validated) error {
 // keep the address: a node that dropped it while they ran would look dead
 // to the others' failover guard, which would start the same apps again.
 func (a *Agent) holdIfRemoved(v *config.Validated, removedMarker string) {
-	hold := RemovalHold(v, removedMarker)
+	hold := formation.RemovalHold(v, removedMarker)
 	if hold == nil {
 		return
 	}
@@ -362,12 +365,12 @@ func (a *Agent) holdIfRemoved(v *config.Validated, removedMarker string) {
 // data, its formed marker) while it cannot (an API without quorum after a
 // power cut, k3s still starting). A device looking for members must find
 // them even then, or it would initialise a second cluster.
-func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) Membership {
+func (a *Agent) statusMembership(v *config.Validated, link *clusterLink) statusserver.Membership {
 	return func() bool {
 		if member, known := link.membership(); known {
 			return member
 		}
-		return DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
+		return formation.DurableServerMember(v, a.opts.K3sPaths.EtcdMemberDataPresent(), a.records().FormedMarkerFile())
 	}
 }
 
@@ -384,7 +387,7 @@ func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Co
 
 // serveStatus serves GET /status on the cluster address, with the proof
 // of life and the membership answers (judged by judge) beside it.
-func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Membership, judge MembershipJudge) error {
+func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member statusserver.Membership, judge statusserver.MembershipJudge) error {
 	var l net.Listener
 	addr := net.JoinHostPort(v.NodeIP.String(), strconv.Itoa(config.StatusPort))
 	err := a.opts.InNetNS(func() (err error) {
@@ -400,10 +403,10 @@ func (a *Agent) serveStatus(ctx context.Context, v *config.Validated, member Mem
 	// server it joins against it) and answers whether a node is still a
 	// member (a server that was off asks before starting k3s).
 	mux := http.NewServeMux()
-	mux.Handle(config.MembershipPath, membershipHandler(func() (config.MembershipKey, error) {
-		return LoadMembershipKey(v.ClusterID, a.opts.K3sPaths)
+	mux.Handle(config.MembershipPath, statusserver.MembershipHandler(func() (config.MembershipKey, error) {
+		return statusserver.LoadMembershipKey(v.ClusterID, a.opts.K3sPaths)
 	}, v.NodeName, judge))
-	mux.Handle("/", withCAProof(withLifeProof(StatusHandler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
+	mux.Handle("/", statusserver.WithCAProof(statusserver.WithLifeProof(statusserver.Handler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, a.opts.K3sPaths))
 	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	go func() {

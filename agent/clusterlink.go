@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -39,17 +40,17 @@ type clusterLink struct {
 // linkCluster links the bring-up of v to its cluster: once connected, the
 // cluster work starts and the seed follower keeps k3s's config pointed at
 // the cluster's current seed.
-func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role Role, k3sWritten <-chan struct{}, removed func(evidence string)) *clusterLink {
+func (a *Agent) linkCluster(ctx context.Context, v *config.Validated, role k3s.Role, k3sWritten <-chan struct{}, removed func(evidence string)) *clusterLink {
 	// `k3s agent` writes no admin kubeconfig: a worker reaches the cluster
 	// with its node's own identity, which the servers grant only what a
 	// worker's agent needs (grantAgentAccess).
-	kubeconfig := AgentKubeconfig(a.opts.Kubeconfig, role, a.opts.K3sPaths, kube.K3sKubeconfig)
+	kubeconfig := k3s.AgentKubeconfig(a.opts.Kubeconfig, role, a.opts.K3sPaths, kube.K3sKubeconfig)
 	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: a.log}
 	m.connected = func(ctx context.Context, snap *kube.Snapshot) {
 		a.startClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, a.lifeKey(v.ClusterID, v.Token))
 		// The cluster record lists the servers only: a worker's Node
 		// deleted by hand (k3s registers it again) is no removal.
-		if role != RoleAgent {
+		if role != k3s.RoleAgent {
 			m.running.Add(1)
 			go func() {
 				defer m.running.Done()
@@ -110,7 +111,7 @@ func (m *clusterLink) connect(ctx context.Context) {
 // only after that write (linkCluster); the bring-up waits for it before
 // returning, so a follower never writes over the next bring-up's files.
 func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
-	follower := &SeedFollower{Config: v, Paths: a.opts.K3sPaths,
+	follower := &formation.SeedFollower{Config: v, Paths: a.opts.K3sPaths,
 		RecordPath: a.records().SeedRecordFile(), Log: a.log.With("component", "seed"),
 		OnRender: func(ip netip.Addr) {
 			a.mu.Lock()
@@ -133,7 +134,7 @@ func (a *Agent) followSeed(ctx context.Context, snap *kube.Snapshot, v *config.V
 // failover guard force-deletes other nodes' pods; it follows the servers'
 // election instead (kube.EnsureAgentAccess says who may do what). lifeKey
 // checks the lost nodes' proofs of life for the failover guard.
-func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role Role, lifeKey config.LifeKey) {
+func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role k3s.Role, lifeKey config.LifeKey) {
 	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
 	if !ok {
 		return
@@ -146,7 +147,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	// Every server publishes what its own member sees, not the stats
 	// leader alone: a server cut off from the quorum cannot write, so what
 	// is published comes from the side that holds it.
-	if a.opts.Etcd.Endpoint != "" && role != RoleAgent && !nodeIdentity {
+	if a.opts.Etcd.Endpoint != "" && role != k3s.RoleAgent && !nodeIdentity {
 		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
 			Log: a.log.With("component", "etcd-members")}
 		go publisher.Run(ctx)
@@ -164,7 +165,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 		go a.grantAgentAccess(ctx, snap)
 	}
 	if a.opts.ConfigPath != "" {
-		go RemoveBundlesOnceJoined(ctx, snap, JoinBundlesDir(a.opts.ConfigPath), a.log)
+		go formation.RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)
 	}
 	if a.opts.Apps.AppsDir == "" {
 		return
@@ -354,40 +355,4 @@ func (a *Agent) nodeIdentity(ctx context.Context, snap *kube.Snapshot) (nodeIden
 // Events would be most of what it holds).
 func newAgentSnapshot(cfg *rest.Config, log *slog.Logger) (*kube.Snapshot, error) {
 	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents())
-}
-
-// RemoveBundlesOnceJoined removes each join bundle forming saved in dir
-// once its node is a Ready member of the cluster: the bundle carries the
-// cluster token and is not needed after the join. It looks on every change
-// of the snapshot (no polling) until none is left or ctx ends.
-func RemoveBundlesOnceJoined(ctx context.Context, snap *kube.Snapshot, dir string, log *slog.Logger) {
-	changes, unsubscribe := snap.Subscribe()
-	defer unsubscribe()
-	for {
-		if snap.Synced() {
-			// One lister lookup per saved bundle: no copy of the cluster.
-			removed, left, err := RemoveJoinedBundles(dir, func(node string) bool {
-				n, ok := snap.Node(node)
-				return ok && kube.NodeIsReady(n)
-			})
-			for _, node := range removed {
-				log.Info("removed the join bundle of a node that has joined", "node", node, "dir", dir)
-			}
-			switch {
-			case err != nil:
-				log.Warn("join bundles", "dir", dir, "err", err)
-			case left == 0:
-				// None saved on this node, or every node joined.
-				if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					log.Warn("join bundles", "dir", dir, "err", err)
-				}
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes:
-		}
-	}
 }

@@ -6,25 +6,29 @@
 //
 // Where things are:
 //   - agent.go: the Agent, its options and the state it publishes; Run.
-//   - configwatch.go: re-reading the config file, and what a missing or
-//     bad one does (nothing, for a while); the leave request.
+//   - applyconfig.go: loading the config, a rejected one, and leaving, as
+//     agent/configwatch decides poll by poll.
 //   - bringup.go: one bring-up of an applied config (address, /status,
 //     k3s config, the seed wait, k3s).
 //   - clusterlink.go: the link to the running cluster (snapshot, the apps
 //     part, the stats leader, the seed follower, join-bundle clean-up).
-//   - k3s.go, supervisor.go: k3s's config files and its process.
-//   - seed*.go, initonce.go, formed.go: which server is the seed, and the
-//     rule that a cluster is initialised once.
-//   - status.go, securetoken.go: /status and checking the seed's CA.
-//   - removal.go, membership.go: a node removed from its cluster holds;
-//     a server that has been a member asks its peers before starting k3s.
-//   - form*.go, join*.go, leaverequest.go: offline formation, join
-//     bundles and join-info, and leaving on request.
+//   - initonce.go: the seed in effect for this bring-up, and the rule that
+//     a cluster is initialised once, applied.
+//   - statusserve.go: the keys of the /status server, and the one an agent
+//     run against a cluster it did not form serves.
+//   - removal.go: a node removed from its cluster holds.
+//   - membercheck.go: a server that has been a member asks its peers
+//     before starting k3s, and answers them from its cluster link.
 //   - endpoints.go: what the agent answers on its local socket.
 //
 // The parts it is built from are packages of their own: agent/config (the
-// config file, its validation, the token), agent/apps (config files for
-// apps and volumes, DNId gating, placement, failover, the timeline, the
-// stats leader, metrics) and agent/localapi (the socket's server and
-// client).
+// config file, its validation, the token), agent/k3s (the node's role, k3s's
+// config files, the supervised k3s process), agent/formation (forming and
+// joining a cluster, the seed, join bundles and join info, the node's
+// records), agent/statusserver (what a node answers its peers on the
+// cluster address: /status, the proofs, the membership question),
+// agent/configwatch (what a missing or bad config file and the leave
+// request mean, poll by poll), agent/apps (config files for apps and volumes, DNId gating,
+// placement, failover, the timeline, the stats leader, metrics) and
+// agent/localapi (the socket's server and client).
 package agent

@@ -8,37 +8,25 @@ import (
 	"os"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 )
-
-// LocalSeedInputs are the seed-in-effect inputs a node has on its own disk:
-// its config and the seed record in the agent's records. An unreadable
-// record is returned as an error along with the inputs without it, for the
-// caller to report: the config's seed is then the best the node knows.
-func LocalSeedInputs(records Records, v *config.Validated) (SeedInputs, error) {
-	in := SeedInputs{Config: v}
-	rec, ok, err := ReadSeedRecord(records.SeedRecordFile())
-	if ok {
-		in.Record = &rec
-	}
-	return in, err
-}
 
 // seedInEffect decides the seed at bring-up: the cluster cannot be asked
 // before k3s runs, so from the config and the seed record. A record that no
 // longer applies is removed.
-func (a *Agent) seedInEffect(v *config.Validated) SeedDecision {
-	in, err := LocalSeedInputs(a.records(), v)
+func (a *Agent) seedInEffect(v *config.Validated) formation.SeedDecision {
+	in, err := formation.LocalSeedInputs(a.records(), v)
 	if err != nil {
 		a.log.Error("seed record unreadable; joining through the config's seed", "err", err)
 	}
-	d := SeedInEffect(in)
+	d := formation.SeedInEffect(in)
 	if d.RecordStale {
 		a.log.Info("seed record no longer applies; removed", "record", in.Record.JoinServerIP, "config", v.JoinIP)
 		if err := os.Remove(a.records().SeedRecordFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Error("remove seed record", "err", err)
 		}
 	}
-	if d.Source != SeedFromConfig {
+	if d.Source != formation.SeedFromConfig {
 		a.log.Info("joining through the seed in effect", "seed", d.JoinIP, "why", d.Why)
 		a.mu.Lock()
 		a.state.SeedAddress = d.JoinIP.String()
@@ -52,33 +40,33 @@ func (a *Agent) seedInEffect(v *config.Validated) SeedDecision {
 // cluster before (formed marker), and no member of the same cluster may
 // answer /status on the prefix. A member that answers is remembered in the
 // marker: a reboot of that member must not open the door again.
-func (a *Agent) mayInitialise(ctx context.Context, d SeedDecision) (bool, error) {
+func (a *Agent) mayInitialise(ctx context.Context, d formation.SeedDecision) (bool, error) {
 	marker := a.records().FormedMarkerFile()
-	initialise, err := InitCheck(d, a.opts.K3sPaths.EtcdMemberDataPresent(), marker)
+	initialise, err := formation.InitCheck(d, a.opts.K3sPaths.EtcdMemberDataPresent(), marker)
 	if err != nil || !initialise {
 		return false, err
 	}
 	v := d.Config
 	var extra []netip.Addr
-	if in, _ := LocalSeedInputs(a.records(), v); in.Record != nil {
+	if in, _ := formation.LocalSeedInputs(a.records(), v); in.Record != nil {
 		for _, s := range []string{in.Record.JoinServerIP, in.Record.ConfigJoinIP} {
 			if ip, err := netip.ParseAddr(s); err == nil {
 				extra = append(extra, ip)
 			}
 		}
 	}
-	member := MemberProbe{ClusterID: v.ClusterID, Dial: a.dialer()}.Find(ctx, ProbeAddresses(v, extra...))
+	member := formation.MemberProbe{ClusterID: v.ClusterID, Dial: a.dialer()}.Find(ctx, formation.ProbeAddresses(v, extra...))
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
 	if member.IsValid() {
 		how := fmt.Sprintf("a member of the cluster answered /status at %s before this node initialised", member)
-		if err := MarkFormed(marker, FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how}); err != nil {
+		if err := formation.MarkFormed(marker, formation.FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how}); err != nil {
 			a.log.Error("formed marker", "err", err)
 		}
 		return false, fmt.Errorf("%w: %s answers /status for cluster %s, so the cluster already runs; "+
 			"on a live member run `sitecon seed NODE` to move the seed off %s, then give this device a bundle (sitecon node replace)",
-			ErrAlreadyFormed, member, v.ClusterID, v.NodeIP)
+			formation.ErrAlreadyFormed, member, v.ClusterID, v.NodeIP)
 	}
 	return true, nil
 }
@@ -89,7 +77,7 @@ func (a *Agent) markFormed(v *config.Validated, initialised bool) {
 	if initialised {
 		how = "initialised the cluster"
 	}
-	if err := MarkFormed(a.records().FormedMarkerFile(), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how, Joined: true}); err != nil {
+	if err := formation.MarkFormed(a.records().FormedMarkerFile(), formation.FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how, Joined: true}); err != nil {
 		a.log.Error("formed marker not written", "err", err)
 	}
 }

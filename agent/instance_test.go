@@ -2,17 +2,13 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -100,75 +96,6 @@ func TestMetricsPortTakenStopsNothing(t *testing.T) {
 	waitFor(t, 5*time.Second, "the metrics error cleared", func() bool {
 		st, err = localapi.Get[State](ctx, socket, localapi.PathAgent)
 		return err == nil && st.MetricsError == ""
-	})
-}
-
-// helperSupervisorEnv makes this test binary a stand-in agent process that
-// supervises a "k3s" (sleep) until it is killed.
-const helperSupervisorEnv = "SITECON_TEST_SUPERVISOR_PIDFILE"
-
-func TestHelperSupervisorProcess(t *testing.T) {
-	pidFile := os.Getenv(helperSupervisorEnv)
-	if pidFile == "" {
-		return // run only as the helper process of the test below
-	}
-	s := &Supervisor{Bin: "sleep", Args: []string{"600"}, LogFile: pidFile + ".log", PIDFile: pidFile, Log: testLogger()}
-	_ = s.Run(context.Background())
-}
-
-func testLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// An agent killed hard (a crash, kill -9) takes its k3s with it; and a k3s
-// found running from before (its PID file names a live k3s) is stopped
-// before a new one starts: one node, one k3s.
-func TestK3sDiesWithItsAgentAndAnOrphanIsStopped(t *testing.T) {
-	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "k3s.pid")
-	helper := exec.Command(os.Args[0], "-test.run=^TestHelperSupervisorProcess$")
-	helper.Env = append(os.Environ(), helperSupervisorEnv+"="+pidFile)
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var k3sPID int
-	waitFor(t, 10*time.Second, "the helper agent starts its k3s", func() bool {
-		data, err := os.ReadFile(pidFile)
-		k3sPID, _ = strconv.Atoi(strings.TrimSpace(string(data)))
-		return err == nil && alive(k3sPID)
-	})
-	if err := helper.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = helper.Wait()
-	waitFor(t, 10*time.Second, fmt.Sprintf("k3s (pid %d) dies with its agent", k3sPID), func() bool { return !alive(k3sPID) })
-
-	// A k3s the signal did not reach: running, named by the PID file.
-	orphan := exec.Command("sleep", "600")
-	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := orphan.Start(); err != nil {
-		t.Fatal(err)
-	}
-	orphanDone := make(chan struct{})
-	go func() { _ = orphan.Wait(); close(orphanDone) }()
-	defer func() { _ = orphan.Process.Kill() }()
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(orphan.Process.Pid)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := &Supervisor{Bin: "sleep", Args: []string{"601"}, LogFile: filepath.Join(dir, "log"), PIDFile: pidFile,
-		Log: testLogger(), StopTimeout: 5 * time.Second}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case <-orphanDone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the orphaned k3s named by the PID file was not stopped")
-	}
-	waitFor(t, 10*time.Second, "our own k3s starts and is recorded", func() bool {
-		starts, _ := s.Stats()
-		data, _ := os.ReadFile(pidFile)
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-		return starts == 1 && pid != orphan.Process.Pid && alive(pid)
 	})
 }
 

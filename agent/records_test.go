@@ -13,9 +13,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/internal/agenttest"
 	"golang.org/x/sys/unix"
+)
 
-	"github.com/sitecon/sitecon/agent/config"
+// The records' file names as agents before the state directory kept them
+// beside the config: fixed by those releases, whatever the records are
+// called now.
+const (
+	seedRecordName    = "seed.json"
+	formedMarkerName  = "formed.json"
+	leaveRequestName  = "leave.json"
+	removedMarkerName = "removed.json"
 )
 
 // errNoHostNetwork is what these tests' agents get for any work on the
@@ -40,25 +50,13 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// writeTestConfig writes the fixtures' valid config (node-b of site1) to path.
-func writeTestConfig(t *testing.T, path string) {
-	t.Helper()
-	data, err := json.Marshal(validConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // runRecordsAgent runs a device's agent on the config at configPath, its
 // records in stateDir, until the test ends or stop is called: its host
 // network refuses everything, so a bring-up that is not held stops at the
 // cluster address.
 func runRecordsAgent(t *testing.T, configPath, stateDir string, log *lockedBuffer) (a *Agent, stop func()) {
 	t.Helper()
-	a = New(Options{ConfigPath: configPath, StateDir: stateDir, Env: testEnv(goodToken),
+	a = New(Options{ConfigPath: configPath, StateDir: stateDir, Env: agenttest.Env(agenttest.GoodToken),
 		InNetNS:            func(func() error) error { return errNoHostNetwork },
 		ConfigPollInterval: 20 * time.Millisecond, SeedBackoffMin: 20 * time.Millisecond, SeedBackoffMax: 50 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(log, nil))})
@@ -113,12 +111,12 @@ func TestConfigNamedLikeARecordIsNotReadAsOne(t *testing.T) {
 	for _, name := range []string{"seed.json", "leave.json", "removed.json", "formed.json"} {
 		t.Run(name, func(t *testing.T) {
 			configPath := filepath.Join(t.TempDir(), name)
-			writeTestConfig(t, configPath)
+			agenttest.WriteConfig(t, configPath)
 			before, err := os.ReadFile(configPath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			records := Records{Dir: filepath.Join(t.TempDir(), "state")}
+			records := formation.Records{Dir: filepath.Join(t.TempDir(), "state")}
 			var log lockedBuffer
 			a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
 			reachedAddress(t, a, &log)
@@ -135,7 +133,7 @@ func TestConfigNamedLikeARecordIsNotReadAsOne(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(records.Dir, name)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s in the state directory: %v, want none (the config is not a record)", name, err)
 			}
-			if member, why := HasBeenMember(validated(t, nil), false, records.FormedMarkerFile()); member || strings.Contains(why, "unreadable") {
+			if member, why := formation.HasBeenMember(agenttest.Validated(t, nil), false, records.FormedMarkerFile()); member || strings.Contains(why, "unreadable") {
 				t.Errorf("formed marker: member %v (%s), want never joined", member, why)
 			}
 		})
@@ -149,25 +147,25 @@ func TestConfigNamedLikeARecordIsNotReadAsOne(t *testing.T) {
 func TestRecordsPlantedBesideTheConfigAreIgnored(t *testing.T) {
 	dir := t.TempDir()
 	configPath := filepath.Join(dir, "cluster.json")
-	writeTestConfig(t, configPath)
-	records := Records{Dir: filepath.Join(t.TempDir(), "state")}
+	agenttest.WriteConfig(t, configPath)
+	records := formation.Records{Dir: filepath.Join(t.TempDir(), "state")}
 	var log lockedBuffer
 	a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
 	reachedAddress(t, a, &log)
 	stop()
 
-	v := validated(t, nil)
-	leave := LeaveRequest{ClusterID: v.ClusterID, NodeName: v.NodeName, By: "intruder", At: time.Now()}
-	if err := WriteLeaveRequest(filepath.Join(dir, leaveRequestName), leave); err != nil {
+	v := agenttest.Validated(t, nil)
+	leave := formation.LeaveRequest{ClusterID: v.ClusterID, NodeName: v.NodeName, By: "intruder", At: time.Now()}
+	if err := formation.WriteLeaveRequest(filepath.Join(dir, leaveRequestName), leave); err != nil {
 		t.Fatal(err)
 	}
-	if err := MarkRemoved(filepath.Join(dir, removedMarkerName), RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "forged"}); err != nil {
+	if err := formation.MarkRemoved(filepath.Join(dir, removedMarkerName), formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "forged"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := MarkFormed(filepath.Join(dir, formedMarkerName), FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "forged", Joined: true}); err != nil {
+	if err := formation.MarkFormed(filepath.Join(dir, formedMarkerName), formation.FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "forged", Joined: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteSeedRecord(filepath.Join(dir, seedRecordName), SeedRecord{ClusterID: v.ClusterID, ConfigJoinIP: v.JoinIP.String(), JoinServerIP: "10.244.244.9"}); err != nil {
+	if err := formation.WriteSeedRecord(filepath.Join(dir, seedRecordName), formation.SeedRecord{ClusterID: v.ClusterID, ConfigJoinIP: v.JoinIP.String(), JoinServerIP: "10.244.244.9"}); err != nil {
 		t.Fatal(err)
 	}
 	a, stop = runRecordsAgent(t, configPath, records.Dir, &log)
@@ -184,12 +182,12 @@ func TestRecordsPlantedBesideTheConfigAreIgnored(t *testing.T) {
 			t.Errorf("%s in the state directory: %v, want none", name, err)
 		}
 	}
-	if member, why := HasBeenMember(v, false, records.FormedMarkerFile()); member {
+	if member, why := formation.HasBeenMember(v, false, records.FormedMarkerFile()); member {
 		t.Errorf("the planted formed marker counts: %s", why)
 	}
 
 	// The same request where `sitecon agent leave` writes it is acted on.
-	if err := WriteLeaveRequest(records.LeaveRequestFile(), leave); err != nil {
+	if err := formation.WriteLeaveRequest(records.LeaveRequestFile(), leave); err != nil {
 		t.Fatal(err)
 	}
 	a, _ = runRecordsAgent(t, configPath, records.Dir, &log)
@@ -203,8 +201,8 @@ func TestRecordsPlantedBesideTheConfigAreIgnored(t *testing.T) {
 // upgraded after a power cut still knows it was a member, a removed one
 // still holds, one that left stays out.
 func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
-	v := validated(t, nil)
-	member := FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "joined the cluster", Joined: true, At: time.Now().UTC()}
+	v := agenttest.Validated(t, nil)
+	member := formation.FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "joined the cluster", Joined: true, At: time.Now().UTC()}
 	cases := []struct {
 		name  string
 		write map[string]any
@@ -212,21 +210,21 @@ func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
 		held func(State) bool
 	}{
 		{name: "power cut: a member", write: map[string]any{formedMarkerName: member,
-			seedRecordName: SeedRecord{ClusterID: v.ClusterID, ConfigJoinIP: v.JoinIP.String(), JoinServerIP: "10.244.244.3"}},
+			seedRecordName: formation.SeedRecord{ClusterID: v.ClusterID, ConfigJoinIP: v.JoinIP.String(), JoinServerIP: "10.244.244.3"}},
 			held: func(st State) bool {
 				return st.SeedAddress == "10.244.244.3" && strings.Contains(st.LastError, errNoHostNetwork.Error())
 			}},
 		{name: "removed", write: map[string]any{formedMarkerName: member,
-			removedMarkerName: RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "its Node was deleted"}},
-			held: func(st State) bool { return strings.Contains(st.LastError, ErrRemoved.Error()) }},
-		{name: "left", write: map[string]any{leaveRequestName: LeaveRequest{ClusterID: v.ClusterID, NodeName: v.NodeName, By: "tech", At: time.Now().UTC()}},
+			removedMarkerName: formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: "its Node was deleted"}},
+			held: func(st State) bool { return strings.Contains(st.LastError, formation.ErrRemoved.Error()) }},
+		{name: "left", write: map[string]any{leaveRequestName: formation.LeaveRequest{ClusterID: v.ClusterID, NodeName: v.NodeName, By: "tech", At: time.Now().UTC()}},
 			held: func(st State) bool { return strings.Contains(st.ConfigNote, "left the cluster on request") }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			configPath := filepath.Join(dir, "cluster.json")
-			writeTestConfig(t, configPath)
+			agenttest.WriteConfig(t, configPath)
 			written := map[string][]byte{}
 			for name, rec := range tc.write {
 				data, err := json.MarshalIndent(rec, "", "  ")
@@ -238,7 +236,7 @@ func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
 				}
 				written[name] = data
 			}
-			records := Records{Dir: filepath.Join(t.TempDir(), "state")}
+			records := formation.Records{Dir: filepath.Join(t.TempDir(), "state")}
 			var log lockedBuffer
 			a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
 			waitAgent(t, a, &log, "the agent acts on the moved records", tc.held)
@@ -259,187 +257,11 @@ func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
 				}
 			}
 			if _, ok := tc.write[formedMarkerName]; ok {
-				if ok, why := HasBeenMember(v, false, records.FormedMarkerFile()); !ok {
+				if ok, why := formation.HasBeenMember(v, false, records.FormedMarkerFile()); !ok {
 					t.Errorf("after the upgrade: not a member (%s)", why)
 				}
 			}
 		})
-	}
-}
-
-// The old place is read once, completely or not at all.
-func TestRecordsUpgrade(t *testing.T) {
-	v := validated(t, nil)
-	formed := FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: "joined the cluster", Joined: true}
-	setup := func(t *testing.T) (configPath string, r Records) {
-		dir := t.TempDir()
-		configPath = filepath.Join(dir, "config", "cluster.json")
-		if err := os.MkdirAll(filepath.Dir(configPath), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeTestConfig(t, configPath)
-		r = Records{Dir: filepath.Join(dir, "state")}
-		if err := r.Prepare(configPath); err != nil {
-			t.Fatal(err)
-		}
-		return configPath, r
-	}
-	old := func(configPath, name string) string { return filepath.Join(filepath.Dir(configPath), name) }
-
-	t.Run("config directory absent: asked again", func(t *testing.T) {
-		r := Records{Dir: filepath.Join(t.TempDir(), "state")}
-		notes, done, err := r.Upgrade(filepath.Join(t.TempDir(), "persist", "sitecon", "cluster.json"))
-		if done || err != nil || len(notes) > 0 {
-			t.Fatalf("done %v, err %v, notes %q; want not done, no error", done, err, notes)
-		}
-		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("upgrade recorded while the config's directory was absent: %v", err)
-		}
-	})
-	t.Run("config absent, its directory present: asked again", func(t *testing.T) {
-		// A mount point not mounted yet: the directory is there, empty.
-		configPath, r := setup(t)
-		if err := os.Remove(configPath); err != nil {
-			t.Fatal(err)
-		}
-		notes, done, err := r.Upgrade(configPath)
-		if done || err != nil || len(notes) > 0 {
-			t.Fatalf("done %v, err %v, notes %q; want not done, no error", done, err, notes)
-		}
-		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("upgrade recorded while the config was absent: %v", err)
-		}
-		// Mounted: the config and the records beside it arrive.
-		writeTestConfig(t, configPath)
-		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
-			t.Fatal(err)
-		}
-		if _, done, err := r.Upgrade(configPath); !done || err != nil {
-			t.Fatalf("with the config there: done %v, err %v", done, err)
-		}
-		if m, ok, err := ReadFormedMarker(r.FormedMarkerFile()); !ok || err != nil || !m.Joined {
-			t.Fatalf("the formed marker that arrived with the config: %+v %v %v", m, ok, err)
-		}
-	})
-	t.Run("the originals stay, for a rollback", func(t *testing.T) {
-		configPath, r := setup(t)
-		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
-			t.Fatal(err)
-		}
-		before, _ := os.ReadFile(old(configPath, formedMarkerName))
-		if _, done, err := r.Upgrade(configPath); !done || err != nil {
-			t.Fatalf("done %v, err %v", done, err)
-		}
-		if after, err := os.ReadFile(old(configPath, formedMarkerName)); err != nil || !bytes.Equal(after, before) {
-			t.Fatalf("the original beside the config: %v, want it left as it was (the previous release reads it there)", err)
-		}
-		if got, err := os.ReadFile(r.FormedMarkerFile()); err != nil || !bytes.Equal(got, before) {
-			t.Fatalf("the copy in the state directory: %v\n%s", err, got)
-		}
-	})
-	t.Run("not a record: nothing moved, held, then done", func(t *testing.T) {
-		configPath, r := setup(t)
-		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(old(configPath, removedMarkerName), []byte(`{"cluster_id": "x", "reason": "mine"}`), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, done, err := r.Upgrade(configPath)
-		if done || err == nil || !strings.Contains(err.Error(), "is not a removed marker") || !strings.Contains(err.Error(), "nothing copied") {
-			t.Fatalf("done %v, err %v; want held, naming the file", done, err)
-		}
-		if _, err := os.Stat(old(configPath, removedMarkerName)); err != nil {
-			t.Fatalf("the file that is not a record: %v", err)
-		}
-		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("upgrade recorded: %v", err)
-		}
-		if err := os.Remove(old(configPath, removedMarkerName)); err != nil {
-			t.Fatal(err)
-		}
-		if _, done, err := r.Upgrade(configPath); !done || err != nil {
-			t.Fatalf("once repaired: done %v, err %v", done, err)
-		}
-		if m, ok, err := ReadFormedMarker(r.FormedMarkerFile()); !ok || err != nil || !m.Joined {
-			t.Fatalf("formed marker copied: %+v %v %v", m, ok, err)
-		}
-	})
-	t.Run("a copy cut short before its mark is finished", func(t *testing.T) {
-		configPath, r := setup(t)
-		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
-			t.Fatal(err)
-		}
-		data, _ := os.ReadFile(old(configPath, formedMarkerName))
-		if err := config.WriteFileAtomic(r.FormedMarkerFile(), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, done, err := r.Upgrade(configPath); !done || err != nil {
-			t.Fatalf("done %v, err %v", done, err)
-		}
-		if _, err := os.Stat(filepath.Join(r.Dir, recordsUpgradeName)); err != nil {
-			t.Fatalf("upgrade not recorded: %v", err)
-		}
-	})
-	t.Run("the state directory's own record wins", func(t *testing.T) {
-		configPath, r := setup(t)
-		if err := MarkFormed(old(configPath, formedMarkerName), FormedMarker{ClusterID: "old-cluster", NodeName: v.NodeName, Joined: true}); err != nil {
-			t.Fatal(err)
-		}
-		if err := MarkFormed(r.FormedMarkerFile(), formed); err != nil {
-			t.Fatal(err)
-		}
-		notes, done, err := r.Upgrade(configPath)
-		if !done || err != nil || len(notes) != 1 || !strings.Contains(notes[0], "left where it is") {
-			t.Fatalf("done %v, err %v, notes %q", done, err, notes)
-		}
-		if m, _, _ := ReadFormedMarker(r.FormedMarkerFile()); m.ClusterID != v.ClusterID {
-			t.Fatalf("the state directory's marker replaced: %+v", m)
-		}
-		if _, err := os.Stat(old(configPath, formedMarkerName)); err != nil {
-			t.Fatalf("the old marker: %v, want left alone", err)
-		}
-	})
-	t.Run("once done, the old place is not read again", func(t *testing.T) {
-		configPath, r := setup(t)
-		if _, done, err := r.Upgrade(configPath); !done || err != nil {
-			t.Fatalf("done %v, err %v", done, err)
-		}
-		if err := MarkFormed(old(configPath, formedMarkerName), formed); err != nil {
-			t.Fatal(err)
-		}
-		if notes, done, err := r.Upgrade(configPath); !done || err != nil || len(notes) > 0 {
-			t.Fatalf("done %v, err %v, notes %q", done, err, notes)
-		}
-		if _, ok, _ := ReadFormedMarker(r.FormedMarkerFile()); ok {
-			t.Fatal("a marker put beside the config after the upgrade was moved")
-		}
-	})
-}
-
-// The state directory is the agent's alone: created 0700, refused when
-// others may write it or when it is the config's own directory.
-func TestRecordsPrepare(t *testing.T) {
-	dir := t.TempDir()
-	configPath := filepath.Join(dir, "cluster.json")
-	r := Records{Dir: filepath.Join(dir, "var", "lib", "sitecon")}
-	if err := r.Prepare(configPath); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := os.Stat(r.Dir); err != nil || st.Mode().Perm() != 0o700 {
-		t.Fatalf("state directory %v, %v; want mode 0700", st, err)
-	}
-	if err := os.Chmod(r.Dir, 0o770); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Prepare(configPath); err == nil || !strings.Contains(err.Error(), "may be written by others") {
-		t.Errorf("a group-writable state directory: %v", err)
-	}
-	if err := (Records{Dir: dir}).Prepare(configPath); err == nil || !strings.Contains(err.Error(), "the cluster config's own directory") {
-		t.Errorf("the config's directory as the state directory: %v", err)
-	}
-	if err := (Records{}).Prepare(configPath); err == nil || !strings.Contains(err.Error(), "--state-dir") {
-		t.Errorf("no state directory: %v", err)
 	}
 }
 
@@ -449,7 +271,7 @@ func TestRecordsPrepare(t *testing.T) {
 func TestAgentHoldsOnAStateDirectoryOthersMayWrite(t *testing.T) {
 	dir := t.TempDir()
 	configPath := filepath.Join(dir, "cluster.json")
-	writeTestConfig(t, configPath)
+	agenttest.WriteConfig(t, configPath)
 	state := filepath.Join(t.TempDir(), "state")
 	if err := os.Mkdir(state, 0o700); err != nil {
 		t.Fatal(err)
@@ -491,7 +313,7 @@ func TestRecordsPrepareRefusesAStateDirectoryInMemory(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 			configPath := filepath.Join(t.TempDir(), "cluster.json")
-			for _, r := range []Records{{Dir: mnt}, {Dir: filepath.Join(mnt, "sitecon")}} {
+			for _, r := range []formation.Records{{Dir: mnt}, {Dir: filepath.Join(mnt, "sitecon")}} {
 				err := r.Prepare(configPath)
 				if err == nil || !strings.Contains(err.Error(), "in memory") || !strings.Contains(err.Error(), "reboot") {
 					t.Errorf("state directory %s on %s: %v, want refused", r.Dir, fstype, err)
@@ -501,7 +323,7 @@ func TestRecordsPrepareRefusesAStateDirectoryInMemory(t *testing.T) {
 				t.Errorf("the refused state directory was made: %v", err)
 			}
 			var log lockedBuffer
-			writeTestConfig(t, configPath)
+			agenttest.WriteConfig(t, configPath)
 			a, _ := runRecordsAgent(t, configPath, mnt, &log)
 			waitAgent(t, a, &log, "holds on a state directory in memory", func(st State) bool {
 				return st.Phase == PhaseError && strings.Contains(st.LastError, "in memory") && st.Node == ""

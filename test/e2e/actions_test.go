@@ -28,9 +28,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -450,8 +451,8 @@ func TestSeedChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: site.NodePrefix(),
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: site.NodePrefix(),
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,12 +488,12 @@ func TestSeedChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		paths := agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
-		if err := agent.RenderK3s(v, paths, false).Write(); err != nil {
+		paths := k3s.Paths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: filepath.Join(dir, "k3s-data")}
+		if err := k3s.Render(v, paths, false).Write(); err != nil {
 			t.Fatal(err)
 		}
 		record := deviceRecords(nf.ConfigPath).SeedRecordFile()
-		f := &agent.SeedFollower{Config: v, Paths: paths, RecordPath: record}
+		f := &formation.SeedFollower{Config: v, Paths: paths, RecordPath: record}
 		go f.Run(ctx, snap)
 		files = append(files, rendered{v.NodeName, paths.ConfigFile, record, v})
 	}
@@ -530,11 +531,11 @@ func TestSeedChange(t *testing.T) {
 	// Each node keeps the change on its disk: a restart with the cluster
 	// out of reach (the old seed dead) still joins through node-b.
 	for _, r := range files {
-		rec, ok, err := agent.ReadSeedRecord(r.record)
+		rec, ok, err := formation.ReadSeedRecord(r.record)
 		if err != nil || !ok || rec.JoinServerIP != siteAddr(site, 2) || rec.ConfigJoinIP != siteAddr(site, 1) || rec.ClusterID != r.v.ClusterID {
 			t.Fatalf("%s's seed record = %+v (present %v, %v)", r.node, rec, ok, err)
 		}
-		restarted, applied, _ := agent.ApplySeedRecord(r.v, rec)
+		restarted, applied, _ := formation.ApplySeedRecord(r.v, rec)
 		if !applied || restarted.JoinIP.String() != siteAddr(site, 2) || restarted.IsSeed != (r.node == "node-b") {
 			t.Fatalf("%s after a restart joins through %s (seed=%v)", r.node, restarted.JoinIP, restarted.IsSeed)
 		}
@@ -544,10 +545,10 @@ func TestSeedChange(t *testing.T) {
 		t.Fatalf("seed node-a: %v\n%s", err, out)
 	}
 	for _, r := range files {
-		until(t, 15*time.Second, r.node+" drops its seed record once the seed is back to the config's", func() (agent.SeedRecord, bool) {
-			rec, ok, _ := agent.ReadSeedRecord(r.record)
+		until(t, 15*time.Second, r.node+" drops its seed record once the seed is back to the config's", func() (formation.SeedRecord, bool) {
+			rec, ok, _ := formation.ReadSeedRecord(r.record)
 			return rec, !ok
-		}, func(rec agent.SeedRecord) string { return fmt.Sprintf("the record kept: %+v", rec) })
+		}, func(rec formation.SeedRecord) string { return fmt.Sprintf("the record kept: %+v", rec) })
 	}
 }
 
@@ -723,11 +724,11 @@ func TestReplaceNode(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-old", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node-old still there: %v", err)
 	}
-	line, err := agent.BundleFromText(out)
+	line, err := formation.BundleFromText(out)
 	if err != nil {
 		t.Fatalf("no join bundle in:\n%s\n%v", out, err)
 	}
-	bundle, err := agent.DecodeBundle(line)
+	bundle, err := formation.DecodeBundle(line)
 	if err != nil {
 		t.Fatalf("no usable join bundle in:\n%s\n%v", out, err)
 	}
@@ -923,8 +924,8 @@ func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
 // cluster ID, its addresses), as the device holds it, and returns its path.
 func siteConfig(t *testing.T, site *sitebox.TestSite, node string) string {
 	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: site.ClusterName, Interface: "eth1", Prefix: site.NodePrefix(),
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: site.ClusterName, Interface: "eth1", Prefix: site.NodePrefix(),
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -995,8 +996,8 @@ func TestRemoveOrReplaceOfTheSeedRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node add: %v\n%s", err, out)
 	}
-	line, _ := agent.BundleFromText(out)
-	bundle, err := agent.DecodeBundle(line)
+	line, _ := formation.BundleFromText(out)
+	bundle, err := formation.DecodeBundle(line)
 	if err != nil || bundle.JoinServerIP != siteAddr(site, 2) || !bundle.ExistingCluster {
 		t.Fatalf("the bundle must join through the seed in effect (node-b, %s) as an existing cluster: %+v, %v\n%s", siteAddr(site, 2), bundle, err, out)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 )
@@ -31,9 +32,9 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	standin := buildStandin(t)
 	host := netns.NewLAN(t, "a")[0]
 	const lateIface = "late0"
-	plan, err := agent.Plan(agent.FormRequest{
+	plan, err := formation.Plan(formation.FormRequest{
 		ClusterName: "site1", Interface: lateIface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -144,11 +145,11 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	// note about another cluster's request, put in its state directory at
 	// the same time, shows it polled since.
 	records := deviceRecords(configPath)
-	forged := agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "intruder"}
-	if err := agent.WriteLeaveRequest(filepath.Join(filepath.Dir(configPath), "leave.json"), forged); err != nil {
+	forged := formation.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "intruder"}
+	if err := formation.WriteLeaveRequest(filepath.Join(filepath.Dir(configPath), "leave.json"), forged); err != nil {
 		t.Fatal(err)
 	}
-	if err := agent.WriteLeaveRequest(records.LeaveRequestFile(), agent.LeaveRequest{ClusterID: "2b1c3d4e-5f60-4a7f-8e9a-55aa7f3e2a10",
+	if err := formation.WriteLeaveRequest(records.LeaveRequestFile(), formation.LeaveRequest{ClusterID: "2b1c3d4e-5f60-4a7f-8e9a-55aa7f3e2a10",
 		NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "another cluster's technician"}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 	// A leave request (sitecon agent leave) takes the node out at once,
 	// the config still there; removed, the node comes back from its config.
 	request := records.LeaveRequestFile()
-	if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
+	if err := formation.WriteLeaveRequest(request, formation.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
 		t.Fatal(err)
 	}
 	st = waitState(t, n, 10*time.Second, "left on request", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })

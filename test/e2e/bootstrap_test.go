@@ -20,7 +20,10 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
@@ -63,9 +66,9 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		t.Cleanup(func() { _ = setServerRoles(context.Background(), cs, n, true) })
 	}
 
-	plan, err := agent.Plan(agent.FormRequest{
+	plan, err := formation.Plan(formation.FormRequest{
 		ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +77,9 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	putClusterRecordAside(t, cs)
 	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
 	// node-d belongs to another cluster whose seed would be at the same address.
-	foreign, err := agent.Plan(agent.FormRequest{
+	foreign, err := formation.Plan(formation.FormRequest{
 		ClusterName: "other", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-x"}, {Name: "node-y"}, {Name: "node-z"}, {Name: "node-d"}},
+		Nodes: []formation.FormNode{{Name: "node-x"}, {Name: "node-y"}, {Name: "node-z"}, {Name: "node-d"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +99,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 
 	// The seed starts its k3s at once, in the seed role.
 	waitState(t, seed, 20*time.Second, "seed starts k3s", func(st agent.State) bool {
-		return st.Role == agent.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
+		return st.Role == k3s.RoleSeed && st.K3sStarts > 0 && st.ClusterIPReady
 	})
 	// The stand-in records its start as its first act; wait for the record.
 	if got := seed.waitK3sStarted(t); len(got) != 1 {
@@ -175,7 +178,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	// The joined servers got the server CA's key with k3s's bootstrap data,
 	// as every k3s server holds it; with it they sign membership answers,
 	// which only servers may give.
-	seedCAKey, err := os.ReadFile(agent.ServerCAKeyFile(seed.opts.K3sPaths))
+	seedCAKey, err := os.ReadFile(statusserver.ServerCAKeyFile(seed.opts.K3sPaths))
 	if err != nil {
 		t.Fatalf("the seed's k3s made no server CA key: %v", err)
 	}
@@ -185,20 +188,20 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	}
 	for i, j := range joiners {
 		until(t, 10*time.Second, j.host.Name+" holds the server CA key", func() ([]byte, bool) {
-			got, _ := os.ReadFile(agent.ServerCAKeyFile(j.opts.K3sPaths))
+			got, _ := os.ReadFile(statusserver.ServerCAKeyFile(j.opts.K3sPaths))
 			return got, bytes.Equal(got, seedCAKey)
 		}, func(got []byte) string { return fmt.Sprintf("%d bytes, not the seed's", len(got)) })
-		ask := agent.MembershipQuery{Key: membershipKey, Node: plan.Nodes[i+1].NodeName, UUID: plan.Nodes[i+1].NodeUUID, Dial: seed.host.DialContext}
+		ask := statusserver.MembershipQuery{Key: membershipKey, Node: plan.Nodes[i+1].NodeName, UUID: plan.Nodes[i+1].NodeUUID, Dial: seed.host.DialContext}
 		addr := netip.AddrPortFrom(netip.MustParseAddr(fmt.Sprintf("10.244.244.%d", i+2)), config.StatusPort)
-		until(t, 10*time.Second, j.host.Name+" signs a membership answer", func() ([]agent.PeerAnswer, bool) {
+		until(t, 10*time.Second, j.host.Name+" signs a membership answer", func() ([]statusserver.PeerAnswer, bool) {
 			answers := ask.Ask(ctx, []netip.AddrPort{addr})
 			return answers, len(answers) == 1 && answers[0].Answer != nil
-		}, func(answers []agent.PeerAnswer) string { return fmt.Sprintf("answers %+v", answers) })
+		}, func(answers []statusserver.PeerAnswer) string { return fmt.Sprintf("answers %+v", answers) })
 	}
 
 	// The agent's state on its socket says the same.
 	st, err := localapi.Get[agent.State](ctx, joiners[0].socket, localapi.PathAgent)
-	if err != nil || st.Phase != agent.PhaseJoined || st.Role != agent.RoleServer || st.ClusterIP != "10.244.244.2" {
+	if err != nil || st.Phase != agent.PhaseJoined || st.Role != k3s.RoleServer || st.ClusterIP != "10.244.244.2" {
 		t.Errorf("socket state = %+v, %v", st, err)
 	}
 	membersProveLife(t, seed, plan, agents)
@@ -305,13 +308,13 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 
 	// Host a: the seed of a cluster of its own prefix, with its marker and
 	// no k3s data.
-	lone, err := agent.Plan(agent.FormRequest{ClusterName: "lone", Interface: netns.Interface, Prefix: "10.244.245.0/28",
-		Nodes: []agent.FormNode{{Name: "node-m"}, {Name: "node-n"}, {Name: "node-o"}}})
+	lone, err := formation.Plan(formation.FormRequest{ClusterName: "lone", Interface: netns.Interface, Prefix: "10.244.245.0/28",
+		Nodes: []formation.FormNode{{Name: "node-m"}, {Name: "node-n"}, {Name: "node-o"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	marked := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], lone.Nodes[0], func(configPath string) {
-		if err := agent.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), agent.FormedMarker{ClusterID: lone.ClusterID,
+		if err := formation.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), formation.FormedMarker{ClusterID: lone.ClusterID,
 			NodeName: "node-m", How: "initialised the cluster"}); err != nil {
 			t.Fatal(err)
 		}
@@ -320,13 +323,13 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 	// Hosts b and c: node-b is a live member of site1 (sitebox's node-b is
 	// a control-plane + etcd Node, so its /status names the cluster); c is
 	// a fresh device given the seed's (node-a's) config.
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	member := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
-	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
+	probe := formation.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
 	memberIP := netip.MustParseAddr("10.244.244.2")
 	until(t, 30*time.Second, "node-b's /status names its cluster", func() (netip.Addr, bool) {
 		found := probe.Find(ctx, []netip.Addr{memberIP})
@@ -356,7 +359,7 @@ func TestBootstrapNeverInitialisesTwice(t *testing.T) {
 	}
 	// The fresh device remembers the member it saw: a reboot of that
 	// member must not open the door to a second cluster.
-	m, ok, err := agent.ReadFormedMarker(deviceRecords(fresh.config).FormedMarkerFile())
+	m, ok, err := formation.ReadFormedMarker(deviceRecords(fresh.config).FormedMarkerFile())
 	if err != nil || !ok || m.ClusterID != plan.ClusterID || !strings.Contains(m.How, "10.244.244.2") {
 		t.Errorf("the fresh device's marker = %+v (present %v, %v)", m, ok, err)
 	}

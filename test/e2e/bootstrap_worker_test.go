@@ -16,6 +16,8 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -59,9 +61,9 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 	t.Setenv("K3SSTANDIN_CONTROLLER_KUBECONFIG", site.K3sControllerKubeconfig())
 	t.Setenv("K3SSTANDIN_NODE_IDENTITIES", site.NodeDataDirs())
 	hosts := netns.NewLAN(t, "a", "c")
-	plan, err := agent.Plan(agent.FormRequest{
+	plan, err := formation.Plan(formation.FormRequest{
 		ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c", Worker: true}},
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c", Worker: true}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +77,10 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 
 	waitState(t, seed, 30*time.Second, "seed joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
 	st := waitState(t, worker, 40*time.Second, "worker joined", func(st agent.State) bool { return st.Phase == agent.PhaseJoined })
-	if st.Role != agent.RoleAgent {
+	if st.Role != k3s.RoleAgent {
 		t.Fatalf("node-c runs as %s, want a worker (agent)", st.Role)
 	}
-	if _, err := os.Stat(agent.NodeKubeconfig(agent.K3sPaths{DataDir: worker.dataDir})); err != nil {
+	if _, err := os.Stat(k3s.NodeKubeconfig(k3s.Paths{DataDir: worker.dataDir})); err != nil {
 		t.Fatalf("the worker joined without the node kubeconfig k3s writes: %v", err)
 	}
 	// The cluster work runs on the worker: it follows the election, which

@@ -18,8 +18,8 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -296,7 +296,7 @@ func TestConsoleReplaceNode(t *testing.T) {
 	if j := strings.Index(token, "done:"); j > 0 {
 		token = token[:j]
 	}
-	bundle, err := agent.DecodeBundle(token)
+	bundle, err := formation.DecodeBundle(token)
 	if err != nil {
 		t.Fatalf("the bundle on screen does not decode (%v):\n%s", err, s)
 	}

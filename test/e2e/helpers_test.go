@@ -37,6 +37,8 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
@@ -199,8 +201,8 @@ func siteAddr(site *sitebox.TestSite, host int) string {
 // site's three nodes) and returns the cluster's ID and the config's path.
 func formedConfig(t *testing.T, site *sitebox.TestSite) (clusterID, path string) {
 	t.Helper()
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: site.NodePrefix(),
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: site.NodePrefix(),
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1019,8 +1021,8 @@ func waitState(t *testing.T, n *nodeAgent, within time.Duration, what string, co
 
 // deviceRecords are the agent's records of the test device whose config
 // is at configPath (its state directory: never the machine's own).
-func deviceRecords(configPath string) agent.Records {
-	return agent.Records{Dir: filepath.Join(filepath.Dir(configPath), "state")}
+func deviceRecords(configPath string) formation.Records {
+	return formation.Records{Dir: filepath.Join(filepath.Dir(configPath), "state")}
 }
 
 // startNodeAgent writes bundle's files for host h (after prepare, if set,
@@ -1028,7 +1030,7 @@ func deviceRecords(configPath string) agent.Records {
 // with the k3s stand-in, reaching the cluster through kubeconfig, at the
 // tests' short timings (tune changes them), until ctx ends.
 func startNodeAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, kubeconfig, standin string, h *netns.Host,
-	bundle agent.JoinBundle, prepare func(configPath string), tune func(*agent.Options)) *nodeAgent {
+	bundle formation.JoinBundle, prepare func(configPath string), tune func(*agent.Options)) *nodeAgent {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := bundle.Files(dir, "")
@@ -1050,7 +1052,7 @@ func startNodeAgent(t *testing.T, ctx context.Context, wg *sync.WaitGroup, kubec
 		ConfigPath: files.ConfigPath,
 		StateDir:   deviceRecords(files.ConfigPath).Dir,
 		K3sBin:     standin,
-		K3sPaths:   agent.K3sPaths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
+		K3sPaths:   k3s.Paths{ConfigFile: filepath.Join(dir, "k3s", "config.yaml"), DataDir: n.dataDir},
 		K3sLogFile: filepath.Join(dir, "k3s.log"),
 		Workloads:  n.workloads,
 		SocketPath: filepath.Join(dir, "agent.sock"),

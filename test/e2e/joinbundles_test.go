@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -22,7 +22,7 @@ import (
 func TestJoinBundlesRemovedOnceJoined(t *testing.T) {
 	site := sitebox.Shared(t)
 	dir := filepath.Join(t.TempDir(), "join-bundles")
-	if _, err := agent.SaveJoinBundles(dir, map[string]string{"node-b": "b\n", "node-c": "c\n", "node-z": "z\n"}); err != nil {
+	if _, err := formation.SaveJoinBundles(dir, map[string]string{"node-b": "b\n", "node-c": "c\n", "node-z": "z\n"}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := kube.NewSnapshot(site.Config, nil, kube.WithoutEvents())
@@ -35,7 +35,7 @@ func TestJoinBundlesRemovedOnceJoined(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		agent.RemoveBundlesOnceJoined(ctx, snap, dir, slog.New(slog.DiscardHandler))
+		formation.RemoveBundlesOnceJoined(ctx, snap, dir, slog.New(slog.DiscardHandler))
 	}()
 	gone := func(node string) bool {
 		_, err := os.Lstat(filepath.Join(dir, node+".bundle"))

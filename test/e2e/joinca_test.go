@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -29,8 +30,8 @@ func TestBootstrapJoinerRefusesAnImpostorSeed(t *testing.T) {
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "imp", "b")
 	impostor := hosts[0]
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +96,8 @@ func TestMemberWithoutItsCAVerifiesTheSeed(t *testing.T) {
 	defer cancel()
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "imp", "b")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -77,8 +77,8 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	if names := etcdMemberNames(t, memberA.ClientURL()); slices.ContainsFunc(names, func(s string) bool { return strings.HasPrefix(s, "node-c") }) || len(names) != 2 {
 		t.Errorf("etcd members after node-c left: %v", names)
 	}
-	req, ok, err := agent.ReadLeaveRequest(request)
+	req, ok, err := formation.ReadLeaveRequest(request)
 	if err != nil || !ok || req.NodeName != "node-c" {
 		t.Errorf("leave request %+v ok=%v err=%v", req, ok, err)
 	}
@@ -218,8 +218,8 @@ func TestAgentLeaveRefusedForTheLastCopy(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	singleReplicaVolume(t, site, "vol-only-c", "node-c")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "sitebox-test", Interface: "eth1", Prefix: "10.244.244.0/24",
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

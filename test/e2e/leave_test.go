@@ -16,6 +16,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/test/netns"
 )
 
@@ -81,9 +82,9 @@ func TestLeaveStopsTheNodesWorkloads(t *testing.T) {
 	defer cancel()
 	standin := buildStandin(t)
 	host := netns.NewLAN(t, "a")[0]
-	plan, err := agent.Plan(agent.FormRequest{
+	plan, err := formation.Plan(formation.FormRequest{
 		ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func TestLeaveStopsTheNodesWorkloads(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(rootfs, unix.MNT_DETACH) })
 
 	request := deviceRecords(n.config).LeaveRequestFile()
-	if err := agent.WriteLeaveRequest(request, agent.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
+	if err := formation.WriteLeaveRequest(request, formation.LeaveRequest{ClusterID: plan.ClusterID, NodeName: plan.Nodes[0].NodeName, At: time.Now(), By: "e2e"}); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, n, 15*time.Second, "left on request", func(st agent.State) bool { return st.Phase == agent.PhaseLeft && !st.ClusterIPReady })

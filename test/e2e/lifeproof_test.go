@@ -13,9 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -160,7 +160,7 @@ func TestFailoverHeldWhileTheLostHostIsUp(t *testing.T) {
 // its cluster address to a guard on another member (from's namespace, the
 // cluster's key from its formation plan); an agent of another cluster at
 // its own address is someone else.
-func membersProveLife(t *testing.T, from *nodeAgent, plan *agent.FormPlan, members []*nodeAgent) {
+func membersProveLife(t *testing.T, from *nodeAgent, plan *formation.FormPlan, members []*nodeAgent) {
 	t.Helper()
 	key, err := config.NewLifeKey(plan.ClusterID, plan.Token)
 	if err != nil {

@@ -28,6 +28,8 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
@@ -47,7 +49,7 @@ func hasBeenMember(t *testing.T, clusterID, node string, etcdData bool) func(con
 				t.Fatal(err)
 			}
 		}
-		if err := agent.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), agent.FormedMarker{ClusterID: clusterID, NodeName: node,
+		if err := formation.MarkFormed(deviceRecords(configPath).FormedMarkerFile(), formation.FormedMarker{ClusterID: clusterID, NodeName: node,
 			How: "joined the cluster", Joined: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -94,8 +96,8 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 	defer cancel()
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "a", "b", "c")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 		st := waitState(t, m, 20*time.Second, "k3s started without the seed", func(st agent.State) bool {
 			return st.K3sStarts > 0
 		})
-		if st.Role != agent.RoleServer {
+		if st.Role != k3s.RoleServer {
 			t.Errorf("%s role %s, want server", m.host.Name, st.Role)
 		}
 		m.waitK3sStarted(t)
@@ -136,7 +138,7 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 
 	// A member's /status names the cluster from its durable record (asked
 	// from node-c, which has its cluster address).
-	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[2].DialContext}
+	probe := formation.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[2].DialContext}
 	memberIP := netip.MustParseAddr("10.244.244.2")
 	until(t, 20*time.Second, "node-b's /status names its cluster with the API down", func() (netip.Addr, bool) {
 		found := probe.Find(ctx, []netip.Addr{memberIP})
@@ -341,8 +343,8 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 	defer cancel()
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "u")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-u"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-u"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +359,7 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 		// seed first: TestMemberWithoutItsCAVerifiesTheSeed).
 		keepsClusterCA(t, configPath)
 		oldMarker = filepath.Join(filepath.Dir(configPath), "formed.json")
-		if err := agent.MarkFormed(oldMarker, agent.FormedMarker{ClusterID: plan.ClusterID, NodeName: "node-u",
+		if err := formation.MarkFormed(oldMarker, formation.FormedMarker{ClusterID: plan.ClusterID, NodeName: "node-u",
 			How: "joined the cluster", Joined: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +373,7 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 	if _, err := os.Stat(oldMarker); err != nil {
 		t.Errorf("the old marker beside the config: %v, want it left for a rollback to the previous release", err)
 	}
-	m, ok, err := agent.ReadFormedMarker(deviceRecords(n.config).FormedMarkerFile())
+	m, ok, err := formation.ReadFormedMarker(deviceRecords(n.config).FormedMarkerFile())
 	if !ok || err != nil || !m.Joined || m.NodeName != "node-u" {
 		t.Errorf("the marker in the state directory: %+v ok=%v err=%v", m, ok, err)
 	}
@@ -389,8 +391,8 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 	cs := clientset(t, site)
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "q", "r")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +434,7 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 	removed.waitK3sStarted(t)
 	// The agent has seen its own Node: /status names the cluster live (a
 	// node without etcd data has no durable answer).
-	probe := agent.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
+	probe := formation.MemberProbe{ClusterID: plan.ClusterID, Dial: hosts[1].DialContext}
 	until(t, 20*time.Second, "node-r answers /status as a member", func() (netip.Addr, bool) {
 		found := probe.Find(ctx, []netip.Addr{netip.MustParseAddr("10.244.244.2")})
 		return found, found.IsValid()
@@ -489,8 +491,8 @@ func TestMemberWaitsForItsLinkAtPowerOn(t *testing.T) {
 	defer cancel()
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "b")
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []agent.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func readPIDFile(path string) int {
 
 // Issue 19 §1: sitebox's bootstrap mode. Each node's agent runs without
 // --no-bootstrap, in a network namespace sitebox made for the node, with
-// its own cluster config (agent.Plan), its own cluster address and /status,
+// its own cluster config (formation.Plan), its own cluster address and /status,
 // and the k3s stand-in as its k3s; the stand-in brings up the node's etcd
 // member (its data kept across restarts) and its API endpoint. First boot:
 // the seed initialises, the joiners wait for its /status. Then the whole

@@ -30,6 +30,8 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
@@ -84,8 +86,8 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 			site := sitebox.Shared(t)
 			cs := clientset(t, site)
 			hosts := netns.NewLAN(t, "q", "r", "s", "n")
-			plan, err := agent.Plan(agent.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-				Nodes: []agent.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
+			plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
+				Nodes: []formation.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,16 +161,16 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ask := agent.MembershipQuery{Key: key, Node: "node-r", UUID: plan.Nodes[1].NodeUUID, Dial: hosts[1].DialContext}
+				ask := statusserver.MembershipQuery{Key: key, Node: "node-r", UUID: plan.Nodes[1].NodeUUID, Dial: hosts[1].DialContext}
 				for _, ip := range []string{"10.244.244.2", "10.244.244.3"} {
-					until(t, 30*time.Second, ip+" judges memberships", func() ([]agent.PeerAnswer, bool) {
+					until(t, 30*time.Second, ip+" judges memberships", func() ([]statusserver.PeerAnswer, bool) {
 						answers := ask.Ask(ctx, []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr(ip), 12346)})
 						if c.peersWithoutCAKey {
 							// Up, and refusing to sign: only servers may.
 							return answers, len(answers) == 1 && answers[0].Err != nil && strings.Contains(answers[0].Err.Error(), "answered 503")
 						}
 						return answers, len(answers) == 1 && answers[0].Answer != nil && answers[0].Answer.Verdict == config.VerdictMember
-					}, func(answers []agent.PeerAnswer) string {
+					}, func(answers []statusserver.PeerAnswer) string {
 						return fmt.Sprintf("answers %+v; node-r %+v; node-s %+v", answers, peers[0].agent.State(), peers[1].agent.State())
 					})
 				}
@@ -220,9 +222,9 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 					t.Errorf("node-q's log does not say it cannot check a removal")
 				}
 				took := starts[0].Sub(on)
-				t.Logf("%s: k3s started %s after power-on (the question's bound: %s)", c.name, took.Round(10*time.Millisecond), agent.DefaultMembershipTimeout)
-				if took > agent.DefaultMembershipTimeout+2*time.Second {
-					t.Errorf("k3s started %s after power-on: the question held it past its bound %s", took, agent.DefaultMembershipTimeout)
+				t.Logf("%s: k3s started %s after power-on (the question's bound: %s)", c.name, took.Round(10*time.Millisecond), statusserver.DefaultMembershipTimeout)
+				if took > statusserver.DefaultMembershipTimeout+2*time.Second {
+					t.Errorf("k3s started %s after power-on: the question held it past its bound %s", took, statusserver.DefaultMembershipTimeout)
 				}
 				return
 			}

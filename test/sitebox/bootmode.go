@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/test/k3sstandin/sitemode"
 )
 
@@ -23,7 +23,7 @@ import (
 // agent bootstraps for real, as on a device. It runs without --no-bootstrap
 // in a network namespace sitebox made for the node (its cluster address
 // and firewall table go there, never on the machine's own interfaces),
-// with its own cluster config from agent.Plan, its own cluster address and
+// with its own cluster config from formation.Plan, its own cluster address and
 // /status, and the k3s stand-in (test/k3sstandin) as its k3s. The stand-in
 // runs the node's etcd member, sitebox's, from the command sitebox saved in
 // DIR/run/etcd-NODE.cmd and with its data kept across restarts, and serves
@@ -114,11 +114,11 @@ func checkBootstrapHost() error {
 // cluster id and token taken from it, each node's address its cluster
 // address (the agents' failover guard probes it, inside the namespaces).
 func (s *Site) planBootstrap() error {
-	var nodes []agent.FormNode
+	var nodes []formation.FormNode
 	for i, n := range s.Nodes {
-		nodes = append(nodes, agent.FormNode{Name: n.Name, UUID: n.UUID, Worker: i >= EtcdMembers})
+		nodes = append(nodes, formation.FormNode{Name: n.Name, UUID: n.UUID, Worker: i >= EtcdMembers})
 	}
-	plan, err := agent.Plan(agent.FormRequest{ClusterName: s.ClusterName, Interface: clusterInterface, Prefix: bootPrefix(len(nodes)), Nodes: nodes})
+	plan, err := formation.Plan(formation.FormRequest{ClusterName: s.ClusterName, Interface: clusterInterface, Prefix: bootPrefix(len(nodes)), Nodes: nodes})
 	if err != nil {
 		return fmt.Errorf("form the site's cluster: %w", err)
 	}

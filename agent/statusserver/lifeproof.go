@@ -1,0 +1,21 @@
+package statusserver
+
+import (
+	"net/http"
+
+	"github.com/sitecon/sitecon/agent/config"
+)
+
+// The agent's part of the proof of life (config.LifeKey): it answers the
+// failover guard's challenges on its cluster address, beside /status, and
+// gives its own guard the key to check the other nodes' answers with.
+
+// WithLifeProof serves the proof of life at config.LifeProofPath beside the
+// /status server's own routes, which answer as before (joiners and older
+// agents read GET /status).
+func WithLifeProof(status http.Handler, key config.LifeKey, node string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(config.LifeProofPath, config.LifeProofHandler(key, node))
+	mux.Handle("/", status)
+	return mux
+}
