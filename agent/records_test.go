@@ -15,6 +15,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/internal/agenttest"
+	"github.com/sitecon/sitecon/test/syncbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,29 +33,11 @@ const (
 // host's network: the bring-up gets that far, and no farther.
 var errNoHostNetwork = errors.New("no host network in this test")
 
-// lockedBuffer is a log sink the agent writes from its goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runRecordsAgent runs a device's agent on the config at configPath, its
 // records in stateDir, until the test ends or stop is called: its host
 // network refuses everything, so a bring-up that is not held stops at the
 // cluster address.
-func runRecordsAgent(t *testing.T, configPath, stateDir string, log *lockedBuffer) (a *Agent, stop func()) {
+func runRecordsAgent(t *testing.T, configPath, stateDir string, log *syncbuf.Buffer) (a *Agent, stop func()) {
 	t.Helper()
 	a = New(Options{ConfigPath: configPath, StateDir: stateDir, Env: agenttest.Env(agenttest.GoodToken),
 		InNetNS:            func(func() error) error { return errNoHostNetwork },
@@ -77,7 +60,7 @@ func runRecordsAgent(t *testing.T, configPath, stateDir string, log *lockedBuffe
 }
 
 // waitAgent waits until the agent's state satisfies cond.
-func waitAgent(t *testing.T, a *Agent, log *lockedBuffer, what string, cond func(State) bool) State {
+func waitAgent(t *testing.T, a *Agent, log *syncbuf.Buffer, what string, cond func(State) bool) State {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -94,7 +77,7 @@ func waitAgent(t *testing.T, a *Agent, log *lockedBuffer, what string, cond func
 
 // reachedAddress waits until the agent's bring-up has gone past every
 // record and reached the cluster address.
-func reachedAddress(t *testing.T, a *Agent, log *lockedBuffer) {
+func reachedAddress(t *testing.T, a *Agent, log *syncbuf.Buffer) {
 	t.Helper()
 	waitAgent(t, a, log, "the bring-up reaches the cluster address", func(st State) bool {
 		return st.Phase == PhaseError && strings.Contains(st.LastError, errNoHostNetwork.Error())
@@ -117,7 +100,7 @@ func TestConfigNamedLikeARecordIsNotReadAsOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			records := formation.Records{Dir: filepath.Join(t.TempDir(), "state")}
-			var log lockedBuffer
+			var log syncbuf.Buffer
 			a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
 			reachedAddress(t, a, &log)
 			stop()
@@ -149,7 +132,7 @@ func TestRecordsPlantedBesideTheConfigAreIgnored(t *testing.T) {
 	configPath := filepath.Join(dir, "cluster.json")
 	agenttest.WriteConfig(t, configPath)
 	records := formation.Records{Dir: filepath.Join(t.TempDir(), "state")}
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
 	reachedAddress(t, a, &log)
 	stop()
@@ -237,7 +220,7 @@ func TestUpgradeMovesTheRecordsFromBesideTheConfig(t *testing.T) {
 				written[name] = data
 			}
 			records := formation.Records{Dir: filepath.Join(t.TempDir(), "state")}
-			var log lockedBuffer
+			var log syncbuf.Buffer
 			a, stop := runRecordsAgent(t, configPath, records.Dir, &log)
 			waitAgent(t, a, &log, "the agent acts on the moved records", tc.held)
 			stop()
@@ -279,7 +262,7 @@ func TestAgentHoldsOnAStateDirectoryOthersMayWrite(t *testing.T) {
 	if err := os.Chmod(state, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	a, _ := runRecordsAgent(t, configPath, state, &log)
 	st := waitAgent(t, a, &log, "holds on the state directory", func(st State) bool {
 		return st.Phase == PhaseError && strings.Contains(st.LastError, "may be written by others")
@@ -322,7 +305,7 @@ func TestRecordsPrepareRefusesAStateDirectoryInMemory(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(mnt, "sitecon")); !os.IsNotExist(err) {
 				t.Errorf("the refused state directory was made: %v", err)
 			}
-			var log lockedBuffer
+			var log syncbuf.Buffer
 			agenttest.WriteConfig(t, configPath)
 			a, _ := runRecordsAgent(t, configPath, mnt, &log)
 			waitAgent(t, a, &log, "holds on a state directory in memory", func(st State) bool {

@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,25 +21,8 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/test/syncbuf"
 )
-
-// lockedBuffer collects a subprocess's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Safety rule 5, end to end: a drain held up by a disruption budget has
 // its intent on disk while it runs (the node already cordoned), and the
@@ -94,7 +75,7 @@ func TestDrainIntentAndSIGHUP(t *testing.T) {
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	cmd := exec.Command(sitecon, "drain", node, "--yes", "--timeout", "5m", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir())
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
