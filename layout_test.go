@@ -18,8 +18,9 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety", "netcfg"},
+			"agent/bringup", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
 		// The agent's parts, each below the Agent that wires them.
+		"agent/bringup":      {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/localapi", "agent/workloads", "kube", "netcfg"},
 		"agent/statusserver": {"agent/config", "agent/k3s", "agent/formation", "agent/localapi", "kube"},
 		"agent/configwatch":  {"agent/config", "agent/formation"},
 		"agent/formation":    {"agent/config", "agent/k3s", "agent/localapi", "kube", "privdir"},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/bringup"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/configwatch"
 	"github.com/sitecon/sitecon/agent/formation"
@@ -25,24 +26,23 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
-// Phase is where bootstrap stands.
-type Phase string
+// Phase is where bootstrap stands (the bring-up's phases, and the agent's
+// own: starting, left, no-bootstrap).
+type Phase = bringup.Phase
 
-// Bootstrap phases, in order; PhaseError when the current step keeps failing.
+// Bootstrap phases, in order; PhaseError when the current step keeps
+// failing (package bringup says what each means).
 const (
-	PhaseStarting Phase = "starting"
-	// PhaseWaitingLink: the cluster interface has no carrier (cable out,
-	// switch port down); nothing is probed, taken or asked until it has.
-	PhaseWaitingLink Phase = "waiting-for-link"
-	PhaseConfiguring Phase = "configuring-address"
-	PhaseWaitingSeed Phase = "waiting-for-seed"
-	PhaseStartingK3s Phase = "starting-k3s"
-	PhaseJoined      Phase = "joined"
-	PhaseError       Phase = "error"
-	PhaseLeft        Phase = "left"
-	// PhaseExternal: the agent runs against a cluster it did not form
-	// (--no-bootstrap); only the apps part runs.
-	PhaseExternal Phase = "no-bootstrap"
+	PhaseStarting           = bringup.PhaseStarting
+	PhaseWaitingLink        = bringup.PhaseWaitingLink
+	PhaseConfiguring        = bringup.PhaseConfiguring
+	PhaseWaitingSeed        = bringup.PhaseWaitingSeed
+	PhaseCheckingMembership = bringup.PhaseCheckingMembership
+	PhaseStartingK3s        = bringup.PhaseStartingK3s
+	PhaseJoined             = bringup.PhaseJoined
+	PhaseError              = bringup.PhaseError
+	PhaseLeft               = bringup.PhaseLeft
+	PhaseExternal           = bringup.PhaseExternal
 )
 
 // State is what the agent publishes about bootstrap on its local API.
@@ -140,7 +140,7 @@ type Options struct {
 	MembershipTimeout time.Duration
 	// LinkWait bounds one wait for the cluster interface's carrier before
 	// the address probe and the membership question, retried under the
-	// backoff past it (default DefaultLinkWait; tests shorten it).
+	// backoff past it (default bringup.DefaultLinkWait; tests shorten it).
 	LinkWait time.Duration
 	// Etcd reaches this node's etcd member, to publish etcd's member list
 	// for the drain preflight's quorum (kube.EtcdPublisher); an empty
@@ -154,6 +154,9 @@ type Options struct {
 type Agent struct {
 	opts Options
 	log  *slog.Logger
+
+	// bringUp runs one bring-up per applied config (Run).
+	bringUp *bringup.Runner
 
 	mu      sync.Mutex
 	state   State
@@ -204,7 +207,14 @@ func New(opts Options) *Agent {
 	if opts.Etcd == (kube.EtcdAccess{}) {
 		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
-	return &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir}}
+	a := &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir}}
+	a.bringUp = bringup.New(bringup.Options{
+		Records: a.records(), K3sBin: opts.K3sBin, K3sPaths: opts.K3sPaths, K3sLogFile: opts.K3sLogFile,
+		K3sBackoffMin: opts.K3sBackoffMin, Workloads: opts.Workloads, Kubeconfig: opts.Kubeconfig, Etcd: opts.Etcd,
+		InNetNS: opts.InNetNS, JoinUnverifiedCA: opts.JoinUnverifiedCA, MembershipTimeout: opts.MembershipTimeout,
+		LinkWait: opts.LinkWait, Log: opts.Log,
+	}, bringUpHost{a})
+	return a
 }
 
 // records are the agent's records, in its state directory.
@@ -374,7 +384,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				current.cancel, current.done = cancel, make(chan struct{})
 				go func(done chan struct{}) {
 					defer close(done)
-					a.bringUp(bctx, v)
+					a.bringUp.Run(bctx, v)
 				}(current.done)
 			default:
 				a.mu.Lock()

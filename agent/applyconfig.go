@@ -73,7 +73,7 @@ func (a *Agent) leave(ctx context.Context) bool {
 	a.mu.Lock()
 	a.applied = nil
 	a.mu.Unlock()
-	err = a.dropClusterAddress(applied)
+	err = a.bringUp.DropClusterAddress(applied)
 	a.setPhase(PhaseLeft, err)
 	a.log.Info("left the cluster", "err", err)
 	return true

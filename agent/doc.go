@@ -7,21 +7,18 @@
 // Where things are:
 //   - agent.go: the Agent, its options and the state it publishes; Run.
 //   - applyconfig.go: loading the config, a rejected one, and leaving, as
-//     agent/configwatch decides poll by poll.
-//   - bringup.go: one bring-up of an applied config (address, /status,
-//     k3s config, the seed wait, k3s).
-//   - clusterlink.go: the link to the running cluster (snapshot, the apps
-//     part, the stats leader, the seed follower, join-bundle clean-up).
-//   - initonce.go: the seed in effect for this bring-up, and the rule that
-//     a cluster is initialised once, applied.
-//   - statusserve.go: the keys of the /status server, and the one an agent
-//     run against a cluster it did not form serves.
-//   - removal.go: a node removed from its cluster holds.
-//   - membercheck.go: a server that has been a member asks its peers
-//     before starting k3s, and answers them from its cluster link.
+//     agent/configwatch decides.
+//   - bringuphost.go: the Agent as its bring-ups see it (bringup.Host).
+//   - clusterwork.go: the work that needs the cluster (the stats leader,
+//     etcd's member list, the apps part), and an agent run against a
+//     cluster it did not form (--no-bootstrap).
+//   - statusserve.go: the proof-of-life keys, and the /status server an
+//     agent run against a cluster it did not form serves.
 //   - endpoints.go: what the agent answers on its local socket.
 //
-// The parts it is built from are packages of their own: agent/config (the
+// The parts it is built from are packages of their own: agent/bringup (one
+// bring-up of an applied config, step by step: address, /status, the seed
+// wait, k3s, and its link to the cluster once k3s runs), agent/config (the
 // config file, its validation, the token), agent/k3s (the node's role, k3s's
 // config files, the supervised k3s process), agent/formation (forming and
 // joining a cluster, the seed, join bundles and join info, the node's

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/sitecon/sitecon/agent/bringup"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/agent/statusserver"
@@ -15,11 +16,7 @@ import (
 // refused, no node shown dead) when the config has no token, which
 // validation does not let through.
 func (a *Agent) lifeKey(clusterID string, token config.Secret) config.LifeKey {
-	key, err := config.NewLifeKey(clusterID, token)
-	if err != nil {
-		a.log.Error("no proof of life: lost nodes cannot be shown dead, and this node cannot prove it runs", "err", err)
-	}
-	return key
+	return bringup.LifeKey(clusterID, token, a.log)
 }
 
 // externalLifeKey is the key of --no-bootstrap's --cluster-id and token;

@@ -83,8 +83,9 @@ func TestJoinerWithAFormationTokenRefusesAnImpostorSeed(t *testing.T) {
 }
 
 // seedServers serves, in the seed's namespace, /status and the agent's
-// routes as bringUp does (the CA vouched for with key from the k3s data
-// at paths), and an API server port serving served.
+// routes as a bring-up does (agent/bringup's serveStatus: the CA vouched
+// for with key from the k3s data at paths), and an API server port
+// serving served.
 func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.LifeKey, paths k3s.Paths, served agenttest.CA) {
 	t.Helper()
 	status := WithCAProof(WithLifeProof(Handler(clusterID, func() bool { return true }), key, "node-a"), key, "node-a", paths)

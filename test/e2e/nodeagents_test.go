@@ -54,30 +54,12 @@ type nodeAgent struct {
 	opts agent.Options
 }
 
-// starts reads the stand-in's record of its starts.
+// starts reads the stand-in's record of its starts (standinStarts).
 func (n *nodeAgent) starts(t *testing.T) []time.Time {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(n.dataDir, "standin-starts"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Only whole lines count: the stand-in creates the file and then
-	// writes its line, and a read between the two sees it empty (or a
-	// line cut short).
 	var out []time.Time
-	whole := string(data[:bytes.LastIndexByte(data, '\n')+1])
-	for _, line := range strings.Split(whole, "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		ts, err := time.Parse(time.RFC3339Nano, strings.Fields(line)[0])
-		if err != nil {
-			t.Fatalf("stand-in record %q: %v", line, err)
-		}
-		out = append(out, ts)
+	for _, s := range standinStarts(t, n.dataDir) {
+		out = append(out, s.at)
 	}
 	return out
 }
@@ -94,14 +76,97 @@ func (n *nodeAgent) waitK3sStarted(t *testing.T) []time.Time {
 	})
 }
 
+// standinBuild is the k3s stand-in, built once per test binary beside the
+// sitecon binary under test (removed with it).
+var standinBuild struct {
+	sync.Once
+	bin string
+	err error
+}
+
+// buildStandin is the k3s stand-in's binary, built on the first call.
 func buildStandin(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "k3s")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sitecon/sitecon/test/k3sstandin").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build k3s stand-in: %v\n%s", err, out)
+	standinBuild.Do(func() {
+		bin := filepath.Join(filepath.Dir(sitecon), "k3s")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/sitecon/sitecon/test/k3sstandin").CombinedOutput()
+		if err != nil {
+			standinBuild.err = fmt.Errorf("build k3s stand-in: %v\n%s", err, out)
+			return
+		}
+		standinBuild.bin = bin
+	})
+	if standinBuild.err != nil {
+		t.Fatal(standinBuild.err)
 	}
-	return bin
+	return standinBuild.bin
+}
+
+// standinStart is one line of the k3s stand-in's record of its starts.
+type standinStart struct {
+	at   time.Time
+	line string
+}
+
+// standinStarts reads the record the stand-in keeps in its data dir.
+func standinStarts(t *testing.T, dataDir string) []standinStart {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dataDir, "standin-starts"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []standinStart
+	// Whole lines only: a read may land between the create and the write.
+	for _, line := range strings.Split(string(data[:bytes.LastIndexByte(data, '\n')+1]), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, strings.Fields(line)[0])
+		if err != nil {
+			t.Fatalf("stand-in record %q: %v", line, err)
+		}
+		out = append(out, standinStart{at: at, line: line})
+	}
+	return out
+}
+
+// standinSite is devices on one LAN, each in a network namespace of its
+// own, and the plan that forms cluster "site1" of three servers on
+// netns.Interface: what the bootstrap tests run node agents on, each with
+// the k3s stand-in as its k3s, reaching the cluster through kubeconfig.
+type standinSite struct {
+	hosts      []*netns.Host
+	plan       *formation.FormPlan
+	standin    string
+	kubeconfig string
+}
+
+// newStandinSite puts the devices named hosts on a LAN (netns.NewLAN) and
+// plans cluster site1 of the servers named nodes.
+func newStandinSite(t *testing.T, kubeconfig string, hosts []string, nodes ...string) *standinSite {
+	t.Helper()
+	s := &standinSite{standin: buildStandin(t), kubeconfig: kubeconfig, hosts: netns.NewLAN(t, hosts...)}
+	req := formation.FormRequest{ClusterName: "site1", Interface: netns.Interface}
+	for _, n := range nodes {
+		req.Nodes = append(req.Nodes, formation.FormNode{Name: n})
+	}
+	plan, err := formation.Plan(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.plan = plan
+	return s
+}
+
+// start runs, until ctx ends, the agent of the plan's node-th node on the
+// device hosts[host] (prepare and tune as for startNodeAgent).
+func (s *standinSite) start(t *testing.T, ctx context.Context, wg *sync.WaitGroup, host, node int,
+	prepare func(configPath string), tune func(*agent.Options)) *nodeAgent {
+	t.Helper()
+	return startNodeAgent(t, ctx, wg, s.kubeconfig, s.standin, s.hosts[host], s.plan.Nodes[node], prepare, tune)
 }
 
 func waitState(t *testing.T, n *nodeAgent, within time.Duration, what string, cond func(agent.State) bool) agent.State {

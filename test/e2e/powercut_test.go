@@ -94,13 +94,8 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 	site := sitebox.Shared(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	standin := buildStandin(t)
-	hosts := netns.NewLAN(t, "a", "b", "c")
-	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	devices := newStandinSite(t, site.Kubeconfig(), []string{"a", "b", "c"}, "node-a", "node-b", "node-c")
+	hosts, plan := devices.hosts, devices.plan
 
 	// No quorum: the API answers nobody while the site comes back.
 	t.Cleanup(func() {
@@ -120,8 +115,8 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 	// its config is back, its marker and etcd data are not. The members
 	// boot first.
 	members := []*nodeAgent{
-		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", true), nil),
-		startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[2], plan.Nodes[2], hasBeenMember(t, plan.ClusterID, "node-c", true), nil),
+		devices.start(t, ctx, &wg, 1, 1, hasBeenMember(t, plan.ClusterID, "node-b", true), nil),
+		devices.start(t, ctx, &wg, 2, 2, hasBeenMember(t, plan.ClusterID, "node-c", true), nil),
 	}
 
 	// Bound: the members' k3s start within 20 s of their agents (at the
@@ -149,7 +144,7 @@ func TestPowerCutMembersStartWithoutTheSeed(t *testing.T) {
 
 	// The re-provisioned seed boots while the members are up without
 	// quorum.
-	seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0], nil, nil)
+	seed := devices.start(t, ctx, &wg, 0, 0, nil, nil)
 	// The re-provisioned seed finds them and never initialises.
 	st := waitState(t, seed, 30*time.Second, "refuses to initialise a second cluster", func(st agent.State) bool {
 		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "answers /status for cluster "+plan.ClusterID)
@@ -341,20 +336,15 @@ func TestUpgradedMemberStartsWithoutTheSeed(t *testing.T) {
 	netns.Skip(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	standin := buildStandin(t)
-	hosts := netns.NewLAN(t, "u")
-	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-u"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// No API server and no seed: only the node's own disk can say it was a member.
+	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	devices := newStandinSite(t, noKubeconfig, []string{"u"}, "node-a", "node-u", "node-c")
+	plan := devices.plan
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	var oldMarker string
-	// No API server and no seed: only the node's own disk can say it was a member.
-	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
-	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, hosts[0], plan.Nodes[1], func(configPath string) {
+	n := devices.start(t, ctx, &wg, 0, 1, func(configPath string) {
 		// Its k3s kept the cluster CA (a member without it verifies the
 		// seed first: TestMemberWithoutItsCAVerifiesTheSeed).
 		keepsClusterCA(t, configPath)
@@ -389,13 +379,8 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 	netns.Skip(t)
 	site := sitebox.Shared(t)
 	cs := clientset(t, site)
-	standin := buildStandin(t)
-	hosts := netns.NewLAN(t, "q", "r")
-	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []formation.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	devices := newStandinSite(t, site.Kubeconfig(), []string{"q", "r"}, "node-q", "node-r", "node-s")
+	hosts, plan := devices.hosts, devices.plan
 	putClusterRecordAside(t, cs)
 	record := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: kube.ClusterConfigMapName, Namespace: kube.AppNamespace},
 		Data: map[string]string{kube.ClusterKeyName: "site1", kube.ClusterKeyID: plan.ClusterID,
@@ -425,7 +410,7 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 			t.Logf("node-r's agent log:\n%s", data)
 		}
 	})
-	removed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], func(configPath string) {
+	removed := devices.start(t, ctx, &wg, 1, 1, func(configPath string) {
 		hasBeenMember(t, plan.ClusterID, "node-r", false)(configPath)
 		keepsClusterCA(t, configPath)
 	}, func(o *agent.Options) {
@@ -489,21 +474,16 @@ func TestMemberWaitsForItsLinkAtPowerOn(t *testing.T) {
 	netns.Skip(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	standin := buildStandin(t)
-	hosts := netns.NewLAN(t, "b")
-	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	devices := newStandinSite(t, noKubeconfig, []string{"b"}, "node-a", "node-b", "node-c")
+	hosts, plan := devices.hosts, devices.plan
 	if err := hosts[0].SetCable(false); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	noKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
-	n := startNodeAgent(t, ctx, &wg, noKubeconfig, standin, hosts[0], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", true), func(o *agent.Options) {
+	n := devices.start(t, ctx, &wg, 0, 1, hasBeenMember(t, plan.ClusterID, "node-b", true), func(o *agent.Options) {
 		o.LinkWait = time.Second
 	})
 	st := waitState(t, n, 30*time.Second, "waits for its link, or starts k3s", func(st agent.State) bool {

@@ -22,37 +22,6 @@ import (
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
-// standinStart is one line of the k3s stand-in's record of its starts.
-type standinStart struct {
-	at   time.Time
-	line string
-}
-
-// standinStarts reads the record the stand-in keeps in its data dir.
-func standinStarts(t *testing.T, dataDir string) []standinStart {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dataDir, "standin-starts"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []standinStart
-	// Whole lines only: a read may land between the create and the write.
-	for _, line := range strings.Split(string(data[:bytes.LastIndexByte(data, '\n')+1]), "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, strings.Fields(line)[0])
-		if err != nil {
-			t.Fatalf("stand-in record %q: %v", line, err)
-		}
-		out = append(out, standinStart{at: at, line: line})
-	}
-	return out
-}
-
 // parentPID is the parent of pid, from /proc.
 func parentPID(pid int) int {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

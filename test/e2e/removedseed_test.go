@@ -30,7 +30,6 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/netcfg"
@@ -55,7 +54,6 @@ import (
 // their "removed", and a seed without the key checks nothing and starts.
 func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 	netns.Skip(t)
-	standin := buildStandin(t)
 	for _, c := range []struct {
 		name string
 		// replaced: a new device registered the seed's name.
@@ -85,12 +83,8 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			site := sitebox.Shared(t)
 			cs := clientset(t, site)
-			hosts := netns.NewLAN(t, "q", "r", "s", "n")
-			plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-				Nodes: []formation.FormNode{{Name: "node-q"}, {Name: "node-r"}, {Name: "node-s"}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			devices := newStandinSite(t, site.Kubeconfig(), []string{"q", "r", "s", "n"}, "node-q", "node-r", "node-s")
+			hosts, plan := devices.hosts, devices.plan
 			putClusterRecordAside(t, cs)
 			listed := "node-r,node-s"
 			switch {
@@ -155,7 +149,7 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 					if !c.peersWithoutCAKey {
 						prepare = keepsServerCA(t, prepare, caCrt, caKey)
 					}
-					peers = append(peers, startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[i], plan.Nodes[i], prepare, nil))
+					peers = append(peers, devices.start(t, ctx, &wg, i, i, prepare, nil))
 				}
 				key, err := config.NewMembershipKey(plan.ClusterID, caKey)
 				if err != nil {
@@ -196,7 +190,7 @@ func TestRemovedSeedHoldsAtPowerOn(t *testing.T) {
 			if !c.seedWithoutCAKey {
 				seedPrepare = keepsServerCA(t, seedPrepare, caCrt, caKey)
 			}
-			seed := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[0], plan.Nodes[0], seedPrepare, func(o *agent.Options) {
+			seed := devices.start(t, ctx, &wg, 0, 0, seedPrepare, func(o *agent.Options) {
 				o.Log = slog.New(slog.NewTextHandler(logFile, nil))
 			})
 			hasAddress := func() bool {

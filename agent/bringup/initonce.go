@@ -1,4 +1,4 @@
-package agent
+package bringup
 
 import (
 	"context"
@@ -14,23 +14,21 @@ import (
 // seedInEffect decides the seed at bring-up: the cluster cannot be asked
 // before k3s runs, so from the config and the seed record. A record that no
 // longer applies is removed.
-func (a *Agent) seedInEffect(v *config.Validated) formation.SeedDecision {
-	in, err := formation.LocalSeedInputs(a.records(), v)
+func (r *Runner) seedInEffect(v *config.Validated) formation.SeedDecision {
+	in, err := formation.LocalSeedInputs(r.opts.Records, v)
 	if err != nil {
-		a.log.Error("seed record unreadable; joining through the config's seed", "err", err)
+		r.log.Error("seed record unreadable; joining through the config's seed", "err", err)
 	}
 	d := formation.SeedInEffect(in)
 	if d.RecordStale {
-		a.log.Info("seed record no longer applies; removed", "record", in.Record.JoinServerIP, "config", v.JoinIP)
-		if err := os.Remove(a.records().SeedRecordFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
-			a.log.Error("remove seed record", "err", err)
+		r.log.Info("seed record no longer applies; removed", "record", in.Record.JoinServerIP, "config", v.JoinIP)
+		if err := os.Remove(r.opts.Records.SeedRecordFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Error("remove seed record", "err", err)
 		}
 	}
 	if d.Source != formation.SeedFromConfig {
-		a.log.Info("joining through the seed in effect", "seed", d.JoinIP, "why", d.Why)
-		a.mu.Lock()
-		a.state.SeedAddress = d.JoinIP.String()
-		a.mu.Unlock()
+		r.log.Info("joining through the seed in effect", "seed", d.JoinIP, "why", d.Why)
+		r.host.SetSeedAddress(d.JoinIP.String())
 	}
 	return d
 }
@@ -40,29 +38,29 @@ func (a *Agent) seedInEffect(v *config.Validated) formation.SeedDecision {
 // cluster before (formed marker), and no member of the same cluster may
 // answer /status on the prefix. A member that answers is remembered in the
 // marker: a reboot of that member must not open the door again.
-func (a *Agent) mayInitialise(ctx context.Context, d formation.SeedDecision) (bool, error) {
-	marker := a.records().FormedMarkerFile()
-	initialise, err := formation.InitCheck(d, a.opts.K3sPaths.EtcdMemberDataPresent(), marker)
+func (r *Runner) mayInitialise(ctx context.Context, d formation.SeedDecision) (bool, error) {
+	marker := r.opts.Records.FormedMarkerFile()
+	initialise, err := formation.InitCheck(d, r.opts.K3sPaths.EtcdMemberDataPresent(), marker)
 	if err != nil || !initialise {
 		return false, err
 	}
 	v := d.Config
 	var extra []netip.Addr
-	if in, _ := formation.LocalSeedInputs(a.records(), v); in.Record != nil {
+	if in, _ := formation.LocalSeedInputs(r.opts.Records, v); in.Record != nil {
 		for _, s := range []string{in.Record.JoinServerIP, in.Record.ConfigJoinIP} {
 			if ip, err := netip.ParseAddr(s); err == nil {
 				extra = append(extra, ip)
 			}
 		}
 	}
-	member := formation.MemberProbe{ClusterID: v.ClusterID, Dial: a.dialer()}.Find(ctx, formation.ProbeAddresses(v, extra...))
+	member := formation.MemberProbe{ClusterID: v.ClusterID, Dial: r.dialer()}.Find(ctx, formation.ProbeAddresses(v, extra...))
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
 	if member.IsValid() {
 		how := fmt.Sprintf("a member of the cluster answered /status at %s before this node initialised", member)
 		if err := formation.MarkFormed(marker, formation.FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how}); err != nil {
-			a.log.Error("formed marker", "err", err)
+			r.log.Error("formed marker", "err", err)
 		}
 		return false, fmt.Errorf("%w: %s answers /status for cluster %s, so the cluster already runs; "+
 			"on a live member run `sitecon seed NODE` to move the seed off %s, then give this device a bundle (sitecon node replace)",
@@ -72,12 +70,12 @@ func (a *Agent) mayInitialise(ctx context.Context, d formation.SeedDecision) (bo
 }
 
 // markFormed records that this node is part of its cluster, once it is.
-func (a *Agent) markFormed(v *config.Validated, initialised bool) {
+func (r *Runner) markFormed(v *config.Validated, initialised bool) {
 	how := "joined the cluster"
 	if initialised {
 		how = "initialised the cluster"
 	}
-	if err := formation.MarkFormed(a.records().FormedMarkerFile(), formation.FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how, Joined: true}); err != nil {
-		a.log.Error("formed marker not written", "err", err)
+	if err := formation.MarkFormed(r.opts.Records.FormedMarkerFile(), formation.FormedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, How: how, Joined: true}); err != nil {
+		r.log.Error("formed marker not written", "err", err)
 	}
 }

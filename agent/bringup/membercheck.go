@@ -1,4 +1,4 @@
-package agent
+package bringup
 
 import (
 	"context"
@@ -63,44 +63,44 @@ func (m *clusterLink) judgeMembership(ctx context.Context, clusterID string, etc
 // proven "removed": the removed marker written, the cluster address this
 // bring-up put on dropped, the reason on the state and in the log. It
 // started nothing else, and stops nothing else.
-func (a *Agent) stillMember(ctx context.Context, v *config.Validated, removedMarker string) (held bool) {
-	a.setPhase(PhaseCheckingMembership, nil)
-	key, err := statusserver.LoadMembershipKey(v.ClusterID, a.opts.K3sPaths)
+func (r *Runner) stillMember(ctx context.Context, v *config.Validated, removedMarker string) (held bool) {
+	r.host.SetPhase(PhaseCheckingMembership, nil)
+	key, err := statusserver.LoadMembershipKey(v.ClusterID, r.opts.K3sPaths)
 	if err != nil {
 		// Without the servers' key no answer can be checked, and a removal
 		// that cannot be checked holds nothing: k3s starts, as it would
 		// with every peer silent.
-		a.log.Warn("membership question not asked: this node cannot check a removal, starting k3s", "err", err)
+		r.log.Warn("membership question not asked: this node cannot check a removal, starting k3s", "err", err)
 		return false
 	}
 	q := statusserver.MembershipQuery{Key: key, Node: v.NodeName, UUID: v.NodeUUID,
-		Dial: a.dialer(), Timeout: a.opts.MembershipTimeout}
+		Dial: r.dialer(), Timeout: r.opts.MembershipTimeout}
 	start := time.Now()
 	answers := q.Ask(ctx, statusserver.MembershipAddresses(v))
 	removed, evidence := statusserver.MembershipOutcome(answers)
 	took := time.Since(start).Round(time.Millisecond)
 	for _, ans := range answers {
 		if ans.Err != nil && !errors.Is(ans.Err, context.Canceled) && !errors.Is(ans.Err, context.DeadlineExceeded) && !isNoPeer(ans.Err) {
-			a.log.Info("membership question: an answer not counted", "addr", ans.Addr.String(), "err", ans.Err)
+			r.log.Info("membership question: an answer not counted", "addr", ans.Addr.String(), "err", ans.Err)
 		}
 	}
 	if !removed {
-		a.log.Info("membership question: no proven removal, starting k3s", "took", took, "answers", evidence)
+		r.log.Info("membership question: no proven removal, starting k3s", "took", took, "answers", evidence)
 		return false
 	}
 	if err := formation.MarkRemoved(removedMarker, formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
 		// The hold stands now; a restart would ask again.
-		a.log.Error("removed marker not written", "err", err)
+		r.log.Error("removed marker not written", "err", err)
 	}
 	hold := formation.RemovalHold(v, removedMarker)
 	if hold == nil {
 		hold = fmt.Errorf("%w: %s (%s); it starts neither k3s nor its cluster address", formation.ErrRemoved, v.NodeName, evidence)
 	}
-	if err := a.dropClusterAddress(v); err != nil {
+	if err := r.DropClusterAddress(v); err != nil {
 		hold = errors.Join(hold, fmt.Errorf("dropping the cluster address: %w", err))
 	}
-	a.setPhase(PhaseError, hold)
-	a.log.Error("not starting k3s: this node was removed from its cluster while it was off", "took", took, "err", hold)
+	r.host.SetPhase(PhaseError, hold)
+	r.log.Error("not starting k3s: this node was removed from its cluster while it was off", "took", took, "err", hold)
 	return true
 }
 
@@ -110,8 +110,3 @@ func isNoPeer(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
-
-// PhaseCheckingMembership: a server that has been a member asks its peers
-// whether it still is one, before it starts k3s (between the /status
-// server and starting-k3s).
-const PhaseCheckingMembership Phase = "checking-membership"

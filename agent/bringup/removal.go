@@ -1,17 +1,18 @@
-package agent
+package bringup
 
 import (
 	"context"
 	"errors"
-	"net/netip"
+	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
-	"github.com/sitecon/sitecon/netcfg"
 )
 
 // A node taken out of its cluster (`sitecon node remove` or `node replace`
@@ -57,18 +58,25 @@ func (m *clusterLink) watchRemoval(ctx context.Context, snap *kube.Snapshot, clu
 	}
 }
 
-// dropClusterAddress takes the cluster address and the firewall table off
-// this node (a removed node keeps neither).
-func (a *Agent) dropClusterAddress(v *config.Validated) error {
-	a.mu.Lock()
-	prefix := a.prefix
-	a.prefix, a.state.ClusterIPReady = netip.Prefix{}, false
-	a.mu.Unlock()
-	if !prefix.IsValid() {
-		prefix = v.Prefix
+// holdIfRemoved, once a bring-up ended (k3s stopped), stops the containers
+// k3s left running and takes the cluster address off a node that saw its
+// own removal, and says why it holds. Containers that cannot be stopped
+// keep the address: a node that dropped it while they ran would look dead
+// to the others' failover guard, which would start the same apps again.
+func (r *Runner) holdIfRemoved(v *config.Validated, removedMarker string) {
+	hold := formation.RemovalHold(v, removedMarker)
+	if hold == nil {
+		return
 	}
-	return a.opts.InNetNS(func() error {
-		_, err := netcfg.RemoveClusterAddress(v.ClusterInterface, prefix)
-		return errors.Join(err, netcfg.RemoveFirewall())
-	})
+	// The bring-up's context has ended; stopping must not.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if rep, err := workloads.StopAll(ctx, r.opts.Workloads); err != nil {
+		r.host.SetPhase(PhaseError, errors.Join(hold, fmt.Errorf("this node's containers could not all be stopped (%s): %w; keeping the cluster address", rep, err)))
+		return
+	}
+	if err := r.DropClusterAddress(v); err != nil {
+		hold = errors.Join(hold, fmt.Errorf("dropping the cluster address: %w", err))
+	}
+	r.host.SetPhase(PhaseError, hold)
 }

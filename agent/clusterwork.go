@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/bringup"
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/kube"
+)
+
+// The work that needs the cluster, started by a bring-up once its link
+// connected (bringUpHost.StartClusterWork) and by an agent run against a
+// cluster it did not form (runExternal).
+
+// startClusterWork starts what needs the cluster: the stats-leader election
+// (every node stands), the publication of etcd's member list (servers)
+// and the apps part.
+// role is the bring-up's; an agent run against a cluster it did not form
+// (--no-bootstrap) has none, and publishes the member list when it has
+// etcd access (sitebox's agents do).
+//
+// What the agent's credential is decides what it writes: with its node's
+// own identity (a worker's) it writes no cluster-wide state (no member
+// list, no overrides) and does not stand for the stats leader, whose
+// failover guard force-deletes other nodes' pods; it follows the servers'
+// election instead (kube.EnsureAgentAccess says who may do what). lifeKey
+// checks the lost nodes' proofs of life for the failover guard.
+func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role k3s.Role, lifeKey config.LifeKey) {
+	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
+	if !ok {
+		return
+	}
+	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
+		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
+	a.mu.Lock()
+	a.leader = leader
+	a.mu.Unlock()
+	// Every server publishes what its own member sees, not the stats
+	// leader alone: a server cut off from the quorum cannot write, so what
+	// is published comes from the side that holds it.
+	if a.opts.Etcd.Endpoint != "" && role != k3s.RoleAgent && !nodeIdentity {
+		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
+			Log: a.log.With("component", "etcd-members")}
+		go publisher.Run(ctx)
+	}
+	if nodeIdentity {
+		go leader.Follow(ctx, snap)
+	} else {
+		go func() { _ = leader.Run(ctx) }()
+	}
+	// A bring-up grants once its node has joined (bringup.Runner.Run); an agent run
+	// with a server's credential against a cluster it did not form
+	// (--no-bootstrap: sitebox's) grants as a joined server does, so the
+	// workers' agents beside it can reach the cluster.
+	if role == "" && !nodeIdentity {
+		go a.bringUp.GrantAgentAccess(ctx, snap)
+	}
+	if a.opts.ConfigPath != "" {
+		go formation.RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)
+	}
+	if a.opts.Apps.AppsDir == "" {
+		return
+	}
+	opts := a.opts.Apps
+	opts.NodeName, opts.NodeUUID = node, cmp.Or(opts.NodeUUID, nodeUUID)
+	opts.Log = a.log.With("component", "apps")
+	opts.Leader = leader.State
+	opts.NodeIdentity = nodeIdentity
+	// The guard probes the lost nodes from this node's network (its
+	// namespace in tests), checking their proofs with the cluster's key.
+	opts.LifeKey = lifeKey
+	if opts.ProbeDial == nil {
+		opts.ProbeDial = a.dialer()
+	}
+	appsPart, err := apps.New(opts, snap)
+	if err != nil {
+		a.log.Error("apps agent", "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.apps = appsPart
+	a.mu.Unlock()
+	go func() {
+		if err := appsPart.Run(ctx); err != nil {
+			a.log.Error("apps agent stopped", "err", err)
+		}
+	}()
+}
+
+// runExternal runs the apps part against a cluster the agent did not form.
+func (a *Agent) runExternal(ctx context.Context) error {
+	if a.opts.NodeName == "" {
+		return errors.New("--no-bootstrap needs --node-name")
+	}
+	cfg := a.opts.RESTConfig
+	if cfg == nil {
+		var err error
+		if cfg, err = kube.LoadRESTConfig(a.opts.Kubeconfig, ""); err != nil {
+			return err
+		}
+	}
+	snap, err := bringup.AgentSnapshot(cfg, a.log)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.state = State{Node: a.opts.NodeName, Phase: PhaseExternal, Since: time.Now()}
+	a.mu.Unlock()
+	snap.Start(ctx)
+	key := a.externalLifeKey()
+	if a.opts.StatusAddr != "" {
+		srv, err := a.serveExternalStatus(snap, key)
+		if err != nil {
+			return err
+		}
+		// Closed before Run returns: an agent stopped is silent there.
+		defer srv.Close()
+	}
+	a.startClusterWork(ctx, snap, a.opts.NodeName, "", "", key)
+	<-ctx.Done()
+	return nil
+}
+
+// nodeIdentity asks the API server who this agent is, until it answers or
+// ctx ends (false): true when the agent acts with a node's own identity
+// (a worker's credential), which writes no cluster-wide state. The answer
+// comes from the credential, not from this node's config.
+func (a *Agent) nodeIdentity(ctx context.Context, snap *kube.Snapshot) (nodeIdentity, ok bool) {
+	ok = a.retry(ctx, func() bool {
+		user, err := kube.WhoAmI(ctx, snap.Clients().Core)
+		if err != nil {
+			a.log.Debug("identity not known yet", "err", err)
+			return false
+		}
+		_, nodeIdentity = kube.NodeOfIdentity(user)
+		a.log.Info("cluster identity", "user", user.Username, "node identity", nodeIdentity)
+		return true
+	})
+	return nodeIdentity, ok
+}
