@@ -7,28 +7,39 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
 // TestNodeLossAtShippedTimings loses a node on a site run at the timings a
-// real site has, not the tests' speed-ups: the Kubernetes node grace (40s),
-// node leases of 40s, the default 300s eviction toleration, the agents'
-// shipped defaults (stats-leader lease 30s, move-after 60s, the default
-// failover timeout), the attach/detach controller's one-minute sync,
-// replica rebuilds of two minutes and VMs that take 10s to boot. The lost node's agent dies with it (its lease is not released).
-// It logs when each step happened, and fails if an auto-migration app is
-// not back within the time those timings add up to.
+// real site has, not the tests' speed-ups: the controller-manager settings
+// the agent renders for k3s (agent/k3s: node-monitor grace and period, the
+// attach/detach controller's sync), the kubelet's 40s node lease, the
+// default 300s eviction toleration for pods without their own, the agents'
+// shipped defaults (stats-leader lease, move-after, the failover timeout),
+// replica rebuilds of two minutes and VMs that take 10s to boot. The lost
+// node's agent dies with it (its lease is not released). It logs when each
+// step happened, and fails unless the auto container app (with a volume:
+// the guard's path) runs elsewhere within 60s and the auto VM within 90s of
+// the loss (EVE documents about 65s and 2 min), the figures the shipped
+// budget promises (agent.FailoverBudget).
 //
 // It is slow (minutes) and runs only with the faults build tag: make faults.
 func TestNodeLossAtShippedTimings(t *testing.T) {
 	dir := t.TempDir()
 	opts := sitebox.TestOptions(dir)
 	opts.ClusterName = "sitebox-shipped"
-	opts.NodeMonitorGracePeriod = 40 * time.Second
+	// sitebox's controller-manager runs with --node-monitor-period=1s,
+	// the period the agent renders for k3s.
+	if k3s.NodeMonitorPeriod != time.Second {
+		t.Fatalf("k3s.NodeMonitorPeriod %s: sitebox's controller-manager runs with 1s", k3s.NodeMonitorPeriod)
+	}
+	opts.NodeMonitorGracePeriod = k3s.NodeMonitorGracePeriod
 	opts.NodeLeaseDuration = 40 * time.Second
 	opts.EvictionToleration = 300 * time.Second
-	opts.AttachDetachSyncPeriod = time.Minute
+	opts.AttachDetachSyncPeriod = k3s.AttachDetachSyncPeriod
 	opts.Simulators = sitebox.SimulatorOptions{RebuildTime: 2 * time.Minute, VMBootTime: 10 * time.Second}
 	site, err := sitebox.StartTestSite(opts)
 	if err != nil {
@@ -69,14 +80,13 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 	}
 	step("node-b lost (kubelet, etcd member and agent)")
 	live := []*siteAgent{agents["node-a"], agents["node-c"]}
-	// The timings add up to: node grace (40s) + move-after (60s) + the
-	// failover timeout and the leader's lease if node-b led (30s), the
-	// attach/detach controller noticing the released VolumeAttachment
-	// (up to 60s), the VM's boot (10s), and room for the control plane on
-	// a busy machine.
-	within := 40*time.Second + 60*time.Second + 30*time.Second + apps.DefaultFailoverTimeout + time.Minute + 10*time.Second + 2*time.Minute
-	for _, name := range []string{"ship-web", "ship-vm"} {
-		view := waitAgents(t, live, name, within-time.Since(start), "running off node-b", func(v agentView) bool {
+	budget := agent.ShippedFailoverSettings().Budget()
+	for _, app := range []struct {
+		name   string
+		within time.Duration
+	}{{"ship-web", 60 * time.Second}, {"ship-vm", 90 * time.Second}} {
+		// Waited for longer than promised, so that a miss is measured.
+		view := waitAgents(t, live, app.name, 2*app.within-time.Since(start), "running off node-b", func(v agentView) bool {
 			for _, st := range v {
 				if st.KubeStatus != apps.KubeRunning || st.Node == "node-b" || st.Node == "" {
 					return false
@@ -84,7 +94,12 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 			}
 			return true
 		})
-		step(name + " running on " + view["node-a"].Node)
+		took := time.Since(start)
+		step(app.name + " running on " + view["node-a"].Node)
+		if took > app.within {
+			t.Errorf("%s ran elsewhere %.1fs after node-b's loss, want within %s (budget: container %s, VM %s)",
+				app.name, took.Seconds(), app.within, budget.ContainerTotal, budget.VMTotal)
+		}
 	}
 	if a := agents["node-a"].agent.LeaderState(); !a.IsLeader && !agents["node-c"].agent.LeaderState().IsLeader {
 		t.Error("no live agent leads after node-b was lost")
