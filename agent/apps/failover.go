@@ -54,8 +54,8 @@ const (
 type FailoverVerdict struct {
 	Action FailoverAction
 	Reason string
-	// Since is when this leader first saw the pod stuck on the unreachable
-	// node (its own clock, monotonic).
+	// Since is when this leader first saw the pod on the unreachable node
+	// (its own clock, monotonic).
 	Since time.Time
 	// NeedEvidence: the timer ran out and nothing was read yet; read the
 	// evidence (ReadFailoverEvidence, NodeProbe) and decide again with it.

@@ -17,8 +17,9 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
-// The failover reconciler: the stats leader judges the app pods stuck
-// terminating on lost nodes (DecideFailover, failover.go) and carries out
+// The failover reconciler: the stats leader times the app pods on lost
+// nodes from its first sighting, judges them once evicted (DecideFailover,
+// failover.go) and carries out
 // the verdicts: a force-delete, then the release of the volumes the
 // evidence vouched for.
 

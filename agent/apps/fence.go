@@ -15,8 +15,8 @@ import (
 // derived from one another (DeriveFenceTimings).
 type FenceTimings struct {
 	// ForceDeleteAfter is the stats leader's own timer: how long it sees a
-	// pod stuck terminating on an unreachable node before it may
-	// force-delete it (DecideFailover's Timeout).
+	// pod on an unreachable node before it may force-delete it, once
+	// evicted (DecideFailover's Timeout).
 	ForceDeleteAfter time.Duration
 	// FenceAfter is how long a node goes without reaching the API server
 	// or any peer before it stops its auto apps' workloads.
