@@ -124,8 +124,11 @@ type BlinkCrossing struct {
 func (s FailoverSettings) Blink(cut time.Duration) []BlinkCrossing {
 	fence := apps.DeriveFenceTimings(s.FailoverTimeout)
 	// The heartbeats stop for at most: the renewal before the cut up to an
-	// interval before it, the cut, and the first renewal after it waiting
-	// out its request's timeout; the controller sees it a period late.
+	// interval before it, the cut, and the first heartbeat after it (the
+	// kubelet's status update, which turns the node Ready again and so
+	// lifts the taint) waiting out its request's timeout; the controller
+	// sees it a period late. The pods are evicted only if that outlasts
+	// the grace period and the toleration together.
 	gap := s.KubeletLeaseRenewInterval + cut + s.KubeletHeartbeatTimeout + s.NodeMonitorPeriod
 	return []BlinkCrossing{
 		{true, "the fence bound (the lost node stops its auto apps)", fence.FenceAfter, apps.FenceSilenceCounted(cut), "the node fences itself"},

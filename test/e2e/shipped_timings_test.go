@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -29,44 +33,7 @@ import (
 //
 // It is slow (minutes) and runs only with the faults build tag: make faults.
 func TestNodeLossAtShippedTimings(t *testing.T) {
-	dir := t.TempDir()
-	opts := sitebox.TestOptions(dir)
-	opts.ClusterName = "sitebox-shipped"
-	// sitebox's controller-manager runs with --node-monitor-period=1s,
-	// the period the agent renders for k3s.
-	if k3s.NodeMonitorPeriod != time.Second {
-		t.Fatalf("k3s.NodeMonitorPeriod %s: sitebox's controller-manager runs with 1s", k3s.NodeMonitorPeriod)
-	}
-	opts.NodeMonitorGracePeriod = k3s.NodeMonitorGracePeriod
-	opts.NodeLeaseDuration = 40 * time.Second
-	opts.EvictionToleration = 300 * time.Second
-	opts.AttachDetachSyncPeriod = k3s.AttachDetachSyncPeriod
-	opts.Simulators = sitebox.SimulatorOptions{RebuildTime: 2 * time.Minute, VMBootTime: 10 * time.Second}
-	site, err := sitebox.StartTestSite(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(site.Stop)
-	site.WaitSettled(t, 5*time.Minute)
-
-	appsDir, logDir := t.TempDir(), t.TempDir()
-	b := sitebox.NodeUUID("node-b")
-	vol := apps.VolumeConfig{UUID: "5e1f0000-0000-4000-8000-00000000000a", Name: "ship-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
-	appConfigs := map[string]apps.AppConfig{
-		"ship-web": {UUID: "5e1f0000-0000-4000-8000-000000000001", DisplayName: "ship-web", Activate: true, Kind: apps.KindContainer,
-			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vol.UUID}},
-		"ship-vm": {UUID: "5e1f0000-0000-4000-8000-000000000002", DisplayName: "ship-vm", Activate: true, Kind: apps.KindVM,
-			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, Resources: apps.AppResources{Memory: "512Mi"}},
-	}
-	writeJSON(t, filepath.Join(appsDir, "volumes", vol.Name+".json"), vol)
-	for name, a := range appConfigs {
-		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
-	}
-	agents := map[string]*siteAgent{}
-	for _, n := range []string{"node-a", "node-b", "node-c"} {
-		agents[n] = startAgentWith(t, site, n, appsDir, logDir, nil) // the shipped timings
-		t.Cleanup(agents[n].stop)
-	}
+	site, agents, appConfigs := startShippedSite(t)
 	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
 	for name := range appConfigs {
 		waitAgents(t, all, name, 5*time.Minute, "running on node-b", runningOn("node-b"))
@@ -131,5 +98,126 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 	}
 	if a := agents["node-a"].agent.LeaderState(); !a.IsLeader && !agents["node-c"].agent.LeaderState().IsLeader {
 		t.Error("no live agent leads after node-b was lost")
+	}
+}
+
+// startShippedSite starts a site at the timings a real site has (the
+// controller-manager settings the agent renders for k3s, the kubelet's 40s
+// node lease, the default 300s eviction toleration for pods without their
+// own, two-minute rebuilds, VMs that take 10s to boot), with the agents'
+// shipped defaults, and lays out an auto container app with a volume and
+// an auto VM on node-b.
+func startShippedSite(t *testing.T) (*sitebox.TestSite, map[string]*siteAgent, map[string]apps.AppConfig) {
+	t.Helper()
+	opts := sitebox.TestOptions(t.TempDir())
+	opts.ClusterName = "sitebox-shipped"
+	// sitebox's controller-manager runs with --node-monitor-period=1s,
+	// the period the agent renders for k3s.
+	if k3s.NodeMonitorPeriod != time.Second {
+		t.Fatalf("k3s.NodeMonitorPeriod %s: sitebox's controller-manager runs with 1s", k3s.NodeMonitorPeriod)
+	}
+	opts.NodeMonitorGracePeriod = k3s.NodeMonitorGracePeriod
+	opts.NodeLeaseDuration = 40 * time.Second
+	opts.EvictionToleration = 300 * time.Second
+	opts.AttachDetachSyncPeriod = k3s.AttachDetachSyncPeriod
+	opts.Simulators = sitebox.SimulatorOptions{RebuildTime: 2 * time.Minute, VMBootTime: 10 * time.Second}
+	site, err := sitebox.StartTestSite(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Stop)
+	site.WaitSettled(t, 5*time.Minute)
+
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	b := sitebox.NodeUUID("node-b")
+	vol := apps.VolumeConfig{UUID: "5e1f0000-0000-4000-8000-00000000000a", Name: "ship-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
+	appConfigs := map[string]apps.AppConfig{
+		"ship-web": {UUID: "5e1f0000-0000-4000-8000-000000000001", DisplayName: "ship-web", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vol.UUID}},
+		"ship-vm": {UUID: "5e1f0000-0000-4000-8000-000000000002", DisplayName: "ship-vm", Activate: true, Kind: apps.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, Resources: apps.AppResources{Memory: "512Mi"}},
+	}
+	writeJSON(t, filepath.Join(appsDir, "volumes", vol.Name+".json"), vol)
+	for name, a := range appConfigs {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
+	}
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startAgentWith(t, site, n, appsDir, logDir, nil) // the shipped timings
+		t.Cleanup(agents[n].stop)
+	}
+	return site, agents, appConfigs
+}
+
+// A link that blinks for 10 s, at the shipped timings, moves nothing: the
+// apps' pods stay on node-b, none is evicted or force-deleted, through
+// the grace period, the toleration and the guard's timer after it (the
+// budget's blink bounds, agent.FailoverSettings.Blink). node-b's kubelet
+// is frozen for the blink (sitebox's Freeze: a kubelet that lives through
+// it) and its agent reaches nothing.
+func TestLinkBlinkAtShippedTimingsMovesNothing(t *testing.T) {
+	site, agents, appConfigs := startShippedSite(t)
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	for name := range appConfigs {
+		waitAgents(t, all, name, 5*time.Minute, "running on node-b", runningOn("node-b"))
+	}
+	cs := clientset(t, site)
+	before := map[string]bool{} // the apps' pod UIDs on node-b
+	for _, a := range appConfigs {
+		pods := listPods(cs, kube.AppNamespace, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID})
+		if pods.err != nil {
+			t.Fatal(pods.err)
+		}
+		for _, p := range pods.items {
+			before[string(p.UID)] = true
+		}
+	}
+
+	const blink = 10 * time.Second
+	start := time.Now()
+	agents["node-b"].counter.lost.Store(true)
+	if err := site.Freeze("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(blink) // the blink itself, not a wait for anything
+	if err := site.Thaw("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	agents["node-b"].counter.lost.Store(false)
+	t.Logf("node-b back after %.1fs", time.Since(start).Seconds())
+
+	s := agent.ShippedFailoverSettings()
+	window := s.NodeMonitorGracePeriod + s.MoveAfter + s.FailoverTimeout + 10*time.Second
+	tainted := false
+	holds(t, window, "nothing moves after a 10s blink", func() error {
+		if n, err := cs.CoreV1().Nodes().Get(t.Context(), "node-b", metav1.GetOptions{}); err == nil && !tainted {
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnreachable {
+					tainted = true
+					t.Logf("+%5.1fs  node-b tainted unreachable (tolerated)", time.Since(start).Seconds())
+				}
+			}
+		}
+		for name, a := range appConfigs {
+			pods := listPods(cs, kube.AppNamespace, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID})
+			if pods.err != nil {
+				return nil // nothing to judge on this look
+			}
+			for _, p := range pods.items {
+				if !before[string(p.UID)] || p.DeletionTimestamp != nil || p.Spec.NodeName != "node-b" {
+					return fmt.Errorf("%s: pod %s on %q (terminating: %v, new: %v)", name, p.Name, p.Spec.NodeName, p.DeletionTimestamp != nil, !before[string(p.UID)])
+				}
+			}
+		}
+		return nil
+	})
+	for _, a := range all {
+		if appsPart := a.agent.Apps(); appsPart != nil {
+			for _, e := range appsPart.Timeline() {
+				if e.Kind == apps.EventFailover && e.Time.After(start) {
+					t.Errorf("%s's guard acted after a 10s blink: %s", a.node, e.Message)
+				}
+			}
+		}
 	}
 }
