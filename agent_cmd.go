@@ -122,10 +122,10 @@ proof there.`,
 		"its records of this node's membership (seed.json, formed.json, leave.json, removed.json; an upgrade moves them here once from beside the config) "+
 		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
-	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", 60*time.Second, "how long auto-migration apps tolerate an unreachable or not-ready node")
+	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", apps.DefaultMoveAfter, "how long auto-migration apps tolerate an unreachable or not-ready node")
 	f.DurationVar(&opts.Apps.FileAbsentGrace, "app-file-absent-grace", apps.DefaultFileAbsentGrace, "how long an app or volume file must be absent from its readable directory before its app or volume leaves the config (and its workload is removed); a file back within it changes nothing")
 	f.DurationVar(&opts.Apps.ConflictWindow, "conflict-window", apps.DefaultConflictWindow, "how long another node's layout of an app from a disagreeing config of the same version stands before this node writes over it, when this node's config wins the tie (the losing node never does)")
-	f.DurationVar(&opts.Apps.FailoverTimeout, "failover-timeout", 60*time.Second, "how long a pod may hang terminating on a lost node before the leader force-deletes it (at least 16s unless --no-fence; the same on every node: a node cut off fences itself before it, after 45s for the default)")
+	f.DurationVar(&opts.Apps.FailoverTimeout, "failover-timeout", apps.DefaultFailoverTimeout, "how long the leader times an auto app's pod on a lost node (from its first sighting there, evicted or not yet) before it may force-delete it once evicted (at least 16s unless --no-fence; the same on every node: a node cut off fences itself before it, after "+apps.DeriveFenceTimings(apps.DefaultFailoverTimeout).FenceAfter.String()+" for the default)")
 	f.BoolVar(&opts.Apps.Fence.Disabled, "no-fence", false, "do not fence this node when it is cut off from the API server and every peer (only for simulated nodes, whose pods run no process here)")
 	f.DurationVar(&opts.LeaderDurations.LeaseDuration, "leader-lease-duration", apps.DefaultLeaderDurations.LeaseDuration, "stats-leader lease duration")
 	f.DurationVar(&opts.LeaderDurations.RenewDeadline, "leader-renew-deadline", apps.DefaultLeaderDurations.RenewDeadline, "stats-leader renew deadline")

@@ -331,7 +331,7 @@ func TestLayoutApp(t *testing.T) {
 		t.Fatalf("auto app does not prefer its node: %v", affinity)
 	}
 	tolerations, _, _ := unstructured.NestedSlice(auto.Object.Object, "spec", "template", "spec", "tolerations")
-	if len(tolerations) != 2 || tolerations[0].(map[string]any)["tolerationSeconds"] != int64(60) {
+	if len(tolerations) != 2 || tolerations[0].(map[string]any)["tolerationSeconds"] != int64(DefaultMoveAfter/time.Second) {
 		t.Fatalf("auto app tolerations: %v", tolerations)
 	}
 	again, _ := LayoutApp(testApp(), nodeA, "node-a", vols, PlacementOptions{})

@@ -32,8 +32,9 @@ type Options struct {
 	// stats leader only, cluster.json. Empty: no files.
 	StateDir  string
 	Placement PlacementOptions
-	// FailoverTimeout is how long a pod may hang terminating on an
-	// unreachable node before the leader force-deletes it (default 60 s).
+	// FailoverTimeout is how long the leader times a pod on an
+	// unreachable node (from its first sighting there) before it may
+	// force-delete it, once evicted (default DefaultFailoverTimeout).
 	FailoverTimeout time.Duration
 	// Fence configures the fence watch: a node cut off from the others
 	// stops its auto apps' workloads before the leader may force-delete
@@ -146,9 +147,11 @@ type Controller struct {
 	pass passes
 }
 
-// DefaultFailoverTimeout is how long a pod may hang terminating on a lost
-// node before the failover guard judges it, unless configured.
-const DefaultFailoverTimeout = 60 * time.Second
+// DefaultFailoverTimeout is how long the failover guard times a pod on a
+// lost node before it judges it, unless configured: short enough for the
+// failover budget (agent.FailoverBudget), long enough that the fence bound
+// it derives (16.2 s) outlasts a 10 s blink of the node's link.
+const DefaultFailoverTimeout = 28 * time.Second
 
 // New prepares the apps controller over a started snapshot.
 func New(opts Options, snap *kube.Snapshot) (*Controller, error) {

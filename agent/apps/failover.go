@@ -54,8 +54,8 @@ const (
 type FailoverVerdict struct {
 	Action FailoverAction
 	Reason string
-	// Since is when this leader first saw the pod stuck on the unreachable
-	// node (its own clock, monotonic).
+	// Since is when this leader first saw the pod on the unreachable node
+	// (its own clock, monotonic).
 	Since time.Time
 	// NeedEvidence: the timer ran out and nothing was read yet; read the
 	// evidence (ReadFailoverEvidence, NodeProbe) and decide again with it.
@@ -71,8 +71,8 @@ type FailoverInput struct {
 	Pod *corev1.Pod
 	// Node is the pod's node as the cache shows it (nil: not found).
 	Node *corev1.Node
-	// FirstSeen is when this leader first saw the pod terminating on the
-	// node while the node carried the unreachable taint, taken from
+	// FirstSeen is when this leader first saw the pod on the node while
+	// the node carried the unreachable taint (evicted or not yet), taken from
 	// time.Now() so that Now.Sub(FirstSeen) runs on the monotonic clock.
 	// API-server timestamps (deletionTimestamp, the taint's timeAdded) are
 	// another machine's clock and are never compared with this one.
@@ -141,9 +141,10 @@ func unreachableTaint(node *corev1.Node) *corev1.Taint {
 	return nil
 }
 
-// DecideFailover judges one terminating pod of an app. The pod is
-// force-deleted only once this leader has seen it stuck on an unreachable
-// node for the timeout by its own clock, the node gives no sign of life, and
+// DecideFailover judges one pod of an app on an unreachable node. The pod
+// is force-deleted only once it is terminating (the taint evicted it), this
+// leader has seen it on the unreachable node for the timeout by its own
+// clock, the node gives no sign of life, and
 // a fresh read shows every claim the pod mounts with an up-to-date copy on
 // a live node other than the lost one (upToDateCopy).
 func DecideFailover(in FailoverInput) FailoverVerdict {
@@ -155,6 +156,13 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 	if in.App.Pinned() {
 		return FailoverVerdict{Action: FailoverPinned, Since: since,
 			Reason: fmt.Sprintf("pinned app %s is on lost node %s; it stays until the node returns", in.App.DisplayName, node)}
+	}
+	if pod.DeletionTimestamp == nil {
+		// The timer runs from the first sighting on the lost node, in the
+		// shadow of the pod's toleration (--move-after); the pod itself
+		// goes only once the taint evicted it and its replacement exists.
+		return FailoverVerdict{Action: FailoverWait, Since: since,
+			Reason: fmt.Sprintf("pod %s on lost node %s not evicted yet (it tolerates the node's loss for a while); the timer runs since the first sighting", pod.Name, node)}
 	}
 	if waited := in.Now.Sub(since); since.IsZero() || waited < in.Timeout {
 		return FailoverVerdict{Action: FailoverWait, Since: since,

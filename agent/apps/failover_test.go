@@ -28,6 +28,9 @@ func TestDecideFailover(t *testing.T) {
 		return p
 	}
 	pod := podOn(configClaim)
+	// notEvicted: the same pod before the toleration ran out.
+	notEvicted := podOn(configClaim)
+	notEvicted.DeletionTimestamp = nil
 	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
 		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-90 * time.Second)}}}}}
 	reachable := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}
@@ -152,6 +155,10 @@ func TestDecideFailover(t *testing.T) {
 			FailoverForceDelete, "up-to-date replica elsewhere"},
 		"pod without claims, node silent": {FailoverInput{App: testApp(), Pod: podOn(), Node: lost, FirstSeen: expired, Evidence: silent()},
 			FailoverForceDelete, "no sign of life: 10.0.0.2:12346 is silent"},
+		// The timer runs from the first sighting on the lost node, in the
+		// shadow of the pod's toleration; the pod goes only once evicted.
+		"timer out, node silent, pod not evicted yet": {FailoverInput{App: testApp(), Pod: notEvicted, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
+			FailoverWait, "not evicted yet"},
 		"pinned": {FailoverInput{App: pinned, Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
 			FailoverPinned, "stays"},
 	} {
@@ -161,7 +168,7 @@ func TestDecideFailover(t *testing.T) {
 			if v.Action != tc.want || !strings.Contains(v.Reason, tc.mention) {
 				t.Fatalf("got %s %q, want %s mentioning %q", v.Action, v.Reason, tc.want, tc.mention)
 			}
-			if v.NeedEvidence != (tc.in.Evidence == nil && v.Action == FailoverWait && tc.in.Node == lost && tc.in.FirstSeen.Equal(expired)) {
+			if v.NeedEvidence != (tc.in.Evidence == nil && v.Action == FailoverWait && tc.in.Node == lost && tc.in.FirstSeen.Equal(expired) && tc.in.Pod.DeletionTimestamp != nil) {
 				t.Fatalf("NeedEvidence = %v", v.NeedEvidence)
 			}
 		})

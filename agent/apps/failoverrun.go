@@ -17,12 +17,14 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
-// The failover reconciler: the stats leader judges the app pods stuck
-// terminating on lost nodes (DecideFailover, failover.go) and carries out
+// The failover reconciler: the stats leader times the app pods on lost
+// nodes from its first sighting, judges them once evicted (DecideFailover,
+// failover.go) and carries out
 // the verdicts: a force-delete, then the release of the volumes the
 // evidence vouched for.
 
-// failover judges app pods stuck terminating on lost nodes (leader only).
+// failover judges app pods on lost nodes (leader only): it times them from
+// the first sighting and force-deletes them once evicted.
 // It returns when the next verdict could change (0: none pending).
 func (c *Controller) failover(ctx context.Context, set AppSet, observed map[string]AppObservation, nodes map[string]*corev1.Node, d kube.Data, states []PublishedApp, now time.Time) time.Duration {
 	next := time.Duration(0)
@@ -38,11 +40,19 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 		if !ok {
 			continue
 		}
-		for _, pod := range o.Stuck {
+		// The pods not evicted yet too: the timer starts at the first
+		// sighting on the lost node and runs while the pod tolerates the
+		// taint, so that the toleration and the timer do not add up.
+		for _, pod := range slices.Concat(o.Stuck, o.Placed) {
 			node := nodes[pod.Spec.NodeName]
 			if unreachableTaint(node) == nil {
 				// Its kubelet finishes it. If the node is lost again later,
 				// the timer starts from that sighting.
+				continue
+			}
+			if pod.DeletionTimestamp == nil && app.Pinned() {
+				// It stays; reported once the taint's default toleration
+				// evicts it.
 				continue
 			}
 			live[pod.UID] = true
@@ -89,7 +99,9 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 			}
 			switch v.Action {
 			case FailoverWait:
-				soon(sp.timerStart().Add(c.opts.FailoverTimeout).Sub(now))
+				if pod.DeletionTimestamp != nil {
+					soon(sp.timerStart().Add(c.opts.FailoverTimeout).Sub(now))
+				} // else its eviction is a change that wakes a pass
 				continue
 			case FailoverForceDelete:
 				err := c.snap.Clients().Core.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{

@@ -15,8 +15,8 @@ import (
 // derived from one another (DeriveFenceTimings).
 type FenceTimings struct {
 	// ForceDeleteAfter is the stats leader's own timer: how long it sees a
-	// pod stuck terminating on an unreachable node before it may
-	// force-delete it (DecideFailover's Timeout).
+	// pod on an unreachable node before it may force-delete it, once
+	// evicted (DecideFailover's Timeout).
 	ForceDeleteAfter time.Duration
 	// FenceAfter is how long a node goes without reaching the API server
 	// or any peer before it stops its auto apps' workloads.
@@ -49,11 +49,13 @@ const (
 // workloads before any leader can force-delete their pods.
 //
 //   - Force-delete, on the majority side: the leader's timer T starts when
-//     it first sees the pod terminating on X while X carries the
-//     unreachable taint, which the node lifecycle controller puts on only
-//     after its node-monitor grace period G since X's last heartbeat
-//     (itself before C). So force-delete >= C + G + T >= C + T: G is not
-//     counted on (it is another process's setting, and may be short).
+//     it first sees the pod on X while X carries the unreachable taint
+//     (evicted or not yet: the timer runs while the pod tolerates the
+//     taint, and the pod goes only once evicted), which the node
+//     lifecycle controller puts on only after its node-monitor grace
+//     period G since X's last heartbeat. So force-delete >= C + T: G is
+//     not counted on (a heartbeat may predate C, and k3s may stop before
+//     the agent does: see the silence below).
 //   - Fence, on X: the watch counts from its last contact with the API
 //     server or a peer (before C), finds the bound passed at its next
 //     check (every fenceCheckEvery), that check's probes answer or time
@@ -64,8 +66,10 @@ const (
 // Margin = fenceCheckEvery + probeTimeout + fenceStopBudget + T/10, and
 // FenceAfter = T - Margin. The tenth of T is spare: scheduling delays on a
 // loaded device and the rate difference of two monotonic clocks (at most
-// 500 ppm under NTP). With the default T = 60 s: Margin 15 s, FenceAfter
-// 45 s. With T = 20 s (a 60 s recovery): Margin 11 s, FenceAfter 9 s.
+// 500 ppm under NTP). With the default T = 28 s: Margin 11.8 s,
+// FenceAfter 16.2 s, longer than the most silence a 10 s blink of the
+// node's link can count (FenceSilenceCounted: 14 s). With T = 60 s:
+// Margin 15 s, FenceAfter 45 s.
 // A T so short that FenceAfter would fall below MinFenceAfter is raised
 // to MinFailoverTimeout.
 //
@@ -84,6 +88,18 @@ func DeriveFenceTimings(failoverTimeout time.Duration) FenceTimings {
 	margin := fenceCheckEvery + probeTimeout + fenceStopBudget + t/10
 	return FenceTimings{ForceDeleteAfter: t, FenceAfter: t - margin, Margin: margin}
 }
+
+// FenceSilenceCounted is the longest silence a node's fence watch can
+// count for a cut-off of the given length: its last contact up to one
+// check before the cut, and the first check after it waiting out its
+// probes.
+func FenceSilenceCounted(cut time.Duration) time.Duration {
+	return cut + fenceCheckEvery + probeTimeout
+}
+
+// LifeProbeBound bounds one probe of a node's life: the failover guard's
+// before a force-delete or a release.
+const LifeProbeBound = probeTimeout
 
 // FenceAction is what one check of the fence watch asks for.
 type FenceAction string

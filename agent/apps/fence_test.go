@@ -33,8 +33,8 @@ func TestDeriveFenceTimings(t *testing.T) {
 			t.Errorf("timeout %s: margin %s is not the difference of %s and %s", timeout, ft.Margin, ft.ForceDeleteAfter, ft.FenceAfter)
 		}
 	}
-	if ft := DeriveFenceTimings(DefaultFailoverTimeout); ft.FenceAfter != 45*time.Second {
-		t.Errorf("the default 60 s failover timeout: fence after %s, want 45s", ft.FenceAfter)
+	if ft := DeriveFenceTimings(DefaultFailoverTimeout); ft.FenceAfter != 16200*time.Millisecond {
+		t.Errorf("the default 28 s failover timeout: fence after %s, want 16.2s", ft.FenceAfter)
 	}
 }
 

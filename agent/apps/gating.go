@@ -119,6 +119,10 @@ type AppObservation struct {
 	VMIName       string
 	// Stuck are the app's terminating pods, for failover.
 	Stuck []*corev1.Pod
+	// Placed are its other pods that have not finished (VM launchers
+	// included): the failover guard's timer starts when their node is
+	// lost, before the taint evicts them.
+	Placed []*corev1.Pod
 }
 
 // ObserveApps reads, per app UUID, what the cluster shows. VM apps are read
@@ -156,6 +160,7 @@ func ObserveApps(d kube.Data) map[string]AppObservation {
 			o.Stuck = append(o.Stuck, p)
 		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 		case isLauncher(p):
+			o.Placed = append(o.Placed, p)
 			// A VM app's truth is its VMI; the launcher only counts before
 			// the VMI has a node.
 			if o.ScheduledNode == "" {
@@ -163,6 +168,7 @@ func ObserveApps(d kube.Data) map[string]AppObservation {
 			}
 		default:
 			o.Exists = true
+			o.Placed = append(o.Placed, p)
 			if p.Spec.NodeName != "" && (o.ScheduledNode == "" || p.Status.Phase == corev1.PodRunning) {
 				o.ScheduledNode = p.Spec.NodeName
 			}

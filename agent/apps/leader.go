@@ -23,7 +23,7 @@ type LeaderDurations struct {
 }
 
 // DefaultLeaderDurations are the timings used unless configured.
-var DefaultLeaderDurations = LeaderDurations{LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 4 * time.Second}
+var DefaultLeaderDurations = LeaderDurations{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 
 // StatsLeader elects, among the nodes' agents, the one that publishes
 // cluster-wide stats: client-go leader election on the Lease

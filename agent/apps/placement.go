@@ -80,9 +80,14 @@ var (
 // PlacementOptions tune the layout.
 type PlacementOptions struct {
 	// MoveAfter is how long an auto-migration app tolerates its node being
-	// unreachable or not ready before Kubernetes moves it (default 60 s).
+	// unreachable or not ready before Kubernetes moves it (default
+	// DefaultMoveAfter).
 	MoveAfter time.Duration
 }
+
+// DefaultMoveAfter is the tolerationSeconds of the unreachable and
+// not-ready taints on auto-migration apps' pods, unless configured.
+const DefaultMoveAfter = 20 * time.Second
 
 // Layout is the desired object for one app or volume.
 type Layout struct {
@@ -299,7 +304,7 @@ func volumeStamps(v VolumeConfig) map[string]string {
 // auto-migration apps, a Deployment or VMI requiring it for pinned ones.
 func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeConfig, opts PlacementOptions) (Layout, error) {
 	if opts.MoveAfter == 0 {
-		opts.MoveAfter = 60 * time.Second
+		opts.MoveAfter = DefaultMoveAfter
 	}
 	labels := map[string]string{LabelManagedBy: FieldManager, kube.LabelAppUUID: app.UUID, kube.LabelAppName: app.DisplayName}
 	meta := metav1.ObjectMeta{Name: WorkloadName(app), Namespace: kube.AppNamespace, Labels: labels}

@@ -119,7 +119,8 @@ const nodeDropIn = "50-sitecon-node.yaml"
 // Render renders the k3s configuration for a validated config.
 //
 // config.yaml carries cluster membership (cluster-init or server, token,
-// tls-san); the drop-in carries this node's identity and network (node-name,
+// tls-san) and, on servers, the controller-manager's failover timings
+// (kube-controller-manager-arg); the drop-in carries this node's identity and network (node-name,
 // node-ip, flannel-iface, node-label). Every key is a real k3s flag of the
 // role's subcommand; server-only flags never go to an agent.
 func Render(v *config.Validated, paths Paths, etcdDataPresent bool) Config {
@@ -147,6 +148,14 @@ func Render(v *config.Validated, paths Paths, etcdDataPresent bool) Config {
 		if role != RoleAgent {
 			main.list("tls-san", []string{join})
 			redactedMain.list("tls-san", []string{join})
+		}
+	}
+	if role != RoleAgent {
+		// Any server's controller-manager may hold the lead: each runs
+		// with the timings a node's loss is failed over in.
+		for _, d := range []*yamlDoc{main, redactedMain} {
+			d.comment("# How soon a lost node's apps run elsewhere, and why a blink of the link moves nothing: sitecon's README, \"Failover budget\".")
+			d.list("kube-controller-manager-arg", controllerManagerArgs())
 		}
 	}
 	main.scalar("token", strconv.Quote(v.Token.Reveal()))

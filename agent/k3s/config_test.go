@@ -17,7 +17,7 @@ import (
 // write (from `k3s server --help` / `k3s agent --help`). A key outside its
 // subcommand's set makes k3s refuse to start.
 var k3sFlags = map[string][]string{
-	"server": {"cluster-init", "server", "token", "tls-san", "node-ip", "flannel-iface", "node-name", "node-label", "data-dir"},
+	"server": {"cluster-init", "server", "token", "tls-san", "node-ip", "flannel-iface", "node-name", "node-label", "data-dir", "kube-controller-manager-arg"},
 	"agent":  {"server", "token", "node-ip", "flannel-iface", "node-name", "node-label", "data-dir"},
 }
 
@@ -46,6 +46,9 @@ func merged(t *testing.T, k Config, redacted bool) map[string]any {
 
 func TestRenderK3s(t *testing.T) {
 	labels := []any{"node-uuid=0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "gpu=2"}
+	// Every server's controller-manager runs with the failover timings
+	// (agent.FailoverBudget): any server may hold its lead.
+	kcm := []any{"node-monitor-grace-period=15s", "node-monitor-period=1s", "attach-detach-reconcile-sync-period=2s"}
 	cases := []struct {
 		name       string
 		edit       func(*config.Config)
@@ -59,18 +62,18 @@ func TestRenderK3s(t *testing.T) {
 			name: "seed first boot", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" },
 			role: RoleSeed, firstBoot: true, subcommand: "server",
 			want: map[string]any{"cluster-init": true, "tls-san": []any{"10.244.244.1"}, "token": agenttest.GoodToken,
-				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
+				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels, "kube-controller-manager-arg": kcm},
 		},
 		{
 			name: "seed restart", edit: func(c *config.Config) { c.ClusterIPPrefix = "10.244.244.1/28" }, etcdData: true,
 			role: RoleSeed, subcommand: "server",
 			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": agenttest.GoodToken,
-				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
+				"node-ip": "10.244.244.1", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels, "kube-controller-manager-arg": kcm},
 		},
 		{
 			name: "joining server", role: RoleServer, subcommand: "server",
 			want: map[string]any{"server": "https://10.244.244.1:6443", "tls-san": []any{"10.244.244.1"}, "token": agenttest.GoodToken,
-				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels},
+				"node-ip": "10.244.244.2", "flannel-iface": "eth1", "node-name": "node-b", "node-label": labels, "kube-controller-manager-arg": kcm},
 		},
 		{
 			name: "worker", edit: func(c *config.Config) { c.IsWorkerNode = true }, role: RoleAgent, subcommand: "agent",

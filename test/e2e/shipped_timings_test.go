@@ -3,32 +3,123 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
 // TestNodeLossAtShippedTimings loses a node on a site run at the timings a
-// real site has, not the tests' speed-ups: the Kubernetes node grace (40s),
-// node leases of 40s, the default 300s eviction toleration, the agents'
-// shipped defaults (stats-leader lease 30s, move-after 60s, the default
-// failover timeout), the attach/detach controller's one-minute sync,
-// replica rebuilds of two minutes and VMs that take 10s to boot. The lost node's agent dies with it (its lease is not released).
-// It logs when each step happened, and fails if an auto-migration app is
-// not back within the time those timings add up to.
+// real site has, not the tests' speed-ups: the controller-manager settings
+// the agent renders for k3s (agent/k3s: node-monitor grace and period, the
+// attach/detach controller's sync), the kubelet's 40s node lease, the
+// default 300s eviction toleration for pods without their own, the agents'
+// shipped defaults (stats-leader lease, move-after, the failover timeout),
+// replica rebuilds of two minutes and VMs that take 10s to boot. The lost
+// node's agent dies with it (its lease is not released). It logs when each
+// step happened, and fails unless the auto container app (with a volume:
+// the guard's path) runs elsewhere within 60s and the auto VM within 90s of
+// the loss (EVE documents about 65s and 2 min), the figures the shipped
+// budget promises (agent.FailoverBudget).
 //
 // It is slow (minutes) and runs only with the faults build tag: make faults.
 func TestNodeLossAtShippedTimings(t *testing.T) {
-	dir := t.TempDir()
-	opts := sitebox.TestOptions(dir)
+	site, agents, appConfigs := startShippedSite(t)
+	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
+	for name := range appConfigs {
+		waitAgents(t, all, name, 5*time.Minute, "running on node-b", runningOn("node-b"))
+	}
+
+	start := time.Now()
+	step := func(what string) { t.Logf("+%5.1fs  %s", time.Since(start).Seconds(), what) }
+	agents["node-b"].lose()
+	site.RecoverOnCleanup(t, "node-b")
+	if err := site.Fail("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	step("node-b lost (kubelet, etcd member and agent)")
+	live := []*siteAgent{agents["node-a"], agents["node-c"]}
+	budget := agent.ShippedFailoverSettings().Budget()
+	offB := func(v agentView) bool {
+		for _, st := range v {
+			if st.KubeStatus != apps.KubeRunning || st.Node == "node-b" || st.Node == "" {
+				return false
+			}
+		}
+		return len(v) == len(live)
+	}
+	// Both apps watched at once, each timed when every live agent first
+	// sees it running off node-b; waited for longer than promised, so
+	// that a miss is measured.
+	promised := map[string]time.Duration{"ship-web": 60 * time.Second, "ship-vm": 90 * time.Second}
+	back := map[string]time.Duration{}
+	until(t, 2*promised["ship-vm"]-time.Since(start), "ship-web and ship-vm running off node-b", func() (map[string]time.Duration, bool) {
+		for name := range promised {
+			if _, done := back[name]; done {
+				continue
+			}
+			v := agentView{}
+			for _, a := range live {
+				if st, ok := a.app(name); ok {
+					v[a.node] = st
+				}
+			}
+			if offB(v) {
+				back[name] = time.Since(start)
+				step(name + " running on " + v["node-a"].Node)
+			}
+		}
+		return back, len(back) == len(promised)
+	}, func(back map[string]time.Duration) string { return fmt.Sprintf("back: %v", back) })
+	// The guard's steps, as the leader's timeline has them.
+	for _, a := range live {
+		if appsPart := a.agent.Apps(); appsPart != nil {
+			for _, e := range appsPart.Timeline() {
+				if e.Kind == apps.EventFailover && e.Time.After(start) {
+					t.Logf("+%5.1fs  %s (%s's guard): %s", e.Time.Sub(start).Seconds(), e.App, a.node, e.Message)
+				}
+			}
+		}
+	}
+	for name, within := range promised {
+		if back[name] > within {
+			t.Errorf("%s ran elsewhere %.1fs after node-b's loss, want within %s (budget: container %s, VM %s)",
+				name, back[name].Seconds(), within, budget.ContainerTotal, budget.VMTotal)
+		}
+	}
+	if a := agents["node-a"].agent.LeaderState(); !a.IsLeader && !agents["node-c"].agent.LeaderState().IsLeader {
+		t.Error("no live agent leads after node-b was lost")
+	}
+}
+
+// startShippedSite starts a site at the timings a real site has (the
+// controller-manager settings the agent renders for k3s, the kubelet's 40s
+// node lease, the default 300s eviction toleration for pods without their
+// own, two-minute rebuilds, VMs that take 10s to boot), with the agents'
+// shipped defaults, and lays out an auto container app with a volume and
+// an auto VM on node-b.
+func startShippedSite(t *testing.T) (*sitebox.TestSite, map[string]*siteAgent, map[string]apps.AppConfig) {
+	t.Helper()
+	opts := sitebox.TestOptions(t.TempDir())
 	opts.ClusterName = "sitebox-shipped"
-	opts.NodeMonitorGracePeriod = 40 * time.Second
+	// sitebox's controller-manager runs with --node-monitor-period=1s,
+	// the period the agent renders for k3s.
+	if k3s.NodeMonitorPeriod != time.Second {
+		t.Fatalf("k3s.NodeMonitorPeriod %s: sitebox's controller-manager runs with 1s", k3s.NodeMonitorPeriod)
+	}
+	opts.NodeMonitorGracePeriod = k3s.NodeMonitorGracePeriod
 	opts.NodeLeaseDuration = 40 * time.Second
 	opts.EvictionToleration = 300 * time.Second
-	opts.AttachDetachSyncPeriod = time.Minute
+	opts.AttachDetachSyncPeriod = k3s.AttachDetachSyncPeriod
 	opts.Simulators = sitebox.SimulatorOptions{RebuildTime: 2 * time.Minute, VMBootTime: 10 * time.Second}
 	site, err := sitebox.StartTestSite(opts)
 	if err != nil {
@@ -55,38 +146,78 @@ func TestNodeLossAtShippedTimings(t *testing.T) {
 		agents[n] = startAgentWith(t, site, n, appsDir, logDir, nil) // the shipped timings
 		t.Cleanup(agents[n].stop)
 	}
+	return site, agents, appConfigs
+}
+
+// A link that blinks for 10 s, at the shipped timings, moves nothing: the
+// apps' pods stay on node-b, none is evicted or force-deleted, through
+// the grace period, the toleration and the guard's timer after it (the
+// budget's blink bounds, agent.FailoverSettings.Blink). node-b's kubelet
+// is frozen for the blink (sitebox's Freeze: a kubelet that lives through
+// it) and its agent reaches nothing.
+func TestLinkBlinkAtShippedTimingsMovesNothing(t *testing.T) {
+	site, agents, appConfigs := startShippedSite(t)
 	all := []*siteAgent{agents["node-a"], agents["node-b"], agents["node-c"]}
 	for name := range appConfigs {
 		waitAgents(t, all, name, 5*time.Minute, "running on node-b", runningOn("node-b"))
 	}
+	cs := clientset(t, site)
+	before := map[string]bool{} // the apps' pod UIDs on node-b
+	for _, a := range appConfigs {
+		pods := listPods(cs, kube.AppNamespace, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID})
+		if pods.err != nil {
+			t.Fatal(pods.err)
+		}
+		for _, p := range pods.items {
+			before[string(p.UID)] = true
+		}
+	}
 
+	const blink = 10 * time.Second
 	start := time.Now()
-	step := func(what string) { t.Logf("+%5.1fs  %s", time.Since(start).Seconds(), what) }
-	agents["node-b"].lose()
-	site.RecoverOnCleanup(t, "node-b")
-	if err := site.Fail("node-b"); err != nil {
+	agents["node-b"].counter.lost.Store(true)
+	if err := site.Freeze("node-b"); err != nil {
 		t.Fatal(err)
 	}
-	step("node-b lost (kubelet, etcd member and agent)")
-	live := []*siteAgent{agents["node-a"], agents["node-c"]}
-	// The timings add up to: node grace (40s) + move-after (60s) + the
-	// failover timeout and the leader's lease if node-b led (30s), the
-	// attach/detach controller noticing the released VolumeAttachment
-	// (up to 60s), the VM's boot (10s), and room for the control plane on
-	// a busy machine.
-	within := 40*time.Second + 60*time.Second + 30*time.Second + apps.DefaultFailoverTimeout + time.Minute + 10*time.Second + 2*time.Minute
-	for _, name := range []string{"ship-web", "ship-vm"} {
-		view := waitAgents(t, live, name, within-time.Since(start), "running off node-b", func(v agentView) bool {
-			for _, st := range v {
-				if st.KubeStatus != apps.KubeRunning || st.Node == "node-b" || st.Node == "" {
-					return false
+	time.Sleep(blink) // the blink itself, not a wait for anything
+	if err := site.Thaw("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	agents["node-b"].counter.lost.Store(false)
+	t.Logf("node-b back after %.1fs", time.Since(start).Seconds())
+
+	s := agent.ShippedFailoverSettings()
+	window := s.NodeMonitorGracePeriod + s.MoveAfter + s.FailoverTimeout + 10*time.Second
+	tainted := false
+	holds(t, window, "nothing moves after a 10s blink", func() error {
+		if n, err := cs.CoreV1().Nodes().Get(t.Context(), "node-b", metav1.GetOptions{}); err == nil && !tainted {
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnreachable {
+					tainted = true
+					t.Logf("+%5.1fs  node-b tainted unreachable (tolerated)", time.Since(start).Seconds())
 				}
 			}
-			return true
-		})
-		step(name + " running on " + view["node-a"].Node)
-	}
-	if a := agents["node-a"].agent.LeaderState(); !a.IsLeader && !agents["node-c"].agent.LeaderState().IsLeader {
-		t.Error("no live agent leads after node-b was lost")
+		}
+		for name, a := range appConfigs {
+			pods := listPods(cs, kube.AppNamespace, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + a.UUID})
+			if pods.err != nil {
+				return nil // nothing to judge on this look
+			}
+			for _, p := range pods.items {
+				if !before[string(p.UID)] || p.DeletionTimestamp != nil || p.Spec.NodeName != "node-b" {
+					return fmt.Errorf("%s: pod %s on %q (terminating: %v, new: %v)", name, p.Name, p.Spec.NodeName, p.DeletionTimestamp != nil, !before[string(p.UID)])
+				}
+			}
+		}
+		return nil
+	})
+	for _, a := range all {
+		if appsPart := a.agent.Apps(); appsPart != nil {
+			for _, e := range appsPart.Timeline() {
+				if e.Kind == apps.EventFailover && e.Time.After(start) {
+					t.Errorf("%s's guard acted after a 10s blink: %s", a.node, e.Message)
+				}
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -144,4 +145,24 @@ func (s *Site) StartEtcdMember(node string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	return s.waitHTTP(ctx, etcdProcess(node), m.ClientURL()+"/livez", nil)
+}
+
+// Freeze stops the named node's kubelet (its kwok process, SIGSTOP) without
+// ending it, and Thaw lets it go on (SIGCONT): a blink of the node's link
+// as its kubelet lives it, heartbeats stopped and resumed where they were.
+// (Fail and Recover restart kwok, which then waits out its own lease.)
+func (s *Site) Freeze(node string) error { return s.signalKwok(node, syscall.SIGSTOP) }
+
+// Thaw lets a frozen node's kubelet go on (see Freeze).
+func (s *Site) Thaw(node string) error { return s.signalKwok(node, syscall.SIGCONT) }
+
+func (s *Site) signalKwok(node string, sig syscall.Signal) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	pid := s.pid("kwok-" + node)
+	if pid == 0 {
+		return fmt.Errorf("node %s is failed: no kubelet to signal", node)
+	}
+	return syscall.Kill(pid, sig)
 }
