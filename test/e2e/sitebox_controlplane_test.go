@@ -31,31 +31,8 @@ func TestSiteControllersActRightAfterAPIServerRestart(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 
-	if err := site.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = site.StartAPIServer(ctx)
-		}
-		site.WaitSimulatorsLive(t, 90*time.Second)
-	})
 	// Long enough down for client-go's re-list backoff to grow past 10 s.
-	holds(t, 20*time.Second, "the API server stays down", func() error {
-		if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			return errors.New("the API server answers")
-		}
-		return nil
-	})
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := site.StartAPIServer(startCtx); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	apiServerOutage(t, site, 20*time.Second)
 
 	const ns = "controllers-after-restart"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -131,30 +108,7 @@ func TestKubeletRestartedBeforeAnOutageRunsNewPodsOnceSettled(t *testing.T) {
 		data, _ := os.ReadFile(kwokLog)
 		return tail(string(data), 500), bytes.Count(data, []byte(`"msg":"Watch single node"`)) > kwokStarts
 	}, func(s string) string { return "its log ends: " + s })
-	if err := site.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = site.StartAPIServer(ctx)
-		}
-		site.WaitSettled(t, 90*time.Second)
-	})
-	holds(t, 14*time.Second, "the API server stays down", func() error {
-		if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			return errors.New("the API server answers")
-		}
-		return nil
-	})
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := site.StartAPIServer(startCtx); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	apiServerOutage(t, site, 14*time.Second)
 	site.WaitSettled(t, 120*time.Second)
 
 	ns := fmt.Sprintf("kubelet-after-restart-%d", time.Now().Unix())
@@ -170,4 +124,37 @@ func TestKubeletRestartedBeforeAnOutageRunsNewPodsOnceSettled(t *testing.T) {
 	}
 	// kwok plays a pod's readiness within a second of seeing it.
 	waitPods(t, cs, ns, metav1.ListOptions{}, 10*time.Second, "the pod bound to node-b, Ready", onlyPodReadyOn("node-b"))
+}
+
+// apiServerOutage stops the site's API server, checks it stays down for
+// down, and starts it again; if the test ends before the start, a cleanup
+// starts it. Either way the cleanup hands the site on settled (WaitSettled
+// proves the kubelets and simulators live after the restart).
+func apiServerOutage(t *testing.T, site *sitebox.TestSite, down time.Duration) {
+	t.Helper()
+	cs := clientset(t, site)
+	if err := site.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = site.StartAPIServer(ctx)
+		}
+		site.WaitSettled(t, 120*time.Second)
+	})
+	holds(t, down, "the API server stays down", func() error {
+		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
+			return errors.New("the API server answers")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := site.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
 }
