@@ -8,12 +8,22 @@ SITE_DIR ?= .sitebox
 # Fuzz targets run for this long each in `make test`.
 FUZZTIME ?= 10s
 
-.PHONY: all build sitebox controlplane test race fuzz lint bench faults demo demo-down crds screenshots clean
+.PHONY: all build dist sitebox controlplane test race fuzz lint bench faults demo demo-down crds screenshots clean
 
 all: build
 
+# The version and commit `sitecon version` reports, stamped by the build.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-g$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+export VERSION COMMIT
 build:
-	$(GO) build -o $(BIN)/sitecon .
+	$(GO) build -ldflags "-X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)" -o $(BIN)/sitecon .
+
+# Static binaries for linux/amd64 and linux/arm64, their Debian packages
+# (nfpm, built once into the cache) and SHA256SUMS, in dist/. make test
+# builds and installs this machine's package (test/dist).
+dist:
+	packaging/dist.sh dist
 
 # The control-plane binaries (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, kwok) are built once into a cache outside the clone.

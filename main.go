@@ -128,7 +128,15 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 		return runConsole(cmd.Context(), g, agentSocket, hint, join)
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
-		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
+		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g),
+		newVersionCmd())
+	root.AddCommand(newGenDocsCmd(root))
+	// --version prints what `sitecon version` prints (cobra reads the
+	// template as text/template: the report holds no braces).
+	root.Version = buildVersion
+	var version strings.Builder
+	currentVersion().write(&version)
+	root.SetVersionTemplate(version.String())
 	explainMistakes(root)
 	return root
 }
