@@ -93,7 +93,7 @@ demo: build sitebox
 	@# One shell, the trap first: Ctrl-C at any point (the site starting, or
 	@# the console) stops everything the demo started.
 	@trap '$(BIN)/sitebox down --dir $(SITE_DIR) >/dev/null 2>&1' EXIT; \
-	  $(BIN)/sitebox up --demo --agents $(BIN)/sitecon --move-after 15s --nodes 3 --dir $(SITE_DIR) --node-monitor-grace-period 10s --node-lease-duration 10s --eviction-toleration 20s && \
+	  $(BIN)/sitebox up --demo --agents $(BIN)/sitecon --nodes 3 --dir $(SITE_DIR) && \
 	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --agent-socket $(SITE_DIR)/run/agent-node-a.sock --log-file $(SITE_DIR)/logs/console.log \
 	    --hint "In another terminal: $(BIN)/sitebox fail node-b --dir $(SITE_DIR)   (and: recover node-b)"
 

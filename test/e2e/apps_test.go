@@ -486,7 +486,7 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(appsDir, "apps"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := site.StartAgents(sitecon, appsDir, 5*time.Second); err != nil {
+	if err := site.StartAgents(sitecon, appsDir, sitebox.QuickAgentTimings(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -182,7 +182,7 @@ func TestSitePowerCutComesBack(t *testing.T) {
 	}
 	// The agents' move-after is long: a power cut is not a node loss the
 	// apps should run away from.
-	if err := site.StartAgents(sitecon, appsDir, 5*time.Minute); err != nil {
+	if err := site.StartAgents(sitecon, appsDir, sitebox.QuickAgentTimings(5*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	nodes := []string{"node-a", "node-b", "node-c"}

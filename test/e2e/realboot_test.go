@@ -134,7 +134,7 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 	}
 
 	began := time.Now()
-	if err := site.StartAgents(sitecon, appsDir, 5*time.Minute); err != nil {
+	if err := site.StartAgents(sitecon, appsDir, sitebox.QuickAgentTimings(5*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	until(t, 90*time.Second, "the site's first bring-up", whole, func(s string) string { return s })

@@ -277,7 +277,7 @@ func (s *Site) dropLAN() error {
 // startBootAgents starts every node's agent in its namespace, the seed
 // last, as on a site where it is the last device to boot: the joiners'
 // wait for its /status is then there to see.
-func (s *Site) startBootAgents(sitecon, appsDir string, moveAfter time.Duration) error {
+func (s *Site) startBootAgents(sitecon, appsDir string, timings AgentTimings) error {
 	if s.K3sStandin == "" {
 		return errors.New("bootstrap mode runs the k3s stand-in as each node's k3s: set Site.K3sStandin (sitebox up --k3s-standin)")
 	}
@@ -301,7 +301,7 @@ func (s *Site) startBootAgents(sitecon, appsDir string, moveAfter time.Duration)
 			"--socket", s.AgentSocket(n.Name),
 			// Its own loopback: every node's agent may take the default port.
 			"--metrics-addr", "127.0.0.1:9812",
-			"--move-after", moveAfter.String(), "--failover-timeout", (2 * moveAfter).String(),
+			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),
 			// kwok's pods run no process on this machine: nothing to fence.
 			"--no-fence",
 			"--log-file", filepath.Join(s.Dir, "logs", "agent-"+n.Name+".log"),

@@ -95,6 +95,23 @@ func WriteDemoApps(dir string) error {
 	return nil
 }
 
+// AgentTimings are the failover timings a site's agents run with: how long
+// an auto app tolerates a lost node (--move-after) and how long the
+// failover guard times its pod there (--failover-timeout).
+type AgentTimings struct {
+	MoveAfter, FailoverTimeout time.Duration
+}
+
+// ShippedAgentTimings are the agent's own defaults, as a device runs it.
+var ShippedAgentTimings = AgentTimings{MoveAfter: apps.DefaultMoveAfter, FailoverTimeout: apps.DefaultFailoverTimeout}
+
+// QuickAgentTimings are a test's: apps move after moveAfter, and the guard
+// times twice that (the agents run --no-fence, so no fencing bound holds
+// it up).
+func QuickAgentTimings(moveAfter time.Duration) AgentTimings {
+	return AgentTimings{MoveAfter: moveAfter, FailoverTimeout: 2 * moveAfter}
+}
+
 // StartAgents runs one sitecon agent per node (--no-bootstrap) as site
 // processes, so `sitebox down` stops them: servers' with the admin
 // kubeconfig, workers' with their node's own identity (NodeKubeconfig);
@@ -102,11 +119,11 @@ func WriteDemoApps(dir string) error {
 // appsDir, sockets
 // DIR/run/agent-NODE.sock, state under DIR/state/NODE, metrics on
 // 127.0.0.1:9812 and up, /status and the proof of life on the node's
-// address (StatusAddr). Auto-migration apps move after moveAfter.
+// address (StatusAddr), with the failover timings given.
 //
 // On a bootstrap-mode site (Options.Bootstrap) each agent bootstraps for
 // real instead, in its node's namespace (bootmode.go).
-func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) error {
+func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error {
 	// Site processes run in the site directory: every path must be absolute.
 	var err error
 	if sitecon, err = filepath.Abs(sitecon); err != nil {
@@ -116,7 +133,7 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 		return err
 	}
 	if s.Bootstrap {
-		return s.startBootAgents(sitecon, appsDir, moveAfter)
+		return s.startBootAgents(sitecon, appsDir, timings)
 	}
 	dir, err := filepath.Abs(s.Dir)
 	if err != nil {
@@ -140,7 +157,7 @@ func (s *Site) StartAgents(sitecon, appsDir string, moveAfter time.Duration) err
 			"--node-name", n.Name, "--kubeconfig", kubeconfig,
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
 			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),
-			"--move-after", moveAfter.String(), "--failover-timeout", (2 * moveAfter).String(),
+			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),
 			// kwok's pods run no process on this machine: nothing to fence.
 			"--no-fence",
 			"--log-file", filepath.Join(dir, "logs", "agent-"+n.Name+".log"))

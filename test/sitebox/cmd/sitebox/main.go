@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -48,7 +49,7 @@ func root() *cobra.Command {
 	var opts sitebox.Options
 	var noSimulators, demo bool
 	var agents, standin string
-	var moveAfter time.Duration
+	var agentTimings sitebox.AgentTimings
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start a site and return once every node is Ready",
@@ -89,7 +90,7 @@ func root() *cobra.Command {
 					_ = site.Down()
 					return err
 				}
-				if err := site.StartAgents(agents, appsDir, moveAfter); err != nil {
+				if err := site.StartAgents(agents, appsDir, agentTimings); err != nil {
 					_ = site.Down()
 					return fmt.Errorf("agents: %w", err)
 				}
@@ -116,16 +117,20 @@ func root() *cobra.Command {
 	}
 	up.Flags().IntVar(&opts.Nodes, "nodes", 3, "number of simulated nodes (node-a, node-b, ...)")
 	up.Flags().StringVar(&opts.BinDir, "bin", "", "control-plane binaries (default: the build cache, env SITEBOX_BIN)")
-	up.Flags().DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", 40*time.Second, "how long a silent node stays Ready (controller-manager); shorten to see failures sooner")
+	// The defaults are what a device runs: the controller-manager settings
+	// the agent renders for k3s, the kubelet's and the API server's own
+	// defaults (k3s changes neither), the agent's failover timings.
+	up.Flags().DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", k3s.NodeMonitorGracePeriod, "how long a silent node stays Ready (controller-manager)")
 	up.Flags().DurationVar(&opts.NodeLeaseDuration, "node-lease-duration", 40*time.Second, "simulated kubelet node-lease duration")
 	up.Flags().DurationVar(&opts.EvictionToleration, "eviction-toleration", 300*time.Second, "default not-ready/unreachable toleration of pods (apiserver)")
-	up.Flags().DurationVar(&opts.AttachDetachSyncPeriod, "attach-detach-sync-period", time.Minute, "how often the attach/detach controller re-reads VolumeAttachments (controller-manager)")
+	up.Flags().DurationVar(&opts.AttachDetachSyncPeriod, "attach-detach-sync-period", k3s.AttachDetachSyncPeriod, "how often the attach/detach controller re-reads VolumeAttachments (controller-manager)")
 	up.Flags().StringVar(&opts.ClusterName, "cluster-name", "sitebox", "cluster name recorded in the sitecon-cluster ConfigMap")
 	up.Flags().BoolVar(&demo, "demo", false, "write the demo site's app and volume configs to DIR/apps (two VMs, two containers, one pinned)")
 	up.Flags().StringVar(&agents, "agents", "", "sitecon binary: run one agent per node (--no-bootstrap unless --bootstrap) on DIR/apps")
 	up.Flags().BoolVar(&opts.Bootstrap, "bootstrap", false, "with --agents: each node's agent bootstraps for real, in a network namespace of its own (root), with its own cluster config, cluster address and /status, and the k3s stand-in as its k3s, which runs the node's etcd member: power-off/power-on then stage a real power cut")
 	up.Flags().StringVar(&standin, "k3s-standin", "", "with --bootstrap: the k3s stand-in binary (default: k3sstandin beside sitebox, as make sitebox builds it)")
-	up.Flags().DurationVar(&moveAfter, "move-after", 20*time.Second, "agents: how long auto-migration apps tolerate a lost node")
+	up.Flags().DurationVar(&agentTimings.MoveAfter, "move-after", sitebox.ShippedAgentTimings.MoveAfter, "agents: how long auto-migration apps tolerate a lost node")
+	up.Flags().DurationVar(&agentTimings.FailoverTimeout, "failover-timeout", sitebox.ShippedAgentTimings.FailoverTimeout, "agents: how long the failover guard times a lost node's pod before it may force-delete it")
 	up.Flags().BoolVar(&noSimulators, "no-simulators", false, "do not run the Longhorn, KubeVirt and kube-vip simulators")
 
 	down := &cobra.Command{
