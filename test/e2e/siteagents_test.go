@@ -369,7 +369,7 @@ func cleanupApps(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, a
 
 type agentView map[string]apps.PublishedApp // by node
 
-func waitAgents(t *testing.T, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
+func waitAgents(t testing.TB, agents []*siteAgent, app string, within time.Duration, what string, cond func(agentView) bool) agentView {
 	t.Helper()
 	return until(t, within, app+": "+what, func() (agentView, bool) {
 		view := agentView{}
