@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -157,4 +158,76 @@ func apiServerOutage(t *testing.T, site *sitebox.TestSite, down time.Duration) {
 		t.Fatal(err)
 	}
 	restarted = true
+}
+
+// A claim made once the site has settled after etcd lost its quorum and
+// regained it binds at once (issue 23: sitebox's volume binder sometimes
+// left `claim vol-used never bound` after nodes came back). The
+// controller-manager's watches fail while etcd has no quorum and come back
+// on client-go's re-list backoff, up to 30 s after the quorum; a claim
+// made in that shadow waits for the binder's next look.
+func TestClaimBindsOnceSettledAfterQuorumReturns(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	ctx := context.Background()
+
+	off := []string{"node-b", "node-c"}
+	for _, n := range off {
+		site.RecoverOnCleanup(t, n)
+	}
+	if err := site.PowerOff(off...); err != nil {
+		t.Fatal(err)
+	}
+	_ = until(t, 30*time.Second, "the API without etcd quorum", func() (error, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return err, err != nil
+	}, func(error) string { return "a quorum read still succeeds" })
+	// Long enough without quorum for the controllers' re-list backoff to grow.
+	<-time.After(20 * time.Second)
+	for _, n := range off {
+		if err := site.PowerOn(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	site.WaitSettled(t, 120*time.Second)
+
+	name := fmt.Sprintf("after-quorum-%d", time.Now().Unix())
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "default", Name: name},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/nonexistent/" + name}},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+		},
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To(""), VolumeName: name,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	if _, err := cs.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	// A live binder binds a pre-bound pair on the claim's add event.
+	until(t, 5*time.Second, "the claim bound", func() (corev1.PersistentVolumeClaimPhase, bool) {
+		c, err := cs.CoreV1().PersistentVolumeClaims("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", false
+		}
+		return c.Status.Phase, c.Status.Phase == corev1.ClaimBound
+	}, func(p corev1.PersistentVolumeClaimPhase) string { return fmt.Sprintf("claim phase %q", p) })
 }

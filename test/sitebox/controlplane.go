@@ -430,6 +430,16 @@ func (s *Site) StartAPIServer(ctx context.Context) error {
 	if err := s.startAPIServer(ctx); err != nil {
 		return err
 	}
+	if err := s.restartControllers(); err != nil {
+		return err
+	}
+	s.restarts.Add(1)
+	return nil
+}
+
+// restartControllers starts the controller-manager and the scheduler
+// anew, watching from their first moment.
+func (s *Site) restartControllers() error {
 	for _, name := range controlPlaneProcesses {
 		if name == "kube-apiserver" {
 			continue
@@ -443,8 +453,52 @@ func (s *Site) StartAPIServer(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	s.restarts.Add(1)
 	return nil
+}
+
+// etcdQuorate says whether enough of the site's etcd members run for a
+// quorum.
+func (s *Site) etcdQuorate() bool {
+	running := 0
+	for _, m := range s.Etcd {
+		if s.running(etcdProcess(m.Node)) {
+			running++
+		}
+	}
+	return running > len(s.Etcd)/2
+}
+
+// afterQuorumReturns is called once a member has started: when etcd had
+// no quorum before it and has one now, it waits until the API server
+// serves a quorum read again and restarts the controller-manager and the
+// scheduler. On a k3s site each leader-elects through etcd: without a
+// quorum it cannot renew its lease, exits (leaderelection lost), and k3s
+// starts again, so they watch afresh once the quorum is back. sitebox's
+// run without leader election and would otherwise come back on client-go's
+// re-list backoff, up to 30 s after the quorum: a claim made in that shadow
+// was not bound for as long (issue 23, `claim vol-used never bound`).
+func (s *Site) afterQuorumReturns(wasQuorate bool) error {
+	if wasQuorate || !s.etcdQuorate() || !s.running("kube-apiserver") {
+		return nil
+	}
+	cfg, err := s.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A LIST without a resourceVersion is a quorum read.
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("etcd has its quorum again, but the API server serves no quorum read within 60s: %w", err)
+	}
+	return s.restartControllers()
 }
 
 // createSystemWorkloads stands up the pods a k3s cluster with Longhorn and

@@ -105,7 +105,11 @@ func (s *Site) PowerOn(node string) error {
 	// alone serves no client (not even /livez) until it finds a quorum,
 	// which the nodes powered on after it bring.
 	if _, ok := s.EtcdMemberOf(node); ok {
+		quorate := s.etcdQuorate()
 		if err := s.restart(etcdProcess(node)); err != nil {
+			return err
+		}
+		if err := s.afterQuorumReturns(quorate); err != nil {
 			return err
 		}
 	}
@@ -138,13 +142,17 @@ func (s *Site) StartEtcdMember(node string) error {
 	if !ok || s.running(etcdProcess(node)) {
 		return nil
 	}
+	quorate := s.etcdQuorate()
 	if err := s.restart(etcdProcess(node)); err != nil {
 		return err
 	}
 	// /livez answers without a quorum: the member itself is up.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return s.waitHTTP(ctx, etcdProcess(node), m.ClientURL()+"/livez", nil)
+	if err := s.waitHTTP(ctx, etcdProcess(node), m.ClientURL()+"/livez", nil); err != nil {
+		return err
+	}
+	return s.afterQuorumReturns(quorate)
 }
 
 // Freeze stops the named node's kubelet (its kwok process, SIGSTOP) without
