@@ -259,14 +259,7 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 // `down` leaves no process and no namespace behind.
 func TestSiteboxCLIBootstrapMode(t *testing.T) {
 	netns.Skip(t)
-	bin := t.TempDir()
-	for pkg, name := range map[string]string{"./test/sitebox/cmd/sitebox": "sitebox", "./test/k3sstandin": "k3sstandin"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", name, err, out)
-		}
-	}
+	bin := buildSiteboxCLI(t)
 	dir := t.TempDir()
 	sb := func(args ...string) string {
 		t.Helper()
