@@ -170,7 +170,9 @@ func waitNAD(t *testing.T, dyn dynamic.Interface, port string) *unstructured.Uns
 		}
 		config, _, _ := unstructured.NestedString(n.Object, "spec", "config")
 		return n, config == want && n.GetLabels()[apps.LabelManagedBy] == apps.FieldManager
-	}, func(n *unstructured.Unstructured) string { return fmt.Sprintf("last seen %v; want spec.config %s", n.Object, want) })
+	}, func(n *unstructured.Unstructured) string {
+		return fmt.Sprintf("last seen %v; want spec.config %s", n.Object, want)
+	})
 }
 
 // waitPodNetworks waits until a's running pod asks Multus for networks.
