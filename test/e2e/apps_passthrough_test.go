@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/views"
 )
 
 // Ethernet passthrough (issue 21, section 3): an app pinned to a node with
@@ -110,6 +113,21 @@ func TestEthernetPassthrough(t *testing.T) {
 	waitTimeline(t, agentB, 10*time.Second, "the refusal on the timeline", func(e apps.TimelineEvent) bool {
 		return e.App == another.DisplayName && e.Kind == apps.EventRefusal && strings.Contains(e.Message, "eth1")
 	})
+	// The console's source says it too: the apps screen's row for the app
+	// (TestAppsScreenShowsAgentProblems draws it) comes from here.
+	out, errOut, err := runSitecon(t, "status", "-o", "json", "--kubeconfig", site.Kubeconfig(), "--agent-socket", agentB.socket)
+	if err != nil {
+		t.Fatalf("sitecon status: %v\n%s", err, errOut)
+	}
+	var report views.StatusReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	if report.Agent == nil || !slices.ContainsFunc(report.Agent.AppProblems, func(p views.AgentAppProblem) bool {
+		return p.App == another.DisplayName && p.UUID == another.UUID && strings.Contains(p.Problem, "eth1")
+	}) {
+		t.Fatalf("sitecon status does not carry pt-another's refusal: %+v", report.Agent)
+	}
 	if deps := deploymentsOf(t, cs, another); deps != 0 {
 		t.Fatalf("pt-another was refused its port, yet %d Deployments of it exist", deps)
 	}
