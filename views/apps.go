@@ -62,6 +62,9 @@ func newApps(ctx *ui.Context) screen {
 				}
 				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), &ctx.Styles.Warn)
 			}
+			if len(a.HostPorts) > 0 && note.Text == "" {
+				note = plain("host port " + strings.Join(a.HostPorts, ", "))
+			}
 			if p, ok := problems[a.UUID]; ok && a.UUID != "" {
 				shown[a.UUID] = true
 				text := p.Problem

@@ -84,7 +84,7 @@ func NADName(port string) string { return "host-" + port }
 const (
 	// AnnotationNetworks is Multus's list of the attachments a pod asks
 	// for, comma-separated names in the pod's namespace.
-	AnnotationNetworks = "k8s.v1.cni.cncf.io/networks"
+	AnnotationNetworks = kube.AnnotationNetworks
 	// AnnotationHostPorts lists, on an app's workload, the host ports its
 	// layout passes through: which app holds a port, read from what is
 	// laid out (AssignPorts), and which attachments are in use.
