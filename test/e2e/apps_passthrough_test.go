@@ -135,6 +135,33 @@ func TestEthernetPassthrough(t *testing.T) {
 		t.Fatalf("pt-gateway, which holds eth1, after pt-another asked for it: %+v", st)
 	}
 
+	// The choice survives an agent restart: node-b's new agent, with no
+	// memory, reads who holds eth1 from what is laid out, although
+	// pt-another's name sorts first.
+	gwDep := until(t, 10*time.Second, "pt-gateway's Deployment", func() (string, bool) {
+		deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + gateway.UUID})
+		if err != nil || len(deps.Items) != 1 {
+			return fmt.Sprint(err), false
+		}
+		return string(deps.Items[0].UID) + "/" + deps.Items[0].Annotations[apps.AnnotationSpecHash], true
+	}, nil)
+	agentB.stop()
+	agentB = startSiteAgent(t, site, "node-b", appsDir, logDir)
+	agents["node-b"] = agentB
+	waitApp(t, agentB, another.DisplayName, 30*time.Second, "still refused after node-b's agent restarted", func(st apps.PublishedApp) bool {
+		return strings.Contains(st.Error, "passed through to pt-gateway")
+	})
+	waitApp(t, agentB, gateway.DisplayName, 30*time.Second, "still running, without error", func(st apps.PublishedApp) bool {
+		return st.Error == "" && st.KubeStatus == apps.KubeRunning && st.Node == "node-b"
+	})
+	if deps := deploymentsOf(t, cs, another); deps != 0 {
+		t.Fatalf("after node-b's agent restarted, %d Deployments of pt-another exist", deps)
+	}
+	deps, err := cs.AppsV1().Deployments(kube.AppNamespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + gateway.UUID})
+	if err != nil || len(deps.Items) != 1 || string(deps.Items[0].UID)+"/"+deps.Items[0].Annotations[apps.AnnotationSpecHash] != gwDep {
+		t.Fatalf("pt-gateway's Deployment changed across node-b's agent restart (was %s): %v %v", gwDep, deps, err)
+	}
+
 	// pt-gateway goes: the port is free and goes to pt-another; the
 	// attachment, used all along (by pt-line-c on node-c), is the same one.
 	remove(gateway)
