@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/views"
@@ -89,6 +90,25 @@ func TestEthernetPassthrough(t *testing.T) {
 	waitApp(t, agentB, hmi.DisplayName, 60*time.Second, "running on node-b", func(st apps.PublishedApp) bool {
 		return st.KubeStatus == apps.KubeRunning && st.Node == "node-b"
 	})
+
+	// An auto (failover) app asking for a port is a config error: the port
+	// is on one device.
+	auto := pinned("e6000000-0000-4000-8000-000000000005", "pt-auto", b, "eth3")
+	auto.Affinity = apps.AffinityPreferred
+	write(auto)
+	autoPath := filepath.Join(appsDir, "apps", auto.DisplayName+".json")
+	until(t, 30*time.Second, "node-b reports pt-auto's config error", func() (string, bool) {
+		var node apps.PublishedNode
+		if err := getSocketErr(agentB.socket, localapi.PathNode, &node); err != nil {
+			return err.Error(), false
+		}
+		msg := node.ConfigErrors[autoPath]
+		return msg, strings.Contains(msg, "adapters: a passed-through port is on the designated node: the app must be pinned")
+	}, func(s string) string { return "config error: " + s })
+	if _, ok := agentB.app(auto.DisplayName); ok {
+		t.Fatal("pt-auto, refused for its config, is an app of node-b's agent")
+	}
+	remove(auto)
 
 	// The attachments, as EVE writes them, and the pods that ask for them.
 	eth1 := waitNAD(t, dyn, "eth1")
