@@ -127,12 +127,20 @@ screenshots:
 demo-down:
 	$(BIN)/sitebox down --dir $(SITE_DIR)
 
-# Regenerate the Longhorn CRDs from the pinned longhorn-manager module.
+# Regenerate the Longhorn CRDs from the pinned longhorn-manager module, and
+# Multus's NetworkAttachmentDefinition CRD from the pinned
+# network-attachment-definition-client module (not a dependency: fetched
+# by version).
+NAD_CLIENT = github.com/k8snetworkplumbingwg/network-attachment-definition-client@v1.7.7
 crds:
 	@dir=$$($(GO) list -m -f '{{.Dir}}' github.com/longhorn/longhorn-manager 2>/dev/null || $(GO) mod download -json github.com/longhorn/longhorn-manager@v1.10.0 | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
 	{ echo "# Longhorn v1.10.0 CRDs: github.com/longhorn/longhorn-manager@v1.10.0 k8s/crds.yaml (Apache-2.0)"; \
 	  echo "# with the Helm label includes dropped. Regenerate with 'make crds'."; \
 	  grep -v '{{- include "longhorn.labels"' $$dir/k8s/crds.yaml; } > test/sitebox/crds/longhorn.yaml
+	@dir=$$($(GO) mod download -json $(NAD_CLIENT) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'); \
+	{ echo "# Multus NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1): $(NAD_CLIENT)"; \
+	  echo "# artifacts/networks-crd.yaml (Apache-2.0). Regenerate with 'make crds'."; \
+	  cat $$dir/artifacts/networks-crd.yaml; } > test/sitebox/crds/multus.yaml
 
 clean:
 	rm -rf $(BIN)

@@ -10,6 +10,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/views"
 )
 
@@ -39,6 +40,14 @@ func readAgentSummary(ctx context.Context, socket string) *views.AgentSummary {
 		for _, a := range states {
 			if a.Failover != "" {
 				sum.Failovers = append(sum.Failovers, views.AgentFailover{App: a.Name, Verdict: a.Failover})
+			}
+			if a.Error != "" {
+				mode := kube.AppModeAuto
+				if a.Pinned {
+					mode = kube.AppModePinned
+				}
+				sum.AppProblems = append(sum.AppProblems, views.AgentAppProblem{App: a.Name, UUID: a.UUID, Kind: a.Kind,
+					Mode: mode, Designated: a.DNIdNode, Problem: a.Error})
 			}
 		}
 	}

@@ -39,6 +39,9 @@ type AppStatus struct {
 	LastMove *AppMove `json:"lastMove,omitempty"`
 	// VNCPort is a VM's VNC console port on its node (0: none).
 	VNCPort int `json:"vncPort,omitempty"`
+	// HostPorts are the host Ethernet ports passed through to it (its
+	// attachments host-<port>).
+	HostPorts []string `json:"hostPorts,omitempty"`
 	// Requires are the node requirements of its affinity besides the node
 	// name (its node-select labels): a node it moves to must meet them.
 	Requires []corev1.NodeSelectorRequirement `json:"requires,omitempty"`
@@ -93,7 +96,7 @@ func appStatuses(d Data) []AppStatus {
 		all = append(all, candidate{key: key, leaving: vmi.DeletionTimestamp != nil,
 			rankTime: vmi.CreationTimestamp.Time, AppStatus: AppStatus{
 				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(vmi.Spec.Affinity),
-				VNCPort:   vncPort(vmi.Annotations),
+				VNCPort: vncPort(vmi.Annotations), HostPorts: hostPorts(vmi.Annotations),
 				Name:      appName(vmi.Labels, vmi.Name),
 				UUID:      vmi.Labels[LabelAppUUID],
 				Namespace: vmi.Namespace,
@@ -117,6 +120,7 @@ func appStatuses(d Data) []AppStatus {
 		all = append(all, candidate{key: key, leaving: p.DeletionTimestamp != nil,
 			rankTime: p.CreationTimestamp.Time, AppStatus: AppStatus{
 				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(p.Spec.Affinity),
+				HostPorts: hostPorts(p.Annotations),
 				Name:      appName(p.Labels, p.Name),
 				UUID:      p.Labels[LabelAppUUID],
 				Namespace: p.Namespace,
@@ -192,6 +196,21 @@ func vncPort(annotations map[string]string) int {
 		return 0
 	}
 	return port
+}
+
+// hostPorts are the host ports an object's Multus attachments pass
+// through: the names host-<port> in its networks annotation (a plain
+// comma-separated list; the JSON form names no sitecon attachment).
+func hostPorts(annotations map[string]string) []string {
+	var out []string
+	for _, name := range strings.Split(annotations[AnnotationNetworks], ",") {
+		name = strings.TrimSpace(name)
+		name = name[strings.LastIndex(name, "/")+1:] // namespace/name
+		if port, ok := strings.CutPrefix(name, "host-"); ok && port != "" {
+			out = append(out, port)
+		}
+	}
+	return out
 }
 
 func lastMove(d Data, key string) *AppMove {

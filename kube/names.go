@@ -81,6 +81,9 @@ const (
 	AnnotationConfigVersion = "sitecon.io/config-version"
 	// AnnotationVNCPort on a VM app's VMI is the port of its VNC console.
 	AnnotationVNCPort = "sitecon.io/vnc-port"
+	// AnnotationNetworks is Multus's list of the attachments a pod (a VM's
+	// VMI) asks for; sitecon's passthrough attachments are host-<port>.
+	AnnotationNetworks = "k8s.v1.cni.cncf.io/networks"
 )
 
 // LonghornDrainPolicySetting is Longhorn's node drain policy setting.

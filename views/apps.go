@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,17 @@ func newApps(ctx *ui.Context) screen {
 	}
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
+		// What this node's agent finds wrong with an app (a host port in
+		// use by another app, an unusable override) is its note; an app
+		// it could not lay out at all has no pod or VMI, and gets a row of
+		// its own, so the reason is on this screen.
+		problems := map[string]AgentAppProblem{}
+		if f.Agent != nil {
+			for _, p := range f.Agent.AppProblems {
+				problems[p.UUID] = p
+			}
+		}
+		shown := map[string]bool{}
 		for _, a := range f.Status.Apps {
 			status := styled(a.Phase, &ctx.Styles.OK)
 			if !a.Ready {
@@ -50,10 +62,48 @@ func newApps(ctx *ui.Context) screen {
 				}
 				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), &ctx.Styles.Warn)
 			}
+			if len(a.HostPorts) > 0 && note.Text == "" {
+				note = plain("host port " + strings.Join(a.HostPorts, ", "))
+			}
+			if p, ok := problems[a.UUID]; ok && a.UUID != "" {
+				shown[a.UUID] = true
+				text := p.Problem
+				if note.Text != "" {
+					text += "; " + note.Text
+				}
+				note = styled(text, &ctx.Styles.Bad)
+			}
 			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
 				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc, note,
 			}})
 		}
+		for _, p := range f.Agent.appProblemsIn(shown) {
+			rows = append(rows, ui.Row{ID: configRowPrefix + p.UUID, Cells: []ui.Cell{
+				plain(p.App), plain(p.Kind), plain(orNA(p.Mode)), plain(orNA(p.Designated)), plain("-"),
+				// The status says it is not laid out; the note says why.
+				styled("not laid out", &ctx.Styles.Bad), {Text: "-"}, plain("-"), styled(strings.TrimPrefix(p.Problem, "not laid out: "), &ctx.Styles.Bad),
+			}})
+		}
 		return rows
 	}}
+}
+
+// configRowPrefix starts the ID of an apps-screen row for a configured
+// app with nothing in the cluster.
+const configRowPrefix = "config/"
+
+// appProblemsIn are the agent's app problems whose app has no row yet
+// (not in shown), by name.
+func (a *AgentSummary) appProblemsIn(shown map[string]bool) []AgentAppProblem {
+	if a == nil {
+		return nil
+	}
+	var out []AgentAppProblem
+	for _, p := range a.AppProblems {
+		if !shown[p.UUID] {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(x, y AgentAppProblem) int { return strings.Compare(x.App, y.App) })
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -25,6 +26,17 @@ func (a *App) openMigrate(rowID string) tea.Cmd {
 		if x.Namespace+"/"+x.Object == rowID {
 			app = x
 		}
+	}
+	if uuid, ok := strings.CutPrefix(rowID, configRowPrefix); ok {
+		name := uuid
+		for _, p := range a.frame.Agent.appProblemsIn(nil) {
+			if p.UUID == uuid {
+				name = p.App
+			}
+		}
+		d := a.openDialog("migrate "+name, a.actions.recorder().Open(flow.ActionMigrate, name))
+		d.refuse(name + " is not laid out in the cluster: nothing runs to move (its note says why)")
+		return nil
 	}
 	a.openMigrateTo(app, func() []safety.MigrateTarget {
 		return safety.MigrateTargets(app.Node, app.Requires, kube.NodeFacts(a.actions.Snap.Data().Nodes))

@@ -58,6 +58,11 @@ type AgentSummary struct {
 	// Failovers are the agent's last failover verdicts, per app: which
 	// evidence from the lost node holds a failover back or let it go.
 	Failovers []AgentFailover `json:"failovers,omitempty"`
+	// AppProblems are the configured apps the agent could not lay out or
+	// follow as configured (a host port in use by another app, an unusable
+	// override), with its reason: the apps screen notes them, and lists an
+	// app that has nothing in the cluster.
+	AppProblems []AgentAppProblem `json:"appProblems,omitempty"`
 	// Events is the agent's timeline (moves, failovers, refusals, node and
 	// leader changes) and the actions taken here, newest first.
 	Events []AgentEvent `json:"-"`
@@ -67,6 +72,19 @@ type AgentSummary struct {
 type AgentFailover struct {
 	App     string `json:"app"`
 	Verdict string `json:"verdict"`
+}
+
+// AgentAppProblem is one configured app and what its agent finds wrong
+// with it.
+type AgentAppProblem struct {
+	App  string `json:"app"`
+	UUID string `json:"uuid"`
+	Kind string `json:"kind"`
+	// Mode is auto or pinned, as the cluster rows say it; Designated is
+	// its designated node's name ("" when not in the cluster).
+	Mode       string `json:"mode,omitempty"`
+	Designated string `json:"designated,omitempty"`
+	Problem    string `json:"problem"`
 }
 
 // AgentEvent is one entry of the agent's timeline, or of the audit log of
@@ -165,6 +183,9 @@ func writeAgent(p func(string, ...any), a *AgentSummary, now time.Time) {
 	}
 	for _, f := range a.Failovers {
 		p("Last failover:\t%s: %s\n", f.App, f.Verdict)
+	}
+	for _, ap := range a.AppProblems {
+		p("App problem:\t%s: %s\n", ap.App, ap.Problem)
 	}
 }
 

@@ -47,6 +47,11 @@ type AppConfig struct {
 	// server listens on port 5900 + display.
 	EnableVNC  bool `json:"enable_vnc,omitempty"`
 	VNCDisplay int  `json:"vnc_display,omitempty"`
+	// Adapters are the host devices assigned to the app, as EVE's
+	// AppInstanceConfig lists them (adapters; IoAdapterList in EVE's
+	// pillar): a type and a name. sitecon passes through host Ethernet
+	// ports (PhyIoNetEth), see passthrough.go.
+	Adapters []IoAdapter `json:"adapters,omitempty"`
 }
 
 // VNCPort is the VM's VNC port, 0 when it has none.
@@ -194,6 +199,9 @@ func ParseAppConfig(data []byte) (AppConfig, error) {
 		if !config.UUIDPattern.MatchString(ref) {
 			add("volume_refs", fmt.Sprintf("%q is not a volume UUID", ref))
 		}
+	}
+	for _, p := range adapterProblems(a) {
+		add(p.field, p.msg)
 	}
 	if a.VNCDisplay < 0 || a.VNCDisplay > 99 {
 		add("vnc_display", fmt.Sprintf("%d: use 0 to 99 (port 5900 + display)", a.VNCDisplay))

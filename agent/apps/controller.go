@@ -131,6 +131,8 @@ type Controller struct {
 	orphans *orphanRemover
 	// overrideRefused is the refusal last reported per app UUID.
 	overrideRefused map[string]string
+	// portRefused is the host-port refusal last reported per app UUID.
+	portRefused map[string]string
 	// overrideErrors are the placement ConfigMap's unusable entries as the
 	// last pass found them (under mu; Node adds them to config_errors).
 	overrideErrors map[string]string
@@ -213,6 +215,7 @@ func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
 		releaseChecked:  map[types.UID]releaseCheck{},
 		lostSeen:        map[string]bool{},
 		overrideRefused: map[string]string{},
+		portRefused:     map[string]string{},
 		node:            PublishedNode{Node: opts.NodeName, Status: PublishedDown, Since: time.Now(), Reason: "not connected yet"},
 	}, nil
 }

@@ -53,7 +53,7 @@ func TestDesiredLayouts(t *testing.T) {
 		{UUID: here, DNIdNode: "node-a"}, {UUID: inactive, DNIdNode: "node-a"}, {UUID: elsewhere, DNIdNode: "node-b"},
 		{UUID: notInClust, DNIdNode: ""}, {UUID: noVolume, DNIdNode: "node-a"},
 	}
-	desired, appErr := desiredLayouts(set, decisions, states, nodeA, PlacementOptions{})
+	desired, appErr, _ := desiredLayouts(set, decisions, states, nodeA, PlacementOptions{}, passthroughView{})
 
 	ns := kube.AppNamespace
 	want := []string{

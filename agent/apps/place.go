@@ -2,12 +2,14 @@ package apps
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -27,7 +29,9 @@ func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string
 	if !c.placed.synced() || myUUID == "" {
 		return 0
 	}
-	desired, appErr := desiredLayouts(set, decisions, states, myUUID, c.opts.Placement)
+	ports := passthroughView{served: c.placed.servesNADs(), holders: livePorts(c.placed.workloads())}
+	desired, appErr, portRefused := desiredLayouts(set, decisions, states, myUUID, c.opts.Placement, ports)
+	c.notePortRefusals(set, portRefused, now)
 	hosts := designatedNodes(states)
 	writeErr, retry := c.writer.write(ctx, c.placed, desired, hosts, vmis, now)
 	maps.Copy(appErr, writeErr)
@@ -42,6 +46,9 @@ func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string
 		}
 	}
 	c.orphans.remove(ctx, c.placed.workloads(), desired, set, decisions, myUUID, absenceKnown, now)
+	if absenceKnown {
+		c.effects.removeNADs(ctx, nadsToRemove(c.placed.list(GVRNAD), desired, set, c.placed.workloads()), now)
+	}
 	var claims []placedObject
 	for _, obj := range c.placed.list(GVRPVC) {
 		claims = append(claims, placedObject{GVR: GVRPVC, Object: obj})
@@ -54,6 +61,36 @@ func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string
 	}
 	c.placementErrors = appErr
 	return retry
+}
+
+// notePortRefusals puts an app refused a host port on the timeline (and
+// in the log) once per reason, and forgets it when it clears or the app
+// leaves the config.
+func (c *Controller) notePortRefusals(set AppSet, refused map[string]string, now time.Time) {
+	for uuid, why := range refused {
+		if c.portRefused[uuid] == why {
+			continue
+		}
+		c.portRefused[uuid] = why
+		name := set.Apps[uuid].DisplayName
+		c.log.Warn("host port refused", "app", name, "reason", why)
+		c.timeline.Add(TimelineEvent{Time: now, Kind: EventRefusal, App: name, Node: c.opts.NodeName, Warning: true, Message: name + ": " + why})
+	}
+	maps.DeleteFunc(c.portRefused, func(uuid, _ string) bool { _, ok := refused[uuid]; return !ok })
+}
+
+// removeNADs deletes the attachments no app uses any more (nadsToRemove),
+// each by its UID: one made again since is not the one decided on.
+func (fx placeEffects) removeNADs(ctx context.Context, nads []*unstructured.Unstructured, now time.Time) {
+	for _, n := range nads {
+		if err := fx.deleteExact(ctx, GVRNAD, n.GetNamespace(), n.GetName(), n.GetUID()); err != nil {
+			fx.log.Error("remove attachment", "object", n.GetName(), "err", err)
+			continue
+		}
+		msg := fmt.Sprintf("removed network attachment %s: no app passes host port %s through any more", n.GetName(), n.GetLabels()[LabelHostPort])
+		fx.log.Info("removed attachment", "object", n.GetName())
+		fx.timeline.Add(TimelineEvent{Time: now, Kind: EventPlacement, Node: fx.node, Message: msg})
+	}
 }
 
 // placeEffects is what the placement reconcilers act and report through,

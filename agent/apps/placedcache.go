@@ -29,7 +29,10 @@ type placedCache struct {
 	deleted map[string]*unstructured.Unstructured
 }
 
-func newPlacedCache(dyn dynamic.Interface, hasKubeVirt bool, changed func()) *placedCache {
+// newPlacedCache watches sitecon's workloads and claims (VMs' only with
+// KubeVirt) and storage classes, and its network attachments when
+// watchNADs (the cluster serves them, and this identity may read them).
+func newPlacedCache(dyn dynamic.Interface, hasKubeVirt, watchNADs bool, changed func()) *placedCache {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + FieldManager }
 	c := &placedCache{
 		namespace: dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, kube.AppNamespace, tweak),
@@ -40,6 +43,9 @@ func newPlacedCache(dyn dynamic.Interface, hasKubeVirt bool, changed func()) *pl
 	c.kinds = []schema.GroupVersionResource{GVRDeployment, GVRPVC}
 	if hasKubeVirt {
 		c.kinds = append(c.kinds, GVRVMIRS, GVRVMI)
+	}
+	if watchNADs {
+		c.kinds = append(c.kinds, GVRNAD)
 	}
 	for _, gvr := range c.kinds {
 		inf := c.namespace.ForResource(gvr).Informer()
@@ -102,6 +108,13 @@ func (c *placedCache) start(ctx context.Context) {
 	c.cluster.Start(ctx.Done())
 }
 
+// servesNADs says whether network attachments are watched, and so may be
+// laid out.
+func (c *placedCache) servesNADs() bool {
+	_, ok := c.informers[GVRNAD]
+	return ok
+}
+
 func (c *placedCache) synced() bool {
 	for _, inf := range c.informers {
 		if !inf.HasSynced() {
@@ -140,7 +153,11 @@ func (c *placedCache) get(gvr schema.GroupVersionResource, ns, name string) *uns
 
 func (c *placedCache) list(gvr schema.GroupVersionResource) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	for _, obj := range c.informers[gvr].GetStore().List() {
+	inf, ok := c.informers[gvr]
+	if !ok {
+		return nil
+	}
+	for _, obj := range inf.GetStore().List() {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			out = append(out, u)
 		}

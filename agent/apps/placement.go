@@ -340,6 +340,17 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 	if port := app.VNCPort(); port > 0 {
 		vmAnnotations = map[string]string{kube.AnnotationVNCPort: strconv.Itoa(port)}
 	}
+	// Passed-through ports: the pod asks Multus for their attachments (a
+	// VM's through its VMI, whose annotations KubeVirt carries to the
+	// virt-launcher pod); the workload says which ports it holds.
+	podAnnotations, portStamps := passthroughAnnotations(app)
+	maps.Copy(annotations, portStamps)
+	if len(podAnnotations) > 0 {
+		if vmAnnotations == nil {
+			vmAnnotations = map[string]string{}
+		}
+		maps.Copy(vmAnnotations, podAnnotations)
+	}
 
 	if app.Kind == KindContainer {
 		pod := corev1.PodSpec{
@@ -361,7 +372,7 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 				Selector: selector,
 				// A ReadWriteOnce volume cannot be held by two pods at once.
 				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: pod},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations}, Spec: pod},
 			},
 		}
 		return finish(GVRDeployment, dep, annotations)

@@ -246,7 +246,12 @@ func (c *Controller) act(ctx context.Context, obs observation, verdicts appVerdi
 	if c.placed == nil {
 		// The watches on what this node laid out live as long as the
 		// controller, not as long as one pass.
-		c.placed = newPlacedCache(c.dyn, obs.data.HasKubeVirt, c.wake)
+		watchNADs, err := c.watchNADs()
+		if err != nil {
+			c.log.Warn("discovery of network attachments", "err", err)
+			return applyRetry
+		}
+		c.placed = newPlacedCache(c.dyn, obs.data.HasKubeVirt, watchNADs, c.wake)
 		c.placed.start(ctx)
 	}
 	// Every write of this pass shares one deadline: a hung API server
@@ -264,6 +269,26 @@ func (c *Controller) act(ctx context.Context, obs observation, verdicts appVerdi
 		next = wait
 	}
 	return next
+}
+
+// watchNADs says whether this agent watches (and so lays out) network
+// attachments: the cluster serves them (Multus's CRD is installed) and the
+// agent is a server's, not a worker's, whose identity is granted no
+// attachment (kube.AgentLayoutRules): an attachment is shared by every
+// node, so one node's identity must not write it for all. Discovery that
+// fails is an error, not "absent": the caller tries again.
+func (c *Controller) watchNADs() (bool, error) {
+	if c.opts.NodeIdentity {
+		return false, nil
+	}
+	list, err := c.snap.Clients().Core.Discovery().ServerResourcesForGroupVersion(GVRNAD.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == GVRNAD.Resource }), nil
 }
 
 // failoverIfLeader judges the pods stuck on lost nodes when this node is

@@ -204,7 +204,7 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 			return fmt.Errorf("namespace %s: %w", ns, err)
 		}
 	}
-	if err := installCRDs(ctx, cfg, longhornCRDs, kubevirtCRDs); err != nil {
+	if err := installCRDs(ctx, cfg, longhornCRDs, kubevirtCRDs, multusCRDs); err != nil {
 		return err
 	}
 	clients, err := kube.NewClients(cfg)

@@ -50,14 +50,18 @@ func LonghornVolume(name string, sizeBytes int64, replicas int) *lhv1beta2.Volum
 type DemoApp struct {
 	Name, UUID, Kind, Node string
 	Pinned, VNC            bool
+	// HostPorts are host Ethernet ports passed through to it (pinned).
+	HostPorts []string
 }
 
-// DemoApps are the demo site's apps: two VMs and two containers, one pinned.
+// DemoApps are the demo site's apps: two VMs and three containers, two
+// pinned, one of those with a host Ethernet port passed through.
 var DemoApps = []DemoApp{
 	{Name: "hmi", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d01", Kind: apps.KindVM, Node: "node-a", VNC: true},
 	{Name: "historian", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d02", Kind: apps.KindVM, Node: "node-b", Pinned: true},
 	{Name: "plc-gateway", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d03", Kind: apps.KindContainer, Node: "node-b"},
 	{Name: "mqtt-broker", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d04", Kind: apps.KindContainer, Node: "node-c"},
+	{Name: "plc-io", UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d05", Kind: apps.KindContainer, Node: "node-c", Pinned: true, HostPorts: []string{"eth1"}},
 }
 
 // WriteDemoApps writes the demo site's app and volume configs under dir, as
@@ -79,6 +83,9 @@ func WriteDemoApps(dir string) error {
 			cfg.Affinity = apps.AffinityRequired
 		}
 		cfg.EnableVNC = app.VNC
+		for _, port := range app.HostPorts {
+			cfg.Adapters = append(cfg.Adapters, apps.IoAdapter{Type: apps.IoNetEth, Name: port})
+		}
 		for path, v := range map[string]any{
 			filepath.Join(dir, "volumes", vol.Name+".json"): vol,
 			filepath.Join(dir, "apps", app.Name+".json"):    cfg,

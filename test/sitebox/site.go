@@ -51,6 +51,12 @@ var longhornCRDs []byte
 //go:embed crds/kubevirt.yaml
 var kubevirtCRDs []byte
 
+// multusCRDs is Multus's NetworkAttachmentDefinition, which sitecon's
+// Ethernet passthrough writes.
+//
+//go:embed crds/multus.yaml
+var multusCRDs []byte
+
 //go:embed kwok/stages.yaml
 var kwokStages []byte
 

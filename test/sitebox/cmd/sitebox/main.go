@@ -125,7 +125,7 @@ func root() *cobra.Command {
 	up.Flags().DurationVar(&opts.EvictionToleration, "eviction-toleration", 300*time.Second, "default not-ready/unreachable toleration of pods (apiserver)")
 	up.Flags().DurationVar(&opts.AttachDetachSyncPeriod, "attach-detach-sync-period", k3s.AttachDetachSyncPeriod, "how often the attach/detach controller re-reads VolumeAttachments (controller-manager)")
 	up.Flags().StringVar(&opts.ClusterName, "cluster-name", "sitebox", "cluster name recorded in the sitecon-cluster ConfigMap")
-	up.Flags().BoolVar(&demo, "demo", false, "write the demo site's app and volume configs to DIR/apps (two VMs, two containers, one pinned)")
+	up.Flags().BoolVar(&demo, "demo", false, "write the demo site's app and volume configs to DIR/apps (two VMs, three containers, two pinned, one with a host Ethernet port passed through)")
 	up.Flags().StringVar(&agents, "agents", "", "sitecon binary: run one agent per node (--no-bootstrap unless --bootstrap) on DIR/apps")
 	up.Flags().BoolVar(&opts.Bootstrap, "bootstrap", false, "with --agents: each node's agent bootstraps for real, in a network namespace of its own (root), with its own cluster config, cluster address and /status, and the k3s stand-in as its k3s, which runs the node's etcd member: power-off/power-on then stage a real power cut")
 	up.Flags().StringVar(&standin, "k3s-standin", "", "with --bootstrap: the k3s stand-in binary (default: k3sstandin beside sitebox, as make sitebox builds it)")
