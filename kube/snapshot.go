@@ -288,6 +288,9 @@ type probeKey struct{}
 func (s *Snapshot) sawEvent() {
 	s.mu.Lock()
 	s.lastEvent = s.now()
+	if s.health.Connected {
+		s.health.LastContact = s.lastEvent
+	}
 	stale := !s.health.Connected && s.synced
 	s.mu.Unlock()
 	if stale {

@@ -24,9 +24,9 @@ func newApps(ctx *ui.Context) screen {
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, a := range f.Status.Apps {
-			status := styled(a.Phase, &ctx.Styles.OK)
+			status := styled(stateText(f, a.Phase), okStyle(ctx, f))
 			if !a.Ready {
-				status = styled(orNA(a.Phase), &ctx.Styles.Bad)
+				status = styled(stateText(f, orNA(a.Phase)), &ctx.Styles.Bad)
 			}
 			node := plain(orNA(a.Node))
 			if a.DesignatedNode != "" && a.Node != "" && a.Node != a.DesignatedNode {
@@ -43,12 +43,21 @@ func newApps(ctx *ui.Context) screen {
 			// The old pods or VMIs still going away are said on the app's
 			// one row, not as rows of their own.
 			note := plain("")
+			var notes []string
+			if a.NodeLost {
+				// The status says Unknown; the note says why (the overview
+				// says both: "Unknown (node-b lost)").
+				notes = append(notes, a.Node+" lost")
+			}
 			if len(a.Terminating) > 0 {
 				var parts []string
 				for _, o := range a.Terminating {
 					parts = append(parts, "terminating on "+orNA(o.Node))
 				}
-				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), &ctx.Styles.Warn)
+				notes = append(notes, "old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "))
+			}
+			if len(notes) > 0 {
+				note = styled(strings.Join(notes, "; "), &ctx.Styles.Warn)
 			}
 			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
 				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc, note,
