@@ -41,7 +41,7 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	}
 	for _, n := range s.Nodes {
 		if !n.Ready {
-			out = append(out, Alert{Bad: true, Since: n.Since, Text: fmt.Sprintf("node %s %s for %s %s", n.Name, n.Status, Age(n.Since, now, true), n.Reason)})
+			out = append(out, Alert{Bad: true, Since: n.Since, Text: strings.TrimSpace(fmt.Sprintf("node %s %s for %s %s", n.Name, n.Status, Age(n.Since, now, true), n.Reason))})
 		}
 		if n.VersionSkew != "" {
 			out = append(out, Alert{Since: n.Since, Text: fmt.Sprintf("node %s: %s", n.Name, n.VersionSkew)})
