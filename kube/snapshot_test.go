@@ -226,10 +226,10 @@ func TestSnapshotSurvivesAPIServerRestart(t *testing.T) {
 	if !before.API.Connected || before.Stale != nil {
 		t.Fatalf("health after sync = %+v (stale %+v), want connected", before.API, before.Stale)
 	}
-	stopped := time.Now()
 	if err := site.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
+	stopped := time.Now() // an answer may land while it stops
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
