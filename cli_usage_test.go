@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,5 +34,46 @@ func TestMistypedCommandLines(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sitecon status's usage errors exit 3, not 1 (1 says the cluster needs
+// attention); its help documents the codes. The cluster's codes (0, 1, 2)
+// are tested against sitebox (test/e2e: TestStatusExitCodes).
+func TestStatusUsageExitCode(t *testing.T) {
+	for _, args := range [][]string{
+		{"status", "--bogus"},
+		{"status", "extra"},
+		{"status", "-o", "xml"},
+		{"status", "--kubeconfig", filepath.Join(t.TempDir(), "none")},
+	} {
+		root := newRoot()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(args)
+		cmd, err := root.ExecuteC()
+		if code := exitCode(cmd, err); err == nil || code != 3 {
+			t.Errorf("%v: exit %d (%v), want 3", args, code, err)
+		}
+	}
+	// Other commands keep exit status 1 for their errors.
+	root := newRoot()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"cordon"})
+	if cmd, err := root.ExecuteC(); exitCode(cmd, err) != 1 {
+		t.Errorf("sitecon cordon without a node: exit %d, want 1", exitCode(cmd, err))
+	}
+	var help strings.Builder
+	root = newRoot()
+	root.SetOut(&help)
+	root.SetArgs([]string{"status", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Exit status:", "0  healthy", "1  something needs attention", "2  the cluster API could not be read", "3  usage"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("status --help does not say %q:\n%s", want, help.String())
+		}
 	}
 }

@@ -31,12 +31,68 @@ func main() {
 	// file it chooses, so klog is silenced for every command.
 	klog.SetLogger(logr.Discard())
 	ctx, stop := signalContext(context.Background())
-	err := newRoot().ExecuteContext(ctx)
+	cmd, err := newRoot().ExecuteContextC(ctx)
 	stop()
 	if err != nil {
 		printError(os.Stderr, err)
-		os.Exit(1)
+		os.Exit(exitCode(cmd, err))
 	}
+}
+
+// exitError ends the process with its own exit status (sitecon status's
+// documented codes); any other error exits 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// exitCode is the exit status for a command's error: its own, when it has
+// one; for sitecon status any other (a bad flag, an unknown output format,
+// a kubeconfig that cannot be loaded: nothing was asked of the cluster)
+// is a usage error; 1 otherwise.
+func exitCode(cmd *cobra.Command, err error) int {
+	var e exitError
+	switch {
+	case errors.As(err, &e):
+		return e.code
+	case cmd != nil && cmd.Name() == "status" && cmd.Parent() != nil && !cmd.Parent().HasParent():
+		return statusUsage
+	}
+	return 1
+}
+
+// sitecon status's exit codes (README, `sitecon status --help`).
+const (
+	statusUnhealthy  = 1
+	statusUnreadable = 2
+	statusUsage      = 3
+)
+
+// statusExitHelp documents the codes in --help.
+const statusExitHelp = `Exit status:
+  0  healthy: every node Ready, every volume healthy, every app running,
+     nothing else the console's overview would alert on
+  1  something needs attention: the problems are listed (a node not Ready,
+     a volume degraded or faulted, an app not running, a failed pod, a
+     kubelet outside the version skew policy)
+  2  the cluster API could not be read within --timeout (it did not answer,
+     or answered that it is not ready: etcd without quorum), or the command
+     was interrupted first; the error says what, why and what to check
+  3  usage: a bad flag or argument, an unknown output format, a kubeconfig
+     that cannot be loaded
+With --watch the exit status is 0 when q or Ctrl-C ends it.`
+
+// apiUnreadable is sitecon status's error when the cluster API could not
+// be read: what was not reached, why, and what to check.
+func apiUnreadable(host string, within time.Duration, err error) error {
+	msg := fmt.Sprintf("the cluster API at %s did not answer within %s: %v", host, within, err)
+	if hint := kube.APIDownHint(err.Error()); hint != "" {
+		msg += "\ncheck: " + hint
+	}
+	return exitError{code: statusUnreadable, err: errors.New(msg)}
 }
 
 // printError writes a command's error for the terminal. It quotes the
@@ -233,8 +289,10 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 		Use:   "status",
 		Short: "Print the cluster's status: nodes, VIP, pod health, volumes, apps",
 		Long: `Print the cluster's status once: node readiness, the VIP owner, pod health
-per namespace, Longhorn volumes with their robustness and since when, and apps
-with the node they run on.`,
+per namespace, Longhorn volumes with their robustness and since when, apps
+with the node they run on, and the problems that need attention.
+
+` + statusExitHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := views.ParseFormat(output)
@@ -265,12 +323,24 @@ with the node they run on.`,
 			snap.Start(ctx)
 			if err := snap.WaitForSync(ctx); err != nil {
 				if errors.Is(cmd.Context().Err(), context.Canceled) {
-					return errors.New("interrupted")
+					return exitError{code: statusUnreadable, err: errors.New("interrupted before the cluster API answered")}
 				}
+				return apiUnreadable(cfg.Host, timeout, err)
+			}
+			now := time.Now()
+			report := views.NewStatusReport(snap.Status(), readAgentSummary(cmd.Context(), agentSocket), now)
+			if err := views.WriteStatus(cmd.OutOrStdout(), report, now, format); err != nil {
 				return err
 			}
-			report := views.StatusReport{ClusterStatus: snap.Status(), Agent: readAgentSummary(cmd.Context(), agentSocket)}
-			return views.WriteStatus(cmd.OutOrStdout(), report, time.Now(), format)
+			switch {
+			case report.Stale != nil:
+				// Read once, then lost before it was printed: what was
+				// printed says it is stale.
+				return apiUnreadable(cfg.Host, timeout, errors.New(report.Stale.Reason))
+			case len(report.Problems) > 0:
+				return exitError{code: statusUnhealthy, err: fmt.Errorf("%d problem(s) need attention (listed under Problems)", len(report.Problems))}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")

@@ -45,6 +45,11 @@ type AppStatus struct {
 	// Requires are the node requirements of its affinity besides the node
 	// name (its node-select labels): a node it moves to must meet them.
 	Requires []corev1.NodeSelectorRequirement `json:"requires,omitempty"`
+	// NodeLost: the node it is on is not Ready (NotReady, or Unknown: its
+	// kubelet stopped reporting), so it is not known to run: Phase is
+	// then Unknown and ReportedPhase what its object last said.
+	NodeLost      bool   `json:"nodeLost,omitempty"`
+	ReportedPhase string `json:"reportedPhase,omitempty"`
 	// Terminating are the app's older pods or VMIs still going away (a pod
 	// hanging on a lost node while its replacement runs): a note on the
 	// app, never where it runs.
@@ -68,7 +73,7 @@ type AppMove struct {
 // or VMI (the old one hangs terminating on a lost node), the live object is
 // the app: its node is where the app runs, and actions such as migrate read
 // it from there; the terminating ones are noted on it.
-func appStatuses(d Data) []AppStatus {
+func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 	type candidate struct {
 		AppStatus
 		key      string // the app's key within its namespace
@@ -131,6 +136,9 @@ func appStatuses(d Data) []AppStatus {
 				Object:    p.Name,
 			}})
 	}
+	for i := range all {
+		all[i].markNodeLost(nodeLost)
+	}
 	// Within an app, live objects before terminating ones, ready before not,
 	// newest first: the first is the one the app's row shows. Pointers are
 	// sorted, not the candidates.
@@ -177,6 +185,32 @@ func appStatuses(d Data) []AppStatus {
 		out[i] = *r
 	}
 	return out
+}
+
+// asReported takes every app as its object reports it (the drain
+// preflight judges the apps on the node it drains as they say they are).
+func asReported(string) bool { return false }
+
+// AppPhaseUnknown is the phase of an app on a lost node.
+const AppPhaseUnknown = "Unknown"
+
+// markNodeLost applies the one rule for an app on a lost node: whatever
+// its pod or VMI last reported (a lost kubelet reports nothing more), it
+// is not known to run. One leaving is leaving wherever it is.
+func (a *AppStatus) markNodeLost(nodeLost func(string) bool) {
+	if a.Node == "" || a.Phase == "Terminating" || !nodeLost(a.Node) {
+		return
+	}
+	a.ReportedPhase, a.Phase, a.Ready, a.NodeLost = a.Phase, AppPhaseUnknown, false, true
+}
+
+// PhaseText is the app's phase as every reader says it: an app on a lost
+// node is "Unknown (node-b lost)", never the Running its node last said.
+func (a AppStatus) PhaseText() string {
+	if a.NodeLost {
+		return a.Phase + " (" + a.Node + " lost)"
+	}
+	return a.Phase
 }
 
 // compareBool orders false before true.

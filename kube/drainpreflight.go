@@ -33,7 +33,7 @@ func CheckDrain(ctx context.Context, clients *Clients, d Data, node string, opts
 	opts.Progress = nil
 	h := opts.helper(ctx, clients.Core)
 	list, errs := h.GetPodsForDeletion(node)
-	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d), Excluded: errs, Purpose: purpose, LocalNode: local, Now: time.Now()}
+	check := DrainCheck{Node: node, Data: d, Apps: appStatuses(d, asReported), Excluded: errs, Purpose: purpose, LocalNode: local, Now: time.Now()}
 	if list != nil {
 		check.Evict = list.Pods()
 	}

@@ -37,6 +37,46 @@ type ClusterStatus struct {
 	Longhorn bool   `json:"longhorn"`
 	KubeVirt bool   `json:"kubevirt"`
 	API      Health `json:"api"`
+	// Stale is set while the API server does not answer (or answers but
+	// is not ready): everything above is then the cluster as last read,
+	// not as it is. Every reader says so; none shows it as healthy.
+	Stale *Staleness `json:"stale,omitempty"`
+}
+
+// Staleness says since when the API server has not answered, what the
+// data's age is, and why.
+type Staleness struct {
+	// Since is when the API server was first found not answering.
+	Since time.Time `json:"since"`
+	// AsOf is the last time it was seen serving: the data is the cluster
+	// as of then.
+	AsOf   time.Time `json:"asOf"`
+	Reason string    `json:"reason"`
+}
+
+// staleness is nil while the API server answers; once it has stopped
+// (after having answered, or never reached at all), what the data is worth.
+func staleness(h Health) *Staleness {
+	if h.Connected || h.Since.IsZero() {
+		return nil
+	}
+	asOf := h.LastContact
+	if asOf.IsZero() || asOf.After(h.Since) {
+		asOf = h.Since
+	}
+	return &Staleness{Since: h.Since, AsOf: asOf, Reason: h.LastError}
+}
+
+// NodeLost says whether the node is known and not Ready (NotReady, or
+// Unknown: its kubelet stopped reporting): what runs there is not known
+// to run.
+func (s ClusterStatus) NodeLost(name string) bool {
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == name {
+			return !s.Nodes[i].Ready
+		}
+	}
+	return false
 }
 
 // ClusterIdentity names the cluster and its seed server, when known.
@@ -116,6 +156,7 @@ func Derive(d Data, now time.Time) ClusterStatus {
 		Longhorn:      d.HasLonghorn,
 		KubeVirt:      d.HasKubeVirt,
 		API:           d.Health,
+		Stale:         staleness(d.Health),
 	}
 	st.Cluster = clusterIdentity(d)
 	st.VIP = vipStatus(d)
@@ -165,7 +206,7 @@ func Derive(d Data, now time.Time) ClusterStatus {
 		st.Resources.VolumeSize += v.Size
 		st.Resources.VolumeActualSize += v.ActualSize
 	}
-	st.Apps = appStatuses(d)
+	st.Apps = appStatuses(d, st.NodeLost)
 	return st
 }
 

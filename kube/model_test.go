@@ -341,3 +341,57 @@ func TestKubeletSkew(t *testing.T) {
 		t.Errorf("same version: %q", skew)
 	}
 }
+
+// An app on a node that is not Ready is not known to run, whatever its
+// pod last said (issue 22): one rule, in the model, for every reader.
+func TestDeriveAppOnLostNode(t *testing.T) {
+	onLost := pod(AppNamespace, "plc-1", "node-b", corev1.PodRunning, false)
+	onLost.Labels = map[string]string{LabelAppName: "plc"}
+	leaving := pod(AppNamespace, "hmi-old", "node-b", corev1.PodRunning, false)
+	leaving.Labels = map[string]string{LabelAppName: "hmi"}
+	leaving.DeletionTimestamp = &metav1.Time{Time: t0}
+	live := pod(AppNamespace, "hmi-new", "node-a", corev1.PodRunning, true)
+	live.Labels = leaving.Labels
+	notReady := pod(AppNamespace, "historian-1", "node-c", corev1.PodRunning, false)
+	notReady.Labels = map[string]string{LabelAppName: "historian"}
+	d := Data{
+		Nodes: []*corev1.Node{node("node-a", "10.0.0.1", corev1.ConditionTrue, t0, nil), node("node-b", "10.0.0.2", corev1.ConditionUnknown, t0, nil),
+			node("node-c", "10.0.0.3", corev1.ConditionFalse, t0, nil)},
+		Pods: []*corev1.Pod{onLost, leaving, live, notReady},
+	}
+	got := map[string]AppStatus{}
+	for _, a := range Derive(d, t0).Apps {
+		got[a.Name] = a
+	}
+	if a := got["plc"]; !a.NodeLost || a.Ready || a.Phase != AppPhaseUnknown || a.ReportedPhase != "Running" || a.PhaseText() != "Unknown (node-b lost)" {
+		t.Errorf("app on Unknown node-b = %+v (%q), want Unknown (node-b lost)", a, a.PhaseText())
+	}
+	if a := got["historian"]; !a.NodeLost || a.PhaseText() != "Unknown (node-c lost)" {
+		t.Errorf("app on NotReady node-c = %+v, want Unknown (node-c lost)", a)
+	}
+	if a := got["hmi"]; a.NodeLost || !a.Ready || a.Node != "node-a" || len(a.Terminating) != 1 {
+		t.Errorf("app replaced on node-a = %+v, want running there with the old pod on node-b a note", a)
+	}
+}
+
+// Staleness is the model's: set from the snapshot's health, with the
+// data's age from the last contact.
+func TestDeriveStale(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		health Health
+		want   *Staleness
+	}{
+		{"live", Health{Connected: true, Since: t0, LastContact: t0}, nil},
+		{"never asked", Health{}, nil},
+		{"down after contact", Health{Since: t0, LastContact: t0.Add(-10 * time.Second), LastError: "refused"},
+			&Staleness{Since: t0, AsOf: t0.Add(-10 * time.Second), Reason: "refused"}},
+		{"never reached", Health{Since: t0, LastError: "refused"}, &Staleness{Since: t0, AsOf: t0, Reason: "refused"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Derive(Data{Health: c.health}, t0.Add(time.Minute)).Stale; !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Stale = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

@@ -276,8 +276,15 @@ func (s *Snapshot) probeReady(ctx context.Context) error {
 			break
 		}
 	}
-	return errors.New(msg)
+	return notReadyError(msg)
 }
+
+// notReadyError is an API server's answer that it is not ready, with the
+// checks that failed: it answers, so the reason is its own, not the
+// network's.
+type notReadyError string
+
+func (e notReadyError) Error() string { return string(e) }
 
 // probeKey marks the probe's own request: its outcome is judged by
 // probeWhenQuiet, which can say which checks failed.
@@ -288,6 +295,9 @@ type probeKey struct{}
 func (s *Snapshot) sawEvent() {
 	s.mu.Lock()
 	s.lastEvent = s.now()
+	if s.health.Connected {
+		s.health.LastContact = s.lastEvent
+	}
 	stale := !s.health.Connected && s.synced
 	s.mu.Unlock()
 	if stale {
@@ -463,6 +473,17 @@ func (s *Snapshot) WaitForSync(ctx context.Context) error {
 	case <-s.syncedCh:
 		return nil
 	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// An API server whose etcd has no quorum answers discovery
+			// but no list, or a list with a bare 500: its /readyz says
+			// why, and is asked once more, briefly, to say it.
+			probe, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+			defer cancel()
+			var notReady notReadyError
+			if err := s.probeReady(probe); errors.As(err, &notReady) {
+				return err
+			}
+		}
 		h := s.Health()
 		if h.LastError != "" {
 			return errors.New(h.LastError)

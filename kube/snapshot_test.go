@@ -220,14 +220,16 @@ func TestSnapshotTracksRobustnessTransitions(t *testing.T) {
 // stale and why; when it returns the snapshot reconnects by itself.
 func TestSnapshotSurvivesAPIServerRestart(t *testing.T) {
 	site := sitebox.Shared(t)
+	began := time.Now()
 	snap := startSnapshot(t, site.Config)
 	before := snap.Status()
-	if !before.API.Connected {
-		t.Fatalf("health after sync = %+v, want connected", before.API)
+	if !before.API.Connected || before.Stale != nil {
+		t.Fatalf("health after sync = %+v (stale %+v), want connected", before.API, before.Stale)
 	}
 	if err := site.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
+	stopped := time.Now() // an answer may land while it stops
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
@@ -238,13 +240,18 @@ func TestSnapshotSurvivesAPIServerRestart(t *testing.T) {
 	if st.API.LastError == "" || st.NodesTotal != before.NodesTotal {
 		t.Errorf("stale snapshot = %+v with %d nodes, want the error and the last data (%d nodes)", st.API, st.NodesTotal, before.NodesTotal)
 	}
+	// The model says so, with the data's age: as of the last answer,
+	// before the API server was stopped.
+	if s := st.Stale; s == nil || s.Reason != st.API.LastError || s.AsOf.Before(began) || s.AsOf.After(stopped) || s.Since.Before(s.AsOf) {
+		t.Errorf("Stale = %+v, want the reason and the data as of between %s and %s", s, began, stopped)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	if err := site.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	restarted = true
-	waitFor(t, snap, 60*time.Second, "snapshot reconnected", func(st kube.ClusterStatus) bool { return st.API.Connected })
+	waitFor(t, snap, 60*time.Second, "snapshot reconnected", func(st kube.ClusterStatus) bool { return st.API.Connected && st.Stale == nil })
 
 	// And it is live again: a change made now arrives.
 	admin, err := kubernetes.NewForConfig(site.Config)

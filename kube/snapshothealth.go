@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -14,6 +15,10 @@ type Health struct {
 	Connected bool      `json:"connected"`
 	Since     time.Time `json:"since"`
 	LastError string    `json:"lastError,omitempty"`
+	// LastContact is the last time the API server was seen serving (an
+	// answer while it was ready, a watch event): what the snapshot holds
+	// is the cluster as of then once it stops.
+	LastContact time.Time `json:"lastContact,omitzero"`
 }
 
 // Health reports whether the API server answered the last request.
@@ -40,11 +45,17 @@ func (s *Snapshot) markError(err error) {
 
 func (s *Snapshot) markConnected() {
 	s.mu.Lock()
-	if s.health.Connected || s.notReady {
+	if s.notReady {
 		s.mu.Unlock()
 		return
 	}
-	s.health = Health{Connected: true, Since: s.now(), LastError: ""}
+	now := s.now()
+	s.health.LastContact = now
+	if s.health.Connected {
+		s.mu.Unlock()
+		return
+	}
+	s.health = Health{Connected: true, Since: now, LastContact: now}
 	s.mu.Unlock()
 	s.log.Info("API server reachable")
 	s.notify()
@@ -83,4 +94,14 @@ func unreachable(host string, err error) error {
 		err = uerr.Err
 	}
 	return fmt.Errorf("cannot reach the API server at %s: %w", host, err)
+}
+
+// APIDownHint is what a technician checks when the API server did not
+// answer for reason; "" when the reason says it already (a /readyz that
+// names etcd asks about the servers' quorum itself).
+func APIDownHint(reason string) string {
+	if strings.Contains(reason, "quorum") {
+		return ""
+	}
+	return "is k3s running on a server node? are more than half the servers down (etcd quorum)?"
 }

@@ -36,9 +36,9 @@ func newApps(ctx *ui.Context) screen {
 		}
 		shown := map[string]bool{}
 		for _, a := range f.Status.Apps {
-			status := styled(a.Phase, &ctx.Styles.OK)
+			status := styled(stateText(f, a.Phase), okStyle(ctx, f))
 			if !a.Ready {
-				status = styled(orNA(a.Phase), &ctx.Styles.Bad)
+				status = styled(stateText(f, orNA(a.Phase)), &ctx.Styles.Bad)
 			}
 			node := plain(orNA(a.Node))
 			if a.DesignatedNode != "" && a.Node != "" && a.Node != a.DesignatedNode {
@@ -55,12 +55,21 @@ func newApps(ctx *ui.Context) screen {
 			// The old pods or VMIs still going away are said on the app's
 			// one row, not as rows of their own.
 			note := plain("")
+			var notes []string
+			if a.NodeLost {
+				// The status says Unknown; the note says why (the overview
+				// says both: "Unknown (node-b lost)").
+				notes = append(notes, a.Node+" lost")
+			}
 			if len(a.Terminating) > 0 {
 				var parts []string
 				for _, o := range a.Terminating {
 					parts = append(parts, "terminating on "+orNA(o.Node))
 				}
-				note = styled("old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "), &ctx.Styles.Warn)
+				notes = append(notes, "old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "))
+			}
+			if len(notes) > 0 {
+				note = styled(strings.Join(notes, "; "), &ctx.Styles.Warn)
 			}
 			if len(a.HostPorts) > 0 && note.Text == "" {
 				note = plain("host port " + strings.Join(a.HostPorts, ", "))

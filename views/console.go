@@ -351,14 +351,15 @@ func (a *App) bodyHeight() int {
 	return max(h, 1)
 }
 
-// banner explains stale or missing data above the screen, in full.
+// banner explains stale or missing data above the screen: stale, in one
+// line that fits (the overview says why, whole).
 func (a *App) banner() string {
 	s := a.frame.Status
 	switch {
 	case a.frame.Problem != "" && !a.frame.Synced:
 		return "No cluster data: " + a.frame.Problem
-	case a.frame.Synced && !s.API.Connected && !s.API.Since.IsZero():
-		return fmt.Sprintf("API server unreachable for %s: %s. Showing the last data; reconnecting.", Age(s.API.Since, a.ctx.Now(), true), s.API.LastError)
+	case stale(&a.frame) != nil:
+		return staleBanner(s.Stale, a.ctx.Now(), a.current == 0)
 	}
 	return ""
 }
@@ -415,7 +416,7 @@ func (a *App) header(w int) string {
 	case s.NodesReady < s.NodesTotal:
 		nodes = st.Bad.Render(nodes)
 	default:
-		nodes = st.OK.Render(nodes)
+		nodes = okStyle(a.ctx, &a.frame).Render(nodes)
 	}
 	parts = append(parts, nodes)
 	if s.VIP.Owner != "" {
@@ -429,8 +430,8 @@ func (a *App) header(w int) string {
 	switch {
 	case a.frame.Problem != "" && !a.frame.Synced:
 		badge = st.Badge.Render(" NO DATA ")
-	case !s.API.Connected && !s.API.Since.IsZero():
-		badge = st.Badge.Render(" STALE " + Age(s.API.Since, now, true) + " ")
+	case stale(&a.frame) != nil:
+		badge = st.Badge.Render(" STALE " + Age(s.Stale.AsOf, now, true) + " ")
 	}
 	clock := now.Format("15:04:05")
 	if badge != "" {

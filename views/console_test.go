@@ -221,6 +221,7 @@ func TestStaleAndNoData(t *testing.T) {
 	a := newTestApp(80, 24)
 	f := sampleFrame()
 	f.Status.API = kube.Health{Connected: false, Since: now.Add(-42 * time.Second), LastError: "connection refused"}
+	f.Status.Stale = &kube.Staleness{Since: f.Status.API.Since, AsOf: f.Status.API.Since, Reason: f.Status.API.LastError} // as kube.Derive makes it
 	a.Update(FrameMsg(f))
 	if v := a.View(); !strings.Contains(v, "STALE 42s") || !strings.Contains(v, "connection refused") || !strings.Contains(v, "vol-hmi") {
 		t.Errorf("stale data must stay on screen with its age and reason:\n%s", v)

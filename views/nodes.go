@@ -13,18 +13,19 @@ import (
 	"github.com/sitecon/sitecon/ui"
 )
 
-// nodeStatusCell colours a node's readiness.
-func nodeStatusCell(ctx *ui.Context, n kube.NodeStatus) ui.Cell {
+// nodeStatusCell colours a node's readiness; from a stale cache it is
+// the last one seen ("Ready?"), never green.
+func nodeStatusCell(ctx *ui.Context, f *Frame, n kube.NodeStatus) ui.Cell {
 	switch n.Status {
 	case kube.NodeReady:
-		return styled(n.Status, &ctx.Styles.OK)
+		return styled(stateText(f, n.Status), okStyle(ctx, f))
 	default:
-		return styled(n.Status, &ctx.Styles.Bad)
+		return styled(stateText(f, n.Status), &ctx.Styles.Bad)
 	}
 }
 
 func newNodes(ctx *ui.Context) screen {
-	cols := []ui.Column{{Title: "NAME", Width: 10}, {Title: "ROLES", Width: 16}, {Title: "STATUS", Width: 8}, {Title: "SINCE", Width: 6},
+	cols := []ui.Column{{Title: "NAME", Width: 10}, {Title: "ROLES", Width: 16}, {Title: "STATUS", Width: 9}, {Title: "SINCE", Width: 6},
 		{Title: "SCHED", Width: 8}, {Title: "VERSION", Width: 13, HideBelow: 90}, {Title: "IP", Width: 13}, {Title: "PODS", Width: 5},
 		{Title: "CPU REQ/ALLOC", Width: 13, HideBelow: 120}, {Title: "MEM REQ/ALLOC", Width: 14, HideBelow: 120}}
 	k := ctx.Keys
@@ -66,7 +67,7 @@ func newNodes(ctx *ui.Context) screen {
 				version = styled(n.KubeletVersion+"!", &ctx.Styles.Bad)
 			}
 			rows = append(rows, ui.Row{ID: n.Name, Cells: []ui.Cell{
-				plain(n.Name), plain(roles), nodeStatusCell(ctx, n),
+				plain(n.Name), plain(roles), nodeStatusCell(ctx, f, n),
 				{Text: Age(n.Since, now, true), Key: durationKey(n.Since, now)},
 				sched, version, plain(n.InternalIP), {Text: fmt.Sprint(n.Pods), Key: numberKey(int64(n.Pods))},
 				{Text: fmt.Sprintf("%s/%s", cores(n.CPURequested), cores(n.CPUAllocatable)), Key: numberKey(n.CPURequested)},

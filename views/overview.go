@@ -41,7 +41,7 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	}
 	for _, n := range s.Nodes {
 		if !n.Ready {
-			out = append(out, Alert{Bad: true, Since: n.Since, Text: fmt.Sprintf("node %s %s for %s %s", n.Name, n.Status, Age(n.Since, now, true), n.Reason)})
+			out = append(out, Alert{Bad: true, Since: n.Since, Text: strings.TrimSpace(fmt.Sprintf("node %s %s for %s %s", n.Name, n.Status, Age(n.Since, now, true), n.Reason))})
 		}
 		if n.VersionSkew != "" {
 			out = append(out, Alert{Since: n.Since, Text: fmt.Sprintf("node %s: %s", n.Name, n.VersionSkew)})
@@ -54,7 +54,7 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	}
 	for _, a := range s.Apps {
 		if !a.Ready && a.Phase != "Terminating" {
-			out = append(out, Alert{Since: now, Text: fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, orNA(a.Phase), orNA(a.Node))})
+			out = append(out, Alert{Since: now, Text: appNotRunning(a)})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Alert) int {
@@ -67,6 +67,16 @@ func Alerts(f *Frame, now time.Time) []Alert {
 		return cmp.Compare(a.Since.UnixNano(), b.Since.UnixNano()) // longest first
 	})
 	return out
+}
+
+// appNotRunning is the alert of an app that is not running: on a lost
+// node it is not known to run ("Unknown (node-b lost)"), as the apps
+// screen says too.
+func appNotRunning(a kube.AppStatus) string {
+	if a.NodeLost {
+		return fmt.Sprintf("app %s (%s) not known to run: %s", a.Name, a.Kind, a.PhaseText())
+	}
+	return fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, orNA(a.Phase), orNA(a.Node))
 }
 
 // overview is the first screen: the site at a glance and its alerts.
@@ -143,14 +153,17 @@ func (o *overview) view(w, h int) string {
 	} else if f.Synced {
 		vip += st.Bad.Render(" no owner")
 	}
+	if s.VIP.Owner != "" {
+		vip += st.Muted.Render(asOf(f, now))
+	}
 	row("VIP", vip)
 	nodes := fmt.Sprintf("%d/%d ready", s.NodesReady, s.NodesTotal)
 	if s.NodesReady < s.NodesTotal {
 		nodes = st.Bad.Render(nodes)
 	} else if f.Synced {
-		nodes = st.OK.Render(nodes)
+		nodes = okStyle(o.ctx, f).Render(nodes)
 	}
-	row("Nodes", nodes)
+	row("Nodes", nodes+st.Muted.Render(asOf(f, now)))
 	if a := f.Agent; a != nil {
 		if a.Running {
 			status := ThisNodeStatus(f)
@@ -176,16 +189,36 @@ func (o *overview) view(w, h int) string {
 		if l.Expired {
 			leader += st.Warn.Render(" (lease expired: no agent renews it)")
 		}
+		leader += st.Muted.Render(asOf(f, now))
 	}
 	row("Stats leader", leader)
-	b.WriteString("\n" + st.Section.Render("Alerts") + "\n")
+	b.WriteString("\n")
+	used := 8 // the rows above, the blank line, the Alerts title
+	if down := stale(f); down != nil {
+		// Said whole, wrapped: a reason cut at the screen's edge is no reason.
+		for i, l := range apiDownLines(down, now, w-4) {
+			mark := "    "
+			if i == 0 {
+				mark = st.Bad.Render("  ✖ ")
+			}
+			b.WriteString(mark + l + "\n")
+			used++
+		}
+	}
+	b.WriteString(st.Section.Render("Alerts") + st.Muted.Render(asOf(f, now)) + "\n")
 	alerts := Alerts(f, now)
-	if !f.Synced {
-		b.WriteString(st.Muted.Render("  no cluster data yet: "+orNA(f.Problem)) + "\n")
-	} else if len(alerts) == 0 {
+	switch {
+	case !f.Synced:
+		for _, l := range wrap("no cluster data yet: "+orNA(f.Problem), w-2) {
+			b.WriteString(st.Muted.Render("  "+l) + "\n")
+			used++
+		}
+	case len(alerts) == 0 && stale(f) != nil:
+		b.WriteString(st.Muted.Render("  none then; what changed since is unknown") + "\n")
+	case len(alerts) == 0:
 		b.WriteString(st.OK.Render("  none: every node ready, every volume healthy, every app running") + "\n")
 	}
-	room := max(h-8, 1)
+	room := max(h-used, 1)
 	for i, a := range alerts {
 		if i == room-1 && len(alerts) > room {
 			fmt.Fprintf(&b, "  … %d more\n", len(alerts)-i)

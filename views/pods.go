@@ -7,6 +7,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -60,6 +61,10 @@ func (s *podsScreen) buildPods() {
 			n++
 		}
 	}
+	lost := map[string]bool{}
+	for _, n := range s.frame.Status.Nodes {
+		lost[n.Name] = !n.Ready
+	}
 	// One allocation for the rows and one for their cells, not one a row.
 	const columns = 6
 	rows := make([]ui.Row, 0, n)
@@ -68,9 +73,13 @@ func (s *podsScreen) buildPods() {
 		if p.Namespace != s.open {
 			continue
 		}
-		phase := styled(p.Phase, &st.OK)
-		if !p.Healthy {
-			phase = styled(p.Phase, &st.Bad)
+		phase := styled(stateText(s.frame, p.Phase), okStyle(s.ctx, s.frame))
+		switch {
+		case p.Phase == "Running" && lost[p.Node]:
+			// As for apps: on a lost node a pod is not known to run.
+			phase = styled(stateText(s.frame, kube.AppPhaseUnknown), &st.Bad)
+		case !p.Healthy:
+			phase = styled(stateText(s.frame, p.Phase), &st.Bad)
 		}
 		cells = append(cells,
 			plain(p.Name), phase, plain(p.Ready), ui.Cell{Text: strconv.Itoa(int(p.Restarts)), Key: numberKey(int64(p.Restarts))},

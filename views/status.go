@@ -103,6 +103,19 @@ type AgentEvent struct {
 type StatusReport struct {
 	kube.ClusterStatus
 	Agent *AgentSummary `json:"agent,omitempty"`
+	// Problems is what needs attention: the console overview's alerts,
+	// the same rule. `sitecon status` exits 1 when there is any.
+	Problems []string `json:"problems"`
+}
+
+// NewStatusReport is the report of a cluster status and this node's agent,
+// with what needs attention as of now.
+func NewStatusReport(st kube.ClusterStatus, agent *AgentSummary, now time.Time) StatusReport {
+	r := StatusReport{ClusterStatus: st, Agent: agent, Problems: []string{}}
+	for _, a := range Alerts(&Frame{Status: st, Synced: true}, now) {
+		r.Problems = append(r.Problems, a.Text)
+	}
+	return r
 }
 
 // WriteStatus prints the status in the given format. Times in the table are
@@ -113,6 +126,9 @@ type StatusReport struct {
 // cannot hold them (the encoder refuses them) and the table must not, so
 // for both they are stripped first.
 func WriteStatus(w io.Writer, r StatusReport, now time.Time, f Format) error {
+	if r.Problems == nil {
+		r = NewStatusReport(r.ClusterStatus, r.Agent, now)
+	}
 	switch f {
 	case FormatJSON:
 		var buf bytes.Buffer
@@ -247,8 +263,12 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 	st := r.ClusterStatus
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	if !st.API.Connected && !st.API.Since.IsZero() {
-		p("STALE for %s: %s. Showing the last known state.\n\n", Age(st.API.Since, now, true), st.API.LastError)
+	if s := st.Stale; s != nil {
+		p("STALE: the cluster API has not answered for %s: %s\nThis is the cluster as of %s ago, not as it is now.\n\n", Age(s.Since, now, true), s.Reason, Age(s.AsOf, now, true))
+	}
+	stale := ""
+	if s := st.Stale; s != nil {
+		stale = " (as of " + Age(s.AsOf, now, true) + " ago)"
 	}
 
 	name := orNA(st.Cluster.Name)
@@ -267,13 +287,24 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 		vip += ", no owner"
 	}
 	p("VIP:\t%s\n", vip)
-	p("Nodes ready:\t%d/%d\n", st.NodesReady, st.NodesTotal)
+	p("Nodes ready:\t%d/%d%s\n", st.NodesReady, st.NodesTotal, stale)
 	if l := st.StatsLeader; l.Holder != "" {
 		p("Stats leader:\t%s\n", l.Holder)
 	}
 	writeAgent(p, r.Agent, now)
 	p("Memory:\t%s allocatable of %s\n", Bytes(st.Resources.MemoryAllocatable), Bytes(st.Resources.MemoryCapacity))
 	p("Storage:\t%s in volumes (%s used), %s node storage\n", Bytes(st.Resources.VolumeSize), Bytes(st.Resources.VolumeActualSize), Bytes(st.Resources.StorageAllocatable))
+	switch {
+	case len(r.Problems) > 0:
+		p("Problems%s:\n", stale)
+		for _, problem := range r.Problems {
+			p("  %s\n", problem)
+		}
+	case stale != "":
+		p("Problems:\tnone seen%s; what changed since is unknown\n", stale)
+	default:
+		p("Problems:\tnone: every node ready, every volume healthy, every app running\n")
+	}
 	p("\n")
 
 	p("NODE\tSTATUS\tSINCE\tROLES\tSCHEDULABLE\tVERSION\tINTERNAL-IP\tPODS\n")
@@ -325,7 +356,7 @@ func writeTable(out io.Writer, r StatusReport, now time.Time) error {
 		if a.Ready {
 			ready = "yes"
 		}
-		p("%s\t%s\t%s\t%s\t%s\n", a.Name, a.Kind, orNA(a.Node), orNA(a.Phase), ready)
+		p("%s\t%s\t%s\t%s\t%s\n", a.Name, a.Kind, orNA(a.Node), orNA(a.PhaseText()), ready)
 	}
 	if len(st.Apps) == 0 {
 		p("(no apps)\n")

@@ -48,7 +48,7 @@ func TestWriteStatusTable(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"site1 (7f3e2a10)", "node-a (10.244.244.1)", "10.244.244.14 on node-a for 3h",
-		"1/2", "(seed)", "cordoned", "Unknown", "90s",
+		"1/2", "(seed)", "cordoned", "Unknown", "90s", "Problems:\n  volume vol-1 degraded for 7d (1 of 2 replicas not healthy)\n  node node-b Unknown for 90s\n",
 		"degraded", "7d", "node-a:healthy node-b:failed (2 of 3)", "10Gi",
 		"hmi", "Running",
 	} {
@@ -63,13 +63,19 @@ func TestWriteStatusTable(t *testing.T) {
 
 func TestWriteStatusStale(t *testing.T) {
 	st := sample()
-	st.API = kube.Health{Connected: false, Since: now.Add(-42 * time.Second), LastError: "connection refused"}
+	st.API = kube.Health{Connected: false, Since: now.Add(-42 * time.Second), LastError: "connection refused", LastContact: now.Add(-50 * time.Second)}
+	st.Stale = &kube.Staleness{Since: st.API.Since, AsOf: st.API.LastContact, Reason: st.API.LastError} // as kube.Derive makes it
 	var buf bytes.Buffer
 	if err := WriteStatus(&buf, StatusReport{ClusterStatus: st}, now, FormatTable); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(buf.String(), "STALE for 42s: connection refused") {
-		t.Errorf("stale status should lead with its age and reason:\n%s", buf.String())
+	out := buf.String()
+	if !strings.HasPrefix(out, "STALE: the cluster API has not answered for 42s: connection refused\nThis is the cluster as of 50s ago") {
+		t.Errorf("stale status should lead with its age and reason:\n%s", out)
+	}
+	// Every figure from the cache says how old it is; nothing says all is well.
+	if !strings.Contains(out, "1/2 (as of 50s ago)") || !strings.Contains(out, "Problems (as of 50s ago):") || strings.Contains(out, "every node ready") {
+		t.Errorf("stale figures should say their age:\n%s", out)
 	}
 }
 

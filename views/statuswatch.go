@@ -73,7 +73,7 @@ func WatchStatus(ctx context.Context, term WatchTerminal, snap *kube.Snapshot, r
 			h := snap.Health()
 			// An API error quotes what the server (or a proxy) said.
 			fmt.Fprintf(&body, "waiting for the API server: %s\n", ui.Clean(cmp.Or(h.LastError, "connecting")))
-		} else if err := WriteStatus(&body, StatusReport{ClusterStatus: snap.Status(), Agent: readAgent(ctx)}, last, format); err != nil {
+		} else if err := WriteStatus(&body, NewStatusReport(snap.Status(), readAgent(ctx), last), last, format); err != nil {
 			return err
 		}
 		w, h, sized := 0, 0, false

@@ -85,24 +85,27 @@ func (f replicaFormat) list(v kube.VolumeStatus) string {
 
 // robustnessCell colours a volume's robustness and how long it has held:
 // degraded for a minute is a warning, for an hour or more an alarm.
-func robustnessCells(ctx *ui.Context, v kube.VolumeStatus, now time.Time) (ui.Cell, ui.Cell) {
+// From a stale cache it is the last robustness seen ("healthy?"), never
+// green.
+func robustnessCells(ctx *ui.Context, f *Frame, v kube.VolumeStatus, now time.Time) (ui.Cell, ui.Cell) {
 	st := &ctx.Styles
 	since := ui.Cell{Text: Age(v.Since, now, v.SinceExact), Key: durationKey(v.Since, now)}
+	text := stateText(f, v.Robustness)
 	switch v.Robustness {
 	case kube.RobustnessHealthy:
-		return styled(v.Robustness, &st.OK), since
+		return styled(text, okStyle(ctx, f)), since
 	case kube.RobustnessDegraded:
 		sev := &st.Warn
 		if now.Sub(v.Since) >= time.Hour {
 			sev = &st.Bad
 		}
 		since.Style = sev
-		return styled(v.Robustness, sev), since
+		return styled(text, sev), since
 	case kube.RobustnessFaulted:
 		since.Style = &st.Bad
-		return styled(v.Robustness, &st.Bad), since
+		return styled(text, &st.Bad), since
 	}
-	return styled(v.Robustness, &st.Muted), since
+	return styled(text, &st.Muted), since
 }
 
 func newVolumes(ctx *ui.Context) screen {
@@ -117,7 +120,7 @@ func newVolumes(ctx *ui.Context) screen {
 	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, v := range f.Status.Volumes {
-			rob, since := robustnessCells(ctx, v, now)
+			rob, since := robustnessCells(ctx, f, v, now)
 			replicas := replicasOnScreen.list(v)
 			rows = append(rows, ui.Row{ID: v.Name, Cells: []ui.Cell{
 				plain(v.Label()), plain(v.State), rob, since,

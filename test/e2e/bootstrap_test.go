@@ -121,7 +121,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 
 	// A technician sees the wait in sitecon status.
 	out, errOut, err := runSitecon(t, "status", "-o", "json", "--kubeconfig", site.Kubeconfig(), "--agent-socket", joiners[0].socket)
-	if err != nil {
+	if code := exitCode(err); code != 0 && code != 1 { // 1: something needs attention
 		t.Fatalf("sitecon status: %v\n%s", err, errOut)
 	}
 	var report struct {

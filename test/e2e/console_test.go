@@ -401,7 +401,7 @@ func TestConsoleRidesOutAPIServerOutage(t *testing.T) {
 	s := c.waitScreen(30*time.Second, "STALE over the last data", func(s string) bool {
 		return strings.Contains(s, "STALE") && strings.Contains(s, "3/3 ready")
 	})
-	if !regexp.MustCompile(`STALE \d+s`).MatchString(s) || !strings.Contains(s, "API server unreachable for") {
+	if !regexp.MustCompile(`STALE \d+s`).MatchString(s) || !strings.Contains(s, "Cluster API down") {
 		t.Errorf("the badge should say for how long:\n%s", s)
 	}
 	restart()

@@ -23,7 +23,7 @@ import (
 func statusJSON(t *testing.T, kubeconfig string) kube.ClusterStatus {
 	t.Helper()
 	out, errOut, err := runSitecon(t, "status", "-o", "json", "--kubeconfig", kubeconfig)
-	if err != nil {
+	if code := exitCode(err); code != 0 && code != 1 { // 1: something needs attention, listed
 		t.Fatalf("sitecon status: %v\n%s", err, errOut)
 	}
 	var st kube.ClusterStatus
@@ -158,12 +158,15 @@ func TestStatusFollowsNodeFailure(t *testing.T) {
 			t.Errorf("replica on %s is %s, want %s", r.Node, r.State, want)
 		}
 	}
-	table, _, err := runSitecon(t, "status", "--kubeconfig", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
+	table, errOut, err := runSitecon(t, "status", "--kubeconfig", kubeconfig)
+	if code := exitCode(err); code != 1 {
+		t.Errorf("status with node-b failed exited %d (%v), want 1 (needs attention); stderr %q", code, err, errOut)
 	}
 	if !strings.Contains(table, "node-b:failed") || !strings.Contains(table, "degraded") {
 		t.Errorf("table output misses the failure:\n%s", table)
+	}
+	if _, problems, _ := strings.Cut(table, "Problems:"); !strings.Contains(problems, "node node-b") || !strings.Contains(problems, "volume vol-e2e degraded") {
+		t.Errorf("the problems do not name node-b and vol-e2e:\n%s", table)
 	}
 
 	recoveredAt := time.Now()
@@ -195,15 +198,15 @@ func TestStatusUnreachableAPIServer(t *testing.T) {
 	start := time.Now()
 	out, errOut, err := runSitecon(t, "status", "--kubeconfig", path)
 	took := time.Since(start)
-	if err == nil {
-		t.Fatalf("status against a closed port succeeded:\n%s", out)
+	if code := exitCode(err); code != 2 {
+		t.Fatalf("status against a closed port exited %d (%v), want 2:\n%s", code, err, out)
 	}
 	if took > 10*time.Second {
 		t.Errorf("took %s, want under 10s", took)
 	}
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if len(lines) != 1 || !strings.Contains(errOut, "cannot reach the API server at https://127.0.0.1:1") {
-		t.Errorf("stderr = %q, want one line naming the unreachable API server", errOut)
+	if len(lines) != 2 || !strings.Contains(lines[0], "cannot reach the API server at https://127.0.0.1:1") || !strings.HasPrefix(lines[1], "check: ") {
+		t.Errorf("stderr = %q, want a line naming the unreachable API server and one saying what to check", errOut)
 	}
 	if out != "" {
 		t.Errorf("stdout = %q, want nothing", out)
