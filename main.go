@@ -33,6 +33,10 @@ func main() {
 	ctx, stop := signalContext(context.Background())
 	err := newRoot().ExecuteContext(ctx)
 	stop()
+	var status exitStatus
+	if errors.As(err, &status) {
+		os.Exit(int(status)) // the command has said why
+	}
 	if err != nil {
 		printError(os.Stderr, err)
 		os.Exit(1)
@@ -129,6 +133,7 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g))
+	root.AddCommand(newDoctorCmd(g))
 	explainMistakes(root)
 	return root
 }
