@@ -23,12 +23,19 @@ func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
 		return []Finding{{Severity: Warn, Summary: "no etcd member found", Evidence: []string{q.Source},
 			Next: "no Node carries the " + kube.LabelEtcd + " label: is this a k3s cluster with embedded etcd?"}}
 	}
+	// A cordoned member still votes: the drain's rule counts it down
+	// (it is on its way out), but what quorum survives now counts it in,
+	// and says it is cordoned.
 	healthy := 0
-	var down []string
+	var down, cordoned []string
 	for _, mem := range q.Members {
-		if mem.Down == "" {
+		switch mem.Down {
+		case "":
 			healthy++
-		} else {
+		case "cordoned":
+			healthy++
+			cordoned = append(cordoned, mem.Name)
+		default:
 			down = append(down, mem.Name+": "+mem.Down)
 		}
 	}
@@ -53,6 +60,9 @@ func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
 	}
 	if len(down) > 0 {
 		ev = append(ev, "down: "+strings.Join(down, "; "))
+	}
+	if len(cordoned) > 0 {
+		ev = append(ev, "cordoned (still voting; a drain counts them out): "+strings.Join(cordoned, ", "))
 	}
 	ev = append(ev, q.Source)
 	ev = append(ev, q.Learners...)
