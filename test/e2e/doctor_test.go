@@ -2,11 +2,20 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -92,11 +103,18 @@ func describeReport(r doctor.Report) string {
 	return fmt.Sprintf("worst %s, api %q:%s", r.Worst, r.APIProblem, b.String())
 }
 
-// runDoctor runs the binary and returns its output and exit status.
+// runDoctor runs the binary on a machine with no k3s and no agent, and
+// returns its output and exit status.
 func runDoctor(t *testing.T, site *sitebox.TestSite, args ...string) (string, int) {
 	t.Helper()
+	return runDoctorWith(t, site, append([]string{"--agent-socket", t.TempDir() + "/none.sock"}, args...)...)
+}
+
+// runDoctorWith runs the binary with args and no k3s data dir.
+func runDoctorWith(t *testing.T, site *sitebox.TestSite, args ...string) (string, int) {
+	t.Helper()
 	out, errOut, err := runSitecon(t, append([]string{"doctor", "--kubeconfig", site.Kubeconfig(),
-		"--k3s-data-dir", t.TempDir(), "--agent-socket", t.TempDir() + "/none.sock"}, args...)...)
+		"--k3s-data-dir", t.TempDir()}, args...)...)
 	code := 0
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -204,6 +222,7 @@ func TestDoctorFindsNodeAndVolumeTrouble(t *testing.T) {
 		t.Errorf("node-c NotReady without since when: %+v", f)
 	}
 	out, code := runDoctor(t, site)
+	t.Logf("sitecon doctor:\n%s", out)
 	if code != doctor.ExitError || !strings.Contains(out, "SC-NODE-NOT-READY") || !strings.HasPrefix(out, "NODES") && !strings.HasPrefix(out, "STORAGE") && !strings.HasPrefix(out, "CONTROL PLANE") {
 		t.Errorf("sitecon doctor with node-c down: exit %d (want %d), output:\n%s", code, doctor.ExitError, out)
 	}
@@ -335,5 +354,96 @@ func TestDoctorFindsAppAndStorageTrouble(t *testing.T) {
 	}
 	if f := got[doctor.IDAppAway]["doctor-away"]; !strings.Contains(f.Next, "sitecon migrate doctor-away node-b") {
 		t.Errorf("away app's next step %q: want the return home", f.Next)
+	}
+}
+
+// An app file this node's agent rejects is a finding with the file and the
+// agent's reason (the field that is wrong), read from the agent's socket.
+func TestDoctorReportsTheConfigTheAgentRejects(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	bad := filepath.Join(appsDir, "apps", "doctor-bad.json")
+	if err := os.MkdirAll(filepath.Dir(bad), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`{"uuid": "not-a-uuid", "displayname": "doctor-bad"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startSiteAgent(t, site, "node-a", appsDir, logDir)
+	until(t, 30*time.Second, "node-a's agent reports the file on its socket", func() (string, bool) {
+		var node apps.PublishedNode
+		if err := getSocketErr(a.socket, localapi.PathNode, &node); err != nil {
+			return err.Error(), false
+		}
+		return fmt.Sprint(node.ConfigErrors), node.ConfigErrors[bad] != ""
+	}, func(s string) string { return s })
+	out, code := runDoctorWith(t, site, "--agent-socket", a.socket)
+	if code != doctor.ExitError || !strings.Contains(out, "SC-APP-CONFIG-REJECTED") || !strings.Contains(out, "this node's agent rejects "+bad) ||
+		!strings.Contains(out, "uuid") {
+		t.Errorf("sitecon doctor with a rejected app file: exit %d, want %d, the file and the field; output:\n%s", code, doctor.ExitError, out)
+	}
+}
+
+// Without an API server: exit status 3, the cluster checks marked not run,
+// this node's checks run all the same (a certificate 20 days from expiry).
+func TestDoctorWithoutTheAPIExitsThree(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "k3s")
+	writeTestCert(t, filepath.Join(dataDir, "server", "tls", "client-admin.crt"), time.Now().Add(20*24*time.Hour))
+	out, errOut, err := runSitecon(t, "doctor", "--kubeconfig", kubeconfig, "--timeout", "4s", "--k3s-data-dir", dataDir,
+		"--agent-socket", filepath.Join(dir, "none.sock"), "-o", "json")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != doctor.ExitAPIUnreachable {
+		t.Fatalf("exit %v, want %d; %s%s", err, doctor.ExitAPIUnreachable, out, errOut)
+	}
+	var r doctor.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := findings(r)
+	if f := got[doctor.IDAPIUnreachable][""]; f.Severity != doctor.Error || !strings.Contains(strings.Join(f.Evidence, " "), "127.0.0.1:1") {
+		t.Errorf("API finding %+v", f)
+	}
+	if f := got[doctor.IDVolumeDegraded][""]; !strings.Contains(f.Summary, "not checked: the cluster API could not be read") {
+		t.Errorf("a cluster check without the API: %+v", f)
+	}
+	for _, f := range got[doctor.IDCertExpiry] {
+		if f.Severity != doctor.Error || !strings.Contains(f.Summary, "expires in 19 days") && !strings.Contains(f.Summary, "expires in 20 days") {
+			t.Errorf("certificate 20 days from expiry: %+v", f)
+		}
+	}
+	if len(got[doctor.IDCertExpiry]) != 1 {
+		t.Errorf("certificate findings %v, want one", got[doctor.IDCertExpiry])
+	}
+}
+
+// writeTestCert writes a self-signed certificate valid until notAfter.
+func writeTestCert(t *testing.T, path string, notAfter time.Time) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "k3s"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
