@@ -23,12 +23,20 @@ func volumeFindings(env *Env, robustness string, sev Severity) []Finding {
 		if v.Robustness != robustness {
 			continue
 		}
-		f := Finding{Severity: sev, Subject: v.Label(), Since: since(v.Since)}
-		at := "for " + ago(env.Now, v.Since)
-		if !v.SinceExact {
-			at = "for at least " + ago(env.Now, v.Since)
+		f := Finding{Severity: sev, Subject: v.Label()}
+		// The snapshot is fresh: a time it did not see happen is no
+		// lower bound worth saying. Longhorn dates a degradation
+		// (lastDegradedAt) but not a fault: the last replica failure is
+		// when the volume lost its last healthy copy.
+		at, exact := v.Since, v.SinceExact
+		if !exact {
+			at, exact = lastReplicaFailure(env.Data, v.Name)
 		}
-		f.Summary = fmt.Sprintf("volume %s is %s %s", v.Label(), robustness, at)
+		f.Summary = fmt.Sprintf("volume %s is %s", v.Label(), robustness)
+		if exact {
+			f.Since = since(at)
+			f.Summary += " for " + ago(env.Now, at)
+		}
 		healthy := 0
 		var reps []string
 		for _, r := range v.Replicas {
@@ -139,4 +147,19 @@ func checkSupportBundles(ctx context.Context, env *Env) []Finding {
 			Next:     "delete its SupportBundle (Longhorn then removes it), else: kubectl -n " + kube.LonghornNamespace + " delete deployment " + d.Name})
 	}
 	return out
+}
+
+// lastReplicaFailure is when the volume's most recent replica failure was
+// recorded (the replica's failedAt); false when none is.
+func lastReplicaFailure(d kube.Data, volume string) (time.Time, bool) {
+	var last time.Time
+	for _, r := range d.Replicas {
+		if r.Spec.VolumeName != volume {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339, r.Spec.FailedAt); err == nil && t.After(last) {
+			last = t
+		}
+	}
+	return last, !last.IsZero()
 }

@@ -208,7 +208,7 @@ func TestDoctorFindsNodeAndVolumeTrouble(t *testing.T) {
 		{doctor.IDEtcdQuorum, "", doctor.Warn, "1 etcd member down; quorum survives no further server loss"},
 		{doctor.IDStatsLeaderLost, "node-c", doctor.Warn, "node-c is not Ready"},
 		{doctor.IDVolumeDegraded, "doctor-degraded", doctor.Warn, "volume doctor-degraded is degraded for"},
-		{doctor.IDVolumeFaulted, "doctor-faulted", doctor.Error, "volume doctor-faulted is faulted"},
+		{doctor.IDVolumeFaulted, "doctor-faulted", doctor.Error, "volume doctor-faulted is faulted for"},
 	} {
 		f, ok := got[want.id][want.subject]
 		if !ok || f.Severity != want.sev || !strings.Contains(f.Summary, want.text) || f.Next == "" {
@@ -217,6 +217,9 @@ func TestDoctorFindsNodeAndVolumeTrouble(t *testing.T) {
 	}
 	if f := got[doctor.IDVolumeDegraded]["doctor-degraded"]; f.Since == nil || !strings.Contains(strings.Join(f.Evidence, " "), "node-c failed") {
 		t.Errorf("degraded volume's evidence: since %v, %v; want since when and node-c's replica failed", f.Since, f.Evidence)
+	}
+	if f := got[doctor.IDVolumeFaulted]["doctor-faulted"]; f.Since == nil {
+		t.Errorf("faulted volume without since when (its replica's failure): %+v", f)
 	}
 	if f := got[doctor.IDNodeNotReady]["node-c"]; f.Since == nil {
 		t.Errorf("node-c NotReady without since when: %+v", f)
