@@ -373,7 +373,11 @@ func TestDoctorReportsTheConfigTheAgentRejects(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"uuid": "not-a-uuid", "displayname": "doctor-bad"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Stopped before its directories go; the stats-leader lease it may
+	// have taken is cleared after it stopped.
+	t.Cleanup(func() { clearStatsLeaderLease(t, clientset(t, site)) })
 	a := startSiteAgent(t, site, "node-a", appsDir, logDir)
+	t.Cleanup(a.stop)
 	until(t, 30*time.Second, "node-a's agent reports the file on its socket", func() (string, bool) {
 		var node apps.PublishedNode
 		if err := getSocketErr(a.socket, localapi.PathNode, &node); err != nil {
