@@ -29,12 +29,15 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/config":       {},
 		"agent/localapi":     {},
 		"agent/workloads":    {},
-		"kube":               {"kube/safety"},
-		"kube/flow":          {"kube", "kube/safety", "audit"},
-		"kube/safety":        {},
-		"netcfg":             {},
-		"audit":              {"privdir"},
-		"privdir":            {},
+		// sitecon doctor's checks: they read the cluster (kube) and the
+		// quorum arithmetic, nothing of the agent or the console.
+		"doctor":      {"kube", "kube/safety"},
+		"kube":        {"kube/safety"},
+		"kube/flow":   {"kube", "kube/safety", "audit"},
+		"kube/safety": {},
+		"netcfg":      {},
+		"audit":       {"privdir"},
+		"privdir":     {},
 		// Packages only tests import: fixtures, kept below what they test.
 		"agent/internal/agenttest": {"agent/config"},
 		"audit/audittest":          {"audit"},

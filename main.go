@@ -33,6 +33,10 @@ func main() {
 	ctx, stop := signalContext(context.Background())
 	cmd, err := newRoot().ExecuteContextC(ctx)
 	stop()
+	var status exitError
+	if errors.As(err, &status) && status.err == nil {
+		os.Exit(status.code) // the command has said why
+	}
 	if err != nil {
 		printError(os.Stderr, err)
 		os.Exit(exitCode(cmd, err))
@@ -41,12 +45,19 @@ func main() {
 
 // exitError ends the process with its own exit status (sitecon status's
 // documented codes); any other error exits 1.
+// exitError is a command's outcome with an exit status of its own; with
+// no err the command has printed what it had to say, and nothing more is.
 type exitError struct {
 	code int
 	err  error
 }
 
-func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e exitError) Unwrap() error { return e.err }
 
 // exitCode is the exit status for a command's error: its own, when it has
@@ -186,7 +197,7 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g),
 		newVersionCmd())
-	root.AddCommand(newGenDocsCmd(root))
+	root.AddCommand(newGenDocsCmd(root), newDoctorCmd(g))
 	// --version prints what `sitecon version` prints (cobra reads the
 	// template as text/template: the report holds no braces).
 	root.Version = buildVersion

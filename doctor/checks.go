@@ -1,0 +1,60 @@
+package doctor
+
+import "time"
+
+// The checks' ids. Each has a row in the README's "Findings" table.
+const (
+	IDEtcdQuorum           = "SC-ETCD-QUORUM"
+	IDNodeNotReady         = "SC-NODE-NOT-READY"
+	IDNodeCordoned         = "SC-NODE-CORDONED"
+	IDNodeDiskPressure     = "SC-NODE-DISK-PRESSURE"
+	IDStatsLeaderLost      = "SC-STATS-LEADER-LOST"
+	IDVolumeDegraded       = "SC-VOL-DEGRADED"
+	IDVolumeFaulted        = "SC-VOL-FAULTED"
+	IDReplicaUnschedulable = "SC-REPLICA-UNSCHEDULABLE"
+	IDSupportBundleLeft    = "SC-SUPPORT-BUNDLE-LEFT"
+	IDAppAway              = "SC-APP-AWAY"
+	IDAppPending           = "SC-APP-PENDING"
+	IDOverrideStale        = "SC-OVERRIDE-STALE"
+	IDAppConfigRejected    = "SC-APP-CONFIG-REJECTED"
+	IDCertExpiry           = "SC-CERT-EXPIRY"
+)
+
+// checkDeadline is each check's own deadline: the checks that read the
+// snapshot finish in microseconds, those that ask the API server or the
+// agent make one or two requests.
+const checkDeadline = 5 * time.Second
+
+// Checks are every check, in no particular order (the report sorts).
+func Checks() []Check {
+	return []Check{
+		{ID: IDEtcdQuorum, Area: AreaControlPlane, Title: "etcd members and quorum", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "bring the down servers back before any drain, remove or replace", Run: checkEtcdQuorum},
+		{ID: IDNodeNotReady, Area: AreaNodes, Title: "nodes Ready", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "check the node's power and network; on it: systemctl status sitecon-agent", Run: checkNodesNotReady},
+		{ID: IDNodeCordoned, Area: AreaNodes, Title: "nodes left cordoned", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "if its maintenance is over: sitecon uncordon NODE", Run: checkNodesCordoned},
+		{ID: IDNodeDiskPressure, Area: AreaNodes, Title: "nodes' disk pressure", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "free space on the node (images: k3s crictl rmi --prune; logs) before the kubelet evicts pods", Run: checkDiskPressure},
+		{ID: IDStatsLeaderLost, Area: AreaNodes, Title: "stats leader", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "another node's agent takes the lease once it expires; if none does, check the agents (systemctl status sitecon-agent)", Run: checkStatsLeader},
+		{ID: IDVolumeDegraded, Area: AreaStorage, Title: "volumes degraded", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "bring back the node of the failed replica; Longhorn rebuilds it (sitecon: volumes screen)", Run: checkVolumesDegraded},
+		{ID: IDVolumeFaulted, Area: AreaStorage, Title: "volumes faulted", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "no healthy replica is left: bring back the nodes that held them; do not delete the volume", Run: checkVolumesFaulted},
+		{ID: IDReplicaUnschedulable, Area: AreaStorage, Title: "replicas Longhorn cannot schedule", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "give Longhorn a node with room (disk space, Ready, schedulable) or lower the volume's replica count", Run: checkReplicasUnschedulable},
+		{ID: IDSupportBundleLeft, Area: AreaStorage, Title: "leftover Longhorn support bundles", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "delete them: kubectl -n longhorn-system delete supportbundles.longhorn.io --all (they block volume creation)", Run: checkSupportBundles},
+		{ID: IDAppAway, Area: AreaApps, Title: "apps on their designated node", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "when the designated node is Ready again: sitecon migrate APP NODE", Run: checkAppsAway},
+		{ID: IDAppPending, Area: AreaApps, Title: "apps waiting to be scheduled", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "the scheduler's reason says what is missing: a Ready node, room, or a label", Run: checkAppsPending},
+		{ID: IDOverrideStale, Area: AreaApps, Title: "on-site placement overrides", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "remove the entry: kubectl -n eve-kube-app edit configmap sitecon-placement, or migrate the app again", Run: checkOverrides},
+		{ID: IDAppConfigRejected, Area: AreaThisNode, Title: "app configs this node's agent rejects", Deadline: checkDeadline,
+			Next: "fix the named field of the file (or the controller's config); the agent retries by itself", Run: checkAgentConfigErrors},
+		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
+			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
+	}
+}

@@ -1,0 +1,149 @@
+package doctor
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeCert writes a self-signed certificate valid until notAfter.
+func writeCert(t *testing.T, path string, notAfter time.Time) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: filepath.Base(path)},
+		NotBefore: notAfter.Add(-365 * 24 * time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCertExpiry(t *testing.T) {
+	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name    string
+		rel     string
+		left    time.Duration
+		want    Severity
+		summary string
+	}{
+		{"expires in 20 days", "server/tls/client-admin.crt", 20 * day, Error, "expires in 20 days"},
+		{"expired", "agent/client-kubelet.crt", -2 * day, Error, "expired"},
+		{"inside the renew window", "server/tls/etcd/server-client.crt", 60 * day, Warn, "expires in 60 days"},
+		{"a year left", "server/tls/serving-kube-apiserver.crt", 365 * day, OK, "valid for more than 90 days"},
+		{"just outside the window", "agent/serving-kubelet.crt", 91 * day, OK, "valid for more than 90 days"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCert(t, filepath.Join(dir, tc.rel), now.Add(tc.left))
+			// A key beside it is no certificate: not read.
+			if err := os.WriteFile(filepath.Join(dir, filepath.Dir(tc.rel), "x.key"), []byte("key"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fs := checkCerts(context.Background(), &Env{K3sDataDir: dir, Now: now})
+			if len(fs) != 1 {
+				t.Fatalf("findings %+v, want one", fs)
+			}
+			f := fs[0]
+			if f.Severity != tc.want || !strings.Contains(f.Summary, tc.summary) {
+				t.Errorf("got %s %q, want %s containing %q", f.Severity, f.Summary, tc.want, tc.summary)
+			}
+			if f.Severity >= Warn && (!strings.Contains(f.Next, "k3s certificate rotate") || !strings.Contains(f.Subject, tc.rel)) {
+				t.Errorf("next %q, subject %q: want the rotate command and the file", f.Next, f.Subject)
+			}
+		})
+	}
+}
+
+func TestCertCheckSaysWhyItDidNotRun(t *testing.T) {
+	dir := t.TempDir()
+	fs := checkCerts(context.Background(), &Env{K3sDataDir: filepath.Join(dir, "none"), Now: time.Now()})
+	if len(fs) != 1 || fs[0].Severity != Info || !strings.Contains(fs[0].Summary, "not checked: no k3s data dir") {
+		t.Errorf("missing data dir: %+v", fs)
+	}
+	writeCert(t, filepath.Join(dir, "server/tls/ok.crt"), time.Now().Add(400*24*time.Hour))
+	if err := os.WriteFile(filepath.Join(dir, "server/tls/broken.crt"), []byte("not pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs = checkCerts(context.Background(), &Env{K3sDataDir: dir, Now: time.Now()})
+	if len(fs) != 1 || fs[0].Severity != Warn || !strings.Contains(fs[0].Summary, "broken.crt could not be read") {
+		t.Errorf("unreadable certificate: %+v", fs)
+	}
+}
+
+// A check that hangs past its deadline yields a finding saying so; one that
+// panics says it failed; one that finds nothing is reported ok.
+func TestRunBoundsEveryCheck(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	checks := []Check{
+		{ID: "SC-T-HANG", Area: AreaNodes, Title: "hangs", Deadline: 50 * time.Millisecond,
+			Run: func(ctx context.Context, _ *Env) []Finding { <-block; return nil }},
+		{ID: "SC-T-PANIC", Area: AreaNodes, Title: "panics", Deadline: time.Second,
+			Run: func(context.Context, *Env) []Finding { panic("boom") }},
+		{ID: "SC-T-QUIET", Area: AreaApps, Title: "quiet", Deadline: time.Second,
+			Run: func(context.Context, *Env) []Finding { return nil }},
+		{ID: "SC-T-API", Area: AreaApps, Title: "needs the API", Deadline: time.Second, NeedsAPI: true,
+			Run: func(context.Context, *Env) []Finding { t.Error("ran without the API"); return nil }},
+	}
+	start := time.Now()
+	r := Run(context.Background(), checks, &Env{APIProblem: "cannot reach the API server at https://127.0.0.1:1"})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %s", took)
+	}
+	got := map[string]Finding{}
+	for _, f := range r.Findings {
+		got[f.ID] = f
+	}
+	for id, want := range map[string]struct {
+		sev  Severity
+		text string
+	}{
+		"SC-T-HANG":      {Warn, "did not finish within its deadline of 50ms"},
+		"SC-T-PANIC":     {Warn, "the check failed: boom"},
+		"SC-T-QUIET":     {OK, "quiet: ok"},
+		"SC-T-API":       {Warn, "not checked: the cluster API could not be read"},
+		IDAPIUnreachable: {Error, "could not be read"},
+	} {
+		if f := got[id]; f.Severity != want.sev || !strings.Contains(f.Summary, want.text) {
+			t.Errorf("%s: %s %q, want %s containing %q", id, f.Severity, f.Summary, want.sev, want.text)
+		}
+	}
+	if r.ExitStatus() != ExitAPIUnreachable {
+		t.Errorf("exit status %d, want %d", r.ExitStatus(), ExitAPIUnreachable)
+	}
+	if r.Findings[0].Area != AreaCluster {
+		t.Errorf("first finding %+v: want the worst area (cluster API) first", r.Findings[0])
+	}
+}
+
+func TestExitStatusByWorstFinding(t *testing.T) {
+	for _, tc := range []struct {
+		worst Severity
+		want  int
+	}{{OK, 0}, {Info, 0}, {Warn, 1}, {Error, 2}} {
+		if got := (Report{Worst: tc.worst}).ExitStatus(); got != tc.want {
+			t.Errorf("worst %s: exit %d, want %d", tc.worst, got, tc.want)
+		}
+	}
+}

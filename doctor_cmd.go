@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/agent/localapi"
+	"github.com/sitecon/sitecon/doctor"
+	"github.com/sitecon/sitecon/ui"
+)
+
+func newDoctorCmd(g *globalFlags) *cobra.Command {
+	var output, k3sDataDir, agentSocket string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the site and say what is wrong and what to do next (read only)",
+		Long: `Run every check once, read only, each within its own deadline: etcd quorum,
+nodes, volumes and replicas, apps away from home or pending, placement
+overrides, and on a node its k3s certificates and its agent's config errors.
+Each finding has an id (see the README's Findings table), its evidence and the
+next step.
+
+Exit status: 0 nothing worse than info, 1 a warning, 2 an error, 3 the cluster
+API could not be read (its checks did not run; this node's did).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("unknown output format %q: text or json", output)
+			}
+			log, closeLog, err := g.logger()
+			if err != nil {
+				return err
+			}
+			defer closeLog()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			opts := doctor.Options{APIWait: timeout / 2, K3sDataDir: k3sDataDir, Log: log}
+			if cfg, err := g.restConfig(); err != nil {
+				opts.ConfigProblem = err.Error()
+			} else {
+				opts.Config = cfg
+			}
+			if _, err := os.Stat(agentSocket); err == nil {
+				opts.AgentConfigErrors = func(ctx context.Context) (map[string]string, error) {
+					n, err := localapi.Get[apps.PublishedNode](ctx, agentSocket, localapi.PathNode)
+					return n.ConfigErrors, err
+				}
+			}
+			report := ui.CleanStrings(doctor.Diagnose(ctx, opts))
+			write := doctor.WriteText
+			if output == "json" {
+				write = doctor.WriteJSON
+			}
+			if err := write(cmd.OutOrStdout(), report); err != nil {
+				return err
+			}
+			if code := report.ExitStatus(); code != 0 {
+				return exitError{code: code}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long; half of it for reading the cluster")
+	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its certificates are checked)")
+	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket (its config errors are checked)")
+	return cmd
+}
