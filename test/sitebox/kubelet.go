@@ -225,7 +225,8 @@ func (s *Site) ensureLogsObject(ctx context.Context, cs kubernetes.Interface, dy
 		},
 		"spec": map[string]any{"logs": logs},
 	}}
-	if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+	// Another writer of the same pod may have created it just now.
+	if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kwok Logs for pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	// kwok learns of the object through its watch. Until it has, the pod's
