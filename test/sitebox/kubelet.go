@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,11 +19,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // Each node's kwok serves the kubelet API (container logs; exec, attach
@@ -253,4 +258,60 @@ func (s *Site) ensureLogsObject(ctx context.Context, cs kubernetes.Interface, dy
 		return fmt.Errorf("the kubelet of pod %s/%s does not serve its log (last: %v): %w", pod.Namespace, pod.Name, last, err)
 	}
 	return nil
+}
+
+// RunAppChatter makes the site's running app pods log, until ctx ends:
+// every interval, a line in each container of a container app and on a
+// VM's serial console (guest-console-log), so that `sitecon logs` and the
+// console's logs view have something to show in the demo.
+func (s *Site) RunAppChatter(ctx context.Context, cs kubernetes.Interface, every time.Duration, log *slog.Logger) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(kube.AppNamespace))
+	lister := factory.Core().V1().Pods().Lister()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		pods, err := lister.List(labels.Everything())
+		if err != nil {
+			return err
+		}
+		for _, p := range pods {
+			if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+				continue
+			}
+			app, _, vm := kube.AppOfPod(p)
+			if app == "" {
+				continue
+			}
+			for _, c := range p.Spec.Containers {
+				if vm && c.Name != kube.GuestConsoleLogContainer {
+					continue
+				}
+				line := chatterLine(app, vm, n, every)
+				if err := s.AppendContainerLog(ctx, p.Namespace, p.Name, c.Name, line); err != nil && ctx.Err() == nil {
+					log.Warn("app chatter", "pod", p.Name, "container", c.Name, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// chatterLine is the n-th line an app logs in the demo: the demo apps
+// (DemoApps) each say something of their own.
+func chatterLine(app string, vm bool, n int, every time.Duration) string {
+	switch {
+	case vm:
+		return fmt.Sprintf("[%9.3f] %s: watchdog ok, load %.2f", float64(n)*every.Seconds(), app, float64(n%7)/10+0.2)
+	case app == "plc-gateway":
+		return fmt.Sprintf("modbus poll %d: 16 registers read from 10.1.0.%d in %d ms", n, 10+n%4, 4+n%9)
+	case app == "mqtt-broker":
+		return fmt.Sprintf("client sensor-%d published %d messages to plant/line1/telemetry", n%5+1, n%13+1)
+	}
+	return fmt.Sprintf("%s: tick %d, all healthy", app, n)
 }
