@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/sitecon/sitecon/agent/applogs"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -21,7 +25,7 @@ import (
 
 // collected reads the app-logs directory: per pod/container, its lines in
 // the order written.
-func collected(t *testing.T, dir string) (map[string][]applogs.Record, error) {
+func collected(t testing.TB, dir string) (map[string][]applogs.Record, error) {
 	t.Helper()
 	files, err := applogs.Files(dir)
 	if err != nil {
@@ -190,4 +194,115 @@ func TestAgentCollectsAppLogsAcrossAKill(t *testing.T) {
 			t.Errorf("collected %s: another node's app, or a VM's launcher log beside its console", k)
 		}
 	}
+}
+
+// procCPU is a process's user+system CPU time so far (/proc/PID/stat).
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name: state is the 3rd; utime and
+	// stime the 14th and 15th.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	var ticks int64
+	for _, f := range fields[11:13] {
+		var n int64
+		fmt.Sscan(f, &n)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100, nil // USER_HZ is 100 on Linux
+}
+
+// BenchmarkAppLogsCollectionCPU measures the agent's CPU for collecting
+// app logs: five container apps on one node, each logging 20 lines a
+// second for 15 s, collected by a `sitecon agent --app-logs-dir` whose
+// CPU is read from /proc. Reports the agent's CPU milliseconds per app per
+// minute of logging (the agent's idle work, its watch and leader lease,
+// included).
+func BenchmarkAppLogsCollectionCPU(b *testing.B) {
+	site := sitebox.Shared(b)
+	cs, err := kubernetes.NewForConfig(site.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const node, apps, perSecond, seconds = "node-c", 5, 20, 15
+	var pods []string
+	for i := range apps {
+		name := fmt.Sprintf("bench-logs-%d", i)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kube.LabelAppName: name}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "registry.local/bench:1"}}}}
+		if _, err := cs.CoreV1().Pods(kube.AppNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			_ = cs.CoreV1().Pods(kube.AppNamespace).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		}()
+		pods = append(pods, name)
+	}
+	until(b, 30*time.Second, "the bench pods running", func() (int, bool) {
+		running := 0
+		for _, name := range pods {
+			if p, err := cs.CoreV1().Pods(kube.AppNamespace).Get(ctx, name, metav1.GetOptions{}); err == nil && kube.PodReady(p) {
+				running++
+			}
+		}
+		return running, running == apps
+	}, func(n int) string { return fmt.Sprintf("%d running", n) })
+	for _, name := range pods {
+		if err := site.AppendContainerLog(ctx, kube.AppNamespace, name, "main", "start"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dir := b.TempDir()
+	cmd := exec.Command(sitecon, "agent", "--no-bootstrap", "--node-name", node, "--kubeconfig", site.Kubeconfig(),
+		"--app-logs-dir", filepath.Join(dir, "applogs"), "--state-dir", filepath.Join(dir, "state"), "--socket", filepath.Join(dir, "agent.sock"),
+		"--metrics-addr", "")
+	cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+dir)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// Once every app's first line is out, the agent's start is behind.
+	until(b, 60*time.Second, "the first lines collected", func() (int, bool) {
+		got, _ := collected(b, filepath.Join(dir, "applogs"))
+		return len(got), len(got) == apps
+	}, func(n int) string { return fmt.Sprintf("%d apps collected", n) })
+	before, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	tick := time.NewTicker(time.Second / 5)
+	for i := range seconds * 5 {
+		<-tick.C
+		for _, name := range pods {
+			var lines []string
+			for j := range perSecond / 5 {
+				lines = append(lines, fmt.Sprintf("bench line %d.%d of %s: some ordinary application output", i, j, name))
+			}
+			if err := site.AppendContainerLog(ctx, kube.AppNamespace, name, "main", lines...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	tick.Stop()
+	want := 1 + perSecond*seconds
+	until(b, 60*time.Second, "every line collected", func() (int, bool) {
+		got, _ := collected(b, filepath.Join(dir, "applogs"))
+		least := want
+		for _, name := range pods {
+			least = min(least, len(got[name+"/main"]))
+		}
+		return least, least == want
+	}, func(n int) string { return fmt.Sprintf("%d of %d lines for the slowest app", n, want) })
+	b.StopTimer()
+	after, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	perAppMinute := float64((after - before).Milliseconds()) / apps * 60 / seconds
+	b.ReportMetric(perAppMinute, "cpu-ms/app/min")
+	b.ReportMetric(float64(perSecond), "lines/s/app")
 }
