@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/applogs"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
@@ -80,8 +81,8 @@ proof there.`,
 			if opts.NoBootstrap && opts.NodeName == "" {
 				return fmt.Errorf("--no-bootstrap needs --node-name")
 			}
-			if opts.NoBootstrap && opts.Apps.AppsDir == "" {
-				return fmt.Errorf("--no-bootstrap runs only the apps part: give --apps-dir")
+			if opts.NoBootstrap && opts.Apps.AppsDir == "" && opts.AppLogs.Dir == "" {
+				return fmt.Errorf("--no-bootstrap runs only the apps part and the app logs: give --apps-dir or --app-logs-dir")
 			}
 			if opts.StatusAddr != "" && (opts.ClusterID == "" || clusterTokenFile == "") {
 				return fmt.Errorf("--status-addr serves the proof of life: give --cluster-id and --cluster-token-file too")
@@ -118,6 +119,8 @@ proof there.`,
 	f.StringVar(&opts.StatusAddr, "status-addr", "", "where to serve /status and the proof of life, host:port (with --no-bootstrap; a device's agent serves them on its cluster address)")
 	f.StringVar(&opts.Apps.NodeUUID, "node-uuid", "", "this node's UUID (default: from the config, else its Node's node-uuid label)")
 	f.StringVar(&opts.Apps.AppsDir, "apps-dir", "", "directory of app and volume configs (apps/*.json, volumes/*.json); empty: no apps part")
+	f.StringVar(&opts.AppLogs.Dir, "app-logs-dir", "", "write the logs of the apps running on this node (their containers; a VM's serial console) here as JSON lines for the device's log service, rotated at "+
+		fmt.Sprintf("%d MiB per file, %d files", applogs.DefaultMaxFileBytes>>20, applogs.DefaultMaxFiles)+"; empty: not collected")
 	f.StringVar(&stateDir, "state-dir", formation.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
 		"its records of this node's membership (seed.json, formed.json, leave.json, removed.json; an upgrade moves them here once from beside the config) "+
 		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")

@@ -18,7 +18,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/bringup", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
+			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
 		// The agent's parts, each below the Agent that wires them.
 		"agent/bringup":      {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/localapi", "agent/workloads", "kube", "netcfg"},
 		"agent/statusserver": {"agent/config", "agent/k3s", "agent/formation", "agent/localapi", "kube"},
@@ -26,6 +26,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/formation":    {"agent/config", "agent/k3s", "agent/localapi", "kube", "privdir"},
 		"agent/k3s":          {"agent/config"},
 		"agent/apps":         {"agent/config", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
+		"agent/applogs":      {"agent/config", "kube"},
 		"agent/config":       {},
 		"agent/localapi":     {},
 		"agent/workloads":    {},

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/sitecon/sitecon/agent/applogs"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/bringup"
 	"github.com/sitecon/sitecon/agent/config"
@@ -115,6 +116,9 @@ type Options struct {
 	StatusAddr   string
 	// Apps configures the apps part; it runs when Apps.AppsDir is set.
 	Apps apps.Options
+	// AppLogs configures the collection of this node's apps' logs
+	// (agent/applogs); it runs when AppLogs.Dir is set.
+	AppLogs applogs.Options
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
 	Env         config.Environment

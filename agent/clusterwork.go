@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sitecon/sitecon/agent/applogs"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/bringup"
 	"github.com/sitecon/sitecon/agent/config"
@@ -63,6 +64,9 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	}
 	if a.opts.ConfigPath != "" {
 		go formation.RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)
+	}
+	if a.opts.AppLogs.Dir != "" {
+		a.startAppLogs(ctx, snap, node)
 	}
 	if a.opts.Apps.AppsDir == "" {
 		return
@@ -143,4 +147,22 @@ func (a *Agent) nodeIdentity(ctx context.Context, snap *kube.Snapshot) (nodeIden
 		return true
 	})
 	return nodeIdentity, ok
+}
+
+// startAppLogs collects the logs of the apps running on this node
+// (--app-logs-dir).
+func (a *Agent) startAppLogs(ctx context.Context, snap *kube.Snapshot, node string) {
+	opts := a.opts.AppLogs
+	opts.Node = node
+	opts.Log = a.log.With("component", "app-logs")
+	collector, err := applogs.New(opts, snap.Clients().Core, snap)
+	if err != nil {
+		a.log.Error("app logs", "err", err)
+		return
+	}
+	go func() {
+		if err := collector.Run(ctx); err != nil {
+			a.log.Error("app logs stopped", "err", err)
+		}
+	}()
 }

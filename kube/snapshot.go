@@ -516,6 +516,16 @@ func (s *Snapshot) Node(name string) (*corev1.Node, bool) {
 	return n, err == nil
 }
 
+// Pods reads the pod cache alone (read only; nil until synced): for a
+// reader that follows pods on every change, without copying the rest.
+func (s *Snapshot) Pods() []*corev1.Pod {
+	if !s.Synced() {
+		return nil
+	}
+	pods, _ := s.core.Core().V1().Pods().Lister().List(labels.Everything())
+	return pods
+}
+
 // Data reads the caches. Objects are shared with the informers: read only.
 func (s *Snapshot) Data() Data {
 	s.mu.Lock()

@@ -124,6 +124,8 @@ func (s *Site) startAPIServer(ctx context.Context) error {
 		// the site's namespaces: the API server dials its loopback one.
 		args = append(args, "--kubelet-preferred-address-types=ExternalIP,InternalIP,Hostname")
 	}
+	// Reaching the kubelets (kwok's servers) with TLS both ways: kubelet.go.
+	args = append(args, s.apiServerKubeletArgs()...)
 	if err := s.start("kube-apiserver", args...); err != nil {
 		return err
 	}
@@ -176,14 +178,14 @@ func (s *Site) startControllers() error {
 }
 
 func (s *Site) kwokArgs(n Node) []string {
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + s.Kubeconfig(),
 		"--config=" + filepath.Join(s.Dir, "kwok.yaml"),
 		"--manage-single-node=" + n.Name,
 		"--node-ip=" + n.IP,
 		"--cidr=" + n.CIDR,
 		"--node-lease-duration-seconds=" + strconv.Itoa(s.NodeLeaseSeconds),
-	}
+	}, s.kubeletArgs(n)...)
 }
 
 func (s *Site) startKwok(n Node) error {
@@ -204,7 +206,7 @@ func (s *Site) bootstrapObjects(ctx context.Context, cfg *rest.Config) error {
 			return fmt.Errorf("namespace %s: %w", ns, err)
 		}
 	}
-	if err := installCRDs(ctx, cfg, longhornCRDs, kubevirtCRDs, multusCRDs); err != nil {
+	if err := installCRDs(ctx, cfg, longhornCRDs, kubevirtCRDs, multusCRDs, kwokLogsCRD); err != nil {
 		return err
 	}
 	clients, err := kube.NewClients(cfg)

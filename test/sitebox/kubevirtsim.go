@@ -198,6 +198,12 @@ func (s *kubevirtSimulator) createLauncher(ctx context.Context, vmi *kvv1.Virtua
 				Name:      "compute",
 				Image:     "quay.io/kubevirt/virt-launcher:v1.7.0",
 				Resources: corev1.ResourceRequirements{Requests: requests},
+			}, {
+				// KubeVirt follows the guest's serial console into this
+				// container's log (serial console logging is on unless
+				// the KubeVirt CR turns it off).
+				Name:  "guest-console-log",
+				Image: "quay.io/kubevirt/virt-launcher:v1.7.0",
 			}},
 		},
 	}

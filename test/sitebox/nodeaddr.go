@@ -76,8 +76,10 @@ func pickNodeNetwork(nodes int) (netip.Prefix, error) {
 		// resolvers and /etc/hosts live.
 		prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 100 + b[0]%100, b[1], 0}), 24)
 		free := true
-		for i := range nodes {
-			l, err := net.Listen("tcp", net.JoinHostPort(nodeAddr(prefix, i).String(), strconv.Itoa(config.StatusPort)))
+		for i := range nodes * 2 {
+			// Each node's status port and its kubelet's (kubelet.go).
+			port := []int{config.StatusPort, KubeletPort}[i%2]
+			l, err := net.Listen("tcp", net.JoinHostPort(nodeAddr(prefix, i/2).String(), strconv.Itoa(port)))
 			if err != nil {
 				free = false
 				break

@@ -24,9 +24,11 @@ type pki struct {
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 // generate writes a CA, the apiserver's serving certificate, an admin client
-// certificate (system:masters), each node's own identity (node-NAME) and
-// the service-account key pair.
-func (p pki) generate(nodes []string) error {
+// certificate (system:masters), each node's own identity (node-NAME), each
+// node's kubelet serving certificate (kubelet-NAME, for its address), the
+// API server's client certificate for the kubelets and the service-account
+// key pair.
+func (p pki) generate(nodes []Node) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
@@ -108,12 +110,32 @@ func (p pki) generate(nodes []string) error {
 	// (<data-dir>/agent/client-kubelet.crt): user system:node:<name> in
 	// group system:nodes. A worker's agent reaches the cluster with it.
 	for _, n := range nodes {
-		if err := leaf("node-"+n, &x509.Certificate{
-			Subject:     pkix.Name{CommonName: "system:node:" + n, Organization: []string{"system:nodes"}},
+		if err := leaf("node-"+n.Name, &x509.Certificate{
+			Subject:     pkix.Name{CommonName: "system:node:" + n.Name, Organization: []string{"system:nodes"}},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}); err != nil {
 			return err
 		}
+		// The kubelet's serving certificate, as k3s issues it
+		// (<data-dir>/agent/serving-kubelet.crt): the node's name and the
+		// address the API server dials, signed by the CA the API server
+		// checks kubelets against (--kubelet-certificate-authority).
+		if err := leaf("kubelet-"+n.Name, &x509.Certificate{
+			Subject:     pkix.Name{CommonName: n.Name},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			DNSNames:    []string{n.Name},
+			IPAddresses: []net.IP{net.ParseIP(kubeletAddr(n))},
+		}); err != nil {
+			return err
+		}
+	}
+	// The API server's identity towards the kubelets
+	// (--kubelet-client-certificate), as k3s's client-kube-apiserver.
+	if err := leaf("apiserver-kubelet-client", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return err
 	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

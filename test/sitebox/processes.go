@@ -66,7 +66,7 @@ func (s *Site) processOrder() []string {
 	for _, n := range s.Nodes {
 		order = append(order, "agent-"+n.Name, silentProcess(n.Name))
 	}
-	order = append(order, "simulators")
+	order = append(order, "app-chatter", "simulators")
 	for _, n := range s.Nodes {
 		order = append(order, "kwok-"+n.Name)
 	}

@@ -271,7 +271,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		}
 	}
 	// A previous site's data in the same directory would resurrect its objects.
-	for _, sub := range []string{"etcd", "pki", "nodes", "logs", "run", "boot", "state"} {
+	for _, sub := range []string{"etcd", "pki", "nodes", "logs", "run", "boot", "state", "podlogs"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return nil, err
 		}
@@ -345,11 +345,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 			_ = site.Down()
 		}
 	}()
-	var names []string
-	for _, n := range site.Nodes {
-		names = append(names, n.Name)
-	}
-	if err := (pki{dir: filepath.Join(dir, "pki")}).generate(names); err != nil {
+	if err := (pki{dir: filepath.Join(dir, "pki")}).generate(site.Nodes); err != nil {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
 	if err := site.writeFiles(); err != nil {
@@ -460,6 +456,10 @@ current-context: sitebox
 	if err := s.writeNodeIdentities(); err != nil {
 		return err
 	}
+	logsConfig, err := s.kwokLogsConfig()
+	if err != nil {
+		return err
+	}
 	// kwok needs its parallelism spelled out when run standalone.
 	kwokConfig := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
@@ -470,8 +470,12 @@ options:
   nodePlayStageParallelism: 2
   podsOnNodeSyncParallelism: 2
   enablePodsOnNodeSyncListPager: true
+  # The kubelet API (container logs): kubelet.go.
+  enableDebuggingHandlers: true
 ---
-%s`, s.NodeLeaseSeconds, kwokStages)
+%s
+---
+%s`, s.NodeLeaseSeconds, kwokStages, logsConfig)
 	return os.WriteFile(filepath.Join(s.Dir, "kwok.yaml"), []byte(kwokConfig), 0o644)
 }
 

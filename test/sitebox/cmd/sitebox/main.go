@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent/k3s"
@@ -108,6 +109,13 @@ func root() *cobra.Command {
 				if err := site.StartProcess("simulators", self, "simulate", "--dir", site.Dir); err != nil {
 					_ = site.Down()
 					return err
+				}
+				if demo {
+					// The demo's apps log a line every few seconds.
+					if err := site.StartProcess("app-chatter", self, "chatter", "--dir", site.Dir); err != nil {
+						_ = site.Down()
+						return err
+					}
 				}
 			}
 			fmt.Printf("site up in %.1fs: %d nodes, kubeconfig %s\n", time.Since(start).Seconds(), len(site.Nodes), site.Kubeconfig())
@@ -233,6 +241,31 @@ func root() *cobra.Command {
 	}
 	simulate.Flags().DurationVar(&rebuild, "rebuild-time", 3*time.Second, "how long a simulated replica rebuild takes (real Longhorn: minutes, with the data)")
 	simulate.Flags().DurationVar(&vmBoot, "vm-boot-time", 0, "how long a VM takes to boot once its launcher pod is Ready (real virt-handler: seconds)")
+	var chatterEvery time.Duration
+	chatter := &cobra.Command{
+		Use:    "chatter",
+		Short:  "Make the site's running apps write log lines (started by up --demo)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			site, err := sitebox.Load(dir)
+			if err != nil {
+				return err
+			}
+			cfg, err := site.RESTConfig()
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return site.RunAppChatter(ctx, cs, chatterEvery, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		},
+	}
+	chatter.Flags().DurationVar(&chatterEvery, "every", 3*time.Second, "how often each app logs a line")
 	var silentAddr string
 	silence := &cobra.Command{
 		Use:    "silence",
@@ -246,7 +279,7 @@ func root() *cobra.Command {
 		},
 	}
 	silence.Flags().StringVar(&silentAddr, "addr", "", "address to hold silent, host:port")
-	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate, silence)
+	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate, chatter, silence)
 	return cmd
 }
 

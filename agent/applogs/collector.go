@@ -1,0 +1,396 @@
+// Package applogs collects the logs of the apps running on this node for
+// the device's log service, as EVE's zedkube does (zedkube/applogs.go):
+// each native-container app's containers, and a VM app's serial console
+// (its virt-launcher's guest-console-log container, else compute), written
+// as JSON lines (Record) to a bounded, rotated directory.
+//
+// Nothing is lost or written twice across an agent restart or a container
+// restart: each container instance's Position (pod UID, container, restart
+// count, the last line's timestamp and how many lines had it) is saved
+// after each batch, and the stream is resumed with timestamps and
+// sinceTime from it; a line written but not yet saved in a position is
+// found again in the current file at start. Pods come from the agent's
+// watch (kube.Snapshot); no LISTs.
+package applogs
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// Pods is where the collector learns of pods: the agent's snapshot.
+type Pods interface {
+	Subscribe() (<-chan struct{}, func())
+	WaitForSync(ctx context.Context) error
+	Pods() []*corev1.Pod
+}
+
+// Options configure the collector.
+type Options struct {
+	// Dir holds the log files (Files) and, under positions/, the
+	// positions.
+	Dir string
+	// Node is this node's name: only its pods are collected.
+	Node string
+	// MaxFileBytes and MaxFiles bound the directory (zero: the defaults,
+	// DefaultMaxFileBytes and DefaultMaxFiles).
+	MaxFileBytes int64
+	MaxFiles     int
+	// RetryMin and RetryMax bound the wait before a stream is opened again
+	// after it ended or failed (zero: 1 s and 30 s).
+	RetryMin, RetryMax time.Duration
+	Log                *slog.Logger
+}
+
+// Collector follows the logs of this node's app containers.
+type Collector struct {
+	opts   Options
+	client kubernetes.Interface
+	pods   Pods
+	pos    positions
+	log    *slog.Logger
+
+	writeMu sync.Mutex
+	out     *rotatingFile
+	// written are, per container, the positions read back from the
+	// current file at start (see rotatingFile.written).
+	written map[string]Position
+
+	mu        sync.Mutex
+	followers map[string]*follower
+}
+
+type follower struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	// pod is the latest version the watch has shown (its restart counts).
+	pod chan *corev1.Pod
+}
+
+// New opens the directory; Run collects.
+func New(opts Options, client kubernetes.Interface, pods Pods) (*Collector, error) {
+	if opts.Dir == "" || opts.Node == "" {
+		return nil, errors.New("app logs: a directory and the node's name are needed")
+	}
+	opts.MaxFileBytes = cmp.Or(opts.MaxFileBytes, DefaultMaxFileBytes)
+	opts.MaxFiles = max(cmp.Or(opts.MaxFiles, DefaultMaxFiles), 2)
+	opts.RetryMin = cmp.Or(opts.RetryMin, time.Second)
+	opts.RetryMax = cmp.Or(opts.RetryMax, 30*time.Second)
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	out, err := openRotating(opts.Dir, opts.MaxFileBytes, opts.MaxFiles)
+	if err != nil {
+		return nil, fmt.Errorf("app logs directory: %w", err)
+	}
+	written, err := out.written()
+	if err != nil {
+		out.close()
+		return nil, fmt.Errorf("app logs directory: %w", err)
+	}
+	return &Collector{opts: opts, client: client, pods: pods, log: opts.Log, out: out, written: written,
+		pos: positions{dir: filepath.Join(opts.Dir, "positions")}, followers: map[string]*follower{}}, nil
+}
+
+// target is one container whose log this node collects.
+type target struct {
+	kube.LogTarget
+	PodUID string
+}
+
+// Targets are the containers of this node's app pods to collect: every
+// container of a native-container app's pod, and a VM app's console log.
+// Pods not started yet have no log.
+func Targets(pods []*corev1.Pod, node string) map[string]target {
+	out := map[string]target{}
+	for _, p := range pods {
+		if p.Spec.NodeName != node || p.Namespace != kube.AppNamespace || p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
+			continue
+		}
+		t, err := kube.LogTargetOf(p, "")
+		if err != nil || t.App == "" {
+			continue
+		}
+		containers := []string{t.Container}
+		if !t.VM {
+			containers = containers[:0]
+			for _, c := range p.Spec.Containers {
+				containers = append(containers, c.Name)
+			}
+		}
+		for _, c := range containers {
+			tc := target{LogTarget: t, PodUID: string(p.UID)}
+			tc.Container, tc.Why = c, ""
+			out[string(p.UID)+"_"+c] = tc
+		}
+	}
+	return out
+}
+
+// Run collects until ctx ends.
+func (c *Collector) Run(ctx context.Context) error {
+	changes, unsubscribe := c.pods.Subscribe()
+	defer unsubscribe()
+	defer c.stopAll()
+	// The first change may be the sync itself, before this subscribed.
+	for c.pods.WaitForSync(ctx) != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	for {
+		c.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+		}
+	}
+}
+
+// reconcile starts a follower per target and stops those of pods gone.
+func (c *Collector) reconcile(ctx context.Context) {
+	pods := c.pods.Pods()
+	if pods == nil {
+		return // not synced: unknown is not empty
+	}
+	byUID := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		byUID[string(p.UID)] = p
+	}
+	targets := Targets(pods, c.opts.Node)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := map[string]bool{}
+	for key, t := range targets {
+		live[t.PodUID] = true
+		if f, ok := c.followers[key]; ok {
+			// The newest pod (its restart count) to the follower; an
+			// older one unread is replaced.
+			select {
+			case <-f.pod:
+			default:
+			}
+			f.pod <- byUID[t.PodUID]
+			continue
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		f := &follower{cancel: cancel, done: make(chan struct{}), pod: make(chan *corev1.Pod, 1)}
+		f.pod <- byUID[t.PodUID]
+		c.followers[key] = f
+		go func() {
+			defer close(f.done)
+			c.follow(fctx, t, f.pod)
+		}()
+	}
+	for key, f := range c.followers {
+		if _, ok := targets[key]; !ok {
+			f.cancel()
+			<-f.done
+			delete(c.followers, key)
+		}
+	}
+	// The pods gone from this node keep no position. Only pods the synced
+	// cache shows count as live, so an empty cache removes nothing.
+	for _, p := range pods {
+		if p.Spec.NodeName == c.opts.Node {
+			live[string(p.UID)] = true
+		}
+	}
+	if err := c.pos.prune(live); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Warn("app logs: prune positions", "err", err)
+	}
+}
+
+func (c *Collector) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, f := range c.followers {
+		f.cancel()
+		<-f.done
+		delete(c.followers, key)
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_ = c.out.close()
+}
+
+// restartCount is a container's restart count in the pod's status.
+func restartCount(p *corev1.Pod, container string) int32 {
+	if p == nil {
+		return 0
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == container {
+			return s.RestartCount
+		}
+	}
+	return 0
+}
+
+// follow copies one container's log, instance after instance, until ctx
+// ends.
+func (c *Collector) follow(ctx context.Context, t target, pods <-chan *corev1.Pod) {
+	log := c.log.With("pod", t.Namespace+"/"+t.Pod, "container", t.Container)
+	pos, err := c.startPosition(t)
+	if err != nil {
+		log.Error("app logs: position unreadable; not collecting this container", "err", err)
+		return
+	}
+	log.Info("app logs: following", "app", t.App, "from", pos.Time, "restarts", pos.RestartCount)
+	var pod *corev1.Pod
+	backoff := c.opts.RetryMin
+	for {
+		// The newest pod the watch showed.
+		select {
+		case pod = <-pods:
+		default:
+		}
+		if now := restartCount(pod, t.Container); now > pos.RestartCount {
+			// The container restarted: the rest of the instance that
+			// ended is its previous log.
+			if !pos.Time.IsZero() || pos.AtTime > 0 {
+				if now > pos.RestartCount+1 {
+					log.Warn("app logs: instances between were never read (the kubelet keeps only the previous one)", "from", pos.RestartCount, "to", now)
+				}
+				if err := c.copyStream(ctx, t, &pos, kube.LogOptions{Previous: true, Timestamps: true, SinceTime: pos.SinceTime()}); err != nil && ctx.Err() == nil {
+					log.Warn("app logs: the previous instance's log", "err", err)
+				}
+			}
+			pos = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container, RestartCount: now}
+			if err := c.savePosition(pos); err != nil {
+				log.Error("app logs: save position", "err", err)
+			}
+		}
+		err := c.copyStream(ctx, t, &pos, kube.LogOptions{Follow: true, Timestamps: true, SinceTime: pos.SinceTime()})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				log.Debug("app logs: stream", "err", err)
+			} else {
+				log.Warn("app logs: stream", "err", err)
+			}
+		} else {
+			backoff = c.opts.RetryMin // it ran: the container stopped
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case pod = <-pods:
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, c.opts.RetryMax)
+	}
+}
+
+// startPosition is the saved position of a container, moved on past what
+// the current file shows was written after it.
+func (c *Collector) startPosition(t target) (Position, error) {
+	saved, ok, err := c.pos.load(t.PodUID, t.Container)
+	if err != nil {
+		return Position{}, err
+	}
+	if !ok {
+		saved = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container}
+	}
+	if w, ok := c.written[saved.key()]; ok {
+		saved = later(saved, w)
+	}
+	saved.Namespace = t.Namespace
+	return saved, nil
+}
+
+func (c *Collector) savePosition(p Position) error { return c.pos.save(p) }
+
+// copyStream writes one stream's new lines out, in batches: a batch is
+// what the stream has buffered, written and synced, then its position
+// saved.
+func (c *Collector) copyStream(ctx context.Context, t target, pos *Position, o kube.LogOptions) error {
+	stream, err := kube.OpenLogStream(ctx, c.client, t.LogTarget, o)
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	r := bufio.NewReaderSize(stream, 64<<10)
+	var batch bytes.Buffer
+	enc := json.NewEncoder(&batch)
+	enc.SetEscapeHTML(false)
+	seenAtTime := 0
+	pending := false
+	flush := func() error {
+		if !pending {
+			return nil
+		}
+		c.writeMu.Lock()
+		err := c.out.write(batch.Bytes())
+		c.writeMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("write %s: %w", c.opts.Dir, err)
+		}
+		batch.Reset()
+		pending = false
+		return c.savePosition(*pos)
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if strings.HasSuffix(line, "\n") {
+			ts, text, ok := splitTimestamp(strings.TrimSuffix(line, "\n"))
+			if ok && pos.Admit(ts, &seenAtTime) {
+				if err := enc.Encode(Record{AppUUID: t.AppUUID, AppName: t.App, Container: t.Container, Time: ts, Line: text,
+					Pod: t.Pod, PodUID: t.PodUID, Restarts: pos.RestartCount}); err != nil {
+					return err
+				}
+				pending = true
+			}
+		}
+		// A line cut off by the stream's end is read again from the
+		// position next time.
+		if r.Buffered() == 0 || batch.Len() > 256<<10 {
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+		}
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// splitTimestamp splits a line of a log read with timestamps=true.
+func splitTimestamp(line string) (time.Time, string, bool) {
+	stamp, text, ok := strings.Cut(line, " ")
+	if !ok {
+		stamp = line
+	}
+	ts, err := time.Parse(time.RFC3339Nano, stamp)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return ts, strings.TrimSuffix(text, "\r"), true
+}
