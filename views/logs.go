@@ -11,6 +11,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/mattn/go-runewidth"
 
 	"github.com/sitecon/sitecon/ui"
@@ -171,11 +172,14 @@ func (v *logsView) filterText() string {
 	return p
 }
 
-func (v *logsView) title() string {
+func (v *logsView) title() string { return "logs (esc: back)" }
+
+// what names the container shown, or what is being looked for.
+func (v *logsView) what() string {
 	if v.target.Pod == "" {
-		return "logs of " + v.req.label + " (esc: back)"
+		return v.req.label
 	}
-	return "logs " + v.target.Pod + "/" + v.target.Container + " (esc: back)"
+	return v.target.Pod + "/" + v.target.Container
 }
 
 // rows is how many screen rows line l takes at width w.
@@ -239,11 +243,15 @@ func (v *logsView) view(w, h int) string {
 		return v.pickerView(w, h)
 	}
 	out := make([]string, 0, h)
-	out = append(out, ui.Fit(v.status(w, h-1), w))
+	if notice := v.notice(); notice != "" {
+		// The stream is down: said on a line of its own, whole.
+		out = append(out, st.Bad.Render(ansi.Truncate(notice, w, "…")))
+	}
+	body := max(h-len(out)-1, 1)
+	out = append(out, ui.Fit(v.status(w, body), w))
 	if v.problem != "" {
 		return strings.Join(append(out, st.Bad.Render(ui.Clean(v.problem))), "\n")
 	}
-	body := max(h-1, 1)
 	i, atEnd := v.start(w, body)
 	var rows []string
 	for ; i < v.buf.Len(); i++ {
@@ -284,27 +292,32 @@ func (v *logsView) below(w, h int) int {
 	return v.buf.Len() - i
 }
 
-// status says how the stream is, what is shown, and whether it follows.
+// notice says why the stream is down and when it is tried again; "" while
+// it is up.
+func (v *logsView) notice() string {
+	s := v.state
+	if s.err == nil || v.problem != "" {
+		return ""
+	}
+	why := s.err.Error()
+	if errors.Is(s.err, io.EOF) {
+		why = "the stream ended (EOF)"
+	}
+	return fmt.Sprintf("DISCONNECTED: %s; reconnecting in %s (try %d)", ui.Clean(why), s.retryIn, s.attempt)
+}
+
+// status says what is shown, whether it follows, and how many lines.
 func (v *logsView) status(w, h int) string {
 	st := &v.ctx.Styles
-	var parts []string
+	parts := []string{st.Section.Render(v.what())}
 	switch s := v.state; {
 	case v.target.Pod == "" || v.problem != "":
-	case s.err != nil:
-		why := s.err.Error()
-		if errors.Is(s.err, io.EOF) {
-			why = "the stream ended (EOF)"
-		}
-		parts = append(parts, st.Bad.Render(fmt.Sprintf("DISCONNECTED: %s; reconnecting in %s (try %d)", ui.Clean(why), s.retryIn, s.attempt)))
-	case !s.connected:
+	case !s.connected && s.err == nil:
 		parts = append(parts, st.Muted.Render("connecting…"))
 	case v.follow:
 		parts = append(parts, st.OK.Render("following"))
 	default:
 		parts = append(parts, st.Warn.Render(fmt.Sprintf("paused, %d lines below (G follows)", v.below(w, h))))
-	}
-	if !v.follow && v.state.err != nil {
-		parts = append(parts, st.Warn.Render("paused"))
 	}
 	if p, _ := v.buf.Filter(); p != "" {
 		parts = append(parts, fmt.Sprintf("%d of %d lines", v.buf.Len(), v.buf.Total()))
