@@ -299,11 +299,14 @@ func (v *logsView) notice() string {
 	if s.err == nil || v.problem != "" {
 		return ""
 	}
-	why := s.err.Error()
-	if errors.Is(s.err, io.EOF) {
-		why = "the stream ended (EOF)"
+	return fmt.Sprintf("DISCONNECTED: %s; reconnecting in %s (try %d)", dropReason(s.err), s.retryIn, s.attempt)
+}
+
+func dropReason(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "the stream ended (EOF)"
 	}
-	return fmt.Sprintf("DISCONNECTED: %s; reconnecting in %s (try %d)", ui.Clean(why), s.retryIn, s.attempt)
+	return ui.Clean(err.Error())
 }
 
 // status says what is shown, whether it follows, and how many lines.
@@ -333,6 +336,9 @@ func (v *logsView) status(w, h int) string {
 	}
 	if len(modes) > 0 {
 		parts = append(parts, strings.Join(modes, " "))
+	}
+	if s := v.state; s.connected && s.drops > 0 {
+		parts = append(parts, st.Warn.Render(fmt.Sprintf("reconnected ×%d (%s)", s.drops, dropReason(s.lastDrop))))
 	}
 	if v.dropped > 0 {
 		parts = append(parts, st.Warn.Render(fmt.Sprintf("%d lines skipped (too fast to show)", v.dropped)))

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
 	"github.com/sitecon/sitecon/ui"
@@ -261,9 +263,21 @@ func TestLogsFollowPausesOnScrollUp(t *testing.T) {
 	if l.a.logs != nil || !strings.Contains(l.a.View(), "plc-gateway") {
 		t.Errorf("esc should go back to the apps screen:\n%s", l.a.View())
 	}
-	if _, err := io.WriteString(body, "more\n"); err == nil {
+	if !streamClosed(body) {
 		t.Error("the stream is still read after esc")
 	}
+}
+
+// streamClosed reports whether the reading end of w is closed within a
+// few seconds (closing follows the context's end, as an HTTP body's does).
+func streamClosed(w io.Writer) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if _, err := io.WriteString(w, "after the end\n"); err != nil {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
 }
 
 // bodyOf is a frame without its first two lines (header, with the clock)
@@ -387,7 +401,7 @@ func TestLogsContainerPicker(t *testing.T) {
 	if v := l.a.View(); strings.Contains(v, "console 2") {
 		t.Errorf("the other container's lines are still shown:\n%s", v)
 	}
-	if _, err := io.WriteString(first, "late\n"); err == nil {
+	if !streamClosed(first) {
 		t.Error("the first container's stream is still read")
 	}
 	l.keys("c", "esc")
@@ -550,4 +564,58 @@ func TestLogsKeysInHelp(t *testing.T) {
 	if strings.Contains(v, "cordon") || strings.Contains(v, "migrate") {
 		t.Errorf("the logs view's help offers the screens' actions:\n%s", v)
 	}
+}
+
+// The whole program (teatest): l on an app streams its log to the
+// terminal, a dropped stream is said and reconnected, and the lines after
+// it come once.
+func TestLogsThroughProgram(t *testing.T) {
+	src := newPipeSource(plcTarget())
+	app := NewApp(testContext(0, 0))
+	app.SetLogSource(t.Context(), src.source())
+	// Long enough for a frame (50 ms) to show the disconnection.
+	app.logsRetry = 300 * time.Millisecond
+	tm := teatest.NewTestModel(t, app, teatest.WithInitialTermSize(80, 24))
+	tm.Send(FrameMsg(sampleFrame()))
+	for _, k := range []tea.KeyMsg{{Type: tea.KeyRunes, Runes: []rune("5")}, {Type: tea.KeyDown}, {Type: tea.KeyDown}, {Type: tea.KeyRunes, Runes: []rune("l")}} {
+		tm.Send(k)
+	}
+	// wait reads the terminal's output until every one of want was in it
+	// (what it read is consumed: the next wait reads what comes after).
+	wait := func(want ...string) {
+		t.Helper()
+		teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+			for _, w := range want {
+				if !bytes.Contains(b, []byte(w)) {
+					return false
+				}
+			}
+			return true
+		},
+			teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+	}
+	var body *io.PipeWriter
+	select {
+	case body = <-src.bodies:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no stream opened")
+	}
+	writeLines(t, body, 0, 10, numbered)
+	wait("line 0009")
+	body.CloseWithError(errors.New("http2: stream closed"))
+	wait("DISCONNECTED: http2: stream closed")
+	second := <-src.bodies
+	writeLines(t, second, 5, 12, numbered)
+	wait("line 0011", "reconnected ×1 (http2")
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	final := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*App)
+	buf := final.logs.buf
+	var got []string
+	for i := range buf.Len() {
+		got = append(got, buf.Line(i).Text)
+	}
+	if len(got) != 12 || got[11] != "line 0011" || got[5] != "line 0005" {
+		t.Errorf("the lines after the reconnection: %q", got)
+	}
+	final.closeLogs()
 }

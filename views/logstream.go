@@ -46,6 +46,10 @@ type streamState struct {
 	err     error
 	retryIn time.Duration
 	attempt int
+	// drops counts the stream's ends and failed opens so far, lastDrop is
+	// the latest one's reason: a drop healed within a frame is still said.
+	drops    int
+	lastDrop error
 }
 
 // logStream reads one container's log for the view.
@@ -69,6 +73,9 @@ type logStream struct {
 	// were dropped before it did (it would have dropped them anyway: more
 	// than its cap came in one frame).
 	dropped int
+
+	drops    int
+	lastDrop error
 
 	// Resume point, touched only by the reading goroutine: the timestamp of
 	// the last line delivered and how many lines carried exactly that one.
@@ -108,7 +115,7 @@ func (s *logStream) run() {
 		}
 		body, err := s.open(s.ctx, s.namespace, s.pod, s.container, opts)
 		if err == nil {
-			s.setState(streamState{connected: true})
+			s.setState(streamState{connected: true, drops: s.drops, lastDrop: s.lastDrop})
 			var delivered int
 			delivered, err = s.read(body)
 			body.Close()
@@ -123,7 +130,8 @@ func (s *logStream) run() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		s.setState(streamState{err: err, retryIn: backoff, attempt: attempt})
+		s.drops, s.lastDrop = s.drops+1, err
+		s.setState(streamState{err: err, retryIn: backoff, attempt: attempt, drops: s.drops, lastDrop: err})
 		select {
 		case <-s.ctx.Done():
 			return
