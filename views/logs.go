@@ -12,7 +12,6 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/mattn/go-runewidth"
 
 	"github.com/sitecon/sitecon/ui"
 )
@@ -187,7 +186,7 @@ func (v *logsView) rows(l *ui.LogLine, w int) int {
 	if !v.wrap {
 		return 1
 	}
-	n := runewidth.StringWidth(l.Text)
+	n := ansi.StringWidth(l.Text)
 	if v.stamps {
 		n += len(stampLayout) + 1
 	}
@@ -384,11 +383,11 @@ func (v *logsView) drawLine(rows []string, l *ui.LogLine, w int) []string {
 		}
 	}
 	for i < len(text) {
-		r, size := rune(text[i]), 1
-		if r >= 0x80 {
-			r, size = utf8.DecodeRuneInString(text[i:])
+		size, cw := 1, 1
+		if text[i] >= 0x80 {
+			_, size = utf8.DecodeRuneInString(text[i:])
+			cw = ansi.StringWidth(text[i : i+size])
 		}
-		cw := runewidth.RuneWidth(r)
 		if col+cw > w {
 			flush(i)
 			rows = append(rows, b.String())

@@ -347,13 +347,15 @@ func TestLogsWrapAndTimestamps(t *testing.T) {
 	long := strings.Repeat("a", 80) + "TAIL-OF-THE-LINE"
 	writeLines(t, body, 0, 1, func(int) string { return long })
 	writeLines(t, body, 1, 2, numbered)
-	l.screenHas("line 0001")
-	if v := l.a.View(); strings.Contains(v, "TAIL") {
+	// Wide characters take two cells: cut and wrapped by cells, not bytes.
+	writeLines(t, body, 2, 3, func(int) string { return strings.Repeat("日", 50) + "END" })
+	l.screenHas("line 0001", "日日")
+	if v := l.a.View(); strings.Contains(v, "TAIL") || strings.Contains(v, "END") {
 		t.Errorf("not wrapping, the line should be cut at 80 columns:\n%s", v)
 	}
 	l.keys("w")
 	v := l.a.View()
-	if row := lineOf(v, "TAIL-OF-THE-LINE"); row == "" || !strings.Contains(v, "wrap") {
+	if row := lineOf(v, "TAIL-OF-THE-LINE"); row == "" || lineOf(v, "日日日日日日日日日日END") == "" || !strings.Contains(v, "wrap") {
 		t.Errorf("w should wrap the long line onto the next row:\n%s", v)
 	}
 	l.keys("w", "t")
@@ -365,9 +367,12 @@ func TestLogsWrapAndTimestamps(t *testing.T) {
 	if row := lineOf(l.a.View(), "line 0001"); !strings.HasPrefix(row, "line 0001") {
 		t.Errorf("t again should hide them: %q", row)
 	}
-	for _, line := range strings.Split(l.a.View(), "\n") {
-		if w := ansi.StringWidth(line); w > 80 {
-			t.Errorf("a line %d wide at 80 columns: %q", w, line)
+	for _, keys := range [][]string{nil, {"w"}, {"t"}} {
+		l.keys(keys...)
+		for _, line := range strings.Split(l.a.View(), "\n") {
+			if w := ansi.StringWidth(line); w > 80 {
+				t.Errorf("a line %d wide at 80 columns: %q", w, line)
+			}
 		}
 	}
 }
