@@ -16,6 +16,10 @@ type KeyMap struct {
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode key.Binding
+	// Logs opens the logs view of an app or a pod; in that view Follow
+	// resumes (or pauses) the autoscroll, Timestamps and Wrap toggle how
+	// lines are drawn, Container picks another container of the pod.
+	Logs, Follow, Timestamps, Wrap, Container key.Binding
 	// Confirm and Cancel answer a dialog.
 	Confirm, Cancel key.Binding
 	// The formation form: arrows move between fields (letters are typed
@@ -55,6 +59,11 @@ func Default() KeyMap {
 		Seed:           key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "seed")),
 		Migrate:        key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate")),
 		AddNode:        key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add node")),
+		Logs:           key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "logs")),
+		Follow:         key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow")),
+		Timestamps:     key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "timestamps")),
+		Wrap:           key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "wrap")),
+		Container:      key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "container")),
 		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),

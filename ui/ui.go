@@ -44,6 +44,8 @@ type Styles struct {
 	Title, Tab, ActiveTab, Header, Selected lipgloss.Style
 	OK, Warn, Bad, Muted, Badge, Footer     lipgloss.Style
 	Key, Section                            lipgloss.Style
+	// Match marks the text a filter found (the logs view).
+	Match lipgloss.Style
 	// Marked: the terminal shows no styles (NO_COLOR, a dumb terminal), so
 	// the cursor row and the current tab carry text marks instead of
 	// reverse video, which would vanish with the colours.
@@ -79,6 +81,7 @@ func NewStyles(r *lipgloss.Renderer) Styles {
 		Footer:    s().Foreground(colGray),
 		Key:       s().Bold(true).Foreground(colBlue),
 		Section:   s().Bold(true),
+		Match:     s().Reverse(true).Foreground(colYellow),
 		Marked:    r.ColorProfile() == termenv.Ascii,
 	}
 }

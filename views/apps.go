@@ -21,8 +21,19 @@ func newApps(ctx *ui.Context) screen {
 	about := screenHelp{
 		about:   "The apps: where each should run (designated) and where it runs, its state, last move and VNC port.",
 		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate}},
+		logsOf:  "selected app (a VM's console log)",
 	}
-	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
+	screen := &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about}
+	// l reads the app's pod, or its VM's virt-launcher pod: the row's ID is
+	// the app's namespace/object.
+	screen.about.logs = func() (logRequest, bool) {
+		ns, object, ok := strings.Cut(screen.t.SelectedID(), "/")
+		if !ok || object == "" {
+			return logRequest{}, false
+		}
+		return logRequest{namespace: ns, name: object, app: true, label: "app " + object}, true
+	}
+	screen.build = func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		// What this node's agent finds wrong with an app (a host port in
 		// use by another app, an unusable override) is its note; an app
@@ -94,7 +105,8 @@ func newApps(ctx *ui.Context) screen {
 			}})
 		}
 		return rows
-	}}
+	}
+	return screen
 }
 
 // configRowPrefix starts the ID of an apps-screen row for a configured

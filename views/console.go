@@ -1,6 +1,7 @@
 package views
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -95,6 +96,15 @@ type App struct {
 	footerKeys []key.Binding
 	// hint is a line the help always says (SetHint).
 	hint string
+	// logs is the open logs view (l), over the current screen; logsKeyList
+	// its keys. logSource reads the logs, with streams under logsCtx,
+	// batched a frame (logsFrame) apart and retried from logsRetry on.
+	logs        *logsView
+	logsKeyList []binding
+	logSource   *LogSource
+	logsCtx     context.Context
+	logsFrame   time.Duration
+	logsRetry   time.Duration
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
@@ -118,7 +128,8 @@ func NewApp(ctx *ui.Context) *App {
 	if ctx.ReadOnly {
 		ctx.Keys.ReadOnly()
 	}
-	a := &App{ctx: ctx, input: in, help: help.New(), guard: ui.NewAnswerGuard(ctx)}
+	a := &App{ctx: ctx, input: in, help: help.New(), guard: ui.NewAnswerGuard(ctx),
+		logsCtx: context.Background(), logsFrame: logsFrame, logsRetry: logsRetryFirst}
 	a.screens = []screen{
 		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
 	}
@@ -126,6 +137,7 @@ func NewApp(ctx *ui.Context) *App {
 	for i, s := range a.screens {
 		a.keys = append(a.keys, a.screenKeys(i, s))
 	}
+	a.logsKeyList = a.logsKeys()
 	return a
 }
 
@@ -201,6 +213,10 @@ func (a *App) update(msg tea.Msg) tea.Cmd {
 			a.dialog.onPreflight(msg)
 		}
 		return nil
+	case logsResolvedMsg:
+		return a.onLogsResolved(msg)
+	case logsMsg:
+		return a.onLogs(msg)
 	case ui.TaskProgressMsg, ui.TaskDoneMsg:
 		if a.dialog != nil && a.dialog.task != nil {
 			return a.dialog.onTask(msg)
@@ -246,7 +262,10 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 	if a.mode != modeNormal {
 		switch {
 		case key.Matches(msg, k.Back):
-			if a.mode == modeFilter {
+			switch {
+			case a.mode == modeFilter && a.logs != nil:
+				a.logs.setFilter("")
+			case a.mode == modeFilter:
 				a.screens[a.current].table().SetFilter("")
 			}
 			a.mode = modeNormal
@@ -264,7 +283,10 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		var cmd tea.Cmd
 		a.input, cmd = a.input.Update(msg)
-		if a.mode == modeFilter {
+		switch {
+		case a.mode == modeFilter && a.logs != nil:
+			a.logs.setFilter(a.input.Value())
+		case a.mode == modeFilter:
 			a.screens[a.current].table().SetFilter(a.input.Value())
 		}
 		return cmd
@@ -384,9 +406,12 @@ func (a *App) View() string {
 		return ui.Clip(a.wizard.View(), w, h)
 	}
 	body := ""
-	if a.dialog != nil {
+	switch {
+	case a.dialog != nil:
 		body = a.dialog.view(w, a.bodyHeight(), a.guard.Armed())
-	} else {
+	case a.logs != nil:
+		body = a.logs.view(w, a.bodyHeight())
+	default:
 		body = a.screens[a.current].view(w, a.bodyHeight())
 	}
 	lines := strings.Split(body, "\n")
@@ -459,7 +484,9 @@ func (a *App) tabs(w int) string {
 		}
 	}
 	line := strings.Join(parts, "")
-	if t := a.screens[a.current].title(); t != "" {
+	if a.logs != nil {
+		line += "  " + st.Section.Render(a.logs.title())
+	} else if t := a.screens[a.current].title(); t != "" {
 		line += "  " + st.Section.Render(t)
 	}
 	return ui.Fit(line, w)
@@ -481,7 +508,11 @@ func (a *App) footer(w int) string {
 		return ui.Fit(a.help.ShortHelpView(a.dialog.footerKeys(a.guard.Armed())), w)
 	}
 	var extra []string
-	if t := a.screens[a.current].table(); t != nil {
+	if a.logs != nil {
+		if f := a.logs.filterText(); f != "" {
+			extra = append(extra, "filter /"+f)
+		}
+	} else if t := a.screens[a.current].table(); t != nil {
 		if f := t.Filter(); f != "" {
 			extra = append(extra, "filter /"+f)
 		}

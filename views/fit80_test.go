@@ -1,6 +1,8 @@
 package views
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,47 @@ func TestVolumesFitAt80(t *testing.T) {
 	}
 	if row := lineOf(v, "historian-db-data"); !strings.Contains(row, "press-line-c↻42%") {
 		t.Errorf("the rebuild's progress is cut:\n%s", row)
+	}
+}
+
+// At 80x24 the logs view of a VM app keeps its pod and container, the
+// disconnection with its reason, and lines cut or wrapped to the width,
+// timestamps on; nothing runs past the screen.
+func TestLogsFitAt80(t *testing.T) {
+	target := LogTarget{Namespace: "eve-kube-app", Pod: "virt-launcher-historian-database-x2kq9", Containers: []string{"compute", "guest-console-log"}, Container: "guest-console-log"}
+	src := newPipeSource(target)
+	a := NewApp(testContext(80, 24))
+	a.SetLogSource(t.Context(), src.source())
+	a.logsFrame, a.logsRetry = 0, time.Hour
+	l := newLoop(t, a)
+	l.send(FrameMsg(siteAt80()))
+	l.keys("5", "down", "l")
+	t.Cleanup(a.closeLogs)
+	body := l.body(src)
+	writeLines(t, body, 0, 40, func(i int) string {
+		return fmt.Sprintf("[%6d.%06d] historian: checkpoint %d of the archive written, %s", i, i, i, strings.Repeat("0123456789", 8))
+	})
+	l.screenHas("checkpoint 39")
+	body.CloseWithError(errors.New("unexpected EOF reading from the kubelet at press-line-c:10250"))
+	l.screenHas("DISCONNECTED")
+	for _, keys := range [][]string{nil, {"t"}, {"w"}, {"up", "up"}, {"c"}, {"esc", "?"}} {
+		l.keys(keys...)
+		v := l.a.View()
+		lines := strings.Split(v, "\n")
+		if len(lines) > 24 {
+			t.Errorf("after %v: %d lines on a 24-line console:\n%s", keys, len(lines), v)
+		}
+		for _, line := range lines {
+			if w := ansi.StringWidth(line); w > 80 {
+				t.Errorf("after %v: a line %d cells wide: %q", keys, w, line)
+			}
+		}
+		if keys == nil {
+			for _, want := range []string{"DISCONNECTED: unexpected EOF reading from the kubelet at press-line-c:10250", "virt-launcher-historian-database-x2kq9/guest-console-log"} {
+				if !strings.Contains(v, want) {
+					t.Errorf("%q is not on the screen:\n%s", want, v)
+				}
+			}
+		}
 	}
 }

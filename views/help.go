@@ -17,6 +17,10 @@ type screenHelp struct {
 	actions  []action
 	commands [][2]string // a ":command" typed on this screen, and what it does
 	keys     []binding
+	// logs is what l shows the log of now (false: nothing selected);
+	// logsOf names it in the help ("selected app"). nil: no logs here.
+	logs   func() (logRequest, bool)
+	logsOf string
 }
 
 // helpSection is one titled block of the help screen.
@@ -54,10 +58,13 @@ func (a *App) sections() []helpSection {
 // not hold is cut with a line that says so.
 func (a *App) fullHelp(w, h int) string {
 	st := a.ctx.Styles
-	sh := a.screens[a.current].help()
-	lines := []string{st.Title.Render("sitecon — " + a.Screen() + " screen")}
-	if sh.about != "" {
-		lines = append(lines, strings.Split(ansi.Wordwrap(sh.about, w, ""), "\n")...)
+	about, title := a.screens[a.current].help().about, a.Screen()+" screen"
+	if a.logs != nil {
+		about, title = logsAbout, "logs"
+	}
+	lines := []string{st.Title.Render("sitecon — " + title)}
+	if about != "" {
+		lines = append(lines, strings.Split(ansi.Wordwrap(about, w, ""), "\n")...)
 	}
 	if a.hint != "" {
 		lines = append(lines, strings.Split(ansi.Wordwrap(st.Warn.Render(ui.Clean(a.hint)), w, ""), "\n")...)

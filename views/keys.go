@@ -66,7 +66,11 @@ func (a *App) bindings() []binding {
 	// Drawn with every frame (the footer): the lists are reused, not
 	// allocated anew.
 	out, taken := a.live[:0], a.taken[:0]
-	for _, b := range a.keys[a.current] {
+	list := a.keys[a.current]
+	if a.logs != nil {
+		list = a.logsKeyList
+	}
+	for _, b := range list {
 		if !b.live() {
 			continue
 		}
@@ -145,6 +149,11 @@ func (a *App) screenKeys(i int, s screen) []binding {
 	h := s.help()
 	for _, act := range h.actions {
 		out = append(out, a.actionBinding(act, s))
+	}
+	if h.logs != nil {
+		out = append(out, binding{key: k.Logs, long: "logs of the " + h.logsOf, section: sectionScreen, footer: footerScreen,
+			applies: func() bool { _, ok := h.logs(); return ok },
+			run:     func(tea.KeyMsg) tea.Cmd { req, _ := h.logs(); return a.openLogs(req) }})
 	}
 	out = append(out, h.keys...)
 	hasTable := func() bool { return s.table() != nil }

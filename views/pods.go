@@ -99,7 +99,15 @@ func (s *podsScreen) table() *ui.Table {
 func (s *podsScreen) help() screenHelp {
 	k := s.ctx.Keys
 	return screenHelp{
-		about: "Pod health per namespace; enter shows a namespace's pods.",
+		about:  "Pod health per namespace; enter shows a namespace's pods, l the log of the pod under the cursor.",
+		logsOf: "selected pod",
+		logs: func() (logRequest, bool) {
+			id := s.pods.SelectedID()
+			if s.open == "" || id == "" {
+				return logRequest{}, false
+			}
+			return logRequest{namespace: s.open, name: id, label: "pod " + s.open + "/" + id}, true
+		},
 		keys: []binding{
 			{key: k.Enter, long: "open the namespace's pods", section: sectionScreen, footer: footerScreen,
 				applies: func() bool { return s.open == "" && s.namespaces.SelectedID() != "" },

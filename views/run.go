@@ -67,6 +67,10 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 			app.SetFormWizard(func() *FormWizard { return opts.FormWizard(uiCtx) })
 		}
 	}
+	if opts.Snap != nil && opts.Snap.Clients() != nil {
+		// Reading logs changes nothing: read-only consoles have them too.
+		app.SetLogSource(ctx, PodLogSource(opts.Snap.Clients()))
+	}
 	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
 	auditTail := audit.NewTail(opts.AuditPath, 200)
 	go Feed(ctx, opts.Snap, func(ctx context.Context) *AgentSummary {
