@@ -34,6 +34,8 @@ type LogTarget struct {
 	Namespace string
 	Pod       string
 	Container string
+	// Containers are all the pod's containers, for a reader to pick from.
+	Containers []string
 	// App is the app the pod runs, when there is one; AppUUID its EVE UUID.
 	App     string
 	AppUUID string
@@ -152,6 +154,7 @@ func LogTargetOf(pod *corev1.Pod, container string) (LogTarget, error) {
 	for _, c := range pod.Spec.Containers {
 		names = append(names, c.Name)
 	}
+	t.Containers = names
 	if container != "" {
 		if !slices.Contains(names, container) && !slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == container }) {
 			return LogTarget{}, fmt.Errorf("pod %s/%s has no container %q (it has %s)", pod.Namespace, pod.Name, container, strings.Join(names, ", "))

@@ -17,7 +17,10 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -381,8 +384,13 @@ func TestLogsWrapAndTimestamps(t *testing.T) {
 // the pod's containers and shows the one picked, from its own tail, the
 // old stream closed. A pod of one container offers no picker.
 func TestLogsContainerPicker(t *testing.T) {
-	target := LogTarget{Namespace: "eve-kube-app", Pod: "virt-launcher-hmi-x2kq9", Containers: []string{"compute", "guest-console-log"}}
-	target.Container = defaultLogContainer(target.Containers, "", true)
+	launcher := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "eve-kube-app", Name: "virt-launcher-hmi-x2kq9", Labels: map[string]string{"kubevirt.io": "virt-launcher"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "compute"}, {Name: "guest-console-log"}}}}
+	resolved, err := kube.LogTargetOf(launcher, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := LogTarget{Namespace: resolved.Namespace, Pod: resolved.Pod, Containers: resolved.Containers, Container: resolved.Container}
 	src := newPipeSource(target)
 	l := openAppLogs(t, testContext(80, 24), src)
 	first := l.body(src)
@@ -421,29 +429,6 @@ func TestLogsContainerPicker(t *testing.T) {
 	l.keys("c")
 	if l.a.logs.picking {
 		t.Error("a pod of one container should offer no picker")
-	}
-}
-
-// defaultLogContainer: the annotation first, a VM's console log, else the
-// first container.
-func TestDefaultLogContainer(t *testing.T) {
-	for _, tc := range []struct {
-		containers []string
-		annotated  string
-		launcher   bool
-		want       string
-	}{
-		{nil, "", false, ""},
-		{[]string{"app"}, "", false, "app"},
-		{[]string{"sidecar", "app"}, "app", false, "app"},
-		{[]string{"sidecar", "app"}, "gone", false, "sidecar"},
-		{[]string{"compute", "guest-console-log"}, "", true, "guest-console-log"},
-		{[]string{"compute", "guest-console-log"}, "compute", true, "compute"},
-		{[]string{"compute", "guest-console-log"}, "", false, "compute"},
-	} {
-		if got := defaultLogContainer(tc.containers, tc.annotated, tc.launcher); got != tc.want {
-			t.Errorf("defaultLogContainer(%v, %q, %v) = %q, want %q", tc.containers, tc.annotated, tc.launcher, got, tc.want)
-		}
 	}
 }
 
