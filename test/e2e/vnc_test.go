@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +26,7 @@ import (
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/test/syncbuf"
 )
 
 // rfbHandshake speaks a VNC viewer's side of the RFB handshake (RFC 6143:
@@ -212,5 +216,182 @@ func TestVirtAPISimulatorServesVNC(t *testing.T) {
 	}
 	if err := closedWithin(second, 30*time.Second); err != nil {
 		t.Fatalf("the connection of a deleted VMI: %v", err)
+	}
+}
+
+// vncProcess is a running `sitecon vnc`: the address it serves viewers
+// on and its output so far.
+type vncProcess struct {
+	cmd  *exec.Cmd
+	out  *syncbuf.Buffer
+	addr string
+	done chan error
+}
+
+func startSiteconVNC(t *testing.T, site *sitebox.TestSite, args ...string) *vncProcess {
+	t.Helper()
+	p := &vncProcess{out: &syncbuf.Buffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(sitecon, append([]string{"vnc", "--kubeconfig", site.Kubeconfig()}, args...)...)
+	p.cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+t.TempDir())
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	p.addr = until(t, 30*time.Second, "sitecon vnc serving", func() (string, bool) {
+		for _, line := range strings.Split(p.out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "point a VNC viewer at "); ok {
+				return strings.Fields(rest)[0], true
+			}
+		}
+		return "", false
+	}, func(string) string { return p.out.String() })
+	return p
+}
+
+// exited waits for the process to end and returns its error and output.
+func (p *vncProcess) exited(t *testing.T, within time.Duration) (string, error) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return p.out.String(), err
+	case <-time.After(within):
+		t.Fatalf("sitecon vnc still running after %s:\n%s", within, p.out.String())
+		return "", nil
+	}
+}
+
+// rfbRefusal reads a server's RFB refusal: its version, then zero security
+// types and the reason (RFC 6143 7.1.2).
+func rfbRefusal(c net.Conn) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	version := make([]byte, 12)
+	if _, err := io.ReadFull(c, version); err != nil {
+		return "", err
+	}
+	if _, err := c.Write([]byte("RFB 003.008\n")); err != nil {
+		return "", err
+	}
+	head := make([]byte, 5)
+	if _, err := io.ReadFull(c, head); err != nil {
+		return "", err
+	}
+	if head[0] != 0 {
+		return "", fmt.Errorf("%d security types offered: not refused", head[0])
+	}
+	reason := make([]byte, binary.BigEndian.Uint32(head[1:]))
+	_, err := io.ReadFull(c, reason)
+	return string(reason), err
+}
+
+// vncVMI creates a VMI as the agent lays out a VM app with VNC (the port
+// annotation), and waits until it runs unless it cannot be placed.
+func vncVMI(t *testing.T, site *sitebox.TestSite, name string, port int, placeable bool) {
+	t.Helper()
+	kv := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace)
+	vmi := &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kvv1.VirtualMachineInstanceSpec{
+		Domain: kvv1.DomainSpec{Resources: kvv1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("64Mi")}}}}}
+	if port > 0 {
+		vmi.Annotations = map[string]string{kube.AnnotationVNCPort: fmt.Sprint(port)}
+	}
+	if !placeable {
+		vmi.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "no-such-node"}
+	}
+	if _, err := kv.Create(t.Context(), vmi, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kv.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	if placeable {
+		until(t, 60*time.Second, "VMI "+name+" Running", func() (string, bool) {
+			got, err := kv.Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error(), false
+			}
+			return string(got.Status.Phase), got.Status.Phase == kvv1.Running
+		}, func(s string) string { return s })
+	}
+}
+
+// Issue 21 section 2: `sitecon vnc APP` bridges a local port to the VM's
+// console through the API server: a viewer's RFB handshake reads the VMI's
+// name; a second viewer is turned away with the reason while the first
+// keeps its session; the bridge closes when the VM stops. A container app,
+// a VM without VNC, a VM not running: a clear error, exit non-zero.
+func TestSiteconVNC(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	if err := sitebox.WaitVirtAPI(t.Context(), dynClient(t, site), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	vncVMI(t, site, "vnc-cli", 5901, true)
+	vncVMI(t, site, "vnc-cli-off", 0, true)
+	vncVMI(t, site, "vnc-cli-pending", 5902, false)
+	cs := clientset(t, site)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vnc-cli-container"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.local/c:1"}}}}
+	if _, err := cs.CoreV1().Pods(kube.AppNamespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Pods(kube.AppNamespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+	})
+
+	for app, want := range map[string]string{
+		"vnc-cli-container": "vnc-cli-container is a container app: VNC is a VM's console",
+		"vnc-cli-off":       "vnc-cli-off has no VNC console (enable_vnc is off in its config)",
+		"vnc-cli-pending":   "vnc-cli-pending is not running",
+		"no-such-app":       `no app "no-such-app"`,
+	} {
+		out, errOut, err := runSitecon(t, "vnc", app, "--kubeconfig", site.Kubeconfig())
+		if err == nil || !strings.Contains(errOut, want) {
+			t.Errorf("sitecon vnc %s: %v\n%s%s\nwant an error saying %q", app, err, out, errOut, want)
+		}
+	}
+
+	p := startSiteconVNC(t, site, "vnc-cli")
+	first, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if name, err := rfbHandshake(first); err != nil || name != "vnc-cli" {
+		t.Fatalf("RFB handshake through sitecon vnc: %q, %v\n%s", name, err, p.out.String())
+	}
+	second, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if reason, err := rfbRefusal(second); err != nil || !strings.Contains(reason, "one viewer at a time") {
+		t.Fatalf("a second viewer: reason %q, %v; want turned away, one viewer at a time", reason, err)
+	}
+	until(t, 10*time.Second, "sitecon vnc tells of the second viewer", func() (string, bool) {
+		return p.out.String(), strings.Contains(p.out.String(), "turned away: another viewer is connected")
+	}, func(s string) string { return s })
+	// The first viewer's session is untouched: still open, and the VM's
+	// console still takes its input (a FramebufferUpdateRequest).
+	if err := closedWithin(first, 2*time.Second); err == nil {
+		t.Fatalf("the first viewer was cut off when the second came:\n%s", p.out.String())
+	}
+	if _, err := first.Write([]byte{3, 0, 0, 0, 0, 0, 4, 0, 3, 0}); err != nil {
+		t.Fatalf("first viewer: %v", err)
+	}
+
+	// The VM stops: the bridge closes, the viewer with it, and sitecon says why.
+	if err := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Delete(t.Context(), "vnc-cli", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.exited(t, 30*time.Second)
+	if err == nil || !strings.Contains(out, "the console bridge closed") {
+		t.Fatalf("sitecon vnc once the VM stopped: %v\n%s", err, out)
+	}
+	if err := closedWithin(first, 5*time.Second); err != nil {
+		t.Fatalf("the viewer once the VM stopped: %v", err)
 	}
 }
