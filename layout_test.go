@@ -18,7 +18,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/bringup", "agent/apps", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
+			"agent/bringup", "agent/apps", "agent/localapi", "agent/workloads", "agent/vncbridge", "kube", "kube/safety"},
 		// The agent's parts, each below the Agent that wires them.
 		"agent/bringup":      {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/localapi", "agent/workloads", "kube", "netcfg"},
 		"agent/statusserver": {"agent/config", "agent/k3s", "agent/formation", "agent/localapi", "kube"},
@@ -29,6 +29,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/config":       {},
 		"agent/localapi":     {},
 		"agent/workloads":    {},
+		"agent/vncbridge":    {"kube"},
 		"kube":               {"kube/safety"},
 		"kube/flow":          {"kube", "kube/safety", "audit"},
 		"kube/safety":        {},

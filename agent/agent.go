@@ -115,6 +115,9 @@ type Options struct {
 	StatusAddr   string
 	// Apps configures the apps part; it runs when Apps.AppsDir is set.
 	Apps apps.Options
+	// VNCBindAddress is where the consoles of this node's VM apps are
+	// served (agent/vncbridge; default 127.0.0.1).
+	VNCBindAddress string
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
 	Env         config.Environment

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	kvv1 "kubevirt.io/api/core/v1"
 	kvcorev1 "kubevirt.io/client-go/kubevirt/typed/core/v1"
 
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/test/syncbuf"
@@ -394,4 +396,100 @@ func TestSiteconVNC(t *testing.T) {
 	if err := closedWithin(first, 5*time.Second); err != nil {
 		t.Fatalf("the viewer once the VM stopped: %v", err)
 	}
+}
+
+// nodeAddr is a simulated node's own address on this machine.
+func nodeAddr(t *testing.T, site *sitebox.TestSite, node string) string {
+	t.Helper()
+	for _, n := range site.Nodes {
+		if n.Name == node {
+			return n.IP
+		}
+	}
+	t.Fatalf("no node %s", node)
+	return ""
+}
+
+// Issue 21 section 2: every node's agent serves the consoles of the VM
+// apps with VNC running on its node, at 5900+vnc_display on its address
+// (127.0.0.1 on a device; each simulated node's own here): a viewer's RFB
+// handshake there reads the VM's name, and no other node serves it. The
+// port moves with the VM: after a migration the new node serves it and the
+// old one no longer does.
+func TestAgentServesVMConsoleWhereTheVMRuns(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	if err := sitebox.WaitVirtAPI(t.Context(), dynClient(t, site), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cs := clientset(t, site)
+	appsDir, logDir, auditLog := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "audit.jsonl")
+	const app, display = "vnc-agent-vm", 7
+	appConfigs := map[string]apps.AppConfig{
+		app: {UUID: "e2e00000-0000-4000-8000-0000000000a7", DisplayName: app, Activate: true, Kind: apps.KindVM,
+			Image: "registry.local/vm:1", DesignatedNodeID: sitebox.NodeUUID("node-a"), Affinity: apps.AffinityPreferred,
+			Resources: apps.AppResources{Memory: "1Gi"}, EnableVNC: true, VNCDisplay: display},
+	}
+	for name, a := range appConfigs {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
+	}
+	agents := map[string]*siteAgent{}
+	var all []*siteAgent
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startSiteAgent(t, site, n, appsDir, logDir)
+		all = append(all, agents[n])
+	}
+	t.Cleanup(func() { cleanupApps(t, cs, dynClient(t, site), agents, appsDir, appConfigs) })
+	waitAgents(t, all, app, 60*time.Second, "running on node-a", runningOn("node-a"))
+
+	port := fmt.Sprint(5900 + display)
+	console := func(node string) (string, error) {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(nodeAddr(t, site, node), port), 5*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return rfbHandshake(c)
+	}
+	vmiOn := func(node string) string {
+		vmis, err := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vmis.Items {
+			if v.Status.NodeName == node && v.Status.Phase == kvv1.Running && v.DeletionTimestamp == nil && v.Labels[kube.LabelAppUUID] == appConfigs[app].UUID {
+				return v.Name
+			}
+		}
+		return ""
+	}
+	servedOnlyOn := func(node string) {
+		t.Helper()
+		until(t, 60*time.Second, "the console served on "+node+" alone", func() (string, bool) {
+			vmi := vmiOn(node)
+			if vmi == "" {
+				return "no running VMI on " + node, false
+			}
+			name, err := console(node)
+			if err != nil || name != vmi {
+				return fmt.Sprintf("%s: %q, %v (want %q)", node, name, err, vmi), false
+			}
+			for _, other := range []string{"node-a", "node-b", "node-c"} {
+				if other == node {
+					continue
+				}
+				if _, err := console(other); err == nil || !strings.Contains(err.Error(), "connection refused") {
+					return fmt.Sprintf("%s still serves it: %v", other, err), false
+				}
+			}
+			return "", true
+		}, func(s string) string { return s })
+	}
+	servedOnlyOn("node-a")
+
+	if out, err := act(t, site, auditLog, "migrate", app, "node-b", "--yes", "--timeout", "90s"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	waitAgents(t, all, app, 60*time.Second, "running on node-b", runningOn("node-b"))
+	servedOnlyOn("node-b")
 }
