@@ -15,7 +15,7 @@ type KeyMap struct {
 	ForceQuit key.Binding
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
-	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode key.Binding
+	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode, VNC key.Binding
 	// Confirm and Cancel answer a dialog.
 	Confirm, Cancel key.Binding
 	// The formation form: arrows move between fields (letters are typed
@@ -55,6 +55,7 @@ func Default() KeyMap {
 		Seed:           key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "seed")),
 		Migrate:        key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate")),
 		AddNode:        key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add node")),
+		VNC:            key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "vnc")),
 		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),
@@ -72,7 +73,8 @@ func Default() KeyMap {
 // ReadOnly disables every action binding: they no longer match a key and
 // the help no longer shows them.
 func (k *KeyMap) ReadOnly() {
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode} {
+	// VNC too: a viewer types into the VM.
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode, &k.VNC} {
 		b.SetEnabled(false)
 	}
 }
