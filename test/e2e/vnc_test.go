@@ -493,3 +493,30 @@ func TestAgentServesVMConsoleWhereTheVMRuns(t *testing.T) {
 	waitAgents(t, all, app, 60*time.Second, "running on node-b", runningOn("node-b"))
 	servedOnlyOn("node-b")
 }
+
+// A worker's agent opens the consoles of the VMs on its node with its
+// node's own identity (kube.AgentRules grants virtualmachineinstances/vnc).
+func TestWorkerIdentityOpensVMConsole(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	if err := sitebox.WaitVirtAPI(t.Context(), dynClient(t, site), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	admin := clientset(t, site)
+	removeAgentAccess(admin)
+	t.Cleanup(func() { removeAgentAccess(admin) })
+	if err := kube.EnsureAgentAccess(t.Context(), admin); err != nil {
+		t.Fatal(err)
+	}
+	vncVMI(t, site, "vnc-worker", 5908, true)
+	worker := workerIdentity(t, site, "node-c")
+	until(t, 20*time.Second, "the worker's identity opens the VM's console", func() (string, bool) {
+		c, err := vncThroughAPIServer(worker, "vnc-worker", true)
+		if err != nil {
+			return err.Error(), false
+		}
+		defer c.Close()
+		name, err := rfbHandshake(c)
+		return fmt.Sprintf("%q, %v", name, err), err == nil && name == "vnc-worker"
+	}, func(s string) string { return s })
+}
