@@ -520,3 +520,69 @@ func TestWorkerIdentityOpensVMConsole(t *testing.T) {
 		return fmt.Sprintf("%q, %v", name, err), err == nil && name == "vnc-worker"
 	}, func(s string) string { return s })
 }
+
+// v on the apps screen: the console bridges the selected VM's console to
+// a local port and says where; a viewer's RFB handshake there reads the
+// VM's name, a second viewer is told on screen it was turned away; esc
+// closes the bridge and the port with it. The VNC column shows the port of
+// the running VM and "off" for the one that does not run.
+func TestConsoleVNC(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	if err := sitebox.WaitVirtAPI(t.Context(), dynClient(t, site), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	vncVMI(t, site, "vnc-cons", 5909, true)
+	vncVMI(t, site, "vnc-cons-off", 5910, false)
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log")
+	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
+	c.keys("5")
+	c.waitScreen(10*time.Second, "VNC column", func(s string) bool {
+		return strings.Contains(lineWith(s, "vnc-cons "), "5909") && strings.Contains(lineWith(s, "vnc-cons-off"), "off")
+	})
+	// The two rows alone, vnc-cons first (by name) and selected.
+	c.keys("/", "vnc-cons", "Enter")
+	c.waitScreen(5*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /vnc-cons") })
+	c.keys("v")
+	s := c.waitScreen(15*time.Second, "the bridge's address", func(s string) bool {
+		return strings.Contains(s, "VNC console of vnc-cons") && strings.Contains(s, "point a VNC viewer at 127.0.0.1:")
+	})
+	var addr string
+	for _, line := range strings.Split(s, "\n") {
+		if _, rest, ok := strings.Cut(line, "point a VNC viewer at "); ok {
+			addr = strings.Fields(rest)[0]
+		}
+	}
+	viewer, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viewer.Close()
+	if name, err := rfbHandshake(viewer); err != nil || name != "vnc-cons" {
+		t.Fatalf("RFB handshake through the console's bridge: %q, %v", name, err)
+	}
+	second, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if reason, err := rfbRefusal(second); err != nil || !strings.Contains(reason, "one viewer at a time") {
+		t.Fatalf("a second viewer: %q, %v", reason, err)
+	}
+	c.waitScreen(10*time.Second, "the second viewer told", func(s string) bool { return strings.Contains(s, "turned away") })
+	// The dialog takes keys once it has been on screen a moment, and says
+	// so by showing them.
+	c.waitScreen(5*time.Second, "the dialog takes keys", func(s string) bool { return strings.Contains(s, "running... esc cancels") })
+	c.keys("Escape")
+	c.waitScreen(10*time.Second, "closed", func(s string) bool { return strings.Contains(s, "closed: VNC console of vnc-cons") })
+	if err := closedWithin(viewer, 5*time.Second); err != nil {
+		t.Fatalf("the viewer once the console's bridge closed: %v", err)
+	}
+	until(t, 5*time.Second, "the port closed", func() (error, bool) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err, err != nil
+	}, func(err error) string { return fmt.Sprint(err) })
+}
