@@ -109,7 +109,7 @@ func runningVMI(t *testing.T, site *sitebox.TestSite, name string, nodeSelector 
 	if _, err := kv.Create(t.Context(), vmi, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = kv.Delete(t.Context(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = kv.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	if !wantRunning {
 		return vmi
 	}
@@ -534,15 +534,27 @@ func TestConsoleVNC(t *testing.T) {
 	}
 	vncVMI(t, site, "vnc-cons", 5909, true)
 	vncVMI(t, site, "vnc-cons-off", 5910, false)
-	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log")
+	// Without colour the selected row is marked "> ".
+	c := startConsoleNoColor(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log")
 	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
 	c.keys("5")
-	c.waitScreen(10*time.Second, "VNC column", func(s string) bool {
-		return strings.Contains(lineWith(s, "vnc-cons "), "5909") && strings.Contains(lineWith(s, "vnc-cons-off"), "off")
-	})
 	// The two rows alone, vnc-cons first (by name) and selected.
 	c.keys("/", "vnc-cons", "Enter")
-	c.waitScreen(5*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /vnc-cons") })
+	c.waitScreen(10*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /vnc-cons") })
+	// The VNC column, or at 80 columns when it gives way, the selected
+	// row's line under the table.
+	vncShows := func(s, app, want string) bool {
+		selected := false
+		for _, l := range strings.Split(s, "\n") {
+			selected = selected || strings.HasPrefix(strings.TrimSpace(l), "> "+app+" ")
+		}
+		return selected && (strings.Contains(lineWith(s, app+" "), " "+want) || strings.Contains(s, "VNC "+want))
+	}
+	c.waitScreen(10*time.Second, "vnc-cons's port", func(s string) bool { return vncShows(s, "vnc-cons", "5909") })
+	c.keys("Down")
+	c.waitScreen(10*time.Second, "vnc-cons-off off", func(s string) bool { return vncShows(s, "vnc-cons-off", "off") })
+	c.keys("Up")
+	c.waitScreen(5*time.Second, "vnc-cons selected", func(s string) bool { return vncShows(s, "vnc-cons", "5909") })
 	c.keys("v")
 	s := c.waitScreen(15*time.Second, "the bridge's address", func(s string) bool {
 		return strings.Contains(s, "VNC console of vnc-cons") && strings.Contains(s, "point a VNC viewer at 127.0.0.1:")
