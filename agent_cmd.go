@@ -18,6 +18,7 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
@@ -124,6 +125,7 @@ proof there.`,
 	f.StringVar(&stateDir, "state-dir", formation.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
 		"its records of this node's membership (seed.json, formed.json, leave.json, removed.json; an upgrade moves them here once from beside the config) "+
 		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
+	f.StringVar(&opts.VNCBindAddress, "vnc-address", vncbridge.DefaultBindAddress, "where the consoles (VNC, 5900+vnc_display) of the VM apps running on this node are served, for the device's remote-console service")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
 	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", apps.DefaultMoveAfter, "how long auto-migration apps tolerate an unreachable or not-ready node")
 	f.DurationVar(&opts.Apps.FileAbsentGrace, "app-file-absent-grace", apps.DefaultFileAbsentGrace, "how long an app or volume file must be absent from its readable directory before its app or volume leaves the config (and its workload is removed); a file back within it changes nothing")

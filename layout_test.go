@@ -18,7 +18,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
+			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "kube", "kube/safety"},
 		// The agent's parts, each below the Agent that wires them.
 		"agent/bringup":      {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/localapi", "agent/workloads", "kube", "netcfg"},
 		"agent/statusserver": {"agent/config", "agent/k3s", "agent/formation", "agent/localapi", "kube"},
@@ -32,13 +32,14 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/workloads":    {},
 		// sitecon doctor's checks: they read the cluster (kube) and the
 		// quorum arithmetic, nothing of the agent or the console.
-		"doctor":      {"kube", "kube/safety"},
-		"kube":        {"kube/safety"},
-		"kube/flow":   {"kube", "kube/safety", "audit"},
-		"kube/safety": {},
-		"netcfg":      {},
-		"audit":       {"privdir"},
-		"privdir":     {},
+		"doctor":          {"kube", "kube/safety"},
+		"agent/vncbridge": {"kube"},
+		"kube":            {"kube/safety"},
+		"kube/flow":       {"kube", "kube/safety", "audit"},
+		"kube/safety":     {},
+		"netcfg":          {},
+		"audit":           {"privdir"},
+		"privdir":         {},
 		// Packages only tests import: fixtures, kept below what they test.
 		"agent/internal/agenttest": {"agent/config"},
 		"audit/audittest":          {"audit"},

@@ -119,6 +119,9 @@ type Options struct {
 	// AppLogs configures the collection of this node's apps' logs
 	// (agent/applogs); it runs when AppLogs.Dir is set.
 	AppLogs applogs.Options
+	// VNCBindAddress is where the consoles of this node's VM apps are
+	// served (agent/vncbridge; default 127.0.0.1).
+	VNCBindAddress string
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
 	Env         config.Environment

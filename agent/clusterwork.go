@@ -12,6 +12,7 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -68,6 +69,11 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	if a.opts.AppLogs.Dir != "" {
 		a.startAppLogs(ctx, snap, node)
 	}
+	// The consoles of the VM apps running here, for the device's
+	// remote-console service.
+	vnc := vncbridge.New(vncbridge.Options{Node: node, BindAddress: a.opts.VNCBindAddress,
+		Log: a.log.With("component", "vnc")}, snap)
+	go func() { _ = vnc.Run(ctx) }()
 	if a.opts.Apps.AppsDir == "" {
 		return
 	}

@@ -15,7 +15,7 @@ type KeyMap struct {
 	ForceQuit key.Binding
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
-	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode key.Binding
+	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode, VNC key.Binding
 	// Logs opens the logs view of an app or a pod; in that view Follow
 	// resumes (or pauses) the autoscroll, Timestamps and Wrap toggle how
 	// lines are drawn, Container picks another container of the pod.
@@ -64,6 +64,7 @@ func Default() KeyMap {
 		Timestamps:     key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "timestamps")),
 		Wrap:           key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "wrap")),
 		Container:      key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "container")),
+		VNC:            key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "vnc")),
 		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),
@@ -81,7 +82,8 @@ func Default() KeyMap {
 // ReadOnly disables every action binding: they no longer match a key and
 // the help no longer shows them.
 func (k *KeyMap) ReadOnly() {
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode} {
+	// VNC too: a viewer types into the VM.
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode, &k.VNC} {
 		b.SetEnabled(false)
 	}
 }

@@ -526,6 +526,24 @@ func (s *Snapshot) Pods() []*corev1.Pod {
 	return pods
 }
 
+// VMIs reads the VMI cache alone (read only); nil until synced or
+// without KubeVirt.
+func (s *Snapshot) VMIs() []*kvv1.VirtualMachineInstance {
+	s.mu.Lock()
+	synced := s.synced
+	s.mu.Unlock()
+	if !synced || s.vmis == nil {
+		return nil
+	}
+	var out []*kvv1.VirtualMachineInstance
+	for _, obj := range s.vmis.GetStore().List() {
+		if vmi, ok := obj.(*kvv1.VirtualMachineInstance); ok {
+			out = append(out, vmi)
+		}
+	}
+	return out
+}
+
 // Data reads the caches. Objects are shared with the informers: read only.
 func (s *Snapshot) Data() Data {
 	s.mu.Lock()

@@ -19,9 +19,10 @@ func newApps(ctx *ui.Context) screen {
 		{Title: "DESIGNATED", Width: 10, Drop: 5}, {Title: "NODE", Width: 7}, {Title: "STATUS", Width: 10},
 		{Title: "LAST MOVE", Width: 20, Drop: 4}, {Title: "VNC", Width: 5, Drop: 1}, {Title: "NOTE", Width: 20, Flex: true}}
 	about := screenHelp{
-		about:   "The apps: where each should run (designated) and where it runs, its state, last move and VNC port.",
-		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate}},
-		logsOf:  "selected app (a VM's console log)",
+		about: "The apps: where each should run (designated) and where it runs, its state, last move and VNC port (served on the VM's node while it runs; off: not running).",
+		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate},
+			{ctx.Keys.VNC, "open the VM's console (VNC) on a local port for a viewer, until closed", "app", (*App).openVNC}},
+		logsOf: "selected app (a VM's console log)",
 	}
 	screen := &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about}
 	// l reads the app's pod, or its VM's virt-launcher pod: the row's ID is
@@ -59,9 +60,15 @@ func newApps(ctx *ui.Context) screen {
 			if m := a.LastMove; m != nil {
 				move = ui.Cell{Text: fmt.Sprintf("%s %s→%s", Age(m.At, now, true), m.From, m.To), Key: durationKey(m.At, now)}
 			}
+			// The port is served (agent/vncbridge, on the VM's node) while
+			// the VM runs, not before: a VM with VNC that does not run
+			// says so rather than offer a port nothing answers.
 			vnc := plain("-")
-			if a.VNCPort > 0 {
+			switch {
+			case a.VNCPort > 0 && a.Ready:
 				vnc = plain(fmt.Sprint(a.VNCPort))
+			case a.VNCPort > 0:
+				vnc = plain("off")
 			}
 			// The old pods or VMIs still going away are said on the app's
 			// one row, not as rows of their own.

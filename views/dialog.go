@@ -222,6 +222,11 @@ func (d *dialog) start(id int) tea.Cmd {
 // signal, the SSH session dropped, ctrl+c): it is stopped and its outcome
 // is "interrupted", so its intent does not stand alone.
 func (d *dialog) abandon(cause error) {
+	if d.state == dialogRunning && d.action == nil && d.task != nil {
+		// A task that changes nothing (the VNC bridge): only stopped.
+		d.task.Cancel()
+		return
+	}
 	if d.state != dialogRunning || d.action == nil || d.action.Ended() {
 		return
 	}
@@ -260,6 +265,9 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 			// steps give it the screen (the audit log keeps them).
 			d.result = fmt.Sprintf("done: %s; %s joins at %s with the above", d.title, d.handOn.name, d.handOn.ip)
 			d.lines, d.progress = nil, joinInfoLines(d.handOn.bundle, d.ctx.Width)
+		case d.action == nil:
+			// A task that changed nothing (the VNC bridge) is closed.
+			d.result = "closed: " + d.title
 		case d.action.Done != "":
 			d.result = "done: " + d.action.Done
 		default:

@@ -80,8 +80,15 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { guardDials.checkNoneRefused(t) })
+	// The VM consoles on the node's own address, as 127.0.0.1 is on a
+	// device: the simulated nodes share this machine's.
+	vncAddr, _, err := net.SplitHostPort(statusAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := agent.Options{
-		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
+		VNCBindAddress: vncAddr,
+		NoBootstrap:    true, NodeName: node, RESTConfig: counter.wrap(site.Config),
 		SocketPath: filepath.Join(logDir, node+".sock"),
 		ClusterID:  site.ClusterID, ClusterToken: token, StatusAddr: statusAddr,
 		Apps: apps.Options{

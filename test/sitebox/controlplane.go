@@ -119,6 +119,7 @@ func (s *Site) startAPIServer(ctx context.Context) error {
 		"--default-unreachable-toleration-seconds=" + tol,
 		"--profiling=false",
 	}
+	args = append(args, s.aggregationFlags()...)
 	if s.Bootstrap {
 		// A bootstrap-mode node's InternalIP is its cluster address, in
 		// the site's namespaces: the API server dials its loopback one.
@@ -134,6 +135,30 @@ func (s *Site) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	return s.waitHTTP(ctx, "kube-apiserver", fmt.Sprintf("https://127.0.0.1:%d/readyz", s.APIPort), tlsCfg)
+}
+
+// aggregationFlags turn on the aggregation layer as k3s runs it: the API
+// server proxies an APIService's group (KubeVirt's subresources, served by
+// the virt-api simulator) to its server, presenting the front-proxy client
+// certificate and naming the user in the X-Remote-* headers, which that
+// server believes only from a client the front-proxy CA signed with an
+// allowed name.
+//
+// Not --enable-aggregator-routing: with it the API server dials the
+// Service's endpoints, and an Endpoints or EndpointSlice address may not be
+// in 127.0.0.0/8, where the simulator listens. Without it the API server
+// dials the Service itself, and an ExternalName Service names 127.0.0.1
+// (virtapisim.go).
+func (s *Site) aggregationFlags() []string {
+	return []string{
+		"--requestheader-client-ca-file=" + s.pki("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=" + FrontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + s.pki(FrontProxyClient+".crt"),
+		"--proxy-client-key-file=" + s.pki(FrontProxyClient+".key"),
+	}
 }
 
 func (s *Site) adminTLS() (*http.Transport, error) {

@@ -162,6 +162,9 @@ func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error 
 		err := s.StartProcess("agent-"+n.Name, sitecon, "agent", "--no-bootstrap", "--etcd-endpoint="+etcdEndpoint,
 			"--cluster-id", s.ClusterID, "--cluster-token-file", s.ClusterTokenFile(), "--status-addr", statusAddr,
 			"--node-name", n.Name, "--kubeconfig", kubeconfig,
+			// The VM consoles on the node's own address, as on 127.0.0.1
+			// of a device: the simulated nodes share this machine's.
+			"--vnc-address", n.IP,
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
 			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),
 			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),

@@ -26,62 +26,19 @@ func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 // generate writes a CA, the apiserver's serving certificate, an admin client
 // certificate (system:masters), each node's own identity (node-NAME), each
 // node's kubelet serving certificate (kubelet-NAME, for its address), the
-// API server's client certificate for the kubelets and the service-account
+// API server's client certificate for the kubelets, the front proxy's CA and
+// client identity, virt-api's serving certificate and the service-account
 // key pair.
 func (p pki) generate(nodes []Node) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "sitebox-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, caKey, err := newCA(p, "ca", "sitebox-ca", now)
 	if err != nil {
 		return err
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return err
-	}
-	if err := writeCert(p.path("ca.crt"), caDER); err != nil {
-		return err
-	}
-	if err := writeECKey(p.path("ca.key"), caKey); err != nil {
-		return err
-	}
-	leaf := func(name string, tmpl *x509.Certificate) error {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-		if err != nil {
-			return err
-		}
-		tmpl.SerialNumber = serial
-		tmpl.NotBefore = now.Add(-time.Hour)
-		tmpl.NotAfter = now.Add(365 * 24 * time.Hour)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		if err := writeCert(p.path(name+".crt"), der); err != nil {
-			return err
-		}
-		return writeECKey(p.path(name+".key"), key)
-	}
+	leaf := func(name string, tmpl *x509.Certificate) error { return signLeaf(p, name, tmpl, ca, caKey, now) }
 	if err := leaf("apiserver", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -137,6 +94,30 @@ func (p pki) generate(nodes []Node) error {
 	}); err != nil {
 		return err
 	}
+	// The aggregation layer's own trust, apart from the cluster CA as
+	// kubeadm and k3s keep it: the front-proxy CA signs only the identity
+	// the API server presents when it proxies to an aggregated API server
+	// (--proxy-client-cert-file), which that server trusts to name the user
+	// in its request headers.
+	proxyCA, proxyCAKey, err := newCA(p, "front-proxy-ca", "sitebox-front-proxy-ca", now)
+	if err != nil {
+		return err
+	}
+	if err := signLeaf(p, FrontProxyClient, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: FrontProxyClientName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, proxyCA, proxyCAKey, now); err != nil {
+		return err
+	}
+	// virt-api's serving certificate: the aggregator checks it against the
+	// APIService's caBundle under the Service's name.
+	if err := leaf(virtAPICert, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: virtAPIServerName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{virtAPIServerName},
+	}); err != nil {
+		return err
+	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return err
@@ -149,6 +130,69 @@ func (p pki) generate(nodes []Node) error {
 		return err
 	}
 	return writePEM(p.path("sa.pub"), "PUBLIC KEY", pub)
+}
+
+// The front proxy's identity: the files' name and the certificate's
+// common name, as k3s names it (--requestheader-allowed-names).
+const (
+	FrontProxyClient     = "front-proxy-client"
+	FrontProxyClientName = "system:auth-proxy"
+)
+
+// newCA writes a self-signed CA as NAME.crt and NAME.key.
+func newCA(p pki, name, cn string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writeCert(p.path(name+".crt"), der); err != nil {
+		return nil, nil, err
+	}
+	if err := writeECKey(p.path(name+".key"), key); err != nil {
+		return nil, nil, err
+	}
+	return ca, key, nil
+}
+
+// signLeaf writes NAME.crt and NAME.key, tmpl signed by ca.
+func signLeaf(p pki, name string, tmpl *x509.Certificate, ca *x509.Certificate, caKey *ecdsa.PrivateKey, now time.Time) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return err
+	}
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = now.Add(-time.Hour)
+	tmpl.NotAfter = now.Add(365 * 24 * time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	if err := writeCert(p.path(name+".crt"), der); err != nil {
+		return err
+	}
+	return writeECKey(p.path(name+".key"), key)
 }
 
 func writeCert(path string, der []byte) error { return writePEM(path, "CERTIFICATE", der) }

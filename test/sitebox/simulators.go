@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -36,6 +37,9 @@ type SimulatorOptions struct {
 	// the domain, seconds on a real device (a cold image pull more). Zero,
 	// the test default, runs it the moment the launcher is Ready.
 	VMBootTime time.Duration
+	// PKIDir holds the site's certificates; set, the virt-api simulator
+	// runs (virtapisim.go), serving with them.
+	PKIDir string
 }
 
 // RunSimulators runs the node-component simulators until ctx ends:
@@ -52,7 +56,9 @@ type SimulatorOptions struct {
 //     asks, and the VolumeAttachment is marked attached once it is),
 //   - a kubelet volume-manager simulator (the node reports the volumes its
 //     pods use; a pod that mounts a claim starts only once its volume is
-//     attached on the pod's node; see attach.go).
+//     attached on the pod's node; see attach.go),
+//   - a virt-api simulator, with opts.PKIDir: KubeVirt's aggregated
+//     subresources API, its VNC console (virtapisim.go).
 //
 // They stand in for components that need real nodes; they never ship in sitecon.
 func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions, log *slog.Logger) error {
@@ -174,6 +180,19 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 	go loop(vipTrigger, vip.reconcile)
 	go loop(kubeletTrigger, kubelet.reconcile)
 	go loop(attachTrigger, volumeManager.reconcile)
+	if opts.PKIDir != "" {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runVirtAPISimulator(ctx, core, dyn, opts.PKIDir, vmiInf, log.With("simulator", "virt-api")); err != nil {
+				log.Error("virt-api simulator stopped", "err", err)
+			}
+		}()
+	}
 	wg.Wait()
 	return nil
 }

@@ -187,7 +187,9 @@ func StartTestSite(opts Options) (*TestSite, error) {
 		defer ts.done.Done()
 		defer logFile.Close()
 		log := slog.New(slog.NewTextHandler(io.Writer(logFile), nil))
-		if err := RunSimulators(runCtx, cfg, opts.Simulators, log); err != nil {
+		simOpts := opts.Simulators
+		simOpts.PKIDir = filepath.Join(site.Dir, "pki")
+		if err := RunSimulators(runCtx, cfg, simOpts, log); err != nil {
 			log.Error("simulators stopped", "err", err)
 		}
 	}()

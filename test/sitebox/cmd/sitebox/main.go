@@ -236,7 +236,7 @@ func root() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			return sitebox.RunSimulators(ctx, cfg, sitebox.SimulatorOptions{RebuildTime: rebuild, VMBootTime: vmBoot}, log)
+			return sitebox.RunSimulators(ctx, cfg, sitebox.SimulatorOptions{RebuildTime: rebuild, VMBootTime: vmBoot, PKIDir: filepath.Join(site.Dir, "pki")}, log)
 		},
 	}
 	simulate.Flags().DurationVar(&rebuild, "rebuild-time", 3*time.Second, "how long a simulated replica rebuild takes (real Longhorn: minutes, with the data)")
