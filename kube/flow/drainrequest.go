@@ -55,7 +55,13 @@ func NewRequestedDrain(rec *Record, snap *kube.Snapshot, p safety.Preflight, opt
 		}
 		steps.After(nil)
 		progress(p.Node + " cordoned")
-		return d.drain(ctx, snap, progress)
+		// The record keeps who asked and why beside what the drain did.
+		asked := rec.Audit().Detail
+		err = d.drain(ctx, snap, progress)
+		if did := rec.Audit().Detail; asked != "" && did != asked {
+			rec.SetDetail(asked + "; " + did)
+		}
+		return err
 	}
 	return d
 }
