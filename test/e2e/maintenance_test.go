@@ -161,7 +161,9 @@ func TestMaintenanceAllOneNodeAtATime(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.AppsV1().Deployments("default").Delete(context.Background(), "mnt-user", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.AppsV1().Deployments("default").Delete(context.Background(), "mnt-user", metav1.DeleteOptions{})
+	})
 	lh := longhornClient(t, site).LonghornV1beta2().Volumes(kube.LonghornNamespace)
 	until(t, 60*time.Second, "vol-mnt attached and healthy for the Deployment's pod", func() (string, bool) {
 		v, err := lh.Get(ctx, "vol-mnt", metav1.GetOptions{})
