@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,4 +299,91 @@ func uncordonAfter(t *testing.T, site *sitebox.TestSite, node string) {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})
+}
+
+// Every node asks at once (a whole-site power-down): two nodes that hold
+// a volume's two copies request drains together. One drains; the other
+// does not count the first's copy as a home (it is cordoned, on its way
+// down), holds, uncordoned, and says so.
+func TestDrainRequestsAllAtOnce(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	nodes := []string{"node-b", "node-c"}
+	site.Volume(t, "vol-dr-bc", sitebox.VolumeOptions{Replicas: 2, UsedOn: "node-a"})
+	lh := longhornClient(t, site).LonghornV1beta2().Replicas(kube.LonghornNamespace)
+	reps, err := lh.List(context.Background(), metav1.ListOptions{LabelSelector: "longhornvolume=vol-dr-bc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]bool{}
+	for _, r := range reps.Items {
+		on[r.Spec.NodeID] = true
+	}
+	if !on["node-b"] || !on["node-c"] {
+		// Longhorn placed them elsewhere: put them on b and c.
+		for i, n := range nodes {
+			r := reps.Items[i]
+			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, err := lh.Get(context.Background(), r.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Spec.NodeID, cur.Labels["longhornnode"] = n, n
+				_, err = lh.Update(context.Background(), cur, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	agents := map[string]*siteAgent{}
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	for _, n := range nodes {
+		uncordonAfter(t, site, n)
+		agents[n] = drainAgent(t, site, n, t.TempDir(), t.TempDir(), auditLog)
+		waitDrainState(t, agents[n], 30*time.Second, drainrequest.NotRequested, nil)
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out, err := runSiteconFor(t, 30*time.Second, "agent", "drain-request", "--socket", agents[n].socket, "--requester", "zedagent", "--reason", "site power-down"); err != nil {
+				t.Errorf("%s: %v\n%s", n, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	type verdict struct{ complete, held string }
+	v := until(t, 90*time.Second, "one drain complete, the other held", func() (verdict, bool) {
+		var v verdict
+		for _, n := range nodes {
+			switch st := drainStatus(t, agents[n]); {
+			case st.State == drainrequest.Complete:
+				v.complete = n
+			case st.State == drainrequest.Retrying && st.Attempt >= 2:
+				v.held = n
+			}
+		}
+		return v, v.complete != "" && v.held != ""
+	}, func(v verdict) string {
+		return fmt.Sprintf("%+v; node-b %+v; node-c %+v", v, drainStatus(t, agents["node-b"]), drainStatus(t, agents["node-c"]))
+	})
+	st := drainStatus(t, agents[v.held])
+	why := strings.Join(st.Why, "\n")
+	for _, want := range []string{
+		v.held + " holds the only healthy replica of vol-dr-bc",
+		"the copy on " + v.complete + " is cordoned (draining or out of service) does not count",
+	} {
+		if !strings.Contains(why, want) {
+			t.Errorf("the held request does not say %q:\n%s", want, why)
+		}
+	}
+	if cordonedNow(t, cs, v.held) {
+		t.Errorf("the held node %s is cordoned", v.held)
+	}
+	if !cordonedNow(t, cs, v.complete) {
+		t.Errorf("the drained node %s is not cordoned", v.complete)
+	}
 }
