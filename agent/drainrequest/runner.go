@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -270,13 +271,16 @@ func (r *Runner) drain(ctx context.Context, snap *kube.Snapshot) {
 			r.log.Warn("drain request failed", "attempts", attempt, "why", strings.Join(why, "; "))
 			return
 		}
-		next := time.Now().Add(r.opts.RetryInterval)
+		// Up to a tenth more, at random: nodes that asked at once and
+		// were held by each other's cordon do not meet again in step.
+		wait := r.opts.RetryInterval + rand.N(r.opts.RetryInterval/10+1)
+		next := time.Now().Add(wait)
 		r.update(func(s *Status, _ *record) { s.State, s.Why, s.NextAttempt = Retrying, why, next })
 		r.log.Info("drain request held; retrying", "attempt", attempt, "next", next, "why", strings.Join(why, "; "))
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(r.opts.RetryInterval):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -315,6 +319,9 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 		r.did("accepted: " + w)
 	}
 	var cordonErr error
+	// cordonedNow: this attempt made the cordon (not an earlier one, not
+	// a technician).
+	cordonedNow := false
 	d := flow.NewRequestedDrain(rec, snap, p, r.opts.Drain, flow.CordonSteps{
 		Before: func(already bool) error {
 			// Remembered before the cordon: cut off right after it, the
@@ -323,6 +330,7 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 			return r.update(func(_ *Status, rc *record) {
 				if rc != nil && !rc.CordonedByAgent {
 					rc.CordonedBefore, rc.CordonedByAgent = already, !already
+					cordonedNow = !already
 				}
 			})
 		},
@@ -346,7 +354,19 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 		if cordonErr != nil {
 			err = &cordonError{err}
 		}
-		return []string{err.Error()}, err
+		why = []string{err.Error()}
+		if changed := (*kube.PlanChangedError)(nil); errors.As(err, &changed) {
+			why = slices.Clone(changed.Reasons)
+			if cordonedNow {
+				// The cluster changed between the preflight and the drain
+				// (another node cordoned for its own request at the same
+				// moment): nothing was evicted. The cordon goes too, so
+				// that a held node is never one more node out, and the
+				// other's drain does not count it against quorum.
+				r.undoCordon(ctx, snap)
+			}
+		}
+		return why, err
 	}
 	bootID := ""
 	if n, ok := snap.Node(node); ok {
@@ -365,6 +385,22 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 	}
 	r.log.Info("drain request complete")
 	return nil, nil
+}
+
+// undoCordon takes back the cordon this attempt made, recorded.
+func (r *Runner) undoCordon(ctx context.Context, snap *kube.Snapshot) {
+	a := flow.Cordon(r.opts.Recorder, snap, r.opts.Node, false)
+	a.SetDetail("the agent's own cordon, taken back: its drain request is held")
+	if err := a.Run(ctx, nil); err != nil {
+		r.log.Warn("taking back the cordon of a held drain request", "err", err)
+		return
+	}
+	_ = r.update(func(_ *Status, rc *record) {
+		if rc != nil {
+			rc.CordonedByAgent = false
+		}
+	})
+	r.did(r.opts.Node + " uncordoned: the drain is held")
 }
 
 // watchReturn uncordons, once the node has been down (or booted) and is
