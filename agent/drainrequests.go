@@ -19,12 +19,13 @@ func newDrainRunner(opts Options) *drainrequest.Runner {
 		Node: opts.NodeName, StateDir: cmp.Or(opts.StateDir, opts.Apps.StateDir),
 		Attempts: opts.DrainAttempts, RetryInterval: opts.DrainRetryInterval,
 		Drain: flow.DefaultDrainOptions(), Log: opts.Log.With("component", "drain-request"),
-	}
-	switch log, err := audit.Open(opts.AuditLog); {
-	case err != nil:
-		ropts.AuditProblem = err
-	default:
-		ropts.Recorder = flow.Recorder{Log: log, Via: "agent"}
+		Audit: func() (flow.Recorder, error) {
+			log, err := audit.Open(opts.AuditLog)
+			if err != nil {
+				return flow.Recorder{}, err
+			}
+			return flow.Recorder{Log: log, Via: "agent"}, nil
+		},
 	}
 	return drainrequest.New(ropts)
 }

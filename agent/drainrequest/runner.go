@@ -40,12 +40,11 @@ type Options struct {
 	// agent cordoned the node, so that it uncordons it after the boot,
 	// whatever restarts in between. Empty: requests are refused.
 	StateDir string
-	// Recorder is the audit log every attempt is recorded in.
-	Recorder flow.Recorder
-	// AuditProblem, when set, is why the audit log cannot be written:
-	// requests are refused (an action that cannot be recorded is not
-	// taken).
-	AuditProblem error
+	// Audit opens the audit log every attempt is recorded in, at the
+	// first request (an agent that is never asked writes no log). An
+	// error refuses the request: an action that cannot be recorded is not
+	// taken.
+	Audit func() (flow.Recorder, error)
 	// Attempts and RetryInterval: a held or failed drain is tried
 	// Attempts times in all, RetryInterval apart.
 	Attempts      int
@@ -77,10 +76,11 @@ type Runner struct {
 	log   *slog.Logger
 	runMu sync.Mutex // one Run at a time
 
-	mu     sync.Mutex
-	status Status
-	rec    *record // nil: no request
-	wake   chan struct{}
+	mu       sync.Mutex
+	recorder *flow.Recorder // opened at the first request
+	status   Status
+	rec      *record // nil: no request
+	wake     chan struct{}
 }
 
 // New prepares the runner and reads the record a previous run left.
@@ -132,11 +132,11 @@ func (r *Runner) Request(req Request) (Status, error) {
 	if err := req.Check(); err != nil {
 		return r.Status(), err
 	}
-	switch {
-	case r.opts.StateDir == "":
+	if r.opts.StateDir == "" {
 		return r.Status(), errors.New("this agent has no state directory to remember its cordon in: drain requests are refused")
-	case r.opts.AuditProblem != nil:
-		return r.Status(), fmt.Errorf("drain requests are refused: they cannot be recorded: %w", r.opts.AuditProblem)
+	}
+	if _, err := r.auditRecorder(); err != nil {
+		return r.Status(), fmt.Errorf("drain requests are refused: they cannot be recorded: %w", err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -164,6 +164,24 @@ func (r *Runner) Request(req Request) (Status, error) {
 	default:
 	}
 	return r.status, nil
+}
+
+// auditRecorder is the audit log's recorder, opened once.
+func (r *Runner) auditRecorder() (flow.Recorder, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recorder != nil {
+		return *r.recorder, nil
+	}
+	if r.opts.Audit == nil {
+		return flow.Recorder{}, errors.New("no audit log")
+	}
+	rec, err := r.opts.Audit()
+	if err != nil {
+		return flow.Recorder{}, err
+	}
+	r.recorder = &rec
+	return rec, nil
 }
 
 // write keeps rec on disk (temp, fsync, rename); called with mu held.
@@ -250,7 +268,13 @@ func (r *Runner) drain(ctx context.Context, snap *kube.Snapshot) {
 		r.update(func(s *Status, _ *record) {
 			s.State, s.Attempt, s.NextAttempt, s.Why = Starting, attempt, time.Time{}, nil
 		})
-		rec := r.opts.Recorder.Open(flow.ActionDrainRequest, node)
+		recorder, err := r.auditRecorder()
+		if err != nil {
+			// A request resumed after a restart whose log is gone: held,
+			// said, tried again.
+			recorder = flow.Recorder{}
+		}
+		rec := recorder.Open(flow.ActionDrainRequest, node)
 		rec.SetDetail(detail)
 		why, err := r.attempt(ctx, snap, rec)
 		if err == nil {
@@ -389,7 +413,8 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 
 // undoCordon takes back the cordon this attempt made, recorded.
 func (r *Runner) undoCordon(ctx context.Context, snap *kube.Snapshot) {
-	a := flow.Cordon(r.opts.Recorder, snap, r.opts.Node, false)
+	recorder, _ := r.auditRecorder()
+	a := flow.Cordon(recorder, snap, r.opts.Node, false)
 	a.SetDetail("the agent's own cordon, taken back: its drain request is held")
 	if err := a.Run(ctx, nil); err != nil {
 		r.log.Warn("taking back the cordon of a held drain request", "err", err)
@@ -430,7 +455,8 @@ func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
 	line := r.opts.Node + " is back and Ready"
 	switch {
 	case rec.CordonedByAgent && n.Spec.Unschedulable:
-		a := flow.Cordon(r.opts.Recorder, snap, r.opts.Node, false)
+		recorder, _ := r.auditRecorder()
+		a := flow.Cordon(recorder, snap, r.opts.Node, false)
 		a.SetDetail("the agent's own cordon for a drain requested by " + rec.Requester + ", after the node's return")
 		if err := a.Run(ctx, nil); err != nil {
 			r.log.Warn("uncordon after the node's return", "err", err)
