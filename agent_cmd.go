@@ -16,6 +16,7 @@ import (
 	"github.com/sitecon/sitecon/agent/applogs"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/drainrequest"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/vncbridge"
@@ -72,6 +73,7 @@ proof there.`,
 			// in the agent's log, not lost: the agent runs no terminal UI.
 			klog.SetSlogLogger(log.With("from", "client-go"))
 			opts.Kubeconfig = g.kubeconfig
+			opts.AuditLog = g.auditLog
 			opts.K3sPaths = k3s.Paths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
 			// k3s's own client certificates unless named; an empty
 			// endpoint publishes no member list.
@@ -135,7 +137,9 @@ proof there.`,
 	f.DurationVar(&opts.LeaderDurations.LeaseDuration, "leader-lease-duration", apps.DefaultLeaderDurations.LeaseDuration, "stats-leader lease duration")
 	f.DurationVar(&opts.LeaderDurations.RenewDeadline, "leader-renew-deadline", apps.DefaultLeaderDurations.RenewDeadline, "stats-leader renew deadline")
 	f.DurationVar(&opts.LeaderDurations.RetryPeriod, "leader-retry-period", apps.DefaultLeaderDurations.RetryPeriod, "stats-leader retry period")
-	cmd.AddCommand(newAgentRenderCmd(), newAgentLeaveCmd(g))
+	f.IntVar(&opts.DrainAttempts, "drain-attempts", drainrequest.DefaultAttempts, "how many times a drain the device requests is tried while its preflight holds it (the last healthy replica of a volume, etcd quorum) or its evictions fail")
+	f.DurationVar(&opts.DrainRetryInterval, "drain-retry-interval", drainrequest.DefaultRetryInterval, "how long a held drain request waits before its next attempt")
+	cmd.AddCommand(newAgentRenderCmd(), newAgentLeaveCmd(g), newAgentDrainRequestCmd())
 	return cmd
 }
 

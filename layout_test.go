@@ -18,7 +18,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "kube", "kube/safety"},
+			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "agent/drainrequest", "kube", "kube/flow", "kube/safety", "audit"},
 		// The agent's parts, each below the Agent that wires them.
 		"agent/bringup":      {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/localapi", "agent/workloads", "kube", "netcfg"},
 		"agent/statusserver": {"agent/config", "agent/k3s", "agent/formation", "agent/localapi", "kube"},
@@ -28,6 +28,8 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/apps":         {"agent/config", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
 		"agent/applogs":      {"agent/config", "kube"},
 		"agent/config":       {},
+		// The drains the device requests run the drain flow.
+		"agent/drainrequest": {"agent/config", "kube", "kube/flow"},
 		"agent/localapi":     {},
 		"agent/workloads":    {},
 		// sitecon doctor's checks: they read the cluster (kube) and the

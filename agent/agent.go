@@ -21,6 +21,7 @@ import (
 	"github.com/sitecon/sitecon/agent/bringup"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/configwatch"
+	"github.com/sitecon/sitecon/agent/drainrequest"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
@@ -76,6 +77,9 @@ type State struct {
 	// StateDir is where this agent keeps its records: `sitecon agent
 	// leave` writes its request there, and refuses another directory.
 	StateDir string `json:"stateDir,omitempty"`
+	// Drain is the drain request an on-device service made, where it
+	// stands (also on /v1/drain).
+	Drain drainrequest.Status `json:"drain"`
 }
 
 // Options configure an agent.
@@ -154,7 +158,16 @@ type Options struct {
 	// endpoint publishes nothing. Default: k3s's own endpoint and client
 	// certificates (kube.K3sEtcdAccess).
 	Etcd kube.EtcdAccess
-	Log  *slog.Logger
+	// AuditLog records the drains the device requests (each attempt, and
+	// the uncordon after the boot); one that cannot be opened refuses
+	// them.
+	AuditLog string
+	// DrainAttempts and DrainRetryInterval: a requested drain that is
+	// held (the last healthy replica of a volume, etcd quorum) is tried
+	// this many times, this far apart (EVE's 5 and 300 s by default).
+	DrainAttempts      int
+	DrainRetryInterval time.Duration
+	Log                *slog.Logger
 }
 
 // Agent is the node agent's bootstrap part.
@@ -173,6 +186,8 @@ type Agent struct {
 	super  *k3s.Supervisor
 	leader *apps.StatsLeader
 	apps   *apps.Controller
+	// drains runs the drains the device requests.
+	drains *drainrequest.Runner
 }
 
 // New prepares an agent.
@@ -215,6 +230,7 @@ func New(opts Options) *Agent {
 		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
 	a := &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir}}
+	a.drains = newDrainRunner(opts)
 	a.bringUp = bringup.New(bringup.Options{
 		Records: a.records(), K3sBin: opts.K3sBin, K3sPaths: opts.K3sPaths, K3sLogFile: opts.K3sLogFile,
 		K3sBackoffMin: opts.K3sBackoffMin, Workloads: opts.Workloads, Kubeconfig: opts.Kubeconfig, Etcd: opts.Etcd,
@@ -247,6 +263,7 @@ func (a *Agent) State() State {
 	if a.super != nil {
 		st.K3sStarts, _ = a.super.Stats()
 	}
+	st.Drain = a.drains.Status()
 	return st
 }
 

@@ -63,6 +63,10 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	if role == "" && !nodeIdentity {
 		go a.bringUp.GrantAgentAccess(ctx, snap)
 	}
+	// Drain requests run with any credential that may cordon and evict
+	// (the node's own may not: a worker's requests are then refused by
+	// the API server, and said so).
+	go a.drains.Run(ctx, snap, node)
 	if a.opts.ConfigPath != "" {
 		go formation.RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)
 	}

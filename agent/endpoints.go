@@ -8,9 +8,11 @@ import (
 )
 
 // serveLocalAPI serves the agent's state, its apps part's state and its
-// timeline on its unix socket, mode 0600.
+// timeline on its unix socket, mode 0600, and takes the device's drain
+// requests there.
 func (a *Agent) serveLocalAPI() (*http.Server, error) {
-	return localapi.Serve(a.opts.SocketPath, map[string]func() any{
+	return localapi.ServeWith(a.opts.SocketPath, map[string]func() any{
+		localapi.PathDrain:  func() any { return a.drains.Status() },
 		localapi.PathAgent:  func() any { return a.State() },
 		localapi.PathLeader: func() any { return a.LeaderState() },
 		// The apps part's endpoints answer empty lists until it runs, so a
@@ -24,7 +26,7 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 			}
 			return apps.PublishedNode{Node: a.State().Node, Status: apps.PublishedDown, Reason: "not connected to the cluster yet"}
 		},
-	})
+	}, map[string]localapi.Post{localapi.PathDrain: a.postDrain})
 }
 
 // orEmpty is list(part), or an empty list (JSON [], not null) while the

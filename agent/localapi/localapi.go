@@ -9,14 +9,18 @@
 package localapi
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -29,12 +33,28 @@ const (
 	PathVolumes = "/v1/volumes" // []apps.VolumeState
 	PathEvents  = "/v1/events"  // the timeline, newest first: []apps.TimelineEvent
 	PathNode    = "/v1/node"    // apps.PublishedNode
+	// PathDrain: GET is the drain request's status, POST a drain request
+	// (drainrequest.Status, drainrequest.Request).
+	PathDrain = "/v1/drain"
 )
+
+// Post answers a POST with the request's body (at most MaxBody bytes):
+// the HTTP status and the answer, sent as JSON.
+type Post func(body []byte) (status int, answer any)
+
+// MaxBody bounds a POST's body: the local API takes small requests only.
+const MaxBody = 8 << 10
 
 // Serve answers GET on each route's path with what its function returns,
 // as JSON, on a unix socket at socketPath readable by root only. A socket
 // left by a previous run is replaced.
 func Serve(socketPath string, routes map[string]func() any) (*http.Server, error) {
+	return ServeWith(socketPath, routes, nil)
+}
+
+// ServeWith is Serve, and POST on each of posts' paths. Who may post is
+// who may open the socket: root (mode 0600), the on-device services.
+func ServeWith(socketPath string, routes map[string]func() any, posts map[string]Post) (*http.Server, error) {
 	if err := os.MkdirAll(filepath.Dir(socketPath), 0o700); err != nil {
 		return nil, err
 	}
@@ -57,13 +77,27 @@ func Serve(socketPath string, routes map[string]func() any) (*http.Server, error
 			_ = json.NewEncoder(w).Encode(get())
 		})
 	}
+	for path, post := range posts {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+				return
+			}
+			status, answer := post(body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(answer)
+		})
+	}
 	srv := NewServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	return srv, nil
 }
 
 // NewServer serves the handler with timeouts that keep a slow or hostile
-// client from holding connections; request bodies are never read.
+// client from holding connections; a request's body is read only by a
+// POST route, bounded (MaxBody).
 func NewServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -92,6 +126,44 @@ func Get[T any](ctx context.Context, socketPath, path string) (T, error) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return out, fmt.Errorf("agent %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// PostJSON sends body as JSON to path and decodes the answer as T. An
+// answer other than 200 is an error, with the answer decoded when it has
+// T's shape (a drain request refused as busy still says where the other
+// one stands).
+func PostJSON[T any](ctx context.Context, socketPath, path string, body any) (T, error) {
+	var out T
+	data, err := json.Marshal(body)
+	if err != nil {
+		return out, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+path, bytes.NewReader(data))
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client(socketPath).Do(req)
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return out, err
+	}
+	derr := json.Unmarshal(raw, &out)
+	if resp.StatusCode != http.StatusOK {
+		var refusal struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &refusal)
+		return out, fmt.Errorf("agent answered %s for %s: %s", resp.Status, path, cmp.Or(refusal.Error, strings.TrimSpace(string(raw))))
+	}
+	if derr != nil {
+		return out, fmt.Errorf("agent %s: %w", path, derr)
 	}
 	return out, nil
 }

@@ -85,3 +85,41 @@ func TestGetWithoutAnAgent(t *testing.T) {
 		t.Fatal("reading a socket nobody serves succeeded")
 	}
 }
+
+func TestServeWithPostsAndAnswersTheirStatus(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "agent.sock")
+	var got []string
+	srv, err := ServeWith(socket, map[string]func() any{PathDrain: func() any { return answer{Node: "get"} }},
+		map[string]Post{PathDrain: func(body []byte) (int, any) {
+			got = append(got, string(body))
+			if strings.Contains(string(body), "busy") {
+				return http.StatusConflict, answer{Node: "the other one"}
+			}
+			return http.StatusOK, answer{Node: "taken", Count: len(body)}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a, err := PostJSON[answer](ctx, socket, PathDrain, map[string]string{"requester": "x"})
+	if err != nil || a.Node != "taken" || len(got) != 1 || got[0] != `{"requester":"x"}` {
+		t.Fatalf("post: %+v, %v; the route read %q", a, err, got)
+	}
+	a, err = PostJSON[answer](ctx, socket, PathDrain, map[string]string{"requester": "busy"})
+	if err == nil || !strings.Contains(err.Error(), "409") || a.Node != "the other one" {
+		t.Fatalf("a refusal: %+v, %v; want the 409 and its answer decoded", a, err)
+	}
+	if g, err := Get[answer](ctx, socket, PathDrain); err != nil || g.Node != "get" {
+		t.Fatalf("GET beside POST: %+v, %v", g, err)
+	}
+	// A body past MaxBody never reaches the route.
+	n := len(got)
+	if _, err := PostJSON[answer](ctx, socket, PathDrain, strings.Repeat("x", MaxBody+1)); err == nil || !strings.Contains(err.Error(), "413") {
+		t.Fatalf("an oversized body: %v, want 413", err)
+	}
+	if len(got) != n {
+		t.Fatal("an oversized body reached the route")
+	}
+}

@@ -149,7 +149,9 @@ func (p Preflight) NeedsForce() bool { return len(p.Warnings) > 0 }
 // The last copy stays: every replica that holds a volume's up-to-date data
 // counts (UpToDate: running, stopped, or failed but what Longhorn
 // would salvage), and only copies on other nodes that are there and Ready
-// count as elsewhere. A remove or replace of the node holding the only
+// count as elsewhere, and not on a cordoned node (draining too: when a
+// whole site asks for drains at once, no node's copy is a home for
+// another's). A remove or replace of the node holding the only
 // copy is refused. A drain of it is refused when the volume is attached
 // and its copy here is running (its app would stop with nowhere to go),
 // and needs --force when the volume is detached (its data stays on the
@@ -259,9 +261,9 @@ type lastCopy struct {
 
 // lastCopies lists the volumes whose every up-to-date copy is on node.
 func lastCopies(c DrainFacts, node string) []lastCopy {
-	ready := map[string]bool{}
+	ready, cordoned := map[string]bool{}, map[string]bool{}
 	for _, n := range c.Nodes {
-		ready[n.Name] = n.Ready
+		ready[n.Name], cordoned[n.Name] = n.Ready, n.Cordoned
 	}
 	byVolume := map[string][]*lhv1beta2.Replica{}
 	for _, r := range c.Replicas {
@@ -280,6 +282,10 @@ func lastCopies(c DrainFacts, node string) []lastCopy {
 				discounted = append(discounted, r.Spec.NodeID+" is not in the cluster")
 			case !up:
 				discounted = append(discounted, r.Spec.NodeID+" is NotReady")
+			case cordoned[r.Spec.NodeID]:
+				// A cordoned node is on its way out (another drain, a
+				// whole site asking at once): its copy goes down with it.
+				discounted = append(discounted, r.Spec.NodeID+" is cordoned (draining or out of service)")
 			default:
 				elsewhere = true
 			}

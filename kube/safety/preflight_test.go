@@ -45,6 +45,13 @@ func mkVolume(name string, state lhv1beta2.VolumeState, robustness lhv1beta2.Vol
 	return v
 }
 
+// cordoned is n made unschedulable.
+func cordoned(n *corev1.Node) *corev1.Node {
+	n = n.DeepCopy()
+	n.Spec.Unschedulable = true
+	return n
+}
+
 // mkReplica: healthyAt/failedAt "" means unset.
 func mkReplica(name, volume, node string, state lhv1beta2.InstanceState, healthyAt, failedAt string) *lhv1beta2.Replica {
 	r := &lhv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -178,6 +185,15 @@ func TestDrainCountsReplicasThatHoldData(t *testing.T) {
 				// Longhorn has not marked it failed yet: it still says running.
 				mkReplica("x-x", "vol-x", "node-x", lhv1beta2.InstanceStateRunning, stamp(0), "")),
 		}, refusals: []string{"node-b holds the only healthy replica of vol-x"}},
+		"a copy on a cordoned (draining) node is no home to count on": {node: "node-b", edits: []func(*kube.DrainCheck){
+			// Every node asked for a drain at once (a whole-site power-down):
+			// node-c is cordoned on its way down too.
+			func(c *kube.DrainCheck) { c.Data.Nodes[2] = cordoned(c.Data.Nodes[2]) },
+			withVolume(mkVolume("vol-k", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
+				mkReplica("k-b", "vol-k", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
+				mkReplica("k-c", "vol-k", "node-c", lhv1beta2.InstanceStateRunning, stamp(0), "")),
+		}, refusals: []string{"node-b holds the only healthy replica of vol-k"},
+			notes: []string{"vol-k (eve-kube-app/vol-k-claim): the copy on node-c is cordoned (draining or out of service) does not count"}},
 		"a copy on a node that is gone is no copy": {node: "node-b", edits: []func(*kube.DrainCheck){
 			withVolume(mkVolume("vol-g", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
 				mkReplica("g-b", "vol-g", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),

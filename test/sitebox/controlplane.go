@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -347,6 +348,8 @@ func (s *Site) nodeObject(n Node) *corev1.Node {
 				OperatingSystem:         "linux",
 				Architecture:            "amd64",
 				OSImage:                 "EVE (sitebox simulated node)",
+				// Recover gives a new one, as a boot does.
+				BootID: string(uuid.NewUUID()),
 			},
 		},
 	}

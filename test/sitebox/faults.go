@@ -7,6 +7,11 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // Fail stops the named node's kwok: its heartbeats stop, and the real
@@ -56,10 +61,39 @@ func (s *Site) Recover(node string) error {
 	if err := s.startKwok(n); err != nil {
 		return err
 	}
+	// The device booted: a kubelet reports a new boot id (kwok keeps
+	// whatever the Node says).
+	if err := s.newBootID(node); err != nil {
+		return err
+	}
 	if err := s.unsilence(node); err != nil {
 		return err
 	}
 	return s.restart(agentProcess(node))
+}
+
+// newBootID gives the Node a new status.nodeInfo.bootID, as a kubelet
+// does after the device's boot.
+func (s *Site) newBootID(node string) error {
+	cfg, err := s.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.NodeInfo.BootID = string(uuid.NewUUID())
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // PowerOff cuts the power of the named nodes at once, as a site's power

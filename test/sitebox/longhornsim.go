@@ -47,6 +47,9 @@ type longhornSimulator struct {
 	// seeded are the volumes (by UID) given their first replicas: the
 	// informer may not show them yet on the next pass.
 	seeded map[string]bool
+	// added are the volumes (by UID) given one more replica, and when:
+	// the informer may not show it yet on the next pass.
+	added map[string]time.Time
 	// engined are the volumes (by UID) given their engine.
 	engined map[string]bool
 	// attachments are the VolumeAttachments the attach/detach controller
@@ -404,6 +407,24 @@ func (s *longhornSimulator) reconcileVolume(ctx context.Context, v *lhv1beta2.Vo
 			healthy++
 		}
 	}
+	// Fewer replicas than the volume wants (its count raised, one lost
+	// for good): Longhorn schedules one more on a ready node that has
+	// none and rebuilds it from a healthy one, one at a time.
+	if inUse && len(reps) > 0 && healthy > 0 && len(reps) < want && now.Sub(s.added[string(v.UID)]) > 2*time.Second {
+		for _, node := range sortedReady(ready) {
+			if hasReplica[node] {
+				continue
+			}
+			if err := s.createRebuildingReplica(ctx, v, node); err != nil {
+				s.log.Warn("create replica", "volume", v.Name, "node", node, "err", err)
+			} else {
+				s.added[string(v.UID)] = now
+				s.log.Info("replica scheduled, rebuilding", "volume", v.Name, "node", node)
+			}
+			again = 200 * time.Millisecond
+			break
+		}
+	}
 	robustness := lhv1beta2.VolumeRobustnessFaulted
 	switch {
 	case !inUse:
@@ -478,7 +499,18 @@ func sortedReady(ready map[string]bool) []string {
 }
 
 func (s *longhornSimulator) createReplica(ctx context.Context, v *lhv1beta2.Volume, node string, now time.Time) error {
-	stamp := now.UTC().Format(time.RFC3339)
+	return s.newReplica(ctx, v, node, now.UTC().Format(time.RFC3339))
+}
+
+// createRebuildingReplica adds a replica that holds nothing yet: it
+// rebuilds (RebuildTime) before it counts.
+func (s *longhornSimulator) createRebuildingReplica(ctx context.Context, v *lhv1beta2.Volume, node string) error {
+	return s.newReplica(ctx, v, node, "")
+}
+
+// newReplica creates a running replica of v on node, healthy since stamp
+// ("": never yet, rebuilding).
+func (s *longhornSimulator) newReplica(ctx context.Context, v *lhv1beta2.Volume, node, stamp string) error {
 	r := &lhv1beta2.Replica{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      fmt.Sprintf("%s-r-%s", v.Name, rand.String(8)),

@@ -96,6 +96,7 @@ func RunSimulators(ctx context.Context, cfg *rest.Config, opts SimulatorOptions,
 		rebuild:     map[string]time.Time{},
 		engined:     map[string]bool{},
 		seeded:      map[string]bool{},
+		added:       map[string]time.Time{},
 		attachments: coreInf.Storage().V1().VolumeAttachments().Lister(),
 		pvs:         coreInf.Core().V1().PersistentVolumes().Lister(),
 	}
