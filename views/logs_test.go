@@ -442,7 +442,7 @@ func TestLogsReconnectWithoutDoubles(t *testing.T) {
 	body := l.body(src)
 	same := logT0.Add(time.Second)
 	stamp := func(ts time.Time, text string) string { return ts.Format(time.RFC3339Nano) + " " + text + "\n" }
-	io.WriteString(body, stamp(logT0, "one")+stamp(logT0.Add(time.Millisecond), "two")+stamp(same, "three")+stamp(same, "four"))
+	_, _ = io.WriteString(body, stamp(logT0, "one")+stamp(logT0.Add(time.Millisecond), "two")+stamp(same, "three")+stamp(same, "four"))
 	l.screenHas("four", "4 lines")
 	body.CloseWithError(errors.New("connection reset by peer"))
 	l.screenHas("DISCONNECTED: connection reset by peer; reconnecting in 10ms (try 1)")
@@ -452,7 +452,7 @@ func TestLogsReconnectWithoutDoubles(t *testing.T) {
 		t.Errorf("the reconnection should ask since the last line's time %s, not the tail: %+v", same, c.opts)
 	}
 	// What an API server answers for SinceTime read to the second.
-	io.WriteString(second, stamp(logT0, "one")+stamp(logT0.Add(time.Millisecond), "two")+stamp(same, "three")+stamp(same, "four")+
+	_, _ = io.WriteString(second, stamp(logT0, "one")+stamp(logT0.Add(time.Millisecond), "two")+stamp(same, "three")+stamp(same, "four")+
 		stamp(same, "five, same time as four")+stamp(same.Add(time.Millisecond), "six"))
 	l.screenHas("six", "following")
 	var got []string
@@ -469,7 +469,7 @@ func TestLogsReconnectWithoutDoubles(t *testing.T) {
 	if c := src.calls()[2]; !c.opts.SinceTime.Equal(same.Add(time.Millisecond)) {
 		t.Errorf("the next reconnection should start at six's time: %+v", c.opts)
 	}
-	io.WriteString(third, stamp(same.Add(time.Millisecond), "six")+stamp(same.Add(2*time.Millisecond), "seven"))
+	_, _ = io.WriteString(third, stamp(same.Add(time.Millisecond), "six")+stamp(same.Add(2*time.Millisecond), "seven"))
 	l.screenHas("seven", "7 lines")
 }
 

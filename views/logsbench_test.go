@@ -40,7 +40,7 @@ func followLines(tb testing.TB, n int, text func(i int) string) (*App, int, time
 		for i := range n {
 			fmt.Fprintf(w, "%s %s\n", logT0.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano), text(i))
 		}
-		w.Flush()
+		_ = w.Flush()
 	}()
 	want := text(n - 1)
 	frames, spent := 0, time.Duration(0)

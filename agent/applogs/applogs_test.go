@@ -128,7 +128,7 @@ func TestReopenCutsAHalfLineAndReadsWhatWasWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.close()
+	defer func() { _ = w.close() }()
 	got, err := w.written()
 	if err != nil {
 		t.Fatal(err)

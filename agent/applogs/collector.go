@@ -103,8 +103,7 @@ func New(opts Options, client kubernetes.Interface, pods Pods) (*Collector, erro
 	}
 	written, err := out.written()
 	if err != nil {
-		out.close()
-		return nil, fmt.Errorf("app logs directory: %w", err)
+		return nil, errors.Join(fmt.Errorf("app logs directory: %w", err), out.close())
 	}
 	return &Collector{opts: opts, client: client, pods: pods, log: opts.Log, out: out, written: written,
 		pos: positions{dir: filepath.Join(opts.Dir, "positions")}, followers: map[string]*follower{}}, nil

@@ -194,7 +194,8 @@ func (r *Runner) write(rec *record) error {
 }
 
 // update changes the status and the record together, under mu; an error
-// writing the record is said in the status, and returned.
+// writing the record is logged, said in the status, and returned (a
+// caller with nothing more to do about it may drop it).
 func (r *Runner) update(f func(st *Status, rec *record)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -265,7 +266,7 @@ func (r *Runner) drain(ctx context.Context, snap *kube.Snapshot) {
 	}
 	cordonFailed := false
 	for attempt := 1; attempt <= r.opts.Attempts; attempt++ {
-		r.update(func(s *Status, _ *record) {
+		_ = r.update(func(s *Status, _ *record) {
 			s.State, s.Attempt, s.NextAttempt, s.Why = Starting, attempt, time.Time{}, nil
 		})
 		recorder, err := r.auditRecorder()
@@ -290,7 +291,7 @@ func (r *Runner) drain(ctx context.Context, snap *kube.Snapshot) {
 			if cordonFailed {
 				final = FailedCordon
 			}
-			r.update(func(s *Status, _ *record) { s.State, s.Why = final, why })
+			_ = r.update(func(s *Status, _ *record) { s.State, s.Why = final, why })
 			r.did(fmt.Sprintf("gave up after %d attempt(s)", attempt))
 			r.log.Warn("drain request failed", "attempts", attempt, "why", strings.Join(why, "; "))
 			return
@@ -299,7 +300,7 @@ func (r *Runner) drain(ctx context.Context, snap *kube.Snapshot) {
 		// were held by each other's cordon do not meet again in step.
 		wait := r.opts.RetryInterval + rand.N(r.opts.RetryInterval/10+1)
 		next := time.Now().Add(wait)
-		r.update(func(s *Status, _ *record) { s.State, s.Why, s.NextAttempt = Retrying, why, next })
+		_ = r.update(func(s *Status, _ *record) { s.State, s.Why, s.NextAttempt = Retrying, why, next })
 		r.log.Info("drain request held; retrying", "attempt", attempt, "next", next, "why", strings.Join(why, "; "))
 		select {
 		case <-ctx.Done():
@@ -361,10 +362,10 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 		After: func(err error) {
 			cordonErr = err
 			if err != nil {
-				r.update(func(s *Status, _ *record) { s.State = FailedCordon })
+				_ = r.update(func(s *Status, _ *record) { s.State = FailedCordon })
 				return
 			}
-			r.update(func(s *Status, _ *record) { s.State = Cordoned })
+			_ = r.update(func(s *Status, _ *record) { s.State = Cordoned })
 			r.did(node + " cordoned")
 		},
 	})
@@ -396,7 +397,7 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 	if n, ok := snap.Node(node); ok {
 		bootID = n.Status.NodeInfo.BootID
 	}
-	r.update(func(s *Status, rc *record) {
+	_ = r.update(func(s *Status, rc *record) {
 		s.State, s.Why = Complete, nil
 		if rc != nil {
 			rc.BootID, rc.WentDown = bootID, false
@@ -444,7 +445,7 @@ func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
 	}
 	ready := kube.NodeIsReady(n)
 	if !ready && !rec.WentDown {
-		r.update(func(_ *Status, rc *record) { rc.WentDown = true })
+		_ = r.update(func(_ *Status, rc *record) { rc.WentDown = true })
 		r.did(r.opts.Node + " went down")
 		return
 	}
@@ -460,7 +461,7 @@ func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
 		a.SetDetail("the agent's own cordon for a drain requested by " + rec.Requester + ", after the node's return")
 		if err := a.Run(ctx, nil); err != nil {
 			r.log.Warn("uncordon after the node's return", "err", err)
-			r.update(func(s *Status, _ *record) { s.Why = []string{"uncordon after the node's return: " + err.Error()} })
+			_ = r.update(func(s *Status, _ *record) { s.Why = []string{"uncordon after the node's return: " + err.Error()} })
 			return
 		}
 		line += ": uncordoned (the agent's own cordon)"

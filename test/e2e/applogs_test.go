@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -207,8 +208,10 @@ func procCPU(pid int) (time.Duration, error) {
 	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
 	var ticks int64
 	for _, f := range fields[11:13] {
-		var n int64
-		fmt.Sscan(f, &n)
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat field %q: %w", f, err)
+		}
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / 100, nil // USER_HZ is 100 on Linux

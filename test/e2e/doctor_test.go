@@ -295,7 +295,7 @@ func TestDoctorFindsAppAndStorageTrouble(t *testing.T) {
 		t.Fatal(err)
 	}
 	del("volume", func() error { return volumes.Delete(context.Background(), "doctor-unsched", metav1.DeleteOptions{}) })
-	until(t, 30*time.Second, "the Scheduled condition written", func() (error, bool) {
+	_ = until(t, 30*time.Second, "the Scheduled condition written", func() (error, bool) {
 		v, err := volumes.Get(ctx, "doctor-unsched", metav1.GetOptions{})
 		if err != nil {
 			return err, false

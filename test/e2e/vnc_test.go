@@ -590,7 +590,7 @@ func TestConsoleVNC(t *testing.T) {
 	if err := closedWithin(viewer, 5*time.Second); err != nil {
 		t.Fatalf("the viewer once the console's bridge closed: %v", err)
 	}
-	until(t, 5*time.Second, "the port closed", func() (error, bool) {
+	_ = until(t, 5*time.Second, "the port closed", func() (error, bool) {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
