@@ -451,4 +451,29 @@ func TestWriteScreenshotFrames(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "8-nodes-help.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The logs view of a container app, following, filtered on "poll".
+	src := newPipeSource(plcTarget())
+	ctx = ui.NewContext(r, func() time.Time { return now }, nil)
+	ctx.Width, ctx.Height = 100, 24
+	l := openAppLogs(t, ctx, src)
+	writeLines(t, l.body(src), 0, 40, func(i int) string {
+		if i%3 == 0 {
+			return fmt.Sprintf("modbus poll %d: 12 registers from 10.1.4.%d in %d ms", i, 20+i%5, 3+i%7)
+		}
+		return fmt.Sprintf("mqtt publish plant/line1/press%d ok", i%4)
+	})
+	l.screenHas("press3")
+	l.keys("/", "p", "o", "l", "l", "enter")
+	l.screenHas("modbus poll 39")
+	if err := os.WriteFile(filepath.Join(dir, "9-logs.ansi"), []byte(l.a.View()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The overview while the cluster API does not answer: stale, never green.
+	ctx = ui.NewContext(r, func() time.Time { return now }, nil)
+	ctx.Width, ctx.Height = 100, 24
+	a = NewApp(ctx)
+	a.Update(FrameMsg(staleFrame()))
+	if err := os.WriteFile(filepath.Join(dir, "10-overview-api-down.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
