@@ -16,6 +16,8 @@ type KeyMap struct {
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode, VNC key.Binding
+	// Maintenance walks a node through its service (drain, power-off, return, rebuilds, uncordon).
+	Maintenance key.Binding
 	// Logs opens the logs view of an app or a pod; in that view Follow
 	// resumes (or pauses) the autoscroll, Timestamps and Wrap toggle how
 	// lines are drawn, Container picks another container of the pod.
@@ -65,6 +67,7 @@ func Default() KeyMap {
 		Wrap:           key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "wrap")),
 		Container:      key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "container")),
 		VNC:            key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "vnc")),
+		Maintenance:    key.NewBinding(key.WithKeys("M"), key.WithHelp("M", "maintenance")),
 		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),
@@ -83,7 +86,7 @@ func Default() KeyMap {
 // the help no longer shows them.
 func (k *KeyMap) ReadOnly() {
 	// VNC too: a viewer types into the VM.
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode, &k.VNC} {
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode, &k.VNC, &k.Maintenance} {
 		b.SetEnabled(false)
 	}
 }

@@ -35,6 +35,24 @@ func (a *App) openDrain(title string, rec *flow.Record, node string, newDrain fu
 	}
 }
 
+// openMaintenance opens the dialog of node's maintenance walk (M), the
+// flow `sitecon maintenance` runs: the drain's preflight, then, confirmed,
+// the drain, "power it off or reboot it now" with the node's state, its
+// return, its volumes healthy again, the uncordon, each step said as it
+// comes. Closing the dialog while the walk runs cancels it, and the walk
+// leaves the node as it found it.
+func (a *App) openMaintenance(node string) tea.Cmd {
+	rec := a.actions.recorder().Open(flow.ActionMaintenance, node)
+	snap := a.actions.Snap
+	return a.openDrain("maintenance "+node, rec, node, func(p safety.Preflight, err error) (*flow.Drain, error) {
+		m, err := flow.NewMaintenance(rec, snap, p, err, flow.MaintenanceOptions{Drain: flow.DefaultDrainOptions()})
+		if err != nil {
+			return nil, err
+		}
+		return m.Drain, nil
+	})
+}
+
 // replaceNode replaces a device (:replace OLD NEW DEVICE-UUID [server|agent]):
 // OLD is drained and removed as by X, then NEW's join bundle is shown with
 // OLD's cluster address, so the site's addressing stays as it was. The

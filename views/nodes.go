@@ -40,6 +40,8 @@ func newNodes(ctx *ui.Context) screen {
 			{k.Remove, "remove the node: drain, then delete it from the cluster", "node", func(a *App, node string) tea.Cmd {
 				return a.openDrain("remove "+node, a.actions.recorder().Open(flow.ActionRemove, node), node, nil)
 			}},
+			{k.Maintenance, "maintenance: drain, power off, back, volumes healthy, uncordon", "node",
+				func(a *App, node string) tea.Cmd { return a.openMaintenance(node) }},
 			{k.Seed, "make the node the seed others join through", "node", func(a *App, node string) tea.Cmd { a.openSeed(node); return nil }},
 			// The command line, filled in: what a new node needs is typed.
 			{k.AddNode, "add a node: its join bundle (or :add ROLE NAME UUID)", "", func(a *App, _ string) tea.Cmd {

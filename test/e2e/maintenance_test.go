@@ -260,3 +260,62 @@ func TestMaintenanceAllOneNodeAtATime(t *testing.T) {
 		}
 	}
 }
+
+// The console's maintenance walk (M on the nodes screen) is the flow
+// `sitecon maintenance` runs: confirmed, it drains node-c and asks for
+// the power-off; node-c goes down (Fail) and comes back (Recover), and
+// the walk uncordons it once its volumes are healthy again, recorded as
+// one maintenance record. A second walk cancelled with esc while it waits
+// for the power-off leaves node-c uncordoned, as it was.
+func TestConsoleMaintenanceWalk(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	const node = "node-c"
+	uncordonAfter(t, site, node)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+	c.waitScreen(30*time.Second, "the overview", func(s string) bool { return strings.Contains(s, "node-c") })
+	walk := func() {
+		t.Helper()
+		c.keys("2")
+		c.waitScreen(10*time.Second, "the nodes screen", func(s string) bool { return strings.Contains(s, "SCHED") })
+		c.keys("/", "node-c", "Enter")
+		c.keys("M")
+		c.waitScreen(60*time.Second, "the walk's confirmation", func(s string) bool { return strings.Contains(s, "y to go on") })
+		c.keys("y")
+		c.waitScreen(90*time.Second, "the walk asking for the power-off", func(s string) bool { return strings.Contains(s, "power node-c off or reboot it now") })
+		if !cordonedNow(t, cs, node) {
+			t.Fatal("the walk's drain did not cordon node-c")
+		}
+	}
+
+	walk()
+	site.RecoverOnCleanup(t, node)
+	if err := site.Fail(node); err != nil {
+		t.Fatal(err)
+	}
+	c.waitScreen(90*time.Second, "the walk seeing node-c down", func(s string) bool { return strings.Contains(s, "step 3/5") })
+	if err := site.Recover(node); err != nil {
+		t.Fatal(err)
+	}
+	c.waitScreen(4*time.Minute, "the walk done", func(s string) bool { return strings.Contains(s, "any key to close") })
+	if cordonedNow(t, cs, node) {
+		t.Fatalf("node-c is still cordoned after the walk:\n%s", c.screen())
+	}
+	if rec := lastAudit(t, auditLog); rec.Action != "maintenance" || rec.Target != node || rec.Outcome != audit.OutcomeDone {
+		t.Fatalf("the walk's audit record: %+v\n%s", rec, c.screen())
+	}
+	c.keys("x")
+	site.WaitSettled(t, 2*time.Minute)
+
+	walk()
+	c.keys("Escape")
+	c.waitScreen(60*time.Second, "the cancelled walk ended", func(s string) bool { return strings.Contains(s, "any key to close") })
+	if cordonedNow(t, cs, node) {
+		t.Fatalf("the cancelled walk left node-c cordoned:\n%s", c.screen())
+	}
+	if rec := lastAudit(t, auditLog); rec.Action != "maintenance" || (rec.Outcome != audit.OutcomeInterrupted && rec.Outcome != audit.OutcomeCancelled) {
+		t.Fatalf("the cancelled walk's audit record: %+v", rec)
+	}
+}
