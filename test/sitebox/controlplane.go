@@ -486,6 +486,15 @@ func (s *Site) restartControllers() error {
 	return nil
 }
 
+// coreClient is a client of the site's API server as its admin.
+func (s *Site) coreClient() (kubernetes.Interface, error) {
+	cfg, err := s.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
 // etcdQuorate says whether enough of the site's etcd members run for a
 // quorum.
 func (s *Site) etcdQuorate() bool {
@@ -511,11 +520,7 @@ func (s *Site) afterQuorumReturns(wasQuorate bool) error {
 	if wasQuorate || !s.etcdQuorate() || !s.running("kube-apiserver") {
 		return nil
 	}
-	cfg, err := s.RESTConfig()
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := s.coreClient()
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -75,11 +74,7 @@ func (s *Site) Recover(node string) error {
 // newBootID gives the Node a new status.nodeInfo.bootID, as a kubelet
 // does after the device's boot.
 func (s *Site) newBootID(node string) error {
-	cfg, err := s.RESTConfig()
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := s.coreClient()
 	if err != nil {
 		return err
 	}
