@@ -58,7 +58,7 @@ test: lint controlplane fuzz race
 # back from its evictions' goroutines; the agent's reconcilers, the local
 # API, the console's task runner, the CLI) and whose tests need no e2e site, under
 # the race detector. It needs cgo (gcc): everything else builds without.
-RACE_PKGS := ./ ./agent/ ./agent/apps/ ./agent/localapi/ ./agent/workloads/ ./audit/ ./kube/flow/ ./ui/ ./views/
+RACE_PKGS := ./ ./agent/ ./agent/apps/ ./agent/applogs/ ./agent/drainrequest/ ./agent/localapi/ ./agent/vncbridge/ ./agent/workloads/ ./audit/ ./kube/flow/ ./ui/ ./views/
 race: controlplane
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 

@@ -433,10 +433,16 @@ func (r *Runner) undoCordon(ctx context.Context, snap *kube.Snapshot) {
 // Ready again, what the agent cordoned, and then forgets the request. A
 // node that was cordoned before the request stays cordoned.
 func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
+	// A copy, read under mu: update and Request change the record
+	// while this looks at it; current is which request this settles.
 	r.mu.Lock()
-	rec := r.rec
+	current := r.rec
+	var rec record
+	if current != nil {
+		rec = *current
+	}
 	r.mu.Unlock()
-	if rec == nil {
+	if current == nil {
 		return
 	}
 	n, ok := snap.Node(r.opts.Node)
@@ -468,7 +474,20 @@ func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
 	case rec.CordonedBefore:
 		line += ": left cordoned (it was cordoned before the request, by hand)"
 	}
+	r.settle(current, line)
+}
+
+// settle ends the request rec once its node is back: its record removed,
+// the status back to not requested, what was done said. A request made
+// since (the device asking again as the node came back) is another's and
+// stays.
+func (r *Runner) settle(rec *record, line string) {
 	r.mu.Lock()
+	if r.rec != rec {
+		r.mu.Unlock()
+		r.log.Info("drain request settled while a newer one came in", "did", line, "newer by", r.Status().Requester)
+		return
+	}
 	if err := os.Remove(r.path()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.mu.Unlock()
 		r.log.Warn("drain request record", "err", err)

@@ -1,0 +1,47 @@
+package drainrequest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube/flow"
+)
+
+// A request made while the agent settles the one before it (its node back
+// after the boot) is its own: settling the old one neither removes the new
+// one's record nor reports it as not requested. Before, the settle step
+// cleared whatever request was current when it ended.
+func TestSettlingAnOldRequestKeepsANewOne(t *testing.T) {
+	dir := t.TempDir()
+	r := New(Options{Node: "node-a", StateDir: dir, Audit: func() (flow.Recorder, error) {
+		log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+		return flow.Recorder{Log: log}, err
+	}})
+	if _, err := r.Request(Request{Requester: "baseosmgr", Reason: "update"}); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	old := r.rec
+	r.mu.Unlock()
+	// The first request failed; the node went down and came back, and the
+	// agent is about to settle it when the device asks again.
+	_ = r.update(func(s *Status, _ *record) { s.State = FailedDrain })
+	if _, err := r.Request(Request{Requester: "nodeagent", Reason: "reboot"}); err != nil {
+		t.Fatal(err)
+	}
+	r.settle(old, "node-a is back and Ready")
+
+	if st := r.Status(); st.State != Requested || st.Requester != "nodeagent" {
+		t.Errorf("after settling the old request, the new one reads %s by %q, want %s by nodeagent", st.State, st.Requester, Requested)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, RecordFile))
+	if err != nil {
+		t.Fatalf("the new request's record is gone: %v", err)
+	}
+	if rec := string(data); !strings.Contains(rec, "nodeagent") {
+		t.Errorf("the record on disk is not the new request's: %s", rec)
+	}
+}
