@@ -62,6 +62,7 @@ func collected(t testing.TB, dir string) (map[string][]applogs.Record, error) {
 // instant included.
 func TestAgentCollectsAppLogsAcrossAKill(t *testing.T) {
 	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
 	const node = "node-a"
@@ -74,6 +75,28 @@ func TestAgentCollectsAppLogsAcrossAKill(t *testing.T) {
 	}
 	if err := site.AppendContainerLog(ctx, kube.AppNamespace, vm.Name, "compute", "launcher noise"); err != nil {
 		t.Fatal(err)
+	}
+
+	// Each container's first burst is on its kubelet before the agent
+	// starts: sitebox's kubelet (kwok) serves a container's file only once
+	// it has seen the pod's log mapping, which the first write makes, and
+	// a follow opened before that reads an empty default forever (a real
+	// kubelet always serves the container's own file).
+	const perContainer = 240
+	writes := []struct{ pod, container string }{
+		{app.Name, "main"}, {app.Name, "sidecar"}, {vm.Name, kube.GuestConsoleLogContainer},
+	}
+	burst := func(container string, from int) []string {
+		var lines []string
+		for j := from; j < from+4; j++ {
+			lines = append(lines, fmt.Sprintf("%s line %04d", container, j))
+		}
+		return lines
+	}
+	for _, w := range writes {
+		if err := site.AppendContainerLogAt(ctx, kube.AppNamespace, w.pod, w.container, time.Now(), burst(w.container, 0)...); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	dir := t.TempDir()
@@ -97,23 +120,16 @@ func TestAgentCollectsAppLogsAcrossAKill(t *testing.T) {
 	running := agentCmd()
 	t.Cleanup(func() { _ = running.Process.Kill(); _ = running.Wait() })
 
-	// The writers: each container gets its lines in bursts, some bursts
-	// stamped with one instant.
-	const perContainer = 240
-	writes := []struct{ pod, container string }{
-		{app.Name, "main"}, {app.Name, "sidecar"}, {vm.Name, kube.GuestConsoleLogContainer},
-	}
+	// The writers: each container gets the rest of its lines in bursts,
+	// some bursts stamped with one instant.
 	var wg sync.WaitGroup
 	errs := make(chan error, len(writes))
 	for _, w := range writes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < perContainer; i += 4 {
-				var lines []string
-				for j := i; j < i+4; j++ {
-					lines = append(lines, fmt.Sprintf("%s line %04d", w.container, j))
-				}
+			for i := 4; i < perContainer; i += 4 {
+				lines := burst(w.container, i)
 				var err error
 				if (i/4)%3 == 0 {
 					err = site.AppendContainerLogAt(ctx, kube.AppNamespace, w.pod, w.container, time.Now(), lines...)
