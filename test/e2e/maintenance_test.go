@@ -278,7 +278,7 @@ func TestConsoleMaintenanceWalk(t *testing.T) {
 	uncordonAfter(t, site, node)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
-	c.waitScreen(30*time.Second, "the overview", func(s string) bool { return strings.Contains(s, "node-c") })
+	c.waitScreen(30*time.Second, "the overview", func(s string) bool { return strings.Contains(s, "Nodes") })
 	walk := func() {
 		t.Helper()
 		c.keys("2")
