@@ -278,12 +278,13 @@ func TestConsoleMaintenanceWalk(t *testing.T) {
 	uncordonAfter(t, site, node)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
-	c.waitScreen(30*time.Second, "the overview", func(s string) bool { return strings.Contains(s, "Nodes") })
+	c.waitScreen(30*time.Second, "the overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
 	walk := func() {
 		t.Helper()
 		c.keys("2")
 		c.waitScreen(10*time.Second, "the nodes screen", func(s string) bool { return strings.Contains(s, "SCHED") })
 		c.keys("/", "node-c", "Enter")
+		c.waitScreen(5*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /node-c") })
 		c.keys("M")
 		// Other tests' detached one-copy volumes on the shared site make
 		// the walk ask for the node's name typed rather than y.
