@@ -65,7 +65,7 @@ is recorded in the audit log, before and after.`,
 						return a.done(err)
 					}
 				}
-				if err := maintainNode(a, node, d, opts); err != nil {
+				if err := maintainNode(a, node, all, d, opts); err != nil {
 					return a.done(err)
 				}
 			}
@@ -80,7 +80,7 @@ is recorded in the audit log, before and after.`,
 }
 
 // maintainNode is one node's walk: its preflight, the confirmation, the walk.
-func maintainNode(a *action, node string, d *drainFlags, opts flow.MaintenanceOptions) error {
+func maintainNode(a *action, node string, all bool, d *drainFlags, opts flow.MaintenanceOptions) error {
 	rec := a.recorder.Open(flow.ActionMaintenance, node)
 	p, err := flow.CheckDrain(a.cmd.Context(), a.snap, flow.ActionMaintenance, node, "", d.DrainOptions)
 	if err == nil {
@@ -99,6 +99,11 @@ func maintainNode(a *action, node string, d *drainFlags, opts flow.MaintenanceOp
 	typed := m.TypedName()
 	if d.force {
 		typed = node
+	}
+	// --confirm names one node: an unattended --all cannot type each
+	// node's name, so a node that needs it is walked on its own.
+	if all && typed != "" && a.flags.yes && a.flags.confirm != typed {
+		return rec.Refuse(fmt.Sprintf("%s needs its name typed; walk it on its own: sitecon maintenance %s --yes --confirm %s", node, node, node))
 	}
 	if err := a.confirmed(fmt.Sprintf("Maintenance of %s: drain it (%d pod(s)), then you power it off or reboot it; uncordoned once it and its volumes are back?", node, len(p.Evict)), typed); err != nil {
 		return rec.Cancel(err)

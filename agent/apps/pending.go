@@ -23,11 +23,17 @@ type Pending struct {
 	RetryAt time.Time `json:"retryAt,omitzero"`
 	// Queued: a cluster change or a wake-up waits for the next pass.
 	Queued bool `json:"queued"`
+	// WaitingForCache: the last pass placed nothing because the watches
+	// on what this node laid out had not synced; their sync wakes the
+	// next.
+	WaitingForCache bool `json:"waitingForCache,omitempty"`
 }
 
 // Idle reports that nothing is pending: no pass running, none asked for,
-// none queued.
-func (p Pending) Idle() bool { return !p.Running && p.RetryAt.IsZero() && !p.Queued }
+// none queued, none waiting for the cache.
+func (p Pending) Idle() bool {
+	return !p.Running && p.RetryAt.IsZero() && !p.Queued && !p.WaitingForCache
+}
 
 // passes records the reconcile loop's passes for Pending.
 type passes struct {
@@ -40,6 +46,14 @@ func (s *passes) begin(changes <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.p.Running, s.changes = true, changes
+}
+
+// waitingForCache records whether this pass found the placement's cache
+// unsynced.
+func (s *passes) waitingForCache(waiting bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.p.WaitingForCache = waiting
 }
 
 func (s *passes) end(next time.Duration) {

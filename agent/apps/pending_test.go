@@ -35,4 +35,17 @@ func TestPendingFollowsTheLoop(t *testing.T) {
 	if p := a.Pending(); !p.Queued || p.Idle() {
 		t.Fatalf("a wake-up waiting for the next pass: %+v", p)
 	}
+	<-a.kick
+	a.pass.begin(changes)
+	a.pass.waitingForCache(true)
+	a.pass.end(0)
+	if p := a.Pending(); !p.WaitingForCache || p.Idle() {
+		t.Fatalf("a pass that placed nothing for want of a synced cache: %+v", p)
+	}
+	a.pass.begin(changes)
+	a.pass.waitingForCache(false)
+	a.pass.end(0)
+	if p := a.Pending(); !p.Idle() {
+		t.Fatalf("a pass with the cache synced and nothing to retry: %+v", p)
+	}
 }

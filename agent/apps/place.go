@@ -26,7 +26,9 @@ import (
 // this node holds (handovers). What placement finds wrong lands in the app states. It
 // returns when to retry a write held or refused (0: nothing to retry).
 func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
-	if !c.placed.synced() || myUUID == "" {
+	synced := c.placed.synced()
+	c.pass.waitingForCache(!synced)
+	if !synced || myUUID == "" {
 		return 0
 	}
 	ports := passthroughView{served: c.placed.servesNADs(), holders: livePorts(c.placed.workloads())}

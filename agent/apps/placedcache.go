@@ -27,6 +27,8 @@ type placedCache struct {
 	// name was last added, by layout key: a takeover's mark
 	// (AnnotationTakeover) is read from it when the object is gone.
 	deleted map[string]*unstructured.Unstructured
+	// changed wakes the placement.
+	changed func()
 }
 
 // newPlacedCache watches sitecon's workloads and claims (VMs' only with
@@ -39,6 +41,7 @@ func newPlacedCache(dyn dynamic.Interface, hasKubeVirt, watchNADs bool, changed 
 		cluster:   dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, tweak),
 		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
 		deleted:   map[string]*unstructured.Unstructured{},
+		changed:   changed,
 	}
 	c.kinds = []schema.GroupVersionResource{GVRDeployment, GVRPVC}
 	if hasKubeVirt {
@@ -103,9 +106,17 @@ func (c *placedCache) forgetDeleted(desired map[string]Layout) {
 	maps.DeleteFunc(c.deleted, func(key string, _ *unstructured.Unstructured) bool { _, ok := desired[key]; return !ok })
 }
 
+// start starts the watches, and wakes the placement once all have
+// synced: the placement waits for that, and a kind whose first list comes
+// last and holds nothing raises no event of its own.
 func (c *placedCache) start(ctx context.Context) {
 	c.namespace.Start(ctx.Done())
 	c.cluster.Start(ctx.Done())
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), c.synced) {
+			c.changed()
+		}
+	}()
 }
 
 // servesNADs says whether network attachments are watched, and so may be

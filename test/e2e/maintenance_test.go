@@ -130,15 +130,35 @@ type sample struct {
 // and the next node started. Never two nodes out at once, and no node
 // cordoned while the volume is degraded by another.
 func TestMaintenanceAllOneNodeAtATime(t *testing.T) {
-	site := sitebox.Shared(t)
+	// Its own site: the shared one holds other tests' detached one-copy
+	// volumes, which a walk takes only with the node's name typed.
+	site, err := sitebox.StartTestSite(sitebox.TestOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Stop)
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
 	nodes := []string{"node-a", "node-b", "node-c"}
-	for _, n := range nodes {
-		uncordonAfter(t, site, n)
-		site.RecoverOnCleanup(t, n)
-	}
+
+	// A node that needs its name typed (a one-copy volume's only replica
+	// on it) is refused by an unattended --all, which cannot type each
+	// name, with the command that walks it alone; nothing is cordoned.
+	t.Run("unattended --all refuses a node that needs its name typed", func(t *testing.T) {
+		site.Volume(t, "vol-one-copy", sitebox.VolumeOptions{Replicas: 1, ReplicaOn: "node-a"})
+		c := startSitecon(t, "maintenance", "--all", "--yes", "--force", "--kubeconfig", site.Kubeconfig(), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"))
+		err := c.wait(t, 60*time.Second)
+		out := c.out.String()
+		if err == nil || !strings.Contains(out, "sitecon maintenance node-a --yes --confirm node-a") {
+			t.Fatalf("maintenance --all --yes --force with a one-copy volume on node-a: err %v, want a refusal naming the command that walks node-a alone:\n%s", err, out)
+		}
+		for _, n := range nodes {
+			if cordonedNow(t, cs, n) {
+				t.Errorf("%s cordoned by a refused walk", n)
+			}
+		}
+	})
 	// The volume is used by a Deployment's pod (a drain moves it), not
 	// the bare pod the fixture makes (a drain refuses that).
 	site.Volume(t, "vol-mnt", sitebox.VolumeOptions{Replicas: 3, UsedOn: "node-a"})
@@ -205,10 +225,7 @@ func TestMaintenanceAllOneNodeAtATime(t *testing.T) {
 	}()
 
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
-	// --force: the shared site holds other tests' detached one-copy
-	// volumes, which a walk takes only with it (a warning; a refusal, such
-	// as the last healthy copy of a volume in use, is never forced).
-	c := startSitecon(t, "maintenance", "--all", "--yes", "--force", "--step-timeout", "3m", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
+	c := startSitecon(t, "maintenance", "--all", "--yes", "--step-timeout", "3m", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
 	for _, n := range nodes {
 		c.waitOutput(t, 3*time.Minute, "step 2/5: power "+n+" off or reboot it now")
 		if err := site.Fail(n); err != nil {
@@ -220,7 +237,7 @@ func TestMaintenanceAllOneNodeAtATime(t *testing.T) {
 		}
 		c.waitOutput(t, 3*time.Minute, "maintenance of "+n+" done")
 	}
-	err := c.wait(t, 30*time.Second)
+	err = c.wait(t, 30*time.Second)
 	close(stop)
 	<-sampled
 	out := c.out.String()
@@ -282,7 +299,11 @@ func TestConsoleMaintenanceWalk(t *testing.T) {
 	walk := func() {
 		t.Helper()
 		c.keys("2")
-		c.waitScreen(10*time.Second, "the nodes screen", func(s string) bool { return strings.Contains(s, "SCHED") })
+		nodesScreen := c.waitScreen(10*time.Second, "the nodes screen", func(s string) bool { return strings.Contains(s, "SCHED") })
+		if strings.Contains(nodesScreen, "filter /") { // the first walk's
+			c.keys("Escape")
+			c.waitScreen(5*time.Second, "the filter cleared", func(s string) bool { return !strings.Contains(s, "filter /") })
+		}
 		c.keys("/", "node-c", "Enter")
 		c.waitScreen(5*time.Second, "filtered", func(s string) bool { return strings.Contains(s, "filter /node-c") })
 		c.keys("M")

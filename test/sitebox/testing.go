@@ -15,12 +15,14 @@ import (
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -292,6 +294,7 @@ func (ts *TestSite) WaitSimulatorsLive(t testing.TB, within time.Duration) {
 	t.Helper()
 	starts := ts.restarts.Load()
 	ts.waitKubeletsLive(t, within)
+	ts.waitControllersLive(t, within)
 	ctx := context.Background()
 	clients := ts.Clients(t)
 	lh, kv := clients.Longhorn, clients.KubeVirt
@@ -389,6 +392,75 @@ func (ts *TestSite) waitKubeletsLive(t testing.TB, within time.Duration) {
 	})
 	if err != nil {
 		t.Fatalf("the kubelets did not run new pods within %s: %v not Ready", within, waiting)
+	}
+}
+
+// waitControllersLive waits until the controller-manager's volume binder
+// binds a pre-bound claim and the scheduler places a pod. A
+// controller-manager started afresh (after the API server or etcd's quorum
+// came back) syncs every informer before its controllers act: a claim made
+// in that time waits, and a test giving it 5 s failed so in a full run
+// (issue 23, TestClaimBindsOnceSettledAfterQuorumReturns).
+func (ts *TestSite) waitControllersLive(t testing.TB, within time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	core := ts.Clients(t).Core.CoreV1()
+	name := fmt.Sprintf("sitebox-controllers-probe-%d", time.Now().UnixNano())
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: corev1.NamespaceDefault, Name: name},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/nonexistent/" + name}},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+		},
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceDefault},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To(""), VolumeName: name,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kubeletProbeLabel: "true"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.local/probe:1"}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
+	}
+	if _, err := core.PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = core.PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}) }()
+	if _, err := core.PersistentVolumeClaims(corev1.NamespaceDefault).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = core.PersistentVolumeClaims(corev1.NamespaceDefault).Delete(ctx, name, metav1.DeleteOptions{})
+	}()
+	if _, err := core.Pods(corev1.NamespaceDefault).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = core.Pods(corev1.NamespaceDefault).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+			_, err := core.Pods(corev1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}()
+	var claimPhase corev1.PersistentVolumeClaimPhase
+	var podNode string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		if c, err := core.PersistentVolumeClaims(corev1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			claimPhase = c.Status.Phase
+		}
+		if p, err := core.Pods(corev1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			podNode = p.Spec.NodeName
+		}
+		return claimPhase == corev1.ClaimBound && podNode != "", nil
+	})
+	if err != nil {
+		t.Fatalf("the controllers did not act within %s: probe claim %q, probe pod scheduled to %q", within, claimPhase, podNode)
 	}
 }
 
