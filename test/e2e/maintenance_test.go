@@ -343,6 +343,10 @@ func TestConsoleMaintenanceWalk(t *testing.T) {
 	site.WaitSettled(t, 2*time.Minute)
 
 	walk()
+	// The running walk takes keys once it has been on screen a moment
+	// (the drain of no pods and the power-off prompt come sooner), and
+	// says so by showing them.
+	c.waitScreen(5*time.Second, "the running walk takes keys", func(s string) bool { return strings.Contains(s, "running... esc cancels") })
 	c.keys("Escape")
 	c.waitScreen(60*time.Second, "the cancelled walk ended", func(s string) bool { return strings.Contains(s, "any key to close") })
 	if cordonedNow(t, cs, node) {
