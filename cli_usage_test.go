@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sitecon/sitecon/doctor"
 )
 
 // A mistyped command line says what was wrong, how the command is used,
@@ -74,6 +76,40 @@ func TestStatusUsageExitCode(t *testing.T) {
 	for _, want := range []string{"Exit status:", "0  healthy", "1  something needs attention", "2  the cluster API could not be read", "3  usage"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("status --help does not say %q:\n%s", want, help.String())
+		}
+	}
+}
+
+// sitecon doctor and sitecon status are read by the same scripts: one exit
+// status means one thing for both (0 nothing to do, 1 something needs
+// attention, 2 the cluster API could not be read, 3 usage). Before, the
+// doctor's 2 was "an error found" and its 3 "API unreadable", the
+// opposite of status's.
+func TestDoctorAndStatusExitCodesMeanTheSame(t *testing.T) {
+	for _, c := range []struct {
+		what           string
+		doctor, status int
+	}{
+		{"attention", doctor.ExitAttention, statusUnhealthy},
+		{"the cluster API unreadable", doctor.ExitAPIUnreachable, statusUnreadable},
+	} {
+		if c.doctor != c.status {
+			t.Errorf("%s: doctor exits %d, status %d", c.what, c.doctor, c.status)
+		}
+	}
+	for _, worst := range []doctor.Severity{doctor.Warn, doctor.Error} {
+		if got := (doctor.Report{Worst: worst}).ExitStatus(); got != statusUnhealthy {
+			t.Errorf("doctor with a finding of %s: exit %d, want %d as status's problems", worst, got, statusUnhealthy)
+		}
+	}
+	for _, args := range [][]string{{"doctor", "--bogus"}, {"doctor", "extra"}, {"doctor", "-o", "xml"}} {
+		root := newRoot()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(args)
+		cmd, err := root.ExecuteC()
+		if code := exitCode(cmd, err); err == nil || code != statusUsage {
+			t.Errorf("%v: exit %d (%v), want %d", args, code, err, statusUsage)
 		}
 	}
 }

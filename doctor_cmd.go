@@ -27,8 +27,9 @@ overrides, and on a node its k3s certificates and its agent's config errors.
 Each finding has an id (see the README's Findings table), its evidence and the
 next step.
 
-Exit status: 0 nothing worse than info, 1 a warning, 2 an error, 3 the cluster
-API could not be read (its checks did not run; this node's did).`,
+Exit status, as sitecon status's: 0 nothing worse than info, 1 a warning or
+an error (something needs attention), 2 the cluster API could not be read (its
+checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {

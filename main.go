@@ -43,8 +43,6 @@ func main() {
 	}
 }
 
-// exitError ends the process with its own exit status (sitecon status's
-// documented codes); any other error exits 1.
 // exitError is a command's outcome with an exit status of its own; with
 // no err the command has printed what it had to say, and nothing more is.
 type exitError struct {
@@ -61,7 +59,7 @@ func (e exitError) Error() string {
 func (e exitError) Unwrap() error { return e.err }
 
 // exitCode is the exit status for a command's error: its own, when it has
-// one; for sitecon status any other (a bad flag, an unknown output format,
+// one; for sitecon status and sitecon doctor (read by scripts) any other (a bad flag, an unknown output format,
 // a kubeconfig that cannot be loaded: nothing was asked of the cluster)
 // is a usage error; 1 otherwise.
 func exitCode(cmd *cobra.Command, err error) int {
@@ -69,7 +67,7 @@ func exitCode(cmd *cobra.Command, err error) int {
 	switch {
 	case errors.As(err, &e):
 		return e.code
-	case cmd != nil && cmd.Name() == "status" && cmd.Parent() != nil && !cmd.Parent().HasParent():
+	case cmd != nil && (cmd.Name() == "status" || cmd.Name() == "doctor") && cmd.Parent() != nil && !cmd.Parent().HasParent():
 		return statusUsage
 	}
 	return 1

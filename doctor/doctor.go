@@ -129,12 +129,14 @@ type Report struct {
 	Findings   []Finding `json:"findings"`
 }
 
-// Exit statuses of `sitecon doctor` (documented in the README).
+// Exit statuses of `sitecon doctor` (documented in the README): the
+// same meanings as `sitecon status`'s, so a script reads both alike. How
+// bad a finding is, the report says (its severity).
 const (
 	ExitOK             = 0 // nothing worse than info
-	ExitWarn           = 1 // at least one warning
-	ExitError          = 2 // at least one error
-	ExitAPIUnreachable = 3 // the cluster API could not be read: its checks did not run
+	ExitAttention      = 1 // at least one warning or error: something needs attention
+	ExitAPIUnreachable = 2 // the cluster API could not be read: its checks did not run
+	ExitUsage          = 3 // a bad flag or argument: nothing was checked
 )
 
 // ExitStatus is the exit status the report calls for.
@@ -142,10 +144,8 @@ func (r Report) ExitStatus() int {
 	switch {
 	case r.APIProblem != "":
 		return ExitAPIUnreachable
-	case r.Worst == Error:
-		return ExitError
-	case r.Worst == Warn:
-		return ExitWarn
+	case r.Worst == Error, r.Worst == Warn:
+		return ExitAttention
 	}
 	return ExitOK
 }

@@ -226,8 +226,8 @@ func TestDoctorFindsNodeAndVolumeTrouble(t *testing.T) {
 	}
 	out, code := runDoctor(t, site)
 	t.Logf("sitecon doctor:\n%s", out)
-	if code != doctor.ExitError || !strings.Contains(out, "SC-NODE-NOT-READY") || !strings.HasPrefix(out, "NODES") && !strings.HasPrefix(out, "STORAGE") && !strings.HasPrefix(out, "CONTROL PLANE") {
-		t.Errorf("sitecon doctor with node-c down: exit %d (want %d), output:\n%s", code, doctor.ExitError, out)
+	if code != doctor.ExitAttention || !strings.Contains(out, "SC-NODE-NOT-READY") || !strings.HasPrefix(out, "NODES") && !strings.HasPrefix(out, "STORAGE") && !strings.HasPrefix(out, "CONTROL PLANE") {
+		t.Errorf("sitecon doctor with node-c down: exit %d (want %d), output:\n%s", code, doctor.ExitAttention, out)
 	}
 }
 
@@ -386,9 +386,9 @@ func TestDoctorReportsTheConfigTheAgentRejects(t *testing.T) {
 		return fmt.Sprint(node.ConfigErrors), node.ConfigErrors[bad] != ""
 	}, func(s string) string { return s })
 	out, code := runDoctorWith(t, site, "--agent-socket", a.socket)
-	if code != doctor.ExitError || !strings.Contains(out, "SC-APP-CONFIG-REJECTED") || !strings.Contains(out, "this node's agent rejects "+bad) ||
+	if code != doctor.ExitAttention || !strings.Contains(out, "SC-APP-CONFIG-REJECTED") || !strings.Contains(out, "this node's agent rejects "+bad) ||
 		!strings.Contains(out, "uuid") {
-		t.Errorf("sitecon doctor with a rejected app file: exit %d, want %d, the file and the field; output:\n%s", code, doctor.ExitError, out)
+		t.Errorf("sitecon doctor with a rejected app file: exit %d, want %d, the file and the field; output:\n%s", code, doctor.ExitAttention, out)
 	}
 }
 
