@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -139,9 +138,8 @@ func checkOverrides(_ context.Context, env *Env) []Finding {
 	var out []Finding
 	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		raw := cm.Data[key]
-		// As the agents read it (agent/apps.ParseOverrides): JSON with a node_uuid.
-		var o kube.PlacementOverride
-		if err := json.Unmarshal([]byte(raw), &o); err != nil || o.NodeUUID == "" {
+		o, err := kube.ParseOverride(raw) // as the agents read it
+		if err != nil {
 			out = append(out, Finding{Severity: Error, Subject: key, Summary: "placement override for " + key + " is not usable: the agents ignore it",
 				Evidence: []string{fmt.Sprintf("%s%s = %q", where, key, raw)},
 				Next:     "remove the entry, then move the app again with sitecon migrate"})

@@ -32,6 +32,20 @@ type PlacementOverride struct {
 	ConfigVersion uint64 `json:"config_version,omitempty"`
 }
 
+// ParseOverride reads one entry of the placement ConfigMap as every agent
+// acts on it: JSON naming a node UUID. An entry that does not is ignored
+// by the agents (and reported by them and by sitecon doctor).
+func ParseOverride(raw string) (PlacementOverride, error) {
+	var o PlacementOverride
+	if err := json.Unmarshal([]byte(raw), &o); err != nil {
+		return o, err
+	}
+	if o.NodeUUID == "" {
+		return o, errors.New("no node_uuid")
+	}
+	return o, nil
+}
+
 // WriteOverride records an on-site move in the placement ConfigMap, creating
 // it when missing. Only the app's key changes.
 func WriteOverride(ctx context.Context, cs kubernetes.Interface, appUUID string, o PlacementOverride) error {

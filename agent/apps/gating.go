@@ -2,7 +2,6 @@ package apps
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -34,8 +33,8 @@ func ParseOverrides(cm *corev1.ConfigMap) (map[string]PlacementOverride, map[str
 		return out, bad
 	}
 	for app, raw := range cm.Data {
-		var o PlacementOverride
-		if err := json.Unmarshal([]byte(raw), &o); err != nil || o.NodeUUID == "" {
+		o, err := kube.ParseOverride(raw)
+		if err != nil {
 			bad[app] = fmt.Sprintf("placement override for %s is not usable: %q", app, raw)
 			continue
 		}
