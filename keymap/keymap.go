@@ -82,8 +82,10 @@ func Default() KeyMap {
 	return km
 }
 
-// ReadOnly disables every action binding: they no longer match a key and
-// the help no longer shows them.
+// ReadOnly disables the action bindings: they no longer match a key and
+// the help no longer shows them. The screens turn their actions off by
+// themselves too (views: an action's section), so a key added to a
+// screen's actions and missed here still does nothing read-only.
 func (k *KeyMap) ReadOnly() {
 	// VNC too: a viewer types into the VM.
 	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode, &k.VNC, &k.Maintenance} {

@@ -351,3 +351,26 @@ func TestConsoleDrainsWithTheCLIsDefaults(t *testing.T) {
 		t.Fatalf("the console drains with %+v, want the CLI's defaults %+v", got, flow.DefaultDrainOptions())
 	}
 }
+
+// Read-only, no screen offers or takes an action key: every binding a
+// screen declares in its actions is off, whatever the key map's own list
+// of action keys holds (a new action joined a screen's list and had to be
+// added to that list by hand too).
+func TestReadOnlyLeavesNoActionLive(t *testing.T) {
+	ctx := testContext(160, 48)
+	ctx.ReadOnly = true
+	a := NewApp(ctx)
+	a.Update(FrameMsg(sampleFrame()))
+	for screen, list := range a.keys {
+		for _, b := range list {
+			if b.section == sectionActions && a.acts(&b) {
+				t.Errorf("screen %d: read-only, the action %q (%s) is live", screen, b.key.Help().Key, b.key.Help().Desc)
+			}
+		}
+	}
+	for _, b := range a.logsKeyList {
+		if b.section == sectionActions && a.acts(&b) {
+			t.Errorf("logs view: read-only, the action %q is live", b.key.Help().Key)
+		}
+	}
+}

@@ -53,8 +53,12 @@ const (
 	footerSort
 )
 
-// live says whether b acts now.
-func (b *binding) live() bool {
+// acts says whether b acts now. Read-only, no action does: whatever the
+// key map disables, a screen's actions are off by their section.
+func (a *App) acts(b *binding) bool {
+	if a.ctx.ReadOnly && b.section == sectionActions {
+		return false
+	}
 	return b.key.Enabled() && (b.applies == nil || b.applies())
 }
 
@@ -71,7 +75,7 @@ func (a *App) bindings() []binding {
 		list = a.logsKeyList
 	}
 	for _, b := range list {
-		if !b.live() {
+		if !a.acts(&b) {
 			continue
 		}
 		fresh := false
