@@ -52,6 +52,8 @@ type rotatingFile struct {
 	f        *os.File
 	size     int64
 	now      func() time.Time
+	// syncs counts the batches synced to disk.
+	syncs int
 }
 
 func openRotating(dir string, maxBytes int64, maxFiles int) (*rotatingFile, error) {
@@ -131,6 +133,7 @@ func (w *rotatingFile) write(batch []byte) error {
 	if err != nil {
 		return err
 	}
+	w.syncs++
 	return w.f.Sync()
 }
 
