@@ -197,7 +197,7 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMaintenanceCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g),
 		newVersionCmd(), newLogsCmd(g), newVNCCmd(g))
-	root.AddCommand(newGenDocsCmd(root), newDoctorCmd(g))
+	root.AddCommand(newGenDocsCmd(root), newDoctorCmd(g), newBundleCmd(g))
 	// --version prints what `sitecon version` prints (cobra reads the
 	// template as text/template: the report holds no braces).
 	root.Version = buildVersion
