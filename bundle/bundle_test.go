@@ -122,10 +122,10 @@ func readArchive(t *testing.T, a *Archive) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ReadTarGz(t, data)
+	return readTarGz(t, data)
 }
 
-func ReadTarGz(t *testing.T, data []byte) map[string][]byte {
+func readTarGz(t *testing.T, data []byte) map[string][]byte {
 	t.Helper()
 	gz, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
@@ -277,7 +277,7 @@ func TestWriteFileIsAtomicAndPrivate(t *testing.T) {
 		t.Fatalf("%v %v", st, err)
 	}
 	data, _ := os.ReadFile(path)
-	got := ReadTarGz(t, data)
+	got := readTarGz(t, data)
 	if string(got["d/x.txt"]) != "x" || len(got) != 2 || !a.Manifest.Complete {
 		t.Errorf("archive: %v complete %v", got, a.Manifest.Complete)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,6 +55,9 @@ func clusterSources(c *kube.Clients, nodes *corev1.NodeList, deadline time.Durat
 		}),
 		src("etcd members", func(ctx context.Context) ([]Item, error) {
 			cm, err := c.Core.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.EtcdMembersConfigMapName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("no server's agent has published it (ConfigMap %s/%s not found)", kube.AppNamespace, kube.EtcdMembersConfigMapName)
+			}
 			if err != nil {
 				return nil, err
 			}

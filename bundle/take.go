@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +65,7 @@ func Take(ctx context.Context, opts Options) *Archive {
 		nodeList, err := opts.Clients.Core.CoreV1().Nodes().List(readCtx, metav1.ListOptions{})
 		cancel()
 		if err != nil {
-			why := fmt.Sprintf("the cluster API at %s did not answer within %s: %v", opts.Clients.Config.Host, opts.APIWait, err)
+			why := fmt.Sprintf("the cluster API at %s could not be read (waited up to %s): %v", opts.Clients.Config.Host, opts.APIWait, err)
 			if hint := kube.APIDownHint(err.Error()); hint != "" {
 				why += " (check: " + hint + ")"
 			}
@@ -72,10 +73,17 @@ func Take(ctx context.Context, opts Options) *Archive {
 		} else {
 			nodes = mergeNodes(NodeAddresses(nodeList.Items), opts.Nodes)
 			readCtx, cancel := context.WithTimeout(ctx, opts.APIWait)
+			if body, err := opts.Clients.Core.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(readCtx); err != nil {
+				// An API server whose etcd lost quorum still answers
+				// from its cache.
+				notes = append(notes, fmt.Sprintf("the API server answered but does not say it is ready (%v%s): what it served may be old", err, readyzFailures(body)))
+			}
+			cancel()
+			readCtx, cancel = context.WithTimeout(ctx, opts.APIWait)
 			n, err := secretValues(readCtx, opts.Clients, r)
 			cancel()
 			if err != nil {
-				notes = append(notes, "the cluster's Secrets could not be read to scrub their values ("+err.Error()+"): the fields that hold tokens and passwords were redacted, values were not checked")
+				notes = append(notes, "the cluster's Secrets could not be read to scrub their values ("+err.Error()+"): the fields that hold tokens and passwords were still redacted, and the cluster token wherever this machine holds it")
 			} else {
 				notes = append(notes, fmt.Sprintf("the values of the cluster's %d Secrets were scrubbed from every file; no Secret was collected", n))
 			}
@@ -115,4 +123,19 @@ func mergeNodes(fromCluster, given []NodeAddress) []NodeAddress {
 	}
 	slices.SortFunc(out, func(a, b NodeAddress) int { return cmp.Compare(a.Node, b.Node) })
 	return out
+}
+
+// readyzFailures are the checks /readyz's answer says failed, as
+// "; failed: etcd, ...", or nothing.
+func readyzFailures(body []byte) string {
+	var failed []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if _, check, ok := strings.Cut(line, "[-]"); ok {
+			failed = append(failed, strings.TrimSpace(check))
+		}
+	}
+	if len(failed) == 0 {
+		return ""
+	}
+	return "; failed: " + strings.Join(failed, ", ")
 }
