@@ -44,8 +44,15 @@ type bundleFlags struct {
 	agentSocket, clusterTokenFile string
 }
 
+// newBundleFlags are the defaults, the console's included.
+func newBundleFlags() *bundleFlags {
+	return &bundleFlags{timeout: 90 * time.Second, apiWait: 15 * time.Second, nodeWait: 5 * time.Second, maxSize: "50Mi",
+		stateDir: formation.DefaultStateDir, agentLog: DefaultAgentLog, k3sLog: DefaultK3sLog, k3sDataDir: k3s.DefaultPaths.DataDir,
+		agentConfig: filepath.Join(DefaultConfigDir, "cluster.json"), agentSocket: DefaultAgentSocket}
+}
+
 func newBundleCmd(g *globalFlags) *cobra.Command {
-	f := &bundleFlags{}
+	f := newBundleFlags()
 	cmd := &cobra.Command{
 		Use:   "bundle [-o FILE]",
 		Short: "Collect a support bundle of the site into one archive (read only)",
@@ -86,50 +93,96 @@ not be written.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.output, "output", "o", "", "the archive to write (default: sitecon-bundle-<UTC time>.tar.gz here)")
-	fl.DurationVar(&f.timeout, "timeout", 90*time.Second, "give up on whatever has not arrived after this long, and write the rest")
-	fl.DurationVar(&f.apiWait, "api-timeout", 15*time.Second, "the deadline of each read of the cluster API (and of the status and doctor reports' wait for it)")
-	fl.DurationVar(&f.nodeWait, "node-timeout", 5*time.Second, "the deadline of each node's agent's answer")
-	fl.StringVar(&f.maxSize, "max-size", "50Mi", "cap on the files' contents (before compression); what is cut is listed in the manifest")
+	fl.DurationVar(&f.timeout, "timeout", f.timeout, "give up on whatever has not arrived after this long, and write the rest")
+	fl.DurationVar(&f.apiWait, "api-timeout", f.apiWait, "the deadline of each read of the cluster API (and of the status and doctor reports' wait for it)")
+	fl.DurationVar(&f.nodeWait, "node-timeout", f.nodeWait, "the deadline of each node's agent's answer")
+	fl.StringVar(&f.maxSize, "max-size", f.maxSize, "cap on the files' contents (before compression); what is cut is listed in the manifest")
 	fl.StringArrayVar(&f.nodes, "node", nil, "NAME=ADDRESS of a node whose agent to ask besides the Node objects' addresses (repeatable)")
-	fl.StringVar(&f.stateDir, "state-dir", formation.DefaultStateDir, "the agent's state directory on this node (its --state-dir)")
-	fl.StringVar(&f.agentLog, "agent-log", DefaultAgentLog, "the agent's log on this node (its --log-file)")
-	fl.StringVar(&f.k3sLog, "k3s-log", DefaultK3sLog, "k3s's log on this node (the agent's --k3s-log)")
-	fl.StringVar(&f.k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its token files are read to scrub the token; the doctor checks its certificates)")
-	fl.StringVar(&f.agentConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "the agent's cluster config (the token file it names is read to scrub the token)")
-	fl.StringVar(&f.agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
+	fl.StringVar(&f.stateDir, "state-dir", f.stateDir, "the agent's state directory on this node (its --state-dir)")
+	fl.StringVar(&f.agentLog, "agent-log", f.agentLog, "the agent's log on this node (its --log-file)")
+	fl.StringVar(&f.k3sLog, "k3s-log", f.k3sLog, "k3s's log on this node (the agent's --k3s-log)")
+	fl.StringVar(&f.k3sDataDir, "k3s-data-dir", f.k3sDataDir, "k3s data directory (its token files are read to scrub the token; the doctor checks its certificates)")
+	fl.StringVar(&f.agentConfig, "config", f.agentConfig, "the agent's cluster config (the token file it names is read to scrub the token)")
+	fl.StringVar(&f.agentSocket, "agent-socket", f.agentSocket, "this node's agent socket")
 	fl.StringVar(&f.clusterTokenFile, "cluster-token-file", "", "a file holding the cluster token, to scrub it besides the ones found on this machine")
 	return cmd
 }
 
 func runBundle(cmd *cobra.Command, g *globalFlags, f *bundleFlags) error {
-	maxBytes, err := parseSize(f.maxSize)
-	if err != nil {
+	if _, err := parseSize(f.maxSize); err != nil {
 		return err
 	}
-	nodes, err := parseNodeAddresses(f.nodes)
-	if err != nil {
+	if _, err := parseNodeAddresses(f.nodes); err != nil {
 		return err
-	}
-	out := f.output
-	if out == "" {
-		out = "sitecon-bundle-" + time.Now().UTC().Format("20060102T150405Z") + ".tar.gz"
-	}
-	if st, err := os.Stat(out); err == nil && st.IsDir() {
-		return fmt.Errorf("-o %s is a directory: name the archive", out)
 	}
 	log, closeLog, err := g.logger()
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	fmt.Fprintln(cmd.ErrOrStderr(), "collecting (read only; at most", f.timeout.String()+")...")
+	out, m, err := takeBundle(cmd.Context(), g, f, log)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, e := range m.Files {
+		total += e.Bytes
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "wrote %s: %d files, %d bytes before compression\n", out, len(m.Files), total)
+	for _, x := range m.Missing {
+		fmt.Fprintln(w, ui.CleanLines("missing: "+x.Item+": "+x.Why))
+	}
+	for _, c := range m.Cut {
+		fmt.Fprintln(w, ui.CleanLines(fmt.Sprintf("cut: %s (%d of %d bytes kept): %s", c.File, c.Kept, c.Bytes, c.Why)))
+	}
+	if m.Complete {
+		fmt.Fprintln(w, "complete: every part arrived")
+	}
+	return nil
+}
+
+// bundleLine is what the console says of a bundle taken.
+func bundleLine(path string, m bundle.Manifest) string {
+	switch {
+	case m.Complete:
+		return "support bundle written: " + path
+	case len(m.Missing) > 0:
+		return fmt.Sprintf("support bundle written: %s; %d part(s) missing (its manifest.json says why)", path, len(m.Missing))
+	}
+	return fmt.Sprintf("support bundle written: %s; %d file(s) cut to its size cap", path, len(m.Cut))
+}
+
+// takeBundle collects a bundle as f says, within f.timeout, and writes it;
+// it returns the path written and the manifest.
+func takeBundle(ctx context.Context, g *globalFlags, f *bundleFlags, log *slog.Logger) (string, bundle.Manifest, error) {
+	maxBytes, err := parseSize(f.maxSize)
+	if err != nil {
+		return "", bundle.Manifest{}, err
+	}
+	nodes, err := parseNodeAddresses(f.nodes)
+	if err != nil {
+		return "", bundle.Manifest{}, err
+	}
+	out := f.output
+	if out == "" {
+		out = "sitecon-bundle-" + time.Now().UTC().Format("20060102T150405Z") + ".tar.gz"
+	}
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return "", bundle.Manifest{}, fmt.Errorf("-o %s is a directory: name the archive", out)
+	}
+	if abs, err := filepath.Abs(out); err == nil {
+		out = abs
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 
 	redactor := bundle.NewRedactor()
 	tokenFiles := bundle.TokenFiles(f.k3sDataDir, f.agentConfig)
 	if f.clusterTokenFile != "" {
 		if _, err := os.Stat(f.clusterTokenFile); err != nil {
-			return fmt.Errorf("--cluster-token-file: %w", err)
+			return "", bundle.Manifest{}, fmt.Errorf("--cluster-token-file: %w", err)
 		}
 		tokenFiles = append(tokenFiles, f.clusterTokenFile)
 	}
@@ -166,28 +219,11 @@ func runBundle(cmd *cobra.Command, g *globalFlags, f *bundleFlags) error {
 				return []bundle.Item{{Name: "cluster/doctor.json", Source: "sitecon doctor -o json", Data: buf.Bytes()}}, nil, nil
 			}},
 	}
-	fmt.Fprintln(cmd.ErrOrStderr(), "collecting (read only; at most", f.timeout.String()+")...")
 	archive := bundle.Take(ctx, opts)
 	if err := archive.WriteFile(out); err != nil {
-		return fmt.Errorf("the bundle could not be written to %s: %w", out, err)
+		return "", bundle.Manifest{}, fmt.Errorf("the bundle could not be written to %s: %w", out, err)
 	}
-	m := archive.Manifest
-	var total int64
-	for _, e := range m.Files {
-		total += e.Bytes
-	}
-	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "wrote %s: %d files, %d bytes before compression\n", out, len(m.Files), total)
-	for _, x := range m.Missing {
-		fmt.Fprintln(w, ui.CleanLines("missing: "+x.Item+": "+x.Why))
-	}
-	for _, c := range m.Cut {
-		fmt.Fprintln(w, ui.CleanLines(fmt.Sprintf("cut: %s (%d of %d bytes kept): %s", c.File, c.Kept, c.Bytes, c.Why)))
-	}
-	if m.Complete {
-		fmt.Fprintln(w, "complete: every part arrived")
-	}
-	return nil
+	return out, archive.Manifest, nil
 }
 
 // statusJSON is sitecon status -o json's report, read within wait.

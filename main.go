@@ -392,6 +392,14 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 	}
 	// :form forms a new cluster from the console, as the seed, into the
 	// default config directory.
+	// b on the overview takes what sitecon bundle takes, with its defaults.
+	opts.Bundle = func(ctx context.Context) (string, error) {
+		path, m, err := takeBundle(ctx, g, newBundleFlags(), log.With("component", "bundle"))
+		if err != nil {
+			return "", err
+		}
+		return bundleLine(path, m), nil
+	}
 	opts.FormWizard = func(uiCtx *ui.Context) *views.FormWizard {
 		var result *formation.Formed
 		return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)
