@@ -202,7 +202,7 @@ func TestAgentSourcesWithADeadlinePerNode(t *testing.T) {
 			http.Error(w, "no", http.StatusNotFound)
 			return
 		}
-		io.WriteString(w, "cluster:abc")
+		_, _ = io.WriteString(w, "cluster:abc")
 	}))
 	defer fine.Close()
 	// Every node is dialled on the status port; the test's dialer sends
