@@ -130,7 +130,7 @@ func runBundle(cmd *cobra.Command, g *globalFlags, f *bundleFlags) error {
 		total += e.Bytes
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "wrote %s: %d files, %d bytes before compression\n", out, len(m.Files), total)
+	fmt.Fprintf(w, "wrote %s: %d file(s), %d bytes before compression\n", out, len(m.Files), total)
 	for _, x := range m.Missing {
 		fmt.Fprintln(w, ui.CleanLines("missing: "+x.Item+": "+x.Why))
 	}
