@@ -51,9 +51,21 @@ func Take(ctx context.Context, opts Options) *Archive {
 	if r == nil {
 		r = NewRedactor()
 	}
+	// The reports wait for the cluster on their own: they start at once,
+	// beside the reads of the nodes and Secrets below (with the API down
+	// each read waits its whole deadline).
+	type collected struct {
+		items   []Item
+		missing []Missing
+	}
+	reports := make(chan collected, 1)
+	go func() {
+		items, missing := Collect(ctx, opts.Reports)
+		reports <- collected{items, missing}
+	}()
 	var notes []string
 	var missing []Missing
-	sources := append([]Source{}, opts.Reports...)
+	var sources []Source
 	nodes := opts.Nodes
 	if opts.Clients == nil {
 		missing = append(missing, Missing{Item: "the cluster's objects (nodes, events, etcd members, Longhorn, VMIs, ConfigMaps)", Why: opts.APIProblem})
@@ -99,7 +111,9 @@ func Take(ctx context.Context, opts Options) *Archive {
 		notes = append(notes, fmt.Sprintf("this machine is not a node (neither %s nor %s exists): no agent state or node logs were collected", opts.Local.StateDir, opts.Local.AgentSocket))
 	}
 	items, more := Collect(ctx, sources)
-	missing = append(missing, more...)
+	rep := <-reports
+	items = append(rep.items, items...)
+	missing = append(append(missing, rep.missing...), more...)
 	host, _ := os.Hostname()
 	return Build("sitecon-bundle-"+now.Format("20060102T150405Z"), items, missing, r,
 		Manifest{Created: now, Host: host, Version: opts.Version, MaxBytes: opts.MaxBytes, Notes: notes})

@@ -353,6 +353,64 @@ func TestBundleWithTheAPIDown(t *testing.T) {
 	}
 }
 
+// With etcd without quorum (two of three members stopped, the API server
+// up but unable to serve a read), the bundle still arrives within its
+// deadline: the cluster's objects are missing with why (or, if the API
+// server served them from its cache, the manifest says it is not ready and
+// what it served may be old), the doctor's report says the API is
+// unreachable, and the agent named with --node answers.
+func TestBundleWhenEtcdLosesQuorum(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 3*time.Minute)
+	logDir, appsDir := t.TempDir(), t.TempDir()
+	a := startSiteAgent(t, site, "node-a", appsDir, logDir)
+	t.Cleanup(a.stop)
+	waitAgentStatus(t, site, "node-a")
+	addr, err := site.StatusAddr("node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	t.Cleanup(func() {
+		for _, node := range []string{"node-b", "node-c"} {
+			if err := site.StartEtcdMember(node); err != nil {
+				t.Errorf("etcd of %s: %v", node, err)
+			}
+		}
+		site.WaitSettled(t, 3*time.Minute)
+	})
+	for _, node := range []string{"node-b", "node-c"} {
+		if err := site.StopEtcdMember(node); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const timeout = 150 * time.Second
+	files, m, output, took := takeBundle(t, "--kubeconfig", site.Kubeconfig(), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"),
+		"--timeout", timeout.String(), "--api-timeout", "10s", "--node-timeout", "3s", "--node", "node-a="+host,
+		"--state-dir", filepath.Join(logDir, "node-a-state"), "--agent-socket", filepath.Join(logDir, "node-a.sock"),
+		"--agent-log", filepath.Join(logDir, "node-a.log"), "--k3s-log", filepath.Join(logDir, "no-k3s.log"),
+		"--k3s-data-dir", t.TempDir(), "--config", filepath.Join(t.TempDir(), "none.json"))
+	t.Logf("took %s\n%s\nnotes: %q", took, output, m.Notes)
+	if took >= timeout {
+		t.Errorf("the bundle took %s, past its --timeout %s", took, timeout)
+	}
+	_, objectsMissing := missingItem(m, "the cluster's objects")
+	notReady := strings.Contains(strings.Join(m.Notes, "\n"), "does not say it is ready")
+	if !objectsMissing && !notReady {
+		t.Errorf("without etcd quorum the bundle neither lists the cluster's objects as missing nor notes the API server is not ready: missing %+v, notes %q", m.Missing, m.Notes)
+	}
+	if !bytes.Contains(files["cluster/doctor.json"], []byte("SC-API-UNREACHABLE")) {
+		t.Errorf("the doctor's report is not there, or does not say the API cannot be read:\n%s", tail(string(files["cluster/doctor.json"]), 10))
+	}
+	if _, ok := files["agents/node-a.json"]; !ok {
+		t.Errorf("node-a's agent, given by --node, is not in the bundle: %+v", m.Missing)
+	}
+	if m.Complete {
+		t.Errorf("the manifest says complete without etcd quorum")
+	}
+}
+
 // needle is a secret the archive is searched for, and what it is.
 type needle struct{ what, value string }
 
