@@ -113,7 +113,7 @@ proof there.`,
 	f.StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")
 	f.StringVar(&opts.Workloads.RunDir, "k3s-run-dir", workloads.DefaultDirs.RunDir, "k3s's containerd state: a node that leaves stops the shims serving it and takes down the mounts below it")
 	f.StringVar(&opts.Workloads.KubeletDir, "kubelet-dir", workloads.DefaultDirs.KubeletDir, "the kubelet's directory: a node that leaves takes down the mounts below its pods/ and plugins/")
-	f.StringVar(&opts.K3sLogFile, "k3s-log", "/var/log/sitecon-k3s.log", "where k3s's output goes")
+	f.StringVar(&opts.K3sLogFile, "k3s-log", DefaultK3sLog, "where k3s's output goes")
 	f.StringVar(&opts.SocketPath, "socket", DefaultAgentSocket, "local API socket (mode 0600)")
 	f.BoolVar(&opts.NoBootstrap, "no-bootstrap", false, "run only the apps part against an existing cluster (needs --node-name, --apps-dir)")
 	f.StringVar(&opts.NodeName, "node-name", "", "this node's Kubernetes name (with --no-bootstrap)")

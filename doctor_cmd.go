@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -42,19 +43,7 @@ checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 			defer closeLog()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			opts := doctor.Options{APIWait: timeout / 2, K3sDataDir: k3sDataDir, Log: log}
-			if cfg, err := g.restConfig(); err != nil {
-				opts.ConfigProblem = err.Error()
-			} else {
-				opts.Config = cfg
-			}
-			if _, err := os.Stat(agentSocket); err == nil {
-				opts.AgentConfigErrors = func(ctx context.Context) (map[string]string, error) {
-					n, err := localapi.Get[apps.PublishedNode](ctx, agentSocket, localapi.PathNode)
-					return n.ConfigErrors, err
-				}
-			}
-			report := ui.CleanStrings(doctor.Diagnose(ctx, opts))
+			report := ui.CleanStrings(doctor.Diagnose(ctx, doctorOptions(g, log, k3sDataDir, agentSocket, timeout/2)))
 			write := doctor.WriteText
 			if output == "json" {
 				write = doctor.WriteJSON
@@ -73,4 +62,22 @@ checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its certificates are checked)")
 	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket (its config errors are checked)")
 	return cmd
+}
+
+// doctorOptions are the doctor's: the cluster the flags name, this
+// machine's k3s data dir, and its agent when its socket is there.
+func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket string, apiWait time.Duration) doctor.Options {
+	opts := doctor.Options{APIWait: apiWait, K3sDataDir: k3sDataDir, Log: log}
+	if cfg, err := g.restConfig(); err != nil {
+		opts.ConfigProblem = err.Error()
+	} else {
+		opts.Config = cfg
+	}
+	if _, err := os.Stat(agentSocket); err == nil {
+		opts.AgentConfigErrors = func(ctx context.Context) (map[string]string, error) {
+			n, err := localapi.Get[apps.PublishedNode](ctx, agentSocket, localapi.PathNode)
+			return n.ConfigErrors, err
+		}
+	}
+	return opts
 }

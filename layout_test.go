@@ -34,7 +34,10 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/workloads":    {},
 		// sitecon doctor's checks: they read the cluster (kube) and the
 		// quorum arithmetic, nothing of the agent or the console.
-		"doctor":          {"kube", "kube/safety"},
+		"doctor": {"kube", "kube/safety"},
+		// sitecon bundle's collection: it reads the cluster (kube), asks
+		// the agents on the status port and writes files (agent/config).
+		"bundle":          {"kube", "agent/config"},
 		"agent/vncbridge": {"kube"},
 		"kube":            {"kube/safety"},
 		"kube/flow":       {"kube", "kube/safety", "audit"},

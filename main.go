@@ -195,7 +195,7 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMaintenanceCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g),
 		newVersionCmd(), newLogsCmd(g), newVNCCmd(g))
-	root.AddCommand(newGenDocsCmd(root), newDoctorCmd(g))
+	root.AddCommand(newGenDocsCmd(root), newDoctorCmd(g), newBundleCmd(g))
 	// --version prints what `sitecon version` prints (cobra reads the
 	// template as text/template: the report holds no braces).
 	root.Version = buildVersion
@@ -390,6 +390,14 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 	}
 	// :form forms a new cluster from the console, as the seed, into the
 	// default config directory.
+	// b on the overview takes what sitecon bundle takes, with its defaults.
+	opts.Bundle = func(ctx context.Context) (string, error) {
+		path, m, err := takeBundle(ctx, g, newBundleFlags(), log.With("component", "bundle"))
+		if err != nil {
+			return "", err
+		}
+		return bundleLine(path, m), nil
+	}
 	opts.FormWizard = func(uiCtx *ui.Context) *views.FormWizard {
 		var result *formation.Formed
 		return newFormWizard(uiCtx, interfaceNames(), DefaultConfigDir, false, &result)

@@ -18,6 +18,9 @@ type KeyMap struct {
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode, VNC key.Binding
 	// Maintenance walks a node through its service (drain, power-off, return, rebuilds, uncordon).
 	Maintenance key.Binding
+	// Bundle takes a support bundle (the overview). It changes nothing in
+	// the cluster, so read-only mode keeps it.
+	Bundle key.Binding
 	// Logs opens the logs view of an app or a pod; in that view Follow
 	// resumes (or pauses) the autoscroll, Timestamps and Wrap toggle how
 	// lines are drawn, Container picks another container of the pod.
@@ -68,6 +71,7 @@ func Default() KeyMap {
 		Container:      key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "container")),
 		VNC:            key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "vnc")),
 		Maintenance:    key.NewBinding(key.WithKeys("M"), key.WithHelp("M", "maintenance")),
+		Bundle:         key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "bundle")),
 		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),

@@ -105,6 +105,9 @@ type App struct {
 	logsCtx     context.Context
 	logsFrame   time.Duration
 	logsRetry   time.Duration
+	// bundle takes support bundles (b on the overview), once SetBundle
+	// gave it the means.
+	bundle *bundleTaker
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
@@ -133,6 +136,8 @@ func NewApp(ctx *ui.Context) *App {
 	a.screens = []screen{
 		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
 	}
+	a.bundle = &bundleTaker{}
+	a.screens[0].(*overview).bundle = a.bundle
 	a.built = make([]time.Time, len(a.screens))
 	for i, s := range a.screens {
 		a.keys = append(a.keys, a.screenKeys(i, s))
@@ -217,6 +222,9 @@ func (a *App) update(msg tea.Msg) tea.Cmd {
 		return a.onLogsResolved(msg)
 	case logsMsg:
 		return a.onLogs(msg)
+	case bundleMsg:
+		a.onBundle(msg)
+		return nil
 	case ui.TaskProgressMsg, ui.TaskDoneMsg:
 		if a.dialog != nil && a.dialog.task != nil {
 			return a.dialog.onTask(msg)

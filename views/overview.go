@@ -84,6 +84,9 @@ type overview struct {
 	ctx   *ui.Context
 	frame *Frame
 	now   time.Time
+
+	// bundle is the App's: b takes a support bundle when it can.
+	bundle *bundleTaker
 }
 
 func newOverview(ctx *ui.Context) screen { return &overview{ctx: ctx} }
@@ -92,7 +95,8 @@ func (o *overview) setFrame(f *Frame, now time.Time) { o.frame, o.now = f, now }
 func (o *overview) table() *ui.Table                 { return nil }
 func (o *overview) title() string                    { return "" }
 func (o *overview) help() screenHelp {
-	return screenHelp{about: "The site at a glance: the cluster, seed, VIP, nodes, this node's agent, the stats leader, and what needs attention."}
+	return screenHelp{about: "The site at a glance: the cluster, seed, VIP, nodes, this node's agent, the stats leader, and what needs attention.",
+		keys: []binding{o.bundle.binding(o.ctx.Keys.Bundle)}}
 }
 
 // ThisNodeStatus is READY, NOTREADY or DOWN (API server unreachable) for the

@@ -35,7 +35,10 @@ type ConsoleOptions struct {
 	Hint string
 	// FormWizard builds the :form wizard.
 	FormWizard func(*ui.Context) *FormWizard
-	Log        *slog.Logger
+	// Bundle takes a support bundle and says where it went and what is
+	// missing (b on the overview); nil: the key is not offered.
+	Bundle func(context.Context) (string, error)
+	Log    *slog.Logger
 }
 
 // RunConsole runs the console until q, Ctrl-C or ctx ends. It starts even
@@ -66,6 +69,11 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 		if opts.FormWizard != nil {
 			app.SetFormWizard(func() *FormWizard { return opts.FormWizard(uiCtx) })
 		}
+	}
+	if opts.Bundle != nil {
+		// A bundle changes nothing in the cluster: read-only consoles
+		// take them too.
+		app.SetBundle(ctx, opts.Bundle)
 	}
 	if opts.Snap != nil && opts.Snap.Clients() != nil {
 		// Reading logs changes nothing: read-only consoles have them too.
