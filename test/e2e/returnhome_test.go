@@ -192,6 +192,20 @@ func TestReturnHome(t *testing.T) {
 		t.Fatalf("sitecon status (table) does not say the apps are away:\n%s", out)
 	}
 
+	// A dry run says the plan and the preflight, and changes nothing.
+	before = objects()
+	out, err = act(t, site, auditLog, "return-home", "rh-web", "--dry-run")
+	if err != nil || !strings.Contains(out, "  ok       node-b is Ready and schedulable") || !strings.Contains(out, "node-b holds a healthy replica") ||
+		!strings.Contains(out, "would move rh-web from node-") || !strings.Contains(out, "to node-b: restart pod rh-web-") {
+		t.Fatalf("return-home --dry-run: %v\n%s", err, out)
+	}
+	if rec := lastAudit(t, auditLog); rec.Action != "return-home" || rec.Outcome != audit.OutcomeDryRun {
+		t.Fatalf("the dry run's record: %+v", rec)
+	}
+	if after := objects(); !maps.Equal(before, after) {
+		t.Fatalf("a dry run changed the apps' pods: %v → %v", before, after)
+	}
+
 	// migrate to the designated node: the app is started again and comes home.
 	out, err = act(t, site, auditLog, "migrate", "rh-vm", "node-b", "--yes", "--timeout", "120s")
 	if err != nil || !strings.Contains(out, "rh-vm runs on node-b") {
