@@ -476,7 +476,10 @@ func newMigrateCmd(g *globalFlags) *cobra.Command {
 schedulable, meet the app's node-select labels and not be where the app runs.
 sitecon writes an on-site placement override (ConfigMap sitecon-placement);
 every node's agent reads it and the target's agent lays the app out there. A
-later designated node from the controller replaces the override.`,
+later designated node from the controller replaces the override. A move to the
+node the app's layout names already (an app away from home after a failover)
+writes no override: the app is started again and the scheduler places it there
+(sitecon return-home does this with its own preflight).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := beginAction(cmd, g, f, "migrate", args[0]+" → "+args[1])

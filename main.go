@@ -193,7 +193,7 @@ state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
 		return runConsole(cmd.Context(), g, agentSocket, hint, join)
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
-		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMaintenanceCmd(g), newMigrateCmd(g), newSeedCmd(g), newNodeCmd(g),
+		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMaintenanceCmd(g), newMigrateCmd(g), newReturnHomeCmd(g), newSeedCmd(g), newNodeCmd(g),
 		newVersionCmd(), newLogsCmd(g), newVNCCmd(g))
 	root.AddCommand(newGenDocsCmd(root), newDoctorCmd(g), newBundleCmd(g))
 	// --version prints what `sitecon version` prints (cobra reads the

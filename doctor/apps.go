@@ -43,13 +43,13 @@ func checkAppsAway(_ context.Context, env *Env) []Finding {
 			f.Next = "the designated node is gone: the controller's config must name another"
 		case !kube.NodeIsReady(home):
 			f.Evidence = append(f.Evidence, a.DesignatedNode+" is not Ready")
-			f.Next = "bring " + a.DesignatedNode + " back; then sitecon migrate " + a.Name + " " + a.DesignatedNode
+			f.Next = "bring " + a.DesignatedNode + " back; then sitecon return-home " + a.Name
 		case home.Spec.Unschedulable:
 			f.Evidence = append(f.Evidence, a.DesignatedNode+" is cordoned")
-			f.Next = "uncordon " + a.DesignatedNode + " when its maintenance is over; then sitecon migrate " + a.Name + " " + a.DesignatedNode
+			f.Next = "uncordon " + a.DesignatedNode + " when its maintenance is over; then sitecon return-home " + a.Name
 		default:
 			f.Evidence = append(f.Evidence, a.DesignatedNode+" is Ready")
-			f.Next = "return it home: sitecon migrate " + a.Name + " " + a.DesignatedNode
+			f.Next = "return it home: sitecon return-home " + a.Name + " (h on the console's apps screen)"
 		}
 		out = append(out, f)
 	}

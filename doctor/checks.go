@@ -47,7 +47,7 @@ func Checks() []Check {
 		{ID: IDSupportBundleLeft, Area: AreaStorage, Title: "leftover Longhorn support bundles", Deadline: checkDeadline, NeedsAPI: true,
 			Next: "delete them: kubectl -n longhorn-system delete supportbundles.longhorn.io --all (they block volume creation)", Run: checkSupportBundles},
 		{ID: IDAppAway, Area: AreaApps, Title: "apps on their designated node", Deadline: checkDeadline, NeedsAPI: true,
-			Next: "when the designated node is Ready again: sitecon migrate APP NODE", Run: checkAppsAway},
+			Next: "when the designated node is Ready again: sitecon return-home APP", Run: checkAppsAway},
 		{ID: IDAppPending, Area: AreaApps, Title: "apps waiting to be scheduled", Deadline: checkDeadline, NeedsAPI: true,
 			Next: "the scheduler's reason says what is missing: a Ready node, room, or a label", Run: checkAppsPending},
 		{ID: IDOverrideStale, Area: AreaApps, Title: "on-site placement overrides", Deadline: checkDeadline, NeedsAPI: true,

@@ -16,6 +16,8 @@ type KeyMap struct {
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode, VNC key.Binding
+	// ReturnHome moves an app away from its designated node back there.
+	ReturnHome key.Binding
 	// Maintenance walks a node through its service (drain, power-off, return, rebuilds, uncordon).
 	Maintenance key.Binding
 	// Bundle takes a support bundle (the overview). It changes nothing in
@@ -63,6 +65,7 @@ func Default() KeyMap {
 		Remove:         key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "remove")),
 		Seed:           key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "seed")),
 		Migrate:        key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate")),
+		ReturnHome:     key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "home")),
 		AddNode:        key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add node")),
 		Logs:           key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "logs")),
 		Follow:         key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow")),
@@ -92,7 +95,7 @@ func Default() KeyMap {
 // screen's actions and missed here still does nothing read-only.
 func (k *KeyMap) ReadOnly() {
 	// VNC too: a viewer types into the VM.
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.AddNode, &k.VNC, &k.Maintenance} {
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.ReturnHome, &k.AddNode, &k.VNC, &k.Maintenance} {
 		b.SetEnabled(false)
 	}
 }

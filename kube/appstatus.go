@@ -37,6 +37,12 @@ type AppStatus struct {
 	// LastMove is the last time the snapshot saw the app start running on
 	// another node than before.
 	LastMove *AppMove `json:"lastMove,omitempty"`
+	// Started is when the app's pod or VMI started on its node (the pod's
+	// startTime; the VMI's move to Running, else its creation): written on
+	// the object, so every reader has it, unlike LastMove, which only a
+	// process that watched the move saw. A failover or a move starts a new
+	// object, so this is when the app came to the node it is on.
+	Started *time.Time `json:"started,omitempty"`
 	// VNCPort is a VM's VNC console port on its node (0: none).
 	VNCPort int `json:"vncPort,omitempty"`
 	// HostPorts are the host Ethernet ports passed through to it (its
@@ -101,6 +107,7 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 		all = append(all, candidate{key: key, leaving: vmi.DeletionTimestamp != nil,
 			rankTime: vmi.CreationTimestamp.Time, AppStatus: AppStatus{
 				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(vmi.Spec.Affinity),
+				Started: vmiStarted(vmi),
 				VNCPort: vncPort(vmi.Annotations), HostPorts: hostPorts(vmi.Annotations),
 				Name:      appName(vmi.Labels, vmi.Name),
 				UUID:      vmi.Labels[LabelAppUUID],
@@ -125,7 +132,7 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 		all = append(all, candidate{key: key, leaving: p.DeletionTimestamp != nil,
 			rankTime: p.CreationTimestamp.Time, AppStatus: AppStatus{
 				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(p.Spec.Affinity),
-				HostPorts: hostPorts(p.Annotations),
+				HostPorts: hostPorts(p.Annotations), Started: podStarted(p),
 				Name:      appName(p.Labels, p.Name),
 				UUID:      p.Labels[LabelAppUUID],
 				Namespace: p.Namespace,
@@ -211,6 +218,71 @@ func (a AppStatus) PhaseText() string {
 		return a.Phase + " (" + a.Node + " lost)"
 	}
 	return a.Phase
+}
+
+// Away reports whether the app runs on another node than the one its
+// layout designates (after a failover, its node back or not): it has a
+// home to return to. An app going away (Terminating) or not placed is not.
+func (a AppStatus) Away() bool {
+	return a.DesignatedNode != "" && a.Node != "" && a.Node != a.DesignatedNode && a.Phase != "Terminating"
+}
+
+// AwaySince is when an away app came to the node it is on: its object's
+// start, else the move the snapshot saw it make there; zero when neither
+// is known.
+func (a AppStatus) AwaySince() time.Time {
+	switch {
+	case a.Started != nil:
+		return *a.Started
+	case a.LastMove != nil && a.LastMove.To == a.Node:
+		return a.LastMove.At
+	}
+	return time.Time{}
+}
+
+// AwayApps are the apps away from home, longest away first (unknown
+// times last), then by name.
+func AwayApps(apps []AppStatus) []AppStatus {
+	var out []AppStatus
+	for _, a := range apps {
+		if a.Away() {
+			out = append(out, a)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y AppStatus) int {
+		tx, ty := x.AwaySince(), y.AwaySince()
+		if tx.IsZero() != ty.IsZero() {
+			return compareBool(tx.IsZero(), ty.IsZero())
+		}
+		return cmp.Or(tx.Compare(ty), strings.Compare(x.Name, y.Name))
+	})
+	return out
+}
+
+func podStarted(p *corev1.Pod) *time.Time {
+	if p.Status.StartTime == nil || p.Spec.NodeName == "" {
+		return nil
+	}
+	t := p.Status.StartTime.Time
+	return &t
+}
+
+// vmiStarted is when the VMI went Running (KubeVirt stamps each phase it
+// enters), else when it was made; nil before it has a node.
+func vmiStarted(vmi *kvv1.VirtualMachineInstance) *time.Time {
+	if vmi.Status.NodeName == "" {
+		return nil
+	}
+	t := vmi.CreationTimestamp.Time
+	for _, p := range vmi.Status.PhaseTransitionTimestamps {
+		if p.Phase == kvv1.Running {
+			t = p.PhaseTransitionTimestamp.Time
+		}
+	}
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // compareBool orders false before true.

@@ -21,6 +21,7 @@ func newApps(ctx *ui.Context) screen {
 	about := screenHelp{
 		about: "The apps: where each should run (designated) and where it runs, its state, last move and VNC port (served on the VM's node while it runs; off: not running).",
 		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate},
+			{ctx.Keys.ReturnHome, "return the app to its designated node, after a failover left it elsewhere (the migrate there)", "app", (*App).openReturnHome},
 			{ctx.Keys.VNC, "open the VM's console (VNC) on a local port for a viewer, until closed", "app", (*App).openVNC}},
 		logsOf: "selected app (a VM's console log)",
 	}
@@ -85,6 +86,11 @@ func newApps(ctx *ui.Context) screen {
 					parts = append(parts, "terminating on "+orNA(o.Node))
 				}
 				notes = append(notes, "old "+map[bool]string{true: "VMI", false: "pod"}[a.Kind == kube.AppKindVM]+" "+strings.Join(parts, ", "))
+			}
+			// After the failover's own notes: a pod still going is the
+			// more urgent news.
+			if a.Away() {
+				notes = append(notes, awayNote(a, now))
 			}
 			if len(notes) > 0 {
 				note = styled(strings.Join(notes, "; "), &ctx.Styles.Warn)

@@ -84,7 +84,13 @@ func (d *dialog) chooseTarget() tea.Cmd {
 				return
 			}
 			d.record = m.Record
-			d.lines = textLines(migrateLines(m.App, m.Target)...)
+			lines := migrateLines(m.App, m.Target)
+			if m.Restart {
+				// The app is away from the node its layout names: no
+				// override, a restart (flow.Migrate.Restart).
+				lines[len(lines)-1] = "Its layout names " + m.Target + " already (a move home): no override is written; it is started again and the scheduler places it there."
+			}
+			d.lines = textLines(lines...)
 			d.state, d.action = dialogConfirm, &m.Action
 		}}
 	}

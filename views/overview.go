@@ -20,7 +20,7 @@ type Alert struct {
 
 // Alerts lists what needs attention, worst and longest first: faulted and
 // long-degraded volumes, nodes not ready, version skew, failed pods, apps not
-// running.
+// running, apps away from home.
 func Alerts(f *Frame, now time.Time) []Alert {
 	var out []Alert
 	s := f.Status
@@ -56,6 +56,9 @@ func Alerts(f *Frame, now time.Time) []Alert {
 		if !a.Ready && a.Phase != "Terminating" {
 			out = append(out, Alert{Since: now, Text: appNotRunning(a)})
 		}
+	}
+	if away := kube.AwayApps(s.Apps); len(away) > 0 {
+		out = append(out, awayAlert(away, now))
 	}
 	slices.SortStableFunc(out, func(a, b Alert) int {
 		if a.Bad != b.Bad {

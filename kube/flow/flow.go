@@ -1,7 +1,8 @@
 // Package flow is every on-site change to the cluster, written once, one
 // file per action: cordon.go (cordon, uncordon), drain.go, remove.go (a
 // drain, then the node deleted), replace.go, seed.go (seed change),
-// migrate.go, add.go (handing out a new node's join info) and leave.go
+// migrate.go, returnhome.go (the migrate to an app's designated node),
+// add.go (handing out a new node's join info) and leave.go
 // (sitecon agent leave); this file is what they share, the audit record
 // and the run. The CLI (package main) and the console (views) both call
 // it and keep only the asking and the telling, as k9s's views call its

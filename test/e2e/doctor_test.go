@@ -355,7 +355,7 @@ func TestDoctorFindsAppAndStorageTrouble(t *testing.T) {
 	if f := got[doctor.IDReplicaUnschedulable]["doctor-unsched"]; !strings.Contains(strings.Join(f.Evidence, " "), "ReplicaSchedulingFailure: nodes are unavailable") {
 		t.Errorf("unschedulable replica without Longhorn's reason: %v", f.Evidence)
 	}
-	if f := got[doctor.IDAppAway]["doctor-away"]; !strings.Contains(f.Next, "sitecon migrate doctor-away node-b") {
+	if f := got[doctor.IDAppAway]["doctor-away"]; !strings.Contains(f.Next, "sitecon return-home doctor-away") {
 		t.Errorf("away app's next step %q: want the return home", f.Next)
 	}
 }

@@ -1,0 +1,192 @@
+package views
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/safety"
+	"github.com/sitecon/sitecon/ui"
+)
+
+// awayFrame is the site after node-b's failover, node-b back: historian
+// went to node-c twelve minutes ago, hmi to node-a 75 s ago, both
+// designated node-b.
+func awayFrame() Frame {
+	f := sampleFrame()
+	st := &f.Status
+	for i := range st.Nodes {
+		if st.Nodes[i].Name == "node-b" {
+			st.Nodes[i].Ready, st.Nodes[i].Status, st.Nodes[i].Reason = true, kube.NodeReady, ""
+		}
+	}
+	st.NodesReady = st.NodesTotal
+	at := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	st.Apps = []kube.AppStatus{
+		{Name: "hmi", UUID: "0e1f0000-0000-4000-8000-000000000001", Kind: kube.AppKindVM, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-a",
+			Phase: "Running", Ready: true, Object: "hmi-x", VNCPort: 5901, Started: at(75 * time.Second),
+			LastMove: &kube.AppMove{At: now.Add(-75 * time.Second), From: "node-b", To: "node-a"}},
+		{Name: "historian", UUID: "0e1f0000-0000-4000-8000-000000000002", Kind: kube.AppKindVM, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-c",
+			Phase: "Running", Ready: true, Object: "historian-y", Started: at(12 * time.Minute)},
+		{Name: "plc-gateway", UUID: "0e1f0000-0000-4000-8000-000000000003", Kind: kube.AppKindContainer, Mode: kube.AppModeAuto, DesignatedNode: "node-c", Node: "node-c",
+			Phase: "Running", Ready: true, Object: "plc-gateway-1", Started: at(3 * time.Hour)},
+	}
+	return f
+}
+
+// Golden frames of the overview's away line and the apps screen's notes,
+// at the device's 80x24 and at 100 columns (go test ./views -run Away
+// -update rewrites them). The longest away is named with its clock time
+// and age; the rest are counted.
+func TestAwayGoldenFrames(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {100, 30}} {
+		for _, screen := range []struct {
+			key, name, want string
+		}{
+			{"1", "overview", "! 2 apps away from home (historian on node-c since 02:48, 12m; +1 more)"},
+			{"5", "apps", "away since 02:48"},
+		} {
+			tm := teatest.NewTestModel(t, NewApp(testContext(0, 0)), teatest.WithInitialTermSize(size[0], size[1]))
+			tm.Send(FrameMsg(awayFrame()))
+			tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(screen.key)})
+			tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+			a := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*App)
+			got := a.View() + "\n"
+			if !strings.Contains(got, screen.want) {
+				t.Errorf("%s at %dx%d does not say %q:\n%s", screen.name, size[0], size[1], screen.want, got)
+			}
+			for i, l := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+				if w := len([]rune(l)); w > size[0] {
+					t.Errorf("%s at %dx%d: line %d is %d wide: %q", screen.name, size[0], size[1], i, w, l)
+				}
+			}
+			path := filepath.Join("testdata", fmt.Sprintf("%s-away-%dx%d.golden", screen.name, size[0], size[1]))
+			if updateGolden() {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
+			}
+		}
+	}
+}
+
+// One app away: said with its name, where and since when; none away: no
+// alert; an app whose start is unknown is still counted.
+func TestAwayAlert(t *testing.T) {
+	f := awayFrame()
+	f.Status.Apps = f.Status.Apps[:1]
+	if got := alertTexts(&f); !strings.Contains(got, "1 app away from home (hmi on node-a since 02:58, 75s)") {
+		t.Errorf("one app away:\n%s", got)
+	}
+	f.Status.Apps[0].Started, f.Status.Apps[0].LastMove = nil, nil
+	if got := alertTexts(&f); !strings.Contains(got, "1 app away from home (hmi on node-a)") {
+		t.Errorf("one app away, since unknown:\n%s", got)
+	}
+	f.Status.Apps[0].Node = "node-b"
+	if got := alertTexts(&f); strings.Contains(got, "away from home") {
+		t.Errorf("an app home is not away:\n%s", got)
+	}
+}
+
+func alertTexts(f *Frame) string {
+	var out []string
+	for _, a := range Alerts(f, now) {
+		out = append(out, a.Text)
+	}
+	return strings.Join(out, "\n")
+}
+
+// h on the apps screen opens the return-home dialog of the app under the
+// cursor; an app with no UUID (not laid out by an agent) is refused and
+// recorded.
+func TestReturnHomeKeyOpensItsDialog(t *testing.T) {
+	a := actionApp(t)
+	a.Update(runes("5"))
+	a.Update(runes("h"))
+	if a.dialog == nil || a.dialog.title != "return hmi home" || a.dialog.result != "refused: nothing was changed" ||
+		!strings.Contains(a.View(), "hmi has no app UUID") {
+		t.Fatalf("h on hmi (no UUID): dialog %+v\n%s", a.dialog, a.View())
+	}
+	if rec := a.dialog.record.Audit(); rec.Action != flow.ActionReturnHome || rec.Outcome != audit.OutcomeRefused {
+		t.Errorf("the refusal's record: %+v", rec)
+	}
+	a.dialog = nil // closed
+	a.frame.Status.Apps[0].UUID = "0e1f0000-0000-4000-8000-000000000001"
+	a.Update(runes("h"))
+	if a.dialog == nil || a.dialog.state != dialogChecking || !strings.Contains(a.View(), "checking hmi's designated node node-b") {
+		t.Fatalf("h on hmi: dialog %+v\n%s", a.dialog, a.View())
+	}
+}
+
+// The plan the dialog shows: a warning needs the home node's name typed
+// (y alone does not go on); an app home already is nothing to do, said
+// and recorded.
+func TestReturnHomeDialog(t *testing.T) {
+	app := awayFrame().Status.Apps[1]
+	plan := func(a *App, v safety.ReturnHomeVerdict) *flow.ReturnHome {
+		rec := a.actions.recorder().Open(flow.ActionReturnHome, app.Name)
+		m := &flow.Migrate{Action: flow.Action{Record: rec}, App: app, Target: "node-b", Restart: true}
+		return &flow.ReturnHome{Record: rec, Verdict: v, Move: m}
+	}
+	t.Run("a warning needs the name typed", func(t *testing.T) {
+		a := actionApp(t)
+		a.Update(runes("5"))
+		v := safety.ReturnHomeVerdict{App: "historian", From: "node-c", Home: "node-b",
+			Warnings: []string{"node-b holds no healthy replica of volume vol-hist: its replica there is still rebuilding"}}
+		rh := plan(a, v)
+		d := a.openDialog("return historian home", rh.Record)
+		d.onReturnHome(rh, nil)
+		stub(t, a)
+		a.Update(ui.PromptArmedMsg{}) // drawn
+		advance(a, readTime)
+		view := a.View()
+		for _, want := range []string{"WARNING  node-b holds no healthy replica of volume vol-hist", "historian is a VM: it is shut down on node-c and restarts on node-b",
+			"Its layout names node-b already: no override is written.", `Type "node-b"`} {
+			if !strings.Contains(view, want) {
+				t.Errorf("the dialog does not say %q:\n%s", want, view)
+			}
+		}
+		a.Update(runes("y"))
+		a.Update(enter)
+		if started(a) {
+			t.Fatalf("y and enter went on without the node's name typed")
+		}
+		a.dialog.input.SetValue("") // the y typed is cleared
+		a.Update(runes("node-b"))
+		a.Update(enter)
+		if !started(a) {
+			t.Fatalf("the name typed did not start it:\n%s", a.View())
+		}
+	})
+	t.Run("already home", func(t *testing.T) {
+		a := actionApp(t)
+		a.Update(runes("5"))
+		rh := plan(a, safety.ReturnHomeVerdict{App: "historian", From: "node-b", Home: "node-b", AlreadyHome: true})
+		rh.Move = nil
+		d := a.openDialog("return historian home", rh.Record)
+		d.onReturnHome(rh, nil)
+		if d.state != dialogDone || d.failed || d.result != "historian runs on its designated node node-b already; nothing to do" {
+			t.Fatalf("already home: state %v, result %q", d.state, d.result)
+		}
+		if rec := rh.Record.Audit(); rec.Outcome != audit.OutcomeDone {
+			t.Errorf("the record of nothing to do: %+v", rec)
+		}
+	})
+}
