@@ -36,9 +36,14 @@ func (a Alert) Line() string {
 	return b.String()
 }
 
+// The subjects of alerts: what their details are opened on.
+func nodeSubject(name string) string     { return "node/" + name }
+func volumeSubject(name string) string   { return "volume/" + name }
+func appSubject(a kube.AppStatus) string { return "app/" + appRowID(a) }
+
 // nodeAlert is the alert of a node that is not Ready.
 func nodeAlert(n kube.NodeStatus, now time.Time) Alert {
-	a := Alert{Bad: true, Since: n.Since, ID: doctor.IDNodeNotReady,
+	a := Alert{Bad: true, Since: n.Since, ID: doctor.IDNodeNotReady, Subject: nodeSubject(n.Name),
 		Text: fmt.Sprintf("node %s %s for %s", n.Name, n.Status, Age(n.Since, now, true))}
 	reason := strings.TrimSuffix(strings.TrimSpace(n.Reason), ".")
 	switch n.Status {
@@ -68,7 +73,7 @@ func cordonAlert(n kube.NodeStatus, now time.Time) (Alert, bool) {
 	if n.Schedulable || !n.Ready || n.PodsLeaving > 0 {
 		return Alert{}, false
 	}
-	a := Alert{Since: now, ID: doctor.IDNodeCordoned, Text: "node " + n.Name + " cordoned",
+	a := Alert{Since: now, ID: doctor.IDNodeCordoned, Subject: nodeSubject(n.Name), Text: "node " + n.Name + " cordoned",
 		Why:  "Ready, no drain under way",
 		Next: "maintenance over? u on nodes (sitecon uncordon " + n.Name + ")"}
 	if n.CordonedSince != nil {
@@ -86,7 +91,7 @@ func leaderAlert(s kube.ClusterStatus, now time.Time) (Alert, bool) {
 	if l.Holder == "" {
 		return Alert{}, false
 	}
-	a := Alert{Since: now, ID: doctor.IDStatsLeaderLost}
+	a := Alert{Since: now, ID: doctor.IDStatsLeaderLost, Subject: nodeSubject(l.Holder)}
 	if l.Since != nil {
 		a.Since = *l.Since
 	}
@@ -156,7 +161,7 @@ func volumeAlert(v kube.VolumeStatus, now time.Time, lost func(string) bool) (Al
 	if len(v.Replicas) < v.WantReplicas {
 		why = append(why, fmt.Sprintf("%d of %d replicas exist", len(v.Replicas), v.WantReplicas))
 	}
-	a := Alert{Since: v.Since, Why: strings.Join(why, "; ")}
+	a := Alert{Since: v.Since, Why: strings.Join(why, "; "), Subject: volumeSubject(v.Name)}
 	switch v.Robustness {
 	case kube.RobustnessFaulted:
 		a.Bad, a.ID = true, doctor.IDVolumeFaulted
@@ -193,7 +198,7 @@ func volumeAlert(v kube.VolumeStatus, now time.Time, lost func(string) bool) (Al
 // Terminating). Its node's loss, the agent's failover verdict for it and
 // the scheduler's reason say why.
 func appAlert(app kube.AppStatus, s kube.ClusterStatus, agent *AgentSummary, now time.Time) Alert {
-	a := Alert{Since: now, Text: appNotRunning(app)}
+	a := Alert{Since: now, Text: appNotRunning(app), Subject: appSubject(app)}
 	nodeLost := app.NodeLost || (app.Node != "" && s.NodeLost(app.Node))
 	if nodeLost {
 		// Its service is lost with its node, since the node was: said

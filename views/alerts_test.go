@@ -192,8 +192,8 @@ func alertsFrame() Frame {
 	f.Status.StatsLeader = kube.LeaseHolder{Holder: "node-b", Since: &leading}
 	f.Status.Apps = append(f.Status.Apps,
 		kube.AppStatus{Name: "scada", Kind: kube.AppKindContainer, Mode: kube.AppModeAuto, DesignatedNode: "node-b", Node: "node-b",
-			Phase: kube.AppPhaseUnknown, ReportedPhase: "Running", NodeLost: true, Object: "scada-5c7f9"},
-		kube.AppStatus{Name: "reports", Kind: kube.AppKindContainer, Mode: kube.AppModePinned, DesignatedNode: "node-c", Phase: "Pending", Object: "reports-0",
+			Phase: kube.AppPhaseUnknown, ReportedPhase: "Running", NodeLost: true, Namespace: kube.AppNamespace, Object: "scada-5c7f9"},
+		kube.AppStatus{Name: "reports", Kind: kube.AppKindContainer, Mode: kube.AppModePinned, DesignatedNode: "node-c", Phase: "Pending", Namespace: kube.AppNamespace, Object: "reports-0",
 			Unscheduled: &kube.Condition{Type: "PodScheduled", Status: "False", Reason: "Unschedulable", Since: now.Add(-4 * time.Minute),
 				Message: "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector."}})
 	f.Agent.Failovers = []AgentFailover{{App: "scada",

@@ -21,6 +21,9 @@ type Alert struct {
 	Next  string
 	ID    string
 	Since time.Time
+	// Subject is what the alert is about ("node/node-b", "volume/vol-x",
+	// "app/eve-kube-app/hmi-x"): its detail lists it. "" for the site.
+	Subject string
 }
 
 // Alerts lists what needs attention, worst and longest first: faulted and
@@ -43,7 +46,7 @@ func Alerts(f *Frame, now time.Time) []Alert {
 		}
 		if n.VersionSkew != "" {
 			out = append(out, Alert{Since: n.Since, Text: fmt.Sprintf("node %s: %s", n.Name, n.VersionSkew),
-				Next: "run the servers' k3s version on it"})
+				Next: "run the servers' k3s version on it", Subject: nodeSubject(n.Name)})
 		}
 	}
 	if a, ok := leaderAlert(s, now); ok {
