@@ -255,3 +255,30 @@ func TestActionInADetailActsOnItsObject(t *testing.T) {
 		t.Fatalf("u in node-c's detail: message %q, view:\n%s", a.message, a.View())
 	}
 }
+
+// The details draw what the cluster wrote (conditions, taints, the
+// scheduler's message, events, the agent's verdict) stripped of control
+// characters, as every screen does (docs/DESIGN.md, "Nothing raw reaches
+// the terminal").
+func TestDetailsDrawNoRawText(t *testing.T) {
+	f := detailFrame()
+	f.Status.Nodes[1].Conditions[0].Message = "gone" + hostile
+	f.Status.Nodes[1].Taints[0] = "evil" + clipboard + ":NoSchedule"
+	f.Status.Volumes[1].Replicas[0].Name = "r" + setTitle
+	f.Status.Apps[4].Unscheduled.Message = "no node" + clearHome
+	f.Agent.Failovers[0].Verdict = "held" + stTitle
+	f.Events[0].Message = "ready" + c1CSI
+	for _, c := range []struct{ screen, row string }{{"2", "node-b"}, {"4", "vol-hmi"}, {"5", "reports-0"}, {"5", "scada-5c7f9"}} {
+		a := NewApp(testContext(120, 60))
+		a.Update(FrameMsg(f))
+		selectRow(t, a, c.screen, c.row)
+		press(a, "enter")
+		v := a.View()
+		if !strings.Contains(v, c.row[:4]) {
+			t.Fatalf("%s: no detail:\n%s", c.row, v)
+		}
+		if raw := rawIn(v); len(raw) > 0 {
+			t.Errorf("%s's detail draws %q raw", c.row, raw)
+		}
+	}
+}
