@@ -10,6 +10,7 @@ import (
 
 	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/flow"
 )
 
 // Every alert says what is wrong (Text), why in a few words (Why) and what
@@ -66,11 +67,13 @@ func nodeAlert(n kube.NodeStatus, now time.Time) Alert {
 }
 
 // cordonAlert is the alert of a node left cordoned: Ready, marked
-// unschedulable, and no drain under way (none of its pods leaving), so no
-// action is running that will take it further (doctor's
-// SC-NODE-CORDONED, the same rule). ok is false when the node is not so.
-func cordonAlert(n kube.NodeStatus, now time.Time) (Alert, bool) {
-	if n.Schedulable || !n.Ready || n.PodsLeaving > 0 {
+// unschedulable, and no action running that will take it further: no
+// drain under way (none of its pods leaving: doctor's SC-NODE-CORDONED,
+// the same rule) and no maintenance walk recorded on this device still
+// running (it uncordons the node at its end). ok is false when the node
+// is not so.
+func cordonAlert(n kube.NodeStatus, agent *AgentSummary, now time.Time) (Alert, bool) {
+	if n.Schedulable || !n.Ready || n.PodsLeaving > 0 || maintenanceUnderWay(agent, n.Name) {
 		return Alert{}, false
 	}
 	a := Alert{Since: now, ID: doctor.IDNodeCordoned, Subject: nodeSubject(n.Name), Text: "node " + n.Name + " cordoned",
@@ -81,6 +84,17 @@ func cordonAlert(n kube.NodeStatus, now time.Time) (Alert, bool) {
 		a.Text += " for " + Age(*n.CordonedSince, now, true)
 	}
 	return a, true
+}
+
+// maintenanceUnderWay says whether this device's audit log has a
+// maintenance walk of node with no outcome yet.
+func maintenanceUnderWay(agent *AgentSummary, node string) bool {
+	if agent == nil {
+		return false
+	}
+	return slices.ContainsFunc(agent.Events, func(e AgentEvent) bool {
+		return e.Source == "audit" && e.UnderWay && e.Kind == flow.ActionMaintenance && e.Subject == node
+	})
 }
 
 // leaderAlert is the alert of a stats leader that no longer leads: its

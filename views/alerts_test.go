@@ -59,6 +59,19 @@ func TestAlertsSayWhyAndWhatNext(t *testing.T) {
 				s.Nodes[2].Schedulable, s.Nodes[2].PodsLeaving = false, 3
 			}),
 			nil, []string{"cordoned"}},
+		{"a node in a maintenance walk under way on this device is not left cordoned",
+			site(func(s *kube.ClusterStatus, agent *AgentSummary) {
+				s.Nodes[2].Schedulable = false
+				agent.Events = []AgentEvent{{Source: "audit", Kind: "maintenance", Subject: "node-c", Message: "intent by tech", UnderWay: true}}
+			}),
+			nil, []string{"cordoned"}},
+		{"a node whose maintenance walk ended cordoned is left cordoned",
+			site(func(s *kube.ClusterStatus, agent *AgentSummary) {
+				s.Nodes[2].Schedulable = false
+				agent.Events = []AgentEvent{{Source: "audit", Kind: "maintenance", Subject: "node-c", Message: "failed by tech: node-c did not come back"},
+					{Source: "audit", Kind: "maintenance", Subject: "node-a", Message: "intent by tech", UnderWay: true}}
+			}),
+			[]string{"node node-c cordoned"}, nil},
 		{"a lost node that is cordoned is lost, not forgotten",
 			site(func(s *kube.ClusterStatus, _ *AgentSummary) { s.Nodes[1].Schedulable = false }),
 			[]string{"node node-b Unknown"}, []string{"cordoned"}},

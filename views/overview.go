@@ -41,7 +41,7 @@ func Alerts(f *Frame, now time.Time) []Alert {
 		if !n.Ready {
 			out = append(out, nodeAlert(n, now))
 		}
-		if a, ok := cordonAlert(n, now); ok {
+		if a, ok := cordonAlert(n, f.Agent, now); ok {
 			out = append(out, a)
 		}
 		if n.VersionSkew != "" {
