@@ -97,38 +97,27 @@ func maintenanceUnderWay(agent *AgentSummary, node string) bool {
 	})
 }
 
-// leaderAlert is the alert of a stats leader that no longer leads: its
-// node is lost (or gone), or its lease ran out with no agent renewing it
-// (doctor's SC-STATS-LEADER-LOST).
+// leaderAlert is the alert of a stats leader on a lost node: cluster-wide
+// stats stop until another agent takes the lease (doctor's
+// SC-STATS-LEADER-LOST). A lease run out on a Ready node is said on the
+// overview's Stats leader row, as before: no agent running the apps part
+// is how a site without them looks.
 func leaderAlert(s kube.ClusterStatus, now time.Time) (Alert, bool) {
 	l := s.StatsLeader
-	if l.Holder == "" {
+	i := slices.IndexFunc(s.Nodes, func(n kube.NodeStatus) bool { return n.Name == l.Holder })
+	if l.Holder == "" || i < 0 || s.Nodes[i].Ready {
 		return Alert{}, false
 	}
-	a := Alert{Since: now, ID: doctor.IDStatsLeaderLost, Subject: nodeSubject(l.Holder)}
+	a := Alert{Since: now, ID: doctor.IDStatsLeaderLost, Subject: nodeSubject(l.Holder),
+		Text: "stats leader " + l.Holder + " is on a lost node",
+		Why:  "cluster stats stop until another agent leads",
+		Next: "wait for its lease to run out; if no agent takes it, check the agents"}
 	if l.Since != nil {
 		a.Since = *l.Since
 	}
-	i := slices.IndexFunc(s.Nodes, func(n kube.NodeStatus) bool { return n.Name == l.Holder })
-	switch {
-	case i < 0 && len(s.Nodes) > 0:
-		a.Text = "stats leader " + l.Holder + " is not a node of the cluster"
-	case i >= 0 && !s.Nodes[i].Ready:
-		a.Text = "stats leader " + l.Holder + " is on a lost node"
-	case l.Expired:
-		a.Text = "stats leader " + l.Holder + ": its lease ran out"
-		a.Why = "no agent renews it"
-		a.Next = "check the agents (systemctl status sitecon-agent)"
-		return a, true
-	default:
-		return Alert{}, false
-	}
-	a.Why = "cluster stats stop until another agent leads"
 	if l.Expired {
 		a.Why = "its lease ran out and no other agent took it"
 		a.Next = "check the agents on the Ready nodes (systemctl status sitecon-agent)"
-	} else {
-		a.Next = "wait for its lease to run out; if no agent takes it, check the agents"
 	}
 	return a, true
 }
