@@ -60,9 +60,6 @@ func nodeAlert(n kube.NodeStatus, now time.Time) Alert {
 		}
 		a.Next = "check k3s there (journalctl -u k3s), sitecon doctor"
 	}
-	if slices.Contains(n.Roles, "etcd") {
-		a.Next += "; etcd member: take no other server down"
-	}
 	return a
 }
 

@@ -40,15 +40,15 @@ func TestAlertsSayWhyAndWhatNext(t *testing.T) {
 		want []string
 		none []string
 	}{
-		{"a lost node: its kubelet is silent, check power and network; an etcd member says so",
+		{"a lost node: its kubelet is silent, check power and network",
 			site(func(*kube.ClusterStatus, *AgentSummary) {}),
-			[]string{"node node-b Unknown for 46s: kubelet stopped posting status → check power/network, sitecon doctor; etcd member: take no other server down [SC-NODE-NOT-READY]"}, nil},
+			[]string{"node node-b Unknown for 46s: kubelet stopped posting status → check power/network, sitecon doctor [SC-NODE-NOT-READY]"}, nil},
 		{"a NotReady node says its kubelet's reason",
 			site(func(s *kube.ClusterStatus, _ *AgentSummary) {
 				s.Nodes[1].Status, s.Nodes[1].Reason, s.Nodes[1].Roles = kube.NodeNotReady, "container runtime network not ready.", []string{"agent"}
 			}),
 			[]string{"node node-b NotReady for 46s: kubelet: container runtime network not ready → check k3s there (journalctl -u k3s), sitecon doctor [SC-NODE-NOT-READY]"},
-			[]string{"etcd member"}},
+			nil},
 		{"a node left cordoned: Ready, no drain under way",
 			site(func(s *kube.ClusterStatus, _ *AgentSummary) {
 				s.Nodes[2].Schedulable, s.Nodes[2].CordonedSince = false, &twoHoursAgo
