@@ -60,6 +60,10 @@ type AppStatus struct {
 	// hanging on a lost node while its replacement runs): a note on the
 	// app, never where it runs.
 	Terminating []AppObject `json:"terminating,omitempty"`
+	// Unscheduled is the scheduler's word on a pod it has not placed (its
+	// PodScheduled=False condition: "0/3 nodes are available: ..."); a
+	// VM's is its launcher pod's. nil once placed, or before it says.
+	Unscheduled *Condition `json:"unscheduled,omitempty"`
 }
 
 // AppObject is one pod or VMI of an app and the node it is on.
@@ -96,6 +100,19 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 			n++
 		}
 	}
+	// A VM's launcher pod the scheduler has not placed, by its VMI's UID
+	// (the label KubeVirt sets on it).
+	var launcherUnscheduled map[string]*Condition
+	for _, p := range d.Pods {
+		if p.Namespace == AppNamespace && strings.HasPrefix(p.Name, VirtLauncherPrefix) {
+			if c := unscheduled(p); c != nil {
+				if launcherUnscheduled == nil {
+					launcherUnscheduled = map[string]*Condition{}
+				}
+				launcherUnscheduled[p.Labels[labelVirtCreatedBy]] = c
+			}
+		}
+	}
 	all := make([]candidate, 0, n)
 	for _, vmi := range d.VMIs {
 		designated, mode := affinityTarget(vmi.Spec.Affinity)
@@ -117,6 +134,8 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 				Phase:     phase,
 				Ready:     vmi.Status.Phase == kvv1.Running && vmi.DeletionTimestamp == nil,
 				Object:    vmi.Name,
+				// Looked up only when there are any: most sites have none.
+				Unscheduled: launcherUnscheduled[string(vmi.UID)],
 			}})
 	}
 	for _, p := range d.Pods {
@@ -132,15 +151,17 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 		all = append(all, candidate{key: key, leaving: p.DeletionTimestamp != nil,
 			rankTime: p.CreationTimestamp.Time, AppStatus: AppStatus{
 				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(p.Spec.Affinity),
-				HostPorts: hostPorts(p.Annotations), Started: podStarted(p),
-				Name:      appName(p.Labels, p.Name),
-				UUID:      p.Labels[LabelAppUUID],
-				Namespace: p.Namespace,
-				Kind:      AppKindContainer,
-				Node:      p.Spec.NodeName,
-				Phase:     phase,
-				Ready:     PodReady(p) && p.DeletionTimestamp == nil,
-				Object:    p.Name,
+				HostPorts:   hostPorts(p.Annotations),
+				Started:     podStarted(p),
+				Name:        appName(p.Labels, p.Name),
+				UUID:        p.Labels[LabelAppUUID],
+				Namespace:   p.Namespace,
+				Kind:        AppKindContainer,
+				Node:        p.Spec.NodeName,
+				Phase:       phase,
+				Ready:       PodReady(p) && p.DeletionTimestamp == nil,
+				Object:      p.Name,
+				Unscheduled: unscheduled(p),
 			}})
 	}
 	for i := range all {
@@ -192,6 +213,23 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 		out[i] = *r
 	}
 	return out
+}
+
+// labelVirtCreatedBy on a virt-launcher pod is the UID of its VMI.
+const labelVirtCreatedBy = "kubevirt.io/created-by"
+
+// unscheduled is the pod's PodScheduled=False condition (the scheduler's
+// reason it found no node), nil when it is placed or has none.
+func unscheduled(p *corev1.Pod) *Condition {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+		return nil
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return &Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
+		}
+	}
+	return nil
 }
 
 // asReported takes every app as its object reports it (the drain

@@ -128,6 +128,26 @@ type NodeStatus struct {
 	CPURequested      int64 `json:"cpuRequestedMilli"`
 	MemoryAllocatable int64 `json:"memoryAllocatableBytes"`
 	MemoryRequested   int64 `json:"memoryRequestedBytes"`
+	// Conditions are the node's conditions as its kubelet (or the node
+	// controller, for a lost one) last wrote them; Taints its taints as
+	// kubectl writes them (key=value:Effect).
+	Conditions []Condition `json:"conditions,omitempty"`
+	Taints     []string    `json:"taints,omitempty"`
+	// CordonedSince is when the node was cordoned (its unschedulable
+	// taint's time), nil when it is not or the taint does not say.
+	CordonedSince *time.Time `json:"cordonedSince,omitempty"`
+	// PodsLeaving counts its pods being deleted: a drain under way.
+	PodsLeaving int `json:"podsLeaving,omitempty"`
+}
+
+// Condition is one condition of a node or a pod: its type and status, why
+// (reason, message) and since when (its last transition).
+type Condition struct {
+	Type    string    `json:"type"`
+	Status  string    `json:"status"`
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Since   time.Time `json:"since,omitzero"`
 }
 
 // NamespaceHealth counts the pods of one namespace by health.
@@ -162,8 +182,8 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	st.VIP = vipStatus(d)
 	st.StatsLeader = leaseHolder(d, AppNamespace, StatsLeaderLeaseName, now)
 	type load struct {
-		pods     int
-		cpu, mem int64
+		pods, leaving int
+		cpu, mem      int64
 	}
 	loads := make(map[string]*load, len(d.Nodes))
 	for _, p := range d.Pods {
@@ -175,12 +195,15 @@ func Derive(d Data, now time.Time) ClusterStatus {
 			}
 			cpu, mem := podRequests(p)
 			l.pods, l.cpu, l.mem = l.pods+1, l.cpu+cpu, l.mem+mem
+			if p.DeletionTimestamp != nil {
+				l.leaving++
+			}
 		}
 	}
 	for _, n := range d.Nodes {
 		ns := nodeStatus(n)
 		if l := loads[n.Name]; l != nil {
-			ns.Pods, ns.CPURequested, ns.MemoryRequested = l.pods, l.cpu, l.mem
+			ns.Pods, ns.CPURequested, ns.MemoryRequested, ns.PodsLeaving = l.pods, l.cpu, l.mem, l.leaving
 		}
 		ns.CPUAllocatable = milliQuantity(n.Status.Allocatable, corev1.ResourceCPU)
 		ns.MemoryAllocatable = quantity(n.Status.Allocatable, corev1.ResourceMemory)
@@ -275,7 +298,16 @@ func nodeStatus(n *corev1.Node) NodeStatus {
 			ns.InternalIP = a.Address
 		}
 	}
+	for _, t := range n.Spec.Taints {
+		ns.Taints = append(ns.Taints, t.ToString())
+		if t.Key == corev1.TaintNodeUnschedulable && n.Spec.Unschedulable && t.TimeAdded != nil {
+			at := t.TimeAdded.Time
+			ns.CordonedSince = &at
+		}
+	}
 	for _, c := range n.Status.Conditions {
+		ns.Conditions = append(ns.Conditions, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason,
+			Message: c.Message, Since: c.LastTransitionTime.Time})
 		if c.Type != corev1.NodeReady {
 			continue
 		}

@@ -395,3 +395,47 @@ func TestDeriveStale(t *testing.T) {
 		})
 	}
 }
+
+// A node's detail (its conditions, taints, since when it is cordoned, its
+// pods leaving) and the scheduler's reason an app's pod, or a VM's
+// launcher pod, is not placed are in the status: the console's details
+// and alerts read them there.
+func TestDeriveNodeDetailAndUnscheduled(t *testing.T) {
+	cordoned := node("node-c", "10.244.244.3", corev1.ConditionTrue, t0.Add(-time.Hour), serverLabels)
+	cordoned.Spec.Unschedulable = true
+	cordoned.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: t0.Add(-2 * time.Hour)}}}
+	cordoned.Status.Conditions = append(cordoned.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure"})
+	leaving := pod("default", "web", "node-c", corev1.PodRunning, true)
+	leaving.DeletionTimestamp = &metav1.Time{Time: t0}
+	notPlaced := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+		Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.", LastTransitionTime: metav1.NewTime(t0.Add(-time.Minute))}
+	container := pod(AppNamespace, "historian-0", "", corev1.PodPending, false)
+	container.Labels = map[string]string{LabelAppName: "historian"}
+	container.Status.Conditions = append(container.Status.Conditions, notPlaced)
+	vmi := &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: AppNamespace, Name: "hmi", UID: "vmi-uid-1", Labels: map[string]string{LabelAppName: "hmi"}}}
+	vmi.Status.Phase = kvv1.Scheduling
+	launcher := pod(AppNamespace, "virt-launcher-hmi-abcde", "", corev1.PodPending, false)
+	launcher.Labels = map[string]string{labelVirtCreatedBy: "vmi-uid-1"}
+	launcher.Status.Conditions = append(launcher.Status.Conditions, notPlaced)
+	st := Derive(Data{Nodes: []*corev1.Node{cordoned}, Pods: []*corev1.Pod{leaving, container, launcher}, VMIs: []*kvv1.VirtualMachineInstance{vmi}}, t0)
+
+	n := st.Nodes[0]
+	if n.CordonedSince == nil || !n.CordonedSince.Equal(t0.Add(-2*time.Hour)) || n.PodsLeaving != 1 {
+		t.Errorf("cordoned since %v, pods leaving %d; want 2h ago and 1", n.CordonedSince, n.PodsLeaving)
+	}
+	if fmt.Sprint(n.Taints) != "[node.kubernetes.io/unschedulable:NoSchedule]" {
+		t.Errorf("taints = %v", n.Taints)
+	}
+	if len(n.Conditions) != 2 || n.Conditions[1] != (Condition{Type: "DiskPressure", Status: "False", Reason: "KubeletHasNoDiskPressure"}) {
+		t.Errorf("conditions = %+v", n.Conditions)
+	}
+	want := Condition{Type: "PodScheduled", Status: "False", Reason: "Unschedulable", Message: notPlaced.Message, Since: t0.Add(-time.Minute)}
+	if len(st.Apps) != 2 {
+		t.Fatalf("apps = %+v", st.Apps)
+	}
+	for _, a := range st.Apps {
+		if a.Unscheduled == nil || *a.Unscheduled != want {
+			t.Errorf("app %s: unscheduled = %+v, want %+v", a.Name, a.Unscheduled, want)
+		}
+	}
+}

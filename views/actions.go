@@ -75,8 +75,12 @@ func (a *App) actionBinding(act action, s screen) binding {
 			return nil
 		}
 		id := ""
-		if t := s.table(); t != nil {
-			id = t.SelectedID()
+		switch {
+		case selectedOf(s) != nil:
+			// A row open in detail is the one acted on.
+			id = selectedOf(s).selectedID()
+		case s.table() != nil:
+			id = s.table().SelectedID()
 		}
 		if id == "" {
 			a.message = act.key.Help().Desc + ": no " + act.row + " selected (clear the filter with esc)"
@@ -84,6 +88,18 @@ func (a *App) actionBinding(act action, s screen) binding {
 		}
 		return act.start(a, id)
 	}}
+}
+
+// selected is a screen that says which row its actions act on (a row
+// open in its detail, or the cursor's).
+type selected interface{ selectedID() string }
+
+// selectedOf is s as a selected, nil when it is not one.
+func selectedOf(s screen) selected {
+	if sel, ok := s.(selected); ok {
+		return sel
+	}
+	return nil
 }
 
 // Abandon records the outcome of an action still running as the console

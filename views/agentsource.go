@@ -37,7 +37,7 @@ func auditEvents(recs []audit.Record) []AgentEvent {
 			msg += ": " + r.Error
 		}
 		e := AgentEvent{Source: "audit", Time: r.Time, Kind: r.Action, Subject: r.Target, Message: msg,
-			Warning: r.Outcome == audit.OutcomeRefused || r.Outcome == audit.OutcomeFailed}
+			Warning: r.Outcome == audit.OutcomeRefused || r.Outcome == audit.OutcomeFailed, UnderWay: r.Outcome == audit.OutcomeIntent}
 		if at >= 0 {
 			out[at] = e
 			continue

@@ -24,7 +24,10 @@ func TestAuditEventsOneLinePerAction(t *testing.T) {
 	if got[0].Kind != "cordon" || got[0].Message != "done by tech" || !got[0].Time.Equal(at.Add(2*time.Second)) {
 		t.Errorf("the cordon's line should be its outcome: %+v", got[0])
 	}
-	if got[1].Kind != "drain" || got[1].Message != "intent by tech" {
+	if got[0].UnderWay {
+		t.Errorf("a cordon done is not under way: %+v", got[0])
+	}
+	if got[1].Kind != "drain" || got[1].Message != "intent by tech" || !got[1].UnderWay {
 		t.Errorf("the drain under way should show its intent: %+v", got[1])
 	}
 }

@@ -29,7 +29,7 @@ func newApps(ctx *ui.Context) screen {
 	// l reads the app's pod, or its VM's virt-launcher pod: the row's ID is
 	// the app's namespace/object.
 	screen.about.logs = func() (logRequest, bool) {
-		ns, object, ok := strings.Cut(screen.t.SelectedID(), "/")
+		ns, object, ok := strings.Cut(screen.selectedID(), "/")
 		if !ok || object == "" {
 			return logRequest{}, false
 		}
@@ -106,7 +106,7 @@ func newApps(ctx *ui.Context) screen {
 				}
 				note = styled(text, &ctx.Styles.Bad)
 			}
-			rows = append(rows, ui.Row{ID: a.Namespace + "/" + a.Object, Cells: []ui.Cell{
+			rows = append(rows, ui.Row{ID: appRowID(a), Cells: []ui.Cell{
 				plain(a.Name), plain(a.Kind), plain(orNA(a.Mode)), plain(orNA(a.DesignatedNode)), node, status, move, vnc, note,
 			}})
 		}
@@ -119,8 +119,13 @@ func newApps(ctx *ui.Context) screen {
 		}
 		return rows
 	}
+	withDetail(screen, "app", "the app's detail",
+		appLabel, appDetail(ctx))
 	return screen
 }
+
+// appRowID is the ID of an app's row: its namespace/object.
+func appRowID(a kube.AppStatus) string { return a.Namespace + "/" + a.Object }
 
 // configRowPrefix starts the ID of an apps-screen row for a configured
 // app with nothing in the cluster.

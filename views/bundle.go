@@ -39,7 +39,9 @@ func (a *App) SetBundle(ctx context.Context, take func(context.Context) (string,
 func (b *bundleTaker) binding(k key.Binding) binding {
 	say := func(line string) tea.Cmd { return func() tea.Msg { return bundleMsg{line: line} } }
 	return binding{key: k, long: "take a support bundle: what sitecon bundle takes, written to the current directory (reads only)",
-		section: sectionActions, footer: footerAction,
+		// The screen's own key, not an action: it changes nothing, so a
+		// read-only console (whose actions are off) keeps it.
+		section: sectionScreen, footer: footerAction,
 		applies: func() bool { return b.take != nil },
 		run: func(tea.KeyMsg) tea.Cmd {
 			if b.running {

@@ -223,7 +223,7 @@ func TestStaleAndNoData(t *testing.T) {
 	f.Status.API = kube.Health{Connected: false, Since: now.Add(-42 * time.Second), LastError: "connection refused"}
 	f.Status.Stale = &kube.Staleness{Since: f.Status.API.Since, AsOf: f.Status.API.Since, Reason: f.Status.API.LastError} // as kube.Derive makes it
 	a.Update(FrameMsg(f))
-	if v := a.View(); !strings.Contains(v, "STALE 42s") || !strings.Contains(v, "connection refused") || !strings.Contains(v, "vol-hmi") {
+	if v := a.View(); !strings.Contains(v, "STALE 42s") || !strings.Contains(v, "connection refused") || !strings.Contains(v, "vol-1 degraded") {
 		t.Errorf("stale data must stay on screen with its age and reason:\n%s", v)
 	}
 	a.Update(FrameMsg(Frame{Problem: "no kubeconfig found", Agent: &AgentSummary{Problem: "no agent socket"}}))

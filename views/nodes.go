@@ -53,7 +53,7 @@ func newNodes(ctx *ui.Context) screen {
 		},
 		commands: [][2]string{{":replace", "OLD NEW UUID: replace a dead node by a new device"}},
 	}
-	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
+	s := &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, n := range f.Status.Nodes {
 			roles := shortRoles(n.Roles)
@@ -78,6 +78,8 @@ func newNodes(ctx *ui.Context) screen {
 		}
 		return rows
 	}}
+	withDetail(s, "node", "the node's detail", nil, nodeDetail(ctx))
+	return s
 }
 
 // openCordon asks to cordon (or uncordon) node.

@@ -11,50 +11,57 @@ import (
 	"github.com/sitecon/sitecon/ui"
 )
 
-// Alert is one thing on the site that needs attention.
+// Alert is one thing on the site that needs attention: what (Text), why
+// (Why) and what to do next (Next), with the id of `sitecon doctor`'s
+// finding for it (ID) when it has one (views/alerts.go).
 type Alert struct {
 	Bad   bool // false: a warning
 	Text  string
+	Why   string
+	Next  string
+	ID    string
 	Since time.Time
+	// Subject is what the alert is about ("node/node-b", "volume/vol-x",
+	// "app/eve-kube-app/hmi-x"): its detail lists it. "" for the site.
+	Subject string
 }
 
 // Alerts lists what needs attention, worst and longest first: faulted and
-// long-degraded volumes, nodes not ready, version skew, failed pods, apps not
-// running, apps away from home.
+// long-degraded volumes, nodes not ready, nodes left cordoned, a stats
+// leader lost, version skew, failed pods, apps not running, apps away from
+// home.
 func Alerts(f *Frame, now time.Time) []Alert {
 	var out []Alert
 	s := f.Status
 	for _, v := range s.Volumes {
-		switch v.Robustness {
-		case kube.RobustnessFaulted:
-			out = append(out, Alert{Bad: true, Since: v.Since, Text: fmt.Sprintf("volume %s faulted for %s", v.Label(), Age(v.Since, now, v.SinceExact))})
-		case kube.RobustnessDegraded:
-			failed := 0
-			for _, r := range v.Replicas {
-				if r.State != kube.ReplicaHealthy {
-					failed++
-				}
-			}
-			out = append(out, Alert{Bad: now.Sub(v.Since) >= time.Hour, Since: v.Since,
-				Text: fmt.Sprintf("volume %s degraded for %s (%d of %d replicas not healthy)", v.Label(), Age(v.Since, now, v.SinceExact), failed, len(v.Replicas))})
+		if a, ok := volumeAlert(v, now, s.NodeLost); ok {
+			out = append(out, a)
 		}
 	}
 	for _, n := range s.Nodes {
 		if !n.Ready {
-			out = append(out, Alert{Bad: true, Since: n.Since, Text: strings.TrimSpace(fmt.Sprintf("node %s %s for %s %s", n.Name, n.Status, Age(n.Since, now, true), n.Reason))})
+			out = append(out, nodeAlert(n, now))
+		}
+		if a, ok := cordonAlert(n, f.Agent, now); ok {
+			out = append(out, a)
 		}
 		if n.VersionSkew != "" {
-			out = append(out, Alert{Since: n.Since, Text: fmt.Sprintf("node %s: %s", n.Name, n.VersionSkew)})
+			out = append(out, Alert{Since: n.Since, Text: fmt.Sprintf("node %s: %s", n.Name, n.VersionSkew),
+				Next: "run the servers' k3s version on it", Subject: nodeSubject(n.Name)})
 		}
+	}
+	if a, ok := leaderAlert(s, now); ok {
+		out = append(out, a)
 	}
 	for _, ns := range s.Namespaces {
 		if ns.Failed > 0 {
-			out = append(out, Alert{Since: now, Text: fmt.Sprintf("%s: %d pod(s) failed", ns.Name, ns.Failed)})
+			out = append(out, Alert{Since: now, Text: fmt.Sprintf("%s: %d pod(s) failed", ns.Name, ns.Failed),
+				Next: "3 on the pods screen, enter on " + ns.Name + ", l for a pod's log"})
 		}
 	}
 	for _, a := range s.Apps {
 		if !a.Ready && a.Phase != "Terminating" {
-			out = append(out, Alert{Since: now, Text: appNotRunning(a)})
+			out = append(out, appAlert(a, s, f.Agent, now))
 		}
 	}
 	if away := kube.AwayApps(s.Apps); len(away) > 0 {
@@ -79,7 +86,11 @@ func appNotRunning(a kube.AppStatus) string {
 	if a.NodeLost {
 		return fmt.Sprintf("app %s (%s) not known to run: %s", a.Name, a.Kind, a.PhaseText())
 	}
-	return fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, orNA(a.Phase), orNA(a.Node))
+	if a.Node == "" {
+		// Not placed yet: there is no node to name (the reason says why).
+		return fmt.Sprintf("app %s (%s) not running: %s", a.Name, a.Kind, orNA(a.Phase))
+	}
+	return fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, orNA(a.Phase), a.Node)
 }
 
 // overview is the first screen: the site at a glance and its alerts.
@@ -226,16 +237,29 @@ func (o *overview) view(w, h int) string {
 		b.WriteString(st.OK.Render("  none: every node ready, every volume healthy, every app running") + "\n")
 	}
 	room := max(h-used, 1)
+	// Each alert is said whole, wrapped under its mark: an alert that does
+	// not fit in what is left is counted in "… N more", never cut.
 	for i, a := range alerts {
-		if i == room-1 && len(alerts) > room {
-			fmt.Fprintf(&b, "  … %d more\n", len(alerts)-i)
+		lines := wrapWords(a.Line(), w-4)
+		last := i == len(alerts)-1
+		if len(lines) > room || (!last && len(lines) == room) {
+			fmt.Fprintf(&b, "  … %d more (sitecon status lists them all)\n", len(alerts)-i)
 			break
 		}
+		room -= len(lines)
 		mark := st.Warn.Render("  ! ")
 		if a.Bad {
 			mark = st.Bad.Render("  ✖ ")
 		}
-		b.WriteString(mark + a.Text + "\n")
+		for j, l := range lines {
+			if j > 0 {
+				mark = "    "
+			}
+			if id := "[" + a.ID + "]"; j == len(lines)-1 && a.ID != "" && strings.HasSuffix(l, id) {
+				l = strings.TrimSuffix(l, id) + st.Muted.Render(id)
+			}
+			b.WriteString(mark + l + "\n")
+		}
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/kube/safety"
@@ -35,7 +36,14 @@ func awayAlert(away []kube.AppStatus, now time.Time) Alert {
 	if len(away) == 1 {
 		noun = "app"
 	}
-	return Alert{Since: since, Text: fmt.Sprintf("%d %s away from home (%s)", len(away), noun, where)}
+	a := Alert{Since: since, ID: doctor.IDAppAway, Text: fmt.Sprintf("%d %s away from home (%s)", len(away), noun, where),
+		Next: "once the designated node is Ready: h on the apps screen, or sitecon return-home --all"}
+	if len(away) == 1 {
+		a.Subject = appSubject(first)
+		a.Why = "designated " + first.DesignatedNode
+		a.Next = "once " + first.DesignatedNode + " is Ready: h on the apps screen, or sitecon return-home " + first.Name
+	}
+	return a
 }
 
 // awayNote is the apps screen's note on an app away from home: since when

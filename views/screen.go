@@ -42,17 +42,56 @@ func zeroPadded(n int64, width int) string {
 	return string(out[:width])
 }
 
-// tableScreen is a screen that is one table built from the frame.
+// tableScreen is a screen that is one table built from the frame; with a
+// detail (views/detail.go), enter opens the row's detail over the table
+// and esc comes back.
 type tableScreen struct {
 	ctx   *ui.Context
 	t     *ui.Table
 	build func(f *Frame, now time.Time) []ui.Row
 	name  string
 	about screenHelp
+	// detail is the open row's detail, nil when the screen has none.
+	detail *detailView
 }
 
-func (s *tableScreen) setFrame(f *Frame, now time.Time) { s.t.SetRows(s.build(f, now)) }
-func (s *tableScreen) view(w, h int) string             { return s.t.ViewWithDetail(w, h) }
-func (s *tableScreen) table() *ui.Table                 { return s.t }
-func (s *tableScreen) title() string                    { return s.name }
-func (s *tableScreen) help() screenHelp                 { return s.about }
+func (s *tableScreen) setFrame(f *Frame, now time.Time) {
+	s.t.SetRows(s.build(f, now))
+	if s.detail != nil {
+		s.detail.setFrame(f, now)
+	}
+}
+
+func (s *tableScreen) view(w, h int) string {
+	if s.detail.isOpen() {
+		return s.detail.view(w, h)
+	}
+	return s.t.ViewWithDetail(w, h)
+}
+
+// table is the list; a row open in detail has none (no cursor to move,
+// no rows to filter or sort).
+func (s *tableScreen) table() *ui.Table {
+	if s.detail.isOpen() {
+		return nil
+	}
+	return s.t
+}
+
+func (s *tableScreen) title() string {
+	if s.detail.isOpen() {
+		return s.detail.title()
+	}
+	return s.name
+}
+
+func (s *tableScreen) help() screenHelp { return s.about }
+
+// selectedID is the row the screen's actions act on: the one open in
+// detail, else the one under the cursor.
+func (s *tableScreen) selectedID() string {
+	if s.detail.isOpen() {
+		return s.detail.open
+	}
+	return s.t.SelectedID()
+}

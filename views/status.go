@@ -96,6 +96,9 @@ type AgentEvent struct {
 	Subject string
 	Message string
 	Warning bool
+	// UnderWay: an action recorded as intended with no outcome yet (it
+	// runs, or was cut off before it could say).
+	UnderWay bool
 }
 
 // StatusReport is what `sitecon status` prints: the cluster, and this node's

@@ -117,7 +117,7 @@ func newVolumes(ctx *ui.Context) screen {
 		{Title: "SINCE", Width: 5, Drop: 4}, {Title: "SIZE", Width: 5, Drop: 2}, {Title: "USED", Width: 6, Drop: 1},
 		{Title: "NODE", Width: 7, Drop: 5}, {Title: "REPLICAS ✓✗↻", Width: 45, Flex: true}}
 	about := screenHelp{about: "Longhorn volumes: state, robustness and how long it has held, size, where attached, and each replica (✓ healthy ✗ failed ↻ rebuilding ■ stopped)."}
-	return &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
+	s := &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about, build: func(f *Frame, now time.Time) []ui.Row {
 		var rows []ui.Row
 		for _, v := range f.Status.Volumes {
 			rob, since := robustnessCells(ctx, f, v, now)
@@ -130,4 +130,6 @@ func newVolumes(ctx *ui.Context) screen {
 		}
 		return rows
 	}}
+	withDetail(s, "volume", "the volume's detail", nil, volumeDetail(ctx))
+	return s
 }
