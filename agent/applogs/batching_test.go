@@ -24,7 +24,7 @@ func TestLinesArrivingOneByOneAreSyncedOncePerInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.out.close()
+	defer func() { _ = c.out.close() }()
 	stream, feed := io.Pipe()
 	tg := target{LogTarget: kube.LogTarget{App: "chatty", AppUUID: "u-1", Pod: "chatty-0", Container: "main"}, PodUID: "uid-1"}
 	pos := Position{PodUID: tg.PodUID, Container: tg.Container}
