@@ -34,7 +34,11 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/workloads":    {},
 		// sitecon doctor's checks: they read the cluster (kube) and the
 		// quorum arithmetic, nothing of the agent or the console.
-		"doctor":          {"kube", "kube/safety"},
+		"doctor": {"kube", "kube/safety"},
+		// Reading each agent's own report when the cluster API does not
+		// answer: the cluster key (agent/config) and the report's shape
+		// (kube); main hands the reports to the console and status.
+		"nodereport":      {"agent/config", "agent/localapi", "kube"},
 		"agent/vncbridge": {"kube"},
 		"kube":            {"kube/safety"},
 		"kube/flow":       {"kube", "kube/safety", "audit"},
