@@ -193,6 +193,9 @@ type Agent struct {
 	// etcdSeen is this node's etcd member's view, observed in the
 	// background for the node report.
 	etcdSeen etcdSeen
+	// snap is the cluster cache of the running cluster work: the node
+	// report names the nodes last seen in it.
+	snap *kube.Snapshot
 }
 
 // New prepares an agent.

@@ -41,6 +41,12 @@ func (a *Agent) nodeReport() kube.NodeReport {
 		}
 	}
 	r.Etcd = a.etcdSeen.report()
+	a.mu.Lock()
+	snap := a.snap
+	a.mu.Unlock()
+	if snap != nil {
+		r.Peers = kube.NodePeers(snap.Nodes())
+	}
 	return r
 }
 

@@ -2,8 +2,11 @@ package kube
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Node reports: each node's agent serves what it knows of itself on its
@@ -31,11 +34,40 @@ type NodeReport struct {
 	ConfigNote     string     `json:"configNote,omitempty"`
 	K3s            K3sReport  `json:"k3s"`
 	Etcd           EtcdReport `json:"etcd"`
+	// Peers are the nodes this agent last saw in its cluster (its cache,
+	// however old), with their cluster addresses: a reader that knew only
+	// some of the nodes asks the others too, and one that does not answer
+	// is still listed.
+	Peers []NodePeer `json:"peers,omitempty"`
 	// Version is the agent's build.
 	Version string `json:"version,omitempty"`
 	// Clock is the agent's clock when it answered: the reader compares it
 	// with its own.
 	Clock time.Time `json:"clock"`
+}
+
+// NodePeer is a node as another node's agent last saw it.
+type NodePeer struct {
+	Name string `json:"name"`
+	// Address is its InternalIP, its cluster address.
+	Address string `json:"address,omitempty"`
+}
+
+// NodePeers are nodes' names and InternalIPs.
+func NodePeers(nodes []*corev1.Node) []NodePeer {
+	var out []NodePeer
+	for _, n := range nodes {
+		p := NodePeer{Name: n.Name}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				p.Address = a.Address
+				break
+			}
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b NodePeer) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // K3sReport is the k3s this agent supervises.

@@ -68,7 +68,9 @@ func Ask(ctx context.Context, key config.LifeKey, addrs []netip.AddrPort, deadli
 }
 
 // Ask asks every target at once and returns an answer per target (a scan
-// target only when something answered there), ordered by node name and
+// target only when something answered there or an answering agent names
+// it), then the nodes the answering agents last saw that were not asked
+// yet (each agent's report lists its peers), ordered by node name and
 // address, named nodes first. Targets at the same address are asked once.
 func (r Reader) Ask(ctx context.Context, targets []Target) kube.NodeReports {
 	now := r.Now
@@ -92,30 +94,38 @@ func (r Reader) Ask(ctx context.Context, targets []Target) kube.NodeReports {
 	// per node, closed after.
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true}}
 	defer client.CloseIdleConnections()
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		seen = map[netip.AddrPort]bool{}
-	)
-	for _, t := range targets {
-		t.Address = netip.AddrPortFrom(t.Address.Addr().Unmap(), t.Address.Port())
-		if seen[t.Address] || !t.Address.IsValid() {
+	got := map[netip.AddrPort]*asked{}
+	r.round(ctx, client, targets, deadline, now, got)
+	// The nodes the answering agents last saw in their cluster: one not
+	// asked yet is asked now, and one that was asked only by a scan is
+	// listed by name, answered or not.
+	var more []Target
+	for _, a := range got {
+		if a.answer.Report == nil {
 			continue
 		}
-		seen[t.Address] = true
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a, silent := r.askOne(ctx, client, t, deadline, now)
-			if silent && t.Scan {
-				return
+		for _, p := range a.answer.Report.Peers {
+			ip, err := netip.ParseAddr(p.Address)
+			if err != nil {
+				continue
 			}
-			mu.Lock()
-			out.Answers = append(out.Answers, a)
-			mu.Unlock()
-		}()
+			addr := netip.AddrPortFrom(ip.Unmap(), config.StatusPort)
+			if known, ok := got[addr]; ok {
+				known.scan = false
+				if known.answer.Node == "" {
+					known.answer.Node = p.Name
+				}
+				continue
+			}
+			more = append(more, Target{Address: addr, Node: p.Name})
+		}
 	}
-	wg.Wait()
+	r.round(ctx, client, more, deadline, now, got)
+	for _, a := range got {
+		if !(a.silent && a.scan) {
+			out.Answers = append(out.Answers, a.answer)
+		}
+	}
 	// Named nodes first, by name; then what answered at an address alone.
 	named := func(a kube.NodeAnswer) int {
 		if a.Node != "" || a.Report != nil {
@@ -133,6 +143,39 @@ func (r Reader) Ask(ctx context.Context, targets []Target) kube.NodeReports {
 		return strings.Compare(a.Address, b.Address)
 	})
 	return out
+}
+
+// asked is one address's outcome in a round.
+type asked struct {
+	answer kube.NodeAnswer
+	// silent: nothing answered; scan: asked only in case a node is there.
+	silent, scan bool
+}
+
+// round asks every target not in got at once, each within deadline, and
+// records the outcomes in got.
+func (r Reader) round(ctx context.Context, client *http.Client, targets []Target, deadline time.Duration, now func() time.Time, got map[netip.AddrPort]*asked) {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, t := range targets {
+		t.Address = netip.AddrPortFrom(t.Address.Addr().Unmap(), t.Address.Port())
+		if _, seen := got[t.Address]; seen || !t.Address.IsValid() {
+			continue
+		}
+		a := &asked{scan: t.Scan}
+		got[t.Address] = a
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answer, silent := r.askOne(ctx, client, t, deadline, now)
+			mu.Lock()
+			a.answer, a.silent = answer, silent
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 }
 
 // askOne asks one agent; silent says nothing answered at all (no

@@ -121,6 +121,31 @@ func TestAskEveryNodeEachOnItsOwn(t *testing.T) {
 	}
 }
 
+// A node no target named is found through the others' reports: the
+// nodes an agent last saw in its cluster are asked too, and one that does
+// not answer is listed by name even where only a scan asked.
+func TestAskFindsTheNodesTheOthersSaw(t *testing.T) {
+	key := lifeKey(t, "s3cret-password")
+	rs := statusserver.NodeReportHandler(key, "node-a", func() kube.NodeReport {
+		return kube.NodeReport{Phase: "joined", Peers: []kube.NodePeer{{Name: "node-a"}, {Name: "node-y", Address: "127.100.250.7"}, {Name: "node-z", Address: "127.100.250.8"}}}
+	})
+	srv := httptest.NewServer(statusserver.WithNodeReport(http.NotFoundHandler(), rs))
+	defer srv.Close()
+	good := netip.MustParseAddrPort(strings.TrimPrefix(srv.URL, "http://"))
+	scanned := netip.AddrPortFrom(netip.MustParseAddr("127.100.250.7"), config.StatusPort)
+	got := Reader{Key: key, Deadline: 500 * time.Millisecond}.Ask(context.Background(), []Target{{Address: good}, {Address: scanned, Scan: true}})
+	var names []string
+	for _, a := range got.Answers {
+		names = append(names, a.Name())
+		if a.Name() != "node-a" && (a.Answered || !strings.Contains(a.Problem, "did not answer")) {
+			t.Errorf("%s: %+v", a.Name(), a)
+		}
+	}
+	if strings.Join(names, " ") != "node-a node-y node-z" {
+		t.Errorf("answers %v, want node-a and the two nodes it saw", names)
+	}
+}
+
 // Without a key nothing is asked, and the round says why.
 func TestAskWithoutKey(t *testing.T) {
 	got := Ask(context.Background(), config.LifeKey{}, []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}, 0)

@@ -1,11 +1,17 @@
 package views
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
@@ -85,4 +91,180 @@ func apiDownLines(s *kube.Staleness, now time.Time, width int) []string {
 func wrap(text string, width int) []string {
 	width = max(width, 10)
 	return strings.Split(ansi.Wrap(text, width, ""), "\n")
+}
+
+// NodeReportsTitle is said above what each node reports while the cluster
+// API is down, by the overview and by `sitecon status`.
+const NodeReportsTitle = "the cluster API is down; this is what each node reports:"
+
+// nodeReportHeader names the report table's columns.
+var nodeReportHeader = []string{"NODE", "ANSWERED", "PHASE", "K3S", "ETCD", "CLOCK", "ADDRESS", "LAST ERROR"}
+
+// Column indexes of the report table, in nodeReportHeader's order.
+const (
+	colNode = iota
+	colAnswered
+	colPhase
+	colK3s
+	colEtcd
+	colClock
+	colAddress
+	colLastError
+)
+
+// nodeReportCells are one answer's cells, cleaned (a report is a peer's
+// words: nothing raw reaches the terminal). A node that gave no report
+// has its name, "no" and why: the problem spans the rest of the row.
+func nodeReportCells(a kube.NodeAnswer, now time.Time) (cells []string, problem string) {
+	if !a.Answered || a.Report == nil {
+		return []string{ui.Clean(a.Name()), "no"}, ui.Clean(a.Problem + " (" + a.Address + ")")
+	}
+	r := a.Report
+	lastErr := r.LastError
+	for _, s := range []string{r.ConfigError, r.ConfigNote} {
+		if s != "" {
+			lastErr = strings.TrimPrefix(lastErr+"; "+s, "; ")
+		}
+	}
+	phase := r.Phase
+	if !r.Since.IsZero() {
+		phase += " " + Age(r.Since, r.Clock, true)
+	}
+	cells = []string{a.Name(), "yes", phase, r.K3s.Text(r.Clock), r.Etcd.Text(), skewText(a.ClockSkew), a.Address, orNone(lastErr)}
+	for i := range cells {
+		cells[i] = ui.Clean(cells[i])
+	}
+	return cells, ""
+}
+
+// skewText is a node's clock against the reader's: "+0s", "-7m12s".
+func skewText(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < 0 {
+		return "-" + (-d).String()
+	}
+	return "+" + d.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// NodeReportLines is the report table, a header and a line per node,
+// at most width cells wide (0: as wide as it takes). When it does not
+// fit, the address goes first, then the last error and etcd's view are
+// cut, each with "…"; a node that did not answer says why on its row.
+func NodeReportLines(r kube.NodeReports, now time.Time, width int) []string {
+	if r.Problem != "" {
+		return []string{ui.Clean(r.Problem)}
+	}
+	if len(r.Answers) == 0 {
+		return []string{"no node answered, and no node is known to ask"}
+	}
+	rows := make([][]string, len(r.Answers))
+	problems := make([]string, len(r.Answers))
+	for i, a := range r.Answers {
+		rows[i], problems[i] = nodeReportCells(a, now)
+	}
+	widths := make([]int, len(nodeReportHeader))
+	measure := func(cells []string) {
+		for i, c := range cells {
+			widths[i] = max(widths[i], ansi.StringWidth(c))
+		}
+	}
+	measure(nodeReportHeader)
+	for i, cells := range rows {
+		if problems[i] == "" {
+			measure(cells)
+		}
+	}
+	shown := []int{colNode, colAnswered, colPhase, colK3s, colEtcd, colClock, colAddress, colLastError}
+	total := func() int {
+		n := 0
+		for _, c := range shown {
+			n += widths[c] + 2
+		}
+		return n - 2
+	}
+	if width > 0 {
+		if total() > width {
+			shown = slices.DeleteFunc(shown, func(c int) bool { return c == colAddress })
+		}
+		// The last error, then etcd, give way, down to a few cells each.
+		for _, c := range []int{colLastError, colEtcd} {
+			if over := total() - width; over > 0 {
+				widths[c] = max(widths[c]-over, 6)
+			}
+		}
+	}
+	line := func(cells []string, problem string) string {
+		var b strings.Builder
+		for k, c := range shown {
+			if problem != "" && k >= 2 {
+				b.WriteString(problem)
+				break
+			}
+			cell := cells[c]
+			if k == len(shown)-1 {
+				if width > 0 && ansi.StringWidth(cell) > widths[c] {
+					cell = ansi.Truncate(cell, widths[c], "…")
+				}
+				b.WriteString(cell)
+				break
+			}
+			b.WriteString(ui.Fit(cell, widths[c]) + "  ")
+		}
+		s := strings.TrimRight(b.String(), " ")
+		if width > 0 && ansi.StringWidth(s) > width {
+			s = ansi.Truncate(s, width, "…")
+		}
+		return s
+	}
+	out := []string{line(nodeReportHeader, "")}
+	for i := range rows {
+		out = append(out, line(rows[i], problems[i]))
+	}
+	return out
+}
+
+// NodeReportsOutput is `sitecon status -o json|yaml` while the cluster
+// API does not answer: why, and what each node reports.
+type NodeReportsOutput struct {
+	APIDown     string           `json:"apiDown"`
+	NodeReports kube.NodeReports `json:"nodeReports"`
+}
+
+// WriteNodeReports prints what each node reports while the cluster API
+// is down, in the given format: for a table, the title and the table.
+func WriteNodeReports(w io.Writer, r kube.NodeReports, apiDown string, now time.Time, f Format) error {
+	switch f {
+	case FormatJSON:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(NodeReportsOutput{APIDown: apiDown, NodeReports: r}); err != nil {
+			return err
+		}
+		_, err := w.Write(escapeControls(buf.Bytes()))
+		return err
+	case FormatYAML:
+		data, err := yaml.Marshal(ui.CleanStrings(NodeReportsOutput{APIDown: apiDown, NodeReports: r}))
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	if _, err := fmt.Fprintln(w, NodeReportsTitle); err != nil {
+		return err
+	}
+	for _, l := range NodeReportLines(r, now, 0) {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
