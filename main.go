@@ -418,6 +418,9 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 		snap.Start(ctx)
 		opts.JoinInfo = join.fromSnapshot(snap)
 	}
+	// While the cluster API does not answer, the overview shows what each
+	// node's agent reports, asked with this node's cluster config.
+	opts.NodeReports = nodeReports{configPath: join.configPath}.gather
 	// :form forms a new cluster from the console, as the seed, into the
 	// default config directory.
 	opts.FormWizard = func(uiCtx *ui.Context) *views.FormWizard {

@@ -116,7 +116,8 @@ func (k K3sReport) Text(now time.Time) string {
 }
 
 // Text is the member's view of etcd in a few words: "3/3 healthy, leader
-// node-a-…", "1/3 healthy, no leader", "no member here (…)".
+// node-a-…", "no quorum: 1/3 healthy, no leader", "no view: no etcd member
+// here (…)".
 func (e EtcdReport) Text() string {
 	if e.View == nil {
 		if e.Error != "" {
@@ -138,18 +139,20 @@ func (e EtcdReport) Text() string {
 			leader = m.Name
 		}
 	}
+	// The finding first: a narrow table cuts the end.
 	s := fmt.Sprintf("%d/%d healthy", healthy, voters)
+	if voters > 0 && healthy < voters/2+1 {
+		s = "no quorum: " + s
+	}
 	switch {
 	case leader != "":
 		s += ", leader " + leader
 	default:
 		s += ", no leader"
 	}
-	if voters > 0 && healthy < voters/2+1 {
-		s += ": no quorum"
-	}
 	if e.Error != "" {
-		s += " (then: " + e.Error + ")"
+		// The view is an older observation's: say what fails now first.
+		s = "now " + e.Error + "; before: " + s
 	}
 	return s
 }

@@ -204,6 +204,13 @@ func (o *overview) view(w, h int) string {
 			b.WriteString(mark + l + "\n")
 			used++
 		}
+		// What each node says of itself, asked directly; the cached
+		// alerts below keep at least two lines (their title is counted).
+		lines := nodeReportsLines(f.Reports, now, w-4, max(h-used-2, 2))
+		for _, l := range lines {
+			b.WriteString("    " + l + "\n")
+		}
+		used += len(lines)
 	}
 	b.WriteString(st.Section.Render("Alerts") + st.Muted.Render(asOf(f, now)) + "\n")
 	alerts := Alerts(f, now)

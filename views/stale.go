@@ -2,6 +2,7 @@ package views
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 	"sigs.k8s.io/yaml"
@@ -189,14 +191,20 @@ func NodeReportLines(r kube.NodeReports, now time.Time, width int) []string {
 		}
 		return n - 2
 	}
+	header := slices.Clone(nodeReportHeader)
 	if width > 0 {
 		if total() > width {
 			shown = slices.DeleteFunc(shown, func(c int) bool { return c == colAddress })
 		}
-		// The last error, then etcd, give way, down to a few cells each.
+		if total() > width {
+			// "yes" and "no" need no wider a column.
+			header[colAnswered], widths[colAnswered] = "ANS", 3
+		}
+		// The last error, then etcd, give way, down to their headers'
+		// width and a few cells.
 		for _, c := range []int{colLastError, colEtcd} {
 			if over := total() - width; over > 0 {
-				widths[c] = max(widths[c]-over, 6)
+				widths[c] = max(widths[c]-over, len(header[c]), 6)
 			}
 		}
 	}
@@ -223,7 +231,7 @@ func NodeReportLines(r kube.NodeReports, now time.Time, width int) []string {
 		}
 		return s
 	}
-	out := []string{line(nodeReportHeader, "")}
+	out := []string{line(header, "")}
 	for i := range rows {
 		out = append(out, line(rows[i], problems[i]))
 	}
@@ -267,4 +275,87 @@ func WriteNodeReports(w io.Writer, r kube.NodeReports, apiDown string, now time.
 		}
 	}
 	return nil
+}
+
+// NodeReportsMsg is a round of node reports, asked in the background.
+type NodeReportsMsg kube.NodeReports
+
+// nodeReportsEvery is how often the nodes are asked again while the
+// cluster API does not answer.
+const nodeReportsEvery = 5 * time.Second
+
+// nodeReportsAsker asks every node for its own report while the frame is
+// stale, a round at a time, each round a tea.Cmd off the UI's goroutine;
+// it stops asking, and forgets the reports, once the cluster answers.
+type nodeReportsAsker struct {
+	ctx    context.Context
+	gather func(ctx context.Context, known []kube.NodeStatus) kube.NodeReports
+	// asking: a round is out; next is when the next may start.
+	asking bool
+	next   time.Time
+	last   *kube.NodeReports
+}
+
+// SetNodeReports lets the console ask every node's agent for its report
+// while the cluster API does not answer (nil: it cannot: no cluster
+// config; the overview says so).
+func (a *App) SetNodeReports(ctx context.Context, gather func(ctx context.Context, known []kube.NodeStatus) kube.NodeReports) {
+	a.reports = nodeReportsAsker{ctx: ctx, gather: gather}
+}
+
+// current is the reports to draw with f: the last round's while f is
+// stale, none once the cluster answers.
+func (r *nodeReportsAsker) current(f *Frame) *kube.NodeReports {
+	if stale(f) == nil {
+		r.last, r.next = nil, time.Time{}
+		return nil
+	}
+	if r.gather == nil {
+		return &kube.NodeReports{Problem: "what each node reports needs this node's cluster config: start the console on a device with --config FILE"}
+	}
+	return r.last
+}
+
+// ask starts a round when f is stale, none is out, and the last is old.
+func (r *nodeReportsAsker) ask(f *Frame, now time.Time) tea.Cmd {
+	if r.gather == nil || stale(f) == nil || r.asking || now.Before(r.next) {
+		return nil
+	}
+	r.asking = true
+	ctx, gather, known := r.ctx, r.gather, slices.Clone(f.Status.Nodes)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return func() tea.Msg { return NodeReportsMsg(gather(ctx, known)) }
+}
+
+// got takes a round's reports.
+func (r *nodeReportsAsker) got(reports kube.NodeReports, now time.Time) {
+	r.asking, r.next = false, now.Add(nodeReportsEvery)
+	r.last = &reports
+}
+
+// nodeReportsLines are the overview's lines on what each node reports
+// while the cluster API is down, at most room lines of width cells: the
+// title, then the table (or why there is none yet).
+func nodeReportsLines(r *kube.NodeReports, now time.Time, width, room int) []string {
+	out := []string{NodeReportsTitle}
+	switch {
+	case r == nil:
+		out = append(out, "asking each node…")
+	case r.Problem != "":
+		out = append(out, wrap(ui.Clean(r.Problem), width)...)
+	default:
+		out = append(out, NodeReportLines(*r, now, width)...)
+	}
+	if len(out) > room {
+		more := len(out) - room + 1
+		out = append(out[:room-1], fmt.Sprintf("… %d more", more))
+	}
+	for i, l := range out {
+		if ansi.StringWidth(l) > width {
+			out[i] = ansi.Truncate(l, width, "…")
+		}
+	}
+	return out
 }
