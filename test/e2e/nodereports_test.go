@@ -226,3 +226,36 @@ func TestStatusShowsEachNodesOwnReportWhenTheAPIIsDown(t *testing.T) {
 		}
 	}
 }
+
+// Issue 22, the console's side: with etcd without quorum and the API
+// server stopped, the overview (80x24) says the cluster API is down and
+// shows what each node reports, asked directly, and nothing says all is
+// well; with node-c's agent stopped, node-c did not answer and the other
+// two are still shown.
+func TestConsoleShowsEachNodesOwnReportWhenTheAPIIsDown(t *testing.T) {
+	s := startAPIDownSite(t)
+	c := startConsoleNoColor(t, "--kubeconfig", s.site.Kubeconfig(), "--config", s.config, "--log-file", t.TempDir()+"/console.log")
+	c.waitScreen(15*time.Second, "the live overview", func(sc string) bool {
+		return strings.Contains(sc, "3/3 ready") && !strings.Contains(sc, "STALE")
+	})
+	s.stopAPI(t)
+	answered := func(sc, node string) bool {
+		fields := strings.Fields(lineWith(sc, node))
+		return len(fields) > 1 && fields[1] == "yes"
+	}
+	sc := c.waitScreen(90*time.Second, "the overview with every node's own report", func(sc string) bool {
+		return strings.Contains(sc, views.NodeReportsTitle) && answered(sc, "node-a") && answered(sc, "node-b") && answered(sc, "node-c")
+	})
+	t.Logf("the overview with the cluster API down:\n%s", sc)
+	if strings.Contains(sc, healthyLine) || !strings.Contains(sc, "STALE") {
+		t.Errorf("the overview is not marked stale, or says all is well:\n%s", sc)
+	}
+	s.agents["node-c"].stop()
+	delete(s.agents, "node-c")
+	sc = c.waitScreen(30*time.Second, "node-c did not answer, the others still shown", func(sc string) bool {
+		fields := strings.Fields(lineWith(sc, "node-c"))
+		return len(fields) > 2 && fields[1] == "no" && strings.Contains(lineWith(sc, "node-c"), "did not answer") &&
+			answered(sc, "node-a") && answered(sc, "node-b")
+	})
+	t.Logf("with node-c's agent stopped:\n%s", sc)
+}
