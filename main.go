@@ -346,14 +346,24 @@ with the node they run on, and the problems that need attention.
 			}
 			now := time.Now()
 			report := views.NewStatusReport(snap.Status(), readAgentSummary(cmd.Context(), agentSocket), now)
+			if report.Stale != nil {
+				// Read once, then lost before it was printed: each node
+				// is asked too, its report printed with the status.
+				got := reports.gather(cmd.Context(), report.Nodes)
+				report.NodeReports = &got
+			}
 			if err := views.WriteStatus(cmd.OutOrStdout(), report, now, format); err != nil {
 				return err
 			}
 			switch {
 			case report.Stale != nil:
-				// Read once, then lost before it was printed: what was
-				// printed says it is stale; each node is asked too.
-				return withNodeReports(cmd, reports, report.Nodes, apiUnreadable(cfg.Host, timeout, errors.New(report.Stale.Reason)), format)
+				if format == views.FormatTable && report.NodeReports.Problem == "" {
+					if err := views.WriteNodeReports(cmd.OutOrStdout(), *report.NodeReports, "", now, format); err != nil {
+						return err
+					}
+				}
+				// What was printed says it is stale.
+				return apiUnreadable(cfg.Host, timeout, errors.New(report.Stale.Reason))
 			case len(report.Problems) > 0:
 				return exitError{code: statusUnhealthy, err: fmt.Errorf("%d problem(s) need attention (listed under Problems)", len(report.Problems))}
 			}
