@@ -83,8 +83,12 @@ func (s *ReportServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if !s.Key.Valid() || s.Report == nil {
+	switch {
+	case !s.Key.Valid():
 		http.Error(w, "this agent has no cluster token to answer with", http.StatusServiceUnavailable)
+		return
+	case s.Report == nil:
+		http.Error(w, "this agent serves no report", http.StatusServiceUnavailable)
 		return
 	}
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
