@@ -95,11 +95,11 @@ type EtcdReport struct {
 }
 
 // Text is k3s's state in a few words: "running 2h (3 starts)", "not
-// running: exit status 1", "not run by this agent".
+// running: exit status 1", "not run here" (this agent runs no k3s).
 func (k K3sReport) Text(now time.Time) string {
 	switch {
 	case !k.Supervised:
-		return "not run by this agent"
+		return "not run here"
 	case k.Running:
 		s := "running"
 		if k.RunningSince != nil {

@@ -144,3 +144,22 @@ func TestGoldenNodeReportFrames(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// With the API server unreachable (the overview's words then end with
+// what to check) all three nodes' reports still fit at 80x24: once nodes
+// answered, their reports are what to check and the hint gives way. The
+// e2e run found the table cut to node-a and "… 2 more".
+func TestNodeReportsFitWithTheAPIServerUnreachable(t *testing.T) {
+	f := staleFrame()
+	f.Status.Stale.Reason = "cannot reach the API server at https://127.0.0.1:46527: dial tcp 127.0.0.1:46527: connect: connection refused"
+	a := NewApp(testContext(80, 24))
+	a.SetNodeReports(context.Background(), func(context.Context, []kube.NodeStatus) kube.NodeReports { return siteReports(now) })
+	_, cmd := a.Update(FrameMsg(f))
+	runCmd(a, cmd)
+	text := plainText(a.View())
+	for _, want := range []string{"node-a yes", "node-b yes", "node-c no did not answer", "Alerts"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the overview does not say %q:\n%s", want, ansi.Strip(a.View()))
+		}
+	}
+}

@@ -196,7 +196,7 @@ func (o *overview) view(w, h int) string {
 	used := 8 // the rows above, the blank line, the Alerts title
 	if down := stale(f); down != nil {
 		// Said whole, wrapped: a reason cut at the screen's edge is no reason.
-		for i, l := range apiDownLines(down, now, w-4) {
+		for i, l := range apiDownLines(down, f.Reports, now, w-4) {
 			mark := "    "
 			if i == 0 {
 				mark = st.Bad.Render("  ✖ ")
@@ -205,8 +205,8 @@ func (o *overview) view(w, h int) string {
 			used++
 		}
 		// What each node says of itself, asked directly; the cached
-		// alerts below keep at least two lines (their title is counted).
-		lines := nodeReportsLines(f.Reports, now, w-4, max(h-used-2, 2))
+		// alerts below keep a line (their title is counted).
+		lines := nodeReportsLines(f.Reports, now, w-4, max(h-used-1, 2))
 		for _, l := range lines {
 			b.WriteString("    " + l + "\n")
 		}

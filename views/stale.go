@@ -74,15 +74,17 @@ func staleBanner(s *kube.Staleness, now time.Time, onOverview bool) string {
 }
 
 // apiDownLines are the overview's words on a stale cache: that the
-// cluster API is down, why, and what to check, wrapped to width.
-func apiDownLines(s *kube.Staleness, now time.Time, width int) []string {
+// cluster API is down, why, and what to check, wrapped to width. reports
+// are the nodes' own reports: once some node answered, they are what to
+// check (whether k3s runs, whether etcd has quorum), and the hint goes.
+func apiDownLines(s *kube.Staleness, reports *kube.NodeReports, now time.Time, width int) []string {
 	text := "The cluster API is down (no answer for " + Age(s.Since, now, true) + "): this is the site as of " +
 		Age(s.AsOf, now, true) + " ago, and what changed since is unknown."
 	lines := wrap(text, width)
 	if s.Reason != "" {
 		lines = append(lines, wrap("Why: "+s.Reason, width)...)
 	}
-	if hint := kube.APIDownHint(s.Reason); hint != "" {
+	if hint := kube.APIDownHint(s.Reason); hint != "" && (reports == nil || len(reports.Answers) == 0) {
 		lines = append(lines, wrap("Check: "+hint, width)...)
 	}
 	return lines
@@ -199,6 +201,16 @@ func NodeReportLines(r kube.NodeReports, now time.Time, width int) []string {
 		if total() > width {
 			// "yes" and "no" need no wider a column.
 			header[colAnswered], widths[colAnswered] = "ANS", 3
+		}
+		if total() > width {
+			// The phase without its age.
+			widths[colPhase] = len(header[colPhase])
+			for i, cells := range rows {
+				if problems[i] == "" {
+					cells[colPhase], _, _ = strings.Cut(cells[colPhase], " ")
+					widths[colPhase] = max(widths[colPhase], ansi.StringWidth(cells[colPhase]))
+				}
+			}
 		}
 		// The last error, then etcd, give way, down to their headers'
 		// width and a few cells.
