@@ -151,8 +151,9 @@ func (e EtcdReport) Text() string {
 		s += ", no leader"
 	}
 	if e.Error != "" {
-		// The view is an older observation's: say what fails now first.
-		s = "now " + e.Error + "; before: " + s
+		// The view is an older observation's: say first that the
+		// member does not answer now (a narrow table cuts the end).
+		s = "no answer now; before: " + s + " (now: " + e.Error + ")"
 	}
 	return s
 }
