@@ -34,7 +34,7 @@ func agentAt(t *testing.T, key config.LifeKey, node string, clock time.Duration,
 		return kube.NodeReport{Phase: "joined", K3s: kube.K3sReport{Supervised: true, Running: true}}
 	})
 	rs.Now = func() time.Time { return time.Now().Add(clock) }
-	var h http.Handler = statusserver.WithNodeReport(http.NotFoundHandler(), rs)
+	h := statusserver.WithNodeReport(http.NotFoundHandler(), rs)
 	if wrap != nil {
 		h = wrap(h)
 	}
