@@ -68,6 +68,7 @@ proof there.`,
 				log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: g.logLevel}))
 			}
 			opts.Log = log
+			opts.Version = buildVersion
 			opts.StateDir, opts.Apps.StateDir = stateDir, stateDir
 			// client-go's own words (leader election, watch errors) belong
 			// in the agent's log, not lost: the agent runs no terminal UI.

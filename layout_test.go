@@ -38,7 +38,11 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"doctor": {"kube", "kube/safety"},
 		// sitecon bundle's collection: it reads the cluster (kube), asks
 		// the agents on the status port and writes files (agent/config).
-		"bundle":          {"kube", "agent/config"},
+		"bundle": {"kube", "agent/config"},
+		// Reading each agent's own report when the cluster API does not
+		// answer: the cluster key (agent/config) and the report's shape
+		// (kube); main hands the reports to the console and status.
+		"nodereport":      {"agent/config", "agent/localapi", "kube"},
 		"agent/vncbridge": {"kube"},
 		"kube":            {"kube/safety"},
 		"kube/flow":       {"kube", "kube/safety", "audit"},

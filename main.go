@@ -89,7 +89,9 @@ const statusExitHelp = `Exit status:
      kubelet outside the version skew policy)
   2  the cluster API could not be read within --timeout (it did not answer,
      or answered that it is not ready: etcd without quorum), or the command
-     was interrupted first; the error says what, why and what to check
+     was interrupted first; the error says what, why and what to check,
+     and with this node's cluster config (--config) every node's agent is
+     asked directly: what each reports is printed (-o json: "nodeReports")
   3  usage: a bad flag or argument, an unknown output format, a kubeconfig
      that cannot be loaded
 With --watch the exit status is 0 when q or Ctrl-C ends it.`
@@ -294,6 +296,7 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 	var timeout time.Duration
 	var watch bool
 	var agentSocket string
+	var reports nodeReports
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Print the cluster's status: nodes, VIP, pod health, volumes, apps",
@@ -334,17 +337,30 @@ with the node they run on, and the problems that need attention.
 				if errors.Is(cmd.Context().Err(), context.Canceled) {
 					return exitError{code: statusUnreadable, err: errors.New("interrupted before the cluster API answered")}
 				}
-				return apiUnreadable(cfg.Host, timeout, err)
+				// What each node's agent says of itself, asked
+				// directly: the cluster was never read, so the
+				// config says where the nodes are.
+				return withNodeReports(cmd, reports, nil, apiUnreadable(cfg.Host, timeout, err), format)
 			}
 			now := time.Now()
 			report := views.NewStatusReport(snap.Status(), readAgentSummary(cmd.Context(), agentSocket), now)
+			if report.Stale != nil {
+				// Read once, then lost before it was printed: each node
+				// is asked too, its report printed with the status.
+				got := reports.gather(cmd.Context(), report.Nodes)
+				report.NodeReports = &got
+			}
 			if err := views.WriteStatus(cmd.OutOrStdout(), report, now, format); err != nil {
 				return err
 			}
 			switch {
 			case report.Stale != nil:
-				// Read once, then lost before it was printed: what was
-				// printed says it is stale.
+				if format == views.FormatTable && report.NodeReports.Problem == "" {
+					if err := views.WriteNodeReports(cmd.OutOrStdout(), *report.NodeReports, "", now, format); err != nil {
+						return err
+					}
+				}
+				// What was printed says it is stale.
 				return apiUnreadable(cfg.Host, timeout, errors.New(report.Stale.Reason))
 			case len(report.Problems) > 0:
 				return exitError{code: statusUnhealthy, err: fmt.Errorf("%d problem(s) need attention (listed under Problems)", len(report.Problems))}
@@ -356,7 +372,29 @@ with the node they run on, and the problems that need attention.
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up reading the cluster after this long")
 	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep the status on screen, redrawn on every change; survives the API server going away")
+	cmd.Flags().StringVar(&reports.configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"),
+		"this node's cluster config: when the cluster API does not answer, every node's agent is asked for its own report with its key (not read if absent)")
 	return cmd
+}
+
+// withNodeReports is sitecon status's answer when the cluster API does not
+// answer (apiDown, exit status 2): what each node's agent reports, asked
+// directly, printed in format; without a cluster config the error says
+// what the reports need and nothing is printed.
+func withNodeReports(cmd *cobra.Command, src nodeReports, known []kube.NodeStatus, apiDown error, format views.Format) error {
+	got := src.gather(cmd.Context(), known)
+	if got.Problem != "" {
+		var e exitError
+		if errors.As(apiDown, &e) {
+			e.err = fmt.Errorf("%w\nnode reports: %s", e.err, got.Problem)
+			return e
+		}
+		return apiDown
+	}
+	if err := views.WriteNodeReports(cmd.OutOrStdout(), got, apiDown.Error(), time.Now(), format); err != nil {
+		return err
+	}
+	return apiDown
 }
 
 // runConsole opens the console with what the flags say: the cluster (or
@@ -388,6 +426,9 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 		snap.Start(ctx)
 		opts.JoinInfo = join.fromSnapshot(snap)
 	}
+	// While the cluster API does not answer, the overview shows what each
+	// node's agent reports, asked with this node's cluster config.
+	opts.NodeReports = nodeReports{configPath: join.configPath}.gather
 	// :form forms a new cluster from the console, as the seed, into the
 	// default config directory.
 	// b on the overview takes what sitecon bundle takes, with its defaults.

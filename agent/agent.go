@@ -126,6 +126,8 @@ type Options struct {
 	// VNCBindAddress is where the consoles of this node's VM apps are
 	// served (agent/vncbridge; default 127.0.0.1).
 	VNCBindAddress string
+	// Version is this agent's build, as its node report says it.
+	Version string
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
 	Env         config.Environment
@@ -188,6 +190,12 @@ type Agent struct {
 	apps   *apps.Controller
 	// drains runs the drains the device requests.
 	drains *drainrequest.Runner
+	// etcdSeen is this node's etcd member's view, observed in the
+	// background for the node report.
+	etcdSeen etcdSeen
+	// snap is the cluster cache of the running cluster work: the node
+	// report names the nodes last seen in it.
+	snap *kube.Snapshot
 }
 
 // New prepares an agent.
@@ -235,7 +243,7 @@ func New(opts Options) *Agent {
 		Records: a.records(), K3sBin: opts.K3sBin, K3sPaths: opts.K3sPaths, K3sLogFile: opts.K3sLogFile,
 		K3sBackoffMin: opts.K3sBackoffMin, Workloads: opts.Workloads, Kubeconfig: opts.Kubeconfig, Etcd: opts.Etcd,
 		InNetNS: opts.InNetNS, JoinUnverifiedCA: opts.JoinUnverifiedCA, MembershipTimeout: opts.MembershipTimeout,
-		LinkWait: opts.LinkWait, Log: opts.Log,
+		LinkWait: opts.LinkWait, Log: opts.Log, Report: a.nodeReport,
 	}, bringUpHost{a})
 	return a
 }
@@ -321,6 +329,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		// reported and retried, never a reason to stop bootstrap or k3s.
 		go a.serveMetrics(ctx)
 	}
+	// The node report's view of etcd, kept whatever the cluster API's state.
+	go a.observeEtcd(ctx)
 	if a.opts.NoBootstrap {
 		return a.runExternal(ctx)
 	}

@@ -34,6 +34,9 @@ import (
 // election instead (kube.EnsureAgentAccess says who may do what). lifeKey
 // checks the lost nodes' proofs of life for the failover guard.
 func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role k3s.Role, lifeKey config.LifeKey) {
+	a.mu.Lock()
+	a.snap = snap
+	a.mu.Unlock()
 	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
 	if !ok {
 		return

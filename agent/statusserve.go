@@ -30,7 +30,7 @@ func (a *Agent) externalLifeKey() config.LifeKey {
 	return a.lifeKey(a.opts.ClusterID, a.opts.ClusterToken)
 }
 
-// serveExternalStatus serves /status and the proof of life on
+// serveExternalStatus serves /status, the proof of life and the node report on
 // Options.StatusAddr for an agent run against a cluster it did not form
 // (--no-bootstrap): as on a device, the other nodes' failover guard probes
 // this node's agent there. /status answers cluster:<id> while this node's
@@ -50,7 +50,10 @@ func (a *Agent) serveExternalStatus(snap *kube.Snapshot, key config.LifeKey) (*h
 		n, ok := snap.Node(a.opts.NodeName)
 		return a.opts.ClusterID != "" && ok && snap.Health().Connected && kube.IsEtcdMember(n) && kube.IsServer(n)
 	}
-	srv := localapi.NewServer(statusserver.WithLifeProof(statusserver.Handler(a.opts.ClusterID, member), key, a.opts.NodeName))
+	// Beside them, this node's own report for the console and sitecon
+	// status when the cluster API does not answer.
+	report := statusserver.NodeReportHandler(key, a.opts.NodeName, a.nodeReport)
+	srv := localapi.NewServer(statusserver.WithNodeReport(statusserver.WithLifeProof(statusserver.Handler(a.opts.ClusterID, member), key, a.opts.NodeName), report))
 	go func() { _ = srv.Serve(l) }()
 	a.log.Info("serving /status and the proof of life", "addr", l.Addr().String())
 	return srv, nil

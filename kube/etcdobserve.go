@@ -93,9 +93,11 @@ func ObserveEtcd(ctx context.Context, access EtcdAccess, observer string, now fu
 	defer client.Close()
 	listCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// Not linearizable: the local member answers from what it knows even
-	// without a leader, and a list is wanted most exactly then.
-	list, err := client.MemberList(listCtx)
+	// Serializable: the local member answers from what it knows even
+	// without a leader, and a list is wanted most exactly then (etcd's
+	// client asks for a linearizable list unless told, which a member
+	// without quorum never answers).
+	list, err := client.MemberList(listCtx, clientv3.WithSerializable())
 	if err != nil {
 		return EtcdView{}, fmt.Errorf("etcd member list from %s: %w", access.Endpoint, err)
 	}

@@ -516,6 +516,15 @@ func (s *Snapshot) Node(name string) (*corev1.Node, bool) {
 	return n, err == nil
 }
 
+// Nodes reads the node cache alone (read only; nil until synced).
+func (s *Snapshot) Nodes() []*corev1.Node {
+	if !s.Synced() {
+		return nil
+	}
+	nodes, _ := s.core.Core().V1().Nodes().Lister().List(labels.Everything())
+	return nodes
+}
+
 // Pods reads the pod cache alone (read only; nil until synced): for a
 // reader that follows pods on every change, without copying the rest.
 func (s *Snapshot) Pods() []*corev1.Pod {

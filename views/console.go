@@ -29,6 +29,9 @@ type Frame struct {
 	Problem string
 	// Synced is false until the cluster has been read once.
 	Synced bool
+	// Reports is what each node's agent said of itself, asked directly
+	// while the cluster API does not answer (nil otherwise).
+	Reports *kube.NodeReports
 }
 
 // FrameMsg delivers a new frame to the console.
@@ -108,6 +111,9 @@ type App struct {
 	// bundle takes support bundles (b on the overview), once SetBundle
 	// gave it the means.
 	bundle *bundleTaker
+	// reports asks every node for its own report while the cluster API
+	// does not answer (views/stale.go).
+	reports nodeReportsAsker
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
@@ -206,11 +212,17 @@ func (a *App) update(msg tea.Msg) tea.Cmd {
 		// the banner draw comes through here: cleaned once, in one place
 		// (safety rule 7).
 		a.frame = ui.CleanStrings(Frame(msg))
+		a.frame.Reports = a.reports.current(&a.frame)
 		a.refresh()
-		return nil
+		return a.reports.ask(&a.frame, a.ctx.Now())
 	case TickMsg:
 		a.refresh()
-		return tick()
+		return tea.Batch(tick(), a.reports.ask(&a.frame, a.ctx.Now()))
+	case NodeReportsMsg:
+		a.reports.got(kube.NodeReports(msg), a.ctx.Now())
+		a.frame.Reports = a.reports.current(&a.frame)
+		a.refresh()
+		return nil
 	case tea.KeyMsg:
 		return a.handleKey(msg)
 	case preflightMsg:

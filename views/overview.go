@@ -214,7 +214,7 @@ func (o *overview) view(w, h int) string {
 	used := 8 // the rows above, the blank line, the Alerts title
 	if down := stale(f); down != nil {
 		// Said whole, wrapped: a reason cut at the screen's edge is no reason.
-		for i, l := range apiDownLines(down, now, w-4) {
+		for i, l := range apiDownLines(down, f.Reports, now, w-4) {
 			mark := "    "
 			if i == 0 {
 				mark = st.Bad.Render("  ✖ ")
@@ -222,6 +222,13 @@ func (o *overview) view(w, h int) string {
 			b.WriteString(mark + l + "\n")
 			used++
 		}
+		// What each node says of itself, asked directly; the cached
+		// alerts below keep a line (their title is counted).
+		lines := nodeReportsLines(f.Reports, now, w-4, max(h-used-1, 2))
+		for _, l := range lines {
+			b.WriteString("    " + l + "\n")
+		}
+		used += len(lines)
 	}
 	b.WriteString(st.Section.Render("Alerts") + st.Muted.Render(asOf(f, now)) + "\n")
 	alerts := Alerts(f, now)

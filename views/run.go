@@ -33,6 +33,10 @@ type ConsoleOptions struct {
 	JoinInfo func(role, name, uuid, ip string) (string, error)
 	// Hint is a line to say at start and in the help (the demo's next step).
 	Hint string
+	// NodeReports asks every node's agent for its own report, given the
+	// nodes last seen (their names and addresses); nil where this device
+	// holds no cluster config. Asked while the cluster API does not answer.
+	NodeReports func(ctx context.Context, known []kube.NodeStatus) kube.NodeReports
 	// FormWizard builds the :form wizard.
 	FormWizard func(*ui.Context) *FormWizard
 	// Bundle takes a support bundle and says where it went and what is
@@ -75,6 +79,7 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 		// take them too.
 		app.SetBundle(ctx, opts.Bundle)
 	}
+	app.SetNodeReports(ctx, opts.NodeReports)
 	if opts.Snap != nil && opts.Snap.Clients() != nil {
 		// Reading logs changes nothing: read-only consoles have them too.
 		app.SetLogSource(ctx, PodLogSource(opts.Snap.Clients()))

@@ -109,6 +109,9 @@ type StatusReport struct {
 	// Problems is what needs attention: the console overview's alerts,
 	// the same rule. `sitecon status` exits 1 when there is any.
 	Problems []string `json:"problems"`
+	// NodeReports is what each node's agent reported, asked directly,
+	// when the cluster was read but then stopped answering (Stale).
+	NodeReports *kube.NodeReports `json:"nodeReports,omitempty"`
 }
 
 // NewStatusReport is the report of a cluster status and this node's agent,

@@ -72,7 +72,10 @@ type Options struct {
 	// LinkWait bounds one wait for the cluster interface's carrier (zero:
 	// DefaultLinkWait).
 	LinkWait time.Duration
-	Log      *slog.Logger
+	// Report is this node's own report, served behind the cluster key
+	// beside /status (nil: none served).
+	Report func() kube.NodeReport
+	Log    *slog.Logger
 }
 
 // Host is the agent a bring-up runs in: where it reports what it does, what

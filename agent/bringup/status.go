@@ -70,6 +70,9 @@ func (r *Runner) serveStatus(ctx context.Context, v *config.Validated, member st
 	mux.Handle(config.MembershipPath, statusserver.MembershipHandler(func() (config.MembershipKey, error) {
 		return statusserver.LoadMembershipKey(v.ClusterID, r.opts.K3sPaths)
 	}, v.NodeName, judge))
+	// And it tells the console and sitecon status, when the cluster API
+	// does not answer, what it knows of itself.
+	mux.Handle(config.NodeReportPath, statusserver.NodeReportHandler(key, v.NodeName, r.opts.Report))
 	mux.Handle("/", statusserver.WithCAProof(statusserver.WithLifeProof(statusserver.Handler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, r.opts.K3sPaths))
 	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()

@@ -39,6 +39,15 @@ type Supervisor struct {
 	mu       sync.Mutex
 	starts   int
 	lastExit error
+	// runningSince is when the running k3s started; zero while none runs.
+	runningSince time.Time
+}
+
+// Running says whether k3s runs now, and since when.
+func (s *Supervisor) Running() (running bool, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.runningSince.IsZero(), s.runningSince
 }
 
 // Stats reports how often k3s was started and how it last exited.
@@ -86,6 +95,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		s.starts++
 		s.mu.Unlock()
 		if err == nil {
+			s.mu.Lock()
+			s.runningSince = began
+			s.mu.Unlock()
 			s.Log.Info("k3s started", "pid", cmd.Process.Pid, "args", s.Args)
 			s.recordPID(cmd.Process.Pid)
 			exited := make(chan error, 1)
@@ -93,9 +105,15 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				s.stop(cmd, exited)
+				s.mu.Lock()
+				s.runningSince = time.Time{}
+				s.mu.Unlock()
 				return nil
 			case err = <-exited:
 			}
+			s.mu.Lock()
+			s.runningSince = time.Time{}
+			s.mu.Unlock()
 			if err == nil {
 				err = errors.New("exited")
 			}

@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// This node's own report (kube.NodeReport), served behind the cluster key
+// on its cluster address beside /status (agent/statusserver/nodereport.go):
+// what the console and `sitecon status` show of this node when the
+// cluster API does not answer. It is the published State with k3s's
+// state, the etcd member's view and the agent's clock; it holds no secret
+// (State holds none: the token lives only in the applied config).
+
+// nodeReport is the report now. It never waits: the etcd view is the
+// background observation's.
+func (a *Agent) nodeReport() kube.NodeReport {
+	st := a.State()
+	r := kube.NodeReport{
+		Node: st.Node, ClusterID: st.ClusterID, Role: string(st.Role), Phase: string(st.Phase), Since: st.Since,
+		Attempts: st.Attempts, LastError: st.LastError, ClusterIP: st.ClusterIP, ClusterIPReady: st.ClusterIPReady,
+		ConfigError: st.ConfigError, ConfigNote: st.ConfigNote, Version: a.opts.Version,
+		K3s: kube.K3sReport{Starts: st.K3sStarts},
+	}
+	a.mu.Lock()
+	super := a.super
+	a.mu.Unlock()
+	if super != nil {
+		r.K3s.Supervised = true
+		starts, lastExit := super.Stats()
+		r.K3s.Starts = starts
+		if lastExit != nil {
+			r.K3s.LastExit = lastExit.Error()
+		}
+		if running, since := super.Running(); running {
+			r.K3s.Running, r.K3s.RunningSince = true, &since
+		}
+	}
+	r.Etcd = a.etcdSeen.report()
+	a.mu.Lock()
+	snap := a.snap
+	a.mu.Unlock()
+	if snap != nil {
+		r.Peers = kube.NodePeers(snap.Nodes())
+	}
+	return r
+}
+
+// etcdSeen is the last observation of etcd through this node's member
+// (kube.ObserveEtcd), kept for the report: a member without quorum still
+// lists the members and says which answer, which is what a technician
+// needs most exactly then.
+type etcdSeen struct {
+	mu   sync.Mutex
+	view *kube.EtcdView
+	err  error
+}
+
+func (e *etcdSeen) report() kube.EtcdReport {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := kube.EtcdReport{View: e.view}
+	switch {
+	case errors.Is(e.err, kube.ErrNoEtcdCredentials):
+		r.View, r.Error = nil, "no etcd member here (no etcd client certificate: a worker, or k3s has not run as a server yet)"
+	case e.err != nil:
+		r.Error = e.err.Error()
+	}
+	return r
+}
+
+// observeEtcd observes etcd every kube.EtcdObserveInterval until ctx ends,
+// whatever the cluster API's state. A failed observation keeps the last
+// view, with the failure beside it.
+func (a *Agent) observeEtcd(ctx context.Context) {
+	if a.opts.Etcd.Endpoint == "" {
+		return
+	}
+	tick := time.NewTicker(kube.EtcdObserveInterval)
+	defer tick.Stop()
+	for {
+		node := a.State().Node
+		view, err := kube.ObserveEtcd(ctx, a.opts.Etcd, node, time.Now)
+		a.etcdSeen.mu.Lock()
+		if err == nil {
+			a.etcdSeen.view = &view
+		}
+		a.etcdSeen.err = err
+		a.etcdSeen.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/agent/statusserver"
+	"github.com/sitecon/sitecon/kube"
+)
+
+// The node report is the published state, k3s's and etcd's, the agent's
+// version and clock, served behind the cluster key; and it never carries
+// the cluster token, in either form, whatever the agent holds.
+func TestNodeReportCarriesStateNeverTheToken(t *testing.T) {
+	const cluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
+	const password = "0123456789abcdef0123456789abcdef-s3cret"
+	token := config.Secret(config.SecureToken(password, []byte("ca")))
+	a := New(Options{Version: "v1.2.3", Etcd: kube.EtcdAccess{Endpoint: "http://127.0.0.1:1"}})
+	a.mu.Lock()
+	a.state = State{Node: "node-b", ClusterID: cluster, Role: k3s.RoleServer, Phase: PhaseJoined, Since: time.Now().Add(-time.Hour),
+		LastError: "etcd: no leader", ClusterIP: "10.244.244.2", ClusterIPReady: true}
+	a.applied = &config.Validated{Config: &config.Config{ClusterID: cluster, NodeName: "node-b"}, Token: token}
+	a.mu.Unlock()
+	a.etcdSeen.view = &kube.EtcdView{ObservedBy: "node-b", Members: []kube.EtcdMemberStatus{{Name: "node-b-1a2b3c4d", Healthy: true}, {Name: "node-a-5e6f7a8b"}}}
+
+	key := a.lifeKey(cluster, token)
+	srv := httptest.NewServer(statusserver.WithNodeReport(http.NotFoundHandler(), statusserver.NodeReportHandler(key, "node-b", a.nodeReport)))
+	defer srv.Close()
+	target := netip.MustParseAddrPort(strings.TrimPrefix(srv.URL, "http://"))
+	req, err := key.NewReportRequest(target, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL + config.NodeReportPath + "?" + req.Query().Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s", resp.Status, body)
+	}
+	for _, secret := range []string{token.Reveal(), password} {
+		if strings.Contains(string(body), secret) {
+			t.Errorf("the report carries the token:\n%s", body)
+		}
+	}
+	for _, want := range []string{`"node":"node-b"`, `"phase":"joined"`, `"role":"server"`, `"lastError":"etcd: no leader"`,
+		`"clusterIP":"10.244.244.2"`, `"version":"v1.2.3"`, `"node-b-1a2b3c4d"`, `"clock":`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the report lacks %s:\n%s", want, body)
+		}
+	}
+	if err := key.VerifyReport("node-b", req.Nonce, body, resp.Header.Get(config.NodeReportProofHeader)); err != nil {
+		t.Errorf("the report does not verify: %v", err)
+	}
+}
