@@ -196,7 +196,7 @@ func TestStatusUnreachableAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	out, errOut, err := runSitecon(t, "status", "--kubeconfig", path)
+	out, errOut, err := runSitecon(t, "status", "--kubeconfig", path, "--config", filepath.Join(t.TempDir(), "none.json"))
 	took := time.Since(start)
 	if code := exitCode(err); code != 2 {
 		t.Fatalf("status against a closed port exited %d (%v), want 2:\n%s", code, err, out)
@@ -204,9 +204,12 @@ func TestStatusUnreachableAPIServer(t *testing.T) {
 	if took > 10*time.Second {
 		t.Errorf("took %s, want under 10s", took)
 	}
+	// The third line: without this machine's cluster config, no node can
+	// be asked for its own report, and it says what that needs.
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], "cannot reach the API server at https://127.0.0.1:1") || !strings.HasPrefix(lines[1], "check: ") {
-		t.Errorf("stderr = %q, want a line naming the unreachable API server and one saying what to check", errOut)
+	if len(lines) != 3 || !strings.Contains(lines[0], "cannot reach the API server at https://127.0.0.1:1") || !strings.HasPrefix(lines[1], "check: ") ||
+		!strings.HasPrefix(lines[2], "node reports: ") || !strings.Contains(lines[2], "--config") {
+		t.Errorf("stderr = %q, want a line naming the unreachable API server, one saying what to check and one saying what the node reports need", errOut)
 	}
 	if out != "" {
 		t.Errorf("stdout = %q, want nothing", out)
