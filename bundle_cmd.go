@@ -213,7 +213,7 @@ func takeBundle(ctx context.Context, g *globalFlags, f *bundleFlags, log *slog.L
 			}},
 		{Name: "the doctor's report (sitecon doctor -o json)", Deadline: 2*f.apiWait + 10*time.Second,
 			Collect: func(ctx context.Context) ([]bundle.Item, []bundle.Missing, error) {
-				dopts := doctorOptions(g, log, f.k3sDataDir, f.agentSocket, f.apiWait)
+				dopts := doctorOptions(g, log, f.k3sDataDir, f.agentSocket, f.agentConfig, f.apiWait)
 				var buf bytes.Buffer
 				if err := doctor.WriteJSON(&buf, doctor.Diagnose(ctx, dopts)); err != nil {
 					return nil, nil, err
