@@ -24,8 +24,8 @@ func TestClocksCheck(t *testing.T) {
 		want    map[string]Severity // subject → severity; "" the check itself
 	}{
 		{"no config", nil, map[string]Severity{"": Info}},
-		{"in step", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 300 * time.Millisecond)}}, map[string]Severity{}},
-		{"one ahead, one far behind", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 3 * time.Second), answer("node-c", -2 * time.Minute)}},
+		{"in step", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 300*time.Millisecond)}}, map[string]Severity{}},
+		{"one ahead, one far behind", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 3*time.Second), answer("node-c", -2*time.Minute)}},
 			map[string]Severity{"node-b": Warn, "node-c": Error}},
 		{"refused for its clock", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0),
 			{Node: "node-b", Problem: "refused: the clocks differ: this node's clock is 7m12s ahead of the reader's"}}}, map[string]Severity{"node-b": Error}},
