@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/sitecon/sitecon/bundle"
 	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/nodereport"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
 )
@@ -211,12 +213,27 @@ func takeBundle(ctx context.Context, g *globalFlags, f *bundleFlags, log *slog.L
 			}},
 		{Name: "the doctor's report (sitecon doctor -o json)", Deadline: 2*f.apiWait + 10*time.Second,
 			Collect: func(ctx context.Context) ([]bundle.Item, []bundle.Missing, error) {
-				dopts := doctorOptions(g, log, f.k3sDataDir, f.agentSocket, f.apiWait)
+				dopts := doctorOptions(g, log, f.k3sDataDir, f.agentSocket, f.agentConfig, f.apiWait)
 				var buf bytes.Buffer
 				if err := doctor.WriteJSON(&buf, doctor.Diagnose(ctx, dopts)); err != nil {
 					return nil, nil, err
 				}
 				return []bundle.Item{{Name: "cluster/doctor.json", Source: "sitecon doctor -o json", Data: buf.Bytes()}}, nil, nil
+			}},
+		// What each node's agent says of itself, asked directly with the
+		// cluster's key: when the cluster API does not answer, the only
+		// word from the other nodes (sitecon status --config shows it).
+		{Name: "each node's own report (sitecon status --config)", Deadline: nodereport.DefaultDeadline + 5*time.Second,
+			Collect: func(ctx context.Context) ([]bundle.Item, []bundle.Missing, error) {
+				r := nodeReports{configPath: f.agentConfig}.gather(ctx, nil)
+				if r.Problem != "" && len(r.Answers) == 0 {
+					return nil, nil, errors.New(r.Problem)
+				}
+				data, err := json.MarshalIndent(r, "", "  ")
+				if err != nil {
+					return nil, nil, err
+				}
+				return []bundle.Item{{Name: "cluster/node-reports.json", Source: "each node's agent, on its cluster address", Data: data}}, nil, nil
 			}},
 	}
 	archive := bundle.Take(ctx, opts)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,11 +14,12 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/doctor"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
 
 func newDoctorCmd(g *globalFlags) *cobra.Command {
-	var output, k3sDataDir, agentSocket string
+	var output, k3sDataDir, agentSocket, clusterConfig string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -43,7 +45,7 @@ checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 			defer closeLog()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			report := ui.CleanStrings(doctor.Diagnose(ctx, doctorOptions(g, log, k3sDataDir, agentSocket, timeout/2)))
+			report := ui.CleanStrings(doctor.Diagnose(ctx, doctorOptions(g, log, k3sDataDir, agentSocket, clusterConfig, timeout/2)))
 			write := doctor.WriteText
 			if output == "json" {
 				write = doctor.WriteJSON
@@ -61,12 +63,13 @@ checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long; half of it for reading the cluster")
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its certificates are checked)")
 	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket (its config errors are checked)")
+	cmd.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config: its key asks every node's agent for its own report (the nodes' clocks are checked)")
 	return cmd
 }
 
 // doctorOptions are the doctor's: the cluster the flags name, this
 // machine's k3s data dir, and its agent when its socket is there.
-func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket string, apiWait time.Duration) doctor.Options {
+func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket, clusterConfig string, apiWait time.Duration) doctor.Options {
 	opts := doctor.Options{APIWait: apiWait, K3sDataDir: k3sDataDir, Log: log}
 	if cfg, err := g.restConfig(); err != nil {
 		opts.ConfigProblem = err.Error()
@@ -77,6 +80,11 @@ func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket str
 		opts.AgentConfigErrors = func(ctx context.Context) (map[string]string, error) {
 			n, err := localapi.Get[apps.PublishedNode](ctx, agentSocket, localapi.PathNode)
 			return n.ConfigErrors, err
+		}
+	}
+	if _, err := os.Stat(clusterConfig); err == nil {
+		opts.NodeReports = func(ctx context.Context) kube.NodeReports {
+			return nodeReports{configPath: clusterConfig}.gather(ctx, nil)
 		}
 	}
 	return opts

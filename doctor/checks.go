@@ -18,6 +18,7 @@ const (
 	IDOverrideStale        = "SC-OVERRIDE-STALE"
 	IDAppConfigRejected    = "SC-APP-CONFIG-REJECTED"
 	IDCertExpiry           = "SC-CERT-EXPIRY"
+	IDClockSkew            = "SC-CLOCK-SKEW"
 )
 
 // checkDeadline is each check's own deadline: the checks that read the
@@ -54,6 +55,8 @@ func Checks() []Check {
 			Next: "remove the entry: kubectl -n eve-kube-app edit configmap sitecon-placement, or migrate the app again", Run: checkOverrides},
 		{ID: IDAppConfigRejected, Area: AreaThisNode, Title: "app configs this node's agent rejects", Deadline: checkDeadline,
 			Next: "fix the named field of the file (or the controller's config); the agent retries by itself", Run: checkAgentConfigErrors},
+		{ID: IDClockSkew, Area: AreaNodes, Title: "nodes' clocks", Deadline: checkDeadline,
+			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
 			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
 	}

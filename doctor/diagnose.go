@@ -24,7 +24,10 @@ type Options struct {
 	K3sDataDir string
 	// AgentConfigErrors asks this node's agent; nil: no agent to ask.
 	AgentConfigErrors func(context.Context) (map[string]string, error)
-	Log               *slog.Logger
+	// NodeReports asks every node's agent directly (nil: no cluster
+	// config here); the clocks' check reads them.
+	NodeReports func(context.Context) kube.NodeReports
+	Log         *slog.Logger
 	// Checks replaces the full list (tests); nil: Checks().
 	Checks []Check
 }
@@ -35,7 +38,7 @@ type Options struct {
 // and says it is ready: a server whose etcd lost quorum still answers
 // from its watch cache, and those answers may be old.
 func Diagnose(ctx context.Context, opts Options) Report {
-	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors}
+	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports}
 	checks := opts.Checks
 	if checks == nil {
 		checks = Checks()

@@ -102,6 +102,9 @@ type Env struct {
 	// placement entries it refuses (file or entry → why); nil when no agent
 	// can be asked.
 	AgentConfigErrors func(context.Context) (map[string]string, error)
+	// NodeReports asks every node's agent for its own report, with the
+	// cluster config's key; nil when there is no config to ask with.
+	NodeReports nodeReportsFunc
 }
 
 // Check is one named check.

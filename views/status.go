@@ -106,7 +106,8 @@ type AgentEvent struct {
 type StatusReport struct {
 	kube.ClusterStatus
 	Agent *AgentSummary `json:"agent,omitempty"`
-	// Problems is what needs attention: the console overview's alerts,
+	// Problems is what needs attention: the console overview's alerts, each
+	// with its why, next step and finding id (Alert.Line),
 	// the same rule. `sitecon status` exits 1 when there is any.
 	Problems []string `json:"problems"`
 	// NodeReports is what each node's agent reported, asked directly,
@@ -119,7 +120,7 @@ type StatusReport struct {
 func NewStatusReport(st kube.ClusterStatus, agent *AgentSummary, now time.Time) StatusReport {
 	r := StatusReport{ClusterStatus: st, Agent: agent, Problems: []string{}}
 	for _, a := range Alerts(&Frame{Status: st, Synced: true}, now) {
-		r.Problems = append(r.Problems, a.Text)
+		r.Problems = append(r.Problems, a.Line())
 	}
 	return r
 }

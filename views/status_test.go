@@ -48,7 +48,9 @@ func TestWriteStatusTable(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"site1 (7f3e2a10)", "node-a (10.244.244.1)", "10.244.244.14 on node-a for 3h",
-		"1/2", "(seed)", "cordoned", "Unknown", "90s", "Problems:\n  volume vol-1 degraded for 7d (1 of 2 replicas not healthy)\n  node node-b Unknown for 90s\n",
+		"1/2", "(seed)", "cordoned", "Unknown", "90s", // Each problem says why and what next, as the overview's alerts do.
+		"Problems:\n  volume vol-1 degraded for 7d (1 of 2 replicas not healthy): replica on lost node-b",
+		"→ keep node-a up: only healthy copy [SC-VOL-DEGRADED]\n  node node-b Unknown for 90s: kubelet stopped posting status → check power/network, sitecon doctor [SC-NODE-NOT-READY]\n",
 		"degraded", "7d", "node-a:healthy node-b:failed (2 of 3)", "10Gi",
 		"hmi", "Running",
 	} {

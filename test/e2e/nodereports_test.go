@@ -212,6 +212,21 @@ func TestStatusShowsEachNodesOwnReportWhenTheAPIIsDown(t *testing.T) {
 		t.Errorf("node-a's row does not say its etcd has no quorum:\n%s", out)
 	}
 
+	// The support bundle, taken with the API down, carries the same
+	// reports: when the API does not answer they are what the site says.
+	none := filepath.Join(t.TempDir(), "none")
+	files, _, bundleOut, _ := takeBundle(t, "--kubeconfig", s.site.Kubeconfig(), "--config", s.config,
+		"--api-timeout", "3s", "--state-dir", none, "--agent-log", none, "--k3s-log", none, "--k3s-data-dir", none)
+	var inBundle kube.NodeReports
+	if err := json.Unmarshal(files["cluster/node-reports.json"], &inBundle); err != nil {
+		t.Errorf("the bundle's node reports: %v; printed:\n%s", err, bundleOut)
+	}
+	for _, node := range []string{"node-a", "node-b", "node-c"} {
+		if a, ok := answerOf(inBundle, node); !ok || !a.Answered {
+			t.Errorf("the bundle lacks %s's own report: %+v", node, a)
+		}
+	}
+
 	// One agent stopped: that node did not answer, the others still do.
 	s.agents["node-c"].stop()
 	delete(s.agents, "node-c")
