@@ -52,7 +52,7 @@ lint:
 # Unit tests, fuzzing for a bounded time, and the end-to-end tests against a
 # real control plane. Packages run one at a time: each e2e package starts its own site.
 test: lint controlplane fuzz race
-	$(GO) test -count=1 -p 1 -timeout 50m ./...
+	$(GO) test -count=1 -p 1 -timeout 70m ./...
 
 # The packages whose code runs goroutines (kubectl's drain helper calls
 # back from its evictions' goroutines; the agent's reconcilers, the local
