@@ -392,9 +392,9 @@ func TestDoctorReportsTheConfigTheAgentRejects(t *testing.T) {
 	}
 }
 
-// Without an API server: exit status 3, the cluster checks marked not run,
+// Without an API server: exit status 2 (as sitecon status), the cluster checks marked not run,
 // this node's checks run all the same (a certificate 20 days from expiry).
-func TestDoctorWithoutTheAPIExitsThree(t *testing.T) {
+func TestDoctorWithoutTheAPIExitsTwo(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
