@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,14 +22,13 @@ func checkAppsAway(_ context.Context, env *Env) []Finding {
 	}
 	var out []Finding
 	for _, a := range kube.Derive(env.Data, env.Now).Apps {
-		if a.DesignatedNode == "" || a.Node == "" || a.Node == a.DesignatedNode || a.Phase == "Terminating" {
+		if !a.Away() {
 			continue
 		}
 		f := Finding{Severity: Warn, Subject: a.Name, Summary: fmt.Sprintf("app %s runs on %s, not on its designated node %s", a.Name, a.Node, a.DesignatedNode),
 			Evidence: []string{fmt.Sprintf("%s app (%s), %s %s, phase %s", a.Kind, a.Mode, kindObject(a.Kind), a.Object, a.Phase)}}
-		t := appStarted(env.Data, a)
+		t := a.AwaySince() // what the overview and sitecon status say
 		if a.LastMove != nil && a.LastMove.To == a.Node {
-			t = a.LastMove.At
 			f.Evidence = append(f.Evidence, fmt.Sprintf("moved from %s to %s", a.LastMove.From, a.LastMove.To))
 		}
 		if !t.IsZero() {
@@ -61,21 +59,6 @@ func kindObject(kind string) string {
 		return "VMI"
 	}
 	return "pod"
-}
-
-// appStarted is when the app's pod started, or its VMI was created.
-func appStarted(d kube.Data, a kube.AppStatus) time.Time {
-	for _, p := range d.Pods {
-		if p.Namespace == a.Namespace && p.Name == a.Object && p.Status.StartTime != nil {
-			return p.Status.StartTime.Time
-		}
-	}
-	for _, v := range d.VMIs {
-		if v.Namespace == a.Namespace && v.Name == a.Object {
-			return v.CreationTimestamp.Time
-		}
-	}
-	return time.Time{}
 }
 
 // checkAppsPending lists the apps' pods (VM launchers included) that the
