@@ -17,10 +17,10 @@ import (
 
 func newAgentDrainRequestCmd() *cobra.Command {
 	var socket, reason, requester string
-	var wait, status bool
+	var wait, status, cancel bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "drain-request [--reason R] [--wait]",
+		Use:   "drain-request [--reason R] [--wait] | --cancel [--wait] | --status",
 		Short: "Ask this node's agent to drain the node, as an on-device service does before a reboot",
 		Long: `Ask this node's agent (its local API, --socket, root only) to drain the
 node, as EVE's base OS update, reboot and shutdown do: the agent runs the
@@ -34,16 +34,32 @@ was cordoned before the request (by hand): that stays.
 The states: not requested, requested, starting, cordoned, failed cordon,
 drain retrying, failed drain, complete. --wait waits until complete (exit
 0) or failed (exit 1); --status only reads where the request stands.
-Each attempt is in the agent's audit log.`,
+
+--cancel calls the request off (the update aborted, the reboot called
+off): the agent stops evicting, takes back its own cordon (a node cordoned
+by hand stays cordoned), and forgets the request; what it had evicted
+stays where it went. --wait then waits until that is done. A cancel with
+no request says so and changes nothing.
+Each attempt and each cancel is in the agent's audit log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
+			if status && cancel {
+				return errors.New("--status and --cancel: one or the other")
+			}
 			var st drainrequest.Status
 			var err error
-			if status {
+			switch {
+			case status:
 				st, err = localapi.Get[drainrequest.Status](ctx, socket, localapi.PathDrain)
-			} else {
+			case cancel:
+				st, err = localapi.PostJSON[drainrequest.Status](ctx, socket, localapi.PathDrainCancel, drainrequest.Request{Requester: requester})
+				if err != nil && st.State == drainrequest.NotRequested {
+					fmt.Fprintln(out, "drain request: "+drainrequest.ErrNothingToCancel.Error())
+					return nil
+				}
+			default:
 				st, err = localapi.PostJSON[drainrequest.Status](ctx, socket, localapi.PathDrain, drainrequest.Request{Requester: requester, Reason: reason})
 			}
 			if err != nil && st.State == "" {
@@ -60,7 +76,13 @@ Each attempt is in the agent's audit log.`,
 			}
 			deadline := time.Now().Add(timeout)
 			last := st.State
-			for !st.State.Final() {
+			over := func(st drainrequest.Status) bool {
+				if cancel {
+					return st.State == drainrequest.NotRequested
+				}
+				return st.State.Final()
+			}
+			for !over(st) {
 				if timeout > 0 && time.Now().After(deadline) {
 					return fmt.Errorf("drain request: still %s after %s", st.State, timeout)
 				}
@@ -77,7 +99,7 @@ Each attempt is in the agent's audit log.`,
 					last = st.State
 				}
 			}
-			if st.State != drainrequest.Complete {
+			if !cancel && st.State != drainrequest.Complete {
 				return errors.New("drain request " + string(st.State))
 			}
 			return nil
@@ -88,6 +110,7 @@ Each attempt is in the agent's audit log.`,
 	cmd.Flags().StringVar(&requester, "requester", audit.CurrentUser()+" (sitecon agent drain-request)", "who asks")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the drain is complete or has failed")
 	cmd.Flags().BoolVar(&status, "status", false, "only say where the drain request stands")
+	cmd.Flags().BoolVar(&cancel, "cancel", false, "call the drain request off: the agent takes back its own cordon")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this long (0: no limit)")
 	return cmd
 }
@@ -102,6 +125,9 @@ func printDrainStatus(w io.Writer, st drainrequest.Status) {
 			line += ": " + ui.Clean(st.Reason)
 		}
 		line += ")"
+	}
+	if st.CancelledBy != "" {
+		line += ", cancelled by " + ui.Clean(st.CancelledBy) + ": taking back the agent's cordon"
 	}
 	if st.Attempt > 0 && st.State != drainrequest.Complete {
 		line += fmt.Sprintf(", attempt %d of %d", st.Attempt, st.Attempts)

@@ -45,3 +45,19 @@ func (a *Agent) postDrain(body []byte) (int, any) {
 	}
 	return http.StatusOK, st
 }
+
+// postDrainCancel calls the drain request off, from the local API.
+func (a *Agent) postDrainCancel(body []byte) (int, any) {
+	var req drainrequest.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return http.StatusBadRequest, map[string]string{"error": "a cancel is JSON {\"requester\":…}: " + err.Error()}
+	}
+	st, err := a.drains.Cancel(req.Requester)
+	switch {
+	case errors.Is(err, drainrequest.ErrNothingToCancel):
+		return http.StatusNotFound, st
+	case err != nil:
+		return http.StatusBadRequest, map[string]string{"error": err.Error()}
+	}
+	return http.StatusOK, st
+}

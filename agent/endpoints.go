@@ -26,7 +26,7 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 			}
 			return apps.PublishedNode{Node: a.State().Node, Status: apps.PublishedDown, Reason: "not connected to the cluster yet"}
 		},
-	}, map[string]localapi.Post{localapi.PathDrain: a.postDrain})
+	}, map[string]localapi.Post{localapi.PathDrain: a.postDrain, localapi.PathDrainCancel: a.postDrainCancel})
 }
 
 // orEmpty is list(part), or an empty list (JSON [], not null) while the

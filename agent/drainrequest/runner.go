@@ -32,6 +32,9 @@ const RecordFile = "drain-request.json"
 // ErrBusy is a request while another one runs.
 var ErrBusy = errors.New("a drain request is already under way")
 
+// ErrNothingToCancel is a cancel with no request to cancel.
+var ErrNothingToCancel = errors.New("no drain request to cancel")
+
 // Options configure the runner.
 type Options struct {
 	// Node is this node's name.
@@ -68,6 +71,10 @@ type record struct {
 	// the node has been seen not Ready since. Either tells the boot.
 	BootID   string `json:"boot_id,omitempty"`
 	WentDown bool   `json:"went_down,omitempty"`
+	// CancelledBy: the requester called the request off. Kept on disk
+	// before it is acted on, so that a restart in between still takes
+	// the agent's cordon back rather than resuming the drain.
+	CancelledBy string `json:"cancelled_by,omitempty"`
 }
 
 // Runner runs this node's drain requests, one at a time.
@@ -81,6 +88,9 @@ type Runner struct {
 	status   Status
 	rec      *record // nil: no request
 	wake     chan struct{}
+	// stopAttempt ends the drain under way (its evictions, its wait for
+	// the next attempt) when the request is cancelled; nil between runs.
+	stopAttempt context.CancelFunc
 }
 
 // New prepares the runner and reads the record a previous run left.
@@ -105,7 +115,7 @@ func New(opts Options) *Runner {
 	case ok:
 		r.rec = &rec
 		r.status = Status{State: rec.State, Requester: rec.Requester, Reason: rec.Reason, RequestedAt: rec.RequestedAt,
-			Since: time.Now(), Attempts: opts.Attempts, CordonedByAgent: rec.CordonedByAgent}
+			Since: time.Now(), Attempts: opts.Attempts, CordonedByAgent: rec.CordonedByAgent, CancelledBy: rec.CancelledBy}
 		if !rec.State.Final() {
 			// Cut off mid-way (the agent restarted): the request runs again.
 			r.status.State = Requested
@@ -140,6 +150,10 @@ func (r *Runner) Request(req Request) (Status, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.rec != nil && r.rec.CancelledBy != "" {
+		// The cancelled one is still being settled (its cordon taken back).
+		return r.status, ErrBusy
+	}
 	switch r.status.State {
 	case Complete:
 		return r.status, nil
@@ -164,6 +178,50 @@ func (r *Runner) Request(req Request) (Status, error) {
 	default:
 	}
 	return r.status, nil
+}
+
+// Cancel calls the request off, as by says: the drain under way stops,
+// and the run loop takes back the agent's own cordon (never one made by
+// hand) and forgets the request. The cancel is on disk before it is
+// answered; the requester waits for not requested. A cancel with no
+// request is ErrNothingToCancel and changes nothing.
+func (r *Runner) Cancel(by string) (Status, error) {
+	if err := (Request{Requester: by}).Check(); err != nil {
+		return r.Status(), fmt.Errorf("a cancel names who asks: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rec == nil || r.status.State == NotRequested {
+		return r.status, ErrNothingToCancel
+	}
+	if r.rec.CancelledBy == "" {
+		rec := *r.rec
+		rec.CancelledBy = by
+		if err := r.write(&rec); err != nil {
+			return r.status, fmt.Errorf("cancel not taken: %w", err)
+		}
+		r.rec.CancelledBy = by
+		r.status.CancelledBy = by
+		r.log.Info("drain request cancelled", "by", by, "state", r.status.State)
+	}
+	if r.stopAttempt != nil {
+		r.stopAttempt()
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return r.status, nil
+}
+
+// cancelledBy is who cancelled the current request, "" when none did.
+func (r *Runner) cancelledBy() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rec == nil {
+		return ""
+	}
+	return r.rec.CancelledBy
 }
 
 // auditRecorder is the audit log's recorder, opened once.
@@ -241,8 +299,27 @@ func (r *Runner) Run(ctx context.Context, snap *kube.Snapshot, node string) {
 	defer tick.Stop()
 	for {
 		switch st := r.Status().State; {
+		case r.cancelledBy() != "":
+			r.cancel(ctx, snap)
 		case st == Requested || st == Starting || st == Cordoned || st == Retrying:
-			r.drain(ctx, snap)
+			// The attempt's own context: a cancel stops its evictions and
+			// its wait for the next attempt, not the agent.
+			actx, stop := context.WithCancel(ctx)
+			r.mu.Lock()
+			r.stopAttempt = stop
+			cancelled := r.rec != nil && r.rec.CancelledBy != ""
+			r.mu.Unlock()
+			if !cancelled {
+				r.drain(actx, snap)
+			}
+			r.mu.Lock()
+			r.stopAttempt = nil
+			r.mu.Unlock()
+			stop()
+			if ctx.Err() != nil {
+				return
+			}
+			continue
 		case st.Final():
 			r.watchReturn(ctx, snap)
 		}
@@ -427,6 +504,52 @@ func (r *Runner) undoCordon(ctx context.Context, snap *kube.Snapshot) {
 		}
 	})
 	r.did(r.opts.Node + " uncordoned: the drain is held")
+}
+
+// cancel settles a cancelled request: the agent's own cordon taken back
+// (a node cordoned by hand stays so), the request forgotten, both said
+// and recorded. An uncordon that fails keeps the request, said, and is
+// tried again on the next pass.
+func (r *Runner) cancel(ctx context.Context, snap *kube.Snapshot) {
+	r.mu.Lock()
+	current := r.rec
+	var rec record
+	if current != nil {
+		rec = *current
+	}
+	r.mu.Unlock()
+	if current == nil {
+		return
+	}
+	n, ok := snap.Node(r.opts.Node)
+	if !ok && rec.CordonedByAgent {
+		// Forgetting the request now would forget the cordon is the
+		// agent's: it waits until it sees its node.
+		_ = r.update(func(s *Status, _ *record) {
+			s.Why = []string{"cancelled; waiting to see " + r.opts.Node + " in the cluster to take back the agent's cordon"}
+		})
+		return
+	}
+	recorder, _ := r.auditRecorder()
+	line := "cancelled by " + rec.CancelledBy
+	if rec.CordonedByAgent && n.Spec.Unschedulable {
+		a := flow.Cordon(recorder, snap, r.opts.Node, false)
+		a.SetDetail("the agent's own cordon for a drain requested by " + rec.Requester + ", cancelled by " + rec.CancelledBy)
+		if err := a.Run(ctx, nil); err != nil {
+			r.log.Warn("uncordon after the drain request's cancel", "err", err)
+			_ = r.update(func(s *Status, _ *record) {
+				s.Why = []string{"cancelled; taking back the agent's cordon: " + err.Error()}
+			})
+			return
+		}
+		line += ": " + r.opts.Node + " uncordoned (the agent's own cordon)"
+	} else if rec.CordonedBefore {
+		line += ": " + r.opts.Node + " left cordoned (it was cordoned before the request, by hand)"
+	}
+	c := recorder.Open(flow.ActionDrainRequest, r.opts.Node)
+	c.SetDetail(fmt.Sprintf("requested by %s, cancelled by %s", rec.Requester, rec.CancelledBy))
+	_ = c.Cancel(errors.New(line))
+	r.settle(current, line)
 }
 
 // watchReturn uncordons, once the node has been down (or booted) and is

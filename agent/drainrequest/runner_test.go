@@ -45,3 +45,40 @@ func TestSettlingAnOldRequestKeepsANewOne(t *testing.T) {
 		t.Errorf("the record on disk is not the new request's: %s", rec)
 	}
 }
+
+// A cancel is on disk before it is answered: an agent restarted before it
+// took its cordon back still knows the request was called off (and does
+// not resume the drain), and a new request waits until it is settled. A
+// cancel with nothing to cancel writes nothing.
+func TestACancelSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Node: "node-a", StateDir: dir, Audit: func() (flow.Recorder, error) {
+		log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+		return flow.Recorder{Log: log}, err
+	}}
+	r := New(opts)
+	if _, err := r.Cancel("baseosmgr"); err != ErrNothingToCancel {
+		t.Fatalf("a cancel with no request: %v, want %v", err, ErrNothingToCancel)
+	}
+	if _, err := os.Stat(filepath.Join(dir, RecordFile)); !os.IsNotExist(err) {
+		t.Fatalf("a cancel with no request wrote a record: %v", err)
+	}
+	if _, err := r.Request(Request{Requester: "baseosmgr", Reason: "update"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.update(func(s *Status, rc *record) { s.State, rc.CordonedByAgent = Cordoned, true })
+	if st, err := r.Cancel("baseosmgr"); err != nil || st.CancelledBy != "baseosmgr" {
+		t.Fatalf("cancel: %+v, %v", st, err)
+	}
+
+	restarted := New(opts)
+	if by := restarted.cancelledBy(); by != "baseosmgr" {
+		t.Fatalf("after a restart the cancel is forgotten (cancelled by %q)", by)
+	}
+	if st := restarted.Status(); st.CancelledBy != "baseosmgr" || !st.CordonedByAgent {
+		t.Fatalf("after a restart the status reads %+v", st)
+	}
+	if _, err := restarted.Request(Request{Requester: "nodeagent"}); err != ErrBusy {
+		t.Fatalf("a request while the cancelled one is settled: %v, want %v", err, ErrBusy)
+	}
+}

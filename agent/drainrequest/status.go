@@ -78,4 +78,7 @@ type Status struct {
 	// uncordons it once the node is back; false for a node found cordoned
 	// (by hand), which stays so.
 	CordonedByAgent bool `json:"cordonedByAgent,omitempty"`
+	// CancelledBy: the requester called the request off; the agent is
+	// taking back its cordon and forgetting it.
+	CancelledBy string `json:"cancelledBy,omitempty"`
 }

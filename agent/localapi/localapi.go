@@ -36,6 +36,9 @@ const (
 	// PathDrain: GET is the drain request's status, POST a drain request
 	// (drainrequest.Status, drainrequest.Request).
 	PathDrain = "/v1/drain"
+	// PathDrainCancel: POST calls the drain request off
+	// (drainrequest.Request naming who asks; drainrequest.Status).
+	PathDrainCancel = "/v1/drain/cancel"
 )
 
 // Post answers a POST with the request's body (at most MaxBody bytes):
