@@ -4,14 +4,10 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -48,29 +44,9 @@ func TestControlPlaneFaultsWhileConsoleAndAgentsRun(t *testing.T) {
 		})
 		return time.Since(from)
 	}
-	// Exactly one agent leads, and it is the Lease's holder.
 	oneLeader := func(what string, within time.Duration) (string, time.Duration) {
 		t.Helper()
-		from := time.Now()
-		leader := until(t, within, "one stats leader "+what, func() (string, bool) {
-			var leaders []string
-			for _, n := range nodes {
-				if agents[n].agent.LeaderState().IsLeader {
-					leaders = append(leaders, n)
-				}
-			}
-			if len(leaders) != 1 {
-				return fmt.Sprintf("agents leading: %v", leaders), false
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			l, err := cs.CoordinationV1().Leases(kube.AppNamespace).Get(ctx, kube.StatsLeaderLeaseName, metav1.GetOptions{})
-			if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != leaders[0] {
-				return fmt.Sprintf("agents leading: %v; the Lease: %v", leaders, err), false
-			}
-			return leaders[0], true
-		}, func(s string) string { return s })
-		return leader, time.Since(from)
+		return waitOneStatsLeader(t, cs, agents, what, within)
 	}
 	// Down: the console says so and draws nothing green, and holds it.
 	down := func(what string) {

@@ -32,7 +32,7 @@ import (
 func TestReturnHome(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
-	cs, dyn, lh := clientset(t, site), dynClient(t, site), longhornClient(t, site)
+	cs, dyn := clientset(t, site), dynClient(t, site)
 	ctx := context.Background()
 	appsDir, logDir, auditLog := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "audit.jsonl")
 	b := sitebox.NodeUUID("node-b")
@@ -149,25 +149,7 @@ func TestReturnHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	agents["node-b"] = startSiteAgent(t, site, "node-b", appsDir, logDir)
-	until(t, 90*time.Second, "rh-data healthy with an up-to-date replica on node-b", func() (string, bool) {
-		vols, err := lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err.Error(), false
-		}
-		i := slices.IndexFunc(vols.Items, func(v lhv1beta2.Volume) bool { return v.Status.KubernetesStatus.PVCName == apps.ClaimName(vol) })
-		if i < 0 {
-			return "no volume for the claim", false
-		}
-		v := vols.Items[i]
-		reps, err := lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=" + v.Name})
-		if err != nil {
-			return err.Error(), false
-		}
-		onB := slices.ContainsFunc(reps.Items, func(r lhv1beta2.Replica) bool {
-			return r.Spec.NodeID == "node-b" && r.Spec.HealthyAt != "" && r.Spec.FailedAt == ""
-		})
-		return fmt.Sprintf("%s, healthy replica on node-b: %v", v.Status.Robustness, onB), v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy && onB
-	}, func(s string) string { return s })
+	waitClaimHealthyOn(t, site, apps.ClaimName(vol), "node-b", 90*time.Second)
 
 	// sitecon status says each app is away, and since when.
 	report := until(t, 60*time.Second, "sitecon status shows the three apps away from home", func() (views.StatusReport, bool) {
@@ -259,4 +241,32 @@ func mustRead(t *testing.T, path string) []audit.Record {
 		t.Fatal(err)
 	}
 	return recs
+}
+
+// waitClaimHealthyOn waits until the Longhorn volume of claim is healthy
+// and holds an up-to-date replica on node.
+func waitClaimHealthyOn(t testing.TB, site *sitebox.TestSite, claim, node string, within time.Duration) {
+	t.Helper()
+	lh := site.Clients(t).Longhorn.LonghornV1beta2()
+	until(t, within, claim+"'s volume healthy with an up-to-date replica on "+node, func() (string, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		vols, err := lh.Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err.Error(), false
+		}
+		i := slices.IndexFunc(vols.Items, func(v lhv1beta2.Volume) bool { return v.Status.KubernetesStatus.PVCName == claim })
+		if i < 0 {
+			return "no volume for the claim", false
+		}
+		v := vols.Items[i]
+		reps, err := lh.Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=" + v.Name})
+		if err != nil {
+			return err.Error(), false
+		}
+		on := slices.ContainsFunc(reps.Items, func(r lhv1beta2.Replica) bool {
+			return r.Spec.NodeID == node && r.Spec.HealthyAt != "" && r.Spec.FailedAt == ""
+		})
+		return fmt.Sprintf("%s, healthy replica on %s: %v", v.Status.Robustness, node, on), v.Status.Robustness == lhv1beta2.VolumeRobustnessHealthy && on
+	}, func(s string) string { return s })
 }

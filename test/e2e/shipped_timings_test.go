@@ -154,6 +154,10 @@ func loseNodeBAtShippedTimings(tb testing.TB) (map[string]time.Duration, agent.F
 	return back, budget
 }
 
+// shippedVolume is the shipped site's volume, used by ship-web.
+var shippedVolume = apps.VolumeConfig{UUID: "5e1f0000-0000-4000-8000-00000000000a", Name: "ship-data",
+	DesignatedNodeID: sitebox.NodeUUID("node-b"), Size: "1Gi", ReplicaCount: 3}
+
 // startShippedSite starts a site at the timings a real site has (the
 // controller-manager settings the agent renders for k3s, the kubelet's 40s
 // node lease, the default 300s eviction toleration for pods without their
@@ -161,6 +165,13 @@ func loseNodeBAtShippedTimings(tb testing.TB) (map[string]time.Duration, agent.F
 // shipped defaults, and lays out an auto container app with a volume and
 // an auto VM on node-b.
 func startShippedSite(t testing.TB) (*sitebox.TestSite, map[string]*siteAgent, map[string]apps.AppConfig) {
+	t.Helper()
+	return startShippedSiteIn(t, t.TempDir(), t.TempDir())
+}
+
+// startShippedSiteIn is startShippedSite with the agents' apps and log
+// directories given, for a test that starts a lost node's agent again.
+func startShippedSiteIn(t testing.TB, appsDir, logDir string) (*sitebox.TestSite, map[string]*siteAgent, map[string]apps.AppConfig) {
 	t.Helper()
 	opts := sitebox.TestOptions(t.TempDir())
 	opts.ClusterName = "sitebox-shipped"
@@ -181,9 +192,8 @@ func startShippedSite(t testing.TB) (*sitebox.TestSite, map[string]*siteAgent, m
 	t.Cleanup(site.Stop)
 	site.WaitSettled(t, 5*time.Minute)
 
-	appsDir, logDir := t.TempDir(), t.TempDir()
 	b := sitebox.NodeUUID("node-b")
-	vol := apps.VolumeConfig{UUID: "5e1f0000-0000-4000-8000-00000000000a", Name: "ship-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
+	vol := shippedVolume
 	appConfigs := map[string]apps.AppConfig{
 		"ship-web": {UUID: "5e1f0000-0000-4000-8000-000000000001", DisplayName: "ship-web", Activate: true, Kind: apps.KindContainer,
 			Image: "registry.local/web:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vol.UUID}},
