@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -314,6 +315,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	// Writes a kill cut off left their temporary files; with the lock
+	// held nothing of this agent writes yet.
+	for _, dir := range slices.Compact([]string{a.opts.StateDir, a.opts.Apps.StateDir}) {
+		if dir == "" {
+			continue
+		}
+		removed, err := config.RemoveStaleTemps(dir)
+		for _, path := range removed {
+			a.log.Info("removed the temporary file of a write cut off by the agent's end", "path", path)
+		}
+		if err != nil {
+			a.log.Warn("temporary files of cut-off writes", "dir", dir, "err", err)
+		}
+	}
 	if a.opts.SocketPath != "" {
 		srv, err := a.serveLocalAPI()
 		if err != nil {

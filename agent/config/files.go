@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // DecodeStrict decodes one JSON value, refusing unknown fields and
@@ -82,4 +83,50 @@ func ReadOptional[T any](path string) (v T, ok bool, err error) {
 		return zero, false, fmt.Errorf("%s: %w", path, err)
 	}
 	return v, true, nil
+}
+
+// RemoveStaleTemps removes the temporary files WriteFileAtomic left in
+// dir when it was cut off (a kill, a power cut: its own clean-up never
+// ran), and returns their paths. Only names of WriteFileAtomic's pattern
+// (".NAME.tmp-DIGITS") directly in dir go; the files they were for stay,
+// whole, as the rename left them. Call it while nothing writes in dir (the
+// agent at its start, holding its instance lock): a write under way would
+// lose its temporary file and fail. A missing dir has none.
+func RemoveStaleTemps(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isAtomicTemp(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, path)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// isAtomicTemp reports whether name is a WriteFileAtomic temporary file:
+// "." + the file's name + ".tmp-" + os.CreateTemp's digits.
+func isAtomicTemp(name string) bool {
+	i := strings.LastIndex(name, ".tmp-")
+	if !strings.HasPrefix(name, ".") || i <= 1 || i+len(".tmp-") == len(name) {
+		return false
+	}
+	for _, c := range name[i+len(".tmp-"):] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

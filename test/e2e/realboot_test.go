@@ -86,52 +86,8 @@ func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
 	writeJSON(t, filepath.Join(appsDir, "apps", web.DisplayName+".json"), web)
 	seed, joiners := "node-a", []string{"node-b", "node-c"}
 	nodes := append([]string{seed}, joiners...)
-	agentState := func(node string) (agent.State, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		return localapi.Get[agent.State](ctx, site.AgentSocket(node), localapi.PathAgent)
-	}
-	// whole: every node Ready, every agent joined (its bring-up done) and
-	// READY on its socket (connected to its cluster), and each sees the app
-	// running on node-b.
-	whole := func() (string, bool) {
-		cs := clientset(t, site)
-		for _, n := range nodes {
-			node, err := cs.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
-			if err != nil {
-				return "node " + n + ": " + err.Error(), false
-			}
-			if !kube.NodeIsReady(node) {
-				return "node " + n + " not Ready", false
-			}
-			st, err := agentState(n)
-			if err != nil {
-				return n + "'s agent: " + err.Error(), false
-			}
-			if st.Phase != agent.PhaseJoined {
-				return fmt.Sprintf("%s's agent is %s (%s)", n, st.Phase, st.LastError), false
-			}
-			var ns apps.PublishedNode
-			if err := getSocketErr(site.AgentSocket(n), localapi.PathNode, &ns); err != nil {
-				return n + "'s agent: " + err.Error(), false
-			}
-			if ns.Status != apps.PublishedReady {
-				return fmt.Sprintf("%s's agent says %s (%s)", n, ns.Status, ns.Reason), false
-			}
-			var seen []apps.PublishedApp
-			if err := getSocketErr(site.AgentSocket(n), localapi.PathApps, &seen); err != nil {
-				return n + "'s agent apps: " + err.Error(), false
-			}
-			running := false
-			for _, a := range seen {
-				running = running || (a.Name == web.DisplayName && a.KubeStatus == apps.KubeRunning && a.Node == "node-b")
-			}
-			if !running {
-				return fmt.Sprintf("%s's agent does not see %s running on node-b: %+v", n, web.DisplayName, seen), false
-			}
-		}
-		return "", true
-	}
+	whole := func() (string, bool) { return bootSiteWhole(t, site, nodes, web.DisplayName, "node-b") }
+	agentState := func(node string) (agent.State, error) { return bootAgentState(site, node) }
 
 	began := time.Now()
 	if err := site.StartAgents(sitecon, appsDir, sitebox.QuickAgentTimings(5*time.Minute)); err != nil {
@@ -315,4 +271,53 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 			t.Errorf("sitebox down left %s: %s", p, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
 	}
+}
+
+// bootAgentState is a bootstrap-mode node's agent state, from its socket.
+func bootAgentState(site *sitebox.TestSite, node string) (agent.State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return localapi.Get[agent.State](ctx, site.AgentSocket(node), localapi.PathAgent)
+}
+
+// bootSiteWhole: every node Ready, every agent joined (its bring-up done)
+// and READY on its socket (connected to its cluster), and each sees app
+// running on appNode. Else it says what is not yet so.
+func bootSiteWhole(t *testing.T, site *sitebox.TestSite, nodes []string, app, appNode string) (string, bool) {
+	cs := clientset(t, site)
+	for _, n := range nodes {
+		node, err := cs.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+		if err != nil {
+			return "node " + n + ": " + err.Error(), false
+		}
+		if !kube.NodeIsReady(node) {
+			return "node " + n + " not Ready", false
+		}
+		st, err := bootAgentState(site, n)
+		if err != nil {
+			return n + "'s agent: " + err.Error(), false
+		}
+		if st.Phase != agent.PhaseJoined {
+			return fmt.Sprintf("%s's agent is %s (%s)", n, st.Phase, st.LastError), false
+		}
+		var ns apps.PublishedNode
+		if err := getSocketErr(site.AgentSocket(n), localapi.PathNode, &ns); err != nil {
+			return n + "'s agent: " + err.Error(), false
+		}
+		if ns.Status != apps.PublishedReady {
+			return fmt.Sprintf("%s's agent says %s (%s)", n, ns.Status, ns.Reason), false
+		}
+		var seen []apps.PublishedApp
+		if err := getSocketErr(site.AgentSocket(n), localapi.PathApps, &seen); err != nil {
+			return n + "'s agent apps: " + err.Error(), false
+		}
+		running := false
+		for _, a := range seen {
+			running = running || (a.Name == app && a.KubeStatus == apps.KubeRunning && a.Node == appNode)
+		}
+		if !running {
+			return fmt.Sprintf("%s's agent does not see %s running on %s: %+v", n, app, appNode, seen), false
+		}
+	}
+	return "", true
 }

@@ -90,7 +90,13 @@ func run(args []string) error {
 	for k := range settings {
 		keys = append(keys, k)
 	}
-	record := fmt.Sprintf("%s %s keys=%s\n", time.Now().UTC().Format(time.RFC3339Nano), strings.Join(args, " "), strings.Join(keys, ","))
+	// Whether k3s found etcd data of its own at its start: cluster-init
+	// over existing data would be a second cluster's (tests read it).
+	etcdData := "absent"
+	if _, err := os.Stat(filepath.Join(dataDir, "server", "db", "etcd", "member")); err == nil {
+		etcdData = "present"
+	}
+	record := fmt.Sprintf("%s %s keys=%s etcd-data=%s\n", time.Now().UTC().Format(time.RFC3339Nano), strings.Join(args, " "), strings.Join(keys, ","), etcdData)
 	f, err := os.OpenFile(filepath.Join(dataDir, "standin-starts"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err

@@ -116,13 +116,22 @@ func runSiteNode(confPath, sub, dataDir, nodeIP string) (*siteNode, error) {
 	}
 	s := &siteNode{exited: make(chan struct{})}
 	// The node's own processes reach the site's API server on
-	// 127.0.0.1:6443 (an agent's k3s load balancer is there too).
-	api, err := net.Listen("tcp", "127.0.0.1:6443")
-	if err != nil {
-		return nil, err
+	// 127.0.0.1:6443 (an agent's k3s load balancer is there too). A
+	// server's answers there only once its etcd member runs from the data
+	// k3s keeps, as k3s's API server needs its etcd: an agent that sees
+	// its k3s's API has etcd data behind it.
+	serveAPI := func() error {
+		api, err := net.Listen("tcp", "127.0.0.1:6443")
+		if err != nil {
+			return err
+		}
+		go host.relay(api, conf.APIServer)
+		return nil
 	}
-	go host.relay(api, conf.APIServer)
 	if sub != "server" || conf.Etcd == nil {
+		if err := serveAPI(); err != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	ca, err := os.ReadFile(conf.ServerCA)
@@ -167,6 +176,10 @@ func runSiteNode(confPath, sub, dataDir, nodeIP string) (*siteNode, error) {
 		}
 	}
 	if err := s.startMember(host, *conf.Etcd, dataDir); err != nil {
+		return nil, err
+	}
+	if err := serveAPI(); err != nil {
+		s.stop()
 		return nil, err
 	}
 	etcd, err := net.Listen("tcp", "127.0.0.1:2379")

@@ -153,6 +153,26 @@ func (s *Site) PowerOn(node string) error {
 	return s.restart(agentProcess(node))
 }
 
+// KillAgent kills only the node's sitecon agent (SIGKILL), as a crash or
+// the OOM killer does: its k3s, kubelet and etcd member run on. Nothing
+// for a node whose agent does not run.
+func (s *Site) KillAgent(node string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	return s.kill(agentProcess(node))
+}
+
+// RestartAgent starts the node's agent again with the command it was last
+// started with, as its service manager does after a crash; nothing for an
+// agent that runs.
+func (s *Site) RestartAgent(node string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	return s.restart(agentProcess(node))
+}
+
 // StopEtcdMember stops only the node's etcd member (SIGKILL): the node
 // stays Ready, as when etcd fails on a server whose kubelet still reports.
 // Nothing for a node without a member.
