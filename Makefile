@@ -75,7 +75,7 @@ fuzz:
 
 # The fault scenarios, each printing its time to recovery: a node lost at
 # shipped timings, a whole-site power cut and two of three servers off.
-FAULT_TESTS := TestControlPlaneFaultsWhileConsoleAndAgentsRun|TestChurnLeavesNoGrowth|TestNodeLossAtShippedTimings|TestLinkBlinkAtShippedTimingsMovesNothing|TestSitePowerCutComesBack|TestSiteboxBootstrapModeComesBackAfterAPowerCut|TestPowerCutMembersStartWithoutTheSeed|TestRemovedServerHoldsAfterRestart
+FAULT_TESTS := TestControlPlaneFaultsWhileConsoleAndAgentsRun|TestChurnLeavesNoGrowth|TestNodeLossAtShippedTimings|TestLinkBlinkAtShippedTimingsMovesNothing|TestSitePowerCutComesBack|TestSiteboxBootstrapModeComesBackAfterAPowerCut|TestPowerCutMembersStartWithoutTheSeed|TestRemovedServerHoldsAfterRestart|TestNodeLostTwiceAtShippedTimings|TestTwoNodesLostAtShippedTimings
 # A node lost at the timings a real site has (the controller-manager
 # settings the agent renders for k3s, the agents' shipped defaults,
 # two-minute rebuilds, VMs that boot): slow, so not part

@@ -315,9 +315,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	// Writes a kill cut off left their temporary files; with the lock
-	// held nothing of this agent writes yet.
-	for _, dir := range slices.Compact([]string{a.opts.StateDir, a.opts.Apps.StateDir}) {
+	// Writes a kill cut off left their temporary files (k3s's config's
+	// hold the token); with the lock held nothing of this agent writes yet.
+	dirs := []string{a.opts.StateDir, a.opts.Apps.StateDir}
+	if a.opts.AppLogs.Dir != "" {
+		dirs = append(dirs, filepath.Join(a.opts.AppLogs.Dir, "positions"))
+	}
+	if !a.opts.NoBootstrap {
+		// k3s's config and PID file are the agent's only when it runs k3s.
+		p := a.opts.K3sPaths
+		dirs = append(dirs, filepath.Dir(p.ConfigFile), p.DropInDir(), p.DataDir)
+	}
+	slices.Sort(dirs)
+	for _, dir := range slices.Compact(dirs) {
 		if dir == "" {
 			continue
 		}
