@@ -160,6 +160,8 @@ func Run(ctx context.Context, checks []Check, env *Env) Report {
 	if env.Now.IsZero() {
 		env.Now = time.Now()
 	}
+	// Several checks read the nodes' reports: one round of asking.
+	env.NodeReports = onceNodeReports(env.NodeReports)
 	results := make([][]Finding, len(checks))
 	done := make(chan int, len(checks))
 	for i, c := range checks {
