@@ -7,6 +7,8 @@
 package nodecheck
 
 import (
+	"path/filepath"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sitecon/sitecon/kube"
@@ -21,8 +23,15 @@ type Host struct {
 }
 
 // DefaultHost is the running system's.
-var DefaultHost = Host{Proc: "/proc", Sys: "/sys", Etc: "/etc",
-	BinDirs: []string{"/sbin", "/usr/sbin", "/bin", "/usr/bin", "/usr/local/sbin"}}
+var DefaultHost = HostAt("/")
+
+// HostAt is the host whose root file system is mounted at root: an agent
+// in a container of its own reads the host's through a bind mount.
+func HostAt(root string) Host {
+	at := func(p string) string { return filepath.Join(root, p) }
+	return Host{Proc: at("/proc"), Sys: at("/sys"), Etc: at("/etc"),
+		BinDirs: []string{at("/sbin"), at("/usr/sbin"), at("/bin"), at("/usr/bin"), at("/usr/local/sbin")}}
+}
 
 // Checker makes this node's checks.
 type Checker struct {
