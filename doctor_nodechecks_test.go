@@ -172,8 +172,9 @@ func adjtimexSaying(synced bool) func(*unix.Timex) (int, error) {
 // the test's): no iscsid, no iscsi_tcp, a multipathd without a
 // blacklist, no NFS client, a certificate that expires in 20 days, a
 // clock the kernel calls unsynchronised: each fires, naming node-b.
-// node-c's agent is older (its report has none of the sections) and
-// node-d's does not answer: each check says it could not run there.
+// node-c's agent is older (its report has none of the sections), nothing
+// listens at node-d's address and node-e's agent never answers: each check
+// says it could not run there, and why.
 func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 	if ok := nodecheck.Longhorn(nodecheck.DefaultHost).Iscsid.OK; ok {
 		t.Fatal("an iscsid runs on this machine: the test's missing iscsid cannot be missing")
@@ -184,13 +185,28 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 	writeTestCert(t, filepath.Join(k3sDir, "server", "tls", "serving-kube-apiserver.crt"), time.Now().Add(365*24*time.Hour))
 	startProcessNamed(t, "multipathd")
 	checker := nodecheck.Checker{Host: nodeHost(t, s.dir), K3sDataDir: k3sDir, Adjtimex: adjtimexSaying(false)}
-	peers := []kube.NodePeer{{Name: "node-b", Address: s.base + ".1"}, {Name: "node-c", Address: s.base + ".2"}, {Name: "node-d", Address: s.base + ".3"}}
+	peers := []kube.NodePeer{{Name: "node-b", Address: s.base + ".1"}, {Name: "node-c", Address: s.base + ".2"}, {Name: "node-d", Address: s.base + ".3"}, {Name: "node-e", Address: s.base + ".4"}}
 	s.serve(t, 1, "node-b", func() kube.NodeReport {
 		r := kube.NodeReport{Node: "node-b", Version: "test", Peers: peers}
 		checker.Fill(&r)
 		return r
 	})
 	s.serve(t, 2, "node-c", func() kube.NodeReport { return kube.NodeReport{Node: "node-c", Version: "v0.9.0", Peers: peers} })
+	// node-e's agent takes the connection and never answers.
+	hung, err := net.Listen("tcp", net.JoinHostPort(s.base+".4", fmt.Sprint(config.StatusPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
 
 	report := s.diagnose(t)
 	type want struct {
@@ -205,16 +221,19 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 			{doctor.Warn, "node-b", "no NFS client"},
 			{doctor.Warn, "node-c", "predates this check"},
 			{doctor.Warn, "node-d", "its agent gave no report"},
+			{doctor.Warn, "node-e", "its agent gave no report"},
 		},
 		doctor.IDNodeCertExpiry: {
 			{doctor.Error, "node-b:" + filepath.Join(k3sDir, "agent", "client-kubelet.crt"), "expires in 20 days"},
 			{doctor.Warn, "node-c", "predates this check"},
 			{doctor.Warn, "node-d", "its agent gave no report"},
+			{doctor.Warn, "node-e", "its agent gave no report"},
 		},
 		doctor.IDTimeUnsynced: {
 			{doctor.Warn, "node-b", "node-b's clock is not synchronised"},
 			{doctor.Warn, "node-c", "predates this check"},
 			{doctor.Warn, "node-d", "its agent gave no report"},
+			{doctor.Warn, "node-e", "its agent gave no report"},
 		},
 	} {
 		got := findingsOf(report, id)
@@ -229,6 +248,11 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 			if !found {
 				t.Errorf("%s: no %s on %s saying %q in %+v", id, w.sev, w.subject, w.words, got)
 			}
+		}
+	}
+	for _, f := range findingsOf(report, doctor.IDTimeUnsynced) {
+		if f.Subject == "node-e" && !strings.Contains(strings.Join(f.Evidence, " "), "did not answer within") {
+			t.Errorf("node-e's finding does not say it did not answer in time: %+v", f)
 		}
 	}
 	if t.Failed() {

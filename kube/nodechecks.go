@@ -58,8 +58,12 @@ type CertsReport struct {
 	DataDir string `json:"dataDir"`
 	// Found: a server/tls or agent directory is there (false: k3s has not
 	// run here, or another data dir).
-	Found bool       `json:"found"`
-	Files []CertFile `json:"files,omitempty"`
+	Found bool `json:"found"`
+	// Files are the certificate files, unreadable ones first, then by
+	// expiry; past a bound the rest are counted in Omitted (they expire
+	// later than every one listed).
+	Files   []CertFile `json:"files,omitempty"`
+	Omitted int        `json:"omitted,omitempty"`
 	// Problem is why the directory could not be read.
 	Problem string `json:"problem,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sitecon/sitecon/kube"
@@ -90,9 +91,27 @@ func Certs(dataDir string) kube.CertsReport {
 		return r
 	}
 	files, found, err := ReadCerts(dataDir)
-	r.Found, r.Files = found, files
 	if err != nil {
 		r.Problem = err.Error()
 	}
+	// The report has a size bound: the files that cannot be read and
+	// those that expire first are kept, the rest counted.
+	slices.SortStableFunc(files, func(a, b kube.CertFile) int {
+		if (a.Problem != "") != (b.Problem != "") {
+			if a.Problem != "" {
+				return -1
+			}
+			return 1
+		}
+		return a.NotAfter.Compare(b.NotAfter)
+	})
+	if len(files) > MaxReportedCerts {
+		r.Omitted = len(files) - MaxReportedCerts
+		files = files[:MaxReportedCerts]
+	}
+	r.Found, r.Files = found, files
 	return r
 }
+
+// MaxReportedCerts bounds the files a report lists (k3s keeps about 50).
+const MaxReportedCerts = 200

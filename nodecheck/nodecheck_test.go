@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"os"
@@ -240,5 +241,15 @@ func TestCerts(t *testing.T) {
 		if f.NotAfter.IsZero() || f.Problem != "" || !strings.HasSuffix(f.Path, ".crt") {
 			t.Errorf("%+v", f)
 		}
+	}
+	// Past the bound, the first to expire and the unreadable are kept.
+	for i := range MaxReportedCerts + 5 {
+		writeCert(t, filepath.Join(dir, fmt.Sprintf("agent/many/%03d.crt", i)), at.Add(time.Duration(i+2)*time.Hour))
+	}
+	writeFile(t, filepath.Join(dir, "agent/broken.crt"), "not pem", 0o600)
+	r = Certs(dir)
+	if len(r.Files) != MaxReportedCerts || r.Omitted != 8 || r.Files[0].Problem == "" ||
+		!strings.HasSuffix(r.Files[1].Path, "client-admin.crt") || !strings.HasSuffix(r.Files[2].Path, "serving-kubelet.crt") {
+		t.Errorf("%d files, %d omitted, first %+v %+v %+v", len(r.Files), r.Omitted, r.Files[0], r.Files[1], r.Files[2])
 	}
 }
