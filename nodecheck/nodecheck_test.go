@@ -253,3 +253,14 @@ func TestCerts(t *testing.T) {
 		t.Errorf("%d files, %d omitted, first %+v %+v %+v", len(r.Files), r.Omitted, r.Files[0], r.Files[1], r.Files[2])
 	}
 }
+
+// An agent in a container reads the host's tree where it is mounted.
+func TestHostAt(t *testing.T) {
+	h := HostAt("/hostfs")
+	if h.Proc != "/hostfs/proc" || h.Sys != "/hostfs/sys" || h.Etc != "/hostfs/etc" || h.BinDirs[0] != "/hostfs/sbin" {
+		t.Errorf("%+v", h)
+	}
+	if DefaultHost.Proc != "/proc" || DefaultHost.Etc != "/etc" {
+		t.Errorf("default: %+v", DefaultHost)
+	}
+}
