@@ -22,6 +22,7 @@ import (
 	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/nodecheck"
 )
 
 // DefaultAgentSocket is where the agent serves its local API.
@@ -29,7 +30,7 @@ const DefaultAgentSocket = "/run/sitecon/agent.sock"
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var opts agent.Options
-	var k3sConfig, k3sDataDir, clusterTokenFile, stateDir string
+	var k3sConfig, k3sDataDir, clusterTokenFile, stateDir, hostRoot string
 	var etcd kube.EtcdAccess
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
@@ -76,6 +77,7 @@ proof there.`,
 			opts.Kubeconfig = g.kubeconfig
 			opts.AuditLog = g.auditLog
 			opts.K3sPaths = k3s.Paths{ConfigFile: k3sConfig, DataDir: k3sDataDir}
+			opts.NodeChecks.Host = nodecheck.HostAt(hostRoot)
 			// k3s's own client certificates unless named; an empty
 			// endpoint publishes no member list.
 			k3sEtcd := kube.K3sEtcdAccess(k3sDataDir)
@@ -107,6 +109,7 @@ proof there.`,
 	f.StringVar(&opts.K3sBin, "k3s-bin", "k3s", "k3s binary")
 	f.StringVar(&k3sConfig, "k3s-config", k3s.DefaultPaths.ConfigFile, "k3s config file")
 	f.StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory")
+	f.StringVar(&hostRoot, "host-root", "/", "where the host's root file system is seen from the agent (its /proc, /sys, /etc): the node report's checks of Longhorn's prerequisites read there")
 	f.BoolVar(&opts.JoinUnverifiedCA, "join-unverified-ca", false, "join a seed whose agent cannot vouch for the cluster's CA (an older sitecon) when the token pins none: the token then goes to whichever server answers at the join address; logged at every join")
 	f.StringVar(&etcd.Endpoint, "etcd-endpoint", kube.K3sEtcdAccess("").Endpoint, "this node's etcd member, read for etcd's member list (published for the drain preflight's quorum); empty: publish none")
 	f.StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")

@@ -19,7 +19,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "agent/drainrequest", "kube", "kube/flow", "kube/safety", "audit"},
+			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "agent/drainrequest", "kube", "kube/flow", "kube/safety", "audit", "nodecheck"},
 		// The agent's parts, each below the Agent that wires them.
 		"agent/bringup":      {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/localapi", "agent/workloads", "kube", "netcfg"},
 		"agent/statusserver": {"agent/config", "agent/k3s", "agent/formation", "agent/localapi", "kube"},
@@ -35,7 +35,10 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/workloads":    {},
 		// sitecon doctor's checks: they read the cluster (kube) and the
 		// quorum arithmetic, nothing of the agent or the console.
-		"doctor": {"kube", "kube/safety"},
+		"doctor": {"kube", "kube/safety", "nodecheck"},
+		// The checks that need the node itself, made by each agent for its
+		// report (and by the doctor on this machine): the report's shapes.
+		"nodecheck": {"kube"},
 		// sitecon bundle's collection: it reads the cluster (kube), asks
 		// the agents on the status port and writes files (agent/config).
 		"bundle": {"kube", "agent/config"},

@@ -27,6 +27,7 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/nodecheck"
 )
 
 // Phase is where bootstrap stands (the bring-up's phases, and the agent's
@@ -129,6 +130,10 @@ type Options struct {
 	VNCBindAddress string
 	// Version is this agent's build, as its node report says it.
 	Version string
+	// NodeChecks makes the node report's own checks (Longhorn's
+	// prerequisites, time sync, k3s's certificates); its K3sDataDir
+	// defaults to K3sPaths.DataDir, its Host to the running system.
+	NodeChecks nodecheck.Checker
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
 	Env         config.Environment
@@ -224,6 +229,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.K3sPaths == (k3s.Paths{}) {
 		opts.K3sPaths = k3s.DefaultPaths
+	}
+	if opts.NodeChecks.K3sDataDir == "" {
+		opts.NodeChecks.K3sDataDir = opts.K3sPaths.DataDir
 	}
 	if opts.K3sLogFile == "" {
 		opts.K3sLogFile = filepath.Join(os.TempDir(), "sitecon-k3s.log")

@@ -13,7 +13,8 @@ import (
 // on its cluster address beside /status (agent/statusserver/nodereport.go):
 // what the console and `sitecon status` show of this node when the
 // cluster API does not answer. It is the published State with k3s's
-// state, the etcd member's view and the agent's clock; it holds no secret
+// state, the etcd member's view, the agent's clock and the node-side
+// checks of package nodecheck; it holds no secret
 // (State holds none: the token lives only in the applied config).
 
 // nodeReport is the report now. It never waits: the etcd view is the
@@ -47,6 +48,9 @@ func (a *Agent) nodeReport() kube.NodeReport {
 	if snap != nil {
 		r.Peers = kube.NodePeers(snap.Nodes())
 	}
+	// The checks that need this node (sitecon doctor gathers them): a
+	// few hundred small local reads and one syscall, no waiting.
+	a.opts.NodeChecks.Fill(&r)
 	return r
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,23 @@ func TestNodeReportCarriesStateNeverTheToken(t *testing.T) {
 	}
 	if err := key.VerifyReport("node-b", req.Nonce, body, resp.Header.Get(config.NodeReportProofHeader)); err != nil {
 		t.Errorf("the report does not verify: %v", err)
+	}
+}
+
+// The report carries the node-side checks sitecon doctor gathers: the
+// certificates of the agent's own k3s data dir (K3sPaths.DataDir unless
+// NodeChecks names another), Longhorn's prerequisites and time sync.
+func TestNodeReportCarriesTheNodeChecks(t *testing.T) {
+	dir := t.TempDir()
+	a := New(Options{K3sPaths: k3s.Paths{DataDir: dir, ConfigFile: filepath.Join(dir, "config.yaml")}})
+	r := a.nodeReport()
+	if r.Storage == nil || r.Time == nil || r.Certs == nil {
+		t.Fatalf("report without the node checks: storage %v time %v certs %v", r.Storage, r.Time, r.Certs)
+	}
+	if r.Certs.DataDir != dir {
+		t.Errorf("certificates read in %q, want the agent's k3s data dir %q", r.Certs.DataDir, dir)
+	}
+	if r.Time.Problem != "" {
+		t.Errorf("time: %+v", r.Time)
 	}
 }

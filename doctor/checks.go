@@ -19,6 +19,9 @@ const (
 	IDAppConfigRejected    = "SC-APP-CONFIG-REJECTED"
 	IDCertExpiry           = "SC-CERT-EXPIRY"
 	IDClockSkew            = "SC-CLOCK-SKEW"
+	IDLonghornPrereq       = "SC-LONGHORN-PREREQ"
+	IDNodeCertExpiry       = "SC-NODE-CERT-EXPIRY"
+	IDTimeUnsynced         = "SC-TIME-UNSYNCED"
 )
 
 // checkDeadline is each check's own deadline: the checks that read the
@@ -59,5 +62,12 @@ func Checks() []Check {
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
 			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
+		// The checks each node's agent makes for its report (nodechecks.go).
+		{ID: IDLonghornPrereq, Area: AreaStorage, Title: "Longhorn's prerequisites on every node", Deadline: checkDeadline,
+			Next: "install and start what is missing on the node (iscsid, iscsi_tcp, an NFS client; multipathd blacklisting /dev/sd*)", Run: checkLonghornPrereqs},
+		{ID: IDNodeCertExpiry, Area: AreaControlPlane, Title: "k3s certificates on every node", Deadline: checkDeadline,
+			Next: "on the node: restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkNodeCerts},
+		{ID: IDTimeUnsynced, Area: AreaNodes, Title: "nodes' time synchronisation", Deadline: checkDeadline,
+			Next: "on the node: timedatectl status; give it an NTP server it reaches", Run: checkTimeSync},
 	}
 }

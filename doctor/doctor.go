@@ -1,8 +1,10 @@
 // Package doctor is `sitecon doctor`: read-only checks of a site, each
 // with a stable id, a deadline of its own, and findings that carry their
 // evidence and the next step. The checks read the cluster through one
-// snapshot (kube.Data) and a few reads of their own, and this machine's
-// files (k3s certificates) and agent; none of them changes anything.
+// snapshot (kube.Data) and a few reads of their own, this machine's
+// files (k3s certificates) and agent, and every node's own report (its
+// clock and the checks its agent makes on the node: nodechecks.go); none
+// of them changes anything.
 //
 // A check that cannot run in its deadline, or at all, says so and why in
 // a finding of its own: nothing passes by not running. Each id has a row
@@ -160,6 +162,8 @@ func Run(ctx context.Context, checks []Check, env *Env) Report {
 	if env.Now.IsZero() {
 		env.Now = time.Now()
 	}
+	// Several checks read the nodes' reports: one round of asking.
+	env.NodeReports = onceNodeReports(env.NodeReports)
 	results := make([][]Finding, len(checks))
 	done := make(chan int, len(checks))
 	for i, c := range checks {

@@ -2,17 +2,14 @@ package doctor
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/nodecheck"
 )
 
 // checkAgentConfigErrors asks this node's agent which app and volume
@@ -42,68 +39,9 @@ const (
 	CertUrgent      = 30 * 24 * time.Hour
 )
 
-// certDirs are the directories under k3s's data dir that hold the
-// certificates k3s renews: the server's and the agent's.
-var certDirs = []string{filepath.Join("server", "tls"), "agent"}
-
-// CertFile is one certificate found and when it expires.
-type CertFile struct {
-	Path     string
-	Subject  string
-	NotAfter time.Time
-	// Problem is why the file could not be read as a certificate.
-	Problem string
-}
-
-// ReadCerts parses every *.crt under dataDir's server/tls and agent
-// directories (the first certificate of each file: the leaf). A directory
-// that is missing is skipped; found reports whether any was there.
-func ReadCerts(dataDir string) (certs []CertFile, found bool, err error) {
-	for _, d := range certDirs {
-		root := filepath.Join(dataDir, d)
-		if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
-			continue
-		} else if err != nil {
-			return nil, false, err
-		}
-		found = true
-		err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".crt") {
-				return nil
-			}
-			certs = append(certs, readCert(path))
-			return nil
-		})
-		if err != nil {
-			return nil, found, err
-		}
-	}
-	return certs, found, nil
-}
-
-func readCert(path string) CertFile {
-	c := CertFile{Path: path}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		c.Problem = err.Error()
-		return c
-	}
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "CERTIFICATE" {
-		c.Problem = "no PEM certificate in it"
-		return c
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		c.Problem = err.Error()
-		return c
-	}
-	c.Subject, c.NotAfter = cert.Subject.CommonName, cert.NotAfter
-	return c
-}
+// CertFile is one certificate file and its expiry (nodecheck.ReadCerts
+// reads them, here and in each node's agent).
+type CertFile = kube.CertFile
 
 // JudgeCert is the finding for one certificate at now: error when expired
 // or within CertUrgent, warn within CertRenewWindow, ok otherwise.
@@ -142,7 +80,7 @@ func checkCerts(_ context.Context, env *Env) []Finding {
 	if env.K3sDataDir == "" {
 		return []Finding{{Severity: Info, Summary: "not checked: no k3s data dir given"}}
 	}
-	certs, found, err := ReadCerts(env.K3sDataDir)
+	certs, found, err := nodecheck.ReadCerts(env.K3sDataDir)
 	switch {
 	case err != nil:
 		return []Finding{{Severity: Warn, Summary: "not checked: the k3s certificates could not be read", Evidence: []string{err.Error()},

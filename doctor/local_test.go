@@ -147,3 +147,33 @@ func TestExitStatusByWorstFinding(t *testing.T) {
 		}
 	}
 }
+
+// A file holding a chain is judged by the certificate in it that expires
+// first: k3s's client certificates carry their CA after the leaf, and a CA
+// that expires first breaks the leaf with it.
+func TestCertExpiryIsAFilesEarliest(t *testing.T) {
+	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	leaf, ca := filepath.Join(dir, "leaf.crt"), filepath.Join(dir, "ca.crt")
+	writeCert(t, leaf, now.Add(400*24*time.Hour))
+	writeCert(t, ca, now.Add(20*24*time.Hour))
+	var chain []byte
+	for _, p := range []string{leaf, ca} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain = append(chain, b...)
+	}
+	path := filepath.Join(dir, "server/tls/client-admin.crt")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, chain, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := checkCerts(context.Background(), &Env{K3sDataDir: dir, Now: now})
+	if len(fs) != 1 || fs[0].Severity != Error || !strings.Contains(fs[0].Summary, "expires in 20 days") {
+		t.Errorf("a chain whose second certificate expires in 20 days: %+v", fs)
+	}
+}

@@ -44,6 +44,11 @@ type NodeReport struct {
 	// Clock is the agent's clock when it answered: the reader compares it
 	// with its own.
 	Clock time.Time `json:"clock"`
+	// The node-side checks sitecon doctor gathers (kube/nodechecks.go);
+	// nil from an agent that predates them.
+	Storage *StorageReport `json:"storage,omitempty"`
+	Time    *TimeReport    `json:"time,omitempty"`
+	Certs   *CertsReport   `json:"certs,omitempty"`
 }
 
 // NodePeer is a node as another node's agent last saw it.

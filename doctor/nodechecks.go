@@ -1,0 +1,197 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// The checks that need the node itself: each node's agent makes them for
+// its own report (package nodecheck, kube/nodechecks.go) and the doctor
+// reads every node's report, asked with the cluster config's key, as the
+// clocks' check does; they run with the cluster API down too. A node whose
+// agent gave no report, or whose agent predates the check, gets a finding
+// saying the check could not run there: never silence.
+
+// eachNodeReport runs judge on every node's report that carries the
+// check's section (has). what names the check in the findings of the
+// nodes it could not run on.
+func eachNodeReport(ctx context.Context, env *Env, what string, has func(*kube.NodeReport) bool,
+	judge func(node string, r *kube.NodeReport) []Finding) []Finding {
+	if env.NodeReports == nil {
+		return []Finding{{Severity: Info, Summary: "not checked: no cluster config on this machine to ask the nodes with",
+			Next: "on a node, or with --config FILE"}}
+	}
+	r := env.NodeReports(ctx)
+	if len(r.Answers) == 0 {
+		return []Finding{{Severity: Info, Summary: "not checked: no node could be asked", Evidence: nonEmpty(r.Problem)}}
+	}
+	var out []Finding
+	for _, a := range r.Answers {
+		name := a.Name()
+		switch {
+		case !a.Answered:
+			out = append(out, Finding{Severity: Warn, Subject: name,
+				Summary:  fmt.Sprintf("%s not checked on %s: its agent gave no report", what, name),
+				Evidence: nonEmpty(a.Problem),
+				Next:     fmt.Sprintf("on %s: systemctl status sitecon-agent (its agent makes this check)", name)})
+		case !has(a.Report):
+			version := a.Report.Version
+			if version == "" {
+				version = "unknown version"
+			}
+			out = append(out, Finding{Severity: Warn, Subject: name,
+				Summary:  fmt.Sprintf("%s not checked on %s: its agent (%s) predates this check", what, name, version),
+				Evidence: []string{"its report has no such section"},
+				Next:     fmt.Sprintf("upgrade sitecon on %s", name)})
+		default:
+			out = append(out, judge(name, a.Report)...)
+		}
+	}
+	return out
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// onceNodeReports asks the nodes once for all the checks that read their
+// reports: each check's call waits for the one round (or its own ctx).
+func onceNodeReports(ask nodeReportsFunc) nodeReportsFunc {
+	if ask == nil {
+		return nil
+	}
+	var (
+		once sync.Once
+		got  kube.NodeReports
+		done = make(chan struct{})
+	)
+	return func(ctx context.Context) kube.NodeReports {
+		go once.Do(func() {
+			got = ask(context.WithoutCancel(ctx))
+			close(done)
+		})
+		select {
+		case <-done:
+			return got
+		case <-ctx.Done():
+			return kube.NodeReports{At: time.Now(), Problem: "the nodes' reports did not arrive in time: " + ctx.Err().Error()}
+		}
+	}
+}
+
+// Longhorn's prerequisites, each with how bad its absence is and what to
+// do on the node.
+var longhornPrereqs = []struct {
+	name string
+	get  func(*kube.StorageReport) kube.Prereq
+	sev  Severity
+	// missing says what is wrong; next what to do (%s: the node).
+	missing, next string
+}{
+	{"iscsid", func(s *kube.StorageReport) kube.Prereq { return s.Iscsid }, Error,
+		"iscsid is not running: Longhorn cannot attach volumes there",
+		"on %s: systemctl enable --now iscsid (package open-iscsi)"},
+	{"iscsi_tcp", func(s *kube.StorageReport) kube.Prereq { return s.IscsiTCP }, Warn,
+		"the iscsi_tcp module is not loaded",
+		"on %s: modprobe iscsi_tcp, and name it in /etc/modules-load.d/iscsi_tcp.conf to load it at boot"},
+	{"multipathd", func(s *kube.StorageReport) kube.Prereq { return s.Multipathd }, Warn,
+		"multipathd may claim Longhorn's devices: volumes then fail to mount",
+		`on %s: add blacklist { devnode "^sd[a-z0-9]+" } to /etc/multipath.conf, then systemctl restart multipathd`},
+	{"NFS client", func(s *kube.StorageReport) kube.Prereq { return s.NFSClient }, Warn,
+		"no NFS client: Longhorn's RWX volumes cannot be mounted there",
+		"on %s: install the NFS client (nfs-common or nfs-utils: mount.nfs)"},
+}
+
+// checkLonghornPrereqs reads each node's Longhorn prerequisites.
+func checkLonghornPrereqs(ctx context.Context, env *Env) []Finding {
+	return eachNodeReport(ctx, env, "Longhorn's prerequisites", func(r *kube.NodeReport) bool { return r.Storage != nil },
+		func(node string, r *kube.NodeReport) []Finding {
+			var out []Finding
+			for _, p := range longhornPrereqs {
+				got := p.get(r.Storage)
+				switch {
+				case got.Problem != "":
+					out = append(out, Finding{Severity: Warn, Subject: node,
+						Summary:  fmt.Sprintf("%s: %s could not be checked", node, p.name),
+						Evidence: []string{got.Problem}, Next: fmt.Sprintf("run sitecon doctor again; if it recurs, check on %s by hand", node)})
+				case !got.OK:
+					out = append(out, Finding{Severity: p.sev, Subject: node, Summary: node + ": " + p.missing,
+						Evidence: nonEmpty(got.Evidence), Next: fmt.Sprintf(p.next, node)})
+				}
+			}
+			return out
+		})
+}
+
+// checkNodeCerts judges every node's k3s certificates, as its agent read
+// them in its own k3s data dir (JudgeCert, as for this machine's).
+func checkNodeCerts(ctx context.Context, env *Env) []Finding {
+	return eachNodeReport(ctx, env, "k3s certificates", func(r *kube.NodeReport) bool { return r.Certs != nil },
+		func(node string, r *kube.NodeReport) []Finding {
+			c := r.Certs
+			switch {
+			case c.Problem != "" && len(c.Files) == 0:
+				return []Finding{{Severity: Warn, Subject: node, Summary: node + ": its k3s certificates could not be read",
+					Evidence: []string{c.Problem}, Next: fmt.Sprintf("on %s: sitecon doctor --k3s-data-dir DIR, as root", node)}}
+			case !c.Found:
+				return []Finding{{Severity: Info, Subject: node,
+					Summary: fmt.Sprintf("%s: no k3s certificates in %s (k3s has not run there yet, or another data dir)", node, c.DataDir)}}
+			}
+			var out []Finding
+			for _, file := range c.Files {
+				f := JudgeCert(file, env.Now)
+				if f.Severity == OK {
+					continue
+				}
+				f.Subject = node + ":" + file.Path
+				f.Summary = node + ": " + f.Summary
+				f.Next = "on " + node + ": " + f.Next
+				out = append(out, f)
+			}
+			return out
+		})
+}
+
+// checkTimeSync warns of a node whose kernel says its clock is not
+// synchronised (SC-CLOCK-SKEW compares the clocks themselves: nodes
+// can agree and all be wrong, or one can be right by chance today).
+func checkTimeSync(ctx context.Context, env *Env) []Finding {
+	return eachNodeReport(ctx, env, "time synchronisation", func(r *kube.NodeReport) bool { return r.Time != nil },
+		func(node string, r *kube.NodeReport) []Finding {
+			t := r.Time
+			switch {
+			case t.Problem != "":
+				return []Finding{{Severity: Warn, Subject: node, Summary: node + ": whether its clock is synchronised could not be read",
+					Evidence: []string{t.Problem}}}
+			case t.Synchronized:
+				return nil
+			}
+			return []Finding{{Severity: Warn, Subject: node, Summary: node + "'s clock is not synchronised",
+				Evidence: []string{timexText(*t)},
+				Next:     fmt.Sprintf("on %s: timedatectl status (or chronyc tracking); give it an NTP server it reaches", node)}}
+		})
+}
+
+// timexText says the kernel's answer as adjtimex gave it.
+func timexText(t kube.TimeReport) string {
+	var flags []string
+	if t.Status&unix.STA_UNSYNC != 0 {
+		flags = append(flags, "STA_UNSYNC set")
+	}
+	flags = append(flags, fmt.Sprintf("maximum error %s, estimated %s", t.MaxError, t.EstError))
+	state := fmt.Sprintf("state %d", t.State)
+	if t.State == unix.TIME_ERROR {
+		state += " (TIME_ERROR)"
+	}
+	return "adjtimex: " + strings.Join(flags, ", ") + ", " + state
+}

@@ -1,0 +1,133 @@
+package doctor
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// healthyReport is a node's report with every node-side check met.
+func healthyReport(node string, now time.Time) *kube.NodeReport {
+	ok := kube.Prereq{OK: true, Evidence: "there"}
+	return &kube.NodeReport{Node: node, Version: "v1.4.0",
+		Storage: &kube.StorageReport{Iscsid: ok, IscsiTCP: ok, Multipathd: ok, NFSClient: ok},
+		Time:    &kube.TimeReport{Synchronized: true, MaxError: 20 * time.Millisecond},
+		Certs: &kube.CertsReport{DataDir: "/var/lib/rancher/k3s", Found: true,
+			Files: []kube.CertFile{{Path: "/var/lib/rancher/k3s/server/tls/client-admin.crt", Subject: "system:admin", NotAfter: now.Add(300 * 24 * time.Hour)}}}}
+}
+
+// Each node-side check per node: quiet when every node's report is
+// healthy; fires for the node whose report says so, naming it; says it
+// could not run for a node that did not answer and for an older agent's
+// report that lacks the section (never "fine"); and without a config
+// says it did not run.
+func TestNodeSideChecks(t *testing.T) {
+	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	answered := func(r *kube.NodeReport) kube.NodeAnswer {
+		return kube.NodeAnswer{Node: r.Node, Address: "10.244.244.9:12346", Answered: true, Report: r}
+	}
+	silent := kube.NodeAnswer{Node: "node-d", Address: "10.244.244.4:12346", Problem: "did not answer within 2s"}
+	older := answered(&kube.NodeReport{Node: "node-c", Version: "v1.2.0"})
+	checks := map[string]func(context.Context, *Env) []Finding{
+		IDLonghornPrereq: checkLonghornPrereqs, IDNodeCertExpiry: checkNodeCerts, IDTimeUnsynced: checkTimeSync,
+	}
+	type want struct {
+		sev     Severity
+		subject string
+		text    string
+	}
+	for _, c := range []struct {
+		name    string
+		answers []kube.NodeAnswer // nil: no config
+		change  func(r *kube.NodeReport)
+		want    map[string][]want // id → findings
+	}{
+		{"healthy", []kube.NodeAnswer{answered(healthyReport("node-a", now)), answered(healthyReport("node-b", now))}, nil,
+			map[string][]want{}},
+		{"iscsid missing", nil, func(r *kube.NodeReport) { r.Storage.Iscsid = kube.Prereq{Evidence: "no process named iscsid in /proc"} },
+			map[string][]want{IDLonghornPrereq: {{Error, "node-b", "iscsid is not running"}}}},
+		{"multipathd trap and no NFS", nil, func(r *kube.NodeReport) {
+			r.Storage.Multipathd = kube.Prereq{Evidence: "multipathd runs with no /etc/multipath.conf"}
+			r.Storage.NFSClient = kube.Prereq{Evidence: "no mount.nfs"}
+			r.Storage.IscsiTCP = kube.Prereq{Problem: "permission denied"}
+		}, map[string][]want{IDLonghornPrereq: {{Warn, "node-b", "multipathd may claim"}, {Warn, "node-b", "no NFS client"}, {Warn, "node-b", "iscsi_tcp could not be checked"}}}},
+		{"certificate in 20 days", nil, func(r *kube.NodeReport) {
+			r.Certs.Files = append(r.Certs.Files, kube.CertFile{Path: "/var/lib/rancher/k3s/agent/client-kubelet.crt", NotAfter: now.Add(20*24*time.Hour + time.Hour)})
+		}, map[string][]want{IDNodeCertExpiry: {{Error, "node-b:/var/lib/rancher/k3s/agent/client-kubelet.crt", "node-b: certificate client-kubelet.crt expires in 20 days"}}}},
+		{"no k3s data", nil, func(r *kube.NodeReport) { r.Certs = &kube.CertsReport{DataDir: "/var/lib/rancher/k3s"} },
+			map[string][]want{IDNodeCertExpiry: {{Info, "node-b", "no k3s certificates"}}}},
+		{"time not synchronised", nil, func(r *kube.NodeReport) {
+			r.Time = &kube.TimeReport{Status: unix.STA_UNSYNC, State: unix.TIME_ERROR, MaxError: 16 * time.Second, EstError: 16 * time.Second}
+		}, map[string][]want{IDTimeUnsynced: {{Warn, "node-b", "node-b's clock is not synchronised"}}}},
+		{"one silent, one older", []kube.NodeAnswer{answered(healthyReport("node-a", now)), older, silent}, nil,
+			map[string][]want{
+				IDLonghornPrereq: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
+				IDNodeCertExpiry: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
+				IDTimeUnsynced:   {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			answers := c.answers
+			if answers == nil {
+				b := healthyReport("node-b", now)
+				c.change(b)
+				answers = []kube.NodeAnswer{answered(healthyReport("node-a", now)), answered(b)}
+			}
+			env := &Env{Now: now, NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{At: now, Answers: answers} }}
+			for id, check := range checks {
+				got := check(context.Background(), env)
+				w := c.want[id]
+				if len(got) != len(w) {
+					t.Errorf("%s: %d findings %+v, want %d", id, len(got), got, len(w))
+					continue
+				}
+				for _, wf := range w {
+					found := false
+					for _, f := range got {
+						if f.Severity == wf.sev && f.Subject == wf.subject && strings.Contains(f.Summary, wf.text) {
+							found = true
+							if f.Severity >= Warn && (f.Next == "" || !strings.Contains(f.Next, strings.Split(wf.subject, ":")[0])) {
+								t.Errorf("%s: %+v: the next step must name the node", id, f)
+							}
+						}
+					}
+					if !found {
+						t.Errorf("%s: no %s finding on %s with %q in %+v", id, wf.sev, wf.subject, wf.text, got)
+					}
+				}
+			}
+		})
+	}
+	t.Run("no config", func(t *testing.T) {
+		for id, check := range checks {
+			if got := check(context.Background(), &Env{Now: now}); len(got) != 1 || got[0].Severity != Info || !strings.Contains(got[0].Summary, "not checked") {
+				t.Errorf("%s: %+v", id, got)
+			}
+		}
+	})
+}
+
+// The checks that read the nodes' reports share one round of asking.
+func TestRunAsksTheNodesOnce(t *testing.T) {
+	var asked atomic.Int32
+	now := time.Now()
+	env := &Env{APIProblem: "no cluster config", NodeReports: func(context.Context) kube.NodeReports {
+		asked.Add(1)
+		return kube.NodeReports{At: now, Answers: []kube.NodeAnswer{{Node: "node-a", Answered: true, Report: healthyReport("node-a", now)}}}
+	}}
+	r := Run(context.Background(), Checks(), env)
+	if n := asked.Load(); n != 1 {
+		t.Errorf("asked the nodes %d times", n)
+	}
+	for _, f := range r.Findings {
+		if (f.ID == IDLonghornPrereq || f.ID == IDNodeCertExpiry || f.ID == IDTimeUnsynced) && f.Severity != OK {
+			t.Errorf("healthy node: %+v", f)
+		}
+	}
+}
