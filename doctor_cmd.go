@@ -26,7 +26,8 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 		Short: "Check the site and say what is wrong and what to do next (read only)",
 		Long: `Run every check once, read only, each within its own deadline: etcd quorum,
 nodes, volumes and replicas, apps away from home or pending, placement
-overrides, and on a node its k3s certificates and its agent's config errors.
+overrides, and on a node its k3s certificates, its agent's config errors and
+the cluster network (another cluster on the prefix).
 Each finding has an id (see the README's Findings table), its evidence and the
 next step.
 
@@ -63,7 +64,7 @@ checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long; half of it for reading the cluster")
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its certificates are checked)")
 	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket (its config errors are checked)")
-	cmd.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config: its key asks every node's agent for its own report (the nodes' clocks are checked)")
+	cmd.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config: its key asks every node's agent for its own report (the nodes' clocks are checked), its prefix is scanned for another cluster")
 	return cmd
 }
 
@@ -86,6 +87,7 @@ func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket, cl
 		opts.NodeReports = func(ctx context.Context) kube.NodeReports {
 			return nodeReports{configPath: clusterConfig}.gather(ctx, nil)
 		}
+		opts.StatusScan = clusterNetwork{configPath: clusterConfig}.statusScan
 	}
 	return opts
 }

@@ -19,12 +19,17 @@ const (
 	IDAppConfigRejected    = "SC-APP-CONFIG-REJECTED"
 	IDCertExpiry           = "SC-CERT-EXPIRY"
 	IDClockSkew            = "SC-CLOCK-SKEW"
+	IDSecondCluster        = "SC-SECOND-CLUSTER"
 )
 
 // checkDeadline is each check's own deadline: the checks that read the
 // snapshot finish in microseconds, those that ask the API server or the
 // agent make one or two requests.
 const checkDeadline = 5 * time.Second
+
+// scanDeadline bounds the scan of the cluster prefix: up to 254 hosts,
+// 64 at a time, a second each for a host that does not answer.
+const scanDeadline = 8 * time.Second
 
 // Checks are every check, in no particular order (the report sorts).
 func Checks() []Check {
@@ -57,6 +62,8 @@ func Checks() []Check {
 			Next: "fix the named field of the file (or the controller's config); the agent retries by itself", Run: checkAgentConfigErrors},
 		{ID: IDClockSkew, Area: AreaNodes, Title: "nodes' clocks", Deadline: checkDeadline,
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
+		{ID: IDSecondCluster, Area: AreaNetwork, Title: "other clusters on the cluster prefix", Deadline: scanDeadline,
+			Next: "give each cluster its own prefix (cluster_ip_prefix) or its own LAN", Run: checkSecondCluster},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
 			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
 	}

@@ -27,7 +27,12 @@ type Options struct {
 	// NodeReports asks every node's agent directly (nil: no cluster
 	// config here); the clocks' check reads them.
 	NodeReports func(context.Context) kube.NodeReports
-	Log         *slog.Logger
+	// StatusScan asks the cluster prefix's hosts for /status (nil: no
+	// cluster config here); Dial opens the network checks' connections
+	// (nil: a plain dialer).
+	StatusScan func(ctx context.Context, dial DialFunc) StatusScan
+	Dial       DialFunc
+	Log        *slog.Logger
 	// Checks replaces the full list (tests); nil: Checks().
 	Checks []Check
 }
@@ -38,7 +43,8 @@ type Options struct {
 // and says it is ready: a server whose etcd lost quorum still answers
 // from its watch cache, and those answers may be old.
 func Diagnose(ctx context.Context, opts Options) Report {
-	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports}
+	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports,
+		StatusScan: opts.StatusScan, Dial: opts.Dial}
 	checks := opts.Checks
 	if checks == nil {
 		checks = Checks()

@@ -60,11 +60,12 @@ const (
 	AreaStorage      = "storage"
 	AreaApps         = "apps"
 	AreaNodes        = "nodes"
+	AreaNetwork      = "cluster network"
 	AreaThisNode     = "this node"
 )
 
 // areaOrder is the order areas are printed in when equally bad.
-var areaOrder = []string{AreaCluster, AreaControlPlane, AreaNodes, AreaStorage, AreaApps, AreaThisNode}
+var areaOrder = []string{AreaCluster, AreaControlPlane, AreaNodes, AreaNetwork, AreaStorage, AreaApps, AreaThisNode}
 
 // Finding is one thing a check found (or that it found nothing).
 type Finding struct {
@@ -105,6 +106,12 @@ type Env struct {
 	// NodeReports asks every node's agent for its own report, with the
 	// cluster config's key; nil when there is no config to ask with.
 	NodeReports nodeReportsFunc
+	// StatusScan asks the hosts of this node's cluster prefix for /status
+	// with dial; nil when there is no cluster config here.
+	StatusScan func(ctx context.Context, dial DialFunc) StatusScan
+	// Dial opens the network checks' connections (nil: a plain dialer;
+	// tests dial from inside a network namespace).
+	Dial DialFunc
 }
 
 // Check is one named check.

@@ -1,0 +1,91 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// The cluster network's checks (issue 22, lf-edge/eve #5306 and the
+// ports k3s, etcd and Longhorn need between nodes). Those that need a
+// node's own view (its interface's MTU, an ARP probe from it) read what
+// each agent reports; those that look from here (another cluster on the
+// prefix, a peer's ports) run where the doctor runs, on a node with its
+// cluster config (--config): the prefix, the cluster id and the node's
+// own name come from there.
+
+// DialFunc opens a connection (a net.Dialer's DialContext).
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// StatusScan is what the hosts of this node's cluster prefix answered
+// GET /status (port 12346): a member of a cluster answers cluster:<uuid>.
+type StatusScan struct {
+	// ClusterID is this node's cluster's; Prefix the prefix asked.
+	ClusterID string
+	Prefix    string
+	// Asked counts the addresses asked; Answers are those that answered.
+	Asked   int
+	Answers []StatusAnswer
+	// Problem is why the prefix could not be asked at all.
+	Problem string
+}
+
+// StatusAnswer is one address's answer to /status, trimmed.
+type StatusAnswer struct {
+	Address string
+	Answer  string
+}
+
+// statusClusterPrefix is how /status names a cluster.
+const statusClusterPrefix = "cluster:"
+
+// checkSecondCluster asks every host of this node's cluster prefix for
+// /status: a host answering for another cluster id is another cluster on
+// the same prefix (two sites' devices on one LAN, a device reset into a
+// new cluster), which a node about to join or initialise would meet, and
+// whose addresses may collide with ours. A host that does not answer is
+// not a finding: most of a prefix is empty.
+func checkSecondCluster(ctx context.Context, env *Env) []Finding {
+	if env.StatusScan == nil {
+		return notOnANode()
+	}
+	s := env.StatusScan(ctx, env.Dial)
+	if s.Problem != "" {
+		return []Finding{{Severity: Info, Summary: "not checked: the cluster prefix could not be asked", Evidence: []string{s.Problem}}}
+	}
+	var out []Finding
+	ours := 0
+	for _, a := range s.Answers {
+		id, ok := strings.CutPrefix(a.Answer, statusClusterPrefix)
+		switch {
+		case !ok:
+			// Empty: a node that is not a member (yet); anything else is
+			// no cluster's answer.
+			continue
+		case strings.EqualFold(id, s.ClusterID):
+			ours++
+			continue
+		}
+		out = append(out, Finding{Severity: Error, Subject: a.Address,
+			Summary: fmt.Sprintf("another cluster answers on this node's cluster prefix: %s is a member of cluster %s", a.Address, id),
+			Evidence: []string{fmt.Sprintf("GET http://%s/status answered %q; this node's cluster is %s (prefix %s)",
+				joinStatusPort(a.Address), a.Answer, s.ClusterID, s.Prefix)},
+			Next: "give the two clusters separate prefixes (cluster_ip_prefix) or separate LANs; a node never joins the other cluster, but their addresses can collide"})
+	}
+	if len(out) == 0 {
+		return []Finding{{Severity: OK, Summary: fmt.Sprintf("no other cluster on %s", s.Prefix),
+			Evidence: []string{fmt.Sprintf("%d addresses asked for /status; %d answered for this cluster", s.Asked, ours)}}}
+	}
+	return out
+}
+
+// joinStatusPort is address with the status port.
+func joinStatusPort(address string) string { return net.JoinHostPort(address, "12346") }
+
+// notOnANode is the finding of a network check run without a cluster
+// config: it looks from a node of the cluster, and this machine is none.
+func notOnANode() []Finding {
+	return []Finding{{Severity: Info, Summary: "not checked: no cluster config on this machine (it looks from a node of the cluster)",
+		Next: "on a node, or with --config FILE"}}
+}

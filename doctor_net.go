@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/doctor"
+)
+
+// clusterNetwork is what sitecon doctor's cluster-network checks look
+// from: this node's cluster config (its prefix, its cluster id, its own
+// name and address).
+type clusterNetwork struct{ configPath string }
+
+// Bounds of the prefix scan: 64 hosts asked at a time, a second each, so
+// a /24 with nobody on it takes four seconds (within the check's
+// deadline).
+const (
+	statusScanParallel = 64
+	statusScanTimeout  = time.Second
+)
+
+// statusScan asks every host of the cluster prefix (as a seed about to
+// initialise does: formation.ProbeAddresses) for /status with dial.
+func (c clusterNetwork) statusScan(ctx context.Context, dial doctor.DialFunc) doctor.StatusScan {
+	v, err := nodeReports{configPath: c.configPath}.config()
+	if err != nil {
+		return doctor.StatusScan{Problem: err.Error()}
+	}
+	addrs := formation.ProbeAddresses(v)
+	s := doctor.StatusScan{ClusterID: v.ClusterID, Prefix: v.Network.String(), Asked: len(addrs)}
+	for _, a := range formation.AskStatus(ctx, addrs, dial, statusScanTimeout, statusScanParallel) {
+		if a.Err == nil {
+			s.Answers = append(s.Answers, doctor.StatusAnswer{Address: a.Addr.String(), Answer: a.Answer})
+		}
+	}
+	return s
+}
