@@ -20,6 +20,7 @@ const (
 	IDCertExpiry           = "SC-CERT-EXPIRY"
 	IDClockSkew            = "SC-CLOCK-SKEW"
 	IDSecondCluster        = "SC-SECOND-CLUSTER"
+	IDMTUMismatch          = "SC-MTU-MISMATCH"
 )
 
 // checkDeadline is each check's own deadline: the checks that read the
@@ -64,6 +65,8 @@ func Checks() []Check {
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
 		{ID: IDSecondCluster, Area: AreaNetwork, Title: "other clusters on the cluster prefix", Deadline: scanDeadline,
 			Next: "give each cluster its own prefix (cluster_ip_prefix) or its own LAN", Run: checkSecondCluster},
+		{ID: IDMTUMismatch, Area: AreaNetwork, Title: "cluster interfaces' MTU", Deadline: checkDeadline,
+			Next: "set one MTU on every node's cluster interface, then restart k3s on the nodes changed", Run: checkMTU},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
 			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -45,6 +46,15 @@ type Options struct {
 func Diagnose(ctx context.Context, opts Options) Report {
 	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports,
 		StatusScan: opts.StatusScan, Dial: opts.Dial}
+	if opts.NodeReports != nil {
+		// Several checks read the reports: the nodes are asked once.
+		var once sync.Once
+		var reports kube.NodeReports
+		env.NodeReports = func(ctx context.Context) kube.NodeReports {
+			once.Do(func() { reports = opts.NodeReports(ctx) })
+			return reports
+		}
+	}
 	checks := opts.Checks
 	if checks == nil {
 		checks = Checks()

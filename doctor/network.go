@@ -3,8 +3,12 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // The cluster network's checks (issue 22, lf-edge/eve #5306 and the
@@ -88,4 +92,99 @@ func joinStatusPort(address string) string { return net.JoinHostPort(address, "1
 func notOnANode() []Finding {
 	return []Finding{{Severity: Info, Summary: "not checked: no cluster config on this machine (it looks from a node of the cluster)",
 		Next: "on a node, or with --config FILE"}}
+}
+
+// reportedNetworks are the answering nodes' network sections, by node;
+// the findings say which nodes could not be checked and why: no answer,
+// a report without a network section (an older agent), or an interface
+// it could not read.
+func reportedNetworks(ctx context.Context, env *Env) (nets map[string]*kube.NetworkReport, skipped []Finding, ran bool) {
+	if env.NodeReports == nil {
+		return nil, notOnANode(), false
+	}
+	r := env.NodeReports(ctx)
+	if len(r.Answers) == 0 {
+		return nil, []Finding{{Severity: Info, Summary: "not checked: no node could be asked", Evidence: []string{r.Problem}}}, false
+	}
+	nets = map[string]*kube.NetworkReport{}
+	for _, a := range r.Answers {
+		name := a.Name()
+		switch {
+		case !a.Answered:
+			skipped = append(skipped, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent did not report",
+				Evidence: []string{a.Problem}})
+		case a.Report.Network == nil:
+			v := a.Report.Version
+			if v == "" {
+				v = "version unknown"
+			}
+			skipped = append(skipped, Finding{Severity: Info, Subject: name,
+				Summary:  "not checked for " + name + ": its agent's report has no network section (an older agent, " + v + ")",
+				Evidence: []string{"update sitecon on " + name + " to check its cluster interface"}})
+		default:
+			nets[name] = a.Report.Network
+		}
+	}
+	return nets, skipped, true
+}
+
+// checkMTU compares the MTU of the nodes' cluster interfaces, as each
+// agent reads it: flannel's VXLAN and Longhorn's replication between two
+// nodes lose the packets larger than the smaller MTU, which shows as
+// stalls rather than errors. The nodes whose MTU differs from most
+// nodes' are named; with no majority, every node is.
+func checkMTU(ctx context.Context, env *Env) []Finding {
+	nets, out, ran := reportedNetworks(ctx, env)
+	if !ran {
+		return out
+	}
+	mtus := map[string]int{}
+	count := map[int]int{}
+	for name, n := range nets {
+		if n.Problem != "" || n.MTU <= 0 {
+			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent could not read its cluster interface",
+				Evidence: []string{n.Problem}})
+			continue
+		}
+		mtus[name] = n.MTU
+		count[n.MTU]++
+	}
+	if len(count) <= 1 {
+		if len(mtus) > 0 {
+			var mtu int
+			for _, m := range mtus {
+				mtu = m
+			}
+			out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("the cluster interfaces of %d nodes have one MTU, %d", len(mtus), mtu)})
+		}
+		return out
+	}
+	// The most common MTU, when one value is more common than any other.
+	usual, best, tie := 0, 0, false
+	for m, c := range count {
+		switch {
+		case c > best:
+			usual, best, tie = m, c, false
+		case c == best:
+			tie = true
+		}
+	}
+	all := make([]string, 0, len(mtus))
+	for _, name := range slices.Sorted(maps.Keys(mtus)) {
+		all = append(all, fmt.Sprintf("%s %s: %d", name, nets[name].Interface, mtus[name]))
+	}
+	evidence := []string{"cluster interfaces' MTU: " + strings.Join(all, ", ")}
+	next := "set one MTU on every node's cluster interface (EVE's network config for the port), then restart k3s on the nodes changed (systemctl restart sitecon-agent)"
+	for _, name := range slices.Sorted(maps.Keys(mtus)) {
+		m := mtus[name]
+		if !tie && m == usual {
+			continue
+		}
+		summary := fmt.Sprintf("%s's cluster interface %s has MTU %d, the other nodes' %d", name, nets[name].Interface, m, usual)
+		if tie {
+			summary = fmt.Sprintf("the nodes' cluster interfaces differ in MTU: %s's %s has %d", name, nets[name].Interface, m)
+		}
+		out = append(out, Finding{Severity: Error, Subject: name, Summary: summary, Evidence: evidence, Next: next})
+	}
+	return out
 }

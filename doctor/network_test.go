@@ -3,6 +3,8 @@ package doctor
 import (
 	"context"
 	"testing"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // The second-cluster check's reading of a scan: an answer for another
@@ -32,6 +34,46 @@ func TestSecondClusterReading(t *testing.T) {
 			}
 			got := map[string]Severity{}
 			for _, f := range checkSecondCluster(context.Background(), env) {
+				got[f.Subject] = f.Severity
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("findings %v, want %v", got, c.want)
+			}
+			for s, sev := range c.want {
+				if got[s] != sev {
+					t.Errorf("%q: %s, want %s", s, got[s], sev)
+				}
+			}
+		})
+	}
+}
+
+// The MTU check's reading of the reports: the odd node named, every node
+// when there is no majority, one MTU quiet; a node whose agent did not
+// answer, reports no network section (older) or could not read its
+// interface is "not checked", never fine.
+func TestMTUReading(t *testing.T) {
+	net := func(node string, mtu int) kube.NodeAnswer {
+		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: mtu}}}
+	}
+	for _, c := range []struct {
+		name    string
+		answers []kube.NodeAnswer
+		want    map[string]Severity
+	}{
+		{"one MTU", []kube.NodeAnswer{net("a", 1500), net("b", 1500), net("c", 1500)}, map[string]Severity{"": OK}},
+		{"odd one", []kube.NodeAnswer{net("a", 1500), net("b", 9000), net("c", 1500)}, map[string]Severity{"b": Error}},
+		{"no majority", []kube.NodeAnswer{net("a", 1500), net("b", 1400)}, map[string]Severity{"a": Error, "b": Error}},
+		{"cannot tell", []kube.NodeAnswer{net("a", 1500),
+			{Node: "b", Problem: "did not answer within 2s"},
+			{Node: "c", Answered: true, Report: &kube.NodeReport{Node: "c"}},
+			{Node: "d", Answered: true, Report: &kube.NodeReport{Node: "d", Network: &kube.NetworkReport{Interface: "eth9", Problem: "no such interface: eth9"}}}},
+			map[string]Severity{"": OK, "b": Info, "c": Info, "d": Info}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &Env{NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
+			got := map[string]Severity{}
+			for _, f := range checkMTU(context.Background(), env) {
 				got[f.Subject] = f.Severity
 			}
 			if len(got) != len(c.want) {
