@@ -128,6 +128,10 @@ type Options struct {
 	VNCBindAddress string
 	// Version is this agent's build, as its node report says it.
 	Version string
+	// AddressProbeInterval is how often the agent probes its cluster
+	// link for another device holding its cluster address, for its node
+	// report (zero: DefaultAddressProbeInterval).
+	AddressProbeInterval time.Duration
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
 	Env         config.Environment
@@ -193,6 +197,9 @@ type Agent struct {
 	// etcdSeen is this node's etcd member's view, observed in the
 	// background for the node report.
 	etcdSeen etcdSeen
+	// addressSeen is the last ARP probe for this node's cluster address,
+	// made in the background for the node report (netreport.go).
+	addressSeen addressSeen
 	// snap is the cluster cache of the running cluster work: the node
 	// report names the nodes last seen in it.
 	snap *kube.Snapshot
@@ -331,6 +338,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// The node report's view of etcd, kept whatever the cluster API's state.
 	go a.observeEtcd(ctx)
+	// The node report's probe for another holder of the cluster address.
+	if !a.opts.NoBootstrap {
+		go a.observeAddress(ctx)
+	}
 	if a.opts.NoBootstrap {
 		return a.runExternal(ctx)
 	}

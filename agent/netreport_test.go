@@ -121,3 +121,56 @@ func TestDoctorFindsAnMTUMismatchFromTheAgentsReports(t *testing.T) {
 		}
 	}
 }
+
+// A device on the LAN with node-b's cluster address too: node-b's agent,
+// probing from its cluster interface in the background (ARP, sender
+// 0.0.0.0), hears it answer, and its report says which hardware address;
+// the doctor names node-b, the address and that device. node-a, alone
+// with its address, is quiet.
+func TestDoctorFindsADuplicateClusterAddressFromTheAgentsProbe(t *testing.T) {
+	hosts := netns.NewLAN(t, "a", "b", "dup")
+	for i, addr := range []string{"10.244.244.1/24", "10.244.244.2/24", "10.244.244.2/24"} {
+		if out, err := hosts[i].Exec("ip", "addr", "add", addr, "dev", netns.Interface); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	var dupMAC string
+	if err := hosts[2].Do(func() error {
+		ifi, err := net.InterfaceByName(netns.Interface)
+		if err == nil {
+			dupMAC = ifi.HardwareAddr.String()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var addrs []netip.AddrPort
+	agents := map[string]*Agent{}
+	for i, node := range []string{"node-a", "node-b"} {
+		a := netTestAgent(hosts[i], node, netip.MustParseAddr("10.244.244."+string(rune('1'+i))), Options{AddressProbeInterval: 200 * time.Millisecond})
+		agents[node] = a
+		done := make(chan struct{})
+		go func() { defer close(done); a.observeAddress(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		addrs = append(addrs, serveReportIn(t, hosts[i], node, a.nodeReport))
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, a := range agents {
+		for a.addressSeen.last() == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's agent made no probe within 15s", a.State().Node)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	got := doctorOver(t, hosts[0], doctor.IDDuplicateAddress, addrs...)
+	f, ok := got["node-b"]
+	if !ok || f.Severity != doctor.Error || !strings.Contains(f.Summary, "10.244.244.2") || !strings.Contains(f.Summary, dupMAC) || f.Next == "" {
+		t.Errorf("node-b's address held by %s too: %+v", dupMAC, got)
+	}
+	if f, ok := got["node-a"]; ok {
+		t.Errorf("node-a alone with its address: %+v", f)
+	}
+}

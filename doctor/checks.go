@@ -21,6 +21,7 @@ const (
 	IDClockSkew            = "SC-CLOCK-SKEW"
 	IDSecondCluster        = "SC-SECOND-CLUSTER"
 	IDMTUMismatch          = "SC-MTU-MISMATCH"
+	IDDuplicateAddress     = "SC-DUPLICATE-ADDRESS"
 )
 
 // checkDeadline is each check's own deadline: the checks that read the
@@ -67,6 +68,8 @@ func Checks() []Check {
 			Next: "give each cluster its own prefix (cluster_ip_prefix) or its own LAN", Run: checkSecondCluster},
 		{ID: IDMTUMismatch, Area: AreaNetwork, Title: "cluster interfaces' MTU", Deadline: checkDeadline,
 			Next: "set one MTU on every node's cluster interface, then restart k3s on the nodes changed", Run: checkMTU},
+		{ID: IDDuplicateAddress, Area: AreaNetwork, Title: "duplicates of the nodes' cluster addresses", Deadline: checkDeadline,
+			Next: "find the device with that hardware address and take the address off it", Run: checkDuplicateAddress},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
 			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -185,6 +186,42 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 			summary = fmt.Sprintf("the nodes' cluster interfaces differ in MTU: %s's %s has %d", name, nets[name].Interface, m)
 		}
 		out = append(out, Finding{Severity: Error, Subject: name, Summary: summary, Evidence: evidence, Next: next})
+	}
+	return out
+}
+
+// checkDuplicateAddress reads each agent's last ARP probe for its own
+// cluster address (from its cluster interface, sender 0.0.0.0 as RFC 5227
+// probes): another device that answers holds the same address, and the
+// traffic for that node goes to either at random.
+func checkDuplicateAddress(ctx context.Context, env *Env) []Finding {
+	nets, out, ran := reportedNetworks(ctx, env)
+	if !ran {
+		return out
+	}
+	var probed []string
+	for _, name := range slices.Sorted(maps.Keys(nets)) {
+		p := nets[name].AddressProbe
+		switch {
+		case p == nil:
+			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent has not probed its cluster address yet",
+				Evidence: []string{nets[name].Problem}})
+		case p.Problem != "":
+			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent's ARP probe could not be made",
+				Evidence: []string{p.Problem, "at " + p.At.UTC().Format(time.RFC3339)}})
+		case p.HeldBy != "":
+			out = append(out, Finding{Severity: Error, Subject: name, Since: since(p.At),
+				Summary: fmt.Sprintf("another device holds %s's cluster address %s: %s answers for it", name, p.Address, p.HeldBy),
+				Evidence: []string{fmt.Sprintf("%s's agent probed %s from %s at %s (ARP, sender 0.0.0.0); %s answered",
+					name, p.Address, nets[name].Interface, p.At.UTC().Format(time.RFC3339), p.HeldBy)},
+				Next: "find the device with that hardware address (the switch's MAC table) and take the address off it; a replaced device must not keep its old address"})
+		default:
+			probed = append(probed, fmt.Sprintf("%s %s at %s", name, p.Address, p.At.UTC().Format(time.RFC3339)))
+		}
+	}
+	if len(probed) > 0 && !slices.ContainsFunc(out, func(f Finding) bool { return f.Severity == Error }) {
+		out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("no other device answers for the cluster address of %d node%s", len(probed), plural(len(probed))),
+			Evidence: []string{"last probes: " + strings.Join(probed, ", ")}})
 	}
 	return out
 }

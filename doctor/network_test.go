@@ -2,7 +2,9 @@ package doctor
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -75,6 +77,48 @@ func TestMTUReading(t *testing.T) {
 			got := map[string]Severity{}
 			for _, f := range checkMTU(context.Background(), env) {
 				got[f.Subject] = f.Severity
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("findings %v, want %v", got, c.want)
+			}
+			for s, sev := range c.want {
+				if got[s] != sev {
+					t.Errorf("%q: %s, want %s", s, got[s], sev)
+				}
+			}
+		})
+	}
+}
+
+// The duplicate-address check's reading of each agent's last probe:
+// another holder is an error naming its hardware address; no probe yet or
+// one that could not be made is "not checked", never fine.
+func TestDuplicateAddressReading(t *testing.T) {
+	at := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	probe := func(node string, p *kube.AddressProbe) kube.NodeAnswer {
+		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: 1500, AddressProbe: p}}}
+	}
+	for _, c := range []struct {
+		name    string
+		answers []kube.NodeAnswer
+		want    map[string]Severity
+	}{
+		{"all alone", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at})},
+			map[string]Severity{"": OK}},
+		{"held twice", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}),
+			probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at, HeldBy: "02:00:00:00:00:09"})}, map[string]Severity{"b": Error}},
+		{"cannot tell", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", nil),
+			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at, Problem: "no link on eth1: no carrier"})},
+			map[string]Severity{"": OK, "b": Info, "c": Info}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &Env{NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
+			got := map[string]Severity{}
+			for _, f := range checkDuplicateAddress(context.Background(), env) {
+				got[f.Subject] = f.Severity
+				if f.Severity == Error && !strings.Contains(f.Summary, "02:00:00:00:00:09") {
+					t.Errorf("%+v does not name the other device", f)
+				}
 			}
 			if len(got) != len(c.want) {
 				t.Fatalf("findings %v, want %v", got, c.want)
