@@ -6,6 +6,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/doctor"
+	"github.com/sitecon/sitecon/netcfg"
 )
 
 // clusterNetwork is what sitecon doctor's cluster-network checks look
@@ -36,4 +37,29 @@ func (c clusterNetwork) statusScan(ctx context.Context, dial doctor.DialFunc) do
 		}
 	}
 	return s
+}
+
+// localNode is this machine's node: its name and cluster address.
+func (c clusterNetwork) localNode() (doctor.LocalNode, error) {
+	v, err := nodeReports{configPath: c.configPath}.config()
+	if err != nil {
+		return doctor.LocalNode{}, err
+	}
+	return doctor.LocalNode{Name: v.NodeName, Address: v.NodeIP.String()}, nil
+}
+
+// doctorClusterPorts are the TCP ports of the agent's firewall list that
+// a node's peers dial at its cluster address, and which nodes listen on
+// them: the list the firewall opens is the list the doctor dials.
+func doctorClusterPorts() []doctor.ClusterPort {
+	var out []doctor.ClusterPort
+	for _, r := range netcfg.ClusterPorts {
+		if r.Proto != "tcp" {
+			continue
+		}
+		for _, p := range r.Dialled {
+			out = append(out, doctor.ClusterPort{Port: p, ServersOnly: r.On == netcfg.ServerNodes, What: r.What})
+		}
+	}
+	return out
 }

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,8 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/doctor"
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 )
 
@@ -73,7 +77,12 @@ func diagnoseFrom(t *testing.T, self *netns.Host, configPath, id string) map[str
 	dir := t.TempDir()
 	g := &globalFlags{kubeconfig: filepath.Join(dir, "no-kubeconfig")}
 	opts := doctorOptions(g, slog.New(slog.DiscardHandler), dir, filepath.Join(dir, "no-socket"), configPath, time.Second)
+	// Every connection from inside self's namespace: the test's traffic
+	// stays in the namespaces it made.
 	opts.Dial = self.DialContext
+	opts.NodeReports = func(ctx context.Context) kube.NodeReports {
+		return nodeReports{configPath: configPath, dial: self.DialContext}.gather(ctx, nil)
+	}
 	r := doctor.Diagnose(context.Background(), opts)
 	out := map[string]doctor.Finding{}
 	for _, f := range r.Findings {
@@ -113,5 +122,123 @@ func TestDoctorFindsASecondClusterOnThePrefix(t *testing.T) {
 	got = diagnoseFrom(t, self, configPath, doctor.IDSecondCluster)
 	if f := got[""]; len(got) != 1 || f.Severity != doctor.OK || !strings.Contains(strings.Join(f.Evidence, " "), "1 answered for this cluster") {
 		t.Errorf("only our own cluster on the prefix: %+v", got)
+	}
+}
+
+// listenIn listens on host's LAN address at each port, inside its
+// namespace, accepting and closing, until the test ends.
+func listenIn(t *testing.T, h *netns.Host, ports ...int) {
+	t.Helper()
+	for _, p := range ports {
+		var l net.Listener
+		if err := h.Do(func() (err error) {
+			l, err = net.Listen("tcp", net.JoinHostPort(h.LANAddr, strconv.Itoa(p)))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_ = c.Close()
+			}
+		}()
+		t.Cleanup(func() { _ = l.Close() })
+	}
+}
+
+// serveNodeReportIn serves report, signed with the test cluster's key, on
+// host's LAN address at the status port, as the node's agent does.
+func serveNodeReportIn(t *testing.T, h *netns.Host, report kube.NodeReport) {
+	t.Helper()
+	key, err := config.NewLifeKey(netTestCluster, config.Secret(netTestToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l net.Listener
+	if err := h.Do(func() (err error) {
+		l, err = net.Listen("tcp", net.JoinHostPort(h.LANAddr, strconv.Itoa(config.StatusPort)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	handler := statusserver.WithNodeReport(statusserver.Handler(netTestCluster, func() bool { return report.Role != "agent" }),
+		statusserver.NodeReportHandler(key, report.Node, func() kube.NodeReport { return report }))
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// A peer's cluster ports dialled from this node, all at once, as the
+// agent's firewall list says who listens: the API server's and etcd's on
+// servers only, the kubelet's and Longhorn's on every node. With the
+// cluster API down the peers and their roles come from their own reports.
+// node-b (a server) has etcd's peer port 2380 closed, node-c (an agent)
+// Longhorn's 9500: each is an error naming the port; node-c's missing
+// API server is not (an agent runs none).
+func TestDoctorFindsAPeersClosedClusterPorts(t *testing.T) {
+	hosts := netns.NewLAN(t, "a", "b", "c")
+	self, b, c := hosts[0], hosts[1], hosts[2]
+	serveNodeReportIn(t, b, kube.NodeReport{Node: "node-b", Role: "server", Phase: "joined", ClusterIP: b.LANAddr})
+	serveNodeReportIn(t, c, kube.NodeReport{Node: "node-c", Role: "agent", Phase: "joined", ClusterIP: c.LANAddr})
+	listenIn(t, b, 6443, 2379, 10250, 9500)
+	listenIn(t, c, 10250)
+	configPath := writeNetTestConfig(t, b.LANAddr)
+
+	got := diagnoseFrom(t, self, configPath, doctor.IDPeerPorts)
+	for subject, f := range got {
+		t.Logf("%s [%s] %s %v", f.Severity, subject, f.Summary, f.Evidence)
+	}
+	fb, fc := got["node-b"], got["node-c"]
+	eb, ec := strings.Join(fb.Evidence, "\n"), strings.Join(fc.Evidence, "\n")
+	if fb.Severity != doctor.Error || !strings.Contains(eb, "tcp 2380 (etcd): connection refused") || strings.Contains(eb, "tcp 2379") || strings.Contains(eb, "tcp 6443") {
+		t.Errorf("node-b with 2380 closed: %+v", fb)
+	}
+	if fc.Severity != doctor.Error || !strings.Contains(ec, "tcp 9500 (Longhorn manager): connection refused") || strings.Contains(ec, "6443") || strings.Contains(ec, "2379") {
+		t.Errorf("node-c (an agent) with 9500 closed: %+v", fc)
+	}
+	if len(got) != 2 {
+		t.Errorf("findings %v: want node-b's and node-c's", got)
+	}
+}
+
+// On a healthy LAN (one cluster on the prefix, one MTU, no address held
+// twice, every peer's ports open) the network checks are quiet: an ok
+// each, nothing worse. The reports' network sections are read as the
+// agent reads them (netlink, an ARP probe from eth1).
+func TestDoctorNetworkChecksQuietOnAHealthyLAN(t *testing.T) {
+	hosts := netns.NewLAN(t, "a", "b", "c")
+	self, b, c := hosts[0], hosts[1], hosts[2]
+	network := func(h *netns.Host) *kube.NetworkReport {
+		n := &kube.NetworkReport{Interface: netns.Interface}
+		p := &kube.AddressProbe{Address: h.LANAddr, At: time.Now()}
+		if err := h.Do(func() (err error) {
+			if n.MTU, err = netcfg.InterfaceMTU(netns.Interface); err != nil {
+				return err
+			}
+			return netcfg.ProbeHeldAddress(netns.Interface, netip.MustParseAddr(h.LANAddr), 300*time.Millisecond)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		n.AddressProbe = p
+		return n
+	}
+	serveNodeReportIn(t, self, kube.NodeReport{Node: "node-a", Role: "seed", Phase: "joined", ClusterIP: self.LANAddr, Network: network(self)})
+	serveNodeReportIn(t, b, kube.NodeReport{Node: "node-b", Role: "server", Phase: "joined", ClusterIP: b.LANAddr, Network: network(b)})
+	serveNodeReportIn(t, c, kube.NodeReport{Node: "node-c", Role: "agent", Phase: "joined", ClusterIP: c.LANAddr, Network: network(c)})
+	listenIn(t, b, 6443, 2379, 2380, 10250, 9500)
+	listenIn(t, c, 10250, 9500)
+	configPath := writeNetTestConfig(t, self.LANAddr)
+	for _, id := range []string{doctor.IDSecondCluster, doctor.IDMTUMismatch, doctor.IDDuplicateAddress, doctor.IDPeerPorts} {
+		got := diagnoseFrom(t, self, configPath, id)
+		f, ok := got[""]
+		if len(got) != 1 || !ok || f.Severity != doctor.OK {
+			t.Errorf("%s on a healthy LAN: %+v, want one ok", id, got)
+			continue
+		}
+		t.Logf("%s: %s %v", id, f.Summary, f.Evidence)
 	}
 }

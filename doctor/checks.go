@@ -22,6 +22,7 @@ const (
 	IDSecondCluster        = "SC-SECOND-CLUSTER"
 	IDMTUMismatch          = "SC-MTU-MISMATCH"
 	IDDuplicateAddress     = "SC-DUPLICATE-ADDRESS"
+	IDPeerPorts            = "SC-PEER-PORTS"
 )
 
 // checkDeadline is each check's own deadline: the checks that read the
@@ -70,6 +71,8 @@ func Checks() []Check {
 			Next: "set one MTU on every node's cluster interface, then restart k3s on the nodes changed", Run: checkMTU},
 		{ID: IDDuplicateAddress, Area: AreaNetwork, Title: "duplicates of the nodes' cluster addresses", Deadline: checkDeadline,
 			Next: "find the device with that hardware address and take the address off it", Run: checkDuplicateAddress},
+		{ID: IDPeerPorts, Area: AreaNetwork, Title: "peers' cluster ports from here", Deadline: checkDeadline,
+			Next: "check the firewall between the nodes and that the service runs on the peer", Run: checkPeerPorts},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
 			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
 	}

@@ -33,7 +33,12 @@ type Options struct {
 	// (nil: a plain dialer).
 	StatusScan func(ctx context.Context, dial DialFunc) StatusScan
 	Dial       DialFunc
-	Log        *slog.Logger
+	// LocalNode is this machine's node from its cluster config (nil:
+	// none here); ClusterPorts the ports peers dial at a node's cluster
+	// address.
+	LocalNode    func() (LocalNode, error)
+	ClusterPorts []ClusterPort
+	Log          *slog.Logger
 	// Checks replaces the full list (tests); nil: Checks().
 	Checks []Check
 }
@@ -45,7 +50,7 @@ type Options struct {
 // from its watch cache, and those answers may be old.
 func Diagnose(ctx context.Context, opts Options) Report {
 	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports,
-		StatusScan: opts.StatusScan, Dial: opts.Dial}
+		StatusScan: opts.StatusScan, Dial: opts.Dial, LocalNode: opts.LocalNode, ClusterPorts: opts.ClusterPorts}
 	if opts.NodeReports != nil {
 		// Several checks read the reports: the nodes are asked once.
 		var once sync.Once

@@ -112,6 +112,11 @@ type Env struct {
 	// Dial opens the network checks' connections (nil: a plain dialer;
 	// tests dial from inside a network namespace).
 	Dial DialFunc
+	// LocalNode reads which node this machine is from its cluster config;
+	// nil when there is none. ClusterPorts are the ports peers dial at a
+	// node's cluster address (netcfg's list, from main).
+	LocalNode    func() (LocalNode, error)
+	ClusterPorts []ClusterPort
 }
 
 // Check is one named check.

@@ -2,9 +2,13 @@ package doctor
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
 )
@@ -129,5 +133,40 @@ func TestDuplicateAddressReading(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The peers to dial: from the cluster API's Nodes (role by label, this
+// node left out by name or address) when it was read, else from the
+// nodes' reports (role from each report; a peer only named by another's
+// report has no known role).
+func TestPeersOf(t *testing.T) {
+	node := func(name, ip string, server bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+		if server {
+			n.Labels["node-role.kubernetes.io/control-plane"] = "true"
+		}
+		return n
+	}
+	self := LocalNode{Name: "a", Address: "10.0.0.1"}
+	env := &Env{Data: kube.Data{Nodes: []*corev1.Node{node("a", "10.0.0.1", true), node("b", "10.0.0.2", true), node("c", "10.0.0.3", false)}}}
+	got, _ := peersOf(context.Background(), env, self)
+	want := []peer{{name: "b", address: "10.0.0.2", server: true, roleKnown: true}, {name: "c", address: "10.0.0.3", roleKnown: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("from the API: %+v, want %+v", got, want)
+	}
+	env = &Env{APIProblem: "down", NodeReports: func(context.Context) kube.NodeReports {
+		return kube.NodeReports{Answers: []kube.NodeAnswer{
+			{Node: "a", Answered: true, Report: &kube.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1",
+				Peers: []kube.NodePeer{{Name: "b", Address: "10.0.0.2"}, {Name: "c", Address: "10.0.0.3"}}}},
+			{Node: "b", Answered: true, Report: &kube.NodeReport{Node: "b", Role: "server", ClusterIP: "10.0.0.2"}},
+			{Node: "c", Problem: "did not answer within 2s"},
+		}}
+	}}
+	got, _ = peersOf(context.Background(), env, self)
+	want = []peer{{name: "b", address: "10.0.0.2", server: true, roleKnown: true}, {name: "c", address: "10.0.0.3"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("from the reports: %+v, want %+v", got, want)
 	}
 }
