@@ -75,14 +75,17 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 		err  error
 	}
 	results := make([][]result, len(peers))
-	var wg sync.WaitGroup
 	for i, p := range peers {
 		for _, port := range env.ClusterPorts {
-			if port.ServersOnly && (!p.roleKnown || !p.server) {
-				continue
+			if !port.ServersOnly || p.roleKnown && p.server {
+				results[i] = append(results[i], result{port: port})
 			}
-			j := len(results[i])
-			results[i] = append(results[i], result{port: port})
+		}
+	}
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		for j, r := range results[i] {
+			port := r.port
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
