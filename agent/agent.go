@@ -338,13 +338,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	// The node report's view of etcd, kept whatever the cluster API's state.
 	go a.observeEtcd(ctx)
-	// The node report's probe for another holder of the cluster address.
-	if !a.opts.NoBootstrap {
-		go a.observeAddress(ctx)
-	}
 	if a.opts.NoBootstrap {
 		return a.runExternal(ctx)
 	}
+	// The node report's probe for another holder of the cluster address
+	// (a node with a cluster interface: not one run with --no-bootstrap).
+	go a.observeAddress(ctx)
 	// current is the bring-up of the applied config, stopped before another
 	// config is applied or the node leaves.
 	var current struct {
