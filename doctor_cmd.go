@@ -26,9 +26,11 @@ func newDoctorCmd(g *globalFlags) *cobra.Command {
 		Short: "Check the site and say what is wrong and what to do next (read only)",
 		Long: `Run every check once, read only, each within its own deadline: etcd quorum,
 nodes, volumes and replicas, apps away from home or pending, placement
-overrides, and on a node its k3s certificates and its agent's config errors;
-with the cluster config (--config), every node's own report: its clock, its
-time sync, Longhorn's prerequisites and its k3s certificates.
+overrides, and on a node its k3s certificates, its agent's config errors and
+the cluster network (another cluster on the prefix, the nodes' MTUs, a
+duplicate of a node's cluster address, the peers' cluster ports); with the
+cluster config (--config), every node's own report: its clock, its time
+sync, Longhorn's prerequisites and its k3s certificates.
 Each finding has an id (see the README's Findings table), its evidence and the
 next step.
 
@@ -65,14 +67,14 @@ checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long; half of it for reading the cluster")
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its certificates are checked)")
 	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket (its config errors are checked)")
-	cmd.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config: its key asks every node's agent for its own report (their clocks, time sync, Longhorn's prerequisites and k3s certificates are checked)")
+	cmd.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config: its key asks every node's agent for its own report (the nodes' clocks, cluster interfaces, time sync, Longhorn's prerequisites and k3s certificates are checked), its prefix is scanned for another cluster and its peers' ports are dialled")
 	return cmd
 }
 
 // doctorOptions are the doctor's: the cluster the flags name, this
 // machine's k3s data dir, and its agent when its socket is there.
 func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket, clusterConfig string, apiWait time.Duration) doctor.Options {
-	opts := doctor.Options{APIWait: apiWait, K3sDataDir: k3sDataDir, Log: log}
+	opts := doctor.Options{APIWait: apiWait, K3sDataDir: k3sDataDir, Log: log, ClusterPorts: doctorClusterPorts()}
 	if cfg, err := g.restConfig(); err != nil {
 		opts.ConfigProblem = err.Error()
 	} else {
@@ -88,6 +90,8 @@ func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket, cl
 		opts.NodeReports = func(ctx context.Context) kube.NodeReports {
 			return nodeReports{configPath: clusterConfig}.gather(ctx, nil)
 		}
+		opts.StatusScan = clusterNetwork{configPath: clusterConfig}.statusScan
+		opts.LocalNode = clusterNetwork{configPath: clusterConfig}.localNode
 	}
 	return opts
 }

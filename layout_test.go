@@ -19,7 +19,9 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "agent/drainrequest", "kube", "kube/flow", "kube/safety", "audit", "nodecheck"},
+			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "agent/drainrequest", "kube", "kube/flow", "kube/safety", "audit", "nodecheck",
+			// The node report's network section: the cluster interface's MTU, the address probe.
+			"netcfg"},
 		// The agent's parts, each below the Agent that wires them.
 		"agent/bringup":      {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/localapi", "agent/workloads", "kube", "netcfg"},
 		"agent/statusserver": {"agent/config", "agent/k3s", "agent/formation", "agent/localapi", "kube"},

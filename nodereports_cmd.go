@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 
 	"github.com/sitecon/sitecon/agent/config"
@@ -18,7 +19,12 @@ import (
 // node's cluster config (its cluster id and token make the key; its own
 // address, the seed's and the cluster prefix's are where to ask), with
 // the nodes last seen in the cluster (their addresses and names).
-type nodeReports struct{ configPath string }
+type nodeReports struct {
+	configPath string
+	// dial opens the connections (nil: a plain dialer; tests dial from a
+	// network namespace).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
 
 // errNodeReportsNeedConfig says what node reports need on a machine
 // without a cluster config (a laptop with only a kubeconfig).
@@ -36,7 +42,7 @@ func (s nodeReports) gather(ctx context.Context, known []kube.NodeStatus) kube.N
 	if err != nil {
 		return kube.NodeReports{Problem: err.Error()}
 	}
-	return nodereport.Reader{Key: key}.Ask(ctx, reportTargets(v, known))
+	return nodereport.Reader{Key: key, Dial: s.dial}.Ask(ctx, reportTargets(v, known))
 }
 
 // config is this node's validated cluster config; its interface is not

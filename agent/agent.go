@@ -134,6 +134,10 @@ type Options struct {
 	// prerequisites, time sync, k3s's certificates); its K3sDataDir
 	// defaults to K3sPaths.DataDir, its Host to the running system.
 	NodeChecks nodecheck.Checker
+	// AddressProbeInterval is how often the agent probes its cluster
+	// link for another device holding its cluster address, for its node
+	// report (zero: DefaultAddressProbeInterval).
+	AddressProbeInterval time.Duration
 	// MetricsAddr serves Prometheus metrics (empty: none).
 	MetricsAddr string
 	Env         config.Environment
@@ -199,6 +203,9 @@ type Agent struct {
 	// etcdSeen is this node's etcd member's view, observed in the
 	// background for the node report.
 	etcdSeen etcdSeen
+	// addressSeen is the last ARP probe for this node's cluster address,
+	// made in the background for the node report (netreport.go).
+	addressSeen addressSeen
 	// snap is the cluster cache of the running cluster work: the node
 	// report names the nodes last seen in it.
 	snap *kube.Snapshot
@@ -367,6 +374,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.opts.NoBootstrap {
 		return a.runExternal(ctx)
 	}
+	// The node report's probe for another holder of the cluster address
+	// (a node with a cluster interface: not one run with --no-bootstrap).
+	go a.observeAddress(ctx)
 	// current is the bring-up of the applied config, stopped before another
 	// config is applied or the node leaves.
 	var current struct {

@@ -42,6 +42,7 @@ func (a *Agent) nodeReport() kube.NodeReport {
 		}
 	}
 	r.Etcd = a.etcdSeen.report()
+	r.Network = a.networkReport()
 	a.mu.Lock()
 	snap := a.snap
 	a.mu.Unlock()

@@ -22,12 +22,20 @@ const (
 	IDLonghornPrereq       = "SC-LONGHORN-PREREQ"
 	IDNodeCertExpiry       = "SC-NODE-CERT-EXPIRY"
 	IDTimeUnsynced         = "SC-TIME-UNSYNCED"
+	IDSecondCluster        = "SC-SECOND-CLUSTER"
+	IDMTUMismatch          = "SC-MTU-MISMATCH"
+	IDDuplicateAddress     = "SC-DUPLICATE-ADDRESS"
+	IDPeerPorts            = "SC-PEER-PORTS"
 )
 
 // checkDeadline is each check's own deadline: the checks that read the
 // snapshot finish in microseconds, those that ask the API server or the
 // agent make one or two requests.
 const checkDeadline = 5 * time.Second
+
+// scanDeadline bounds the scan of the cluster prefix: up to 254 hosts,
+// 64 at a time, a second each for a host that does not answer.
+const scanDeadline = 8 * time.Second
 
 // Checks are every check, in no particular order (the report sorts).
 func Checks() []Check {
@@ -60,6 +68,14 @@ func Checks() []Check {
 			Next: "fix the named field of the file (or the controller's config); the agent retries by itself", Run: checkAgentConfigErrors},
 		{ID: IDClockSkew, Area: AreaNodes, Title: "nodes' clocks", Deadline: checkDeadline,
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
+		{ID: IDSecondCluster, Area: AreaNetwork, Title: "other clusters on the cluster prefix", Deadline: scanDeadline,
+			Next: "give each cluster its own prefix (cluster_ip_prefix) or its own LAN", Run: checkSecondCluster},
+		{ID: IDMTUMismatch, Area: AreaNetwork, Title: "cluster interfaces' MTU", Deadline: checkDeadline,
+			Next: "set one MTU on every node's cluster interface, then restart k3s on the nodes changed", Run: checkMTU},
+		{ID: IDDuplicateAddress, Area: AreaNetwork, Title: "duplicates of the nodes' cluster addresses", Deadline: checkDeadline,
+			Next: "find the device with that hardware address and take the address off it", Run: checkDuplicateAddress},
+		{ID: IDPeerPorts, Area: AreaNetwork, Title: "peers' cluster ports from here", Deadline: checkDeadline,
+			Next: "check the firewall between the nodes and that the service runs on the peer", Run: checkPeerPorts},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
 			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
 		// The checks each node's agent makes for its report (nodechecks.go).

@@ -27,7 +27,17 @@ type Options struct {
 	// NodeReports asks every node's agent directly (nil: no cluster
 	// config here); the clocks' check reads them.
 	NodeReports func(context.Context) kube.NodeReports
-	Log         *slog.Logger
+	// StatusScan asks the cluster prefix's hosts for /status (nil: no
+	// cluster config here); Dial opens the network checks' connections
+	// (nil: a plain dialer).
+	StatusScan func(ctx context.Context, dial DialFunc) StatusScan
+	Dial       DialFunc
+	// LocalNode is this machine's node from its cluster config (nil:
+	// none here); ClusterPorts the ports peers dial at a node's cluster
+	// address.
+	LocalNode    func() (LocalNode, error)
+	ClusterPorts []ClusterPort
+	Log          *slog.Logger
 	// Checks replaces the full list (tests); nil: Checks().
 	Checks []Check
 }
@@ -38,7 +48,9 @@ type Options struct {
 // and says it is ready: a server whose etcd lost quorum still answers
 // from its watch cache, and those answers may be old.
 func Diagnose(ctx context.Context, opts Options) Report {
-	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports}
+	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports,
+		StatusScan: opts.StatusScan, Dial: opts.Dial, LocalNode: opts.LocalNode, ClusterPorts: opts.ClusterPorts}
+	// Several checks read the reports: Run asks the nodes once for all.
 	checks := opts.Checks
 	if checks == nil {
 		checks = Checks()

@@ -62,11 +62,12 @@ const (
 	AreaStorage      = "storage"
 	AreaApps         = "apps"
 	AreaNodes        = "nodes"
+	AreaNetwork      = "cluster network"
 	AreaThisNode     = "this node"
 )
 
 // areaOrder is the order areas are printed in when equally bad.
-var areaOrder = []string{AreaCluster, AreaControlPlane, AreaNodes, AreaStorage, AreaApps, AreaThisNode}
+var areaOrder = []string{AreaCluster, AreaControlPlane, AreaNodes, AreaNetwork, AreaStorage, AreaApps, AreaThisNode}
 
 // Finding is one thing a check found (or that it found nothing).
 type Finding struct {
@@ -107,6 +108,17 @@ type Env struct {
 	// NodeReports asks every node's agent for its own report, with the
 	// cluster config's key; nil when there is no config to ask with.
 	NodeReports nodeReportsFunc
+	// StatusScan asks the hosts of this node's cluster prefix for /status
+	// with dial; nil when there is no cluster config here.
+	StatusScan func(ctx context.Context, dial DialFunc) StatusScan
+	// Dial opens the network checks' connections (nil: a plain dialer;
+	// tests dial from inside a network namespace).
+	Dial DialFunc
+	// LocalNode reads which node this machine is from its cluster config;
+	// nil when there is none. ClusterPorts are the ports peers dial at a
+	// node's cluster address (netcfg's list, from main).
+	LocalNode    func() (LocalNode, error)
+	ClusterPorts []ClusterPort
 }
 
 // Check is one named check.

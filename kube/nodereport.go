@@ -39,6 +39,9 @@ type NodeReport struct {
 	// some of the nodes asks the others too, and one that does not answer
 	// is still listed.
 	Peers []NodePeer `json:"peers,omitempty"`
+	// Network is the node's cluster interface (nodereport_network.go);
+	// nil from an agent older than it.
+	Network *NetworkReport `json:"network,omitempty"`
 	// Version is the agent's build.
 	Version string `json:"version,omitempty"`
 	// Clock is the agent's clock when it answered: the reader compares it

@@ -20,6 +20,25 @@ import (
 // address: taking it too would steal its traffic.
 var ErrAddressInUse = errors.New("address in use by another device")
 
+// AddressInUseError is ErrAddressInUse with the device that answered.
+type AddressInUseError struct {
+	IP        netip.Addr
+	Interface string
+	// HardwareAddr is the other device's.
+	HardwareAddr net.HardwareAddr
+}
+
+func (e *AddressInUseError) Error() string {
+	return fmt.Sprintf("%v: %s answers for %s on %s", ErrAddressInUse, e.HardwareAddr, e.IP, e.Interface)
+}
+
+// Unwrap makes errors.Is(err, ErrAddressInUse) hold.
+func (e *AddressInUseError) Unwrap() error { return ErrAddressInUse }
+
+// ErrNoARP means the interface has no Ethernet hardware address (a
+// tunnel, loopback): there is no ARP to ask with, so nothing is known.
+var ErrNoARP = errors.New("no ARP on this interface (not an Ethernet link)")
+
 // ErrProbeNotSent means the probe could not go out on the link (the
 // interface down, no buffer): nothing was asked, so nothing is known of
 // the address, least of all that it is free.
@@ -133,7 +152,26 @@ func ProbeAddress(iface string, ip netip.Addr, wait time.Duration) error {
 		// A reply from the address, or another device announcing or
 		// defending it; never our own frames.
 		if p.SenderIP == ip && !bytes.Equal(p.SenderHardwareAddr, ifi.HardwareAddr) {
-			return fmt.Errorf("%w: %s answers for %s on %s", ErrAddressInUse, p.SenderHardwareAddr, ip, iface)
+			return &AddressInUseError{IP: ip, Interface: iface, HardwareAddr: p.SenderHardwareAddr}
 		}
 	}
+}
+
+// ProbeHeldAddress asks the link on iface whether another device holds ip
+// as well, while this node holds it (RFC 5227's ongoing conflict
+// detection, with the same probe as ProbeAddress). Unlike ProbeAddress it
+// says when it cannot ask: the link down (ErrNoLink) or no Ethernet
+// (ErrNoARP) is no answer, and must not read as "nobody else holds it".
+func ProbeHeldAddress(iface string, ip netip.Addr, wait time.Duration) error {
+	if err := LinkUp(iface); err != nil {
+		return err
+	}
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", iface, err)
+	}
+	if len(ifi.HardwareAddr) != 6 {
+		return fmt.Errorf("%w: %s", ErrNoARP, iface)
+	}
+	return ProbeAddress(iface, ip, wait)
 }

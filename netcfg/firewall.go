@@ -18,24 +18,45 @@ const TableName = "sitecon"
 type PortRange struct {
 	Proto       string // "tcp" or "udp"
 	First, Last uint16
+	// Dialled are the ports of the range a node's own processes listen
+	// on at its cluster address, which its peers dial there, and On the
+	// nodes that do (sitecon doctor's SC-PEER-PORTS dials them from a
+	// node). None for ports served by pods or on loopback only, and for
+	// UDP, which a connect cannot prove.
+	Dialled []uint16
+	On      Listeners
+	// What serves the range.
+	What string
 }
+
+// Listeners says which nodes listen on a port range.
+type Listeners int
+
+// The nodes that listen: none at the node's address, servers only (the
+// API server and etcd: a k3s agent runs neither), every node.
+const (
+	NoNode Listeners = iota
+	ServerNodes
+	EveryNode
+)
 
 // ClusterPorts are the ports cluster nodes use among themselves: the k3s API
 // (6443), etcd (2379-2381), kubelet (10250), sitecon's /status (12346),
 // Longhorn (9500-9503, 8000-8002, iSCSI 3260, NFS 2049), DNS (53) and
 // flannel VXLAN (udp 8472).
 var ClusterPorts = []PortRange{
-	{"tcp", 6443, 6443},
-	{"tcp", 2379, 2381},
-	{"tcp", 10250, 10250},
-	{"tcp", 12346, 12346},
-	{"tcp", 9500, 9503},
-	{"tcp", 8000, 8002},
-	{"tcp", 3260, 3260},
-	{"tcp", 2049, 2049},
-	{"tcp", 53, 53},
-	{"udp", 8472, 8472},
-	{"udp", 53, 53},
+	{Proto: "tcp", First: 6443, Last: 6443, Dialled: []uint16{6443}, On: ServerNodes, What: "k3s API server"},
+	// 2381 is etcd's metrics, on loopback.
+	{Proto: "tcp", First: 2379, Last: 2381, Dialled: []uint16{2379, 2380}, On: ServerNodes, What: "etcd"},
+	{Proto: "tcp", First: 10250, Last: 10250, Dialled: []uint16{10250}, On: EveryNode, What: "kubelet"},
+	{Proto: "tcp", First: 12346, Last: 12346, What: "sitecon's /status and node report"},
+	{Proto: "tcp", First: 9500, Last: 9503, Dialled: []uint16{9500}, On: EveryNode, What: "Longhorn manager"},
+	{Proto: "tcp", First: 8000, Last: 8002, What: "Longhorn instance managers"},
+	{Proto: "tcp", First: 3260, Last: 3260, What: "iSCSI (Longhorn)"},
+	{Proto: "tcp", First: 2049, Last: 2049, What: "NFS (Longhorn RWX)"},
+	{Proto: "tcp", First: 53, Last: 53, What: "DNS"},
+	{Proto: "udp", First: 8472, Last: 8472, What: "flannel VXLAN"},
+	{Proto: "udp", First: 53, Last: 53, What: "DNS"},
 }
 
 func table() *nftables.Table {

@@ -1,0 +1,227 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// The cluster network's checks (issue 22, lf-edge/eve #5306 and the
+// ports k3s, etcd and Longhorn need between nodes). Those that need a
+// node's own view (its interface's MTU, an ARP probe from it) read what
+// each agent reports; those that look from here (another cluster on the
+// prefix, a peer's ports) run where the doctor runs, on a node with its
+// cluster config (--config): the prefix, the cluster id and the node's
+// own name come from there.
+
+// DialFunc opens a connection (a net.Dialer's DialContext).
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// StatusScan is what the hosts of this node's cluster prefix answered
+// GET /status (port 12346): a member of a cluster answers cluster:<uuid>.
+type StatusScan struct {
+	// ClusterID is this node's cluster's; Prefix the prefix asked.
+	ClusterID string
+	Prefix    string
+	// Asked counts the addresses asked; Answers are those that answered.
+	Asked   int
+	Answers []StatusAnswer
+	// Problem is why the prefix could not be asked at all.
+	Problem string
+}
+
+// StatusAnswer is one address's answer to /status, trimmed.
+type StatusAnswer struct {
+	Address string
+	Answer  string
+}
+
+// statusClusterPrefix is how /status names a cluster.
+const statusClusterPrefix = "cluster:"
+
+// checkSecondCluster asks every host of this node's cluster prefix for
+// /status: a host answering for another cluster id is another cluster on
+// the same prefix (two sites' devices on one LAN, a device reset into a
+// new cluster), which a node about to join or initialise would meet, and
+// whose addresses may collide with ours. A host that does not answer is
+// not a finding: most of a prefix is empty.
+func checkSecondCluster(ctx context.Context, env *Env) []Finding {
+	if env.StatusScan == nil {
+		return notOnANode()
+	}
+	s := env.StatusScan(ctx, env.Dial)
+	if s.Problem != "" {
+		return []Finding{{Severity: Info, Summary: "not checked: the cluster prefix could not be asked", Evidence: []string{s.Problem}}}
+	}
+	var out []Finding
+	ours := 0
+	for _, a := range s.Answers {
+		id, ok := strings.CutPrefix(a.Answer, statusClusterPrefix)
+		switch {
+		case !ok:
+			// Empty: a node that is not a member (yet); anything else is
+			// no cluster's answer.
+			continue
+		case strings.EqualFold(id, s.ClusterID):
+			ours++
+			continue
+		}
+		out = append(out, Finding{Severity: Error, Subject: a.Address,
+			Summary: fmt.Sprintf("another cluster answers on this node's cluster prefix: %s is a member of cluster %s", a.Address, id),
+			Evidence: []string{fmt.Sprintf("GET http://%s/status answered %q; this node's cluster is %s (prefix %s)",
+				joinStatusPort(a.Address), a.Answer, s.ClusterID, s.Prefix)},
+			Next: "give the two clusters separate prefixes (cluster_ip_prefix) or separate LANs; a node never joins the other cluster, but their addresses can collide"})
+	}
+	if len(out) == 0 {
+		return []Finding{{Severity: OK, Summary: fmt.Sprintf("no other cluster on %s", s.Prefix),
+			Evidence: []string{fmt.Sprintf("%d addresses asked for /status; %d answered for this cluster", s.Asked, ours)}}}
+	}
+	return out
+}
+
+// joinStatusPort is address with the status port.
+func joinStatusPort(address string) string { return net.JoinHostPort(address, "12346") }
+
+// notOnANode is the finding of a network check run without a cluster
+// config: it looks from a node of the cluster, and this machine is none.
+func notOnANode() []Finding {
+	return []Finding{{Severity: Info, Summary: "not checked: no cluster config on this machine (it looks from a node of the cluster)",
+		Next: "on a node, or with --config FILE"}}
+}
+
+// reportedNetworks are the answering nodes' network sections, by node;
+// the findings say which nodes could not be checked and why: no answer,
+// a report without a network section (an older agent), or an interface
+// it could not read.
+func reportedNetworks(ctx context.Context, env *Env) (nets map[string]*kube.NetworkReport, skipped []Finding, ran bool) {
+	if env.NodeReports == nil {
+		return nil, notOnANode(), false
+	}
+	r := env.NodeReports(ctx)
+	if len(r.Answers) == 0 {
+		return nil, []Finding{{Severity: Info, Summary: "not checked: no node could be asked", Evidence: []string{r.Problem}}}, false
+	}
+	nets = map[string]*kube.NetworkReport{}
+	for _, a := range r.Answers {
+		name := a.Name()
+		switch {
+		case !a.Answered:
+			skipped = append(skipped, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent did not report",
+				Evidence: []string{a.Problem}})
+		case a.Report.Network == nil:
+			v := a.Report.Version
+			if v == "" {
+				v = "version unknown"
+			}
+			skipped = append(skipped, Finding{Severity: Info, Subject: name,
+				Summary:  "not checked for " + name + ": its agent's report has no network section (an older agent, " + v + ")",
+				Evidence: []string{"update sitecon on " + name + " to check its cluster interface"}})
+		default:
+			nets[name] = a.Report.Network
+		}
+	}
+	return nets, skipped, true
+}
+
+// checkMTU compares the MTU of the nodes' cluster interfaces, as each
+// agent reads it: flannel's VXLAN and Longhorn's replication between two
+// nodes lose the packets larger than the smaller MTU, which shows as
+// stalls rather than errors. The nodes whose MTU differs from most
+// nodes' are named; with no majority, every node is.
+func checkMTU(ctx context.Context, env *Env) []Finding {
+	nets, out, ran := reportedNetworks(ctx, env)
+	if !ran {
+		return out
+	}
+	mtus := map[string]int{}
+	count := map[int]int{}
+	for name, n := range nets {
+		if n.Problem != "" || n.MTU <= 0 {
+			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent could not read its cluster interface",
+				Evidence: []string{n.Problem}})
+			continue
+		}
+		mtus[name] = n.MTU
+		count[n.MTU]++
+	}
+	if len(count) <= 1 {
+		if len(mtus) > 0 {
+			var mtu int
+			for _, m := range mtus {
+				mtu = m
+			}
+			out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("the cluster interfaces of %d nodes have one MTU, %d", len(mtus), mtu)})
+		}
+		return out
+	}
+	// The most common MTU, when one value is more common than any other.
+	usual, best, tie := 0, 0, false
+	for m, c := range count {
+		switch {
+		case c > best:
+			usual, best, tie = m, c, false
+		case c == best:
+			tie = true
+		}
+	}
+	all := make([]string, 0, len(mtus))
+	for _, name := range slices.Sorted(maps.Keys(mtus)) {
+		all = append(all, fmt.Sprintf("%s %s: %d", name, nets[name].Interface, mtus[name]))
+	}
+	evidence := []string{"cluster interfaces' MTU: " + strings.Join(all, ", ")}
+	next := "set one MTU on every node's cluster interface (EVE's network config for the port), then restart k3s on the nodes changed (systemctl restart sitecon-agent)"
+	for _, name := range slices.Sorted(maps.Keys(mtus)) {
+		m := mtus[name]
+		if !tie && m == usual {
+			continue
+		}
+		summary := fmt.Sprintf("%s's cluster interface %s has MTU %d, the other nodes' %d", name, nets[name].Interface, m, usual)
+		if tie {
+			summary = fmt.Sprintf("the nodes' cluster interfaces differ in MTU: %s's %s has %d", name, nets[name].Interface, m)
+		}
+		out = append(out, Finding{Severity: Error, Subject: name, Summary: summary, Evidence: evidence, Next: next})
+	}
+	return out
+}
+
+// checkDuplicateAddress reads each agent's last ARP probe for its own
+// cluster address (from its cluster interface, sender 0.0.0.0 as RFC 5227
+// probes): another device that answers holds the same address, and the
+// traffic for that node goes to either at random.
+func checkDuplicateAddress(ctx context.Context, env *Env) []Finding {
+	nets, out, ran := reportedNetworks(ctx, env)
+	if !ran {
+		return out
+	}
+	var probed []string
+	for _, name := range slices.Sorted(maps.Keys(nets)) {
+		p := nets[name].AddressProbe
+		switch {
+		case p == nil:
+			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent has not probed its cluster address yet",
+				Evidence: []string{nets[name].Problem}})
+		case p.Problem != "":
+			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent's ARP probe could not be made",
+				Evidence: []string{p.Problem, "at " + p.At.UTC().Format(time.RFC3339)}})
+		case p.HeldBy != "":
+			out = append(out, Finding{Severity: Error, Subject: name, Since: since(p.At),
+				Summary: fmt.Sprintf("another device holds %s's cluster address %s: %s answers for it", name, p.Address, p.HeldBy),
+				Evidence: []string{fmt.Sprintf("%s's agent probed %s from %s at %s (ARP, sender 0.0.0.0); %s answered",
+					name, p.Address, nets[name].Interface, p.At.UTC().Format(time.RFC3339), p.HeldBy)},
+				Next: "find the device with that hardware address (the switch's MAC table) and take the address off it; a replaced device must not keep its old address"})
+		default:
+			probed = append(probed, fmt.Sprintf("%s %s at %s", name, p.Address, p.At.UTC().Format(time.RFC3339)))
+		}
+	}
+	if len(probed) > 0 && !slices.ContainsFunc(out, func(f Finding) bool { return f.Severity == Error }) {
+		out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("no other device answers for the cluster address of %d node%s", len(probed), plural(len(probed))),
+			Evidence: []string{"last probes: " + strings.Join(probed, ", ")}})
+	}
+	return out
+}

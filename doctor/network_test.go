@@ -1,0 +1,172 @@
+package doctor
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// The second-cluster check's reading of a scan: an answer for another
+// cluster id is an error naming it; ours (in any case), an empty answer
+// (not a member yet) and anything else are not findings; no scan or a
+// prefix that could not be asked says it did not run.
+func TestSecondClusterReading(t *testing.T) {
+	const ours = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
+	for _, c := range []struct {
+		name string
+		scan *StatusScan
+		want map[string]Severity
+	}{
+		{"no config", nil, map[string]Severity{"": Info}},
+		{"could not ask", &StatusScan{Problem: "config: no such file"}, map[string]Severity{"": Info}},
+		{"ours, empty, junk", &StatusScan{ClusterID: ours, Prefix: "10.244.244.0/28", Asked: 13, Answers: []StatusAnswer{
+			{"10.244.244.2", "cluster:" + "7F3E2A10-8C4B-4F8E-9A55-2B1C3D4E5F60"}, {"10.244.244.3", ""}, {"10.244.244.4", "hello"}}},
+			map[string]Severity{"": OK}},
+		{"another", &StatusScan{ClusterID: ours, Prefix: "10.244.244.0/28", Asked: 13, Answers: []StatusAnswer{
+			{"10.244.244.2", "cluster:" + ours}, {"10.244.244.9", "cluster:0badc0de-1111-4222-8333-444455556666"}}},
+			map[string]Severity{"10.244.244.9": Error}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &Env{}
+			if c.scan != nil {
+				env.StatusScan = func(context.Context, DialFunc) StatusScan { return *c.scan }
+			}
+			got := map[string]Severity{}
+			for _, f := range checkSecondCluster(context.Background(), env) {
+				got[f.Subject] = f.Severity
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("findings %v, want %v", got, c.want)
+			}
+			for s, sev := range c.want {
+				if got[s] != sev {
+					t.Errorf("%q: %s, want %s", s, got[s], sev)
+				}
+			}
+		})
+	}
+}
+
+// The MTU check's reading of the reports: the odd node named, every node
+// when there is no majority, one MTU quiet; a node whose agent did not
+// answer, reports no network section (older) or could not read its
+// interface is "not checked", never fine.
+func TestMTUReading(t *testing.T) {
+	net := func(node string, mtu int) kube.NodeAnswer {
+		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: mtu}}}
+	}
+	for _, c := range []struct {
+		name    string
+		answers []kube.NodeAnswer
+		want    map[string]Severity
+	}{
+		{"one MTU", []kube.NodeAnswer{net("a", 1500), net("b", 1500), net("c", 1500)}, map[string]Severity{"": OK}},
+		{"odd one", []kube.NodeAnswer{net("a", 1500), net("b", 9000), net("c", 1500)}, map[string]Severity{"b": Error}},
+		{"no majority", []kube.NodeAnswer{net("a", 1500), net("b", 1400)}, map[string]Severity{"a": Error, "b": Error}},
+		{"cannot tell", []kube.NodeAnswer{net("a", 1500),
+			{Node: "b", Problem: "did not answer within 2s"},
+			{Node: "c", Answered: true, Report: &kube.NodeReport{Node: "c"}},
+			{Node: "d", Answered: true, Report: &kube.NodeReport{Node: "d", Network: &kube.NetworkReport{Interface: "eth9", Problem: "no such interface: eth9"}}}},
+			map[string]Severity{"": OK, "b": Info, "c": Info, "d": Info}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &Env{NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
+			got := map[string]Severity{}
+			for _, f := range checkMTU(context.Background(), env) {
+				got[f.Subject] = f.Severity
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("findings %v, want %v", got, c.want)
+			}
+			for s, sev := range c.want {
+				if got[s] != sev {
+					t.Errorf("%q: %s, want %s", s, got[s], sev)
+				}
+			}
+		})
+	}
+}
+
+// The duplicate-address check's reading of each agent's last probe:
+// another holder is an error naming its hardware address; no probe yet or
+// one that could not be made is "not checked", never fine.
+func TestDuplicateAddressReading(t *testing.T) {
+	at := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	probe := func(node string, p *kube.AddressProbe) kube.NodeAnswer {
+		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: 1500, AddressProbe: p}}}
+	}
+	for _, c := range []struct {
+		name    string
+		answers []kube.NodeAnswer
+		want    map[string]Severity
+	}{
+		{"all alone", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at})},
+			map[string]Severity{"": OK}},
+		{"held twice", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}),
+			probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at, HeldBy: "02:00:00:00:00:09"})}, map[string]Severity{"b": Error}},
+		{"cannot tell", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", nil),
+			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at, Problem: "no link on eth1: no carrier"})},
+			map[string]Severity{"": OK, "b": Info, "c": Info}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &Env{NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
+			got := map[string]Severity{}
+			for _, f := range checkDuplicateAddress(context.Background(), env) {
+				got[f.Subject] = f.Severity
+				if f.Severity == Error && !strings.Contains(f.Summary, "02:00:00:00:00:09") {
+					t.Errorf("%+v does not name the other device", f)
+				}
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("findings %v, want %v", got, c.want)
+			}
+			for s, sev := range c.want {
+				if got[s] != sev {
+					t.Errorf("%q: %s, want %s", s, got[s], sev)
+				}
+			}
+		})
+	}
+}
+
+// The peers to dial: from the cluster API's Nodes (role by label, this
+// node left out by name or address) when it was read, else from the
+// nodes' reports (role from each report; a peer only named by another's
+// report has no known role).
+func TestPeersOf(t *testing.T) {
+	node := func(name, ip string, server bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+		if server {
+			n.Labels["node-role.kubernetes.io/control-plane"] = "true"
+		}
+		return n
+	}
+	self := LocalNode{Name: "a", Address: "10.0.0.1"}
+	env := &Env{Data: kube.Data{Nodes: []*corev1.Node{node("a", "10.0.0.1", true), node("b", "10.0.0.2", true), node("c", "10.0.0.3", false)}}}
+	got, _ := peersOf(context.Background(), env, self)
+	want := []peer{{name: "b", address: "10.0.0.2", server: true, roleKnown: true}, {name: "c", address: "10.0.0.3", roleKnown: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("from the API: %+v, want %+v", got, want)
+	}
+	env = &Env{APIProblem: "down", NodeReports: func(context.Context) kube.NodeReports {
+		return kube.NodeReports{Answers: []kube.NodeAnswer{
+			{Node: "a", Answered: true, Report: &kube.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1",
+				Peers: []kube.NodePeer{{Name: "b", Address: "10.0.0.2"}, {Name: "c", Address: "10.0.0.3"}}}},
+			{Node: "b", Answered: true, Report: &kube.NodeReport{Node: "b", Role: "server", ClusterIP: "10.0.0.2"}},
+			{Node: "c", Problem: "did not answer within 2s"},
+		}}
+	}}
+	got, _ = peersOf(context.Background(), env, self)
+	want = []peer{{name: "b", address: "10.0.0.2", server: true, roleKnown: true}, {name: "c", address: "10.0.0.3"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("from the reports: %+v, want %+v", got, want)
+	}
+}

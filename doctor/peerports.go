@@ -1,0 +1,217 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// LocalNode is this machine's node, from its cluster config: the checks
+// that look from here leave it out.
+type LocalNode struct {
+	Name    string
+	Address string
+}
+
+// ClusterPort is a TCP port peers dial at a node's cluster address, and
+// whether only servers listen on it (the agent's firewall list, netcfg's
+// ClusterPorts, given by main).
+type ClusterPort struct {
+	Port        uint16
+	ServersOnly bool
+	What        string
+}
+
+// peerDialTimeout bounds each connect: a peer on the LAN accepts in
+// milliseconds; a dropped SYN waits the whole of it.
+const peerDialTimeout = time.Second
+
+// udpNote says what the check does not prove.
+const udpNote = "udp 8472 (flannel's VXLAN) is not checked: a UDP connect proves nothing (SC-MTU-MISMATCH covers its usual failure)"
+
+// peer is a node to dial and what is known of its role.
+type peer struct {
+	name, address string
+	// server: it runs the API server and etcd; roleKnown false when no
+	// source said.
+	server, roleKnown bool
+}
+
+// checkPeerPorts dials every peer's cluster ports from here at once, each
+// within peerDialTimeout: the API server and etcd's ports on servers, the
+// kubelet's and Longhorn's on every node. The peers come from the cluster
+// API's Nodes when it was read, else from the nodes' own reports.
+func checkPeerPorts(ctx context.Context, env *Env) []Finding {
+	if env.LocalNode == nil {
+		return notOnANode()
+	}
+	self, err := env.LocalNode()
+	if err != nil {
+		return []Finding{{Severity: Info, Summary: "not checked: this node's cluster config could not be read", Evidence: []string{err.Error()}}}
+	}
+	if len(env.ClusterPorts) == 0 {
+		return []Finding{{Severity: Info, Summary: "not checked: no cluster ports given"}}
+	}
+	peers, source := peersOf(ctx, env, self)
+	if len(peers) == 0 {
+		return []Finding{{Severity: Info, Summary: "not checked: no peer known (" + source + ")"}}
+	}
+	dial := env.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	type result struct {
+		port ClusterPort
+		err  error
+	}
+	results := make([][]result, len(peers))
+	for i, p := range peers {
+		for _, port := range env.ClusterPorts {
+			if !port.ServersOnly || p.roleKnown && p.server {
+				results[i] = append(results[i], result{port: port})
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		for j, r := range results[i] {
+			port := r.port
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				dctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
+				defer cancel()
+				c, err := dial(dctx, "tcp", net.JoinHostPort(p.address, strconv.Itoa(int(port.Port))))
+				if err == nil {
+					_ = c.Close()
+				}
+				results[i][j].err = err
+			}()
+		}
+	}
+	wg.Wait()
+	var out []Finding
+	var fine []string
+	for i, p := range peers {
+		var bad, good, badPorts []string
+		for _, r := range results[i] {
+			if r.err != nil {
+				badPorts = append(badPorts, strconv.Itoa(int(r.port.Port)))
+				bad = append(bad, fmt.Sprintf("tcp %d (%s): %s", r.port.Port, r.port.What, dialProblem(r.err)))
+			} else {
+				good = append(good, strconv.Itoa(int(r.port.Port)))
+			}
+		}
+		var notes []string
+		if !p.roleKnown {
+			notes = append(notes, "its role is not known here: the servers' ports (API server, etcd) were not dialled")
+		}
+		if len(bad) == 0 {
+			fine = append(fine, fmt.Sprintf("%s %s: %s", p.name, p.address, strings.Join(good, ", ")))
+			continue
+		}
+		f := Finding{Severity: Error, Subject: p.name, Evidence: append(append(bad, "answered: "+orNone(good)), notes...),
+			Next: "check the firewall between the nodes (sitecon's nftables table accepts the cluster prefix) and that the service runs on " + p.name}
+		if len(good) == 0 {
+			f.Summary = fmt.Sprintf("%s (%s) answers on none of its cluster ports from here", p.name, p.address)
+			f.Next = "check that " + p.name + " is up and on this LAN (SC-NODE-NOT-READY), then its firewall"
+		} else {
+			f.Summary = fmt.Sprintf("%s (%s): no answer from here on tcp %s", p.name, p.address, strings.Join(badPorts, ", "))
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("the cluster ports of %d peer%s answer from here", len(peers), plural(len(peers))),
+			Evidence: append(fine, "peers from "+source, udpNote)})
+	}
+	return out
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// dialProblem says why a connect failed, in a technician's words.
+func dialProblem(err error) string {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused (the host answers; nothing listens there, or a firewall rejects)"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Sprintf("no answer within %s (a firewall drops it, or the host is down)", peerDialTimeout)
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "unreachable (no route, or the host does not answer ARP)"
+	}
+	return err.Error()
+}
+
+// peersOf are the nodes to dial but self, and where they came from: the
+// cluster API's Nodes (their InternalIP, their role by label) when it was
+// read, else the nodes' own reports (each one's address and role, and the
+// peers it last saw, their role unknown).
+func peersOf(ctx context.Context, env *Env, self LocalNode) ([]peer, string) {
+	isSelf := func(name, addr string) bool {
+		return name != "" && name == self.Name || addr != "" && addr == self.Address
+	}
+	var out []peer
+	if env.APIProblem == "" && len(env.Data.Nodes) > 0 {
+		for _, n := range env.Data.Nodes {
+			addr := kube.InternalIP(n)
+			if addr == "" || isSelf(n.Name, addr) {
+				continue
+			}
+			out = append(out, peer{name: n.Name, address: addr, server: kube.IsServer(n), roleKnown: true})
+		}
+		slices.SortFunc(out, func(a, b peer) int { return strings.Compare(a.name, b.name) })
+		return out, "the cluster API's Nodes"
+	}
+	if env.NodeReports == nil {
+		return nil, "the cluster API could not be read, and there is no cluster config to ask the nodes with"
+	}
+	r := env.NodeReports(ctx)
+	byName := map[string]*peer{}
+	add := func(p peer) {
+		if _, err := netip.ParseAddr(p.address); err != nil || isSelf(p.name, p.address) {
+			return
+		}
+		if known, ok := byName[p.name]; ok {
+			if p.roleKnown && !known.roleKnown {
+				*known = p
+			}
+			return
+		}
+		byName[p.name] = &p
+	}
+	for _, a := range r.Answers {
+		if a.Report == nil {
+			continue
+		}
+		role := a.Report.Role
+		add(peer{name: a.Name(), address: a.Report.ClusterIP, server: role == "server" || role == "seed", roleKnown: role != ""})
+		for _, p := range a.Report.Peers {
+			add(peer{name: p.Name, address: p.Address})
+		}
+	}
+	for _, p := range byName {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b peer) int { return strings.Compare(a.name, b.name) })
+	why := "the nodes' own reports (the cluster API could not be read)"
+	if len(out) == 0 && r.Problem != "" {
+		why = r.Problem
+	}
+	return out, why
+}
