@@ -23,6 +23,9 @@ type KeyMap struct {
 	// Bundle takes a support bundle (the overview). It changes nothing in
 	// the cluster, so read-only mode keeps it.
 	Bundle key.Binding
+	// Rerun runs the doctor again (the doctor screen); it only reads, so
+	// read-only mode keeps it.
+	Rerun key.Binding
 	// Logs opens the logs view of an app or a pod; in that view Follow
 	// resumes (or pauses) the autoscroll, Timestamps and Wrap toggle how
 	// lines are drawn, Container picks another container of the pod.
@@ -35,8 +38,8 @@ type KeyMap struct {
 	FieldUp, FieldDown, TakeSuggestion, Submit key.Binding
 }
 
-// ScreenNames are the screens in tab order; number keys 1..6 jump to them.
-var ScreenNames = []string{"overview", "nodes", "pods", "volumes", "apps", "events"}
+// ScreenNames are the screens in tab order; number keys 1..7 jump to them.
+var ScreenNames = []string{"overview", "nodes", "pods", "volumes", "apps", "events", "doctor"}
 
 // Default is the console's key map.
 func Default() KeyMap {
@@ -75,6 +78,7 @@ func Default() KeyMap {
 		VNC:            key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "vnc")),
 		Maintenance:    key.NewBinding(key.WithKeys("M"), key.WithHelp("M", "maintenance")),
 		Bundle:         key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "bundle")),
+		Rerun:          key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "run again")),
 		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),

@@ -35,8 +35,11 @@ type detailView struct {
 	open   string // the row open, "" when none
 	offset int    // the first line shown
 	height int    // the height it was last drawn at
-	frame  *Frame
-	now    time.Time
+	// above and below are the lines the last drawing left out above and
+	// below: the scroll keys act only toward lines left out.
+	above, below int
+	frame        *Frame
+	now          time.Time
 }
 
 func (d *detailView) isOpen() bool { return d != nil && d.open != "" }
@@ -60,16 +63,18 @@ func withDetail(s *tableScreen, of, long string, label func(f *Frame, id string)
 		return func(tea.KeyMsg) tea.Cmd { d.offset = max(d.offset+by(d.lastHeight()), 0); return nil }
 	}
 	open := d.isOpen
+	up := func() bool { return d.isOpen() && d.above > 0 }
+	down := func() bool { return d.isOpen() && d.below > 0 }
 	s.about.keys = append(s.about.keys,
 		binding{key: k.Enter, long: long, section: sectionScreen, footer: footerScreen,
 			applies: func() bool { return !d.isOpen() && s.t.SelectedID() != "" },
-			run:     func(tea.KeyMsg) tea.Cmd { d.open, d.offset = s.t.SelectedID(), 0; return nil }},
+			run:     func(tea.KeyMsg) tea.Cmd { d.open, d.offset, d.above, d.below = s.t.SelectedID(), 0, 0, 0; return nil }},
 		binding{key: k.Back, long: "back to the " + of + "s", section: sectionScreen, footer: footerScreen, applies: open,
 			run: func(tea.KeyMsg) tea.Cmd { d.open = ""; return nil }},
-		binding{key: k.Down, long: "scroll the detail down", section: sectionMove, applies: open, run: scroll(func(int) int { return 1 })},
-		binding{key: k.Up, long: "scroll the detail up", section: sectionMove, applies: open, run: scroll(func(int) int { return -1 })},
-		binding{key: k.PageDown, long: "scroll a page down", section: sectionMove, applies: open, run: scroll(func(h int) int { return h - 1 })},
-		binding{key: k.PageUp, long: "scroll a page up", section: sectionMove, applies: open, run: scroll(func(h int) int { return 1 - h })},
+		binding{key: k.Down, long: "scroll the detail down", section: sectionMove, applies: down, run: scroll(func(int) int { return 1 })},
+		binding{key: k.Up, long: "scroll the detail up", section: sectionMove, applies: up, run: scroll(func(int) int { return -1 })},
+		binding{key: k.PageDown, long: "scroll a page down", section: sectionMove, applies: down, run: scroll(func(h int) int { return h - 1 })},
+		binding{key: k.PageUp, long: "scroll a page up", section: sectionMove, applies: up, run: scroll(func(h int) int { return 1 - h })},
 	)
 }
 
@@ -99,13 +104,14 @@ func (d *detailView) view(w, h int) string {
 		return ""
 	}
 	if len(lines) <= h {
-		d.offset = 0
+		d.offset, d.above, d.below = 0, 0, 0
 		return strings.Join(lines, "\n")
 	}
 	room := h - 1
 	d.offset = min(d.offset, len(lines)-room)
 	shown := lines[d.offset : d.offset+room]
 	below := len(lines) - d.offset - room
+	d.above, d.below = d.offset, below
 	more := fmt.Sprintf("↑ %d above · ", d.offset)
 	if d.offset == 0 {
 		more = ""
