@@ -138,6 +138,7 @@ func TestHelpListsExactlyTheKeysThatAct(t *testing.T) {
 		{"apps", []string{"5", "down"}, false},
 		{"events", []string{"6", "down"}, false},
 		{"an event open", []string{"6", "down", "enter"}, false},
+		{"a pod open", []string{"3", "enter", "down", "enter"}, false},
 		{"doctor without one", []string{"7"}, false},
 		{"doctor", []string{"7", "down"}, true},
 		{"a finding open", []string{"7", "down", "enter"}, true},
