@@ -16,8 +16,9 @@ type KeyMap struct {
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode, VNC key.Binding
-	// ReturnHome moves an app away from its designated node back there.
-	ReturnHome key.Binding
+	// ReturnHome moves an app away from its designated node back there;
+	// ReturnHomeAll walks every app away from home, one at a time.
+	ReturnHome, ReturnHomeAll key.Binding
 	// Maintenance walks a node through its service (drain, power-off, return, rebuilds, uncordon).
 	Maintenance key.Binding
 	// Bundle takes a support bundle (the overview). It changes nothing in
@@ -69,6 +70,7 @@ func Default() KeyMap {
 		Seed:           key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "seed")),
 		Migrate:        key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate")),
 		ReturnHome:     key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "home")),
+		ReturnHomeAll:  key.NewBinding(key.WithKeys("H"), key.WithHelp("H", "all home")),
 		AddNode:        key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add node")),
 		Logs:           key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "logs")),
 		Follow:         key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow")),
@@ -99,7 +101,7 @@ func Default() KeyMap {
 // screen's actions and missed here still does nothing read-only.
 func (k *KeyMap) ReadOnly() {
 	// VNC too: a viewer types into the VM.
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.ReturnHome, &k.AddNode, &k.VNC, &k.Maintenance} {
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.ReturnHome, &k.ReturnHomeAll, &k.AddNode, &k.VNC, &k.Maintenance} {
 		b.SetEnabled(false)
 	}
 }

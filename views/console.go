@@ -117,6 +117,9 @@ type App struct {
 	// doctor runs the doctor for its screen (7), once SetDoctor gave it
 	// the means.
 	doctor *doctorRunner
+	// home is the walk of H on the apps screen (every app home) under
+	// way: when its dialog closes, the next app's opens.
+	home *homeWalk
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
@@ -274,7 +277,11 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 				// The log lacks this record: say so once the dialog goes.
 				a.message = a.dialog.auditProblem
 			}
+			closed := a.dialog
 			a.dialog = nil
+			if a.home != nil {
+				return tea.Batch(cmd, a.homeDialogClosed(closed))
+			}
 		}
 		return cmd
 	}
