@@ -247,3 +247,20 @@ func TestReturnHomeAllWalksEveryAwayApp(t *testing.T) {
 		t.Errorf("H acts on a read-only console")
 	}
 }
+
+// The console's maintenance walk, done, says which apps run away from
+// home and offers sitecon return-home --all; it runs nothing.
+func TestMaintenanceEndOffersReturnHome(t *testing.T) {
+	a := actionApp(t)
+	a.Update(FrameMsg(awayFrame()))
+	a.openMaintenance("node-b")
+	if a.dialog == nil || a.dialog.afterDone == nil {
+		t.Fatalf("no maintenance dialog with its end line")
+	}
+	a.dialog.onTask(ui.TaskDoneMsg{})
+	got := strings.Join(a.dialog.progress, "\n")
+	if !strings.Contains(got, "2 app(s) away from home: historian (on node-c, home node-b), hmi (on node-a, home node-b)") ||
+		!strings.Contains(got, "sitecon return-home --all") {
+		t.Errorf("the walk's end says:\n%s", got)
+	}
+}
