@@ -64,12 +64,16 @@ checks did not run; this node's did), 3 usage (a bad flag or argument).`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long; half of it for reading the cluster")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultDoctorTimeout, "give up after this long; half of it for reading the cluster")
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its certificates are checked)")
 	cmd.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket (its config errors are checked)")
 	cmd.Flags().StringVar(&clusterConfig, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config: its key asks every node's agent for its own report (the nodes' clocks, cluster interfaces, time sync, Longhorn's prerequisites and k3s certificates are checked), its prefix is scanned for another cluster and its peers' ports are dialled")
 	return cmd
 }
+
+// defaultDoctorTimeout bounds a doctor run, sitecon doctor's and the
+// console's doctor screen's alike; half of it for reading the cluster.
+const defaultDoctorTimeout = 20 * time.Second
 
 // doctorOptions are the doctor's: the cluster the flags name, this
 // machine's k3s data dir, and its agent when its socket is there.

@@ -20,7 +20,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
@@ -184,8 +186,9 @@ func newRoot() *cobra.Command {
 	var join joinSource
 	root.Long = `sitecon with no command opens the site console: nodes, VIP owner, pod
 health per namespace, Longhorn volumes and how long each has been in its
-state, apps and where they run. Keys: 1-6 or tab for screens, : for commands,
-/ to filter, s to sort, enter and esc to drill in and out, ? for help, q to quit.`
+state, apps and where they run, and what sitecon doctor finds. Keys: 1-7 or
+tab for screens, : for commands, / to filter, s to sort, enter and esc to
+drill in and out, ? for help, q to quit.`
 	root.Flags().StringVar(&agentSocket, "agent-socket", DefaultAgentSocket, "this node's agent socket")
 	root.Flags().StringVar(&hint, "hint", "", "a line the console says at start and in its help (make demo: the next step)")
 	_ = root.Flags().MarkHidden("hint")
@@ -438,6 +441,13 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 			return "", err
 		}
 		return bundleLine(path, m), nil
+	}
+	// The doctor screen runs what sitecon doctor runs, with its default
+	// deadlines, this node's k3s data dir, agent and cluster config.
+	opts.Doctor = func(ctx context.Context) doctor.Report {
+		ctx, cancel := context.WithTimeout(ctx, defaultDoctorTimeout)
+		defer cancel()
+		return doctor.Diagnose(ctx, doctorOptions(g, log.With("component", "doctor"), k3s.DefaultPaths.DataDir, agentSocket, join.configPath, defaultDoctorTimeout/2))
 	}
 	opts.FormWizard = func(uiCtx *ui.Context) *views.FormWizard {
 		var result *formation.Formed

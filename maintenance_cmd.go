@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/ui"
 )
 
 func newMaintenanceCmd(g *globalFlags) *cobra.Command {
@@ -68,6 +69,11 @@ is recorded in the audit log, before and after.`,
 				if err := maintainNode(a, node, all, d, opts); err != nil {
 					return a.done(err)
 				}
+			}
+			// A drained node's apps may run elsewhere now: say so and
+			// offer the command; the technician decides.
+			if line := flow.AwayLine(flow.AwayApps(a.snap)); line != "" {
+				fmt.Fprintln(a.out(), ui.Clean(line))
 			}
 			return a.done(nil)
 		},

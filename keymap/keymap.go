@@ -16,13 +16,17 @@ type KeyMap struct {
 	// Actions, on the nodes and apps screens; disabled (and so gone from
 	// the help) in read-only mode.
 	Cordon, Uncordon, Drain, Remove, Seed, Migrate, AddNode, VNC key.Binding
-	// ReturnHome moves an app away from its designated node back there.
-	ReturnHome key.Binding
+	// ReturnHome moves an app away from its designated node back there;
+	// ReturnHomeAll walks every app away from home, one at a time.
+	ReturnHome, ReturnHomeAll key.Binding
 	// Maintenance walks a node through its service (drain, power-off, return, rebuilds, uncordon).
 	Maintenance key.Binding
 	// Bundle takes a support bundle (the overview). It changes nothing in
 	// the cluster, so read-only mode keeps it.
 	Bundle key.Binding
+	// Rerun runs the doctor again (the doctor screen); it only reads, so
+	// read-only mode keeps it.
+	Rerun key.Binding
 	// Logs opens the logs view of an app or a pod; in that view Follow
 	// resumes (or pauses) the autoscroll, Timestamps and Wrap toggle how
 	// lines are drawn, Container picks another container of the pod.
@@ -35,8 +39,8 @@ type KeyMap struct {
 	FieldUp, FieldDown, TakeSuggestion, Submit key.Binding
 }
 
-// ScreenNames are the screens in tab order; number keys 1..6 jump to them.
-var ScreenNames = []string{"overview", "nodes", "pods", "volumes", "apps", "events"}
+// ScreenNames are the screens in tab order; number keys 1..7 jump to them.
+var ScreenNames = []string{"overview", "nodes", "pods", "volumes", "apps", "events", "doctor"}
 
 // Default is the console's key map.
 func Default() KeyMap {
@@ -66,6 +70,7 @@ func Default() KeyMap {
 		Seed:           key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "seed")),
 		Migrate:        key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "migrate")),
 		ReturnHome:     key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "home")),
+		ReturnHomeAll:  key.NewBinding(key.WithKeys("H"), key.WithHelp("H", "all home")),
 		AddNode:        key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add node")),
 		Logs:           key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "logs")),
 		Follow:         key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow")),
@@ -75,6 +80,7 @@ func Default() KeyMap {
 		VNC:            key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "vnc")),
 		Maintenance:    key.NewBinding(key.WithKeys("M"), key.WithHelp("M", "maintenance")),
 		Bundle:         key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "bundle")),
+		Rerun:          key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "run again")),
 		Confirm:        key.NewBinding(key.WithKeys("y", "enter"), key.WithHelp("y/enter", "confirm")),
 		Cancel:         key.NewBinding(key.WithKeys("esc", "n"), key.WithHelp("esc", "cancel")),
 		FieldUp:        key.NewBinding(key.WithKeys("up"), key.WithHelp("↑", "previous field")),
@@ -95,7 +101,7 @@ func Default() KeyMap {
 // screen's actions and missed here still does nothing read-only.
 func (k *KeyMap) ReadOnly() {
 	// VNC too: a viewer types into the VM.
-	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.ReturnHome, &k.AddNode, &k.VNC, &k.Maintenance} {
+	for _, b := range []*key.Binding{&k.Cordon, &k.Uncordon, &k.Drain, &k.Remove, &k.Seed, &k.Migrate, &k.ReturnHome, &k.ReturnHomeAll, &k.AddNode, &k.VNC, &k.Maintenance} {
 		b.SetEnabled(false)
 	}
 }

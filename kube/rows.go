@@ -20,6 +20,64 @@ type PodRow struct {
 	Created   time.Time `json:"created"`
 	// Healthy is false for a pod that is failed, or not ready and not done.
 	Healthy bool `json:"healthy"`
+	// Conditions are the pod's (PodScheduled, Ready...); Unscheduled is
+	// its PodScheduled=False while no node is chosen (the scheduler's
+	// reason); Containers are its containers' states. The console's pod
+	// detail draws them.
+	Conditions  []Condition      `json:"conditions,omitempty"`
+	Unscheduled *Condition       `json:"unscheduled,omitempty"`
+	Containers  []ContainerState `json:"containers,omitempty"`
+}
+
+// ContainerState is one container of a pod as its status says: its state
+// now (running, waiting or terminated, with the reason), how often it
+// restarted and why it last ended.
+type ContainerState struct {
+	Name     string `json:"name"`
+	Init     bool   `json:"init,omitempty"`
+	Ready    bool   `json:"ready"`
+	State    string `json:"state"`
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Restarts int32  `json:"restarts"`
+	// LastTermination is why the container last ended ("Error, exit 1",
+	// "OOMKilled"), with LastEnded when; empty when it never did.
+	LastTermination string    `json:"lastTermination,omitempty"`
+	LastEnded       time.Time `json:"lastEnded,omitzero"`
+}
+
+// containerStates are a pod's containers' states, init containers first.
+func containerStates(p *corev1.Pod) []ContainerState {
+	var out []ContainerState
+	add := func(statuses []corev1.ContainerStatus, init bool) {
+		for _, c := range statuses {
+			cs := ContainerState{Name: c.Name, Init: init, Ready: c.Ready, Restarts: c.RestartCount, State: "unknown"}
+			switch st := c.State; {
+			case st.Running != nil:
+				cs.State = "running"
+			case st.Waiting != nil:
+				cs.State, cs.Reason, cs.Message = "waiting", st.Waiting.Reason, st.Waiting.Message
+			case st.Terminated != nil:
+				cs.State, cs.Reason, cs.Message = "terminated", terminationText(st.Terminated), st.Terminated.Message
+			}
+			if t := c.LastTerminationState.Terminated; t != nil {
+				cs.LastTermination, cs.LastEnded = terminationText(t), t.FinishedAt.Time
+			}
+			out = append(out, cs)
+		}
+	}
+	add(p.Status.InitContainerStatuses, true)
+	add(p.Status.ContainerStatuses, false)
+	return out
+}
+
+// terminationText is why a container ended and its exit code.
+func terminationText(t *corev1.ContainerStateTerminated) string {
+	reason := t.Reason
+	if reason == "" {
+		reason = "terminated"
+	}
+	return reason + ", exit " + strconv.Itoa(int(t.ExitCode))
 }
 
 // PodRows lists the pods of the namespaces sitecon watches over, sorted by
@@ -57,15 +115,27 @@ func podRow(p *corev1.Pod) PodRow {
 		phase = "Terminating"
 	}
 	return PodRow{
-		Namespace: p.Namespace,
-		Name:      p.Name,
-		Phase:     phase,
-		Ready:     readyText(ready, len(p.Spec.Containers)),
-		Restarts:  restarts,
-		Node:      p.Spec.NodeName,
-		Created:   p.CreationTimestamp.Time,
-		Healthy:   p.Status.Phase == corev1.PodSucceeded || (PodReady(p) && p.DeletionTimestamp == nil),
+		Namespace:   p.Namespace,
+		Name:        p.Name,
+		Phase:       phase,
+		Ready:       readyText(ready, len(p.Spec.Containers)),
+		Restarts:    restarts,
+		Node:        p.Spec.NodeName,
+		Created:     p.CreationTimestamp.Time,
+		Healthy:     p.Status.Phase == corev1.PodSucceeded || (PodReady(p) && p.DeletionTimestamp == nil),
+		Conditions:  podConditions(p),
+		Unscheduled: unscheduled(p),
+		Containers:  containerStates(p),
 	}
+}
+
+// podConditions are a pod's conditions as the console draws them.
+func podConditions(p *corev1.Pod) []Condition {
+	out := make([]Condition, 0, len(p.Status.Conditions))
+	for _, c := range p.Status.Conditions {
+		out = append(out, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time})
+	}
+	return out
 }
 
 // readyTexts are the common "ready/containers" counts, made once.

@@ -56,13 +56,19 @@ type action struct {
 	row string
 	// start opens the action's dialog on the row whose ID is id.
 	start func(a *App, id string) tea.Cmd
+	// when says whether the action is offered now (nil: always).
+	when func(a *App) bool
 }
 
 // actionBinding is act as one of screen s's keys: it starts only with a
 // live cluster, an audit log to record in and a row to act on, and says
 // which is missing otherwise.
 func (a *App) actionBinding(act action, s screen) binding {
-	return binding{key: act.key, long: act.long, section: sectionActions, footer: footerAction, run: func(tea.KeyMsg) tea.Cmd {
+	var applies func() bool
+	if act.when != nil {
+		applies = func() bool { return act.when(a) }
+	}
+	return binding{key: act.key, long: act.long, section: sectionActions, footer: footerAction, applies: applies, run: func(tea.KeyMsg) tea.Cmd {
 		if act.row == "" {
 			return act.start(a, "")
 		}

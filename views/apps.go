@@ -20,9 +20,11 @@ func newApps(ctx *ui.Context) screen {
 		{Title: "LAST MOVE", Width: 20, Drop: 4}, {Title: "VNC", Width: 5, Drop: 1}, {Title: "NOTE", Width: 20, Flex: true}}
 	about := screenHelp{
 		about: "The apps: where each should run (designated) and where it runs, its state, last move and VNC port (served on the VM's node while it runs; off: not running).",
-		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate},
-			{ctx.Keys.ReturnHome, "return the app to its designated node, after a failover left it elsewhere (the migrate there)", "app", (*App).openReturnHome},
-			{ctx.Keys.VNC, "open the VM's console (VNC) on a local port for a viewer, until closed", "app", (*App).openVNC}},
+		actions: []action{{ctx.Keys.Migrate, "migrate the app to another node (an on-site override of its designated node)", "app", (*App).openMigrate, nil},
+			{ctx.Keys.ReturnHome, "return the app to its designated node, after a failover left it elsewhere (the migrate there)", "app", (*App).openReturnHome, nil},
+			{ctx.Keys.ReturnHomeAll, "return every app away from home, longest away first, one dialog each (sitecon return-home --all)", "",
+				(*App).openReturnHomeAll, func(a *App) bool { return len(kube.AwayApps(a.frame.Status.Apps)) > 0 }},
+			{ctx.Keys.VNC, "open the VM's console (VNC) on a local port for a viewer, until closed", "app", (*App).openVNC, nil}},
 		logsOf: "selected app (a VM's console log)",
 	}
 	screen := &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about}

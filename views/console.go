@@ -114,6 +114,12 @@ type App struct {
 	// reports asks every node for its own report while the cluster API
 	// does not answer (views/stale.go).
 	reports nodeReportsAsker
+	// doctor runs the doctor for its screen (7), once SetDoctor gave it
+	// the means.
+	doctor *doctorRunner
+	// home is the walk of H on the apps screen (every app home) under
+	// way: when its dialog closes, the next app's opens.
+	home *homeWalk
 }
 
 // SetFormWizard enables :form, the offline formation wizard.
@@ -139,8 +145,9 @@ func NewApp(ctx *ui.Context) *App {
 	}
 	a := &App{ctx: ctx, input: in, help: help.New(), guard: ui.NewAnswerGuard(ctx),
 		logsCtx: context.Background(), logsFrame: logsFrame, logsRetry: logsRetryFirst}
+	a.doctor = &doctorRunner{}
 	a.screens = []screen{
-		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx),
+		newOverview(ctx), newNodes(ctx), newPods(ctx), newVolumes(ctx), newApps(ctx), newEvents(ctx), newDoctor(ctx, a.doctor),
 	}
 	a.bundle = &bundleTaker{}
 	a.screens[0].(*overview).bundle = a.bundle
@@ -164,7 +171,7 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	// Whatever changed the prompt on screen (a key, a preflight, a task
 	// that ended), it is drawn right after this update: keys answer it only
 	// from a moment later.
-	return a, tea.Batch(cmd, a.guard.Show(a.prompt()))
+	return a, tea.Batch(cmd, a.guard.Show(a.prompt()), a.doctorStart())
 }
 
 // prompt identifies what answers keys in place of the screens: the open
@@ -237,6 +244,9 @@ func (a *App) update(msg tea.Msg) tea.Cmd {
 	case bundleMsg:
 		a.onBundle(msg)
 		return nil
+	case doctorMsg:
+		a.onDoctor(msg)
+		return nil
 	case ui.TaskProgressMsg, ui.TaskDoneMsg:
 		if a.dialog != nil && a.dialog.task != nil {
 			return a.dialog.onTask(msg)
@@ -267,7 +277,11 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 				// The log lacks this record: say so once the dialog goes.
 				a.message = a.dialog.auditProblem
 			}
+			closed := a.dialog
 			a.dialog = nil
+			if a.home != nil {
+				return tea.Batch(cmd, a.homeDialogClosed(closed))
+			}
 		}
 		return cmd
 	}
@@ -491,25 +505,45 @@ func (a *App) header(w int) string {
 
 func (a *App) tabs(w int) string {
 	st := a.ctx.Styles
-	var parts []string
-	for i, name := range keymap.ScreenNames {
-		label := fmt.Sprintf(" %d %s ", i+1, name)
-		if i == a.current && st.Marked {
-			label = fmt.Sprintf("[%d %s]", i+1, name)
-		}
-		if i == a.current {
-			parts = append(parts, st.ActiveTab.Render(label))
-		} else {
-			parts = append(parts, st.Tab.Render(label))
-		}
-	}
-	line := strings.Join(parts, "")
+	title := ""
 	if a.logs != nil {
-		line += "  " + st.Section.Render(a.logs.title())
-	} else if t := a.screens[a.current].title(); t != "" {
-		line += "  " + st.Section.Render(t)
+		title = a.logs.title()
+	} else {
+		title = a.screens[a.current].title()
+	}
+	line := a.tabLine(false)
+	if title != "" && lipgloss.Width(line)+2+lipgloss.Width(title) > w {
+		// The title (what is open: a namespace, a row's detail, a log)
+		// matters more here than the other screens' names: they give way
+		// to their numbers, which still jump to them.
+		line = a.tabLine(true)
+	}
+	if title != "" {
+		line += "  " + st.Section.Render(title)
 	}
 	return ui.Fit(line, w)
+}
+
+// tabLine is the screens' tabs, the current one marked; short: the
+// others by their number alone.
+func (a *App) tabLine(short bool) string {
+	st := a.ctx.Styles
+	var b strings.Builder
+	for i, name := range keymap.ScreenNames {
+		label := fmt.Sprintf(" %d %s ", i+1, name)
+		switch {
+		case i == a.current && st.Marked:
+			label = fmt.Sprintf("[%d %s]", i+1, name)
+		case i != a.current && short:
+			label = fmt.Sprintf(" %d ", i+1)
+		}
+		if i == a.current {
+			b.WriteString(st.ActiveTab.Render(label))
+		} else {
+			b.WriteString(st.Tab.Render(label))
+		}
+	}
+	return b.String()
 }
 
 func (a *App) footer(w int) string {

@@ -35,8 +35,11 @@ type detailView struct {
 	open   string // the row open, "" when none
 	offset int    // the first line shown
 	height int    // the height it was last drawn at
-	frame  *Frame
-	now    time.Time
+	// above and below are the lines the last drawing left out above and
+	// below: the scroll keys act only toward lines left out.
+	above, below int
+	frame        *Frame
+	now          time.Time
 }
 
 func (d *detailView) isOpen() bool { return d != nil && d.open != "" }
@@ -55,22 +58,31 @@ func withDetail(s *tableScreen, of, long string, label func(f *Frame, id string)
 	}
 	d := &detailView{ctx: s.ctx, of: of, draw: draw, label: label}
 	s.detail = d
-	k := s.ctx.Keys
+	s.about.keys = append(s.about.keys, d.bindings(long, "back to the "+of+"s", s.t.SelectedID)...)
+}
+
+// bindings are a detail's keys: enter opens the row selected (its ID,
+// "" when none), esc closes it, the arrows scroll it toward the lines
+// left out.
+func (d *detailView) bindings(long, back string, selected func() string) []binding {
+	k := d.ctx.Keys
 	scroll := func(by func(h int) int) func(tea.KeyMsg) tea.Cmd {
 		return func(tea.KeyMsg) tea.Cmd { d.offset = max(d.offset+by(d.lastHeight()), 0); return nil }
 	}
 	open := d.isOpen
-	s.about.keys = append(s.about.keys,
-		binding{key: k.Enter, long: long, section: sectionScreen, footer: footerScreen,
-			applies: func() bool { return !d.isOpen() && s.t.SelectedID() != "" },
-			run:     func(tea.KeyMsg) tea.Cmd { d.open, d.offset = s.t.SelectedID(), 0; return nil }},
-		binding{key: k.Back, long: "back to the " + of + "s", section: sectionScreen, footer: footerScreen, applies: open,
+	up := func() bool { return d.isOpen() && d.above > 0 }
+	down := func() bool { return d.isOpen() && d.below > 0 }
+	return []binding{
+		{key: k.Enter, long: long, section: sectionScreen, footer: footerScreen,
+			applies: func() bool { return !d.isOpen() && selected() != "" },
+			run:     func(tea.KeyMsg) tea.Cmd { d.open, d.offset, d.above, d.below = selected(), 0, 0, 0; return nil }},
+		{key: k.Back, long: back, section: sectionScreen, footer: footerScreen, applies: open,
 			run: func(tea.KeyMsg) tea.Cmd { d.open = ""; return nil }},
-		binding{key: k.Down, long: "scroll the detail down", section: sectionMove, applies: open, run: scroll(func(int) int { return 1 })},
-		binding{key: k.Up, long: "scroll the detail up", section: sectionMove, applies: open, run: scroll(func(int) int { return -1 })},
-		binding{key: k.PageDown, long: "scroll a page down", section: sectionMove, applies: open, run: scroll(func(h int) int { return h - 1 })},
-		binding{key: k.PageUp, long: "scroll a page up", section: sectionMove, applies: open, run: scroll(func(h int) int { return 1 - h })},
-	)
+		{key: k.Down, long: "scroll the detail down", section: sectionMove, applies: down, run: scroll(func(int) int { return 1 })},
+		{key: k.Up, long: "scroll the detail up", section: sectionMove, applies: up, run: scroll(func(int) int { return -1 })},
+		{key: k.PageDown, long: "scroll a page down", section: sectionMove, applies: down, run: scroll(func(h int) int { return h - 1 })},
+		{key: k.PageUp, long: "scroll a page up", section: sectionMove, applies: up, run: scroll(func(h int) int { return 1 - h })},
+	}
 }
 
 // setFrame takes a new frame; the open row's object gone from it (a node
@@ -99,13 +111,14 @@ func (d *detailView) view(w, h int) string {
 		return ""
 	}
 	if len(lines) <= h {
-		d.offset = 0
+		d.offset, d.above, d.below = 0, 0, 0
 		return strings.Join(lines, "\n")
 	}
 	room := h - 1
 	d.offset = min(d.offset, len(lines)-room)
 	shown := lines[d.offset : d.offset+room]
 	below := len(lines) - d.offset - room
+	d.above, d.below = d.offset, below
 	more := fmt.Sprintf("↑ %d above · ", d.offset)
 	if d.offset == 0 {
 		more = ""

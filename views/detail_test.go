@@ -143,7 +143,29 @@ func TestDetailKeysAreInTheHelp(t *testing.T) {
 		}
 		press(a, "esc", "enter", "?")
 		v := a.View()
-		for _, want := range []string{`esc +back to the ` + screen.of + `s`, `↓/j +scroll the detail down`, `pgdn +scroll a page down`} {
+		// The detail fits at 100x40: there is nothing to scroll, and the
+		// scroll keys are not offered.
+		if strings.Contains(v, "scroll the detail") {
+			t.Errorf("the %s detail fits, yet its help offers to scroll it:\n%s", screen.of, v)
+		}
+		// Taller than the screen, it offers to scroll down, and once
+		// scrolled, up.
+		press(a, "x")
+		a.Update(tea.WindowSizeMsg{Width: 100, Height: 12})
+		a.View()
+		keys := strings.Join(helpKeyLines(a), "\n")
+		if !strings.Contains(keys, "↓/j  scroll the detail down") || !strings.Contains(keys, "pgdn  scroll a page down") || strings.Contains(keys, "scroll the detail up") {
+			t.Errorf("the %s detail taller than the screen: its keys:\n%s", screen.of, keys)
+		}
+		press(a, "down")
+		a.View()
+		if keys := strings.Join(helpKeyLines(a), "\n"); !strings.Contains(keys, "↑/k  scroll the detail up") {
+			t.Errorf("the %s detail scrolled down: its keys:\n%s", screen.of, keys)
+		}
+		a.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
+		press(a, "?")
+		v = a.View()
+		for _, want := range []string{`esc +back to the ` + screen.of + `s`} {
 			if !regexp.MustCompile(want).MatchString(v) {
 				t.Errorf("the %s detail's help lacks %q:\n%s", screen.of, want, v)
 			}

@@ -101,6 +101,9 @@ type dialog struct {
 	auditProblem string
 	// handOn is, for a replace, what the new node gets once the old is gone.
 	handOn handOn
+	// afterDone, when set, is a line to add once the action is done (a
+	// maintenance: the apps away from home); "" adds none.
+	afterDone func() string
 }
 
 // handOn is the new node of a replace: its name, the old node's address it
@@ -277,6 +280,11 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 		if d.auditProblem != "" {
 			d.failed = true
 			d.result += " — " + d.auditProblem
+		}
+		if d.afterDone != nil && !d.failed {
+			if line := d.afterDone(); line != "" {
+				d.progress = append(d.progress, line)
+			}
 		}
 	}
 	return nil

@@ -44,13 +44,20 @@ func (a *App) openDrain(title string, rec *flow.Record, node string, newDrain fu
 func (a *App) openMaintenance(node string) tea.Cmd {
 	rec := a.actions.recorder().Open(flow.ActionMaintenance, node)
 	snap := a.actions.Snap
-	return a.openDrain("maintenance "+node, rec, node, func(p safety.Preflight, err error) (*flow.Drain, error) {
+	cmd := a.openDrain("maintenance "+node, rec, node, func(p safety.Preflight, err error) (*flow.Drain, error) {
 		m, err := flow.NewMaintenance(rec, snap, p, err, flow.MaintenanceOptions{Drain: flow.DefaultDrainOptions()})
 		if err != nil {
 			return nil, err
 		}
 		return m.Drain, nil
 	})
+	if a.dialog != nil {
+		// Done, the walk says which apps run away from home now and
+		// offers the command that returns them (as sitecon maintenance
+		// does); it runs nothing.
+		a.dialog.afterDone = func() string { return flow.AwayLine(kube.AwayApps(a.frame.Status.Apps)) }
+	}
+	return cmd
 }
 
 // replaceNode replaces a device (:replace OLD NEW DEVICE-UUID [server|agent]):

@@ -1,12 +1,14 @@
 package views
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 )
 
@@ -124,22 +126,32 @@ func TestHelpListsExactlyTheKeysThatAct(t *testing.T) {
 	states := []struct {
 		name string
 		keys []string
+		// doctor: the console has a doctor, which ran once.
+		doctor bool
 	}{
-		{"overview", []string{"1"}},
-		{"nodes", []string{"2", "down"}},
-		{"nodes filtered", []string{"2", "/", "n", "o", "d", "e", "enter", "down"}},
-		{"pods", []string{"3", "down"}},
-		{"pods of a namespace", []string{"3", "enter", "down"}},
-		{"volumes", []string{"4", "down"}},
-		{"apps", []string{"5", "down"}},
-		{"events", []string{"6", "down"}},
-		{"an event open", []string{"6", "down", "enter"}},
+		{"overview", []string{"1"}, false},
+		{"nodes", []string{"2", "down"}, false},
+		{"nodes filtered", []string{"2", "/", "n", "o", "d", "e", "enter", "down"}, false},
+		{"pods", []string{"3", "down"}, false},
+		{"pods of a namespace", []string{"3", "enter", "down"}, false},
+		{"volumes", []string{"4", "down"}, false},
+		{"apps", []string{"5", "down"}, false},
+		{"events", []string{"6", "down"}, false},
+		{"an event open", []string{"6", "down", "enter"}, false},
+		{"a pod open", []string{"3", "enter", "down", "enter"}, false},
+		{"doctor without one", []string{"7"}, false},
+		{"doctor", []string{"7", "down"}, true},
+		{"a finding open", []string{"7", "down", "enter"}, true},
 	}
 	for _, st := range states {
 		console := func() *App {
 			a := NewApp(testContext(120, 40))
 			a.SetActions(&Actions{})
 			a.Update(FrameMsg(frame))
+			if st.doctor {
+				a.SetDoctor(context.Background(), func(context.Context) doctor.Report { return doctorReport() })
+				runCmd(a, press(a, "7"))
+			}
 			press(a, st.keys...)
 			return a
 		}

@@ -32,24 +32,24 @@ func newNodes(ctx *ui.Context) screen {
 	about := screenHelp{
 		about: "The cluster's nodes: readiness and since when, roles (the seed marked), schedulability, version, address, load.",
 		actions: []action{
-			{k.Cordon, "cordon the node: no new pods, running ones stay", "node", func(a *App, node string) tea.Cmd { a.openCordon(node, true); return nil }},
-			{k.Uncordon, "uncordon the node: it takes new pods again", "node", func(a *App, node string) tea.Cmd { a.openCordon(node, false); return nil }},
+			{k.Cordon, "cordon the node: no new pods, running ones stay", "node", func(a *App, node string) tea.Cmd { a.openCordon(node, true); return nil }, nil},
+			{k.Uncordon, "uncordon the node: it takes new pods again", "node", func(a *App, node string) tea.Cmd { a.openCordon(node, false); return nil }, nil},
 			{k.Drain, "drain the node: cordon, then evict its pods (checks volumes and etcd quorum first)", "node", func(a *App, node string) tea.Cmd {
 				return a.openDrain("drain "+node, a.actions.recorder().Open(flow.ActionDrain, node), node, nil)
-			}},
+			}, nil},
 			{k.Remove, "remove the node: drain, then delete it from the cluster", "node", func(a *App, node string) tea.Cmd {
 				return a.openDrain("remove "+node, a.actions.recorder().Open(flow.ActionRemove, node), node, nil)
-			}},
+			}, nil},
 			{k.Maintenance, "maintenance: drain, power off, back, volumes healthy, uncordon", "node",
-				func(a *App, node string) tea.Cmd { return a.openMaintenance(node) }},
-			{k.Seed, "make the node the seed others join through", "node", func(a *App, node string) tea.Cmd { a.openSeed(node); return nil }},
+				func(a *App, node string) tea.Cmd { return a.openMaintenance(node) }, nil},
+			{k.Seed, "make the node the seed others join through", "node", func(a *App, node string) tea.Cmd { a.openSeed(node); return nil }, nil},
 			// The command line, filled in: what a new node needs is typed.
 			{k.AddNode, "add a node: its join bundle (or :add ROLE NAME UUID)", "", func(a *App, _ string) tea.Cmd {
 				a.mode = modeCommand
 				a.input.SetValue("add server ")
 				a.input.CursorEnd()
 				return a.input.Focus()
-			}},
+			}, nil},
 		},
 		commands: [][2]string{{":replace", "OLD NEW UUID: replace a dead node by a new device"}},
 	}

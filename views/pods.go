@@ -2,7 +2,9 @@ package views
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -19,16 +21,29 @@ type podsScreen struct {
 	open       string // namespace drilled into, "" for the list
 	frame      *Frame
 	now        time.Time
+	// detail is the pod open (enter on a pod), by namespace/name.
+	detail *detailView
 }
 
 func newPods(ctx *ui.Context) screen {
-	return &podsScreen{
+	s := &podsScreen{
 		ctx: ctx,
 		namespaces: ui.NewTable(ctx, []ui.Column{{Title: "NAMESPACE", Width: 16}, {Title: "READY", Width: 6},
 			{Title: "NOT-READY", Width: 10}, {Title: "FAILED", Width: 7}}),
 		pods: ui.NewTable(ctx, []ui.Column{{Title: "NAME", Width: 20}, {Title: "PHASE", Width: 11}, {Title: "READY", Width: 6},
 			{Title: "RESTARTS", Width: 9}, {Title: "NODE", Width: 7}, {Title: "AGE", Width: 5}}),
 	}
+	s.detail = &detailView{ctx: ctx, of: "pod", draw: podDetail(ctx), label: func(_ *Frame, id string) string { return id }}
+	return s
+}
+
+// selectedPod is the namespace/name of the pod under the cursor, "" when
+// no namespace is open or it has no pods.
+func (s *podsScreen) selectedPod() string {
+	if s.open == "" || s.pods.SelectedID() == "" {
+		return ""
+	}
+	return s.open + "/" + s.pods.SelectedID()
 }
 
 func (s *podsScreen) setFrame(f *Frame, now time.Time) {
@@ -48,6 +63,7 @@ func (s *podsScreen) setFrame(f *Frame, now time.Time) {
 	}
 	s.namespaces.SetRows(rows)
 	s.buildPods()
+	s.detail.setFrame(f, now)
 }
 
 func (s *podsScreen) buildPods() {
@@ -90,6 +106,9 @@ func (s *podsScreen) buildPods() {
 }
 
 func (s *podsScreen) table() *ui.Table {
+	if s.detail.isOpen() {
+		return nil
+	}
 	if s.open != "" {
 		return s.pods
 	}
@@ -99,7 +118,7 @@ func (s *podsScreen) table() *ui.Table {
 func (s *podsScreen) help() screenHelp {
 	k := s.ctx.Keys
 	return screenHelp{
-		about:  "Pod health per namespace; enter shows a namespace's pods, l the log of the pod under the cursor.",
+		about:  "Pod health per namespace; enter shows a namespace's pods, enter on a pod its detail (conditions, containers, the scheduler's reason, events), l the log of the pod under the cursor.",
 		logsOf: "selected pod",
 		logs: func() (logRequest, bool) {
 			id := s.pods.SelectedID()
@@ -108,7 +127,7 @@ func (s *podsScreen) help() screenHelp {
 			}
 			return logRequest{namespace: s.open, name: id, label: "pod " + s.open + "/" + id}, true
 		},
-		keys: []binding{
+		keys: append(s.detail.bindings("the pod's detail", "back to the pods", s.selectedPod), []binding{
 			{key: k.Enter, long: "open the namespace's pods", section: sectionScreen, footer: footerScreen,
 				applies: func() bool { return s.open == "" && s.namespaces.SelectedID() != "" },
 				run: func(tea.KeyMsg) tea.Cmd {
@@ -117,17 +136,99 @@ func (s *podsScreen) help() screenHelp {
 					return nil
 				}},
 			{key: k.Back, long: "back to the namespaces", section: sectionScreen, footer: footerScreen,
-				applies: func() bool { return s.open != "" },
+				applies: func() bool { return s.open != "" && !s.detail.isOpen() },
 				run:     func(tea.KeyMsg) tea.Cmd { s.open = ""; return nil }},
-		},
+		}...),
 	}
 }
 
 func (s *podsScreen) title() string {
+	if s.detail.isOpen() {
+		return s.detail.title()
+	}
 	if s.open != "" {
 		return "pods in " + s.open + " (esc: back)"
 	}
 	return ""
 }
 
-func (s *podsScreen) view(w, h int) string { return s.table().View(w, h) }
+func (s *podsScreen) view(w, h int) string {
+	if s.detail.isOpen() {
+		return s.detail.view(w, h)
+	}
+	return s.table().View(w, h)
+}
+
+// podDetail is the detail of the pod id (namespace/name): its phase and
+// readiness, its node or the scheduler's reason for none, its conditions,
+// each container's state, restarts and last termination, and its recent
+// events, all from the frame.
+func podDetail(ctx *ui.Context) func(f *Frame, id string, now time.Time, width int) ([]string, bool) {
+	return func(f *Frame, id string, now time.Time, width int) ([]string, bool) {
+		ns, name, _ := strings.Cut(id, "/")
+		i := slices.IndexFunc(f.Pods, func(p kube.PodRow) bool { return p.Namespace == ns && p.Name == name })
+		if i < 0 {
+			return nil, false
+		}
+		p := f.Pods[i]
+		t := &detailText{ctx: ctx, width: width}
+		phase := stateText(f, p.Phase)
+		if p.Phase == "Running" && f.Status.NodeLost(p.Node) {
+			// As the table says: on a lost node a pod is not known to run.
+			phase = stateText(f, kube.AppPhaseUnknown) + " (it last reported Running; " + p.Node + " is lost)"
+		}
+		t.row("Status", phase+" · ready "+p.Ready+" · created "+Age(p.Created, now, true)+" ago")
+		node := orNA(p.Node)
+		if p.Node == "" {
+			node = "none: not scheduled"
+		}
+		t.row("Node", node)
+		if c := p.Unscheduled; c != nil {
+			t.row("Scheduler", c.Reason+" for "+Age(c.Since, now, true)+": "+c.Message)
+		}
+		t.row("Restarts", strconv.Itoa(int(p.Restarts)))
+		t.section("Conditions")
+		if len(p.Conditions) == 0 {
+			t.item("none reported")
+		}
+		for _, text := range conditionLines(p.Conditions, now) {
+			t.item(text)
+		}
+		t.section("Containers")
+		if len(p.Containers) == 0 {
+			t.item("none reported")
+		}
+		for _, c := range p.Containers {
+			t.item(containerLine(c, now))
+		}
+		t.events(f, now, []string{"Pod/" + p.Name}, nil, detailEvents)
+		return t.lines, true
+	}
+}
+
+// containerLine says one container: its state and why, ready or not,
+// its restarts and why it last ended.
+func containerLine(c kube.ContainerState, now time.Time) string {
+	text := c.Name
+	if c.Init {
+		text += " (init)"
+	}
+	text += ": " + c.State
+	if c.Reason != "" {
+		text += " (" + c.Reason + ")"
+	}
+	if c.State == "running" && !c.Ready {
+		text += ", not ready"
+	}
+	text += fmt.Sprintf(" · %d restart(s)", c.Restarts)
+	if c.LastTermination != "" {
+		text += " · last ended " + c.LastTermination
+		if !c.LastEnded.IsZero() {
+			text += ", " + Age(c.LastEnded, now, true) + " ago"
+		}
+	}
+	if c.Message != "" {
+		text += " · " + c.Message
+	}
+	return text
+}

@@ -142,3 +142,82 @@ func returnHomeLines(v safety.ReturnHomeVerdict, m *flow.Migrate) []dialogLine {
 	}
 	return append(lines, textLines(what, how)...)
 }
+
+// homeWalk is H on the apps screen under way: the apps away from home
+// still to ask about (their rows, longest away first), and what became
+// of those asked, for the line said at the end.
+type homeWalk struct {
+	queue    []string
+	current  string
+	total    int
+	returned int
+	notHome  []string
+}
+
+// openReturnHomeAll walks every app away from home, as sitecon
+// return-home --all does: one return-home dialog after the other, each
+// with its own preflight, question and record; a refused app changes
+// nothing and the walk goes on to the next.
+func (a *App) openReturnHomeAll(string) tea.Cmd {
+	switch {
+	case a.actions != nil && a.actions.unavailable() != "":
+		a.message = "actions unavailable: " + a.actions.unavailable()
+		return nil
+	case a.actions == nil || a.actions.Snap == nil || !a.frame.Synced:
+		a.message = "actions need a live cluster connection"
+		return nil
+	}
+	away := kube.AwayApps(a.frame.Status.Apps)
+	if len(away) == 0 {
+		a.message = "no app runs away from its designated node; nothing to do"
+		return nil
+	}
+	w := &homeWalk{total: len(away)}
+	for _, app := range away {
+		w.queue = append(w.queue, appRowID(app))
+	}
+	a.home = w
+	return a.nextHome()
+}
+
+// nextHome opens the next app's dialog of the walk, or ends it with a
+// line that says what came home and what did not, and why.
+func (a *App) nextHome() tea.Cmd {
+	w := a.home
+	if len(w.queue) == 0 {
+		a.home = nil
+		msg := fmt.Sprintf("all home: %d of %d app(s) returned home", w.returned, w.total)
+		if len(w.notHome) > 0 {
+			msg += "; not returned: " + strings.Join(w.notHome, "; ")
+		}
+		a.message = msg
+		return nil
+	}
+	w.current, w.queue = w.queue[0], w.queue[1:]
+	return a.openReturnHome(w.current)
+}
+
+// homeDialogClosed notes how the walk's current dialog ended (d) and
+// opens the next.
+func (a *App) homeDialogClosed(d *dialog) tea.Cmd {
+	w := a.home
+	name := appLabel(&a.frame, w.current)
+	switch {
+	case d.failed:
+		var why []string
+		for _, l := range d.lines {
+			if l.kind == lineRefused {
+				why = append(why, l.text)
+			}
+		}
+		if len(why) == 0 {
+			why = append(why, d.result)
+		}
+		w.notHome = append(w.notHome, name+" ("+strings.Join(why, ", ")+")")
+	case d.state == dialogDone:
+		w.returned++
+	default:
+		w.notHome = append(w.notHome, name+" (cancelled)")
+	}
+	return a.nextHome()
+}

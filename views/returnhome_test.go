@@ -190,3 +190,77 @@ func TestReturnHomeDialog(t *testing.T) {
 		}
 	})
 }
+
+// H on the apps screen walks every app away from home, longest away
+// first, one return-home dialog each (as sitecon return-home --all): a
+// refused app changes nothing, is recorded as refused, and the walk goes
+// on; the end says what came home and, for each app that did not, why.
+// H is not offered with no app away, nor on a read-only console.
+func TestReturnHomeAllWalksEveryAwayApp(t *testing.T) {
+	a := actionApp(t)
+	f := awayFrame()
+	// Not laid out by an agent: each is refused by the console itself.
+	for i := range f.Status.Apps {
+		f.Status.Apps[i].UUID = ""
+	}
+	a.Update(FrameMsg(f))
+	a.Update(runes("5"))
+	if !strings.Contains(strings.Join(helpKeyLines(a), "\n"), "H  return every app away from home") {
+		t.Fatalf("the help does not offer H:\n%s", strings.Join(helpKeyLines(a), "\n"))
+	}
+	a.Update(runes("H"))
+	var titles []string
+	for a.dialog != nil {
+		titles = append(titles, a.dialog.title)
+		if rec := a.dialog.record.Audit(); rec.Action != flow.ActionReturnHome || rec.Outcome != audit.OutcomeRefused {
+			t.Errorf("%s: record %+v", a.dialog.title, rec)
+		}
+		a.Update(ui.PromptArmedMsg{})
+		advance(a, readTime)
+		a.Update(runes("x")) // closes the refused dialog
+		if len(titles) > 5 {
+			t.Fatal("the walk does not end")
+		}
+	}
+	if strings.Join(titles, ", ") != "return historian home, return hmi home" {
+		t.Errorf("the walk asked %v; want historian (12m away) then hmi (75s)", titles)
+	}
+	for _, want := range []string{"all home: 0 of 2 app(s) returned home", "historian (historian has no app UUID", "hmi (hmi has no app UUID"} {
+		if !strings.Contains(a.message, want) {
+			t.Errorf("the end of the walk says %q, lacking %q", a.message, want)
+		}
+	}
+
+	home := awayFrame()
+	home.Status.Apps = home.Status.Apps[2:] // plc-gateway, at home
+	a.Update(FrameMsg(home))
+	a.message = "" // the walk's line, which any key clears
+	if reacts(a, runes("H")) {
+		t.Errorf("H acts with no app away from home")
+	}
+	ctx := testContext(120, 30)
+	ctx.ReadOnly = true
+	ro := NewApp(ctx)
+	ro.Update(FrameMsg(awayFrame()))
+	ro.Update(runes("5"))
+	if reacts(ro, runes("H")) {
+		t.Errorf("H acts on a read-only console")
+	}
+}
+
+// The console's maintenance walk, done, says which apps run away from
+// home and offers sitecon return-home --all; it runs nothing.
+func TestMaintenanceEndOffersReturnHome(t *testing.T) {
+	a := actionApp(t)
+	a.Update(FrameMsg(awayFrame()))
+	a.openMaintenance("node-b")
+	if a.dialog == nil || a.dialog.afterDone == nil {
+		t.Fatalf("no maintenance dialog with its end line")
+	}
+	a.dialog.onTask(ui.TaskDoneMsg{})
+	got := strings.Join(a.dialog.progress, "\n")
+	if !strings.Contains(got, "2 app(s) away from home: historian (on node-c, home node-b), hmi (on node-a, home node-b)") ||
+		!strings.Contains(got, "sitecon return-home --all") {
+		t.Errorf("the walk's end says:\n%s", got)
+	}
+}

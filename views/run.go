@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
@@ -42,6 +43,10 @@ type ConsoleOptions struct {
 	// Bundle takes a support bundle and says where it went and what is
 	// missing (b on the overview); nil: the key is not offered.
 	Bundle func(context.Context) (string, error)
+	// Doctor runs what sitecon doctor runs, within its deadlines, and
+	// returns its report (the doctor screen); nil: the screen says it is
+	// not available.
+	Doctor func(context.Context) doctor.Report
 	Log    *slog.Logger
 }
 
@@ -78,6 +83,10 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 		// A bundle changes nothing in the cluster: read-only consoles
 		// take them too.
 		app.SetBundle(ctx, opts.Bundle)
+	}
+	if opts.Doctor != nil {
+		// The doctor only reads: read-only consoles run it too.
+		app.SetDoctor(ctx, opts.Doctor)
 	}
 	app.SetNodeReports(ctx, opts.NodeReports)
 	if opts.Snap != nil && opts.Snap.Clients() != nil {

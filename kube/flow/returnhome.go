@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sitecon/sitecon/audit"
@@ -133,4 +134,20 @@ func (rh *ReturnHome) recheck(snap *kube.Snapshot) error {
 // first: what return-home --all walks.
 func AwayApps(snap *kube.Snapshot) []kube.AppStatus {
 	return kube.AwayApps(kube.Derive(snap.Data(), time.Now()).Apps)
+}
+
+// AwayLine is what a walk that may leave apps elsewhere (a maintenance)
+// says at its end when apps run away from home: which, and the command
+// that returns them. It offers the command and runs nothing. "" when none
+// is away.
+func AwayLine(away []kube.AppStatus) string {
+	if len(away) == 0 {
+		return ""
+	}
+	var names []string
+	for _, a := range away {
+		names = append(names, a.Name+" (on "+OrNone(a.Node)+", home "+a.DesignatedNode+")")
+	}
+	return fmt.Sprintf("%d app(s) away from home: %s; once their designated nodes are Ready, return them with: sitecon return-home --all",
+		len(away), strings.Join(names, ", "))
 }
