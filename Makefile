@@ -99,7 +99,7 @@ K9S := $(HOME)/.cache/sitecon/tools/k9s-$(K9S_VERSION)
 bench-peers: controlplane
 	@command -v tmux >/dev/null || { echo "make bench-peers needs tmux: apt-get install tmux"; exit 1; }
 	@test -x $(K9S) || { echo "building k9s $(K9S_VERSION) into $(K9S) (once)"; \
-	  mkdir -p $(dir $(K9S)) && cd test/peers/tools && $(GO) build -o $(K9S).partial-$$$$ github.com/derailed/k9s && \
+	  mkdir -p $(dir $(K9S)) && cd test/peers/tools && $(GO) build -ldflags "-s -w -X github.com/derailed/k9s/cmd.version=$(K9S_VERSION)" -o $(K9S).partial-$$$$ github.com/derailed/k9s && \
 	  mv $(K9S).partial-$$$$ $(K9S); }
 	@echo "machine: $$(nproc) cores, $$(free -g | awk '/^Mem:/ {print $$2}') GiB; $$(date -u '+%Y-%m-%d %H:%M UTC'); load $$(cut -d' ' -f1-3 /proc/loadavg)"
 	SITECON_K9S=$(K9S) $(GO) test -tags peers -count=1 -v -timeout 90m -run '^$$' -bench '^BenchmarkPeers' -benchtime 1x ./test/e2e/

@@ -134,7 +134,7 @@ func benchPeersAt(b *testing.B, k9s string, sc peerScale) {
 	// First screens, one after the other so that neither start competes
 	// with the other's; both then run to the end.
 	readyNodes := regexp.MustCompile(fmt.Sprintf(`Nodes\s+%d/%d ready`, sc.nodes, sc.nodes))
-	console := startPane(b, "sitecon", sitecon, []string{"-u", "NO_COLOR", "HOME=" + b.TempDir(), "KUBECONFIG="},
+	console := startPane(b, "sitecon", sitecon, []string{"HOME=" + b.TempDir(), "KUBECONFIG="},
 		"--kubeconfig", site.Kubeconfig(), "--agent-socket", socket,
 		"--log-file", filepath.Join(b.TempDir(), "console.log"), "--audit-log", filepath.Join(b.TempDir(), "audit.jsonl"))
 	consoleFirst := console.firstScreen(b, 2*time.Minute, "sitecon's overview with every node", readyNodes.MatchString)
@@ -330,7 +330,9 @@ type pane struct {
 // itself, whose memory and CPU are read from /proc.
 func startPane(b *testing.B, name, path string, env []string, args ...string) *pane {
 	session := fmt.Sprintf("sitecon-peers-%s-%d", name, time.Now().UnixNano())
-	cmdline := append([]string{"exec", "env", "-u", "CLICOLOR", "-u", "CLICOLOR_FORCE", "TERM=xterm-256color"}, env...)
+	// env(1) takes its -u options before any NAME=VALUE. Both programs
+	// draw in colour, whatever the environment of the run says.
+	cmdline := append([]string{"exec", "env", "-u", "CLICOLOR", "-u", "CLICOLOR_FORCE", "-u", "NO_COLOR", "TERM=xterm-256color"}, env...)
 	cmdline = append(append(cmdline, path), args...)
 	p := &pane{session: session, started: time.Now()}
 	if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", strings.Join(cmdline, " ")).CombinedOutput(); err != nil {
@@ -359,11 +361,19 @@ func (p *pane) screen() string {
 // looked at every 50 ms.
 func (p *pane) firstScreen(b *testing.B, within time.Duration, what string, cond func(string) bool) time.Duration {
 	var at time.Time
+	exited := false
 	s, ok := poll(50*time.Millisecond, within, func() (string, bool) {
 		s := p.screen()
 		at = time.Now()
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", p.pid)); err != nil {
+			exited = true
+			return s, true
+		}
 		return s, cond(s)
 	})
+	if exited {
+		b.Fatalf("%s: the program exited; screen:\n%s", what, s)
+	}
 	if !ok {
 		b.Fatalf("%s: not within %s; screen:\n%s", what, within, s)
 	}
