@@ -596,12 +596,6 @@ func BenchmarkPeersDetection(b *testing.B) {
 	cs := fastClient(b, site)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The apps namespace exists once an agent made it; the reference
-	// lists it from the start.
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kube.AppNamespace}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-
 	// API requests a minute.
 	metrics := metricsClient(b, site)
 	siteOnly := requestsOver(b, metrics, time.Minute)
