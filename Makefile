@@ -8,7 +8,7 @@ SITE_DIR ?= .sitebox
 # Fuzz targets run for this long each in `make test`.
 FUZZTIME ?= 10s
 
-.PHONY: all build dist sitebox controlplane test race fuzz lint bench faults demo demo-down crds screenshots clean
+.PHONY: all build dist sitebox controlplane test race fuzz lint bench bench-peers faults demo demo-down crds screenshots clean
 
 all: build
 
@@ -87,6 +87,23 @@ faults: controlplane
 
 bench: controlplane
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# sitecon against its peers in one run (docs/BENCHMARKS.md): the console
+# beside k9s (pinned in its own tools module, test/peers/tools, built once
+# into a cache outside the clone), the agent beside a reference that polls
+# as EVE's zedkube does, on sitebox sites of each scale
+# (SITECON_PEER_SCALES, NODESxPODSxVOLUMES,...); then the console's frame
+# cost. Minutes long and needs tmux: not part of make test or make bench.
+K9S_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/derailed/k9s" {print $$3}' test/peers/tools/go.mod)
+K9S := $(HOME)/.cache/sitecon/tools/k9s-$(K9S_VERSION)
+bench-peers: controlplane
+	@command -v tmux >/dev/null || { echo "make bench-peers needs tmux: apt-get install tmux"; exit 1; }
+	@test -x $(K9S) || { echo "building k9s $(K9S_VERSION) into $(K9S) (once)"; \
+	  mkdir -p $(dir $(K9S)) && cd test/peers/tools && $(GO) build -ldflags "-s -w -X github.com/derailed/k9s/cmd.version=$(K9S_VERSION)" -o $(K9S).partial-$$$$ github.com/derailed/k9s && \
+	  mv $(K9S).partial-$$$$ $(K9S); }
+	@echo "machine: $$(nproc) cores, $$(free -g | awk '/^Mem:/ {print $$2}') GiB; $$(date -u '+%Y-%m-%d %H:%M UTC'); load $$(cut -d' ' -f1-3 /proc/loadavg)"
+	SITECON_K9S=$(K9S) $(GO) test -tags peers -count=1 -v -timeout 90m -run '^$$' -bench '^BenchmarkPeers' -benchtime 1x ./test/e2e/
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkFramePath' -benchmem ./views/
 
 # The demo: a three-node site with the simulators and a demo site, then the
 # console on it. q (or Ctrl-C) stops everything it started.
