@@ -53,6 +53,24 @@ func run(args ...string) error {
 	return nil
 }
 
+// LANPrefix is the test LAN's prefix, inside the namespaces only.
+const LANPrefix = "192.168.77.0/24"
+
+// guardRootNamespace keeps the test process's own namespace from sending
+// anything to prefix while the test runs: a blackhole route (its metric
+// this process's own, so that test processes running side by side each
+// add and remove theirs) makes a dial there that forgot to enter a host's
+// namespace fail here at once, instead of leaving by the default route
+// for a real network that may use the same addresses.
+func guardRootNamespace(t testing.TB, prefix string) {
+	t.Helper()
+	metric := fmt.Sprint(1000 + os.Getpid()%50000)
+	if err := run("ip", "route", "add", "blackhole", prefix, "metric", metric); err != nil && !strings.Contains(err.Error(), "File exists") {
+		t.Fatalf("guarding the root namespace against traffic to the test LAN: %v", err)
+	}
+	t.Cleanup(func() { _ = run("ip", "route", "del", "blackhole", prefix, "metric", metric) })
+}
+
 // NewLAN creates one host per name on a shared bridge, LAN 192.168.77.0/24
 // (host i at .i+1), and removes them all when the test ends.
 func NewLAN(t testing.TB, names ...string) []*Host {
@@ -72,6 +90,7 @@ func NewLAN(t testing.TB, names ...string) []*Host {
 			t.Fatal(err)
 		}
 	}
+	guardRootNamespace(t, LANPrefix)
 	must("ip", "netns", "add", sw)
 	created = append(created, sw)
 	must("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
@@ -86,7 +105,7 @@ func NewLAN(t testing.TB, names ...string) []*Host {
 		must("ip", "-n", sw, "link", "set", port, "master", "br0", "up")
 		must("ip", "-n", ns, "link", "set", "lo", "up")
 		must("ip", "-n", ns, "link", "set", Interface, "up")
-		lan := fmt.Sprintf("192.168.77.%d", i+1)
+		lan := fmt.Sprintf("192.168.77.%d", i+1) // in LANPrefix
 		must("ip", "-n", ns, "addr", "add", lan+"/24", "dev", Interface)
 		hosts[i] = &Host{Name: name, NS: ns, LANAddr: lan, switchNS: sw, port: port}
 	}
