@@ -113,7 +113,7 @@ demo: build sitebox
 	@# the console) stops everything the demo started.
 	@trap '$(BIN)/sitebox down --dir $(SITE_DIR) >/dev/null 2>&1' EXIT; \
 	  $(BIN)/sitebox up --demo --agents $(BIN)/sitecon --nodes 3 --dir $(SITE_DIR) && \
-	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --agent-socket $(SITE_DIR)/run/agent-node-a.sock --log-file $(SITE_DIR)/logs/console.log \
+	  $(BIN)/sitecon --kubeconfig $(SITE_DIR)/kubeconfig --agent-socket $(SITE_DIR)/run/agent-node-a.sock --config $(SITE_DIR)/config/node-a.json --log-file $(SITE_DIR)/logs/console.log \
 	    --hint "In another terminal: $(BIN)/sitebox fail node-b --dir $(SITE_DIR)   (and: recover node-b)"
 
 # PNGs of the console's real frames (the golden-frame path, in colour) for

@@ -2,6 +2,7 @@ package views
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -15,9 +16,13 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
+	"k8s.io/client-go/rest"
 
+	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/keymap"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -421,41 +426,45 @@ func TestWriteScreenshotFrames(t *testing.T) {
 	if dir == "" {
 		t.Skip("SITECON_SCREENSHOT_DIR not set")
 	}
-	for i, name := range keymap.ScreenNames {
-		r := lipgloss.NewRenderer(io.Discard)
-		r.SetColorProfile(termenv.ANSI)
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.ANSI)
+	colour := func(w, h int) *ui.Context {
 		ctx := ui.NewContext(r, func() time.Time { return now }, nil)
-		ctx.Width, ctx.Height = 100, 24
-		a := NewApp(ctx)
-		a.Update(FrameMsg(sampleFrame()))
-		press(a, fmt.Sprint(i+1))
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%s.ansi", i+1, name)), []byte(a.View()+"\n"), 0o644); err != nil {
+		ctx.Width, ctx.Height = w, h
+		return ctx
+	}
+	write := func(name string, a *App) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name+".ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.ANSI)
-	ctx := ui.NewContext(r, func() time.Time { return now }, nil)
-	ctx.Width, ctx.Height = 100, 24
-	a := drainDialogApp(t, ctx, refusedDrain())
-	if err := os.WriteFile(filepath.Join(dir, "7-drain-refused.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for i, name := range keymap.ScreenNames {
+		if name == "doctor" {
+			continue // below, with a report
+		}
+		a := NewApp(colour(100, 24))
+		a.Update(FrameMsg(sampleFrame()))
+		press(a, fmt.Sprint(i+1))
+		write(fmt.Sprintf("%d-%s", i+1, name), a)
 	}
+	// The doctor screen, a run's findings listed worst first.
+	a := NewApp(colour(100, 24))
+	a.Update(FrameMsg(sampleFrame()))
+	a.SetDoctor(context.Background(), func(context.Context) doctor.Report { return doctorReport() })
+	runCmd(a, press(a, "7"))
+	write("7-doctor", a)
+	a = drainDialogApp(t, colour(100, 24), refusedDrain())
+	write("8-drain-refused", a)
 	// The nodes screen's help, as ? shows it at 80x24.
-	ctx = ui.NewContext(r, func() time.Time { return now }, nil)
-	ctx.Width, ctx.Height = 80, 24
-	a = NewApp(ctx)
+	a = NewApp(colour(80, 24))
 	a.SetActions(&Actions{})
 	a.Update(FrameMsg(sampleFrame()))
 	press(a, "2", "?")
-	if err := os.WriteFile(filepath.Join(dir, "8-nodes-help.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write("9-nodes-help", a)
 	// The logs view of a container app, following, filtered on "poll".
 	src := newPipeSource(plcTarget())
-	ctx = ui.NewContext(r, func() time.Time { return now }, nil)
-	ctx.Width, ctx.Height = 100, 24
-	l := openAppLogs(t, ctx, src)
+	l := openAppLogs(t, colour(100, 24), src)
 	writeLines(t, l.body(src), 0, 40, func(i int) string {
 		if i%3 == 0 {
 			return fmt.Sprintf("modbus poll %d: 12 registers from 10.1.4.%d in %d ms", i, 20+i%5, 3+i%7)
@@ -465,15 +474,45 @@ func TestWriteScreenshotFrames(t *testing.T) {
 	l.screenHas("press3")
 	l.keys("/", "p", "o", "l", "l", "enter")
 	l.screenHas("modbus poll 39")
-	if err := os.WriteFile(filepath.Join(dir, "9-logs.ansi"), []byte(l.a.View()+"\n"), 0o644); err != nil {
+	write("10-logs", l.a)
+	// The overview while the cluster API does not answer: stale, never
+	// green, and what each node's agent reports of itself.
+	a = NewApp(colour(100, 24))
+	a.SetNodeReports(context.Background(), func(context.Context, []kube.NodeStatus) kube.NodeReports { return siteReports(now) })
+	_, cmd := a.Update(FrameMsg(staleFrame()))
+	runReportCmds(a, cmd)
+	write("11-overview-api-down", a)
+	// v on a VM app: the local port a viewer is pointed at, and a viewer
+	// connected (the lines the bridge's events give).
+	// The bridge listens for real, on loopback; its API server is none
+	// (nothing is dialled unless a viewer connects).
+	snap, err := kube.NewSnapshot(&rest.Config{Host: "http://127.0.0.1:1"}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The overview while the cluster API does not answer: stale, never green.
-	ctx = ui.NewContext(r, func() time.Time { return now }, nil)
-	ctx.Width, ctx.Height = 100, 24
-	a = NewApp(ctx)
-	a.Update(FrameMsg(staleFrame()))
-	if err := os.WriteFile(filepath.Join(dir, "10-overview-api-down.ansi"), []byte(a.View()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	a = NewApp(colour(100, 24))
+	a.SetActions(&Actions{Snap: snap, Audit: testAudit(t)})
+	a.Update(FrameMsg(sampleFrame()))
+	press(a, "5")
+	cmd = a.openVNC("/hmi-x")
+	if a.dialog == nil || a.dialog.state != dialogRunning || cmd == nil {
+		t.Fatalf("v on hmi opened no bridge:\n%s", a.View())
 	}
+	a.Update(cmd()) // the bridge's first word: where it listens
+	a.dialog.progress = append(a.dialog.progress, kube.VNCEvent{Kind: kube.VNCViewerConnected, Viewer: "127.0.0.1:51512"}.String())
+	write("12-vnc", a)
+	// The maintenance walk of node-b under way, in the steps the flow
+	// reports (kube/flow/maintenance.go).
+	a = NewApp(colour(100, 24))
+	a.SetActions(&Actions{Audit: testAudit(t)})
+	a.Update(FrameMsg(sampleFrame()))
+	press(a, "2")
+	a.openDialog("maintenance node-b", a.actions.recorder().Open(flow.ActionMaintenance, "node-b"))
+	a.Update(preflightMsg{p: safety.Preflight{Node: "node-b", Evict: []string{"eve-kube-app/plc-gateway-5b0f7c1e-7d9f-x2"}}})
+	a.dialog.state = dialogRunning
+	a.dialog.progress = append(a.dialog.progress, "step 1/5: drain node-b", "node-b cordoned",
+		"evicted eve-kube-app/plc-gateway-5b0f7c1e-7d9f-x2", "step 2/5: power node-b off or reboot it now",
+		"  node-b: NotReady (went down 02:58:10)", "step 3/5: waiting for node-b to come back", "  node-b: Ready again",
+		"step 4/5: waiting for node-b's volumes to be healthy again (pvc-3f2a)", "  pvc-3f2a: degraded, rebuilding on node-b 64 %")
+	write("13-maintenance", a)
 }

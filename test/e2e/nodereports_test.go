@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,23 +76,10 @@ func startAPIDownSite(t *testing.T) *apiDownSite {
 	}
 	// node-a's cluster config, as its device holds it: the cluster's id
 	// and token, its address in the site's node network.
-	var nodeA sitebox.Node
-	for _, n := range site.Nodes {
-		if n.Name == "node-a" {
-			nodeA = n
-		}
-	}
-	cfg := config.Config{ClusterName: "sitebox", ClusterID: site.ClusterID, ClusterInterface: "lo",
-		ClusterIPPrefix: nodeA.IP + "/24", JoinServerIP: nodeA.IP, TokenFile: site.ClusterTokenFile(),
-		NodeName: "node-a", NodeUUID: nodeA.UUID}
-	data, err := json.Marshal(cfg)
-	if err != nil {
+	if err := site.WriteNodeConfigs(); err != nil {
 		t.Fatal(err)
 	}
-	s.config = filepath.Join(t.TempDir(), "cluster.json")
-	if err := os.WriteFile(s.config, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	s.config = site.NodeConfigFile("node-a")
 	// Every agent has seen its etcd whole and the cluster's nodes before
 	// the API goes: what it knows then is what it can tell after.
 	token, err := site.ClusterToken()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -35,6 +36,44 @@ func (s *Site) ClusterToken() (config.Secret, error) {
 		return "", err
 	}
 	return config.Secret(strings.TrimSpace(string(data))), nil
+}
+
+// NodeConfigFile is where WriteNodeConfigs puts node's cluster config.
+func (s *Site) NodeConfigFile(node string) string {
+	return filepath.Join(s.Dir, "config", node+".json")
+}
+
+// WriteNodeConfigs writes each node's cluster config as its device holds
+// it (the cluster's id and token, the node's name, UUID and address, the
+// seed), for what reads one on a device: the node reports of the console
+// and sitecon status (--config) when the cluster API does not answer, the
+// doctor's node-side checks. The cluster interface is loopback and the
+// prefix the nodes' /24 there, so a scan of the prefix stays on this
+// machine. A bootstrap-mode site's agents have theirs (ClusterConfig).
+func (s *Site) WriteNodeConfigs() error {
+	if s.Bootstrap || len(s.Nodes) == 0 {
+		return nil
+	}
+	for _, n := range s.Nodes {
+		ip, err := netip.ParseAddr(n.IP)
+		if err != nil || !ip.IsLoopback() {
+			return fmt.Errorf("node %s's address %q is not on this machine's loopback", n.Name, n.IP)
+		}
+		cfg := config.Config{ClusterName: s.ClusterName, ClusterID: s.ClusterID, ClusterInterface: "lo",
+			ClusterIPPrefix: n.IP + "/24", JoinServerIP: s.Nodes[0].IP, TokenFile: s.ClusterTokenFile(),
+			NodeName: n.Name, NodeUUID: n.UUID}
+		data, err := json.MarshalIndent(cfg, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(s.NodeConfigFile(n.Name)), 0o700); err != nil {
+			return err
+		}
+		if err := config.WriteFileAtomic(s.NodeConfigFile(n.Name), append(data, '\n'), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeClusterToken makes the site's cluster token.

@@ -96,6 +96,13 @@ func root() *cobra.Command {
 					return fmt.Errorf("agents: %w", err)
 				}
 				fmt.Printf("agents: one per node, apps from %s, sockets %s\n", appsDir, site.AgentSocket("NODE"))
+				if !site.Bootstrap {
+					if err := site.WriteNodeConfigs(); err != nil {
+						_ = site.Down()
+						return fmt.Errorf("node configs: %w", err)
+					}
+					fmt.Printf("  each node's cluster config (sitecon --config, for the nodes' own reports): %s\n", site.NodeConfigFile("NODE"))
+				}
 				if site.Bootstrap {
 					fmt.Printf("  bootstrapping for real: configs %s, namespaces %s (ip netns exec %s ...)\n",
 						site.ClusterConfig("NODE"), site.Netns("NODE"), site.Netns(site.Nodes[0].Name))
