@@ -159,7 +159,11 @@ func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error 
 		// Each agent answers /status and its proof of life on its
 		// node's address, and checks the others' with the site's token.
 		statusAddr := net.JoinHostPort(n.IP, strconv.Itoa(config.StatusPort))
-		err := s.StartProcess("agent-"+n.Name, sitecon, "agent", "--no-bootstrap", "--etcd-endpoint="+etcdEndpoint,
+		var appLogs []string
+		if s.AgentAppLogsDir != "" {
+			appLogs = []string{"--app-logs-dir", filepath.Join(s.AgentAppLogsDir, n.Name)}
+		}
+		err := s.StartProcess("agent-"+n.Name, sitecon, append([]string{"agent", "--no-bootstrap", "--etcd-endpoint=" + etcdEndpoint,
 			"--cluster-id", s.ClusterID, "--cluster-token-file", s.ClusterTokenFile(), "--status-addr", statusAddr,
 			"--node-name", n.Name, "--kubeconfig", kubeconfig,
 			// The VM consoles on the node's own address, as on 127.0.0.1
@@ -170,7 +174,7 @@ func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error 
 			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),
 			// kwok's pods run no process on this machine: nothing to fence.
 			"--no-fence",
-			"--log-file", filepath.Join(dir, "logs", "agent-"+n.Name+".log"))
+			"--log-file", filepath.Join(dir, "logs", "agent-"+n.Name+".log")}, appLogs...)...)
 		if err != nil {
 			return err
 		}

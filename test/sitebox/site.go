@@ -158,6 +158,9 @@ type Site struct {
 	// K3sStandin is the k3s stand-in binary (test/k3sstandin) a
 	// bootstrap-mode site's agents run as their k3s.
 	K3sStandin string
+	// AgentAppLogsDir, when set, has StartAgents' agents collect their
+	// node's apps' logs there (--app-logs-dir DIR/NODE), as the demo's do.
+	AgentAppLogsDir string
 	// exited holds, per PID this process started, a channel closed once the
 	// process has exited and its end is written to its log.
 	exitedMu sync.Mutex

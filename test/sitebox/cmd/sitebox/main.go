@@ -91,6 +91,11 @@ func root() *cobra.Command {
 					_ = site.Down()
 					return err
 				}
+				if demo && !site.Bootstrap {
+					// As on a device: each node's agent writes its apps'
+					// logs for the log service.
+					site.AgentAppLogsDir = filepath.Join(site.Dir, "applogs")
+				}
 				if err := site.StartAgents(agents, appsDir, agentTimings); err != nil {
 					_ = site.Down()
 					return fmt.Errorf("agents: %w", err)
@@ -102,6 +107,9 @@ func root() *cobra.Command {
 						return fmt.Errorf("node configs: %w", err)
 					}
 					fmt.Printf("  each node's cluster config (sitecon --config, for the nodes' own reports): %s\n", site.NodeConfigFile("NODE"))
+					if site.AgentAppLogsDir != "" {
+						fmt.Printf("  the apps' logs each node's agent collects (--app-logs-dir): %s\n", filepath.Join(site.AgentAppLogsDir, "NODE"))
+					}
 				}
 				if site.Bootstrap {
 					fmt.Printf("  bootstrapping for real: configs %s, namespaces %s (ip netns exec %s ...)\n",
