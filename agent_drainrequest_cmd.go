@@ -17,7 +17,7 @@ import (
 
 func newAgentDrainRequestCmd() *cobra.Command {
 	var socket, reason, requester string
-	var wait, status, cancel bool
+	var wait, status, cancel, force bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "drain-request [--reason R] [--wait] | --cancel [--wait] | --status",
@@ -39,7 +39,9 @@ drain retrying, failed drain, complete. --wait waits until complete (exit
 off): the agent stops evicting, takes back its own cordon (a node cordoned
 by hand stays cordoned), and forgets the request; what it had evicted
 stays where it went. --wait then waits until that is done. A cancel with
-no request says so and changes nothing.
+no request says so and changes nothing. Only the requester cancels
+(--requester as it asked); another caller needs --force, since the
+requester may be about to reboot on a complete drain.
 Each attempt and each cancel is in the agent's audit log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,8 +56,8 @@ Each attempt and each cancel is in the agent's audit log.`,
 			case status:
 				st, err = localapi.Get[drainrequest.Status](ctx, socket, localapi.PathDrain)
 			case cancel:
-				st, err = localapi.PostJSON[drainrequest.Status](ctx, socket, localapi.PathDrainCancel, drainrequest.Request{Requester: requester})
-				if err != nil && st.State == drainrequest.NotRequested {
+				st, err = localapi.PostJSON[drainrequest.Status](ctx, socket, localapi.PathDrainCancel, drainrequest.Cancel{Requester: requester, Force: force})
+				if err != nil && st.State == drainrequest.NotRequested && strings.Contains(err.Error(), "404") {
 					fmt.Fprintln(out, "drain request: "+drainrequest.ErrNothingToCancel.Error())
 					return nil
 				}
@@ -111,6 +113,7 @@ Each attempt and each cancel is in the agent's audit log.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the drain is complete or has failed")
 	cmd.Flags().BoolVar(&status, "status", false, "only say where the drain request stands")
 	cmd.Flags().BoolVar(&cancel, "cancel", false, "call the drain request off: the agent takes back its own cordon")
+	cmd.Flags().BoolVar(&force, "force", false, "with --cancel: call off a request another requester made (it may be about to reboot on it)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this long (0: no limit)")
 	return cmd
 }

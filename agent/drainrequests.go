@@ -48,14 +48,16 @@ func (a *Agent) postDrain(body []byte) (int, any) {
 
 // postDrainCancel calls the drain request off, from the local API.
 func (a *Agent) postDrainCancel(body []byte) (int, any) {
-	var req drainrequest.Request
+	var req drainrequest.Cancel
 	if err := json.Unmarshal(body, &req); err != nil {
-		return http.StatusBadRequest, map[string]string{"error": "a cancel is JSON {\"requester\":…}: " + err.Error()}
+		return http.StatusBadRequest, map[string]string{"error": "a cancel is JSON {\"requester\":…,\"force\":false}: " + err.Error()}
 	}
-	st, err := a.drains.Cancel(req.Requester)
+	st, err := a.drains.Cancel(req)
 	switch {
 	case errors.Is(err, drainrequest.ErrNothingToCancel):
 		return http.StatusNotFound, st
+	case errors.Is(err, drainrequest.ErrNotTheRequester):
+		return http.StatusForbidden, map[string]string{"error": err.Error()}
 	case err != nil:
 		return http.StatusBadRequest, map[string]string{"error": err.Error()}
 	}

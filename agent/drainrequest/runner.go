@@ -35,6 +35,10 @@ var ErrBusy = errors.New("a drain request is already under way")
 // ErrNothingToCancel is a cancel with no request to cancel.
 var ErrNothingToCancel = errors.New("no drain request to cancel")
 
+// ErrNotTheRequester is a cancel by someone other than the requester,
+// not forced.
+var ErrNotTheRequester = errors.New("a drain request is cancelled by its requester")
+
 // Options configure the runner.
 type Options struct {
 	// Node is this node's name.
@@ -180,12 +184,14 @@ func (r *Runner) Request(req Request) (Status, error) {
 	return r.status, nil
 }
 
-// Cancel calls the request off, as by says: the drain under way stops,
+// Cancel calls the request off, as its requester (or a forced cancel)
+// says: the drain under way stops,
 // and the run loop takes back the agent's own cordon (never one made by
 // hand) and forgets the request. The cancel is on disk before it is
 // answered; the requester waits for not requested. A cancel with no
 // request is ErrNothingToCancel and changes nothing.
-func (r *Runner) Cancel(by string) (Status, error) {
+func (r *Runner) Cancel(c Cancel) (Status, error) {
+	by := c.Requester
 	if err := (Request{Requester: by}).Check(); err != nil {
 		return r.Status(), fmt.Errorf("a cancel names who asks: %w", err)
 	}
@@ -193,6 +199,12 @@ func (r *Runner) Cancel(by string) (Status, error) {
 	defer r.mu.Unlock()
 	if r.rec == nil || r.status.State == NotRequested {
 		return r.status, ErrNothingToCancel
+	}
+	if by != r.rec.Requester && !c.Force {
+		// The requester may be about to reboot on a complete drain: the
+		// node is not put back into service under its feet.
+		return r.status, fmt.Errorf("%w (%s), not by %s: force it only when %s no longer needs the node drained",
+			ErrNotTheRequester, r.rec.Requester, by, r.rec.Requester)
 	}
 	if r.rec.CancelledBy == "" {
 		rec := *r.rec
@@ -530,26 +542,42 @@ func (r *Runner) cancel(ctx context.Context, snap *kube.Snapshot) {
 		})
 		return
 	}
-	recorder, _ := r.auditRecorder()
 	line := "cancelled by " + rec.CancelledBy
 	if rec.CordonedByAgent && n.Spec.Unschedulable {
-		a := flow.Cordon(recorder, snap, r.opts.Node, false)
-		a.SetDetail("the agent's own cordon for a drain requested by " + rec.Requester + ", cancelled by " + rec.CancelledBy)
-		if err := a.Run(ctx, nil); err != nil {
-			r.log.Warn("uncordon after the drain request's cancel", "err", err)
-			_ = r.update(func(s *Status, _ *record) {
-				s.Why = []string{"cancelled; taking back the agent's cordon: " + err.Error()}
-			})
+		if !r.takeBackCordon(ctx, snap, "cancelled by "+rec.CancelledBy, "cancelled; taking back the agent's cordon") {
 			return
 		}
 		line += ": " + r.opts.Node + " uncordoned (the agent's own cordon)"
 	} else if rec.CordonedBefore {
 		line += ": " + r.opts.Node + " left cordoned (it was cordoned before the request, by hand)"
 	}
+	recorder, _ := r.auditRecorder()
 	c := recorder.Open(flow.ActionDrainRequest, r.opts.Node)
 	c.SetDetail(fmt.Sprintf("requested by %s, cancelled by %s", rec.Requester, rec.CancelledBy))
 	_ = c.Cancel(errors.New(line))
 	r.settle(current, line)
+}
+
+// takeBackCordon uncordons the node the agent cordoned for the current
+// request, recorded with when (after the return, cancelled by ...); a
+// failure is logged and said in the status as what, and reported false
+// (the request stays, and is settled on a later pass).
+func (r *Runner) takeBackCordon(ctx context.Context, snap *kube.Snapshot, when, what string) bool {
+	r.mu.Lock()
+	requester := ""
+	if r.rec != nil {
+		requester = r.rec.Requester
+	}
+	r.mu.Unlock()
+	recorder, _ := r.auditRecorder()
+	a := flow.Cordon(recorder, snap, r.opts.Node, false)
+	a.SetDetail("the agent's own cordon for a drain requested by " + requester + ", " + when)
+	if err := a.Run(ctx, nil); err != nil {
+		r.log.Warn(what, "err", err)
+		_ = r.update(func(s *Status, _ *record) { s.Why = []string{what + ": " + err.Error()} })
+		return false
+	}
+	return true
 }
 
 // watchReturn uncordons, once the node has been down (or booted) and is
@@ -585,12 +613,7 @@ func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
 	line := r.opts.Node + " is back and Ready"
 	switch {
 	case rec.CordonedByAgent && n.Spec.Unschedulable:
-		recorder, _ := r.auditRecorder()
-		a := flow.Cordon(recorder, snap, r.opts.Node, false)
-		a.SetDetail("the agent's own cordon for a drain requested by " + rec.Requester + ", after the node's return")
-		if err := a.Run(ctx, nil); err != nil {
-			r.log.Warn("uncordon after the node's return", "err", err)
-			_ = r.update(func(s *Status, _ *record) { s.Why = []string{"uncordon after the node's return: " + err.Error()} })
+		if !r.takeBackCordon(ctx, snap, "after the node's return", "uncordon after the node's return") {
 			return
 		}
 		line += ": uncordoned (the agent's own cordon)"

@@ -1,6 +1,7 @@
 package drainrequest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,7 @@ func TestACancelSurvivesARestart(t *testing.T) {
 		return flow.Recorder{Log: log}, err
 	}}
 	r := New(opts)
-	if _, err := r.Cancel("baseosmgr"); err != ErrNothingToCancel {
+	if _, err := r.Cancel(Cancel{Requester: "baseosmgr"}); err != ErrNothingToCancel {
 		t.Fatalf("a cancel with no request: %v, want %v", err, ErrNothingToCancel)
 	}
 	if _, err := os.Stat(filepath.Join(dir, RecordFile)); !os.IsNotExist(err) {
@@ -67,7 +68,7 @@ func TestACancelSurvivesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = r.update(func(s *Status, rc *record) { s.State, rc.CordonedByAgent = Cordoned, true })
-	if st, err := r.Cancel("baseosmgr"); err != nil || st.CancelledBy != "baseosmgr" {
+	if st, err := r.Cancel(Cancel{Requester: "baseosmgr"}); err != nil || st.CancelledBy != "baseosmgr" {
 		t.Fatalf("cancel: %+v, %v", st, err)
 	}
 
@@ -80,5 +81,28 @@ func TestACancelSurvivesARestart(t *testing.T) {
 	}
 	if _, err := restarted.Request(Request{Requester: "nodeagent"}); err != ErrBusy {
 		t.Fatalf("a request while the cancelled one is settled: %v, want %v", err, ErrBusy)
+	}
+}
+
+// A request is called off by whoever asked for it: another caller (a
+// second service, a technician's default requester) is refused and changes
+// nothing, unless it forces; a drain complete for a reboot must not be
+// uncordoned under the requester's feet by someone else.
+func TestACancelIsTheRequestersUnlessForced(t *testing.T) {
+	dir := t.TempDir()
+	r := New(Options{Node: "node-a", StateDir: dir, Audit: func() (flow.Recorder, error) {
+		log, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
+		return flow.Recorder{Log: log}, err
+	}})
+	if _, err := r.Request(Request{Requester: "baseosmgr", Reason: "update"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.update(func(s *Status, rc *record) { s.State, rc.CordonedByAgent = Complete, true })
+	st, err := r.Cancel(Cancel{Requester: "root (sitecon agent drain-request)"})
+	if !errors.Is(err, ErrNotTheRequester) || st.CancelledBy != "" || r.cancelledBy() != "" {
+		t.Fatalf("another caller's cancel: %+v, %v; want %v and nothing changed", st, err, ErrNotTheRequester)
+	}
+	if st, err := r.Cancel(Cancel{Requester: "a technician", Force: true}); err != nil || st.CancelledBy != "a technician" {
+		t.Fatalf("a forced cancel: %+v, %v", st, err)
 	}
 }

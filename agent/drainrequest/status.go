@@ -55,6 +55,13 @@ func (r Request) Check() error {
 	return nil
 }
 
+// Cancel calls a request off: by its requester, or by another caller
+// that forces it (a technician clearing a request its service abandoned).
+type Cancel struct {
+	Requester string `json:"requester"`
+	Force     bool   `json:"force,omitempty"`
+}
+
 // Status is what the agent publishes of the drain request (on its local
 // API, /v1/drain, and in its state, /v1/agent).
 type Status struct {

@@ -76,7 +76,16 @@ func TestDrainRequestCancelled(t *testing.T) {
 	if !cordonedNow(t, cs, node) {
 		t.Fatal("the drain under way has not cordoned the node")
 	}
-	out, err := runSiteconFor(t, 60*time.Second, "agent", "drain-request", "--socket", sa.socket, "--cancel", "--requester", "baseosmgr", "--wait", "--timeout", "30s")
+	// Someone else's cancel is refused and changes nothing: the requester
+	// may be about to reboot on the drain.
+	out, err := runSiteconFor(t, 30*time.Second, "agent", "drain-request", "--socket", sa.socket, "--cancel", "--requester", "zedagent")
+	if err == nil || !strings.Contains(out, "cancelled by its requester (baseosmgr)") {
+		t.Fatalf("a cancel by another caller: %v\n%s", err, out)
+	}
+	if st := drainStatus(t, sa); st.CancelledBy != "" || !cordonedNow(t, cs, node) {
+		t.Fatalf("a refused cancel changed the request: %+v", st)
+	}
+	out, err = runSiteconFor(t, 60*time.Second, "agent", "drain-request", "--socket", sa.socket, "--cancel", "--requester", "baseosmgr", "--wait", "--timeout", "30s")
 	if err != nil || !strings.Contains(out, "drain request: not requested") || !strings.Contains(out, "cancelled by baseosmgr") {
 		t.Fatalf("drain-request --cancel --wait: %v\n%s", err, out)
 	}

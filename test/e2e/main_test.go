@@ -20,7 +20,19 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// deviceConfig is where sitecon reads a device's own cluster config when
+// no --config is given (DefaultConfigDir in form_cmd.go).
+const deviceConfig = "/persist/sitecon/cluster.json"
+
 func run(m *testing.M) int {
+	// The tests run sitecon's commands and console as a technician does,
+	// most without --config: on a machine that holds a device's cluster
+	// config they would read it, scan its LAN's prefix and dial its peers.
+	// Such a machine is refused, before anything is sent.
+	if _, err := os.Stat(deviceConfig); err == nil {
+		fmt.Fprintf(os.Stderr, "this machine holds a device's cluster config (%s): the end-to-end tests would read it and send to its cluster network; run them on a machine without one\n", deviceConfig)
+		return 1
+	}
 	dir, err := os.MkdirTemp("", "sitecon-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
