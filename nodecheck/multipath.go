@@ -23,8 +23,10 @@ const (
 	longhornProduct = "VIRTUAL-DISK"
 )
 
-// longhornDevnodes are device names a Longhorn volume may get.
-var longhornDevnodes = []string{"sda", "sdb", "sdz", "sdaa"}
+// longhornDevnodes are device names a Longhorn volume may get: any sd
+// device but the first, which is usually the boot disk (a blacklist of
+// that one alone leaves Longhorn's to multipathd).
+var longhornDevnodes = []string{"sdb", "sdc", "sdz", "sdaa"}
 
 // multipathd: not running, or running with Longhorn's devices
 // blacklisted in /etc/multipath.conf or /etc/multipath/conf.d/*.conf.
@@ -36,7 +38,19 @@ func multipathd(h Host, procs map[string]int, procErr error) kube.Prereq {
 		return kube.Prereq{OK: true, Evidence: "multipathd does not run"}
 	}
 	files := []string{filepath.Join(h.Etc, "multipath.conf")}
-	dropIns, _ := filepath.Glob(filepath.Join(h.Etc, "multipath", "conf.d", "*.conf"))
+	// A drop-in directory that cannot be read may hold the blacklist:
+	// unknown, never taken as empty (filepath.Glob would hide the error).
+	confD := filepath.Join(h.Etc, "multipath", "conf.d")
+	entries, err := os.ReadDir(confD)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return kube.Prereq{Problem: fmt.Sprintf("multipathd runs, and its drop-in directory could not be read: %v", err)}
+	}
+	var dropIns []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".conf") {
+			dropIns = append(dropIns, filepath.Join(confD, e.Name()))
+		}
+	}
 	slices.Sort(dropIns)
 	files = append(files, dropIns...)
 	var conf multipathConf
@@ -134,15 +148,22 @@ func (c *multipathConf) list(section string) *multipathList {
 // blacklistsLonghorn says whether Longhorn's devices are blacklisted and
 // not excepted again, and by which entry.
 func (c *multipathConf) blacklistsLonghorn() (string, bool) {
-	if _, excepted := c.exceptions.matches(); excepted {
+	// An exception that lets any of Longhorn's devices back in undoes the
+	// blacklist for it; a blacklist must cover every one of them.
+	if _, excepted := c.exceptions.matches(slices.ContainsFunc[[]string, string]); excepted {
 		return "", false
 	}
-	return c.blacklist.matches()
+	return c.blacklist.matches(func(names []string, match func(string) bool) bool {
+		return !slices.ContainsFunc(names, func(n string) bool { return !match(n) })
+	})
 }
 
-func (l multipathList) matches() (string, bool) {
+// matches says which entry of l covers Longhorn's devices: a devnode
+// pattern by covers (every name, or any), a wwid pattern that matches any
+// id, a device entry naming Longhorn's vendor and product.
+func (l multipathList) matches(covers func(names []string, match func(string) bool) bool) (string, bool) {
 	for _, p := range l.devnodes {
-		if re, err := regexp.Compile(p); err == nil && slices.ContainsFunc(longhornDevnodes, re.MatchString) {
+		if re, err := regexp.Compile(p); err == nil && covers(longhornDevnodes, re.MatchString) {
 			return fmt.Sprintf("devnode %q is blacklisted", p), true
 		}
 	}

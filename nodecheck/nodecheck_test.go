@@ -143,6 +143,10 @@ func TestMultipathdBlacklist(t *testing.T) {
 		{"running, excepted again", true, map[string]string{"multipath.conf": "blacklist {\n  devnode \"^sd[a-z0-9]+\"\n}\nblacklist_exceptions {\n  devnode \"^sda\"\n}\n"}, false},
 		{"running, blacklist in a drop-in", true, map[string]string{"multipath.conf": "defaults {\n}\n", "multipath/conf.d/longhorn.conf": "blacklist {\n  devnode \"^sd[a-z0-9]+\" # Longhorn\n}\n"}, true},
 		{"running, every wwid blacklisted", true, map[string]string{"multipath.conf": "blacklist {\n  wwid \".*\"\n}\n"}, true},
+		// A blacklist of the boot disk alone leaves the other sd devices,
+		// Longhorn's among them, to multipathd.
+		{"running, only the boot disk blacklisted", true, map[string]string{"multipath.conf": "blacklist {\n  devnode \"^sda\"\n}\n"}, false},
+		{"running, only sda and sdb blacklisted", true, map[string]string{"multipath.conf": "blacklist {\n  devnode \"^sd[ab]$\"\n}\n"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, _ := fakeHost(t, "")
