@@ -210,7 +210,7 @@ func (t *detailText) events(f *Frame, now time.Time, objects, subjects []string,
 	}
 	var all []entry
 	for _, e := range f.Events {
-		if slices.ContainsFunc(objects, func(o string) bool { return objectMatches(o, e.Object) }) {
+		if slices.ContainsFunc(objects, func(o string) bool { return objectMatches(o, e.Namespace, e.Object) }) {
 			text := e.Reason + ": " + e.Message
 			if e.Count > 1 {
 				text += fmt.Sprintf(" (×%d)", e.Count)
@@ -311,7 +311,15 @@ func nodeDetail(ctx *ui.Context) func(f *Frame, id string, now time.Time, width 
 // objectMatches says whether an event's object ("Pod/hmi-x") is the one
 // named, or one of those a pattern ending in "*" names by its prefix (a
 // VM's launcher pods, "Pod/virt-launcher-hmi-*").
-func objectMatches(pattern, object string) bool {
+func objectMatches(pattern, namespace, object string) bool {
+	// "NS:Kind/name" matches only in namespace NS: a namespaced object's
+	// name is its own only there.
+	if ns, rest, ok := strings.Cut(pattern, ":"); ok {
+		if ns != namespace {
+			return false
+		}
+		pattern = rest
+	}
 	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
 		return strings.HasPrefix(object, prefix)
 	}
@@ -525,6 +533,13 @@ func appDetail(ctx *ui.Context) func(f *Frame, id string, now time.Time, width i
 		}
 		for _, o := range a.Terminating {
 			objects = append(objects, kind+o.Object)
+		}
+		if a.Namespace != "" {
+			// The app's objects are its namespace's: a pod of the same
+			// name elsewhere is another's.
+			for i := range objects {
+				objects[i] = a.Namespace + ":" + objects[i]
+			}
 		}
 		t.events(f, now, objects, []string{a.Name}, detailEvents)
 		return t.lines, true

@@ -76,6 +76,22 @@ func TestPodDetail(t *testing.T) {
 }
 
 // A Pending pod's detail says the scheduler's reason, whole.
+// A pod's detail shows its own events only: a pod of the same name in
+// another namespace has its own.
+func TestPodDetailEventsAreItsNamespaces(t *testing.T) {
+	f := podFrame()
+	f.Events = append(f.Events, kube.EventRow{Time: now.Add(-20 * time.Second), Type: "Warning", Reason: "Evicted",
+		Object: "Pod/coredns-x", Namespace: "other", Message: "the other namespace's coredns-x"})
+	a := NewApp(testContext(100, 40))
+	a.Update(FrameMsg(f))
+	press(a, "3", "enter")
+	selectRow(t, a, "3", "coredns-x")
+	press(a, "enter")
+	if v := ansi.Strip(a.View()); !strings.Contains(v, "Back-off restarting") || strings.Contains(v, "the other namespace's coredns-x") {
+		t.Errorf("kube-system/coredns-x's detail shows another namespace's event:\n%s", v)
+	}
+}
+
 func TestPodDetailPending(t *testing.T) {
 	a := podApp(100, 40)
 	selectRow(t, a, "3", "metrics-pending")

@@ -201,7 +201,7 @@ func podDetail(ctx *ui.Context) func(f *Frame, id string, now time.Time, width i
 		for _, c := range p.Containers {
 			t.item(containerLine(c, now))
 		}
-		t.events(f, now, []string{"Pod/" + p.Name}, nil, detailEvents)
+		t.events(f, now, []string{p.Namespace + ":Pod/" + p.Name}, nil, detailEvents)
 		return t.lines, true
 	}
 }
