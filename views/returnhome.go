@@ -152,6 +152,7 @@ type homeWalk struct {
 	total    int
 	returned int
 	notHome  []string
+	stopped  bool // a question was cancelled: the rest were not asked
 }
 
 // openReturnHomeAll walks every app away from home, as sitecon
@@ -186,7 +187,11 @@ func (a *App) nextHome() tea.Cmd {
 	w := a.home
 	if len(w.queue) == 0 {
 		a.home = nil
-		msg := fmt.Sprintf("all home: %d of %d app(s) returned home", w.returned, w.total)
+		end := "all home"
+		if w.stopped {
+			end = "return home stopped"
+		}
+		msg := fmt.Sprintf("%s: %d of %d app(s) returned home", end, w.returned, w.total)
 		if len(w.notHome) > 0 {
 			msg += "; not returned: " + strings.Join(w.notHome, "; ")
 		}
@@ -217,7 +222,13 @@ func (a *App) homeDialogClosed(d *dialog) tea.Cmd {
 	case d.state == dialogDone:
 		w.returned++
 	default:
+		// Esc on one app's question stops the walk: the next question
+		// does not follow a moment later.
 		w.notHome = append(w.notHome, name+" (cancelled)")
+		for _, rest := range w.queue {
+			w.notHome = append(w.notHome, appLabel(&a.frame, rest)+" (not asked: the walk was stopped)")
+		}
+		w.queue, w.stopped = nil, true
 	}
 	return a.nextHome()
 }

@@ -264,3 +264,22 @@ func TestMaintenanceEndOffersReturnHome(t *testing.T) {
 		t.Errorf("the walk's end says:\n%s", got)
 	}
 }
+
+// Esc on one app's question stops the whole walk: the technician is not
+// asked the next app's question a moment later. The apps not asked are
+// said, and nothing is done for them.
+func TestReturnHomeAllStopsWhenOneIsCancelled(t *testing.T) {
+	a := actionApp(t)
+	a.Update(FrameMsg(awayFrame()))
+	a.Update(runes("5"))
+	a.home = &homeWalk{total: 2, current: "/historian", queue: []string{"/hmi-x"}}
+	a.homeDialogClosed(&dialog{state: dialogConfirm})
+	if a.dialog != nil || a.home != nil {
+		t.Fatalf("the walk went on after a cancel (dialog %v)", a.dialog != nil)
+	}
+	for _, want := range []string{"return home stopped: 0 of 2 app(s) returned home", "(cancelled)", "not asked: the walk was stopped"} {
+		if !strings.Contains(a.message, want) {
+			t.Errorf("the walk's end says %q, lacking %q", a.message, want)
+		}
+	}
+}
