@@ -2,16 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -29,6 +22,8 @@ import (
 	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/nodecheck"
+
+	"github.com/sitecon/sitecon/test/testcert"
 )
 
 // nodeChecksSite is a cluster config for node-b at base.1 and the key its
@@ -122,26 +117,6 @@ func startProcessNamed(t *testing.T, name string) *exec.Cmd {
 	return cmd
 }
 
-func writeTestCert(t *testing.T, path string, notAfter time.Time) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: filepath.Base(path)},
-		NotBefore: notAfter.Add(-365 * 24 * time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // nodeHost is a host tree under dir for the checks that read /sys, /etc
 // and the mount helpers; /proc is the real one (processes are real).
 func nodeHost(t *testing.T, dir string) nodecheck.Host {
@@ -181,8 +156,8 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 	}
 	s := newNodeChecksSite(t)
 	k3sDir := filepath.Join(s.dir, "k3s")
-	writeTestCert(t, filepath.Join(k3sDir, "agent", "client-kubelet.crt"), time.Now().Add(20*24*time.Hour+time.Hour))
-	writeTestCert(t, filepath.Join(k3sDir, "server", "tls", "serving-kube-apiserver.crt"), time.Now().Add(365*24*time.Hour))
+	testcert.Write(t, filepath.Join(k3sDir, "agent", "client-kubelet.crt"), time.Now().Add(20*24*time.Hour+time.Hour))
+	testcert.Write(t, filepath.Join(k3sDir, "server", "tls", "serving-kube-apiserver.crt"), time.Now().Add(365*24*time.Hour))
 	startProcessNamed(t, "multipathd")
 	checker := nodecheck.Checker{Host: nodeHost(t, s.dir), K3sDataDir: k3sDir, Adjtimex: adjtimexSaying(false)}
 	peers := []kube.NodePeer{{Name: "node-b", Address: s.base + ".1"}, {Name: "node-c", Address: s.base + ".2"}, {Name: "node-d", Address: s.base + ".3"}, {Name: "node-e", Address: s.base + ".4"}}
@@ -273,7 +248,7 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 func TestDoctorNodeChecksQuietOnAHealthyNode(t *testing.T) {
 	s := newNodeChecksSite(t)
 	k3sDir := filepath.Join(s.dir, "k3s")
-	writeTestCert(t, filepath.Join(k3sDir, "agent", "client-kubelet.crt"), time.Now().Add(365*24*time.Hour))
+	testcert.Write(t, filepath.Join(k3sDir, "agent", "client-kubelet.crt"), time.Now().Add(365*24*time.Hour))
 	h := nodeHost(t, s.dir)
 	if err := os.MkdirAll(filepath.Join(h.Sys, "module", "iscsi_tcp"), 0o755); err != nil {
 		t.Fatal(err)

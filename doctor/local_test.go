@@ -2,40 +2,14 @@ package doctor
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// writeCert writes a self-signed certificate valid until notAfter.
-func writeCert(t *testing.T, path string, notAfter time.Time) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: filepath.Base(path)},
-		NotBefore: notAfter.Add(-365 * 24 * time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
+	"github.com/sitecon/sitecon/test/testcert"
+)
 
 func TestCertExpiry(t *testing.T) {
 	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
@@ -55,7 +29,7 @@ func TestCertExpiry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeCert(t, filepath.Join(dir, tc.rel), now.Add(tc.left))
+			testcert.Write(t, filepath.Join(dir, tc.rel), now.Add(tc.left))
 			// A key beside it is no certificate: not read.
 			if err := os.WriteFile(filepath.Join(dir, filepath.Dir(tc.rel), "x.key"), []byte("key"), 0o600); err != nil {
 				t.Fatal(err)
@@ -81,7 +55,7 @@ func TestCertCheckSaysWhyItDidNotRun(t *testing.T) {
 	if len(fs) != 1 || fs[0].Severity != Info || !strings.Contains(fs[0].Summary, "not checked: no k3s data dir") {
 		t.Errorf("missing data dir: %+v", fs)
 	}
-	writeCert(t, filepath.Join(dir, "server/tls/ok.crt"), time.Now().Add(400*24*time.Hour))
+	testcert.Write(t, filepath.Join(dir, "server/tls/ok.crt"), time.Now().Add(400*24*time.Hour))
 	if err := os.WriteFile(filepath.Join(dir, "server/tls/broken.crt"), []byte("not pem"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +129,8 @@ func TestCertExpiryIsAFilesEarliest(t *testing.T) {
 	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	dir := t.TempDir()
 	leaf, ca := filepath.Join(dir, "leaf.crt"), filepath.Join(dir, "ca.crt")
-	writeCert(t, leaf, now.Add(400*24*time.Hour))
-	writeCert(t, ca, now.Add(20*24*time.Hour))
+	testcert.Write(t, leaf, now.Add(400*24*time.Hour))
+	testcert.Write(t, ca, now.Add(20*24*time.Hour))
 	var chain []byte
 	for _, p := range []string{leaf, ca} {
 		b, err := os.ReadFile(p)

@@ -1,16 +1,9 @@
 package nodecheck
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sitecon/sitecon/test/testcert"
 )
 
 // fakeHost is a host tree for tests: sys, etc and bin under dir, with
@@ -208,21 +203,6 @@ func TestTimeSync(t *testing.T) {
 	t.Logf("this machine: %+v", got)
 }
 
-func writeCert(t *testing.T, path string, notAfter time.Time) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: filepath.Base(path)},
-		NotBefore: notAfter.Add(-365 * 24 * time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, path, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), 0o600)
-}
-
 // The certificates report: every *.crt of server/tls and agent with its
 // expiry; a data dir without them says so.
 func TestCerts(t *testing.T) {
@@ -234,8 +214,8 @@ func TestCerts(t *testing.T) {
 		t.Errorf("no data dir: %+v", r)
 	}
 	at := time.Now().Add(20 * 24 * time.Hour).Truncate(time.Second)
-	writeCert(t, filepath.Join(dir, "server/tls/client-admin.crt"), at)
-	writeCert(t, filepath.Join(dir, "agent/serving-kubelet.crt"), at.Add(time.Hour))
+	testcert.Write(t, filepath.Join(dir, "server/tls/client-admin.crt"), at)
+	testcert.Write(t, filepath.Join(dir, "agent/serving-kubelet.crt"), at.Add(time.Hour))
 	writeFile(t, filepath.Join(dir, "agent/serving-kubelet.key"), "key", 0o600)
 	r := Certs(dir)
 	if !r.Found || len(r.Files) != 2 || r.Problem != "" {
@@ -248,7 +228,7 @@ func TestCerts(t *testing.T) {
 	}
 	// Past the bound, the first to expire and the unreadable are kept.
 	for i := range MaxReportedCerts + 5 {
-		writeCert(t, filepath.Join(dir, fmt.Sprintf("agent/many/%03d.crt", i)), at.Add(time.Duration(i+2)*time.Hour))
+		testcert.Write(t, filepath.Join(dir, fmt.Sprintf("agent/many/%03d.crt", i)), at.Add(time.Duration(i+2)*time.Hour))
 	}
 	writeFile(t, filepath.Join(dir, "agent/broken.crt"), "not pem", 0o600)
 	r = Certs(dir)

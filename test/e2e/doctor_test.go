@@ -2,16 +2,9 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,6 +28,8 @@ import (
 	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
+
+	"github.com/sitecon/sitecon/test/testcert"
 )
 
 // verbCounter counts the doctor's requests by HTTP method: a read-only
@@ -407,7 +402,7 @@ current-context: c
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(dir, "k3s")
-	writeTestCert(t, filepath.Join(dataDir, "server", "tls", "client-admin.crt"), time.Now().Add(20*24*time.Hour))
+	testcert.Write(t, filepath.Join(dataDir, "server", "tls", "client-admin.crt"), time.Now().Add(20*24*time.Hour))
 	out, errOut, err := runSitecon(t, "doctor", "--kubeconfig", kubeconfig, "--timeout", "4s", "--k3s-data-dir", dataDir,
 		"--agent-socket", filepath.Join(dir, "none.sock"), "-o", "json")
 	var exit *exec.ExitError
@@ -432,25 +427,5 @@ current-context: c
 	}
 	if len(got[doctor.IDCertExpiry]) != 1 {
 		t.Errorf("certificate findings %v, want one", got[doctor.IDCertExpiry])
-	}
-}
-
-// writeTestCert writes a self-signed certificate valid until notAfter.
-func writeTestCert(t *testing.T, path string, notAfter time.Time) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "k3s"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
