@@ -69,7 +69,7 @@ func Checks() []Check {
 		{ID: IDClockSkew, Area: AreaNodes, Title: "nodes' clocks", Deadline: checkDeadline,
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
 		{ID: IDSecondCluster, Area: AreaNetwork, Title: "other clusters on the cluster prefix", Deadline: scanDeadline,
-			Next: "give each cluster its own prefix (cluster_ip_prefix) or its own LAN", Run: checkSecondCluster},
+			Next: "identify the device first (ip neigh show ADDR, the switch's MAC table), then move that device or its cluster; never re-address a formed cluster", Run: checkSecondCluster},
 		{ID: IDMTUMismatch, Area: AreaNetwork, Title: "cluster interfaces' MTU", Deadline: checkDeadline,
 			Next: "set one MTU on every node's cluster interface, then restart k3s on the nodes changed", Run: checkMTU},
 		{ID: IDDuplicateAddress, Area: AreaNetwork, Title: "duplicates of the nodes' cluster addresses", Deadline: checkDeadline,

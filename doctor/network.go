@@ -50,7 +50,12 @@ const statusClusterPrefix = "cluster:"
 // the same prefix (two sites' devices on one LAN, a device reset into a
 // new cluster), which a node about to join or initialise would meet, and
 // whose addresses may collide with ours. A host that does not answer is
-// not a finding: most of a prefix is empty.
+// not a finding: most of a prefix is empty. /status is unauthenticated,
+// so an answer proves nothing about who sent it: the finding is a Warn
+// whose next step identifies the device first, and never re-addresses a
+// formed cluster (that can break etcd's quorum). An answer from one of
+// this cluster's own addresses is a spoofed answer or a duplicate
+// address, not a second cluster.
 func checkSecondCluster(ctx context.Context, env *Env) []Finding {
 	if env.StatusScan == nil {
 		return notOnANode()
@@ -61,26 +66,71 @@ func checkSecondCluster(ctx context.Context, env *Env) []Finding {
 	}
 	var out []Finding
 	ours := 0
+	var own map[string]string
 	for _, a := range s.Answers {
 		id, ok := strings.CutPrefix(a.Answer, statusClusterPrefix)
 		switch {
-		case !ok:
-			// Empty: a node that is not a member (yet); anything else is
-			// no cluster's answer.
+		case !ok || id == "":
+			// Empty: a node that is not a member (yet); "cluster:" with no
+			// id and anything else are no cluster's answer.
 			continue
 		case strings.EqualFold(id, s.ClusterID):
 			ours++
 			continue
 		}
-		out = append(out, Finding{Severity: Error, Subject: a.Address,
-			Summary: fmt.Sprintf("another cluster answers on this node's cluster prefix: %s is a member of cluster %s", a.Address, id),
-			Evidence: []string{fmt.Sprintf("GET http://%s/status answered %q; this node's cluster is %s (prefix %s)",
-				joinStatusPort(a.Address), a.Answer, s.ClusterID, s.Prefix)},
-			Next: "give the two clusters separate prefixes (cluster_ip_prefix) or separate LANs; a node never joins the other cluster, but their addresses can collide"})
+		if own == nil {
+			own = ourAddresses(ctx, env)
+		}
+		evidence := []string{fmt.Sprintf("GET http://%s/status answered %q; this node's cluster is %s (prefix %s)",
+			joinStatusPort(a.Address), a.Answer, s.ClusterID, s.Prefix),
+			"/status is unauthenticated: any device on the LAN can give this answer"}
+		identify := fmt.Sprintf("identify the device first: ip neigh show %s (its hardware address), then the switch's MAC table", a.Address)
+		if node, ok := own[a.Address]; ok {
+			out = append(out, Finding{Severity: Warn, Subject: a.Address,
+				Summary: fmt.Sprintf("one of this cluster's addresses answers for another cluster: a spoofed answer or a duplicate address, see %s (%s is %s's, cluster %s answered)",
+					IDDuplicateAddress, a.Address, node, id),
+				Evidence: append(evidence, a.Address+" is "+node+"'s cluster address"),
+				Next:     identify + "; if it is not " + node + ", take the address off that device; never re-address a formed cluster"})
+			continue
+		}
+		out = append(out, Finding{Severity: Warn, Subject: a.Address,
+			Summary:  fmt.Sprintf("another cluster answers on this node's cluster prefix: %s says it is a member of cluster %s", a.Address, id),
+			Evidence: evidence,
+			Next:     identify + "; move that device (or its cluster) to another prefix or LAN; never re-address a formed cluster (etcd's quorum can break)"})
 	}
 	if len(out) == 0 {
 		return []Finding{{Severity: OK, Summary: fmt.Sprintf("no other cluster on %s", s.Prefix),
 			Evidence: []string{fmt.Sprintf("%d addresses asked for /status; %d answered for this cluster", s.Asked, ours)}}}
+	}
+	return out
+}
+
+// ourAddresses are this cluster's nodes' addresses, by address: the
+// cluster API's Nodes' InternalIPs when it was read, and the addresses
+// the nodes' own reports give (their own and their peers').
+func ourAddresses(ctx context.Context, env *Env) map[string]string {
+	out := map[string]string{}
+	if env.APIProblem == "" {
+		for _, n := range env.Data.Nodes {
+			if addr := kube.InternalIP(n); addr != "" {
+				out[addr] = n.Name
+			}
+		}
+	}
+	if env.NodeReports != nil {
+		for _, a := range env.NodeReports(ctx).Answers {
+			if a.Report == nil {
+				continue
+			}
+			if a.Report.ClusterIP != "" {
+				out[a.Report.ClusterIP] = a.Name()
+			}
+			for _, p := range a.Report.Peers {
+				if _, known := out[p.Address]; !known && p.Address != "" {
+					out[p.Address] = p.Name
+				}
+			}
+		}
 	}
 	return out
 }

@@ -31,7 +31,10 @@ func TestSecondClusterReading(t *testing.T) {
 			map[string]Severity{"": OK}},
 		{"another", &StatusScan{ClusterID: ours, Prefix: "10.244.244.0/28", Asked: 13, Answers: []StatusAnswer{
 			{"10.244.244.2", "cluster:" + ours}, {"10.244.244.9", "cluster:0badc0de-1111-4222-8333-444455556666"}}},
-			map[string]Severity{"10.244.244.9": Error}},
+			map[string]Severity{"10.244.244.9": Warn}},
+		{"empty id is no answer", &StatusScan{ClusterID: ours, Prefix: "10.244.244.0/28", Asked: 13, Answers: []StatusAnswer{
+			{"10.244.244.2", "cluster:" + ours}, {"10.244.244.9", "cluster:"}}},
+			map[string]Severity{"": OK}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := &Env{}
@@ -41,6 +44,11 @@ func TestSecondClusterReading(t *testing.T) {
 			got := map[string]Severity{}
 			for _, f := range checkSecondCluster(context.Background(), env) {
 				got[f.Subject] = f.Severity
+				// /status is unauthenticated: a forged answer must not send
+				// the technician to re-address a formed cluster.
+				if f.Subject != "" && (strings.Contains(f.Next, "cluster_ip_prefix") || !strings.Contains(f.Next, "ip neigh show "+f.Subject)) {
+					t.Errorf("next step %q: want the device identified first (ip neigh show), no re-addressing", f.Next)
+				}
 			}
 			if len(got) != len(c.want) {
 				t.Fatalf("findings %v, want %v", got, c.want)
@@ -51,6 +59,32 @@ func TestSecondClusterReading(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An answer for another cluster from one of this cluster's own addresses
+// (a Node's InternalIP, or an address a node reports) is a spoofed answer
+// or a duplicate address, not a second cluster.
+func TestSecondClusterFromOurOwnAddress(t *testing.T) {
+	const ours = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
+	scan := StatusScan{ClusterID: ours, Prefix: "10.244.244.0/28", Asked: 13, Answers: []StatusAnswer{
+		{"10.244.244.2", "cluster:0badc0de-1111-4222-8333-444455556666"}, {"10.244.244.3", "cluster:0badc0de-1111-4222-8333-444455556666"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.244.244.2"}}}}
+	env := &Env{Data: kube.Data{Nodes: []*corev1.Node{node}},
+		StatusScan: func(context.Context, DialFunc) StatusScan { return scan },
+		NodeReports: func(context.Context) kube.NodeReports {
+			return kube.NodeReports{Answers: []kube.NodeAnswer{{Node: "c", Answered: true, Report: &kube.NodeReport{Node: "c", ClusterIP: "10.244.244.3"}}}}
+		}}
+	got := checkSecondCluster(context.Background(), env)
+	if len(got) != 2 {
+		t.Fatalf("findings %+v, want one for each of our addresses", got)
+	}
+	for _, f := range got {
+		if f.Severity != Warn || !strings.Contains(f.Summary, "one of this cluster's addresses answers for another cluster") ||
+			!strings.Contains(f.Summary, IDDuplicateAddress) {
+			t.Errorf("%s: %s %q, want a Warn pointing to %s", f.Subject, f.Severity, f.Summary, IDDuplicateAddress)
+		}
 	}
 }
 
