@@ -32,6 +32,12 @@ type StatusScan struct {
 	// Asked counts the addresses asked; Answers are those that answered.
 	Asked   int
 	Answers []StatusAnswer
+	// CutShort counts the addresses the scan's deadline left unasked (or
+	// cut off mid-answer).
+	CutShort int
+	// FirstHostsOnly: the prefix has more hosts than those asked (the
+	// lowest 254, where sitecon's addressing puts the nodes).
+	FirstHostsOnly bool
 	// Problem is why the prefix could not be asked at all.
 	Problem string
 }
@@ -98,11 +104,34 @@ func checkSecondCluster(ctx context.Context, env *Env) []Finding {
 			Evidence: evidence,
 			Next:     identify + "; move that device (or its cluster) to another prefix or LAN; never re-address a formed cluster (etcd's quorum can break)"})
 	}
-	if len(out) == 0 {
-		return []Finding{{Severity: OK, Summary: fmt.Sprintf("no other cluster on %s", s.Prefix),
-			Evidence: []string{fmt.Sprintf("%d addresses asked for /status; %d answered for this cluster", s.Asked, ours)}}}
+	if len(out) > 0 {
+		return out
 	}
-	return out
+	evidence := []string{fmt.Sprintf("%d addresses asked for /status; %d answered, %d for this cluster", s.Asked, len(s.Answers), ours)}
+	if len(s.Answers) == 0 {
+		// Silence is no proof: with the link down nobody answers. On a
+		// cluster with other nodes somebody should have.
+		f := Finding{Severity: Info, Summary: "not checked: no host of the prefix answered /status (is the cluster link up?)",
+			Evidence: evidence, Next: "check this node's cluster interface (ip link show: state UP, LOWER_UP) and its cable, then run the doctor again"}
+		if s.CutShort > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("the scan was cut short by its deadline: %d of %d addresses not asked", s.CutShort, s.Asked))
+		}
+		if len(ourAddresses(ctx, env)) > 1 {
+			f.Severity = Warn
+		}
+		return []Finding{f}
+	}
+	if s.CutShort > 0 {
+		return []Finding{{Severity: Info,
+			Summary: fmt.Sprintf("partly checked: the scan of %s was cut short, %d of %d addresses not asked; no other cluster among those that answered",
+				s.Prefix, s.CutShort, s.Asked),
+			Evidence: evidence, Next: "run the doctor again; if it is cut short again, the LAN is slow to answer"}}
+	}
+	scanned := s.Prefix
+	if s.FirstHostsOnly {
+		scanned = fmt.Sprintf("the first %d hosts of %s", s.Asked, s.Prefix)
+	}
+	return []Finding{{Severity: OK, Summary: "no other cluster on " + scanned, Evidence: evidence}}
 }
 
 // ourAddresses are this cluster's nodes' addresses, by address: the

@@ -62,6 +62,34 @@ func TestSecondClusterReading(t *testing.T) {
 	}
 }
 
+// A scan that heard nothing (cable out, link down) is not "no other
+// cluster"; a scan cut short by its deadline says so; a prefix larger than
+// the hosts scanned says the OK covers only the first 254.
+func TestSecondClusterWhatTheScanCovered(t *testing.T) {
+	const ours = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
+	for _, c := range []struct {
+		name string
+		scan StatusScan
+		want Severity
+		says string
+	}{
+		{"nobody answered", StatusScan{ClusterID: ours, Prefix: "10.244.244.0/28", Asked: 13},
+			Info, "not checked: no host of the prefix answered /status (is the cluster link up?)"},
+		{"cut short", StatusScan{ClusterID: ours, Prefix: "10.244.244.0/28", Asked: 13, CutShort: 5,
+			Answers: []StatusAnswer{{"10.244.244.2", "cluster:" + ours}}}, Info, "5 of 13 addresses not asked"},
+		{"large prefix", StatusScan{ClusterID: ours, Prefix: "10.244.0.0/16", Asked: 254, FirstHostsOnly: true,
+			Answers: []StatusAnswer{{"10.244.0.2", "cluster:" + ours}}}, OK, "no other cluster on the first 254 hosts of 10.244.0.0/16"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &Env{StatusScan: func(context.Context, DialFunc) StatusScan { return c.scan }}
+			got := checkSecondCluster(context.Background(), env)
+			if len(got) != 1 || got[0].Severity != c.want || !strings.Contains(got[0].Summary, c.says) {
+				t.Fatalf("findings %+v, want one %s saying %q", got, c.want, c.says)
+			}
+		})
+	}
+}
+
 // An answer for another cluster from one of this cluster's own addresses
 // (a Node's InternalIP, or an address a node reports) is a spoofed answer
 // or a duplicate address, not a second cluster.
