@@ -48,13 +48,14 @@ func (c clusterNetwork) statusScan(ctx context.Context, dial doctor.DialFunc) do
 	return s
 }
 
-// localNode is this machine's node: its name and cluster address.
+// localNode is this machine's node: its name, cluster address and
+// cluster prefix.
 func (c clusterNetwork) localNode() (doctor.LocalNode, error) {
 	v, err := nodeReports{configPath: c.configPath}.config()
 	if err != nil {
 		return doctor.LocalNode{}, err
 	}
-	return doctor.LocalNode{Name: v.NodeName, Address: v.NodeIP.String()}, nil
+	return doctor.LocalNode{Name: v.NodeName, Address: v.NodeIP.String(), Network: v.Network}, nil
 }
 
 // doctorClusterPorts are the TCP ports of the agent's firewall list that

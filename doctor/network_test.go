@@ -2,8 +2,11 @@ package doctor
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,7 +216,7 @@ func TestPeersOf(t *testing.T) {
 	}
 	self := LocalNode{Name: "a", Address: "10.0.0.1"}
 	env := &Env{Data: kube.Data{Nodes: []*corev1.Node{node("a", "10.0.0.1", true), node("b", "10.0.0.2", true), node("c", "10.0.0.3", false)}}}
-	got, _ := peersOf(context.Background(), env, self)
+	got, _, _ := peersOf(context.Background(), env, self)
 	want := []peer{{name: "b", address: "10.0.0.2", server: true, roleKnown: true}, {name: "c", address: "10.0.0.3", roleKnown: true}}
 	if !slices.Equal(got, want) {
 		t.Errorf("from the API: %+v, want %+v", got, want)
@@ -226,9 +229,69 @@ func TestPeersOf(t *testing.T) {
 			{Node: "c", Problem: "did not answer within 2s"},
 		}}
 	}}
-	got, _ = peersOf(context.Background(), env, self)
+	got, _, _ = peersOf(context.Background(), env, self)
 	want = []peer{{name: "b", address: "10.0.0.2", server: true, roleKnown: true}, {name: "c", address: "10.0.0.3"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("from the reports: %+v, want %+v", got, want)
+	}
+}
+
+// The peer-port check dials only addresses inside the cluster prefix (a
+// Node's InternalIP is written by its own kubelet: a compromised node must
+// not aim the doctor's connects elsewhere), says which nodes it skipped
+// (no InternalIP, outside the prefix), and an OK over peers whose role is
+// unknown says it was partly checked and why.
+func TestPeerPortsWhatWasDialled(t *testing.T) {
+	node := func(name, ip string, server bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		if ip != "" {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+		}
+		if server {
+			n.Labels["node-role.kubernetes.io/control-plane"] = "true"
+		}
+		return n
+	}
+	var mu sync.Mutex
+	var dialled []string
+	dial := func(_ context.Context, _, addr string) (net.Conn, error) {
+		mu.Lock()
+		dialled = append(dialled, addr)
+		mu.Unlock()
+		c, s := net.Pipe()
+		_ = s.Close()
+		return c, nil
+	}
+	self := LocalNode{Name: "a", Address: "10.0.0.1", Network: netip.MustParsePrefix("10.0.0.0/24")}
+	ports := []ClusterPort{{Port: 6443, ServersOnly: true, What: "API server"}, {Port: 10250, What: "kubelet"}}
+	env := &Env{Dial: dial, ClusterPorts: ports, LocalNode: func() (LocalNode, error) { return self, nil },
+		Data: kube.Data{Nodes: []*corev1.Node{node("a", "10.0.0.1", true), node("b", "10.0.0.2", true),
+			node("c", "198.51.100.7", false), node("d", "", false)}}}
+	got := checkPeerPorts(context.Background(), env)
+	for _, a := range dialled {
+		if !strings.HasPrefix(a, "10.0.0.") {
+			t.Errorf("dialled %s, outside the cluster prefix 10.0.0.0/24", a)
+		}
+	}
+	all := ""
+	for _, f := range got {
+		all += f.Subject + ": " + f.Severity.String() + " " + f.Summary + " " + strings.Join(f.Evidence, "; ") + "\n"
+	}
+	if !strings.Contains(all, "c: warn not dialled: outside the cluster prefix") || !strings.Contains(all, "d: warn not checked for d: it has no InternalIP") {
+		t.Errorf("findings:\n%s\nwant c not dialled (outside the prefix) and d skipped (no InternalIP) said", all)
+	}
+
+	dialled = nil
+	env = &Env{Dial: dial, ClusterPorts: ports, LocalNode: func() (LocalNode, error) { return self, nil }, APIProblem: "down",
+		NodeReports: func(context.Context) kube.NodeReports {
+			return kube.NodeReports{Answers: []kube.NodeAnswer{
+				{Node: "a", Answered: true, Report: &kube.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1",
+					Peers: []kube.NodePeer{{Name: "b", Address: "10.0.0.2"}}}},
+				{Node: "b", Problem: "did not answer within 2s"}}}
+		}}
+	got = checkPeerPorts(context.Background(), env)
+	if len(got) != 1 || got[0].Severity != OK || !strings.Contains(got[0].Summary, "partly checked") ||
+		!strings.Contains(strings.Join(got[0].Evidence, " "), "b: its role is not known") {
+		t.Errorf("a peer of unknown role answering: %+v, want an OK saying it was partly checked and why", got)
 	}
 }
