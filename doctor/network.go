@@ -254,7 +254,7 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 		all = append(all, fmt.Sprintf("%s %s: %d", name, nets[name].Interface, mtus[name]))
 	}
 	evidence := []string{"cluster interfaces' MTU: " + strings.Join(all, ", ")}
-	next := "set one MTU on every node's cluster interface (EVE's network config for the port), then restart k3s on the nodes changed (systemctl restart sitecon-agent)"
+	next := "set one MTU on every node's cluster interface (EVE's network config for the port), then restart k3s on the nodes changed (systemctl restart sitecon-agent), " + oneServerAtATime
 	for _, name := range slices.Sorted(maps.Keys(mtus)) {
 		m := mtus[name]
 		if !tie && m == usual {
