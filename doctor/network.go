@@ -229,15 +229,29 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 		mtus[name] = n.MTU
 		count[n.MTU]++
 	}
-	if len(count) <= 1 {
-		if len(mtus) > 0 {
-			var mtu int
-			for _, m := range mtus {
-				mtu = m
-			}
-			out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("the cluster interfaces of %d nodes have one MTU, %d", len(mtus), mtu)})
+	if len(mtus) < 2 {
+		// One MTU compares nothing: the nodes that could not say are
+		// the ones that might differ.
+		var unknown []string
+		for _, f := range out {
+			unknown = append(unknown, f.Subject)
 		}
-		return out
+		slices.Sort(unknown)
+		f := Finding{Severity: Info, Summary: fmt.Sprintf("nothing to compare: %d node's MTU known", len(mtus))}
+		if len(unknown) > 0 {
+			f.Summary += "; not reported by " + strings.Join(unknown, ", ")
+		}
+		for name, m := range mtus {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("%s %s: %d", name, nets[name].Interface, m))
+		}
+		return append(out, f)
+	}
+	if len(count) == 1 {
+		var mtu int
+		for _, m := range mtus {
+			mtu = m
+		}
+		return append(out, Finding{Severity: OK, Summary: fmt.Sprintf("the cluster interfaces of %d nodes have one MTU, %d", len(mtus), mtu)})
 	}
 	// The most common MTU, when one value is more common than any other.
 	usual, best, tie := 0, 0, false

@@ -139,13 +139,21 @@ func TestMTUReading(t *testing.T) {
 			{Node: "b", Problem: "did not answer within 2s"},
 			{Node: "c", Answered: true, Report: &kube.NodeReport{Node: "c"}},
 			{Node: "d", Answered: true, Report: &kube.NodeReport{Node: "d", Network: &kube.NetworkReport{Interface: "eth9", Problem: "no such interface: eth9"}}}},
-			map[string]Severity{"": OK, "b": Info, "c": Info, "d": Info}},
+			map[string]Severity{"": Info, "b": Info, "c": Info, "d": Info}},
+		{"one node", []kube.NodeAnswer{net("a", 1500)}, map[string]Severity{"": Info}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := &Env{NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
 			got := map[string]Severity{}
 			for _, f := range checkMTU(context.Background(), env) {
 				got[f.Subject] = f.Severity
+				// One MTU known compares nothing: never an OK.
+				if f.Subject == "" && f.Severity != OK && !strings.Contains(f.Summary, "nothing to compare") {
+					t.Errorf("%+v: want \"nothing to compare\"", f)
+				}
+				if f.Subject == "" && len(c.answers) == 4 && !strings.Contains(f.Summary, "b, c, d") {
+					t.Errorf("%q does not name the nodes whose MTU is not known", f.Summary)
+				}
 			}
 			if len(got) != len(c.want) {
 				t.Fatalf("findings %v, want %v", got, c.want)
