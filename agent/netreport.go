@@ -78,6 +78,8 @@ func (a *Agent) observeAddress(ctx context.Context) {
 	for {
 		next := interval
 		if p := a.probeOwnAddress(); p != nil {
+			// The doctor reads a probe older than a few of these as stale.
+			p.Every = interval
 			a.addressSeen.set(p)
 		} else {
 			// No config applied yet: look again soon, not a minute on.

@@ -283,6 +283,23 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 	return out
 }
 
+// staleProbes is how many of its agent's intervals a probe may be old
+// before it says nothing of now (a stuck prober, a clock gone wrong).
+const staleProbes = 3
+
+// defaultAddressProbeEvery is the agent's default probe interval
+// (agent.DefaultAddressProbeInterval), for an older agent's probe that
+// does not say its own.
+const defaultAddressProbeEvery = time.Minute
+
+// probeEvery is how often p's agent probes.
+func probeEvery(p *kube.AddressProbe) time.Duration {
+	if p.Every > 0 {
+		return p.Every
+	}
+	return defaultAddressProbeEvery
+}
+
 // checkDuplicateAddress reads each agent's last ARP probe for its own
 // cluster address (from its cluster interface, sender 0.0.0.0 as RFC 5227
 // probes): another device that answers holds the same address, and the
@@ -302,6 +319,10 @@ func checkDuplicateAddress(ctx context.Context, env *Env) []Finding {
 		case p.Problem != "":
 			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent's ARP probe could not be made",
 				Evidence: []string{p.Problem, "at " + p.At.UTC().Format(time.RFC3339)}})
+		case !env.Now.IsZero() && env.Now.Sub(p.At) > staleProbes*probeEvery(p):
+			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its last probe is " + ago(env.Now, p.At) + " old",
+				Evidence: []string{fmt.Sprintf("probed at %s; its agent probes every %s", p.At.UTC().Format(time.RFC3339), probeEvery(p))},
+				Next:     "on " + name + ": systemctl status sitecon-agent, and its clock (SC-CLOCK-SKEW)"})
 		case p.HeldBy != "":
 			out = append(out, Finding{Severity: Error, Subject: name, Since: since(p.At),
 				Summary: fmt.Sprintf("another device holds %s's cluster address %s: %s answers for it", name, p.Address, p.HeldBy),

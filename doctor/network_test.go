@@ -187,12 +187,21 @@ func TestDuplicateAddressReading(t *testing.T) {
 		{"cannot tell", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", nil),
 			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at, Problem: "no link on eth1: no carrier"})},
 			map[string]Severity{"": OK, "b": Info, "c": Info}},
+		// A probe older than three of its agent's intervals says nothing
+		// of now (the agent's prober stuck, or its clock).
+		{"stale", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}),
+			probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at.Add(-10 * time.Minute), Every: time.Minute}),
+			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at.Add(-4 * time.Minute)})},
+			map[string]Severity{"": OK, "b": Info, "c": Info}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := &Env{NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
+			env := &Env{Now: at.Add(30 * time.Second), NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
 			got := map[string]Severity{}
 			for _, f := range checkDuplicateAddress(context.Background(), env) {
 				got[f.Subject] = f.Severity
+				if c.name == "stale" && f.Subject == "b" && !strings.Contains(f.Summary, "not checked for b: its last probe is 10m30s old") {
+					t.Errorf("%q: want \"not checked\" with the probe's age", f.Summary)
+				}
 				if f.Severity == Error && !strings.Contains(f.Summary, "02:00:00:00:00:09") {
 					t.Errorf("%+v does not name the other device", f)
 				}
