@@ -191,16 +191,16 @@ func reportedNetworks(ctx context.Context, env *Env) (nets map[string]*kube.Netw
 		name := a.Name()
 		switch {
 		case !a.Answered:
-			skipped = append(skipped, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent did not report",
-				Evidence: []string{a.Problem}})
+			skipped = append(skipped, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent did not report",
+				Evidence: []string{a.Problem}, Next: "on " + name + ": systemctl status sitecon-agent (its agent makes this check)"})
 		case a.Report.Network == nil:
 			v := a.Report.Version
 			if v == "" {
 				v = "version unknown"
 			}
-			skipped = append(skipped, Finding{Severity: Info, Subject: name,
+			skipped = append(skipped, Finding{Severity: Warn, Subject: name,
 				Summary:  "not checked for " + name + ": its agent's report has no network section (an older agent, " + v + ")",
-				Evidence: []string{"update sitecon on " + name + " to check its cluster interface"}})
+				Evidence: []string{"its report has no such section"}, Next: "upgrade sitecon on " + name})
 		default:
 			nets[name] = a.Report.Network
 		}
@@ -222,8 +222,8 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 	count := map[int]int{}
 	for name, n := range nets {
 		if n.Problem != "" || n.MTU <= 0 {
-			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent could not read its cluster interface",
-				Evidence: []string{n.Problem}})
+			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent could not read its cluster interface",
+				Evidence: nonEmpty(n.Problem), Next: "on " + name + ": ip link show, and the cluster interface in its cluster config"})
 			continue
 		}
 		mtus[name] = n.MTU
@@ -314,13 +314,14 @@ func checkDuplicateAddress(ctx context.Context, env *Env) []Finding {
 		p := nets[name].AddressProbe
 		switch {
 		case p == nil:
-			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent has not probed its cluster address yet",
-				Evidence: []string{nets[name].Problem}})
+			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent has not probed its cluster address yet",
+				Evidence: nonEmpty(nets[name].Problem), Next: "on " + name + ": wait a minute for its agent's first probe, then run the doctor again; if it persists, systemctl status sitecon-agent"})
 		case p.Problem != "":
-			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its agent's ARP probe could not be made",
-				Evidence: []string{p.Problem, "at " + p.At.UTC().Format(time.RFC3339)}})
+			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent's ARP probe could not be made",
+				Evidence: []string{p.Problem, "at " + p.At.UTC().Format(time.RFC3339)},
+				Next:     "on " + name + ": ip link show (the cluster interface's link), and its agent's log"})
 		case !env.Now.IsZero() && env.Now.Sub(p.At) > staleProbes*probeEvery(p):
-			out = append(out, Finding{Severity: Info, Subject: name, Summary: "not checked for " + name + ": its last probe is " + ago(env.Now, p.At) + " old",
+			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its last probe is " + ago(env.Now, p.At) + " old",
 				Evidence: []string{fmt.Sprintf("probed at %s; its agent probes every %s", p.At.UTC().Format(time.RFC3339), probeEvery(p))},
 				Next:     "on " + name + ": systemctl status sitecon-agent, and its clock (SC-CLOCK-SKEW)"})
 		case p.HeldBy != "":

@@ -139,7 +139,7 @@ func TestMTUReading(t *testing.T) {
 			{Node: "b", Problem: "did not answer within 2s"},
 			{Node: "c", Answered: true, Report: &kube.NodeReport{Node: "c"}},
 			{Node: "d", Answered: true, Report: &kube.NodeReport{Node: "d", Network: &kube.NetworkReport{Interface: "eth9", Problem: "no such interface: eth9"}}}},
-			map[string]Severity{"": Info, "b": Info, "c": Info, "d": Info}},
+			map[string]Severity{"": Info, "b": Warn, "c": Warn, "d": Warn}},
 		{"one node", []kube.NodeAnswer{net("a", 1500)}, map[string]Severity{"": Info}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,19 +186,22 @@ func TestDuplicateAddressReading(t *testing.T) {
 			probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at, HeldBy: "02:00:00:00:00:09"})}, map[string]Severity{"b": Error}},
 		{"cannot tell", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", nil),
 			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at, Problem: "no link on eth1: no carrier"})},
-			map[string]Severity{"": OK, "b": Info, "c": Info}},
+			map[string]Severity{"": OK, "b": Warn, "c": Warn}},
 		// A probe older than three of its agent's intervals says nothing
 		// of now (the agent's prober stuck, or its clock).
 		{"stale", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}),
 			probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at.Add(-10 * time.Minute), Every: time.Minute}),
 			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at.Add(-4 * time.Minute)})},
-			map[string]Severity{"": OK, "b": Info, "c": Info}},
+			map[string]Severity{"": OK, "b": Warn, "c": Warn}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := &Env{Now: at.Add(30 * time.Second), NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
 			got := map[string]Severity{}
 			for _, f := range checkDuplicateAddress(context.Background(), env) {
 				got[f.Subject] = f.Severity
+				if f.Subject != "" && f.Severity == Warn && !strings.Contains(f.Next, f.Subject) {
+					t.Errorf("%+v: a node not checked needs a next step naming it", f)
+				}
 				if c.name == "stale" && f.Subject == "b" && !strings.Contains(f.Summary, "not checked for b: its last probe is 10m30s old") {
 					t.Errorf("%q: want \"not checked\" with the probe's age", f.Summary)
 				}
