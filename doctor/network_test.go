@@ -314,4 +314,19 @@ func TestPeerPortsWhatWasDialled(t *testing.T) {
 		!strings.Contains(strings.Join(got[0].Evidence, " "), "b: its role is not known") {
 		t.Errorf("a peer of unknown role answering: %+v, want an OK saying it was partly checked and why", got)
 	}
+
+	// A node whose own report gives no usable address (and no other
+	// report names one) is said, not dropped.
+	env.NodeReports = func(context.Context) kube.NodeReports {
+		return kube.NodeReports{Answers: []kube.NodeAnswer{
+			{Node: "a", Answered: true, Report: &kube.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1"}},
+			{Node: "b", Answered: true, Report: &kube.NodeReport{Node: "b", Role: "server", ClusterIP: "10.0.0.2"}},
+			{Node: "e", Answered: true, Report: &kube.NodeReport{Node: "e", Role: "agent"}}}}
+	}
+	got = checkPeerPorts(context.Background(), env)
+	if !slices.ContainsFunc(got, func(f Finding) bool {
+		return f.Subject == "e" && f.Severity == Warn && strings.Contains(f.Summary, "not checked for e: its report gives no cluster address")
+	}) {
+		t.Errorf("a report without an address: %+v, want a Warn 'not checked for e'", got)
+	}
 }

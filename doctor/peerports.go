@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -73,9 +74,9 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 	// InternalIP is written by its own kubelet, and a compromised node
 	// must not aim this machine's connects anywhere else.
 	var out []Finding
-	for _, name := range skipped {
-		out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": it has no InternalIP in the cluster API",
-			Next: "on " + name + ": systemctl status sitecon-agent (its kubelet sets the address)"})
+	for _, s := range skipped {
+		out = append(out, Finding{Severity: Warn, Subject: s.name, Summary: "not checked for " + s.name + ": " + s.why,
+			Next: "on " + s.name + ": systemctl status sitecon-agent (it and its kubelet give the node's address)"})
 	}
 	var peers []peer
 	for _, p := range known {
@@ -195,9 +196,9 @@ func dialProblem(err error) string {
 // peersOf are the nodes to dial but self, and where they came from: the
 // cluster API's Nodes (their InternalIP, their role by label) when it was
 // read, else the nodes' own reports (each one's address and role, and the
-// peers it last saw, their role unknown); skipped are the Nodes left out
-// for having no InternalIP.
-func peersOf(ctx context.Context, env *Env, self LocalNode) (peers []peer, source string, skipped []string) {
+// peers it last saw, their role unknown); skipped are the nodes left out
+// for want of an address, and why.
+func peersOf(ctx context.Context, env *Env, self LocalNode) (peers []peer, source string, skipped []skippedNode) {
 	isSelf := func(name, addr string) bool {
 		return name != "" && name == self.Name || addr != "" && addr == self.Address
 	}
@@ -206,7 +207,7 @@ func peersOf(ctx context.Context, env *Env, self LocalNode) (peers []peer, sourc
 		for _, n := range env.Data.Nodes {
 			addr := kube.InternalIP(n)
 			if addr == "" {
-				skipped = append(skipped, n.Name)
+				skipped = append(skipped, skippedNode{n.Name, "it has no InternalIP in the cluster API"})
 				continue
 			}
 			if isSelf(n.Name, addr) {
@@ -234,9 +235,13 @@ func peersOf(ctx context.Context, env *Env, self LocalNode) (peers []peer, sourc
 		}
 		byName[p.name] = &p
 	}
+	noAddress := map[string]bool{}
 	for _, a := range r.Answers {
 		if a.Report == nil {
 			continue
+		}
+		if _, err := netip.ParseAddr(a.Report.ClusterIP); err != nil && a.Name() != self.Name {
+			noAddress[a.Name()] = true
 		}
 		role := a.Report.Role
 		add(peer{name: a.Name(), address: a.Report.ClusterIP, server: role == "server" || role == "seed", roleKnown: role != ""})
@@ -247,10 +252,19 @@ func peersOf(ctx context.Context, env *Env, self LocalNode) (peers []peer, sourc
 	for _, p := range byName {
 		out = append(out, *p)
 	}
+	for _, name := range slices.Sorted(maps.Keys(noAddress)) {
+		// Another node's peer list may have given its address.
+		if byName[name] == nil {
+			skipped = append(skipped, skippedNode{name, "its report gives no cluster address"})
+		}
+	}
 	slices.SortFunc(out, func(a, b peer) int { return strings.Compare(a.name, b.name) })
 	why := "the nodes' own reports (the cluster API could not be read)"
 	if len(out) == 0 && r.Problem != "" {
 		why = r.Problem
 	}
-	return out, why, nil
+	return out, why, skipped
 }
+
+// skippedNode is a node the peer-port check could not dial, and why.
+type skippedNode struct{ name, why string }
