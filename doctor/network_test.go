@@ -93,6 +93,23 @@ func TestSecondClusterWhatTheScanCovered(t *testing.T) {
 	}
 }
 
+// Nobody answering on a cluster that has other nodes is a warning: they
+// should have answered (the link is down, or this node is cut off).
+func TestSecondClusterNobodyAnsweredWithPeers(t *testing.T) {
+	node := func(name, ip string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+	}
+	env := &Env{Data: kube.Data{Nodes: []*corev1.Node{node("a", "10.244.244.1"), node("b", "10.244.244.2")}},
+		StatusScan: func(context.Context, DialFunc) StatusScan {
+			return StatusScan{ClusterID: "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60", Prefix: "10.244.244.0/28", Asked: 13}
+		}}
+	got := checkSecondCluster(context.Background(), env)
+	if len(got) != 1 || got[0].Severity != Warn || !strings.Contains(got[0].Summary, "not checked") || got[0].Next == "" {
+		t.Errorf("nobody answered, b should have: %+v, want a Warn 'not checked' with a next step", got)
+	}
+}
+
 // An answer for another cluster from one of this cluster's own addresses
 // (a Node's InternalIP, or an address a node reports) is a spoofed answer
 // or a duplicate address, not a second cluster.
