@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sitecon/sitecon/agent/formation"
@@ -30,22 +31,31 @@ func (c clusterNetwork) statusScan(ctx context.Context, dial doctor.DialFunc) do
 		return doctor.StatusScan{Problem: err.Error()}
 	}
 	addrs := formation.ProbeAddresses(v)
-	s := doctor.StatusScan{ClusterID: v.ClusterID, Prefix: v.Network.String(), Asked: len(addrs)}
-	for _, a := range formation.AskStatus(ctx, addrs, dial, statusScanTimeout, statusScanParallel) {
-		if a.Err == nil {
+	s := doctor.StatusScan{ClusterID: v.ClusterID, Prefix: v.Network.String(), Asked: len(addrs),
+		// More than 254 hosts (ProbeAddresses' limit): more than 8 host bits.
+		FirstHostsOnly: v.Network.Addr().BitLen()-v.Network.Bits() > 8}
+	answers := formation.AskStatus(ctx, addrs, dial, statusScanTimeout, statusScanParallel)
+	// The scan's own deadline (not one host's timeout) left these out.
+	cut := ctx.Err() != nil
+	for _, a := range answers {
+		switch {
+		case a.Err == nil:
 			s.Answers = append(s.Answers, doctor.StatusAnswer{Address: a.Addr.String(), Answer: a.Answer})
+		case cut && (errors.Is(a.Err, context.DeadlineExceeded) || errors.Is(a.Err, context.Canceled)):
+			s.CutShort++
 		}
 	}
 	return s
 }
 
-// localNode is this machine's node: its name and cluster address.
+// localNode is this machine's node: its name, cluster address and
+// cluster prefix.
 func (c clusterNetwork) localNode() (doctor.LocalNode, error) {
 	v, err := nodeReports{configPath: c.configPath}.config()
 	if err != nil {
 		return doctor.LocalNode{}, err
 	}
-	return doctor.LocalNode{Name: v.NodeName, Address: v.NodeIP.String()}, nil
+	return doctor.LocalNode{Name: v.NodeName, Address: v.NodeIP.String(), Network: v.Network}, nil
 }
 
 // doctorClusterPorts are the TCP ports of the agent's firewall list that

@@ -78,6 +78,9 @@ func (a *Agent) observeAddress(ctx context.Context) {
 	for {
 		next := interval
 		if p := a.probeOwnAddress(); p != nil {
+			// How often a new probe lands (the wait, then the listening):
+			// the doctor reads a probe older than a few of these as stale.
+			p.Every = next + heldAddressProbeWait
 			a.addressSeen.set(p)
 		} else {
 			// No config applied yet: look again soon, not a minute on.

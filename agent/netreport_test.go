@@ -112,8 +112,8 @@ func TestDoctorFindsAnMTUMismatchFromTheAgentsReports(t *testing.T) {
 	if !ok || f.Severity != doctor.Error || !strings.Contains(f.Summary, "MTU 1400, the other nodes' 1500") || !strings.Contains(f.Summary, netns.Interface) {
 		t.Errorf("node-c at MTU 1400 among 1500s: %+v", got)
 	}
-	if f := got["node-old"]; f.Severity != doctor.Info || !strings.Contains(f.Summary, "not checked for node-old") {
-		t.Errorf("an older agent's report: %+v, want info saying node-old was not checked", f)
+	if f := got["node-old"]; f.Severity != doctor.Warn || !strings.Contains(f.Summary, "not checked for node-old") || !strings.Contains(f.Next, "node-old") {
+		t.Errorf("an older agent's report: %+v, want a warning saying node-old was not checked, with a next step naming it", f)
 	}
 	for _, quiet := range []string{"node-a", "node-b"} {
 		if f, ok := got[quiet]; ok {

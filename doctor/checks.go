@@ -28,6 +28,10 @@ const (
 	IDPeerPorts            = "SC-PEER-PORTS"
 )
 
+// oneServerAtATime ends every next step that restarts k3s on more than
+// one node: restarting two of three servers at once loses etcd's quorum.
+const oneServerAtATime = "one server at a time; wait until " + IDEtcdQuorum + " is ok before the next"
+
 // checkDeadline is each check's own deadline: the checks that read the
 // snapshot finish in microseconds, those that ask the API server or the
 // agent make one or two requests.
@@ -69,9 +73,9 @@ func Checks() []Check {
 		{ID: IDClockSkew, Area: AreaNodes, Title: "nodes' clocks", Deadline: checkDeadline,
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
 		{ID: IDSecondCluster, Area: AreaNetwork, Title: "other clusters on the cluster prefix", Deadline: scanDeadline,
-			Next: "give each cluster its own prefix (cluster_ip_prefix) or its own LAN", Run: checkSecondCluster},
+			Next: "identify the device first (ip neigh show ADDR, the switch's MAC table), then move that device or its cluster; never re-address a formed cluster", Run: checkSecondCluster},
 		{ID: IDMTUMismatch, Area: AreaNetwork, Title: "cluster interfaces' MTU", Deadline: checkDeadline,
-			Next: "set one MTU on every node's cluster interface, then restart k3s on the nodes changed", Run: checkMTU},
+			Next: "set one MTU on every node's cluster interface, then restart k3s on the nodes changed, " + oneServerAtATime, Run: checkMTU},
 		{ID: IDDuplicateAddress, Area: AreaNetwork, Title: "duplicates of the nodes' cluster addresses", Deadline: checkDeadline,
 			Next: "find the device with that hardware address and take the address off it", Run: checkDuplicateAddress},
 		{ID: IDPeerPorts, Area: AreaNetwork, Title: "peers' cluster ports from here", Deadline: checkDeadline,
@@ -82,7 +86,7 @@ func Checks() []Check {
 		{ID: IDLonghornPrereq, Area: AreaStorage, Title: "Longhorn's prerequisites on every node", Deadline: checkDeadline,
 			Next: "install and start what is missing on the node (iscsid, iscsi_tcp, an NFS client; multipathd blacklisting /dev/sd*)", Run: checkLonghornPrereqs},
 		{ID: IDNodeCertExpiry, Area: AreaControlPlane, Title: "k3s certificates on every node", Deadline: checkDeadline,
-			Next: "on the node: restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkNodeCerts},
+			Next: "on the node: restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate; " + oneServerAtATime, Run: checkNodeCerts},
 		{ID: IDTimeUnsynced, Area: AreaNodes, Title: "nodes' time synchronisation", Deadline: checkDeadline,
 			Next: "on the node: timedatectl status; give it an NTP server it reaches", Run: checkTimeSync},
 	}

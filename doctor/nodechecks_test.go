@@ -131,3 +131,42 @@ func TestRunAsksTheNodesOnce(t *testing.T) {
 		}
 	}
 }
+
+// A next step that restarts k3s on several nodes says to do it one server
+// at a time, waiting for etcd's quorum between them: restarting two of
+// three servers at once loses the quorum.
+func TestRestartsOneServerAtATime(t *testing.T) {
+	const rule = "one server at a time; wait until SC-ETCD-QUORUM is ok before the next"
+	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	expiring := func(node string) kube.NodeAnswer {
+		r := healthyReport(node, now)
+		r.Certs.Files = append(r.Certs.Files, kube.CertFile{Path: "/var/lib/rancher/k3s/agent/client-kubelet.crt", NotAfter: now.Add(20 * 24 * time.Hour)})
+		return kube.NodeAnswer{Node: node, Answered: true, Report: r}
+	}
+	mtu := func(node string, m int) kube.NodeAnswer {
+		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: m}}}
+	}
+	for id, c := range map[string]struct {
+		check   func(context.Context, *Env) []Finding
+		answers []kube.NodeAnswer
+	}{
+		IDNodeCertExpiry: {checkNodeCerts, []kube.NodeAnswer{expiring("node-a"), expiring("node-b")}},
+		IDMTUMismatch:    {checkMTU, []kube.NodeAnswer{mtu("node-a", 1500), mtu("node-b", 1400)}},
+	} {
+		env := &Env{Now: now, NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{At: now, Answers: c.answers} }}
+		got := c.check(context.Background(), env)
+		if len(got) == 0 {
+			t.Fatalf("%s: no finding", id)
+		}
+		for _, f := range got {
+			if !strings.Contains(f.Next, rule) {
+				t.Errorf("%s: next step %q does not say %q", id, f.Next, rule)
+			}
+		}
+		for _, ch := range Checks() {
+			if ch.ID == id && !strings.Contains(ch.Next, rule) {
+				t.Errorf("%s: the check's next step %q does not say %q", id, ch.Next, rule)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -21,6 +22,9 @@ import (
 type LocalNode struct {
 	Name    string
 	Address string
+	// Network is the cluster prefix (cluster_ip_prefix, masked): the
+	// only addresses the peer-port check dials.
+	Network netip.Prefix
 }
 
 // ClusterPort is a TCP port peers dial at a node's cluster address, and
@@ -62,9 +66,31 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 	if len(env.ClusterPorts) == 0 {
 		return []Finding{{Severity: Info, Summary: "not checked: no cluster ports given"}}
 	}
-	peers, source := peersOf(ctx, env, self)
+	if !self.Network.IsValid() {
+		return []Finding{{Severity: Info, Summary: "not checked: the cluster prefix is not known here (it bounds the addresses dialled)"}}
+	}
+	known, source, skipped := peersOf(ctx, env, self)
+	// Only addresses inside the cluster prefix are dialled: a Node's
+	// InternalIP is written by its own kubelet, and a compromised node
+	// must not aim this machine's connects anywhere else.
+	var out []Finding
+	for _, s := range skipped {
+		out = append(out, Finding{Severity: Warn, Subject: s.name, Summary: "not checked for " + s.name + ": " + s.why,
+			Next: "on " + s.name + ": systemctl status sitecon-agent (it and its kubelet give the node's address)"})
+	}
+	var peers []peer
+	for _, p := range known {
+		if a, err := netip.ParseAddr(p.address); err == nil && self.Network.Contains(a.Unmap()) {
+			peers = append(peers, p)
+			continue
+		}
+		out = append(out, Finding{Severity: Warn, Subject: p.name,
+			Summary:  fmt.Sprintf("not dialled: outside the cluster prefix: %s's address %s is not in %s", p.name, p.address, self.Network),
+			Evidence: []string{"address from " + source},
+			Next:     "check " + p.name + "'s cluster interface and address (a node's address outside the cluster prefix is misconfigured, or not one of ours)"})
+	}
 	if len(peers) == 0 {
-		return []Finding{{Severity: Info, Summary: "not checked: no peer known (" + source + ")"}}
+		return append(out, Finding{Severity: Info, Summary: "not checked: no peer known inside the cluster prefix (" + source + ")"})
 	}
 	dial := env.Dial
 	if dial == nil {
@@ -100,8 +126,7 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 		}
 	}
 	wg.Wait()
-	var out []Finding
-	var fine []string
+	var fine, partly []string
 	for i, p := range peers {
 		var bad, good, badPorts []string
 		for _, r := range results[i] {
@@ -118,6 +143,9 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 		}
 		if len(bad) == 0 {
 			fine = append(fine, fmt.Sprintf("%s %s: %s", p.name, p.address, strings.Join(good, ", ")))
+			if !p.roleKnown {
+				partly = append(partly, p.name+": its role is not known here (from another node's peer list), so only the every-node ports were dialled, not the servers' (API server, etcd)")
+			}
 			continue
 		}
 		f := Finding{Severity: Error, Subject: p.name, Evidence: append(append(bad, "answered: "+orNone(good)), notes...),
@@ -130,9 +158,16 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 		}
 		out = append(out, f)
 	}
-	if len(out) == 0 {
-		out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("the cluster ports of %d peer%s answer from here", len(peers), plural(len(peers))),
-			Evidence: append(fine, "peers from "+source, udpNote)})
+	if !slices.ContainsFunc(out, func(f Finding) bool { return f.Severity == Error }) {
+		summary := fmt.Sprintf("the cluster ports of %d peer%s answer from here", len(peers), plural(len(peers)))
+		if len(out) > 0 {
+			partly = append(partly, fmt.Sprintf("%d node%s not dialled (see the other findings)", len(out), plural(len(out))))
+		}
+		if len(partly) > 0 {
+			summary = "partly checked: " + summary + "; " + strings.Join(partly, "; ")
+		}
+		evidence := append(fine, partly...)
+		out = append(out, Finding{Severity: OK, Summary: summary, Evidence: append(evidence, "peers from "+source, udpNote)})
 	}
 	return out
 }
@@ -161,8 +196,9 @@ func dialProblem(err error) string {
 // peersOf are the nodes to dial but self, and where they came from: the
 // cluster API's Nodes (their InternalIP, their role by label) when it was
 // read, else the nodes' own reports (each one's address and role, and the
-// peers it last saw, their role unknown).
-func peersOf(ctx context.Context, env *Env, self LocalNode) ([]peer, string) {
+// peers it last saw, their role unknown); skipped are the nodes left out
+// for want of an address, and why.
+func peersOf(ctx context.Context, env *Env, self LocalNode) (peers []peer, source string, skipped []skippedNode) {
 	isSelf := func(name, addr string) bool {
 		return name != "" && name == self.Name || addr != "" && addr == self.Address
 	}
@@ -170,16 +206,20 @@ func peersOf(ctx context.Context, env *Env, self LocalNode) ([]peer, string) {
 	if env.APIProblem == "" && len(env.Data.Nodes) > 0 {
 		for _, n := range env.Data.Nodes {
 			addr := kube.InternalIP(n)
-			if addr == "" || isSelf(n.Name, addr) {
+			if addr == "" {
+				skipped = append(skipped, skippedNode{n.Name, "it has no InternalIP in the cluster API"})
+				continue
+			}
+			if isSelf(n.Name, addr) {
 				continue
 			}
 			out = append(out, peer{name: n.Name, address: addr, server: kube.IsServer(n), roleKnown: true})
 		}
 		slices.SortFunc(out, func(a, b peer) int { return strings.Compare(a.name, b.name) })
-		return out, "the cluster API's Nodes"
+		return out, "the cluster API's Nodes", skipped
 	}
 	if env.NodeReports == nil {
-		return nil, "the cluster API could not be read, and there is no cluster config to ask the nodes with"
+		return nil, "the cluster API could not be read, and there is no cluster config to ask the nodes with", nil
 	}
 	r := env.NodeReports(ctx)
 	byName := map[string]*peer{}
@@ -195,9 +235,13 @@ func peersOf(ctx context.Context, env *Env, self LocalNode) ([]peer, string) {
 		}
 		byName[p.name] = &p
 	}
+	noAddress := map[string]bool{}
 	for _, a := range r.Answers {
 		if a.Report == nil {
 			continue
+		}
+		if _, err := netip.ParseAddr(a.Report.ClusterIP); err != nil && a.Name() != self.Name {
+			noAddress[a.Name()] = true
 		}
 		role := a.Report.Role
 		add(peer{name: a.Name(), address: a.Report.ClusterIP, server: role == "server" || role == "seed", roleKnown: role != ""})
@@ -208,10 +252,19 @@ func peersOf(ctx context.Context, env *Env, self LocalNode) ([]peer, string) {
 	for _, p := range byName {
 		out = append(out, *p)
 	}
+	for _, name := range slices.Sorted(maps.Keys(noAddress)) {
+		// Another node's peer list may have given its address.
+		if byName[name] == nil {
+			skipped = append(skipped, skippedNode{name, "its report gives no cluster address"})
+		}
+	}
 	slices.SortFunc(out, func(a, b peer) int { return strings.Compare(a.name, b.name) })
 	why := "the nodes' own reports (the cluster API could not be read)"
 	if len(out) == 0 && r.Problem != "" {
 		why = r.Problem
 	}
-	return out, why
+	return out, why, skipped
 }
+
+// skippedNode is a node the peer-port check could not dial, and why.
+type skippedNode struct{ name, why string }

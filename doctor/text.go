@@ -26,7 +26,9 @@ func WriteText(w io.Writer, r Report) error {
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "        %s\n", e)
 		}
-		if f.Next != "" && f.Severity >= Warn {
+		// A "not checked" finding's next step says how to get the check
+		// run: printed whatever its severity.
+		if f.Next != "" && (f.Severity >= Warn || notChecked(f)) {
 			fmt.Fprintf(&b, "        next: %s\n", f.Next)
 		}
 	}
@@ -41,6 +43,11 @@ func WriteText(w io.Writer, r Report) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// notChecked: the finding says its check did not run, or ran in part.
+func notChecked(f Finding) bool {
+	return strings.Contains(f.Summary, "not checked") || strings.Contains(f.Summary, "partly checked")
 }
 
 // WriteJSON writes the report as one indented JSON object.

@@ -28,6 +28,9 @@ type AddressProbe struct {
 	// HeldBy is the hardware address of another device that answered for
 	// Address; empty when none did.
 	HeldBy string `json:"heldBy,omitempty"`
+	// Every is how often the agent probes (zero from an older agent): a
+	// probe much older than that says nothing of now.
+	Every time.Duration `json:"every,omitempty"`
 	// Problem is why the probe could not be made (the link down, no
 	// permission, not an Ethernet link): nothing is known then.
 	Problem string `json:"problem,omitempty"`

@@ -111,6 +111,10 @@ func ProbeAddress(iface string, ip netip.Addr, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
+	local, err := localHardwareAddrs(ifi.HardwareAddr)
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(wait)
 	// Two probes, the second halfway: one lost frame is no answer.
 	send := func() error {
@@ -150,11 +154,38 @@ func ProbeAddress(iface string, ip netip.Addr, wait time.Duration) error {
 			continue
 		}
 		// A reply from the address, or another device announcing or
-		// defending it; never our own frames.
-		if p.SenderIP == ip && !bytes.Equal(p.SenderHardwareAddr, ifi.HardwareAddr) {
+		// defending it; never this node's own frames, from any of its
+		// interfaces (a bond's other member, a bridge, a second port on
+		// the segment: Linux answers ARP for a local address on each).
+		if p.SenderIP == ip && !local(p.SenderHardwareAddr) {
 			return &AddressInUseError{IP: ip, Interface: iface, HardwareAddr: p.SenderHardwareAddr}
 		}
 	}
+}
+
+// localHardwareAddrs says whether a hardware address is one of this
+// node's interfaces' (in the namespace the probe runs in), read when the
+// probe starts: an interface added during the second it listens is not
+// known.
+func localHardwareAddrs(own net.HardwareAddr) (func(net.HardwareAddr) bool, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("this node's interfaces: %w", err)
+	}
+	addrs := []net.HardwareAddr{own}
+	for _, i := range ifaces {
+		if len(i.HardwareAddr) > 0 {
+			addrs = append(addrs, i.HardwareAddr)
+		}
+	}
+	return func(hw net.HardwareAddr) bool {
+		for _, a := range addrs {
+			if bytes.Equal(a, hw) {
+				return true
+			}
+		}
+		return false
+	}, nil
 }
 
 // ProbeHeldAddress asks the link on iface whether another device holds ip

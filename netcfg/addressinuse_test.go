@@ -77,3 +77,19 @@ func TestLinkUpAndAProbeThatCannotBeSent(t *testing.T) {
 		t.Errorf("a probe on an interface that is down: %v, want %v", err, netcfg.ErrProbeNotSent)
 	}
 }
+
+// An ARP answer from another of this node's own interfaces (a second port
+// on the same LAN: Linux answers ARP for any local address on any
+// interface) is not another device holding the address.
+func TestProbeIgnoresThisNodesOwnInterfaces(t *testing.T) {
+	hosts := netns.NewLAN(t, "a")
+	a := hosts[0]
+	if err := a.PlugSecondPort("eth2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Do(func() error {
+		return netcfg.ProbeHeldAddress(netns.Interface, netip.MustParseAddr(a.LANAddr), 500*time.Millisecond)
+	}); err != nil {
+		t.Errorf("probing its own address with a second port on the LAN: %v, want nil", err)
+	}
+}

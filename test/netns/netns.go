@@ -164,3 +164,18 @@ func (h *Host) SetCable(plugged bool) error {
 	}
 	return run("ip", "-n", h.switchNS, "link", "set", h.port, state)
 }
+
+// PlugSecondPort gives the host a second interface, iface (up, no
+// address), plugged into the same LAN switch: a node with two ports on
+// one segment (a bond's members, a bridge and its port), whose kernel
+// answers ARP for its addresses on either.
+func (h *Host) PlugSecondPort(iface string) error {
+	port := h.port + "b"
+	if err := run("ip", "link", "add", port, "netns", h.switchNS, "type", "veth", "peer", "name", iface, "netns", h.NS); err != nil {
+		return err
+	}
+	if err := run("ip", "-n", h.switchNS, "link", "set", port, "master", "br0", "up"); err != nil {
+		return err
+	}
+	return run("ip", "-n", h.NS, "link", "set", iface, "up")
+}
