@@ -81,7 +81,7 @@ func Checks() []Check {
 		{ID: IDPeerPorts, Area: AreaNetwork, Title: "peers' cluster ports from here", Deadline: checkDeadline,
 			Next: "check the firewall between the nodes and that the service runs on the peer", Run: checkPeerPorts},
 		{ID: IDCertExpiry, Area: AreaThisNode, Title: "k3s certificates", Deadline: checkDeadline,
-			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate", Run: checkCerts},
+			Next: "restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate; " + oneServerAtATime, Run: checkCerts},
 		// The checks each node's agent makes for its report (nodechecks.go).
 		{ID: IDLonghornPrereq, Area: AreaStorage, Title: "Longhorn's prerequisites on every node", Deadline: checkDeadline,
 			Next: "install and start what is missing on the node (iscsid, iscsi_tcp, an NFS client; multipathd blacklisting /dev/sd*)", Run: checkLonghornPrereqs},

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
@@ -70,6 +71,11 @@ func JudgeCert(c CertFile, now time.Time) Finding {
 		f.Next = rotate
 	default:
 		f.Severity, f.Summary = OK, fmt.Sprintf("certificate %s valid for %d days", filepath.Base(c.Path), days)
+	}
+	if strings.Contains(f.Next, "restart") {
+		// Every server's certificates age together: the technician
+		// restarts them all, and must not at once.
+		f.Next += "; " + oneServerAtATime
 	}
 	return f
 }

@@ -155,12 +155,7 @@ func checkNodeCerts(ctx context.Context, env *Env) []Finding {
 				}
 				f.Subject = node + ":" + file.Path
 				f.Summary = node + ": " + f.Summary
-				f.Next = "on " + node + ": " + f.Next
-				if strings.Contains(f.Next, "restart") {
-					// Every node's certificates age together: the
-					// technician restarts them all, and must not at once.
-					f.Next += "; " + oneServerAtATime
-				}
+				f.Next = "on " + node + ": " + f.Next // JudgeCert's says one server at a time
 				out = append(out, f)
 			}
 			return out

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/testcert"
 )
 
 // healthyReport is a node's report with every node-side check met.
@@ -152,8 +154,15 @@ func TestRestartsOneServerAtATime(t *testing.T) {
 	}{
 		IDNodeCertExpiry: {checkNodeCerts, []kube.NodeAnswer{expiring("node-a"), expiring("node-b")}},
 		IDMTUMismatch:    {checkMTU, []kube.NodeAnswer{mtu("node-a", 1500), mtu("node-b", 1400)}},
+		// This node's own: the technician runs the doctor on each server
+		// in turn, and each says to restart.
+		IDCertExpiry: {checkCerts, nil},
 	} {
 		env := &Env{Now: now, NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{At: now, Answers: c.answers} }}
+		if id == IDCertExpiry {
+			env.K3sDataDir = t.TempDir()
+			testcert.Write(t, filepath.Join(env.K3sDataDir, "server", "tls", "client-admin.crt"), now.Add(20*24*time.Hour))
+		}
 		got := c.check(context.Background(), env)
 		if len(got) == 0 {
 			t.Fatalf("%s: no finding", id)
