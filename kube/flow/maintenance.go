@@ -125,6 +125,16 @@ func (m *Maintenance) walk(ctx context.Context, snap *kube.Snapshot, progress fu
 	if _, err := kube.Cordon(ctx, core, node, false); err != nil {
 		return fmt.Errorf("uncordon %s: %w", node, err)
 	}
+	// What comes next reads the snapshot, not the API server: --all's
+	// next preflight counted this node as cordoned (one etcd member short)
+	// when it ran before the watch had brought the uncordon. The walk ends
+	// once the snapshot shows the node back in service.
+	if err := m.wait(ctx, "waiting for the cluster's view of "+node+" to show it uncordoned", func(string) {}, func() (string, bool) {
+		n, ok := snap.Node(node)
+		return node + " uncordoned, as the cluster's view shows it", ok && !n.Spec.Unschedulable
+	}); err != nil {
+		return err
+	}
 	progress(node + " is back in service")
 	return nil
 }
