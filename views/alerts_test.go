@@ -2,7 +2,6 @@ package views
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -250,18 +249,6 @@ func TestGoldenAlerts(t *testing.T) {
 			t.Errorf("%dx%d: %d alerts not drawn and not counted:\n%s", size[0], size[1], more, got)
 		}
 		path := filepath.Join("testdata", fmt.Sprintf("overview-alerts-%dx%d.golden", size[0], size[1]))
-		if updateGolden() {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create)", err)
-		}
-		if got != string(want) {
-			t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-		}
+		checkGolden(t, path, got)
 	}
 }

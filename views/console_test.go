@@ -32,6 +32,28 @@ func updateGolden() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
+// checkGolden compares got with the golden frame at path, or writes it
+// there under -update.
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if updateGolden() {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
 // sampleFrame is a site mid-failure: node-b lost a minute ago, a volume
 // degraded for a week, one app not running.
 func sampleFrame() Frame {
@@ -332,22 +354,7 @@ func TestGoldenFrames(t *testing.T) {
 			}
 			got := a.View() + "\n"
 			path := filepath.Join("testdata", fmt.Sprintf("%s-%dx%d.golden", name, size[0], size[1]))
-			if updateGolden() {
-				if err := os.MkdirAll("testdata", 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-			}
+			checkGolden(t, path, got)
 		}
 	}
 }

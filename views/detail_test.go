@@ -2,7 +2,6 @@ package views
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -249,19 +248,7 @@ func TestGoldenDetails(t *testing.T) {
 			}
 		}
 		path := filepath.Join("testdata", fmt.Sprintf("detail-%s-80x24.golden", c.name))
-		if updateGolden() {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create)", err)
-		}
-		if got != string(want) {
-			t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-		}
+		checkGolden(t, path, got)
 	}
 }
 

@@ -3,7 +3,6 @@ package views
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -218,19 +217,7 @@ func TestGoldenDoctor(t *testing.T) {
 			tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
 			got := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*App).View() + "\n"
 			path := filepath.Join("testdata", fmt.Sprintf("%s-%dx%d.golden", c.name, size[0], size[1]))
-			if updateGolden() {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-			}
+			checkGolden(t, path, got)
 		}
 	}
 }

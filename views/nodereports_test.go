@@ -2,7 +2,6 @@ package views
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -128,19 +127,7 @@ func TestGoldenNodeReportFrames(t *testing.T) {
 		a := staleAppWithReports(size[0], size[1], func(context.Context, []kube.NodeStatus) kube.NodeReports { return siteReports(now) })
 		got := a.View() + "\n"
 		path := filepath.Join("testdata", "overview-nodereports-"+strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")+".golden")
-		if updateGolden() {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create)", err)
-		}
-		if got != string(want) {
-			t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-		}
+		checkGolden(t, path, got)
 	}
 }
 

@@ -1,7 +1,6 @@
 package views
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,17 +119,5 @@ func TestGoldenPodDetail(t *testing.T) {
 		}
 	}
 	path := filepath.Join("testdata", "detail-pod-80x24.golden")
-	if updateGolden() {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	checkGolden(t, path, got)
 }

@@ -2,7 +2,6 @@ package views
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,19 +69,7 @@ func TestAwayGoldenFrames(t *testing.T) {
 				}
 			}
 			path := filepath.Join("testdata", fmt.Sprintf("%s-away-%dx%d.golden", screen.name, size[0], size[1]))
-			if updateGolden() {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-			}
+			checkGolden(t, path, got)
 		}
 	}
 }

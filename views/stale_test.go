@@ -3,7 +3,6 @@ package views
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -215,18 +214,6 @@ func TestGoldenStaleFrames(t *testing.T) {
 		}
 		got := a.View() + "\n"
 		path := filepath.Join("testdata", name+"-stale-80x24.golden")
-		if updateGolden() {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create)", err)
-		}
-		if got != string(want) {
-			t.Errorf("%s differs from the golden frame:\n--- got\n%s\n--- want\n%s", path, got, want)
-		}
+		checkGolden(t, path, got)
 	}
 }

@@ -518,18 +518,24 @@ func (r *Runner) undoCordon(ctx context.Context, snap *kube.Snapshot) {
 	r.did(r.opts.Node + " uncordoned: the drain is held")
 }
 
+// current is the request under way (nil: none) and a copy of its record,
+// read under mu: update and Request change the record while the caller
+// looks at the copy; current says which request the caller settles.
+func (r *Runner) current() (*record, record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rec == nil {
+		return nil, record{}
+	}
+	return r.rec, *r.rec
+}
+
 // cancel settles a cancelled request: the agent's own cordon taken back
 // (a node cordoned by hand stays so), the request forgotten, both said
 // and recorded. An uncordon that fails keeps the request, said, and is
 // tried again on the next pass.
 func (r *Runner) cancel(ctx context.Context, snap *kube.Snapshot) {
-	r.mu.Lock()
-	current := r.rec
-	var rec record
-	if current != nil {
-		rec = *current
-	}
-	r.mu.Unlock()
+	current, rec := r.current()
 	if current == nil {
 		return
 	}
@@ -563,12 +569,8 @@ func (r *Runner) cancel(ctx context.Context, snap *kube.Snapshot) {
 // failure is logged and said in the status as what, and reported false
 // (the request stays, and is settled on a later pass).
 func (r *Runner) takeBackCordon(ctx context.Context, snap *kube.Snapshot, when, what string) bool {
-	r.mu.Lock()
-	requester := ""
-	if r.rec != nil {
-		requester = r.rec.Requester
-	}
-	r.mu.Unlock()
+	_, rec := r.current()
+	requester := rec.Requester
 	recorder, _ := r.auditRecorder()
 	a := flow.Cordon(recorder, snap, r.opts.Node, false)
 	a.SetDetail("the agent's own cordon for a drain requested by " + requester + ", " + when)
@@ -584,15 +586,7 @@ func (r *Runner) takeBackCordon(ctx context.Context, snap *kube.Snapshot, when, 
 // Ready again, what the agent cordoned, and then forgets the request. A
 // node that was cordoned before the request stays cordoned.
 func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
-	// A copy, read under mu: update and Request change the record
-	// while this looks at it; current is which request this settles.
-	r.mu.Lock()
-	current := r.rec
-	var rec record
-	if current != nil {
-		rec = *current
-	}
-	r.mu.Unlock()
+	current, rec := r.current()
 	if current == nil {
 		return
 	}

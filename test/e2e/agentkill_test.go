@@ -17,7 +17,6 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/formation"
-	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -32,25 +31,9 @@ import (
 // one cluster (the seed's k3s initialised it once), every node Ready,
 // every agent joined and the app on its node.
 func TestAgentKilledMidBootstrap(t *testing.T) {
-	netns.Skip(t)
-	opts := sitebox.TestOptions(t.TempDir())
-	opts.Bootstrap = true
-	site, err := sitebox.StartTestSite(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Stop()
-	defer logSiteOnFailure(t, site.Dir, "agent-node-a", "agent-node-b", "agent-node-c", "k3s-node-a", "k3s-node-b", "k3s-node-c")
-	site.K3sStandin = buildStandin(t)
-	appsDir := t.TempDir()
-	for _, sub := range []string{"apps", "volumes"} {
-		if err := os.MkdirAll(filepath.Join(appsDir, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	web := apps.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f4", DisplayName: "kill-web", Activate: true, Kind: apps.KindContainer,
 		Image: "registry.local/web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
-	writeJSON(t, filepath.Join(appsDir, "apps", web.DisplayName+".json"), web)
+	site, appsDir := startBootSite(t, web)
 	nodes := []string{"node-a", "node-b", "node-c"}
 	killed := []string{"node-a", "node-b"} // the seed and a joiner
 

@@ -61,29 +61,11 @@ func readPIDFile(path string) int {
 // and every agent joined and READY, the app running on its node. The same for two of three servers, the
 // seed among them. The times are logged.
 func TestSiteboxBootstrapModeComesBackAfterAPowerCut(t *testing.T) {
-	netns.Skip(t)
 	// Its own site: the power cut takes etcd's quorum from the whole site.
-	opts := sitebox.TestOptions(t.TempDir())
-	opts.Bootstrap = true
-	site, err := sitebox.StartTestSite(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Stop()
-	// Before the site's directory goes: what each device's agent and k3s
-	// said, and how each ended.
-	defer logSiteOnFailure(t, site.Dir, "agent-node-a", "agent-node-b", "agent-node-c", "k3s-node-a", "k3s-node-b", "k3s-node-c")
-	site.K3sStandin = buildStandin(t)
-	appsDir := t.TempDir()
-	for _, sub := range []string{"apps", "volumes"} {
-		if err := os.MkdirAll(filepath.Join(appsDir, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// One app, designated to node-b: it runs there again after each cut.
 	web := apps.AppConfig{UUID: "e2e00000-0000-4000-8000-0000000000f3", DisplayName: "boot-web", Activate: true, Kind: apps.KindContainer,
 		Image: "registry.local/web:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred}
-	writeJSON(t, filepath.Join(appsDir, "apps", web.DisplayName+".json"), web)
+	site, appsDir := startBootSite(t, web)
 	seed, joiners := "node-a", []string{"node-b", "node-c"}
 	nodes := append([]string{seed}, joiners...)
 	whole := func() (string, bool) { return bootSiteWhole(t, site, nodes, web.DisplayName, "node-b") }
@@ -320,4 +302,34 @@ func bootSiteWhole(t *testing.T, site *sitebox.TestSite, nodes []string, app, ap
 		}
 	}
 	return "", true
+}
+
+// startBootSite starts a bootstrap-mode site (each node's agent in its own
+// namespace, the k3s stand-in as its k3s; the agents not started yet) with
+// app's config in its apps directory; the site stops when the test ends,
+// after its agents' and k3s's logs are shown on a failure.
+func startBootSite(t *testing.T, app apps.AppConfig) (site *sitebox.TestSite, appsDir string) {
+	t.Helper()
+	netns.Skip(t)
+	opts := sitebox.TestOptions(t.TempDir())
+	opts.Bootstrap = true
+	site, err := sitebox.StartTestSite(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Stop)
+	// Run before the stop (cleanups run last first): what each device's
+	// agent and k3s said, and how each ended.
+	t.Cleanup(func() {
+		logSiteOnFailure(t, site.Dir, "agent-node-a", "agent-node-b", "agent-node-c", "k3s-node-a", "k3s-node-b", "k3s-node-c")
+	})
+	site.K3sStandin = buildStandin(t)
+	appsDir = t.TempDir()
+	for _, sub := range []string{"apps", "volumes"} {
+		if err := os.MkdirAll(filepath.Join(appsDir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeJSON(t, filepath.Join(appsDir, "apps", app.DisplayName+".json"), app)
+	return site, appsDir
 }
