@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/procexit"
 )
 
 // Supervisor runs k3s, restarts it with capped exponential backoff when it
@@ -146,7 +147,9 @@ func (s *Supervisor) recordPID(pid int) {
 
 // stopOrphan stops a k3s that a previous agent started and left running
 // (its PID file names a live process of the same binary): SIGTERM to its
-// process group, SIGKILL after StopTimeout.
+// process group, SIGKILL after StopTimeout. It returns only once every
+// thread of that k3s has ended (procexit says why /proc cannot tell):
+// one started before that fails to bind the old one's ports.
 func (s *Supervisor) stopOrphan() {
 	if s.PIDFile == "" {
 		return
@@ -159,13 +162,19 @@ func (s *Supervisor) stopOrphan() {
 	if err != nil || pid <= 1 {
 		return
 	}
-	// A PID is reused: only a live process running our binary is ours.
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	old, err := procexit.Open(pid)
+	if err != nil {
+		_ = os.Remove(s.PIDFile) // no such process
+		return
+	}
+	defer old.Close()
+	// A PID is reused: only a process running our binary is ours. Checked
+	// after the handle is taken, so the handle is that process.
 	want, werr := exec.LookPath(s.Bin)
 	if werr == nil {
 		want, werr = filepath.EvalSymlinks(want)
 	}
-	if err != nil || werr != nil || exe != want || processState(pid) == 'Z' {
+	if werr != nil || !runsBinary(pid, want) {
 		_ = os.Remove(s.PIDFile)
 		return
 	}
@@ -175,35 +184,27 @@ func (s *Supervisor) stopOrphan() {
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	deadline := time.Now().Add(timeout)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond) // polling a process we cannot wait for
-	}
-	if alive(pid) {
+	if !old.Ended(timeout) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		s.Log.Warn("the previous k3s did not stop in time; killed", "pid", pid)
+		if !old.Ended(10 * time.Second) {
+			s.Log.Error("the previous k3s did not end after SIGKILL; starting ours anyway", "pid", pid)
+		} else {
+			s.Log.Warn("the previous k3s did not stop in time; killed", "pid", pid)
+		}
 	}
 	_ = os.Remove(s.PIDFile)
 }
 
-// processState is the state letter in /proc/PID/stat (0: no such process).
-func processState(pid int) byte {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
+// runsBinary says whether any thread of pid runs the binary exe: once the
+// main thread has ended its exe link is gone, the other threads' are not.
+func runsBinary(pid int, exe string) bool {
+	threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/exe", pid))
+	for _, link := range append([]string{fmt.Sprintf("/proc/%d/exe", pid)}, threads...) {
+		if got, err := os.Readlink(link); err == nil && got == exe {
+			return true
+		}
 	}
-	// The command name is in parentheses and may hold spaces.
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 || i+2 >= len(data) {
-		return 0
-	}
-	return data[i+2]
-}
-
-// alive: the process exists and is not a zombie waiting for its reaper.
-func alive(pid int) bool {
-	st := processState(pid)
-	return st != 0 && st != 'Z'
+	return false
 }
 
 func (s *Supervisor) stop(cmd *exec.Cmd, exited <-chan error) {

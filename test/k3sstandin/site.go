@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/sitecon/sitecon/agent/procexit"
 	"github.com/sitecon/sitecon/test/k3sstandin/sitemode"
 )
 
@@ -213,7 +214,7 @@ func (s *siteNode) startMember(host *hostThread, e sitemode.Etcd, dataDir string
 	if memberData == "" {
 		return fmt.Errorf("%s: no --data-dir", e.CommandFile)
 	}
-	stopRunning(e.PIDFile, memberData)
+	stopRunning(e.PIDFile, memberData, 10*time.Second)
 	link := filepath.Join(dataDir, "server", "db", "etcd")
 	if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
@@ -264,8 +265,12 @@ func (s *siteNode) stop() {
 }
 
 // stopRunning stops the process in pidFile if it still runs the member
-// of memberData (a reused PID is left alone).
-func stopRunning(pidFile, memberData string) {
+// of memberData (a reused PID is left alone): SIGTERM, then SIGKILL after
+// termWithin (etcd's graceful stop can wait on its clients' watches). It
+// returns only once every thread of the member has ended (procexit says
+// why /proc cannot tell): a member started before that on the same ports
+// exits at once.
+func stopRunning(pidFile, memberData string, termWithin time.Duration) {
 	data, err := os.ReadFile(pidFile)
 	if err != nil {
 		return
@@ -274,31 +279,35 @@ func stopRunning(pidFile, memberData string) {
 	if err != nil || pid <= 0 {
 		return
 	}
-	runs := func() bool {
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(cmdline), "--data-dir="+memberData) {
-			return false
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		// A zombie (state Z after the command name) has ended.
-		i := strings.LastIndexByte(string(stat), ')')
-		return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+	member, err := procexit.Open(pid)
+	if err != nil {
+		return // no such process
 	}
-	if !runs() {
+	defer member.Close()
+	// Checked after the handle is taken, so the handle is the member.
+	if !runsMember(pid, memberData) {
 		return
 	}
 	for _, step := range []struct {
 		sig    syscall.Signal
 		within time.Duration
-	}{{syscall.SIGTERM, 10 * time.Second}, {syscall.SIGKILL, 5 * time.Second}} {
-		_ = syscall.Kill(pid, step.sig)
-		for deadline := time.Now().Add(step.within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if !runs() {
-				return
-			}
+	}{{syscall.SIGTERM, termWithin}, {syscall.SIGKILL, 5 * time.Second}} {
+		if member.Signal(step.sig) != nil || member.Ended(step.within) {
+			return
 		}
 	}
+}
+
+// runsMember says whether any thread of pid still runs memberData's
+// member: the main thread's command line is gone once it has ended, the
+// others' are not.
+func runsMember(pid int, memberData string) bool {
+	want := "--data-dir=" + memberData
+	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/cmdline", pid))
+	for _, p := range append([]string{fmt.Sprintf("/proc/%d/cmdline", pid)}, paths...) {
+		if cmdline, err := os.ReadFile(p); err == nil && strings.Contains(string(cmdline), want) {
+			return true
+		}
+	}
+	return false
 }

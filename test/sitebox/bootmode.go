@@ -332,11 +332,10 @@ func (s *Site) killK3s(node string) error {
 		return nil
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 || !alive(pid) {
+	if err != nil || pid <= 0 {
 		return nil
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(cmdline), s.Dir) {
+	if cmdline, ok := liveCmdline(pid); !ok || !strings.Contains(string(cmdline), s.Dir) {
 		return nil
 	}
 	if !signalExit(pid, syscall.SIGKILL, 5*time.Second) {

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sitecon/sitecon/agent/procexit"
 )
 
 func agentProcess(node string) string { return "agent-" + node }
@@ -278,11 +280,8 @@ func (s *Site) pid(name string) int {
 	// Started by another sitebox command (site.json): alive, and its command
 	// line names the site directory, or the PID was reused by something
 	// else and must never be signalled.
-	if !alive(pid) {
-		return 0
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !bytes.Contains(cmdline, []byte(s.Dir)) {
+	cmdline, ok := liveCmdline(pid)
+	if !ok || !bytes.Contains(cmdline, []byte(s.Dir)) {
 		return 0
 	}
 	return pid
@@ -290,15 +289,25 @@ func (s *Site) pid(name string) int {
 
 func (s *Site) running(name string) bool { return s.pid(name) != 0 }
 
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// liveCmdline is the command line of pid while any thread of it lives:
+// once its main thread has ended /proc shows a zombie without a command
+// line, while its other threads still hold its ports (procexit).
+func liveCmdline(pid int) ([]byte, bool) {
+	p, err := procexit.Open(pid)
 	if err != nil {
-		return false
+		return nil, false
 	}
-	// The state follows the command name in parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X')
+	defer p.Close()
+	if p.Ended(0) {
+		return nil, false
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/cmdline", pid))
+	for _, path := range append([]string{fmt.Sprintf("/proc/%d/cmdline", pid)}, tasks...) {
+		if cmdline, err := os.ReadFile(path); err == nil && len(cmdline) > 0 {
+			return cmdline, true
+		}
+	}
+	return nil, true
 }
 
 // stop sends SIGTERM, waits up to 10 s for the process to exit, then SIGKILL.
@@ -313,19 +322,17 @@ func (s *Site) stop(name string) error {
 	return os.Remove(s.pidFile(name))
 }
 
-// signalExit sends sig to pid and reports whether it exits within d.
+// signalExit sends sig to pid and reports whether every thread of it has
+// ended within d (procexit: /proc calls a process gone once its main
+// thread has ended, while its other threads still hold its ports).
 func signalExit(pid int, sig syscall.Signal, d time.Duration) bool {
-	_ = syscall.Kill(pid, sig)
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return waitExit(ctx, pid)
-}
-
-func waitExit(ctx context.Context, pid int) bool {
-	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		return !alive(pid), nil
-	})
-	return err == nil
+	p, err := procexit.Open(pid)
+	if err != nil {
+		return true // no such process
+	}
+	defer p.Close()
+	_ = p.Signal(sig)
+	return p.Ended(d)
 }
 
 // waitHTTP waits until url answers 200.
