@@ -209,6 +209,9 @@ type Agent struct {
 	// snap is the cluster cache of the running cluster work: the node
 	// report names the nodes last seen in it.
 	snap *kube.Snapshot
+	// token is since when this node applies its cluster token
+	// (tokenage.go), for the node report; nil with no config applied.
+	token *kube.TokenReport
 }
 
 // New prepares an agent.
@@ -457,6 +460,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				// effect, which the config alone does not know.
 				a.state.Role, a.state.ClusterIP, a.state.ConfigError = "", v.NodeIP.String(), ""
 				a.mu.Unlock()
+				a.noteAppliedToken(v)
 				bctx, cancel := context.WithCancel(ctx)
 				current.cancel, current.done = cancel, make(chan struct{})
 				go func(done chan struct{}) {

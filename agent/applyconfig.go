@@ -72,6 +72,7 @@ func (a *Agent) leave(ctx context.Context) bool {
 	a.log.Info("stopped this node's containers", "killed", len(rep.Killed), "unmounted", rep.Unmounted)
 	a.mu.Lock()
 	a.applied = nil
+	a.token = nil
 	a.mu.Unlock()
 	err = a.bringUp.DropClusterAddress(applied)
 	a.setPhase(PhaseLeft, err)

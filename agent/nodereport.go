@@ -45,6 +45,10 @@ func (a *Agent) nodeReport() kube.NodeReport {
 	r.Network = a.networkReport()
 	a.mu.Lock()
 	snap := a.snap
+	if a.token != nil {
+		token := *a.token
+		r.Token = &token
+	}
 	a.mu.Unlock()
 	if snap != nil {
 		r.Peers = kube.NodePeers(snap.Nodes())

@@ -23,12 +23,13 @@ func TestNodeReportCarriesStateNeverTheToken(t *testing.T) {
 	const cluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
 	const password = "0123456789abcdef0123456789abcdef-s3cret"
 	token := config.Secret(config.SecureToken(password, []byte("ca")))
-	a := New(Options{Version: "v1.2.3", Etcd: kube.EtcdAccess{Endpoint: "http://127.0.0.1:1"}})
+	a := New(Options{Version: "v1.2.3", Etcd: kube.EtcdAccess{Endpoint: "http://127.0.0.1:1"}, StateDir: t.TempDir()})
 	a.mu.Lock()
 	a.state = State{Node: "node-b", ClusterID: cluster, Role: k3s.RoleServer, Phase: PhaseJoined, Since: time.Now().Add(-time.Hour),
 		LastError: "etcd: no leader", ClusterIP: "10.244.244.2", ClusterIPReady: true}
 	a.applied = &config.Validated{Config: &config.Config{ClusterID: cluster, NodeName: "node-b"}, Token: token}
 	a.mu.Unlock()
+	a.noteAppliedToken(a.applied)
 	a.etcdSeen.view = &kube.EtcdView{ObservedBy: "node-b", Members: []kube.EtcdMemberStatus{{Name: "node-b-1a2b3c4d", Healthy: true}, {Name: "node-a-5e6f7a8b"}}}
 
 	key := a.lifeKey(cluster, token)
@@ -54,7 +55,8 @@ func TestNodeReportCarriesStateNeverTheToken(t *testing.T) {
 		}
 	}
 	for _, want := range []string{`"node":"node-b"`, `"phase":"joined"`, `"role":"server"`, `"lastError":"etcd: no leader"`,
-		`"clusterIP":"10.244.244.2"`, `"version":"v1.2.3"`, `"node-b-1a2b3c4d"`, `"clock":`} {
+		`"clusterIP":"10.244.244.2"`, `"version":"v1.2.3"`, `"node-b-1a2b3c4d"`, `"clock":`,
+		`"token":{"since":`, `"source":"first applied by this node's agent"`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the report lacks %s:\n%s", want, body)
 		}

@@ -22,6 +22,7 @@ const (
 	IDLonghornPrereq       = "SC-LONGHORN-PREREQ"
 	IDNodeCertExpiry       = "SC-NODE-CERT-EXPIRY"
 	IDTimeUnsynced         = "SC-TIME-UNSYNCED"
+	IDTokenAge             = "SC-TOKEN-AGE"
 	IDSecondCluster        = "SC-SECOND-CLUSTER"
 	IDMTUMismatch          = "SC-MTU-MISMATCH"
 	IDDuplicateAddress     = "SC-DUPLICATE-ADDRESS"
@@ -89,5 +90,7 @@ func Checks() []Check {
 			Next: "on the node: restart k3s within 90 days of expiry (systemctl restart sitecon-agent) or run k3s certificate rotate; " + oneServerAtATime, Run: checkNodeCerts},
 		{ID: IDTimeUnsynced, Area: AreaNodes, Title: "nodes' time synchronisation", Deadline: checkDeadline,
 			Next: "on the node: timedatectl status; give it an NTP server it reaches", Run: checkTimeSync},
+		{ID: IDTokenAge, Area: AreaControlPlane, Title: "the cluster token's age on every node", Deadline: checkDeadline,
+			Next: tokenRotateNext, Run: checkTokenAge},
 	}
 }

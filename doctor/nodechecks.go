@@ -195,3 +195,37 @@ func timexText(t kube.TimeReport) string {
 	}
 	return "adjtimex: " + strings.Join(flags, ", ") + ", " + state
 }
+
+// tokenMaxAge is the age past which the cluster token is worth rotating:
+// it is the one secret that lets a device join the cluster, and it is
+// copied to every node and into every node's config.
+const tokenMaxAge = 365 * 24 * time.Hour
+
+// tokenRotateNext is how a token is rotated: k3s's token rotate on one
+// server changes the servers' token; every node's cluster config must
+// then carry the new one.
+const tokenRotateNext = "rotate it from the controller (the edge-node cluster's config); offline: on one server " +
+	"k3s token rotate --token OLD --new-token NEW, then NEW in every node's cluster config, " + oneServerAtATime
+
+// checkTokenAge says since when each node applies its cluster token (its
+// agent's record; nothing else records when a token was made), and warns
+// of one older than tokenMaxAge.
+func checkTokenAge(ctx context.Context, env *Env) []Finding {
+	return eachNodeReport(ctx, env, "the cluster token's age", func(r *kube.NodeReport) bool { return r.Token != nil },
+		func(node string, r *kube.NodeReport) []Finding {
+			t := r.Token
+			age := env.Now.Sub(t.Since)
+			days := int(age / (24 * time.Hour))
+			evidence := fmt.Sprintf("in use since %s (%s)", t.Since.UTC().Format("2006-01-02"), t.Source)
+			switch {
+			case t.Problem != "":
+				return []Finding{{Severity: Warn, Subject: node, Summary: fmt.Sprintf("%s: the cluster token's age is at least %d days; its record could not be kept", node, days),
+					Evidence: []string{evidence, t.Problem}, Next: fmt.Sprintf("on %s: check the agent's state directory (permissions, free space)", node)}}
+			case age > tokenMaxAge:
+				return []Finding{{Severity: Warn, Subject: node, Summary: fmt.Sprintf("%s: the cluster token is %d days old", node, days),
+					Evidence: []string{evidence}}}
+			}
+			return []Finding{{Severity: OK, Subject: node, Summary: fmt.Sprintf("%s: the cluster token is %d days old", node, days),
+				Evidence: []string{evidence}}}
+		})
+}

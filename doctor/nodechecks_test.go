@@ -21,7 +21,8 @@ func healthyReport(node string, now time.Time) *kube.NodeReport {
 		Storage: &kube.StorageReport{Iscsid: ok, IscsiTCP: ok, Multipathd: ok, NFSClient: ok},
 		Time:    &kube.TimeReport{Synchronized: true, MaxError: 20 * time.Millisecond},
 		Certs: &kube.CertsReport{DataDir: "/var/lib/rancher/k3s", Found: true,
-			Files: []kube.CertFile{{Path: "/var/lib/rancher/k3s/server/tls/client-admin.crt", Subject: "system:admin", NotAfter: now.Add(300 * 24 * time.Hour)}}}}
+			Files: []kube.CertFile{{Path: "/var/lib/rancher/k3s/server/tls/client-admin.crt", Subject: "system:admin", NotAfter: now.Add(300 * 24 * time.Hour)}}},
+		Token: &kube.TokenReport{Since: now.Add(-30 * 24 * time.Hour), Source: "first applied by this node's agent"}}
 }
 
 // Each node-side check per node: quiet when every node's report is
@@ -128,7 +129,7 @@ func TestRunAsksTheNodesOnce(t *testing.T) {
 		t.Errorf("asked the nodes %d times", n)
 	}
 	for _, f := range r.Findings {
-		if (f.ID == IDLonghornPrereq || f.ID == IDNodeCertExpiry || f.ID == IDTimeUnsynced) && f.Severity != OK {
+		if (f.ID == IDLonghornPrereq || f.ID == IDNodeCertExpiry || f.ID == IDTimeUnsynced || f.ID == IDTokenAge) && f.Severity != OK {
 			t.Errorf("healthy node: %+v", f)
 		}
 	}
@@ -176,6 +177,58 @@ func TestRestartsOneServerAtATime(t *testing.T) {
 			if ch.ID == id && !strings.Contains(ch.Next, rule) {
 				t.Errorf("%s: the check's next step %q does not say %q", id, ch.Next, rule)
 			}
+		}
+	}
+}
+
+// The token's age: said for each node (ok) while young; a warning past a
+// year, and when the agent could not keep its record (then a lower
+// bound); not checked for a silent node or an older agent, never "fine".
+func TestTokenAge(t *testing.T) {
+	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	report := func(node string, tr *kube.TokenReport) kube.NodeAnswer {
+		r := healthyReport(node, now)
+		r.Token = tr
+		return kube.NodeAnswer{Node: node, Address: "10.244.244.9:12346", Answered: true, Report: r}
+	}
+	since := func(days int) time.Time { return now.Add(-time.Duration(days) * 24 * time.Hour) }
+	env := &Env{Now: now, NodeReports: func(context.Context) kube.NodeReports {
+		return kube.NodeReports{At: now, Answers: []kube.NodeAnswer{
+			report("node-a", &kube.TokenReport{Since: since(30), Source: "first applied by this node's agent"}),
+			report("node-b", &kube.TokenReport{Since: since(400), Source: "k3s's server/token file"}),
+			report("node-c", &kube.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: permission denied"}),
+			report("node-d", nil),
+			{Node: "node-e", Address: "10.244.244.5:12346", Problem: "did not answer within 2s"},
+		}}
+	}}
+	got := map[string]Finding{}
+	for _, f := range checkTokenAge(context.Background(), env) {
+		got[f.Subject] = f
+	}
+	for node, want := range map[string]struct {
+		sev      Severity
+		summary  string
+		evidence string
+	}{
+		"node-a": {OK, "node-a: the cluster token is 30 days old", "in use since 2026-10-27 (first applied by this node's agent)"},
+		"node-b": {Warn, "node-b: the cluster token is 400 days old", "in use since 2025-10-22 (k3s's server/token file)"},
+		"node-c": {Warn, "node-c: the cluster token's age is at least 0 days; its record could not be kept", "permission denied"},
+		"node-d": {Warn, "predates this check", ""},
+		"node-e": {Warn, "its agent gave no report", ""},
+	} {
+		f, ok := got[node]
+		if !ok || f.Severity != want.sev || !strings.Contains(f.Summary, want.summary) || !strings.Contains(strings.Join(f.Evidence, "\n"), want.evidence) {
+			t.Errorf("%s: %+v, want %v %q with evidence %q", node, f, want.sev, want.summary, want.evidence)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("%d findings, want one per node: %+v", len(got), got)
+	}
+	// Run gives the old token's warning the check's next step: how to rotate.
+	r := Run(context.Background(), []Check{{ID: IDTokenAge, Title: "token", Deadline: time.Second, Next: tokenRotateNext, Run: checkTokenAge}}, env)
+	for _, f := range r.Findings {
+		if f.Subject == "node-b" && !strings.Contains(f.Next, "k3s token rotate") {
+			t.Errorf("the old token's next step does not say how to rotate it: %+v", f)
 		}
 	}
 }

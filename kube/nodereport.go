@@ -52,6 +52,9 @@ type NodeReport struct {
 	Storage *StorageReport `json:"storage,omitempty"`
 	Time    *TimeReport    `json:"time,omitempty"`
 	Certs   *CertsReport   `json:"certs,omitempty"`
+	// Token is since when this node applies its cluster token; nil from
+	// an agent older than it, or one with no config applied.
+	Token *TokenReport `json:"token,omitempty"`
 }
 
 // NodePeer is a node as another node's agent last saw it.
