@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/doctor"
@@ -160,10 +161,15 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 	testcert.Write(t, filepath.Join(k3sDir, "server", "tls", "serving-kube-apiserver.crt"), time.Now().Add(365*24*time.Hour))
 	startProcessNamed(t, "multipathd")
 	checker := nodecheck.Checker{Host: nodeHost(t, s.dir), K3sDataDir: k3sDir, Adjtimex: adjtimexSaying(false)}
+	// node-b's agent first applied its token 400 days ago.
+	stateDir := t.TempDir()
+	agent.NoteToken(stateDir, k3sDir, "the-cluster-token", time.Now().Add(-400*24*time.Hour))
 	peers := []kube.NodePeer{{Name: "node-b", Address: s.base + ".1"}, {Name: "node-c", Address: s.base + ".2"}, {Name: "node-d", Address: s.base + ".3"}, {Name: "node-e", Address: s.base + ".4"}}
 	s.serve(t, 1, "node-b", func() kube.NodeReport {
 		r := kube.NodeReport{Node: "node-b", Version: "test", Peers: peers}
 		checker.Fill(&r)
+		token := agent.NoteToken(stateDir, k3sDir, "the-cluster-token", time.Now())
+		r.Token = &token
 		return r
 	})
 	s.serve(t, 2, "node-c", func() kube.NodeReport { return kube.NodeReport{Node: "node-c", Version: "v0.9.0", Peers: peers} })
@@ -210,6 +216,12 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 			{doctor.Warn, "node-d", "its agent gave no report"},
 			{doctor.Warn, "node-e", "its agent gave no report"},
 		},
+		doctor.IDTokenAge: {
+			{doctor.Warn, "node-b", "the cluster token is 400 days old"},
+			{doctor.Warn, "node-c", "predates this check"},
+			{doctor.Warn, "node-d", "its agent gave no report"},
+			{doctor.Warn, "node-e", "its agent gave no report"},
+		},
 	} {
 		got := findingsOf(report, id)
 		if len(got) != len(ws) {
@@ -233,7 +245,7 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, id := range []string{doctor.IDLonghornPrereq, doctor.IDNodeCertExpiry, doctor.IDTimeUnsynced} {
+	for _, id := range []string{doctor.IDLonghornPrereq, doctor.IDNodeCertExpiry, doctor.IDTimeUnsynced, doctor.IDTokenAge} {
 		for _, f := range findingsOf(report, id) {
 			if f.Subject == "node-b" || strings.HasPrefix(f.Subject, "node-b:") {
 				t.Logf("%s %s: %s %v; next: %s", f.ID, f.Severity, f.Summary, f.Evidence, f.Next)
@@ -258,13 +270,16 @@ func TestDoctorNodeChecksQuietOnAHealthyNode(t *testing.T) {
 	}
 	startProcessNamed(t, "iscsid")
 	checker := nodecheck.Checker{Host: h, K3sDataDir: k3sDir, Adjtimex: adjtimexSaying(true)}
+	stateDir := t.TempDir()
 	s.serve(t, 1, "node-b", func() kube.NodeReport {
 		r := kube.NodeReport{Node: "node-b", Version: "test"}
 		checker.Fill(&r)
+		token := agent.NoteToken(stateDir, k3sDir, "the-cluster-token", time.Now())
+		r.Token = &token
 		return r
 	})
 	report := s.diagnose(t)
-	for _, id := range []string{doctor.IDLonghornPrereq, doctor.IDNodeCertExpiry, doctor.IDTimeUnsynced} {
+	for _, id := range []string{doctor.IDLonghornPrereq, doctor.IDNodeCertExpiry, doctor.IDTimeUnsynced, doctor.IDTokenAge} {
 		got := findingsOf(report, id)
 		if len(got) != 1 || got[0].Severity != doctor.OK {
 			t.Errorf("%s on a healthy node: %+v", id, got)

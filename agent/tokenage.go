@@ -40,13 +40,13 @@ func tokenFingerprint(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// noteToken returns since when this node applies token: the record's
+// NoteToken returns since when this node applies token: the record's
 // time when the record is of the same token; else now, or the time k3s
 // wrote its server/token file (k3sDataDir) when that is older and no
 // record of another token exists (a node that ran before the agent kept
 // records). A new record is written atomically. A record that cannot be
 // read or written is said in Problem, with now as Since: a lower bound.
-func noteToken(stateDir, k3sDataDir, token string, now time.Time) kube.TokenReport {
+func NoteToken(stateDir, k3sDataDir, token string, now time.Time) kube.TokenReport {
 	path := filepath.Join(stateDir, tokenSeenName)
 	fp := tokenFingerprint(token)
 	var rec tokenSeenRecord
@@ -76,12 +76,12 @@ func noteToken(stateDir, k3sDataDir, token string, now time.Time) kube.TokenRepo
 	return kube.TokenReport{Since: rec.Since, Source: rec.Source}
 }
 
-// noteAppliedToken records v's token (noteToken) for the node report.
+// noteAppliedToken records v's token (NoteToken) for the node report.
 func (a *Agent) noteAppliedToken(v *config.Validated) {
 	if a.opts.StateDir == "" {
 		return // no records kept (--no-bootstrap)
 	}
-	tr := noteToken(a.opts.StateDir, a.opts.K3sPaths.DataDir, v.Token.Reveal(), time.Now())
+	tr := NoteToken(a.opts.StateDir, a.opts.K3sPaths.DataDir, v.Token.Reveal(), time.Now())
 	if tr.Problem != "" {
 		a.log.Warn("cluster token's age", "problem", tr.Problem)
 	}

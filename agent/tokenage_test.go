@@ -16,12 +16,12 @@ func TestNoteTokenKeepsWhenTheTokenWasFirstApplied(t *testing.T) {
 	token := "K10" + string(bytes.Repeat([]byte("ab"), 32)) + "::server:sekret-password-1"
 	day1 := time.Date(2026, 1, 10, 8, 0, 0, 0, time.UTC)
 
-	first := noteToken(state, k3sData, token, day1)
+	first := NoteToken(state, k3sData, token, day1)
 	if !first.Since.Equal(day1) || first.Problem != "" {
 		t.Fatalf("first application: %+v, want since %s", first, day1)
 	}
 	// The agent restarts months later with the same token.
-	again := noteToken(state, k3sData, token, day1.AddDate(0, 6, 0))
+	again := NoteToken(state, k3sData, token, day1.AddDate(0, 6, 0))
 	if !again.Since.Equal(day1) || again.Source != first.Source {
 		t.Errorf("same token after a restart: %+v, want since %s", again, day1)
 	}
@@ -38,7 +38,7 @@ func TestNoteTokenKeepsWhenTheTokenWasFirstApplied(t *testing.T) {
 
 	// A new token: its age starts when it is applied.
 	day2 := day1.AddDate(0, 7, 0)
-	if rotated := noteToken(state, k3sData, token+"-rotated", day2); !rotated.Since.Equal(day2) {
+	if rotated := NoteToken(state, k3sData, token+"-rotated", day2); !rotated.Since.Equal(day2) {
 		t.Errorf("a new token: %+v, want since %s", rotated, day2)
 	}
 
@@ -56,7 +56,7 @@ func TestNoteTokenKeepsWhenTheTokenWasFirstApplied(t *testing.T) {
 	if err := os.Chtimes(tokenFile, written, written); err != nil {
 		t.Fatal(err)
 	}
-	if seeded := noteToken(fresh, k3sOld, token, day2); !seeded.Since.Equal(written) || seeded.Source != "k3s's server/token file" {
+	if seeded := NoteToken(fresh, k3sOld, token, day2); !seeded.Since.Equal(written) || seeded.Source != "k3s's server/token file" {
 		t.Errorf("a node older than the record: %+v, want since %s from k3s's file", seeded, written)
 	}
 
@@ -65,7 +65,7 @@ func TestNoteTokenKeepsWhenTheTokenWasFirstApplied(t *testing.T) {
 	if err := os.WriteFile(unwritable, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := noteToken(unwritable, k3sData, token, day2); r.Problem == "" || !r.Since.Equal(day2) {
+	if r := NoteToken(unwritable, k3sData, token, day2); r.Problem == "" || !r.Since.Equal(day2) {
 		t.Errorf("an unwritable state dir: %+v, want a problem and since now", r)
 	}
 }
