@@ -203,6 +203,9 @@ type Agent struct {
 	// etcdSeen is this node's etcd member's view, observed in the
 	// background for the node report.
 	etcdSeen etcdSeen
+	// nodeChecksSeen is the last round of the node checks, served to
+	// the reports asked within nodeChecksFresh of it.
+	nodeChecksSeen nodeChecksSeen
 	// addressSeen is the last ARP probe for this node's cluster address,
 	// made in the background for the node report (netreport.go).
 	addressSeen addressSeen

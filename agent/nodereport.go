@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/nodecheck"
 )
 
 // This node's own report (kube.NodeReport), served behind the cluster key
@@ -54,9 +55,48 @@ func (a *Agent) nodeReport() kube.NodeReport {
 		r.Peers = kube.NodePeers(snap.Nodes())
 	}
 	// The checks that need this node (sitecon doctor gathers them): a
-	// few hundred small local reads and one syscall, no waiting.
-	a.opts.NodeChecks.Fill(&r)
+	// few hundred small local reads and one syscall, no waiting; made
+	// at most once per nodeChecksFresh however often the report is asked.
+	a.nodeChecksSeen.fill(&r, a.opts.NodeChecks, time.Now())
 	return r
+}
+
+// nodeChecksFresh is how long one round of the node checks serves the
+// reports asked for: the console asks every node every few seconds while
+// the API is down, and a doctor run asks once per check area; the
+// checks' subjects (a daemon, a module, a certificate, the clock's
+// sync) do not change faster than that matters.
+const nodeChecksFresh = 5 * time.Second
+
+// nodeChecksSeen is the last round of the node checks.
+type nodeChecksSeen struct {
+	mu sync.Mutex
+	at time.Time
+	r  kube.NodeReport // only its node-check sections
+}
+
+func (c *nodeChecksSeen) fill(r *kube.NodeReport, checks nodecheck.Checker, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || now.Sub(c.at) >= nodeChecksFresh || now.Before(c.at) {
+		c.r = kube.NodeReport{}
+		checks.Fill(&c.r)
+		c.at = now
+	}
+	// Each report gets its own copies: the caller may change them.
+	if c.r.Storage != nil {
+		v := *c.r.Storage
+		r.Storage = &v
+	}
+	if c.r.Time != nil {
+		v := *c.r.Time
+		r.Time = &v
+	}
+	if c.r.Certs != nil {
+		v := *c.r.Certs
+		v.Files = append([]kube.CertFile(nil), c.r.Certs.Files...)
+		r.Certs = &v
+	}
 }
 
 // etcdSeen is the last observation of etcd through this node's member

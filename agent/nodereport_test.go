@@ -7,13 +7,17 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/nodecheck"
 )
 
 // The node report is the published state, k3s's and etcd's, the agent's
@@ -81,5 +85,33 @@ func TestNodeReportCarriesTheNodeChecks(t *testing.T) {
 	}
 	if r.Time.Problem != "" {
 		t.Errorf("time: %+v", r.Time)
+	}
+}
+
+// The node checks run at most once per nodeChecksFresh, however often the
+// report is asked (the console asks every node every few seconds while
+// the API is down); a report asked later reads the node again.
+func TestNodeReportMakesTheNodeChecksOncePerRound(t *testing.T) {
+	dir := t.TempDir()
+	var asked atomic.Int32
+	a := New(Options{K3sPaths: k3s.Paths{DataDir: dir, ConfigFile: filepath.Join(dir, "config.yaml")},
+		NodeChecks: nodecheck.Checker{Host: nodecheck.HostAt(dir), K3sDataDir: dir, Adjtimex: func(*unix.Timex) (int, error) {
+			asked.Add(1)
+			return unix.TIME_OK, nil
+		}}})
+	for range 20 {
+		if r := a.nodeReport(); r.Time == nil || r.Storage == nil || r.Certs == nil {
+			t.Fatalf("a report without the node checks: %+v", r)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("20 reports in a row made the node checks %d times, want 1", n)
+	}
+	a.nodeChecksSeen.mu.Lock()
+	a.nodeChecksSeen.at = time.Now().Add(-nodeChecksFresh)
+	a.nodeChecksSeen.mu.Unlock()
+	a.nodeReport()
+	if n := asked.Load(); n != 2 {
+		t.Errorf("a report after %s made the node checks %d times in all, want 2", nodeChecksFresh, n)
 	}
 }
