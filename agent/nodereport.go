@@ -49,6 +49,9 @@ func (a *Agent) nodeReport() kube.NodeReport {
 	if a.token != nil {
 		token := *a.token
 		r.Token = &token
+	} else {
+		// Said, so the doctor does not take it for an older agent.
+		r.Token = &kube.TokenReport{Problem: "no cluster config applied (or the agent runs with --no-bootstrap)"}
 	}
 	a.mu.Unlock()
 	if snap != nil {

@@ -86,6 +86,10 @@ func TestNodeReportCarriesTheNodeChecks(t *testing.T) {
 	if r.Time.Problem != "" {
 		t.Errorf("time: %+v", r.Time)
 	}
+	// No config applied: the token's section says so (not an older agent).
+	if r.Token == nil || r.Token.Problem == "" || !r.Token.Since.IsZero() {
+		t.Errorf("token with no config applied: %+v", r.Token)
+	}
 }
 
 // The node checks run at most once per nodeChecksFresh, however often the

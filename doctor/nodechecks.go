@@ -218,6 +218,8 @@ func checkTokenAge(ctx context.Context, env *Env) []Finding {
 			days := int(age / (24 * time.Hour))
 			evidence := fmt.Sprintf("in use since %s (%s)", t.Since.UTC().Format("2006-01-02"), t.Source)
 			switch {
+			case t.Problem != "" && t.Since.IsZero():
+				return []Finding{{Severity: Info, Subject: node, Summary: fmt.Sprintf("the cluster token's age not checked on %s: %s", node, t.Problem)}}
 			case t.Problem != "":
 				return []Finding{{Severity: Warn, Subject: node, Summary: fmt.Sprintf("%s: the cluster token's age is at least %d days; its record could not be kept", node, days),
 					Evidence: []string{evidence, t.Problem}, Next: fmt.Sprintf("on %s: check the agent's state directory (permissions, free space)", node)}}

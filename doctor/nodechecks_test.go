@@ -198,6 +198,7 @@ func TestTokenAge(t *testing.T) {
 			report("node-b", &kube.TokenReport{Since: since(400), Source: "k3s's server/token file"}),
 			report("node-c", &kube.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: permission denied"}),
 			report("node-d", nil),
+			report("node-f", &kube.TokenReport{Problem: "no cluster config applied (or the agent runs with --no-bootstrap)"}),
 			{Node: "node-e", Address: "10.244.244.5:12346", Problem: "did not answer within 2s"},
 		}}
 	}}
@@ -215,13 +216,14 @@ func TestTokenAge(t *testing.T) {
 		"node-c": {Warn, "node-c: the cluster token's age is at least 0 days; its record could not be kept", "permission denied"},
 		"node-d": {Warn, "predates this check", ""},
 		"node-e": {Warn, "its agent gave no report", ""},
+		"node-f": {Info, "not checked on node-f: no cluster config applied", ""},
 	} {
 		f, ok := got[node]
 		if !ok || f.Severity != want.sev || !strings.Contains(f.Summary, want.summary) || !strings.Contains(strings.Join(f.Evidence, "\n"), want.evidence) {
 			t.Errorf("%s: %+v, want %v %q with evidence %q", node, f, want.sev, want.summary, want.evidence)
 		}
 	}
-	if len(got) != 5 {
+	if len(got) != 6 {
 		t.Errorf("%d findings, want one per node: %+v", len(got), got)
 	}
 	// Run gives the old token's warning the check's next step: how to rotate.

@@ -89,6 +89,7 @@ type TokenReport struct {
 	// agent kept the record).
 	Source string `json:"source"`
 	// Problem is why the record could not be read or written: Since is
-	// then only a lower bound (this agent's start).
+	// then only a lower bound (this agent's start); with Since zero, why
+	// there is no token to date (no cluster config applied).
 	Problem string `json:"problem,omitempty"`
 }
