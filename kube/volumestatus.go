@@ -16,13 +16,16 @@ type VolumeStatus struct {
 	Robustness string `json:"robustness"`
 	// Since is when the volume entered its robustness; SinceExact is false
 	// when it was already so when sitecon started watching (a lower bound).
-	Since      time.Time       `json:"since"`
-	SinceExact bool            `json:"sinceExact"`
-	Size       int64           `json:"sizeBytes"`
-	ActualSize int64           `json:"actualSizeBytes"`
-	Node       string          `json:"node,omitempty"`
-	PVC        string          `json:"pvc,omitempty"`
-	Replicas   []ReplicaStatus `json:"replicas"`
+	Since      time.Time `json:"since"`
+	SinceExact bool      `json:"sinceExact"`
+	Size       int64     `json:"sizeBytes"`
+	ActualSize int64     `json:"actualSizeBytes"`
+	Node       string    `json:"node,omitempty"`
+	PVC        string    `json:"pvc,omitempty"`
+	// PVCNamespace is the claim's namespace: a claim's name is its own
+	// only there.
+	PVCNamespace string          `json:"pvcNamespace,omitempty"`
+	Replicas     []ReplicaStatus `json:"replicas"`
 	// WantReplicas is the replica count the volume asks for.
 	WantReplicas int `json:"wantReplicas"`
 }
@@ -102,6 +105,7 @@ func volumeStatuses(d Data, now time.Time) []VolumeStatus {
 			ActualSize:   v.Status.ActualSize,
 			Node:         v.Status.CurrentNodeID,
 			PVC:          v.Status.KubernetesStatus.PVCName,
+			PVCNamespace: v.Status.KubernetesStatus.Namespace,
 			Replicas:     replicas[v.Name],
 			WantReplicas: v.Spec.NumberOfReplicas,
 		}

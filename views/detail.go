@@ -414,9 +414,14 @@ func volumeDetail(ctx *ui.Context) func(f *Frame, id string, now time.Time, widt
 			}
 			t.item(text)
 		}
-		objects := []string{"Volume/" + v.Name}
-		if v.PVC != "" {
-			objects = append(objects, "PersistentVolumeClaim/"+v.PVC)
+		// Namespaced names: a volume's is its own only in Longhorn's
+		// namespace, a claim's only in its own.
+		objects := []string{kube.LonghornNamespace + ":Volume/" + v.Name}
+		switch {
+		case v.PVC != "" && v.PVCNamespace != "":
+			objects = append(objects, v.PVCNamespace+":PersistentVolumeClaim/"+v.PVC)
+		case v.PVC != "":
+			objects = append(objects, "PersistentVolumeClaim/"+v.PVC) // namespace not reported
 		}
 		t.events(f, now, objects, []string{v.Name, v.PVC}, detailEvents)
 		return t.lines, true

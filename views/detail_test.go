@@ -291,3 +291,36 @@ func TestDetailsDrawNoRawText(t *testing.T) {
 		}
 	}
 }
+
+// A volume's detail lists the events of its own Longhorn volume and its
+// own claim, not those of objects of the same names in other namespaces.
+func TestVolumeDetailEventsAreItsOwnNamespaces(t *testing.T) {
+	f := detailFrame()
+	for i := range f.Status.Volumes {
+		if f.Status.Volumes[i].Name == "vol-hmi" {
+			f.Status.Volumes[i].PVC, f.Status.Volumes[i].PVCNamespace = "hmi-data", kube.AppNamespace
+		}
+	}
+	f.Events = append(f.Events,
+		kube.EventRow{Time: now.Add(-30 * time.Second), Type: "Normal", Reason: "ClaimResized", Object: "PersistentVolumeClaim/hmi-data", Namespace: kube.AppNamespace,
+			Message: "the app's own claim"},
+		kube.EventRow{Time: now.Add(-20 * time.Second), Type: "Warning", Reason: "ImpostorClaim", Object: "PersistentVolumeClaim/hmi-data", Namespace: "someone-else",
+			Message: "another namespace's claim of the same name"},
+		kube.EventRow{Time: now.Add(-10 * time.Second), Type: "Warning", Reason: "ImpostorVolume", Object: "Volume/vol-hmi", Namespace: "someone-else",
+			Message: "another namespace's object of the same name"})
+	a := NewApp(testContext(100, 40))
+	a.Update(FrameMsg(f))
+	selectRow(t, a, "4", "vol-hmi")
+	press(a, "enter")
+	v := a.View()
+	for _, want := range []string{"ClaimResized", "Rebuilding: replica vol-hmi-r-c"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the volume's detail lacks its own event %s:\n%s", want, v)
+		}
+	}
+	for _, impostor := range []string{"ImpostorClaim", "ImpostorVolume"} {
+		if strings.Contains(v, impostor) {
+			t.Errorf("the volume's detail shows %s, another namespace's event:\n%s", impostor, v)
+		}
+	}
+}
