@@ -25,12 +25,12 @@ const (
 // reason.
 func checkClocks(ctx context.Context, env *Env) []Finding {
 	if env.NodeReports == nil {
-		return []Finding{{Severity: Info, Summary: "not checked: no cluster config on this machine to ask the nodes with",
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no cluster config on this machine to ask the nodes with",
 			Next: "on a node, or with --config FILE"}}
 	}
 	r := env.NodeReports(ctx)
 	if len(r.Answers) == 0 {
-		return []Finding{{Severity: Info, Summary: "not checked: no node could be asked", Evidence: []string{r.Problem}}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no node could be asked", Evidence: []string{r.Problem}}}
 	}
 	var out []Finding
 	answered := 0
@@ -66,7 +66,7 @@ func checkClocks(ctx context.Context, env *Env) []Finding {
 			}
 		}
 		slices.Sort(why)
-		return []Finding{{Severity: Info, Summary: "not checked: no node answered", Evidence: why}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no node answered", Evidence: why}}
 	}
 	return out
 }

@@ -87,6 +87,10 @@ type Finding struct {
 	Since *time.Time `json:"since,omitempty"`
 	// Next is what to do, in one or two lines.
 	Next string `json:"next,omitempty"`
+	// NotChecked: the check could not run, or ran only in part, for its
+	// subject (why is in the summary): unknown, never healthy. Its next
+	// step says how to get it run, and is printed whatever its severity.
+	NotChecked bool `json:"notChecked,omitempty"`
 }
 
 // Env is what the checks read: one snapshot read of the cluster (Data is
@@ -180,7 +184,7 @@ func Run(ctx context.Context, checks []Check, env *Env) Report {
 	done := make(chan int, len(checks))
 	for i, c := range checks {
 		if c.NeedsAPI && env.APIProblem != "" {
-			results[i] = []Finding{{ID: c.ID, Area: c.Area, Severity: Warn, Summary: c.Title + ": not checked: the cluster API could not be read",
+			results[i] = []Finding{{ID: c.ID, Area: c.Area, NotChecked: true, Severity: Warn, Summary: c.Title + ": not checked: the cluster API could not be read",
 				Evidence: []string{env.APIProblem}, Next: "see " + IDAPIUnreachable}}
 			done <- i
 			continue
@@ -207,7 +211,7 @@ func Run(ctx context.Context, checks []Check, env *Env) Report {
 				if ctx.Err() != nil {
 					why = "the doctor's --timeout ran out first"
 				}
-				results[i] = []Finding{{Severity: Warn, Summary: c.Title + ": not checked: " + why,
+				results[i] = []Finding{{NotChecked: true, Severity: Warn, Summary: c.Title + ": not checked: " + why,
 					Next: "run sitecon doctor again; if it recurs, the API server or this machine is overloaded"}}
 			}
 			done <- i

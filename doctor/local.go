@@ -18,11 +18,11 @@ import (
 // file and the field that is wrong).
 func checkAgentConfigErrors(ctx context.Context, env *Env) []Finding {
 	if env.AgentConfigErrors == nil {
-		return []Finding{{Severity: Info, Summary: "not checked: no agent on this machine to ask"}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no agent on this machine to ask"}}
 	}
 	errs, err := env.AgentConfigErrors(ctx)
 	if err != nil {
-		return []Finding{{Severity: Info, Summary: "not checked: this node's agent did not answer", Evidence: []string{err.Error()},
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: this node's agent did not answer", Evidence: []string{err.Error()},
 			Next: "on a node: systemctl status sitecon-agent"}}
 	}
 	var out []Finding
@@ -84,15 +84,15 @@ func JudgeCert(c CertFile, now time.Time) Finding {
 // are listed one by one; the rest are counted in one ok finding.
 func checkCerts(_ context.Context, env *Env) []Finding {
 	if env.K3sDataDir == "" {
-		return []Finding{{Severity: Info, Summary: "not checked: no k3s data dir given"}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no k3s data dir given"}}
 	}
 	certs, found, err := nodecheck.ReadCerts(env.K3sDataDir)
 	switch {
 	case err != nil:
-		return []Finding{{Severity: Warn, Summary: "not checked: the k3s certificates could not be read", Evidence: []string{err.Error()},
+		return []Finding{{NotChecked: true, Severity: Warn, Summary: "not checked: the k3s certificates could not be read", Evidence: []string{err.Error()},
 			Next: "run sitecon doctor as root on the node"}}
 	case !found:
-		return []Finding{{Severity: Info, Summary: "not checked: no k3s data dir at " + env.K3sDataDir + " (not a node, or another --k3s-data-dir)"}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no k3s data dir at " + env.K3sDataDir + " (not a node, or another --k3s-data-dir)"}}
 	}
 	var out []Finding
 	soonest := CertFile{}

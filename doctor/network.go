@@ -68,7 +68,7 @@ func checkSecondCluster(ctx context.Context, env *Env) []Finding {
 	}
 	s := env.StatusScan(ctx, env.Dial)
 	if s.Problem != "" {
-		return []Finding{{Severity: Info, Summary: "not checked: the cluster prefix could not be asked", Evidence: []string{s.Problem}}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: the cluster prefix could not be asked", Evidence: []string{s.Problem}}}
 	}
 	var out []Finding
 	ours := 0
@@ -111,7 +111,7 @@ func checkSecondCluster(ctx context.Context, env *Env) []Finding {
 	if len(s.Answers) == 0 {
 		// Silence is no proof: with the link down nobody answers. On a
 		// cluster with other nodes somebody should have.
-		f := Finding{Severity: Info, Summary: "not checked: no host of the prefix answered /status (is the cluster link up?)",
+		f := Finding{NotChecked: true, Severity: Info, Summary: "not checked: no host of the prefix answered /status (is the cluster link up?)",
 			Evidence: evidence, Next: "check this node's cluster interface (ip link show: state UP, LOWER_UP) and its cable, then run the doctor again"}
 		if s.CutShort > 0 {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("the scan was cut short by its deadline: %d of %d addresses not asked", s.CutShort, s.Asked))
@@ -122,7 +122,7 @@ func checkSecondCluster(ctx context.Context, env *Env) []Finding {
 		return []Finding{f}
 	}
 	if s.CutShort > 0 {
-		return []Finding{{Severity: Info,
+		return []Finding{{NotChecked: true, Severity: Info,
 			Summary: fmt.Sprintf("partly checked: the scan of %s was cut short, %d of %d addresses not asked; no other cluster among those that answered",
 				s.Prefix, s.CutShort, s.Asked),
 			Evidence: evidence, Next: "run the doctor again; if it is cut short again, the LAN is slow to answer"}}
@@ -170,7 +170,7 @@ func joinStatusPort(address string) string { return net.JoinHostPort(address, "1
 // notOnANode is the finding of a network check run without a cluster
 // config: it looks from a node of the cluster, and this machine is none.
 func notOnANode() []Finding {
-	return []Finding{{Severity: Info, Summary: "not checked: no cluster config on this machine (it looks from a node of the cluster)",
+	return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no cluster config on this machine (it looks from a node of the cluster)",
 		Next: "on a node, or with --config FILE"}}
 }
 
@@ -184,21 +184,21 @@ func reportedNetworks(ctx context.Context, env *Env) (nets map[string]*kube.Netw
 	}
 	r := env.NodeReports(ctx)
 	if len(r.Answers) == 0 {
-		return nil, []Finding{{Severity: Info, Summary: "not checked: no node could be asked", Evidence: []string{r.Problem}}}, false
+		return nil, []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no node could be asked", Evidence: []string{r.Problem}}}, false
 	}
 	nets = map[string]*kube.NetworkReport{}
 	for _, a := range r.Answers {
 		name := a.Name()
 		switch {
 		case !a.Answered:
-			skipped = append(skipped, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent did not report",
+			skipped = append(skipped, Finding{NotChecked: true, Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent did not report",
 				Evidence: []string{a.Problem}, Next: "on " + name + ": systemctl status sitecon-agent (its agent makes this check)"})
 		case a.Report.Network == nil:
 			v := a.Report.Version
 			if v == "" {
 				v = "version unknown"
 			}
-			skipped = append(skipped, Finding{Severity: Warn, Subject: name,
+			skipped = append(skipped, Finding{NotChecked: true, Severity: Warn, Subject: name,
 				Summary:  "not checked for " + name + ": its agent's report has no network section (an older agent, " + v + ")",
 				Evidence: []string{"its report has no such section"}, Next: "upgrade sitecon on " + name})
 		default:
@@ -222,7 +222,7 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 	count := map[int]int{}
 	for name, n := range nets {
 		if n.Problem != "" || n.MTU <= 0 {
-			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent could not read its cluster interface",
+			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent could not read its cluster interface",
 				Evidence: nonEmpty(n.Problem), Next: "on " + name + ": ip link show, and the cluster interface in its cluster config"})
 			continue
 		}
@@ -314,14 +314,14 @@ func checkDuplicateAddress(ctx context.Context, env *Env) []Finding {
 		p := nets[name].AddressProbe
 		switch {
 		case p == nil:
-			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent has not probed its cluster address yet",
+			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent has not probed its cluster address yet",
 				Evidence: nonEmpty(nets[name].Problem), Next: "on " + name + ": wait a minute for its agent's first probe, then run the doctor again; if it persists, systemctl status sitecon-agent"})
 		case p.Problem != "":
-			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent's ARP probe could not be made",
+			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent's ARP probe could not be made",
 				Evidence: []string{p.Problem, "at " + p.At.UTC().Format(time.RFC3339)},
 				Next:     "on " + name + ": ip link show (the cluster interface's link), and its agent's log"})
 		case !env.Now.IsZero() && env.Now.Sub(p.At) > staleProbes*probeEvery(p):
-			out = append(out, Finding{Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its last probe is " + ago(env.Now, p.At) + " old",
+			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its last probe is " + ago(env.Now, p.At) + " old",
 				Evidence: []string{fmt.Sprintf("probed at %s; its agent probes every %s", p.At.UTC().Format(time.RFC3339), probeEvery(p))},
 				Next:     "on " + name + ": systemctl status sitecon-agent, and its clock (SC-CLOCK-SKEW)"})
 		case p.HeldBy != "":

@@ -25,19 +25,19 @@ import (
 func eachNodeReport(ctx context.Context, env *Env, what string, has func(*kube.NodeReport) bool,
 	judge func(node string, r *kube.NodeReport) []Finding) []Finding {
 	if env.NodeReports == nil {
-		return []Finding{{Severity: Info, Summary: "not checked: no cluster config on this machine to ask the nodes with",
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no cluster config on this machine to ask the nodes with",
 			Next: "on a node, or with --config FILE"}}
 	}
 	r := env.NodeReports(ctx)
 	if len(r.Answers) == 0 {
-		return []Finding{{Severity: Info, Summary: "not checked: no node could be asked", Evidence: nonEmpty(r.Problem)}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no node could be asked", Evidence: nonEmpty(r.Problem)}}
 	}
 	var out []Finding
 	for _, a := range r.Answers {
 		name := a.Name()
 		switch {
 		case !a.Answered:
-			out = append(out, Finding{Severity: Warn, Subject: name,
+			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name,
 				Summary:  fmt.Sprintf("%s not checked on %s: its agent gave no report", what, name),
 				Evidence: nonEmpty(a.Problem),
 				Next:     fmt.Sprintf("on %s: systemctl status sitecon-agent (its agent makes this check)", name)})
@@ -46,7 +46,7 @@ func eachNodeReport(ctx context.Context, env *Env, what string, has func(*kube.N
 			if version == "" {
 				version = "unknown version"
 			}
-			out = append(out, Finding{Severity: Warn, Subject: name,
+			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name,
 				Summary:  fmt.Sprintf("%s not checked on %s: its agent (%s) predates this check", what, name, version),
 				Evidence: []string{"its report has no such section"},
 				Next:     fmt.Sprintf("upgrade sitecon on %s", name)})
@@ -219,7 +219,7 @@ func checkTokenAge(ctx context.Context, env *Env) []Finding {
 			evidence := fmt.Sprintf("in use since %s (%s)", t.Since.UTC().Format("2006-01-02"), t.Source)
 			switch {
 			case t.Problem != "" && t.Since.IsZero():
-				return []Finding{{Severity: Info, Subject: node, Summary: fmt.Sprintf("the cluster token's age not checked on %s: %s", node, t.Problem)}}
+				return []Finding{{NotChecked: true, Severity: Info, Subject: node, Summary: fmt.Sprintf("the cluster token's age not checked on %s: %s", node, t.Problem)}}
 			case t.Problem != "":
 				return []Finding{{Severity: Warn, Subject: node, Summary: fmt.Sprintf("%s: the cluster token's age is at least %d days; its record could not be kept", node, days),
 					Evidence: []string{evidence, t.Problem}, Next: fmt.Sprintf("on %s: check the agent's state directory (permissions, free space)", node)}}

@@ -61,13 +61,13 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 	}
 	self, err := env.LocalNode()
 	if err != nil {
-		return []Finding{{Severity: Info, Summary: "not checked: this node's cluster config could not be read", Evidence: []string{err.Error()}}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: this node's cluster config could not be read", Evidence: []string{err.Error()}}}
 	}
 	if len(env.ClusterPorts) == 0 {
-		return []Finding{{Severity: Info, Summary: "not checked: no cluster ports given"}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no cluster ports given"}}
 	}
 	if !self.Network.IsValid() {
-		return []Finding{{Severity: Info, Summary: "not checked: the cluster prefix is not known here (it bounds the addresses dialled)"}}
+		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: the cluster prefix is not known here (it bounds the addresses dialled)"}}
 	}
 	known, source, skipped := peersOf(ctx, env, self)
 	// Only addresses inside the cluster prefix are dialled: a Node's
@@ -75,7 +75,7 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 	// must not aim this machine's connects anywhere else.
 	var out []Finding
 	for _, s := range skipped {
-		out = append(out, Finding{Severity: Warn, Subject: s.name, Summary: "not checked for " + s.name + ": " + s.why,
+		out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: s.name, Summary: "not checked for " + s.name + ": " + s.why,
 			Next: "on " + s.name + ": systemctl status sitecon-agent (it and its kubelet give the node's address)"})
 	}
 	var peers []peer
@@ -90,7 +90,7 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 			Next:     "check " + p.name + "'s cluster interface and address (a node's address outside the cluster prefix is misconfigured, or not one of ours)"})
 	}
 	if len(peers) == 0 {
-		return append(out, Finding{Severity: Info, Summary: "not checked: no peer known inside the cluster prefix (" + source + ")"})
+		return append(out, Finding{NotChecked: true, Severity: Info, Summary: "not checked: no peer known inside the cluster prefix (" + source + ")"})
 	}
 	dial := env.Dial
 	if dial == nil {
@@ -167,7 +167,7 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 			summary = "partly checked: " + summary + "; " + strings.Join(partly, "; ")
 		}
 		evidence := append(fine, partly...)
-		out = append(out, Finding{Severity: OK, Summary: summary, Evidence: append(evidence, "peers from "+source, udpNote)})
+		out = append(out, Finding{NotChecked: len(partly) > 0, Severity: OK, Summary: summary, Evidence: append(evidence, "peers from "+source, udpNote)})
 	}
 	return out
 }

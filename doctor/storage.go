@@ -125,7 +125,7 @@ func checkSupportBundles(ctx context.Context, env *Env) []Finding {
 	var out []Finding
 	bundles, err := env.Clients.Longhorn.LonghornV1beta2().SupportBundles(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return []Finding{{Severity: Warn, Summary: "not checked: the support bundles could not be read", Evidence: []string{err.Error()}}}
+		return []Finding{{NotChecked: true, Severity: Warn, Summary: "not checked: the support bundles could not be read", Evidence: []string{err.Error()}}}
 	}
 	for _, b := range bundles.Items {
 		out = append(out, Finding{Severity: Warn, Subject: b.Name, Since: since(b.CreationTimestamp.Time),
@@ -135,7 +135,7 @@ func checkSupportBundles(ctx context.Context, env *Env) []Finding {
 	}
 	deps, err := env.Clients.Core.AppsV1().Deployments(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return append(out, Finding{Severity: Warn, Summary: "not checked: the deployments in " + kube.LonghornNamespace + " could not be read", Evidence: []string{err.Error()}})
+		return append(out, Finding{NotChecked: true, Severity: Warn, Summary: "not checked: the deployments in " + kube.LonghornNamespace + " could not be read", Evidence: []string{err.Error()}})
 	}
 	for _, d := range deps.Items {
 		if !strings.HasPrefix(d.Name, supportBundleManagerPrefix) {

@@ -46,9 +46,7 @@ func WriteText(w io.Writer, r Report) error {
 }
 
 // notChecked: the finding says its check did not run, or ran in part.
-func notChecked(f Finding) bool {
-	return strings.Contains(f.Summary, "not checked") || strings.Contains(f.Summary, "partly checked")
-}
+func notChecked(f Finding) bool { return f.NotChecked }
 
 // WriteJSON writes the report as one indented JSON object.
 func WriteJSON(w io.Writer, r Report) error {
