@@ -51,7 +51,15 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	// is published comes from the side that holds it.
 	if a.opts.Etcd.Endpoint != "" && role != k3s.RoleAgent && !nodeIdentity {
 		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
-			Log: a.log.With("component", "etcd-members")}
+			Log: a.log.With("component", "etcd-members"), Observe: func(ctx context.Context) (kube.EtcdView, error) {
+				view, err := a.etcdSeen.last(ctx)
+				if err == nil && view.ObservedBy != node {
+					// Observed before this node's name was known: its key
+					// would be another's (or none).
+					return kube.EtcdView{}, errNoEtcdObservation
+				}
+				return view, err
+			}}
 		go publisher.Run(ctx)
 	}
 	if nodeIdentity {

@@ -112,6 +112,24 @@ type etcdSeen struct {
 	err  error
 }
 
+// errNoEtcdObservation: the background observation has not been made yet.
+var errNoEtcdObservation = errors.New("etcd not observed yet")
+
+// last is the last observation, for the member list's publisher
+// (clusterwork.go): etcd is asked once per interval, by observeEtcd. An
+// observation that failed gives its error, not the view before it.
+func (e *etcdSeen) last(context.Context) (kube.EtcdView, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.err != nil:
+		return kube.EtcdView{}, e.err
+	case e.view == nil:
+		return kube.EtcdView{}, errNoEtcdObservation
+	}
+	return *e.view, nil
+}
+
 func (e *etcdSeen) report() kube.EtcdReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()

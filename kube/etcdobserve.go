@@ -187,6 +187,10 @@ type EtcdPublisher struct {
 	Log    *slog.Logger
 	// Observe and Publish intervals; zero: the package's.
 	ObserveEvery, PublishEvery time.Duration
+	// Observe gives the view to publish; nil: ObserveEtcd through Access.
+	// The agent passes the observation it already makes every
+	// EtcdObserveInterval for its node report, so etcd is asked once.
+	Observe func(ctx context.Context) (EtcdView, error)
 }
 
 // Run publishes until ctx ends. Failures are logged when they change and
@@ -215,10 +219,14 @@ func (p *EtcdPublisher) Run(ctx context.Context) {
 			lastProblem = err.Error()
 		}
 	}
+	observe := p.Observe
+	if observe == nil {
+		observe = func(ctx context.Context) (EtcdView, error) { return ObserveEtcd(ctx, p.Access, p.Node, time.Now) }
+	}
 	tick := time.NewTicker(observeEvery)
 	defer tick.Stop()
 	for {
-		view, err := ObserveEtcd(ctx, p.Access, p.Node, time.Now)
+		view, err := observe(ctx)
 		if err == nil {
 			// What changed is the members and their health, not the time.
 			key := view
