@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -212,6 +213,58 @@ func TestKubeletRequiresTheSiteCAsClientCertificate(t *testing.T) {
 			t.Errorf("%s's kubelet with a client certificate from another CA answered %d; want the handshake refused", n.Name, code)
 		}
 	}
+}
+
+// A node's kubelet port goes with its node and comes back with it: its
+// front is the node's kubelet as much as its kwok is.
+func TestKubeletPortGoesAndComesBackWithItsNode(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	pki := filepath.Join(site.Dir, "pki")
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	apiServer, err := tls.LoadX509KeyPair(filepath.Join(pki, "apiserver-kubelet-client.crt"), filepath.Join(pki, "apiserver-kubelet-client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := site.Nodes[2]
+	healthz := func() error {
+		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: n.IP, Certificates: []tls.Certificate{apiServer}},
+		}}
+		defer client.CloseIdleConnections()
+		resp, err := client.Get("https://" + net.JoinHostPort(n.IP, strconv.Itoa(sitebox.KubeletPort)) + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("healthz: %s", resp.Status)
+		}
+		return nil
+	}
+	if err := healthz(); err != nil {
+		t.Fatalf("%s's kubelet before the failure: %v", n.Name, err)
+	}
+	site.RecoverOnCleanup(t, n.Name)
+	if err := site.Fail(n.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := healthz(); err == nil {
+		t.Fatalf("%s's kubelet port answers while the node is failed", n.Name)
+	}
+	if err := site.Recover(n.Name); err != nil {
+		t.Fatal(err)
+	}
+	until(t, 30*time.Second, n.Name+"'s kubelet serving again", func() (error, bool) {
+		err := healthz()
+		return err, err == nil
+	}, func(err error) string { return fmt.Sprint(err) })
+	site.WaitSettled(t, 90*time.Second)
 }
 
 // otherCAClientCert is a client certificate named cn, signed by a CA of
