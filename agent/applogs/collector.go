@@ -269,14 +269,17 @@ func (c *Collector) follow(ctx context.Context, t target, pods <-chan *corev1.Po
 		if now := restartCount(pod, t.Container); now > pos.RestartCount {
 			unverifiedSince = time.Time{}
 			// The container restarted: the rest of the instance that
-			// ended is its previous log.
-			if !pos.Time.IsZero() || pos.AtTime > 0 {
-				if now > pos.RestartCount+1 {
+			// ended is its previous log, the whole of it when none of
+			// its lines was read (it logged and ended while this agent
+			// was away, or before its first stream sent anything).
+			if now > pos.RestartCount+1 {
+				if !pos.Time.IsZero() || pos.AtTime > 0 {
 					log.Warn("app logs: instances between were never read (the kubelet keeps only the previous one)", "from", pos.RestartCount, "to", now)
 				}
-				if err := c.copyStream(ctx, t, &pos, kube.LogOptions{Previous: true, Timestamps: true, SinceTime: pos.SinceTime()}, nil); err != nil && ctx.Err() == nil {
-					log.Warn("app logs: the previous instance's log", "err", err)
-				}
+				pos = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container, RestartCount: now - 1}
+			}
+			if err := c.copyStream(ctx, t, &pos, kube.LogOptions{Previous: true, Timestamps: true, SinceTime: pos.SinceTime()}, nil); err != nil && ctx.Err() == nil {
+				log.Warn("app logs: the previous instance's log", "err", err)
 			}
 			pos = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container, RestartCount: now}
 			if err := c.savePosition(pos); err != nil {

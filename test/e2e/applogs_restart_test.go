@@ -43,16 +43,19 @@ func startAppLogsAgent(t *testing.T, site *sitebox.TestSite, node, dir string) *
 // out once, tagged with the instance that wrote it: when the kubelet
 // reports the restart at once, when it reports it only after the agent
 // has opened a stream on the new instance (the API still showing the old
-// one), and across an agent killed after that.
+// one), and across an agent killed after that, with a container that
+// logged its first instance's lines and restarted while the agent was
+// down.
 func TestAgentCollectsAppLogsAcrossContainerRestarts(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
 	ctx := context.Background()
 	const node, container = "node-a", "main"
-	pod := appPod(t, cs, "restarts-6c9d-x1", "restarts", node, false, container).Name
+	const sidecar = "sidecar"
+	pod := appPod(t, cs, "restarts-6c9d-x1", "restarts", node, false, container, sidecar).Name
 	line := func(instance, i int) string { return fmt.Sprintf("instance %d line %03d", instance, i) }
-	write := func(instance, from, to int) {
+	writeTo := func(container string, instance, from, to int) {
 		t.Helper()
 		var lines []string
 		for i := from; i < to; i++ {
@@ -62,26 +65,26 @@ func TestAgentCollectsAppLogsAcrossContainerRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	restart := func(how sitebox.ContainerRestart) {
+	write := func(instance, from, to int) { t.Helper(); writeTo(container, instance, from, to) }
+	restartOf := func(container string, how sitebox.ContainerRestart) {
 		t.Helper()
 		if err := site.RestartContainer(ctx, kube.AppNamespace, pod, container, how); err != nil {
 			t.Fatal(err)
 		}
 	}
+	restart := func(how sitebox.ContainerRestart) { t.Helper(); restartOf(container, how) }
 	dir := t.TempDir()
 	logsDir := filepath.Join(dir, "applogs")
-	records := func() []applogs.Record {
-		got, _ := collected(t, logsDir)
-		return got[pod+"/"+container]
-	}
-	// Waits until line is out, and returns what is.
-	waitFor := func(line string) []applogs.Record {
+	// Waits until container's line is out, and returns what is.
+	waitIn := func(container, line string) []applogs.Record {
 		t.Helper()
-		return until(t, 60*time.Second, fmt.Sprintf("%q collected", line), func() ([]applogs.Record, bool) {
-			recs := records()
+		return until(t, 60*time.Second, fmt.Sprintf("%s's %q collected", container, line), func() ([]applogs.Record, bool) {
+			got, _ := collected(t, logsDir)
+			recs := got[pod+"/"+container]
 			return recs, slices.ContainsFunc(recs, func(r applogs.Record) bool { return r.Line == line })
 		}, func(recs []applogs.Record) string { return describeRecords(recs) })
 	}
+	waitFor := func(line string) []applogs.Record { t.Helper(); return waitIn(container, line) }
 
 	write(0, 0, 10)
 	agent := startAppLogsAgent(t, site, node, dir)
@@ -103,9 +106,15 @@ func TestAgentCollectsAppLogsAcrossContainerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = agent.Wait()
+	// While it is down, the sidecar, which had logged nothing, logs and
+	// restarts: the agent never read a line of its first instance.
+	writeTo(sidecar, 0, 0, 5)
+	restartOf(sidecar, sitebox.ContainerRestart{})
+	writeTo(sidecar, 1, 0, 5)
 	startAppLogsAgent(t, site, node, dir)
 	write(2, 10, 20)
 	got := waitFor(line(2, 19))
+	side := waitIn(sidecar, line(1, 4))
 
 	var want []string
 	for instance := range 3 {
@@ -114,7 +123,16 @@ func TestAgentCollectsAppLogsAcrossContainerRestarts(t *testing.T) {
 		}
 	}
 	if have := tagged(got); strings.Join(have, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("collected %d lines, want each of %d once, in order, tagged with its instance's restart count; got:\n%s", len(have), len(want), strings.Join(have, "\n"))
+		t.Errorf("collected %d lines, want each of %d once, in order, tagged with its instance's restart count; got:\n%s", len(have), len(want), strings.Join(have, "\n"))
+	}
+	want = want[:0]
+	for instance := range 2 {
+		for i := range 5 {
+			want = append(want, fmt.Sprintf("%d: %s", instance, line(instance, i)))
+		}
+	}
+	if have := tagged(side); strings.Join(have, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s: collected %d lines, want each of %d once, in order, tagged with its instance's restart count; got:\n%s", sidecar, len(have), len(want), strings.Join(have, "\n"))
 	}
 }
 
