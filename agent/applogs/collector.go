@@ -9,8 +9,12 @@
 // count, the last line's timestamp and how many lines had it) is saved
 // after each batch, and the stream is resumed with timestamps and
 // sinceTime from it; a line written but not yet saved in a position is
-// found again in the current file at start. Pods come from the agent's
-// watch (kube.Snapshot); no LISTs.
+// found again in the current file at start. A follow is kept to the
+// instance its position is in (instanceGuard): it ends when the pod
+// reports a restart, whereupon the rest of the old instance is read from
+// its previous log, and a stream that does not hold the position's last
+// line (a newer instance the pod's status does not show yet) is not
+// written. Pods come from the agent's watch (kube.Snapshot); no LISTs.
 package applogs
 
 import (
