@@ -1,12 +1,19 @@
 package applogs
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 func TestPositionAdmitsEachLineOnce(t *testing.T) {
@@ -159,5 +166,96 @@ func TestSplitTimestamp(t *testing.T) {
 	}
 	if _, _, ok := splitTimestamp("no timestamp"); ok {
 		t.Error("a line without a timestamp admitted")
+	}
+}
+
+// A follow resumed from a position must hold the position's last line
+// before any later one: a kubelet's log of one instance holds every line
+// it wrote, so a log that passes the position without it is a newer
+// instance the pod's status does not show yet. Its lines are not written
+// as the old instance's (they would be written again, as the new one's,
+// once the restart shows).
+func TestFollowOfAnotherInstanceIsNotWritten(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	stamp := func(d time.Duration, text string) string {
+		return t0.Add(d).Format(time.RFC3339Nano) + " " + text + "\n"
+	}
+	for _, tc := range []struct {
+		name    string
+		verify  bool
+		stream  string
+		wantErr error
+		want    []string
+	}{
+		{name: "the same instance goes on", verify: true,
+			stream: stamp(-time.Millisecond, "before") + stamp(0, "last written") + stamp(time.Millisecond, "next"), want: []string{"next"}},
+		{name: "a newer instance", verify: true,
+			stream: stamp(-time.Millisecond, "new first") + stamp(time.Millisecond, "new second"), wantErr: errNotResumed},
+		{name: "a newer instance, past the grace", verify: false,
+			stream: stamp(-time.Millisecond, "new first") + stamp(time.Millisecond, "new second"), want: []string{"new second"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c, err := New(Options{Dir: dir, Node: "node-a"}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.out.close() }()
+			tg := target{LogTarget: kube.LogTarget{App: "a", Pod: "p", Container: "main"}, PodUID: "uid-1"}
+			pos := Position{PodUID: "uid-1", Container: "main", Time: t0, AtTime: 1}
+			var pod *corev1.Pod
+			guard := &instanceGuard{pods: make(chan *corev1.Pod), pod: &pod, verify: tc.verify}
+			err = c.copyLines(context.Background(), strings.NewReader(tc.stream), tg, &pos, time.Hour, guard)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("copy: %v, want %v", err, tc.wantErr)
+			}
+			data, _ := os.ReadFile(filepath.Join(dir, CurrentFile))
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var r Record
+				if l != "" && json.Unmarshal([]byte(l), &r) == nil {
+					got = append(got, r.Line)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("written %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A follow ends once the pod reports that its container restarted: the
+// rest of the instance is its previous log.
+func TestFollowEndsWhenThePodReportsARestart(t *testing.T) {
+	c, err := New(Options{Dir: t.TempDir(), Node: "node-a"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.out.close() }()
+	stream, feed := io.Pipe()
+	defer feed.Close()
+	tg := target{LogTarget: kube.LogTarget{App: "a", Pod: "p", Container: "main"}, PodUID: "uid-1"}
+	pos := Position{PodUID: "uid-1", Container: "main", RestartCount: 2}
+	pods := make(chan *corev1.Pod, 1)
+	var latest *corev1.Pod
+	done := make(chan error, 1)
+	go func() {
+		done <- c.copyLines(context.Background(), stream, tg, &pos, time.Hour, &instanceGuard{pods: pods, pod: &latest, verify: true})
+	}()
+	withRestarts := func(n int32) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "main", RestartCount: n}}}}
+	}
+	pods <- withRestarts(2)
+	pods <- withRestarts(3)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follow went on after the pod reported a restart")
+	}
+	if restartCount(latest, "main") != 3 {
+		t.Errorf("the newest pod seen has %d restarts, want 3 (handed back to the follower)", restartCount(latest, "main"))
 	}
 }

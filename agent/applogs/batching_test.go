@@ -29,7 +29,7 @@ func TestLinesArrivingOneByOneAreSyncedOncePerInterval(t *testing.T) {
 	tg := target{LogTarget: kube.LogTarget{App: "chatty", AppUUID: "u-1", Pod: "chatty-0", Container: "main"}, PodUID: "uid-1"}
 	pos := Position{PodUID: tg.PodUID, Container: tg.Container}
 	done := make(chan error, 1)
-	go func() { done <- c.copyLines(context.Background(), stream, tg, &pos, time.Hour) }()
+	go func() { done <- c.copyLines(context.Background(), stream, tg, &pos, time.Hour, nil) }()
 	start := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
 	const lines = 50
 	for i := range lines {

@@ -9,8 +9,12 @@
 // count, the last line's timestamp and how many lines had it) is saved
 // after each batch, and the stream is resumed with timestamps and
 // sinceTime from it; a line written but not yet saved in a position is
-// found again in the current file at start. Pods come from the agent's
-// watch (kube.Snapshot); no LISTs.
+// found again in the current file at start. A follow is kept to the
+// instance its position is in (instanceGuard): it ends when the pod
+// reports a restart, whereupon the rest of the old instance is read from
+// its previous log, and a stream that does not hold the position's last
+// line (a newer instance the pod's status does not show yet) is not
+// written. Pods come from the agent's watch (kube.Snapshot); no LISTs.
 package applogs
 
 import (
@@ -257,6 +261,9 @@ func (c *Collector) follow(ctx context.Context, t target, pods <-chan *corev1.Po
 	log.Info("app logs: following", "app", t.App, "from", pos.Time, "restarts", pos.RestartCount)
 	var pod *corev1.Pod
 	backoff := c.opts.RetryMin
+	// unverifiedSince is when the kubelet's log first failed to hold the
+	// line the position ends at, with no restart in the pod's status yet.
+	var unverifiedSince time.Time
 	for {
 		// The newest pod the watch showed.
 		select {
@@ -264,24 +271,47 @@ func (c *Collector) follow(ctx context.Context, t target, pods <-chan *corev1.Po
 		default:
 		}
 		if now := restartCount(pod, t.Container); now > pos.RestartCount {
+			unverifiedSince = time.Time{}
 			// The container restarted: the rest of the instance that
-			// ended is its previous log.
-			if !pos.Time.IsZero() || pos.AtTime > 0 {
-				if now > pos.RestartCount+1 {
+			// ended is its previous log, the whole of it when none of
+			// its lines was read (it logged and ended while this agent
+			// was away, or before its first stream sent anything).
+			if now > pos.RestartCount+1 {
+				if !pos.Time.IsZero() || pos.AtTime > 0 {
 					log.Warn("app logs: instances between were never read (the kubelet keeps only the previous one)", "from", pos.RestartCount, "to", now)
 				}
-				if err := c.copyStream(ctx, t, &pos, kube.LogOptions{Previous: true, Timestamps: true, SinceTime: pos.SinceTime()}); err != nil && ctx.Err() == nil {
-					log.Warn("app logs: the previous instance's log", "err", err)
-				}
+				pos = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container, RestartCount: now - 1}
+			}
+			if err := c.copyStream(ctx, t, &pos, kube.LogOptions{Previous: true, Timestamps: true, SinceTime: pos.SinceTime()}, nil); err != nil && ctx.Err() == nil {
+				log.Warn("app logs: the previous instance's log", "err", err)
 			}
 			pos = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container, RestartCount: now}
 			if err := c.savePosition(pos); err != nil {
 				log.Error("app logs: save position", "err", err)
 			}
 		}
-		err := c.copyStream(ctx, t, &pos, kube.LogOptions{Follow: true, Timestamps: true, SinceTime: pos.SinceTime()})
+		// The stream must go on from the position's line: the kubelet
+		// serves the container's current instance, which may be a newer
+		// one than the pod's status shows yet (a kubelet reports a start
+		// after it). Past a grace, a log that does not hold it is taken
+		// as it is (the kubelet rotated the file away).
+		guard := &instanceGuard{pods: pods, pod: &pod, verify: unverifiedSince.IsZero() || time.Since(unverifiedSince) < restartReportGrace}
+		if !guard.verify {
+			log.Warn("app logs: the kubelet's log does not hold the last line written and the pod reports no restart; reading on from what it holds (lines between may be lost)", "since", pos.Time, "restarts", pos.RestartCount)
+		}
+		err := c.copyStream(ctx, t, &pos, kube.LogOptions{Follow: true, Timestamps: true, SinceTime: pos.SinceTime()}, guard)
 		if ctx.Err() != nil {
 			return
+		}
+		switch {
+		case errors.Is(err, errNotResumed):
+			if unverifiedSince.IsZero() {
+				unverifiedSince = time.Now()
+			}
+			log.Debug("app logs: the kubelet's log is not the instance written last; waiting for the pod to report the restart", "since", pos.Time, "restarts", pos.RestartCount)
+			err = nil
+		case err == nil && guard.verified:
+			unverifiedSince = time.Time{}
 		}
 		if err != nil {
 			if apierrors.IsNotFound(err) {
@@ -322,13 +352,57 @@ func (c *Collector) startPosition(t target) (Position, error) {
 func (c *Collector) savePosition(p Position) error { return c.pos.save(p) }
 
 // copyStream writes one stream's new lines out (copyLines).
-func (c *Collector) copyStream(ctx context.Context, t target, pos *Position, o kube.LogOptions) error {
+func (c *Collector) copyStream(ctx context.Context, t target, pos *Position, o kube.LogOptions, guard *instanceGuard) error {
 	stream, err := kube.OpenLogStream(ctx, c.client, t.LogTarget, o)
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
-	return c.copyLines(ctx, stream, t, pos, flushInterval)
+	return c.copyLines(ctx, stream, t, pos, flushInterval, guard)
+}
+
+// restartReportGrace is how long a follow that does not go on from the
+// position waits for the pod's status to report the restart that
+// explains it, before the log is taken as the kubelet holds it.
+const restartReportGrace = 30 * time.Second
+
+// errNotResumed: the stream passed the position's time without the line
+// the position ends at. A kubelet's log of one container instance holds
+// every line the instance wrote (until it rotates the file), so the
+// stream is of another instance: the container restarted, and the pod's
+// status does not say so yet.
+var errNotResumed = errors.New("the log does not go on from the position")
+
+// instanceGuard keeps a follow to the container instance its position is
+// in: the stream ends once the pod reports a restart (the rest of the
+// instance is its previous log), and, with verify, a stream that passes
+// the position's time without holding its last line is left unwritten
+// (errNotResumed). A line of the new instance would otherwise be written
+// as the old one's, moving the position past the old instance's unread
+// end, and be written again from the new instance's start.
+type instanceGuard struct {
+	pods <-chan *corev1.Pod
+	// pod is the newest pod the watch showed, kept up to date.
+	pod    **corev1.Pod
+	verify bool
+	// verified: the stream held the position's last line.
+	verified bool
+}
+
+// resumes says whether a line stamped ts is still consistent with a
+// stream that goes on from resumeAt (the position's time as the stream
+// opened): false once it passes resumeAt before a line at resumeAt.
+func (g *instanceGuard) resumes(ts, resumeAt time.Time) bool {
+	if g == nil || !g.verify || g.verified || resumeAt.IsZero() {
+		return true
+	}
+	switch {
+	case ts.Equal(resumeAt):
+		g.verified = true
+	case ts.After(resumeAt):
+		return false
+	}
+	return true
 }
 
 // flushInterval is how often a stream's new lines are written and synced,
@@ -344,7 +418,12 @@ const maxBatch = 256 << 10
 // copyLines writes the stream's lines out in batches: what came within
 // every (or maxBatch of it), written and synced, then the position saved;
 // at the stream's end (or ctx's) what is pending is written first.
-func (c *Collector) copyLines(ctx context.Context, stream io.Reader, t target, pos *Position, every time.Duration) error {
+func (c *Collector) copyLines(ctx context.Context, stream io.Reader, t target, pos *Position, every time.Duration, guard *instanceGuard) error {
+	resumeAt := pos.Time
+	var pods <-chan *corev1.Pod
+	if guard != nil {
+		pods = guard.pods
+	}
 	lines := make(chan string, 256)
 	readErr := make(chan error, 1)
 	stop := make(chan struct{})
@@ -403,7 +482,13 @@ func (c *Collector) copyLines(ctx context.Context, stream io.Reader, t target, p
 				return nil
 			}
 			ts, text, ok := splitTimestamp(strings.TrimSuffix(line, "\n"))
-			if !ok || !pos.Admit(ts, &seenAtTime) {
+			if !ok {
+				continue
+			}
+			if !guard.resumes(ts, resumeAt) {
+				return errors.Join(flush(), errNotResumed)
+			}
+			if !pos.Admit(ts, &seenAtTime) {
 				continue
 			}
 			if err := enc.Encode(Record{AppUUID: t.AppUUID, AppName: t.App, Container: t.Container, Time: ts, Line: text,
@@ -419,6 +504,13 @@ func (c *Collector) copyLines(ctx context.Context, stream io.Reader, t target, p
 		case <-tick.C:
 			if err := flush(); err != nil {
 				return err
+			}
+		case p := <-pods:
+			*guard.pod = p
+			if restartCount(p, t.Container) > pos.RestartCount {
+				// The instance ended: what it wrote after what was read
+				// is in its previous log.
+				return flush()
 			}
 		case <-ctx.Done():
 			// The stream's close ends the reader; what was read is kept.

@@ -350,7 +350,7 @@ func (s *Site) killK3s(node string) error {
 func (s *Site) powerOffBoot(nodes ...string) error {
 	var errs []error
 	for _, node := range nodes {
-		errs = append(errs, s.kill(etcdProcess(node)), s.killK3s(node), s.kill(agentProcess(node)), s.kill("kwok-"+node))
+		errs = append(errs, s.kill(etcdProcess(node)), s.killK3s(node), s.kill(agentProcess(node)), s.stopKubeletFront(node, true), s.kill("kwok-"+node))
 	}
 	for _, node := range nodes {
 		errs = append(errs, s.dropNetns(slices.IndexFunc(s.Nodes, func(n Node) bool { return n.Name == node })))
@@ -366,10 +366,8 @@ func (s *Site) powerOnBoot(node string) error {
 	if err := s.bootNetns(i); err != nil {
 		return err
 	}
-	if !s.running("kwok-" + node) {
-		if err := s.startKwok(s.Nodes[i]); err != nil {
-			return err
-		}
+	if err := s.startKubelet(s.Nodes[i]); err != nil {
+		return err
 	}
 	return s.restart(agentProcess(node))
 }

@@ -27,7 +27,7 @@ func (s *Site) Fail(node string) error {
 	if s.Bootstrap {
 		return s.powerOffBoot(node)
 	}
-	if err := s.stop("kwok-" + node); err != nil {
+	if err := errors.Join(s.stopKubeletFront(node, false), s.stop("kwok-"+node)); err != nil {
 		return err
 	}
 	// The device is lost with all it runs: its etcd member and a sitecon
@@ -57,7 +57,7 @@ func (s *Site) Recover(node string) error {
 	if err := s.StartEtcdMember(node); err != nil {
 		return err
 	}
-	if err := s.startKwok(n); err != nil {
+	if err := s.startKubelet(n); err != nil {
 		return err
 	}
 	// The device booted: a kubelet reports a new boot id (kwok keeps
@@ -107,7 +107,7 @@ func (s *Site) PowerOff(nodes ...string) error {
 		return s.powerOffBoot(nodes...)
 	}
 	for _, node := range nodes {
-		errs = append(errs, s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
+		errs = append(errs, s.stopKubeletFront(node, true), s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
 	}
 	// Then their addresses go silent, as a powered-off device's.
 	for _, node := range nodes {
@@ -142,10 +142,8 @@ func (s *Site) PowerOn(node string) error {
 			return err
 		}
 	}
-	if !s.running("kwok-" + node) {
-		if err := s.startKwok(n); err != nil {
-			return err
-		}
+	if err := s.startKubelet(n); err != nil {
+		return err
 	}
 	if err := s.unsilence(node); err != nil {
 		return err

@@ -21,10 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/kube"
@@ -32,17 +34,19 @@ import (
 
 // Each node's kwok serves the kubelet API (container logs; exec, attach
 // and port-forward answer too, with nothing configured behind them) on
-// the node's own address and the kubelet port, over TLS with a serving
-// certificate the site's CA signed for that address. The API server dials
-// it as it dials a kubelet: at the node's address, checking the serving
-// certificate against --kubelet-certificate-authority and presenting its
-// own client certificate (--kubelet-client-certificate). kwok v0.8.0 does
-// not check client certificates: a real kubelet would.
+// the node's own address, behind a TLS front on the kubelet port
+// (kubeletfront.go) with a serving certificate the site's CA signed for
+// that address. The API server dials it as it dials a kubelet: at the
+// node's address, checking the serving certificate against
+// --kubelet-certificate-authority and presenting its own client
+// certificate (--kubelet-client-certificate), which the front checks
+// against the site's CA, as a kubelet's --client-ca-file does.
 //
 // What a container logs is a file in CRI format under DIR/podlogs, named
 // to kwok by a Logs object (kwok.x-k8s.io/v1alpha1) per pod; a test
 // writes lines with AppendContainerLog. A pod without one logs nothing
-// (the site's default ClusterLogs names an empty file).
+// (the site's default ClusterLogs names an empty file). RestartContainer
+// restarts a container: its file becomes the previous instance's log.
 
 // KubeletPort is the port a node's kubelet serves on, as on a device.
 const KubeletPort = 10250
@@ -65,8 +69,9 @@ func kubeletAddr(n Node) string {
 // kubeletArgs are the kwok flags that make it serve the kubelet API.
 func (s *Site) kubeletArgs(n Node) []string {
 	return []string{
-		"--server-address=" + net.JoinHostPort(kubeletAddr(n), strconv.Itoa(KubeletPort)),
-		// The port the node's status.daemonEndpoints names.
+		// Behind the node's kubelet front (kubeletfront.go).
+		"--server-address=" + net.JoinHostPort(kubeletAddr(n), strconv.Itoa(kubeletBackendPort)),
+		// The port the node's status.daemonEndpoints names: the front's.
 		"--node-port=" + strconv.Itoa(KubeletPort),
 		"--tls-cert-file=" + s.pki("kubelet-"+n.Name+".crt"),
 		"--tls-private-key-file=" + s.pki("kubelet-"+n.Name+".key"),
@@ -219,7 +224,9 @@ func (s *Site) ensureLogsObject(ctx context.Context, cs kubernetes.Interface, dy
 		if err := appendFile(file, ""); err != nil {
 			return err
 		}
-		logs = append(logs, map[string]any{"containers": []any{c}, "logsFile": file})
+		// The previous instance's log: there once the container
+		// restarted (RestartContainer).
+		logs = append(logs, map[string]any{"containers": []any{c}, "logsFile": file, "previousLogsFile": previousLog(file)})
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1",
@@ -314,4 +321,97 @@ func chatterLine(app string, vm bool, n int, every time.Duration) string {
 		return fmt.Sprintf("client sensor-%d published %d messages to plant/line1/telemetry", n%5+1, n%13+1)
 	}
 	return fmt.Sprintf("%s: tick %d, all healthy", app, n)
+}
+
+// previousLog is where a container's previous instance's log is kept.
+func previousLog(file string) string { return strings.TrimSuffix(file, ".log") + ".previous.log" }
+
+// ContainerRestart says how RestartContainer restarts a container.
+type ContainerRestart struct {
+	// ReportWhenFollowed holds the pod status's word of the restart until
+	// a reader has followed the new instance's log (30 s at most): a
+	// kubelet reports a container's start some time after the start, and
+	// a reader that opens its stream in between reads the new instance
+	// while the API still shows the old one.
+	ReportWhenFollowed bool
+}
+
+// RestartContainer restarts a container of a pod as its kubelet does
+// when the container exits and is started again: the follows of its log
+// end (a reader that had not read the last lines finds them in the
+// previous log), the log written so far becomes the previous instance's
+// (what previous=true reads; the one before is dropped, as a kubelet
+// keeps one), the new instance's log starts empty, and the pod's status
+// then says so: restartCount one more, lastState the old instance
+// terminated, state running since now. The container must have logged
+// (AppendContainerLog), and its node's kubelet front must run in this
+// process (a test's site).
+func (s *Site) RestartContainer(ctx context.Context, namespace, podName, container string, how ContainerRestart) error {
+	cs, err := s.coreClient()
+	if err != nil {
+		return err
+	}
+	pod, err := cs.CoreV1().Pods(namespace).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(pod.Status.ContainerStatuses, func(st corev1.ContainerStatus) bool { return st.Name == container }) {
+		return fmt.Errorf("pod %s/%s has no status for a container %q", namespace, podName, container)
+	}
+	front, ok := s.front(pod.Spec.NodeName)
+	if !ok {
+		return fmt.Errorf("the kubelet front of node %q does not run in this process", pod.Spec.NodeName)
+	}
+	file := filepath.Join(s.podLogsDir(), namespace+"_"+podName+"_"+string(pod.UID), container+".log")
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("container %s of pod %s/%s has not logged yet (AppendContainerLog): %w", container, namespace, podName, err)
+	}
+	key := followKey(namespace, podName, container)
+	// The instance ends: so do the follows of its log.
+	front.endFollows(key)
+	logWriteMu.Lock()
+	err = os.Rename(file, previousLog(file))
+	if err == nil {
+		err = appendFile(file, "")
+	}
+	logWriteMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("restart container %s of pod %s/%s: %w", container, namespace, podName, err)
+	}
+	// A follow opened before the swap reads the old file still: it ends
+	// too. Every follow opened after reads the new instance's.
+	followed := front.endFollows(key)
+	if how.ReportWhenFollowed {
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return front.followsOpened(key) > followed, nil
+		}); err != nil {
+			return fmt.Errorf("nobody followed the new instance of container %s of pod %s/%s: %w", container, namespace, podName, err)
+		}
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, podName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(pod.Status.ContainerStatuses, func(st corev1.ContainerStatus) bool { return st.Name == container })
+		if i < 0 {
+			return fmt.Errorf("pod %s/%s lost the status of container %q", namespace, podName, container)
+		}
+		st := &pod.Status.ContainerStatuses[i]
+		now := metav1.Now()
+		started := now
+		if st.State.Running != nil {
+			started = st.State.Running.StartedAt
+		}
+		st.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 1, Reason: "Error", StartedAt: started, FinishedAt: now, ContainerID: st.ContainerID,
+		}}
+		st.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+		st.RestartCount++
+		if st.ContainerID != "" {
+			st.ContainerID = "containerd://" + strings.ReplaceAll(string(uuid.NewUUID()), "-", "")
+		}
+		_, err = cs.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
 }

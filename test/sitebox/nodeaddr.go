@@ -115,10 +115,11 @@ func pickNodeNetwork(nodes int) (netip.Prefix, error) {
 		// resolvers and /etc/hosts live.
 		prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 100 + b[0]%100, b[1], 0}), 24)
 		free := true
-		for i := range nodes * 2 {
-			// Each node's status port and its kubelet's (kubelet.go).
-			port := []int{config.StatusPort, KubeletPort}[i%2]
-			l, err := net.Listen("tcp", net.JoinHostPort(nodeAddr(prefix, i/2).String(), strconv.Itoa(port)))
+		for i := range nodes * 3 {
+			// Each node's status port, its kubelet's and its kwok's
+			// behind the kubelet's front (kubeletfront.go).
+			port := []int{config.StatusPort, KubeletPort, kubeletBackendPort}[i%3]
+			l, err := net.Listen("tcp", net.JoinHostPort(nodeAddr(prefix, i/3).String(), strconv.Itoa(port)))
 			if err != nil {
 				free = false
 				break

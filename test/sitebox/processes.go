@@ -70,7 +70,7 @@ func (s *Site) processOrder() []string {
 	}
 	order = append(order, "app-chatter", "simulators")
 	for _, n := range s.Nodes {
-		order = append(order, "kwok-"+n.Name)
+		order = append(order, kubeletFrontProcess(n.Name), "kwok-"+n.Name)
 	}
 	order = append(order, controlPlaneProcesses...)
 	for _, m := range s.Etcd {
@@ -86,6 +86,14 @@ func (s *Site) Down() error {
 	var errs []error
 	for _, n := range s.Nodes {
 		errs = append(errs, s.unsilence(n.Name))
+		// The fronts run in this process, if anywhere here.
+		s.frontsMu.Lock()
+		f := s.fronts[n.Name]
+		delete(s.fronts, n.Name)
+		s.frontsMu.Unlock()
+		if f != nil {
+			errs = append(errs, f.close())
+		}
 	}
 	for _, name := range s.processOrder() {
 		if s.running(name) {

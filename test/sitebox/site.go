@@ -95,6 +95,11 @@ type Options struct {
 	// cluster config, and the k3s stand-in as its k3s, which runs the
 	// node's etcd member. It needs root and iproute2.
 	Bootstrap bool
+	// KubeletFronts is a sitebox binary that runs each node's kubelet TLS
+	// front (kubeletfront.go) as a site process, so that it outlives the
+	// command that started the site; empty: they run in this process, for
+	// as long as it runs (tests).
+	KubeletFronts string
 }
 
 // Node is one simulated node.
@@ -146,6 +151,9 @@ type State struct {
 	DieWithParent          bool         `json:"dieWithParent,omitempty"`
 	// Bootstrap: the site's agents bootstrap for real (bootmode.go).
 	Bootstrap bool `json:"bootstrap,omitempty"`
+	// KubeletFronts: the binary that runs the nodes' kubelet fronts as
+	// site processes; empty: they run in the process that started them.
+	KubeletFronts string `json:"kubeletFronts,omitempty"`
 }
 
 // Site is a started (or loaded) sitebox.
@@ -168,6 +176,9 @@ type Site struct {
 	// holes are the failed nodes' addresses held silent in this process.
 	holesMu sync.Mutex
 	holes   map[string]*heldSilence
+	// fronts are the nodes' kubelet fronts run in this process.
+	frontsMu sync.Mutex
+	fronts   map[string]*kubeletFront
 	// restarts counts the restarts that leave the site's watches on
 	// client-go's backoff: the API server's (StartAPIServer) and a node's
 	// (PowerOn, Recover: its kubelet starts anew, perhaps while etcd has
@@ -325,6 +336,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		ClusterID:              randomUUID(),
 		DieWithParent:          opts.DieWithParent,
 		Bootstrap:              opts.Bootstrap,
+		KubeletFronts:          opts.KubeletFronts,
 	}}
 	for i := range opts.Nodes {
 		name := NodeName(i)
@@ -385,7 +397,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		return nil, err
 	}
 	for _, n := range site.Nodes {
-		if err := site.startKwok(n); err != nil {
+		if err := site.startKubelet(n); err != nil {
 			return nil, err
 		}
 	}

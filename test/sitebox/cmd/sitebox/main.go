@@ -67,6 +67,13 @@ func root() *cobra.Command {
 			defer stop()
 			ctx, cancel := context.WithTimeout(sigCtx, 3*time.Minute)
 			defer cancel()
+			// The nodes' kubelet fronts outlive this command: site
+			// processes of this binary.
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			opts.KubeletFronts = self
 			site, err := sitebox.Up(ctx, opts)
 			if err != nil {
 				return err
@@ -81,10 +88,6 @@ func root() *cobra.Command {
 			if agents != "" {
 				if site.K3sStandin = standin; standin == "" {
 					// make sitebox builds it beside sitebox.
-					self, err := os.Executable()
-					if err != nil {
-						return err
-					}
 					site.K3sStandin = filepath.Join(filepath.Dir(self), "k3sstandin")
 				}
 				if err := os.MkdirAll(appsDir, 0o755); err != nil {
@@ -117,10 +120,6 @@ func root() *cobra.Command {
 				}
 			}
 			if !noSimulators {
-				self, err := os.Executable()
-				if err != nil {
-					return err
-				}
 				if err := site.StartProcess("simulators", self, "simulate", "--dir", site.Dir); err != nil {
 					_ = site.Down()
 					return err
@@ -294,7 +293,20 @@ func root() *cobra.Command {
 		},
 	}
 	silence.Flags().StringVar(&silentAddr, "addr", "", "address to hold silent, host:port")
-	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate, chatter, silence)
+	var frontNode string
+	kubeletFront := &cobra.Command{
+		Use:    "kubelet-front",
+		Short:  "Serve a node's kubelet port: TLS with client certificates of the site's CA, relayed to its kwok (started by up)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return sitebox.ServeKubeletFront(ctx, dir, frontNode)
+		},
+	}
+	kubeletFront.Flags().StringVar(&frontNode, "node", "", "the node whose kubelet port to serve")
+	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate, chatter, silence, kubeletFront)
 	return cmd
 }
 
