@@ -345,14 +345,14 @@ func (s *Snapshot) discover() error {
 
 func (s *Snapshot) startInformers(ctx context.Context) {
 	c := s.clients
-	s.core = informers.NewSharedInformerFactory(c.Core, 0)
+	s.core = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithTransform(TrimForCache))
 	// Kubelet leases in kube-node-lease renew every few seconds per node and
 	// say nothing the Node objects do not: leave them out of the watch.
 	s.leases = informers.NewSharedInformerFactoryWithOptions(c.Core, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = "metadata.namespace!=" + corev1.NamespaceNodeLease
-		}))
-	s.appConfig = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithNamespace(AppNamespace))
+		}), informers.WithTransform(TrimForCache))
+	s.appConfig = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithNamespace(AppNamespace), informers.WithTransform(TrimForCache))
 
 	pods := s.core.Core().V1().Pods().Informer()
 	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -373,7 +373,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	hasLonghorn, hasKubeVirt := s.hasLonghorn, s.hasKubeVirt
 	s.mu.Unlock()
 	if hasLonghorn {
-		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace))
+		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
 		volumes := s.longhorn.Longhorn().V1beta2().Volumes().Informer()
 		_, _ = volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.trackRobustness(obj) },
@@ -394,6 +394,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 				return vmis.Watch(ctx, o)
 			},
 		}, &kvv1.VirtualMachineInstance{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		_ = s.vmis.SetTransform(TrimForCache)
 		_, _ = s.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.trackVMI(obj) },
 			UpdateFunc: func(_, obj any) { s.trackVMI(obj) },
