@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -372,6 +373,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	s.mu.Lock()
 	hasLonghorn, hasKubeVirt := s.hasLonghorn, s.hasKubeVirt
 	s.mu.Unlock()
+	var engines cache.SharedIndexInformer
 	if hasLonghorn {
 		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
 		volumes := s.longhorn.Longhorn().V1beta2().Volumes().Informer()
@@ -382,6 +384,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		})
 		watched = append(watched, volumes, s.longhorn.Longhorn().V1beta2().Replicas().Informer(),
 			s.longhorn.Longhorn().V1beta2().Engines().Informer())
+		engines = s.longhorn.Longhorn().V1beta2().Engines().Informer()
 	}
 	if hasKubeVirt {
 		// KubeVirt ships no generated informers: build one from the typed client.
@@ -412,7 +415,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			s.markError(err)
 		})
-		if inf == leases {
+		if inf == leases || inf == engines {
 			continue
 		}
 		_, _ = inf.AddEventHandler(notify)
@@ -434,6 +437,26 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		},
 		DeleteFunc: func(any) { s.sawEvent(); s.notify() },
 	})
+	// Longhorn rewrites an engine's status as its replicas' addresses,
+	// modes, snapshots and sizes move (every few seconds per volume on a
+	// busy site): only a change of a rebuild's progress is something shown.
+	// Without this every such write re-derived the whole cluster in every
+	// reader, per volume, while nothing on screen changed.
+	if engines != nil {
+		_, _ = engines.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { s.sawEvent(); s.notify() },
+			UpdateFunc: func(old, obj any) {
+				s.sawEvent()
+				o, ok1 := old.(*lhv1beta2.Engine)
+				n, ok2 := obj.(*lhv1beta2.Engine)
+				if ok1 && ok2 && maps.Equal(EngineRebuilds(o), EngineRebuilds(n)) {
+					return
+				}
+				s.notify()
+			},
+			DeleteFunc: func(any) { s.sawEvent(); s.notify() },
+		})
+	}
 	s.core.Start(ctx.Done())
 	s.leases.Start(ctx.Done())
 	s.appConfig.Start(ctx.Done())
