@@ -180,10 +180,13 @@ func (s *Snapshot) run(ctx context.Context) {
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+	discovered := s.now()
 	s.startInformers(ctx)
+	s.logSyncs(ctx, discovered)
 	if !s.waitInformers(ctx) {
 		return
 	}
+	s.log.Debug("caches synced", "after", s.now().Sub(discovered).Round(time.Millisecond))
 	s.mu.Lock()
 	s.synced = true
 	s.lastEvent = s.now()
@@ -465,6 +468,36 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	}
 	if s.vmis != nil {
 		go s.vmis.Run(ctx.Done())
+	}
+}
+
+// logSyncs logs, at debug, when each kind's cache has synced: where a
+// slow first read of a large site spends its time.
+func (s *Snapshot) logSyncs(ctx context.Context, since time.Time) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	kinds := map[string]cache.SharedIndexInformer{
+		"nodes":  s.core.Core().V1().Nodes().Informer(),
+		"pods":   s.core.Core().V1().Pods().Informer(),
+		"leases": s.leases.Coordination().V1().Leases().Informer(),
+	}
+	if !s.withoutEvents {
+		kinds["events"] = s.core.Core().V1().Events().Informer()
+	}
+	if s.longhorn != nil {
+		lh := s.longhorn.Longhorn().V1beta2()
+		kinds["volumes"], kinds["replicas"], kinds["engines"] = lh.Volumes().Informer(), lh.Replicas().Informer(), lh.Engines().Informer()
+	}
+	if s.vmis != nil {
+		kinds["vmis"] = s.vmis
+	}
+	for kind, inf := range kinds {
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				s.log.Debug("cache synced", "kind", kind, "objects", len(inf.GetStore().ListKeys()), "after", s.now().Sub(since).Round(time.Millisecond))
+			}
+		}()
 	}
 }
 

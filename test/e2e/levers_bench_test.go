@@ -115,7 +115,8 @@ func BenchmarkLevers(b *testing.B) {
 		socket := site.AgentSocket(site.Nodes[i].Name)
 		var took []time.Duration
 		for run := range 3 {
-			args := []string{"status", "--kubeconfig", site.Kubeconfig(), "--agent-socket", socket}
+			args := []string{"status", "--kubeconfig", site.Kubeconfig(), "--agent-socket", socket,
+				"--log-file", filepath.Join(b.TempDir(), "status.log"), "--log-level", "debug"}
 			var cmd *exec.Cmd
 			if perfDir != "" && run == 0 {
 				cmd = exec.Command("perf", append([]string{"record", "-F", "499", "-g", "-o", filepath.Join(perfDir, bd.label+"-status.data"), "--", bd.path}, args...)...)
@@ -131,6 +132,14 @@ func BenchmarkLevers(b *testing.B) {
 			}
 		}
 		reportMetric(b, took[1].Seconds(), bd.label+"-status-wall-s")
+		if perfDir != "" {
+			logs, _ := filepath.Glob(filepath.Join(filepath.Dir(b.TempDir()), "*", "status.log"))
+			for _, l := range logs {
+				if data, err := os.ReadFile(l); err == nil {
+					_ = os.WriteFile(filepath.Join(perfDir, bd.label+"-"+filepath.Base(filepath.Dir(l))+"-status.log"), data, 0o644)
+				}
+			}
+		}
 		b.Logf("%s status runs: %v", bd.label, took)
 	}
 	for _, bd := range builds {
