@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"maps"
+	"strconv"
 	"testing"
 	"time"
 
@@ -64,12 +65,18 @@ func TestSnapshotEngineWritesWakeReadersOnlyForRebuilds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the engine of vol-engine never mapped its 3 replicas: %v", err)
 	}
-	// cached waits until the snapshot's cache holds the engine at rv.
+	// cached waits until the snapshot's cache holds the engine at rv or
+	// later (the simulator may write it again at once; etcd's revisions
+	// grow, which a test against this server may rely on).
 	cached := func(rv string) {
 		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		want, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 			for _, c := range snap.Data().Engines {
-				if c.Name == e.Name && c.ResourceVersion == rv {
+				if got, err := strconv.ParseUint(c.ResourceVersion, 10, 64); c.Name == e.Name && err == nil && got >= want {
 					return true, nil
 				}
 			}

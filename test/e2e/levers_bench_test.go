@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,40 @@ func BenchmarkLevers(b *testing.B) {
 			}
 		}
 		b.Logf("%s status runs: %v", bd.label, took)
+	}
+	// SITECON_LEVER_STATUS_ENV (NAME=VALUE): each build's status again,
+	// five runs with that environment interleaved with five without, e.g.
+	// a client-go feature gate (KUBE_FEATURE_WatchListClient=false).
+	if extra := os.Getenv("SITECON_LEVER_STATUS_ENV"); extra != "" {
+		for i, bd := range builds {
+			socket := site.AgentSocket(site.Nodes[i].Name)
+			var with, without []time.Duration
+			for range 5 {
+				for _, env := range []string{extra, ""} {
+					cmd := exec.Command(bd.path, "status", "--kubeconfig", site.Kubeconfig(), "--agent-socket", socket)
+					cmd.Env = append(os.Environ(), "KUBECONFIG=", "HOME="+b.TempDir())
+					if env != "" {
+						cmd.Env = append(cmd.Env, env)
+					}
+					start := time.Now()
+					out, err := cmd.CombinedOutput()
+					took := time.Since(start)
+					if err != nil && !strings.Contains(string(out), "node-a") {
+						b.Logf("%s status (%q): %v\n%s", bd.label, env, err, out)
+					}
+					if env != "" {
+						with = append(with, took)
+					} else {
+						without = append(without, took)
+					}
+				}
+			}
+			slices.Sort(with)
+			slices.Sort(without)
+			b.Logf("%s status with %s: %v; without: %v", bd.label, extra, with, without)
+			reportMetric(b, with[2].Seconds(), bd.label+"-status-env-wall-s")
+			reportMetric(b, without[2].Seconds(), bd.label+"-status-noenv-wall-s")
+		}
 	}
 	for _, bd := range builds {
 		if !readyNodes.MatchString(consoles[bd.label].screen()) {
