@@ -114,10 +114,11 @@ func BenchmarkLevers(b *testing.B) {
 	}
 	for i, bd := range builds {
 		socket := site.AgentSocket(site.Nodes[i].Name)
+		logDir := b.TempDir()
 		var took []time.Duration
 		for run := range 3 {
 			args := []string{"status", "--kubeconfig", site.Kubeconfig(), "--agent-socket", socket,
-				"--log-file", filepath.Join(b.TempDir(), "status.log"), "--log-level", "debug"}
+				"--log-file", filepath.Join(logDir, fmt.Sprintf("%s-%d-status.log", bd.label, run)), "--log-level", "debug"}
 			var cmd *exec.Cmd
 			if perfDir != "" && run == 0 {
 				cmd = exec.Command("perf", append([]string{"record", "-F", "499", "-g", "-o", filepath.Join(perfDir, bd.label+"-status.data"), "--", bd.path}, args...)...)
@@ -133,11 +134,12 @@ func BenchmarkLevers(b *testing.B) {
 			}
 		}
 		reportMetric(b, took[1].Seconds(), bd.label+"-status-wall-s")
+		// The status runs' debug logs say when each kind's cache synced.
 		if perfDir != "" {
-			logs, _ := filepath.Glob(filepath.Join(filepath.Dir(b.TempDir()), "*", "status.log"))
+			logs, _ := filepath.Glob(filepath.Join(logDir, "*-status.log"))
 			for _, l := range logs {
 				if data, err := os.ReadFile(l); err == nil {
-					_ = os.WriteFile(filepath.Join(perfDir, bd.label+"-"+filepath.Base(filepath.Dir(l))+"-status.log"), data, 0o644)
+					_ = os.WriteFile(filepath.Join(perfDir, filepath.Base(l)), data, 0o644)
 				}
 			}
 		}
