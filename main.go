@@ -323,7 +323,9 @@ with the node they run on, and the problems that need attention.
 			if err != nil {
 				return err
 			}
-			snap, err := kube.NewSnapshot(cfg, log)
+			// The status shows no cluster Events (its problems come from
+			// the status and the agent): a busy site's Events are not read.
+			snap, err := kube.NewSnapshot(cfg, log, kube.WithoutEvents())
 			if err != nil {
 				return err
 			}

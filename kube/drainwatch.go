@@ -104,7 +104,7 @@ func watchCopies(ctx context.Context, clients *Clients, node string, d Data, haz
 		return func() {}, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	factory := lhinformers.NewSharedInformerFactoryWithOptions(clients.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace))
+	factory := lhinformers.NewSharedInformerFactoryWithOptions(clients.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
 	volumes := factory.Longhorn().V1beta2().Volumes()
 	replicas := factory.Longhorn().V1beta2().Replicas()
 	var once sync.Once

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -179,10 +180,13 @@ func (s *Snapshot) run(ctx context.Context) {
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+	discovered := s.now()
 	s.startInformers(ctx)
+	s.logSyncs(ctx, discovered)
 	if !s.waitInformers(ctx) {
 		return
 	}
+	s.log.Debug("caches synced", "after", s.now().Sub(discovered).Round(time.Millisecond))
 	s.mu.Lock()
 	s.synced = true
 	s.lastEvent = s.now()
@@ -345,14 +349,14 @@ func (s *Snapshot) discover() error {
 
 func (s *Snapshot) startInformers(ctx context.Context) {
 	c := s.clients
-	s.core = informers.NewSharedInformerFactory(c.Core, 0)
+	s.core = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithTransform(TrimForCache))
 	// Kubelet leases in kube-node-lease renew every few seconds per node and
 	// say nothing the Node objects do not: leave them out of the watch.
 	s.leases = informers.NewSharedInformerFactoryWithOptions(c.Core, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = "metadata.namespace!=" + corev1.NamespaceNodeLease
-		}))
-	s.appConfig = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithNamespace(AppNamespace))
+		}), informers.WithTransform(TrimForCache))
+	s.appConfig = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithNamespace(AppNamespace), informers.WithTransform(TrimForCache))
 
 	pods := s.core.Core().V1().Pods().Informer()
 	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -372,8 +376,9 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	s.mu.Lock()
 	hasLonghorn, hasKubeVirt := s.hasLonghorn, s.hasKubeVirt
 	s.mu.Unlock()
+	var engines cache.SharedIndexInformer
 	if hasLonghorn {
-		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace))
+		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
 		volumes := s.longhorn.Longhorn().V1beta2().Volumes().Informer()
 		_, _ = volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.trackRobustness(obj) },
@@ -382,6 +387,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		})
 		watched = append(watched, volumes, s.longhorn.Longhorn().V1beta2().Replicas().Informer(),
 			s.longhorn.Longhorn().V1beta2().Engines().Informer())
+		engines = s.longhorn.Longhorn().V1beta2().Engines().Informer()
 	}
 	if hasKubeVirt {
 		// KubeVirt ships no generated informers: build one from the typed client.
@@ -394,6 +400,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 				return vmis.Watch(ctx, o)
 			},
 		}, &kvv1.VirtualMachineInstance{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		_ = s.vmis.SetTransform(TrimForCache)
 		_, _ = s.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.trackVMI(obj) },
 			UpdateFunc: func(_, obj any) { s.trackVMI(obj) },
@@ -411,7 +418,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			s.markError(err)
 		})
-		if inf == leases {
+		if inf == leases || inf == engines {
 			continue
 		}
 		_, _ = inf.AddEventHandler(notify)
@@ -433,6 +440,26 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		},
 		DeleteFunc: func(any) { s.sawEvent(); s.notify() },
 	})
+	// Longhorn rewrites an engine's status as its replicas' addresses,
+	// modes, snapshots and sizes move (every few seconds per volume on a
+	// busy site): only a change of a rebuild's progress is something shown.
+	// Without this every such write re-derived the whole cluster in every
+	// reader, per volume, while nothing on screen changed.
+	if engines != nil {
+		_, _ = engines.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { s.sawEvent(); s.notify() },
+			UpdateFunc: func(old, obj any) {
+				s.sawEvent()
+				o, ok1 := old.(*lhv1beta2.Engine)
+				n, ok2 := obj.(*lhv1beta2.Engine)
+				if ok1 && ok2 && maps.Equal(EngineRebuilds(o), EngineRebuilds(n)) {
+					return
+				}
+				s.notify()
+			},
+			DeleteFunc: func(any) { s.sawEvent(); s.notify() },
+		})
+	}
 	s.core.Start(ctx.Done())
 	s.leases.Start(ctx.Done())
 	s.appConfig.Start(ctx.Done())
@@ -441,6 +468,36 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	}
 	if s.vmis != nil {
 		go s.vmis.Run(ctx.Done())
+	}
+}
+
+// logSyncs logs, at debug, when each kind's cache has synced: where a
+// slow first read of a large site spends its time.
+func (s *Snapshot) logSyncs(ctx context.Context, since time.Time) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	kinds := map[string]cache.SharedIndexInformer{
+		"nodes":  s.core.Core().V1().Nodes().Informer(),
+		"pods":   s.core.Core().V1().Pods().Informer(),
+		"leases": s.leases.Coordination().V1().Leases().Informer(),
+	}
+	if !s.withoutEvents {
+		kinds["events"] = s.core.Core().V1().Events().Informer()
+	}
+	if s.longhorn != nil {
+		lh := s.longhorn.Longhorn().V1beta2()
+		kinds["volumes"], kinds["replicas"], kinds["engines"] = lh.Volumes().Informer(), lh.Replicas().Informer(), lh.Engines().Informer()
+	}
+	if s.vmis != nil {
+		kinds["vmis"] = s.vmis
+	}
+	for kind, inf := range kinds {
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				s.log.Debug("cache synced", "kind", kind, "objects", len(inf.GetStore().ListKeys()), "after", s.now().Sub(since).Round(time.Millisecond))
+			}
+		}()
 	}
 }
 

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -66,11 +67,7 @@ func volumeStatuses(d Data, now time.Time) []VolumeStatus {
 	// address.
 	progress := map[string]int{}
 	for _, e := range d.Engines {
-		for name, addr := range e.Status.CurrentReplicaAddressMap {
-			if rs, ok := e.Status.RebuildStatus[addr]; ok && rs != nil && rs.IsRebuilding {
-				progress[name] = rs.Progress
-			}
-		}
+		maps.Copy(progress, EngineRebuilds(e))
 	}
 	// The replicas sorted by volume and node, each volume's a run of them:
 	// one slice for all, pointers sorted rather than rows.
@@ -116,6 +113,23 @@ func volumeStatuses(d Data, now time.Time) []VolumeStatus {
 		out[i] = vs
 	}
 	return out
+}
+
+// EngineRebuilds is all sitecon reads from an engine: the rebuild progress
+// (0-100) of each of its replicas being rebuilt, by replica name. An engine
+// also reports addresses, modes, snapshots and sizes, which Longhorn
+// rewrites as they move; none of it is shown.
+func EngineRebuilds(e *lhv1beta2.Engine) map[string]int {
+	var progress map[string]int
+	for name, addr := range e.Status.CurrentReplicaAddressMap {
+		if rs, ok := e.Status.RebuildStatus[addr]; ok && rs != nil && rs.IsRebuilding {
+			if progress == nil {
+				progress = map[string]int{}
+			}
+			progress[name] = rs.Progress
+		}
+	}
+	return progress
 }
 
 // robustnessSince is when the volume entered its robustness: the transition

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -239,6 +240,11 @@ func (s *longhornSimulator) reconcileEngine(ctx context.Context, v *lhv1beta2.Vo
 		s.engined[string(v.UID)] = true
 		return
 	}
+	// The informer lists replicas in no fixed order: addresses are handed
+	// out in name order, or every pass would shuffle them and rewrite the
+	// engine (a write per volume every pass that real Longhorn does not
+	// make, and that every watcher of the site paid for while idle).
+	reps = slices.SortedFunc(slices.Values(reps), func(a, b *lhv1beta2.Replica) int { return strings.Compare(a.Name, b.Name) })
 	addrs := map[string]string{}
 	rebuilds := map[string]*lhv1beta2.RebuildStatus{}
 	// As Longhorn's engine does: RW for a replica that takes every write,
