@@ -260,10 +260,10 @@ func TestKubeletPortGoesAndComesBackWithItsNode(t *testing.T) {
 	if err := site.Recover(n.Name); err != nil {
 		t.Fatal(err)
 	}
-	until(t, 30*time.Second, n.Name+"'s kubelet serving again", func() (error, bool) {
+	until(t, 30*time.Second, n.Name+"'s kubelet serving again", func() (string, bool) {
 		err := healthz()
-		return err, err == nil
-	}, func(err error) string { return fmt.Sprint(err) })
+		return fmt.Sprint(err), err == nil
+	}, func(s string) string { return s })
 	site.WaitSettled(t, 90*time.Second)
 }
 
