@@ -1,62 +1,24 @@
 package k3s
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sitecon/sitecon/test/threadholder"
 )
 
-// orphanHolderEnv makes this test binary a k3s left by a previous agent
-// and caught mid-exit: it holds a listening port, ignores SIGTERM, and
-// its main thread (the thread-group leader) ends while its other threads
-// keep the port. /proc then shows the leader as a zombie with no exe link,
-// yet the process still holds what k3s holds (its ports, its data).
-const orphanHolderEnv = "SITECON_TEST_ORPHAN_HOLDER"
-
-func init() {
-	if os.Getenv(orphanHolderEnv) != "" {
-		// main runs on the process's main thread only if locked in init.
-		runtime.LockOSThread()
-	}
-}
-
 func TestMain(m *testing.M) {
-	if os.Getenv(orphanHolderEnv) != "" {
-		holdPortAfterMainThreadEnds()
-	}
+	threadholder.RunIfHolder()
 	os.Exit(m.Run())
-}
-
-func holdPortAfterMainThreadEnds() {
-	signal.Ignore(syscall.SIGTERM)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	fmt.Println(l.Addr().String())
-	// End the main thread alone (exit, not exit_group).
-	_, _, _ = syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0)
 }
 
 // A k3s left by a previous agent is stopped, and the agent's own k3s
@@ -65,26 +27,9 @@ func holdPortAfterMainThreadEnds() {
 // and a new k3s started then fails to bind them.
 func TestOrphanIsStoppedToItsLastThreadBeforeOursStarts(t *testing.T) {
 	dir := t.TempDir()
-	orphan := exec.Command(os.Args[0], "-test.run=^$")
-	orphan.Env = append(os.Environ(), orphanHolderEnv+"=1")
-	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := orphan.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := orphan.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = orphan.Process.Kill(); _ = orphan.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := strings.TrimSpace(line)
-	if _, err := net.ResolveTCPAddr("tcp", addr); err != nil {
-		t.Fatalf("orphan: %s", line)
-	}
-	waitFor(t, 10*time.Second, "the orphan's main thread ends", func() bool { return processState(orphan.Process.Pid) == 'Z' })
+	// A k3s caught mid-exit: its main thread has ended, its other threads
+	// hold a port.
+	orphan, addr := threadholder.Start(t, &syscall.SysProcAttr{Setpgid: true})
 	pidFile := filepath.Join(dir, "k3s.pid")
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(orphan.Process.Pid)), 0o600); err != nil {
 		t.Fatal(err)

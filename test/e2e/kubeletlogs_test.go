@@ -177,17 +177,7 @@ func TestKubeletServesTLSForItsNodeAddress(t *testing.T) {
 // served.
 func TestKubeletRequiresTheSiteCAsClientCertificate(t *testing.T) {
 	site := sitebox.Shared(t)
-	pki := filepath.Join(site.Dir, "pki")
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	apiServer, err := tls.LoadX509KeyPair(filepath.Join(pki, "apiserver-kubelet-client.crt"), filepath.Join(pki, "apiserver-kubelet-client.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	roots, apiServer := kubeletPKI(t, site)
 	stranger := otherCAClientCert(t, "kube-apiserver-kubelet-client")
 	for _, n := range site.Nodes {
 		url := "https://" + net.JoinHostPort(n.IP, strconv.Itoa(sitebox.KubeletPort)) + "/healthz"
@@ -220,17 +210,7 @@ func TestKubeletRequiresTheSiteCAsClientCertificate(t *testing.T) {
 func TestKubeletPortGoesAndComesBackWithItsNode(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
-	pki := filepath.Join(site.Dir, "pki")
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	apiServer, err := tls.LoadX509KeyPair(filepath.Join(pki, "apiserver-kubelet-client.crt"), filepath.Join(pki, "apiserver-kubelet-client.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	roots, apiServer := kubeletPKI(t, site)
 	n := site.Nodes[2]
 	healthz := func() error {
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
@@ -265,6 +245,24 @@ func TestKubeletPortGoesAndComesBackWithItsNode(t *testing.T) {
 		return fmt.Sprint(err), err == nil
 	}, func(s string) string { return s })
 	site.WaitSettled(t, 90*time.Second)
+}
+
+// kubeletPKI is the site's CA, which the kubelets' serving certificates
+// chain to, and the API server's kubelet client certificate.
+func kubeletPKI(t *testing.T, site *sitebox.TestSite) (*x509.CertPool, tls.Certificate) {
+	t.Helper()
+	pki := filepath.Join(site.Dir, "pki")
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	apiServer, err := tls.LoadX509KeyPair(filepath.Join(pki, "apiserver-kubelet-client.crt"), filepath.Join(pki, "apiserver-kubelet-client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return roots, apiServer
 }
 
 // otherCAClientCert is a client certificate named cn, signed by a CA of

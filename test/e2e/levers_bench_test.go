@@ -49,20 +49,8 @@ func BenchmarkLevers(b *testing.B) {
 	sc := peerScales(b)[0]
 	load := sampleLoad()
 	defer load.report(b)
-	opts := sitebox.TestOptions(b.TempDir())
-	opts.Nodes = max(sc.nodes, len(builds))
-	opts.ClusterName = "bench-levers"
-	opts.NodeMonitorGracePeriod, opts.NodeLeaseDuration, opts.EvictionToleration = 40*time.Second, 40*time.Second, 300*time.Second
-	site, err := sitebox.StartTestSite(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	site, _, _ := startBenchSite(b, "bench-levers", max(sc.nodes, len(builds)), sc)
 	defer site.Stop()
-	site.WaitSettled(b, 2*time.Minute)
-	cs := fastClient(b, site)
-	began := time.Now()
-	populate(b, site, cs, sc)
-	b.Logf("%d nodes, %d pods, %d volumes made in %.1fs", opts.Nodes, sc.pods, sc.volumes, time.Since(began).Seconds())
 
 	agents := map[string]int{}
 	for i, bd := range builds {
@@ -74,7 +62,7 @@ func BenchmarkLevers(b *testing.B) {
 			return err == nil, err == nil
 		}, nil)
 	}
-	readyNodes := regexp.MustCompile(fmt.Sprintf(`Nodes\s+%d/%d ready`, opts.Nodes, opts.Nodes))
+	readyNodes := regexp.MustCompile(fmt.Sprintf(`Nodes\s+%d/%d ready`, len(site.Nodes), len(site.Nodes)))
 	consoles := map[string]*pane{}
 	for i, bd := range builds {
 		console := startPane(b, "lever-"+bd.label, bd.path, []string{"HOME=" + b.TempDir(), "KUBECONFIG="},

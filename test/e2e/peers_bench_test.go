@@ -104,25 +104,9 @@ func BenchmarkPeers(b *testing.B) {
 func benchPeersAt(b *testing.B, k9s string, sc peerScale) {
 	load := sampleLoad()
 	defer load.report(b)
-	opts := sitebox.TestOptions(b.TempDir())
-	opts.Nodes = sc.nodes
-	opts.ClusterName = "bench-peers"
-	// Kubernetes's own timings, not the tests' quick ones: thousands of
-	// pods load a two-core machine, and a heartbeat late by seconds must
-	// not evict them all in the middle of a measurement.
-	opts.NodeMonitorGracePeriod, opts.NodeLeaseDuration, opts.EvictionToleration = 40*time.Second, 40*time.Second, 300*time.Second
-	site, err := sitebox.StartTestSite(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	site, cs, made := startBenchSite(b, "bench-peers", sc.nodes, sc)
 	defer site.Stop()
-	site.WaitSettled(b, 2*time.Minute)
-	cs := fastClient(b, site)
-
-	began := time.Now()
-	populate(b, site, cs, sc)
-	reportMetric(b, time.Since(began).Seconds(), "populate-s")
-	b.Logf("%d nodes, %d pods, %d volumes made in %.1fs", sc.nodes, sc.pods, sc.volumes, time.Since(began).Seconds())
+	reportMetric(b, made.Seconds(), "populate-s")
 
 	agentPID := startPeerAgent(b, site)
 	socket := site.AgentSocket("node-a")
@@ -199,6 +183,30 @@ func reportMetric(b *testing.B, v float64, unit string) {
 
 // fastClient is an admin client that the defaults (5 QPS) do not throttle:
 // the site is filled with thousands of objects.
+// startBenchSite starts a site of nodes named cluster, filled to sc's
+// pods and volumes, and says how long the filling took. The caller stops
+// the site.
+func startBenchSite(b *testing.B, cluster string, nodes int, sc peerScale) (*sitebox.TestSite, kubernetes.Interface, time.Duration) {
+	opts := sitebox.TestOptions(b.TempDir())
+	opts.Nodes = nodes
+	opts.ClusterName = cluster
+	// Kubernetes's own timings, not the tests' quick ones: thousands of
+	// pods load a two-core machine, and a heartbeat late by seconds must
+	// not evict them all in the middle of a measurement.
+	opts.NodeMonitorGracePeriod, opts.NodeLeaseDuration, opts.EvictionToleration = 40*time.Second, 40*time.Second, 300*time.Second
+	site, err := sitebox.StartTestSite(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	site.WaitSettled(b, 2*time.Minute)
+	cs := fastClient(b, site)
+	began := time.Now()
+	populate(b, site, cs, sc)
+	made := time.Since(began)
+	b.Logf("%d nodes, %d pods, %d volumes made in %.1fs", nodes, sc.pods, sc.volumes, made.Seconds())
+	return site, cs, made
+}
+
 func fastClient(b *testing.B, site *sitebox.TestSite) kubernetes.Interface {
 	cfg := rest.CopyConfig(site.Config)
 	cfg.QPS, cfg.Burst = 1000, 2000
