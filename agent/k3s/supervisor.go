@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/procexit"
 )
@@ -147,9 +149,11 @@ func (s *Supervisor) recordPID(pid int) {
 
 // stopOrphan stops a k3s that a previous agent started and left running
 // (its PID file names a live process of the same binary): SIGTERM to its
-// process group, SIGKILL after StopTimeout. It returns only once every
-// thread of that k3s has ended (procexit says why /proc cannot tell):
-// one started before that fails to bind the old one's ports.
+// process group, SIGKILL after StopTimeout. It waits until every thread
+// of that k3s has ended (procexit says why /proc cannot tell): one started
+// before that fails to bind the old one's ports. (The containerd k3s
+// started is in its group and gets the signals, but is not waited for: a
+// socket it still holds fails our first start, which the loop retries.)
 func (s *Supervisor) stopOrphan() {
 	if s.PIDFile == "" {
 		return
@@ -162,30 +166,45 @@ func (s *Supervisor) stopOrphan() {
 	if err != nil || pid <= 1 {
 		return
 	}
-	old, err := procexit.Open(pid)
+	want, err := exec.LookPath(s.Bin)
+	if err == nil {
+		want, err = filepath.EvalSymlinks(want)
+	}
 	if err != nil {
+		// Our binary cannot be named now (an upgrade replacing it): whose
+		// the PID file's process is cannot be told. The file stays for
+		// the next start; ours may fail to bind beside it, and retries.
+		s.Log.Warn("the previous k3s cannot be identified: the k3s binary is not found; leaving its PID file", "bin", s.Bin, "err", err)
+		return
+	}
+	old, err := openProcess(pid)
+	switch {
+	case errors.Is(err, unix.ESRCH):
 		_ = os.Remove(s.PIDFile) // no such process
+		return
+	case err != nil:
+		// No pidfd (out of descriptors, a seccomp filter, an old kernel):
+		// /proc and signals by number, as before pidfds.
+		s.Log.Warn("no pidfd for the previous k3s; stopping it by its number", "pid", pid, "err", err)
+		s.stopOrphanByNumber(pid, want)
 		return
 	}
 	defer old.Close()
-	// A PID is reused: only a process running our binary is ours. Checked
-	// after the handle is taken, so the handle is that process.
-	want, werr := exec.LookPath(s.Bin)
-	if werr == nil {
-		want, werr = filepath.EvalSymlinks(want)
-	}
-	if werr != nil || !runsBinary(pid, want) {
+	// Read after the handle is taken, and the handle still alive after
+	// it: the number then still named the handle's process when /proc
+	// was read (a process that ended and was reaped could have left its
+	// number to another).
+	if !runsBinary(pid, want) || old.Ended(0) {
 		_ = os.Remove(s.PIDFile)
 		return
 	}
 	s.Log.Warn("a k3s left running by a previous agent; stopping it before starting ours", "pid", pid)
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
 	timeout := s.StopTimeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	if !old.Ended(timeout) {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if signalGroup(old, pid, syscall.SIGTERM); !old.Ended(timeout) {
+		signalGroup(old, pid, syscall.SIGKILL)
 		if !old.Ended(10 * time.Second) {
 			s.Log.Error("the previous k3s did not end after SIGKILL; starting ours anyway", "pid", pid)
 		} else {
@@ -195,12 +214,71 @@ func (s *Supervisor) stopOrphan() {
 	_ = os.Remove(s.PIDFile)
 }
 
+// openProcess is procexit.Open; tests make it fail as a seccomp filter
+// or an exhausted descriptor table would.
+var openProcess = procexit.Open
+
+// signalGroup signals the k3s behind the handle, then its process group
+// (its containerd) while the k3s lives: a process group's number is not
+// reused while any member of it lives.
+func signalGroup(p *procexit.Process, pgid int, sig syscall.Signal) {
+	_ = p.Signal(sig)
+	if !p.Ended(0) {
+		_ = syscall.Kill(-pgid, sig)
+	}
+}
+
+// stopOrphanByNumber is stopOrphan without a pidfd: the identity and the
+// end read from /proc, the signals by number.
+func (s *Supervisor) stopOrphanByNumber(pid int, want string) {
+	if !runsBinary(pid, want) {
+		_ = os.Remove(s.PIDFile)
+		return
+	}
+	timeout := s.StopTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	for _, step := range []struct {
+		sig    syscall.Signal
+		within time.Duration
+	}{{syscall.SIGTERM, timeout}, {syscall.SIGKILL, 10 * time.Second}} {
+		_ = syscall.Kill(-pid, step.sig)
+		for deadline := time.Now().Add(step.within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if threadGroupGone(pid) {
+				_ = os.Remove(s.PIDFile)
+				return
+			}
+		}
+	}
+	s.Log.Error("the previous k3s did not end after SIGKILL; starting ours anyway", "pid", pid)
+	_ = os.Remove(s.PIDFile)
+}
+
+// threadGroupGone: pid has no thread left alive. A main thread that has
+// ended is a zombie in /proc while its other threads run; they are
+// listed under /proc/PID/task until they end too.
+func threadGroupGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+		return false
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	return len(tasks) <= 1
+}
+
 // runsBinary says whether any thread of pid runs the binary exe: once the
 // main thread has ended its exe link is gone, the other threads' are not.
+// A binary replaced since the process started (an upgrade in place) reads
+// "PATH (deleted)": still ours.
 func runsBinary(pid int, exe string) bool {
 	threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/exe", pid))
 	for _, link := range append([]string{fmt.Sprintf("/proc/%d/exe", pid)}, threads...) {
-		if got, err := os.Readlink(link); err == nil && got == exe {
+		if got, err := os.Readlink(link); err == nil && strings.TrimSuffix(got, " (deleted)") == exe {
 			return true
 		}
 	}
