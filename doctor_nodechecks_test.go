@@ -163,12 +163,12 @@ func TestDoctorNodeChecksFireThroughTheNodesReports(t *testing.T) {
 	checker := nodecheck.Checker{Host: nodeHost(t, s.dir), K3sDataDir: k3sDir, Adjtimex: adjtimexSaying(false)}
 	// node-b's agent first applied its token 400 days ago.
 	stateDir := t.TempDir()
-	agent.NoteToken(stateDir, k3sDir, "the-cluster-token", time.Now().Add(-400*24*time.Hour))
+	agent.NoteToken(stateDir, "the-cluster-token", time.Now().Add(-400*24*time.Hour))
 	peers := []kube.NodePeer{{Name: "node-b", Address: s.base + ".1"}, {Name: "node-c", Address: s.base + ".2"}, {Name: "node-d", Address: s.base + ".3"}, {Name: "node-e", Address: s.base + ".4"}}
 	s.serve(t, 1, "node-b", func() kube.NodeReport {
 		r := kube.NodeReport{Node: "node-b", Version: "test", Peers: peers}
 		checker.Fill(&r)
-		token := agent.NoteToken(stateDir, k3sDir, "the-cluster-token", time.Now())
+		token := agent.NoteToken(stateDir, "the-cluster-token", time.Now())
 		r.Token = &token
 		return r
 	})
@@ -274,7 +274,7 @@ func TestDoctorNodeChecksQuietOnAHealthyNode(t *testing.T) {
 	s.serve(t, 1, "node-b", func() kube.NodeReport {
 		r := kube.NodeReport{Node: "node-b", Version: "test"}
 		checker.Fill(&r)
-		token := agent.NoteToken(stateDir, k3sDir, "the-cluster-token", time.Now())
+		token := agent.NoteToken(stateDir, "the-cluster-token", time.Now())
 		r.Token = &token
 		return r
 	})

@@ -17,9 +17,10 @@ import (
 // The cluster token's age, for sitecon doctor's SC-TOKEN-AGE: nothing in
 // k3s or in the cluster config says when a token was made, so the agent
 // records when it first applied the token it applies now. The record
-// holds a hash of the token (to know a new token from the old one),
+// holds a SHA-256 of the token (to know a new token from the old one),
 // never the token itself, and lives in the agent's private state
-// directory.
+// directory (0600); a cluster token is long and random, not a password
+// a hash could be searched for.
 
 // tokenSeenName is the record's file in the state directory.
 const tokenSeenName = "token-seen.json"
@@ -40,40 +41,50 @@ func tokenFingerprint(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// tokenAgeFloor is a date no record can honestly predate (before sitecon
+// recorded tokens): a clock that says earlier is not set (a device
+// without a battery-backed clock, before NTP).
+var tokenAgeFloor = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // NoteToken returns since when this node applies token: the record's
-// time when the record is of the same token; else now, or the time k3s
-// wrote its server/token file (k3sDataDir) when that is older and no
-// record of another token exists (a node that ran before the agent kept
-// records). A new record is written atomically. A record that cannot be
-// read or written is said in Problem, with now as Since: a lower bound.
-func NoteToken(stateDir, k3sDataDir, token string, now time.Time) kube.TokenReport {
+// time when the record is of the same token, else now, recorded
+// atomically. A node that applied its token before the record existed
+// counts from the record's first day: a lower bound. A record that
+// cannot be read or written is said in Problem, with now as Since (a
+// lower bound); so is a clock that is not set (nothing is recorded then,
+// and Since is zero: the age cannot be told), and a record dated in the
+// future or before any record could be (made while the clock was wrong:
+// counted again from now).
+func NoteToken(stateDir, token string, now time.Time) kube.TokenReport {
+	if now.Before(tokenAgeFloor) {
+		return kube.TokenReport{Source: "this node's clock", Problem: fmt.Sprintf("this node's clock says %s: it is not set, so the token's age cannot be dated", now.UTC().Format(time.RFC3339))}
+	}
 	path := filepath.Join(stateDir, tokenSeenName)
 	fp := tokenFingerprint(token)
 	var rec tokenSeenRecord
+	var problem string
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		if jerr := json.Unmarshal(data, &rec); jerr != nil {
-			rec = tokenSeenRecord{}
-		} else if rec.Fingerprint == fp && !rec.Since.IsZero() {
+		switch jerr := json.Unmarshal(data, &rec); {
+		case jerr != nil:
+			problem = fmt.Sprintf("the token's record was unreadable (%v): counted again from now", jerr)
+		case rec.Fingerprint != fp:
+			// Another token: this one's age starts now.
+		case rec.Since.After(now) || rec.Since.Before(tokenAgeFloor):
+			problem = fmt.Sprintf("the token's record was dated %s, made while the clock was wrong: counted again from now", rec.Since.UTC().Format(time.RFC3339))
+		default:
 			return kube.TokenReport{Since: rec.Since, Source: rec.Source}
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return kube.TokenReport{Since: now, Source: "this agent's start", Problem: fmt.Sprintf("the token's record: %v", err)}
 	}
 	rec = tokenSeenRecord{Fingerprint: fp, Since: now, Source: "first applied by this node's agent"}
-	// No record, or an unreadable one: k3s's own token file, if older,
-	// says the token was in use before.
-	if data == nil {
-		if fi, err := os.Stat(filepath.Join(k3sDataDir, "server", "token")); err == nil && fi.ModTime().Before(now) {
-			rec.Since, rec.Source = fi.ModTime().UTC(), "k3s's server/token file"
-		}
-	}
 	out, _ := json.Marshal(rec)
 	if err := config.WriteFileAtomic(path, out, 0o600); err != nil {
 		return kube.TokenReport{Since: rec.Since, Source: rec.Source, Problem: fmt.Sprintf("the token's record: %v", err)}
 	}
-	return kube.TokenReport{Since: rec.Since, Source: rec.Source}
+	return kube.TokenReport{Since: rec.Since, Source: rec.Source, Problem: problem}
 }
 
 // noteAppliedToken records v's token (NoteToken) for the node report.
@@ -81,7 +92,7 @@ func (a *Agent) noteAppliedToken(v *config.Validated) {
 	if a.opts.StateDir == "" {
 		return // no records kept (--no-bootstrap)
 	}
-	tr := NoteToken(a.opts.StateDir, a.opts.K3sPaths.DataDir, v.Token.Reveal(), time.Now())
+	tr := NoteToken(a.opts.StateDir, v.Token.Reveal(), time.Now())
 	if tr.Problem != "" {
 		a.log.Warn("cluster token's age", "problem", tr.Problem)
 	}

@@ -49,7 +49,7 @@ type CertFile = kube.CertFile
 func JudgeCert(c CertFile, now time.Time) Finding {
 	f := Finding{Subject: c.Path}
 	if c.Problem != "" {
-		f.Severity, f.Summary = Warn, "certificate "+c.Path+" could not be read"
+		f.Severity, f.Summary, f.NotChecked = Warn, "certificate "+c.Path+" not checked: it could not be read", true
 		f.Evidence = []string{c.Problem}
 		f.Next = "k3s rewrites a missing or damaged certificate at its next start: systemctl restart sitecon-agent"
 		return f

@@ -60,7 +60,7 @@ func TestCertCheckSaysWhyItDidNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs = checkCerts(context.Background(), &Env{K3sDataDir: dir, Now: time.Now()})
-	if len(fs) != 1 || fs[0].Severity != Warn || !strings.Contains(fs[0].Summary, "broken.crt could not be read") {
+	if len(fs) != 1 || fs[0].Severity != Warn || !strings.Contains(fs[0].Summary, "broken.crt not checked: it could not be read") {
 		t.Errorf("unreadable certificate: %+v", fs)
 	}
 }

@@ -237,7 +237,7 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 			unknown = append(unknown, f.Subject)
 		}
 		slices.Sort(unknown)
-		f := Finding{Severity: Info, Summary: fmt.Sprintf("nothing to compare: %d node's MTU known", len(mtus))}
+		f := Finding{NotChecked: true, Severity: Info, Summary: fmt.Sprintf("not checked: nothing to compare, %d node's MTU known", len(mtus))}
 		if len(unknown) > 0 {
 			f.Summary += "; not reported by " + strings.Join(unknown, ", ")
 		}

@@ -121,8 +121,8 @@ func checkLonghornPrereqs(ctx context.Context, env *Env) []Finding {
 				got := p.get(r.Storage)
 				switch {
 				case got.Problem != "":
-					out = append(out, Finding{Severity: Warn, Subject: node,
-						Summary:  fmt.Sprintf("%s: %s could not be checked", node, p.name),
+					out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: node,
+						Summary:  fmt.Sprintf("%s: %s not checked: it could not be read", node, p.name),
 						Evidence: []string{got.Problem}, Next: fmt.Sprintf("run sitecon doctor again; if it recurs, check on %s by hand", node)})
 				case !got.OK:
 					out = append(out, Finding{Severity: p.sev, Subject: node, Summary: node + ": " + p.missing,
@@ -141,7 +141,7 @@ func checkNodeCerts(ctx context.Context, env *Env) []Finding {
 			c := r.Certs
 			switch {
 			case c.Problem != "" && len(c.Files) == 0:
-				return []Finding{{Severity: Warn, Subject: node, Summary: node + ": its k3s certificates could not be read",
+				return []Finding{{NotChecked: true, Severity: Warn, Subject: node, Summary: node + ": its k3s certificates not checked: they could not be read",
 					Evidence: []string{c.Problem}, Next: fmt.Sprintf("on %s: sitecon doctor --k3s-data-dir DIR, as root", node)}}
 			case !c.Found:
 				return []Finding{{Severity: Info, Subject: node,
@@ -171,7 +171,7 @@ func checkTimeSync(ctx context.Context, env *Env) []Finding {
 			t := r.Time
 			switch {
 			case t.Problem != "":
-				return []Finding{{Severity: Warn, Subject: node, Summary: node + ": whether its clock is synchronised could not be read",
+				return []Finding{{NotChecked: true, Severity: Warn, Subject: node, Summary: node + ": its clock's synchronisation not checked: the kernel could not be asked",
 					Evidence: []string{t.Problem}}}
 			case t.Synchronized:
 				return nil
@@ -220,9 +220,13 @@ func checkTokenAge(ctx context.Context, env *Env) []Finding {
 			switch {
 			case t.Problem != "" && t.Since.IsZero():
 				return []Finding{{NotChecked: true, Severity: Info, Subject: node, Summary: fmt.Sprintf("the cluster token's age not checked on %s: %s", node, t.Problem)}}
+			case age < 0:
+				return []Finding{{NotChecked: true, Severity: Warn, Subject: node,
+					Summary:  fmt.Sprintf("the cluster token's age not checked on %s: it reports a first use in the future", node),
+					Evidence: []string{evidence, "this machine's clock or the node's is wrong: see " + IDClockSkew}}}
 			case t.Problem != "":
-				return []Finding{{Severity: Warn, Subject: node, Summary: fmt.Sprintf("%s: the cluster token's age is at least %d days; its record could not be kept", node, days),
-					Evidence: []string{evidence, t.Problem}, Next: fmt.Sprintf("on %s: check the agent's state directory (permissions, free space)", node)}}
+				return []Finding{{NotChecked: true, Severity: Warn, Subject: node, Summary: fmt.Sprintf("%s: the cluster token's age partly checked: at least %d days", node, days),
+					Evidence: []string{evidence, t.Problem}, Next: fmt.Sprintf("on %s: check the agent's state directory (permissions, free space) and its clock (timedatectl status)", node)}}
 			case age > tokenMaxAge:
 				return []Finding{{Severity: Warn, Subject: node, Summary: fmt.Sprintf("%s: the cluster token is %d days old", node, days),
 					Evidence: []string{evidence}}}

@@ -59,7 +59,7 @@ func TestNodeSideChecks(t *testing.T) {
 			r.Storage.Multipathd = kube.Prereq{Evidence: "multipathd runs with no /etc/multipath.conf"}
 			r.Storage.NFSClient = kube.Prereq{Evidence: "no mount.nfs"}
 			r.Storage.IscsiTCP = kube.Prereq{Problem: "permission denied"}
-		}, map[string][]want{IDLonghornPrereq: {{Warn, "node-b", "multipathd may claim"}, {Warn, "node-b", "no NFS client"}, {Warn, "node-b", "iscsi_tcp could not be checked"}}}},
+		}, map[string][]want{IDLonghornPrereq: {{Warn, "node-b", "multipathd may claim"}, {Warn, "node-b", "no NFS client"}, {Warn, "node-b", "iscsi_tcp not checked"}}}},
 		{"certificate in 20 days", nil, func(r *kube.NodeReport) {
 			r.Certs.Files = append(r.Certs.Files, kube.CertFile{Path: "/var/lib/rancher/k3s/agent/client-kubelet.crt", NotAfter: now.Add(20*24*time.Hour + time.Hour)})
 		}, map[string][]want{IDNodeCertExpiry: {{Error, "node-b:/var/lib/rancher/k3s/agent/client-kubelet.crt", "node-b: certificate client-kubelet.crt expires in 20 days"}}}},
@@ -199,6 +199,7 @@ func TestTokenAge(t *testing.T) {
 			report("node-c", &kube.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: permission denied"}),
 			report("node-d", nil),
 			report("node-f", &kube.TokenReport{Problem: "no cluster config applied (or the agent runs with --no-bootstrap)"}),
+			report("node-g", &kube.TokenReport{Since: now.Add(48 * time.Hour), Source: "first applied by this node's agent"}),
 			{Node: "node-e", Address: "10.244.244.5:12346", Problem: "did not answer within 2s"},
 		}}
 	}}
@@ -213,17 +214,18 @@ func TestTokenAge(t *testing.T) {
 	}{
 		"node-a": {OK, "node-a: the cluster token is 30 days old", "in use since 2026-10-27 (first applied by this node's agent)"},
 		"node-b": {Warn, "node-b: the cluster token is 400 days old", "in use since 2025-10-22 (k3s's server/token file)"},
-		"node-c": {Warn, "node-c: the cluster token's age is at least 0 days; its record could not be kept", "permission denied"},
+		"node-c": {Warn, "node-c: the cluster token's age partly checked: at least 0 days", "permission denied"},
 		"node-d": {Warn, "predates this check", ""},
 		"node-e": {Warn, "its agent gave no report", ""},
 		"node-f": {Info, "not checked on node-f: no cluster config applied", ""},
+		"node-g": {Warn, "not checked on node-g: it reports a first use in the future", "clock"},
 	} {
 		f, ok := got[node]
 		if !ok || f.Severity != want.sev || !strings.Contains(f.Summary, want.summary) || !strings.Contains(strings.Join(f.Evidence, "\n"), want.evidence) {
 			t.Errorf("%s: %+v, want %v %q with evidence %q", node, f, want.sev, want.summary, want.evidence)
 		}
 	}
-	if len(got) != 6 {
+	if len(got) != 7 {
 		t.Errorf("%d findings, want one per node: %+v", len(got), got)
 	}
 	// Run gives the old token's warning the check's next step: how to rotate.

@@ -1,8 +1,12 @@
 package doctor
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // A "not checked" finding's next step says how to get the check run: the
@@ -11,7 +15,7 @@ import (
 func TestWriteTextPrintsNotCheckedNextSteps(t *testing.T) {
 	r := Report{Findings: []Finding{
 		{ID: IDSecondCluster, Area: AreaNetwork, Severity: Info, NotChecked: true, Summary: "not checked: no cluster config on this machine", Next: "on a node, or with --config FILE"},
-		{ID: IDMTUMismatch, Area: AreaNetwork, Severity: Info, Summary: "nothing to compare", Next: "quiet info step"},
+		{ID: IDMTUMismatch, Area: AreaNetwork, Severity: Info, Summary: "3 nodes, one MTU", Next: "quiet info step"},
 		{ID: IDPeerPorts, Area: AreaNetwork, Severity: OK, Summary: "the cluster ports answer", Next: "quiet ok step"},
 	}}
 	var b strings.Builder
@@ -36,22 +40,44 @@ func TestWriteTextPrintsNotCheckedNextSteps(t *testing.T) {
 }
 
 // Every finding the checks make that says it was not checked (or only in
-// part) carries NotChecked, and none that does not say so: run with no
-// cluster config, no agent, no nodes to ask and no API, every check
-// answers "not checked" in some form.
+// part) carries NotChecked, and none that does not say so: with no
+// cluster API and the nodes' reports each missing in another way (no
+// answer, an older agent, sections whose reads failed, no cluster config
+// applied, a clock in the future), every node-side check's branches that
+// cannot judge are reached.
 func TestNotCheckedFindingsAreMarked(t *testing.T) {
-	r := Run(t.Context(), Checks(), &Env{APIProblem: "no kubeconfig"})
-	marked := 0
-	for _, f := range r.Findings {
+	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
+	failedReads := &kube.NodeReport{Node: "node-c", Version: "v1.4.0",
+		Storage: &kube.StorageReport{Iscsid: kube.Prereq{Problem: "permission denied"}, IscsiTCP: kube.Prereq{OK: true},
+			Multipathd: kube.Prereq{OK: true}, NFSClient: kube.Prereq{OK: true}},
+		Time:    &kube.TimeReport{Problem: "adjtimex: operation not permitted"},
+		Certs:   &kube.CertsReport{DataDir: "/var/lib/rancher/k3s", Problem: "permission denied"},
+		Token:   &kube.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: read-only file system"},
+		Network: &kube.NetworkReport{Problem: "no cluster interface: no cluster config applied"}}
+	future := healthyReport("node-e", now)
+	future.Token = &kube.TokenReport{Since: now.Add(time.Hour), Source: "first applied by this node's agent"}
+	env := &Env{Now: now, APIProblem: "no kubeconfig", NodeReports: func(context.Context) kube.NodeReports {
+		return kube.NodeReports{At: now, Answers: []kube.NodeAnswer{
+			{Node: "node-a", Address: "10.244.244.1:12346", Answered: true, Report: healthyReport("node-a", now)},
+			{Node: "node-b", Address: "10.244.244.2:12346", Problem: "did not answer within 2s"},
+			{Node: "node-c", Address: "10.244.244.3:12346", Answered: true, Report: failedReads},
+			{Node: "node-d", Address: "10.244.244.4:12346", Answered: true, Report: &kube.NodeReport{Node: "node-d", Version: "v0.9.0"}},
+			{Node: "node-e", Address: "10.244.244.5:12346", Answered: true, Report: future},
+		}}
+	}}
+	marked := map[string]int{}
+	for _, f := range Run(t.Context(), Checks(), env).Findings {
 		says := strings.Contains(f.Summary, "not checked") || strings.Contains(f.Summary, "partly checked")
 		if says != f.NotChecked {
 			t.Errorf("%s %q: NotChecked %v", f.ID, f.Summary, f.NotChecked)
 		}
 		if f.NotChecked {
-			marked++
+			marked[f.ID]++
 		}
 	}
-	if marked == 0 {
-		t.Error("no finding marked not checked with nothing to check with")
+	for _, id := range []string{IDLonghornPrereq, IDNodeCertExpiry, IDTimeUnsynced, IDTokenAge, IDMTUMismatch, IDDuplicateAddress, IDVolumeDegraded} {
+		if marked[id] == 0 {
+			t.Errorf("%s: no finding marked not checked, with reports that cannot be judged: %v", id, marked)
+		}
 	}
 }

@@ -80,13 +80,11 @@ type CertFile struct {
 
 // TokenReport is since when this node has applied the cluster token it
 // applies now: nothing in k3s or the config says when a token was made,
-// so the agent records when it first applied it (a keyed hash of the
-// token in its state directory, never the token) and reports that.
+// so the agent records when it first applied it (a hash of the token in
+// its state directory, never the token) and reports that.
 type TokenReport struct {
 	Since time.Time `json:"since"`
-	// Source says where Since comes from: the agent's record, or k3s's
-	// server/token file when that is older (a node that ran before the
-	// agent kept the record).
+	// Source says where Since comes from (the agent's record).
 	Source string `json:"source"`
 	// Problem is why the record could not be read or written: Since is
 	// then only a lower bound (this agent's start); with Since zero, why
