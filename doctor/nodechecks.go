@@ -207,6 +207,12 @@ const tokenMaxAge = 365 * 24 * time.Hour
 const tokenRotateNext = "rotate it from the controller (the edge-node cluster's config); offline: on one server " +
 	"k3s token rotate --token OLD --new-token NEW, then NEW in every node's cluster config, " + oneServerAtATime
 
+// tokenFutureSlack is how far in the future a node's first use may be
+// and still count as now: the node answered after the doctor's clock was
+// read, and clocks may differ by less than SC-CLOCK-SKEW's error (which
+// says so itself).
+const tokenFutureSlack = 5 * time.Minute
+
 // checkTokenAge says since when each node applies its cluster token (its
 // agent's record; nothing else records when a token was made), and warns
 // of one older than tokenMaxAge.
@@ -215,12 +221,12 @@ func checkTokenAge(ctx context.Context, env *Env) []Finding {
 		func(node string, r *kube.NodeReport) []Finding {
 			t := r.Token
 			age := env.Now.Sub(t.Since)
-			days := int(age / (24 * time.Hour))
+			days := int(max(age, 0) / (24 * time.Hour))
 			evidence := fmt.Sprintf("in use since %s (%s)", t.Since.UTC().Format("2006-01-02"), t.Source)
 			switch {
 			case t.Problem != "" && t.Since.IsZero():
 				return []Finding{{NotChecked: true, Severity: Info, Subject: node, Summary: fmt.Sprintf("the cluster token's age not checked on %s: %s", node, t.Problem)}}
-			case age < 0:
+			case age < -tokenFutureSlack:
 				return []Finding{{NotChecked: true, Severity: Warn, Subject: node,
 					Summary:  fmt.Sprintf("the cluster token's age not checked on %s: it reports a first use in the future", node),
 					Evidence: []string{evidence, "this machine's clock or the node's is wrong: see " + IDClockSkew}}}
