@@ -259,3 +259,36 @@ func TestFollowEndsWhenThePodReportsARestart(t *testing.T) {
 		t.Errorf("the newest pod seen has %d restarts, want 3 (handed back to the follower)", restartCount(latest, "main"))
 	}
 }
+
+// When a follow's guard is off and when it comes back on: set at the
+// first stream that does not go on from the position, kept while none
+// does; cleared by a stream that held the position's line, and by one
+// that, past the grace and unchecked, wrote lines (the position's last
+// line is then in the current log, so the next restart the pod reports
+// late is caught again); not cleared by an unchecked stream that wrote
+// nothing.
+func TestTheRestartGuardComesBackAfterTheGrace(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	later := t0.Add(time.Minute)
+	checking, unchecked := &instanceGuard{verify: true}, &instanceGuard{verify: false}
+	held := &instanceGuard{verify: true, verified: true}
+	for _, c := range []struct {
+		name       string
+		since      time.Time
+		notResumed bool
+		guard      *instanceGuard
+		moved      bool
+		want       time.Time
+	}{
+		{"first stream of another instance", time.Time{}, true, checking, false, later},
+		{"again another instance", t0, true, checking, false, t0},
+		{"a stream that held the position's line", t0, false, held, true, time.Time{}},
+		{"past the grace, lines written unchecked", t0, false, unchecked, true, time.Time{}},
+		{"past the grace, nothing written", t0, false, unchecked, false, t0},
+		{"checked, ended before any line", t0, false, checking, false, t0},
+	} {
+		if got := nextUnverifiedSince(c.since, later, c.notResumed, c.guard, c.moved); !got.Equal(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -5,7 +5,7 @@
 // as JSON lines (Record) to a bounded, rotated directory.
 //
 // Nothing is lost or written twice across an agent restart or a container
-// restart: each container instance's Position (pod UID, container, restart
+// restart, within the bounds below: each container instance's Position (pod UID, container, restart
 // count, the last line's timestamp and how many lines had it) is saved
 // after each batch, and the stream is resumed with timestamps and
 // sinceTime from it; a line written but not yet saved in a position is
@@ -299,19 +299,16 @@ func (c *Collector) follow(ctx context.Context, t target, pods <-chan *corev1.Po
 		if !guard.verify {
 			log.Warn("app logs: the kubelet's log does not hold the last line written and the pod reports no restart; reading on from what it holds (lines between may be lost)", "since", pos.Time, "restarts", pos.RestartCount)
 		}
+		resumedFrom := pos.Time
 		err := c.copyStream(ctx, t, &pos, kube.LogOptions{Follow: true, Timestamps: true, SinceTime: pos.SinceTime()}, guard)
 		if ctx.Err() != nil {
 			return
 		}
-		switch {
-		case errors.Is(err, errNotResumed):
-			if unverifiedSince.IsZero() {
-				unverifiedSince = time.Now()
-			}
+		notResumed := errors.Is(err, errNotResumed)
+		unverifiedSince = nextUnverifiedSince(unverifiedSince, time.Now(), notResumed, guard, pos.Time.After(resumedFrom))
+		if notResumed {
 			log.Debug("app logs: the kubelet's log is not the instance written last; waiting for the pod to report the restart", "since", pos.Time, "restarts", pos.RestartCount)
 			err = nil
-		case err == nil && guard.verified:
-			unverifiedSince = time.Time{}
 		}
 		if err != nil {
 			if apierrors.IsNotFound(err) {
@@ -359,6 +356,26 @@ func (c *Collector) copyStream(ctx context.Context, t target, pos *Position, o k
 	}
 	defer stream.Close()
 	return c.copyLines(ctx, stream, t, pos, flushInterval, guard)
+}
+
+// nextUnverifiedSince is when the kubelet's log first failed to hold the
+// position's last line, after a follow: set at the first stream that did
+// not go on from it (notResumed), kept while none does; cleared once a
+// stream held that line (guard.verified) or, past the grace, wrote lines
+// of the log as the kubelet holds it (moved): the position's last line is
+// then in the current log again, and the next stream (a reopen after an
+// API blip, a restart the pod reports late) is checked against it.
+func nextUnverifiedSince(since, now time.Time, notResumed bool, guard *instanceGuard, moved bool) time.Time {
+	switch {
+	case notResumed:
+		if since.IsZero() {
+			return now
+		}
+		return since
+	case guard.verified, !guard.verify && moved:
+		return time.Time{}
+	}
+	return since
 }
 
 // restartReportGrace is how long a follow that does not go on from the
