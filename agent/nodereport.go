@@ -78,6 +78,9 @@ type nodeChecksSeen struct {
 	r  kube.NodeReport // only its node-check sections
 }
 
+// fill copies the sections nodecheck.Checker.Fill sets (Storage, Time,
+// Certs): a section added there must be copied here too. The checks run
+// under the lock, so reports asked at once share one round.
 func (c *nodeChecksSeen) fill(r *kube.NodeReport, checks nodecheck.Checker, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

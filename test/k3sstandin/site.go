@@ -302,7 +302,9 @@ func stopRunning(pidFile, memberData string, termWithin time.Duration) {
 // member: the main thread's command line is gone once it has ended, the
 // others' are not.
 func runsMember(pid int, memberData string) bool {
-	want := "--data-dir=" + memberData
+	// The whole argument: another member's data dir may start with this
+	// one's.
+	want := "--data-dir=" + memberData + "\x00"
 	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/cmdline", pid))
 	for _, p := range append([]string{fmt.Sprintf("/proc/%d/cmdline", pid)}, paths...) {
 		if cmdline, err := os.ReadFile(p); err == nil && strings.Contains(string(cmdline), want) {

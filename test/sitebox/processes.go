@@ -306,16 +306,21 @@ func liveCmdline(pid int) ([]byte, bool) {
 		return nil, false
 	}
 	defer p.Close()
+	var cmdline []byte
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/cmdline", pid))
+	for _, path := range append([]string{fmt.Sprintf("/proc/%d/cmdline", pid)}, tasks...) {
+		if c, err := os.ReadFile(path); err == nil && len(c) > 0 {
+			cmdline = c
+			break
+		}
+	}
+	// Alive after /proc was read: what was read was the handle's process
+	// (one that ended and was reaped could have left its number to
+	// another).
 	if p.Ended(0) {
 		return nil, false
 	}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/cmdline", pid))
-	for _, path := range append([]string{fmt.Sprintf("/proc/%d/cmdline", pid)}, tasks...) {
-		if cmdline, err := os.ReadFile(path); err == nil && len(cmdline) > 0 {
-			return cmdline, true
-		}
-	}
-	return nil, true
+	return cmdline, true
 }
 
 // stop sends SIGTERM, waits up to 10 s for the process to exit, then SIGKILL.
