@@ -25,6 +25,7 @@ import (
 	"github.com/sitecon/sitecon/nodecheck"
 
 	"github.com/sitecon/sitecon/test/testcert"
+	"github.com/sitecon/sitecon/test/threadholder"
 )
 
 // nodeChecksSite is a cluster config for node-b at base.1 and the key its
@@ -98,18 +99,8 @@ func findingsOf(r doctor.Report, id string) []doctor.Finding {
 // whose comm is name, as /proc shows it.
 func startProcessNamed(t *testing.T, name string) *exec.Cmd {
 	t.Helper()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	threadholder.CopySleep(t, bin)
 	cmd := exec.Command(bin, "300")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -92,27 +92,6 @@ func alive(pid int) bool {
 	return st != 0 && st != 'Z'
 }
 
-// copyOfSleep is a copy of sleep at path: a binary of the test's own that
-// can be replaced under a running process, as an upgrade does.
-func copyOfSleep(t *testing.T, path string) {
-	t.Helper()
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // startOrphan starts bin (a k3s left by a previous agent) in its own
 // process group, names it in pidFile, and returns a channel closed when
 // it has ended.
@@ -155,9 +134,9 @@ func TestOrphanIdentity(t *testing.T) {
 	t.Run("upgraded in place", func(t *testing.T) {
 		dir := t.TempDir()
 		bin, pidFile := filepath.Join(dir, "k3s"), filepath.Join(dir, "k3s.pid")
-		copyOfSleep(t, bin)
+		threadholder.CopySleep(t, bin)
 		orphan, done := startOrphan(t, bin, pidFile)
-		copyOfSleep(t, bin) // the upgrade
+		threadholder.CopySleep(t, bin) // the upgrade
 		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", orphan.Process.Pid)); !strings.HasSuffix(exe, " (deleted)") {
 			t.Fatalf("the orphan's exe after the upgrade: %q", exe)
 		}
@@ -172,7 +151,7 @@ func TestOrphanIdentity(t *testing.T) {
 	t.Run("another binary", func(t *testing.T) {
 		dir := t.TempDir()
 		bin, pidFile := filepath.Join(dir, "k3s"), filepath.Join(dir, "k3s.pid")
-		copyOfSleep(t, bin)
+		threadholder.CopySleep(t, bin)
 		sleep, err := exec.LookPath("sleep")
 		if err != nil {
 			t.Fatal(err)

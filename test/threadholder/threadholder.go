@@ -8,7 +8,9 @@
 //
 // A test package that uses it imports it (its init locks the main
 // goroutine to the main thread when the binary runs as a holder) and
-// calls RunIfHolder first thing in its TestMain.
+// calls RunIfHolder first thing in its TestMain. CopySleep gives a test a
+// binary of its own to run under a name it chooses (or to replace under a
+// running process).
 package threadholder
 
 import (
@@ -105,4 +107,26 @@ func leaderEnded(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
+
+// CopySleep puts a copy of sleep at path, replacing what is there by a
+// rename (as an upgrade replaces a binary under a running process): a
+// real binary of the test's own, to run under a name of its choosing.
+func CopySleep(t *testing.T, path string) {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
 }
