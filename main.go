@@ -424,7 +424,7 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 	opts := views.ConsoleOptions{Agent: agentSource(agentSocket), ReadOnly: g.readOnly, AuditPath: g.auditLog, Log: log, Hint: hint}
 	if cfg, err := g.restConfig(); err != nil {
 		opts.Problem = err.Error()
-	} else if opts.Snap, err = kube.NewSnapshot(cfg, log.With("component", "snapshot")); err != nil {
+	} else if opts.Snap, err = kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.ReturnSyncPeak()); err != nil {
 		opts.Problem = err.Error()
 	} else {
 		snap := opts.Snap

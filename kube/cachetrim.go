@@ -1,8 +1,12 @@
 package kube
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -15,13 +19,21 @@ import (
 //     from a cache (the support bundle LISTs afresh and drops it too).
 //   - a Node's status.images (every image the kubelet holds, with its
 //     digests and size): nothing in sitecon shows or decides on them.
+//   - a pod outside the namespaces sitecon shows (Namespaces) is kept only
+//     as what it is counted by (CountedPod): on most sites those are nearly
+//     all of the pods, and every reader only counts them.
 //
 // Everything else stays: the screens, the detail views and the agent read
 // labels, annotations, owner references, the pod spec (containers, volumes,
-// tolerations, affinity) and every status condition. The objects are the
-// informer's own, freshly decoded, so trimming them in place is safe.
+// tolerations, affinity) and every status condition of the pods they show.
+// The objects are the informer's own, freshly decoded, so trimming them in
+// place is safe.
 func TrimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
+	case *corev1.Pod:
+		if !ShownNamespace(o.Namespace) {
+			return CountedPod(o), nil
+		}
 	case *corev1.Node:
 		o.Status.Images = nil
 	case cache.DeletedFinalStateUnknown:
@@ -34,3 +46,71 @@ func TrimForCache(obj any) (any, error) {
 }
 
 var _ cache.TransformFunc = TrimForCache
+
+// ShownNamespace says whether sitecon shows the pods of namespace one by
+// one (the pods screen, namespace health, apps, gating, failover, fencing,
+// logs); a pod anywhere else is only counted.
+func ShownNamespace(namespace string) bool { return slices.Contains(Namespaces, namespace) }
+
+// CountedPod is p as the cache keeps a pod outside the shown namespaces: a
+// new, small object with only what the node figures (pods, pods leaving,
+// CPU and memory requested), the doctor's count of pods leaving a node and
+// the informer's own bookkeeping read. On a site of 10,000 such pods the
+// whole pod (its containers' env, mounts and probes, its volumes,
+// tolerations, annotations and every container's status) was most of
+// the cache; none of it was ever read.
+//
+// Kept: name, namespace, UID, resourceVersion, creation and deletion
+// times, labels, owner references; the node; each container's and init
+// container's name and resource requests; the phase, the reason and the
+// Ready condition. Not kept, and so not to be read of a pod outside
+// Namespaces from a cache: everything else. A reader that needs a whole
+// pod (logs, a drain's evictions, the bundle) reads it from the API server.
+func CountedPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Generation: p.Generation,
+			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
+			Labels:                     p.Labels, OwnerReferences: p.OwnerReferences,
+		},
+		Spec: corev1.PodSpec{
+			NodeName:       p.Spec.NodeName,
+			Containers:     requestsOnly(p.Spec.Containers),
+			InitContainers: requestsOnly(p.Spec.InitContainers),
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason},
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return out
+}
+
+// requestsOnly is each container's name and resource requests.
+func requestsOnly(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}}
+	}
+	return out
+}
+
+// countedPodUnchanged says whether an update of a pod outside the shown
+// namespaces changed nothing it is counted by: its status and its
+// containers' states move often (restarts, probes, IPs) and no reader
+// shows them, so such a write wakes nobody.
+func countedPodUnchanged(old, new *corev1.Pod) bool {
+	if ShownNamespace(new.Namespace) || ShownNamespace(old.Namespace) {
+		return false
+	}
+	a, b := old.DeepCopy(), new.DeepCopy()
+	a.ResourceVersion, b.ResourceVersion = "", ""
+	return apiequality.Semantic.DeepEqual(a, b)
+}

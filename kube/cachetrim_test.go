@@ -2,8 +2,11 @@ package kube_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,9 +15,13 @@ import (
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -311,4 +318,231 @@ func placed[T any](items []T, n int, at func(*T) int) []*T {
 		}
 	}
 	return append(out, extra...)
+}
+
+// richPod is a pod as a real workload's: containers with env, mounts,
+// probes and requests, a larger init container, volumes, tolerations,
+// annotations, every condition and container status.
+func richPod(ns, name, node string, phase corev1.PodPhase, ready bool) *corev1.Pod {
+	req := func(cpu, mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	readyStatus := corev1.ConditionFalse
+	if ready {
+		readyStatus = corev1.ConditionTrue
+	}
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), ResourceVersion: "7",
+			Labels:        map[string]string{"app": name},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 2048)},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}},
+		Spec: corev1.PodSpec{NodeName: node,
+			InitContainers: []corev1.Container{{Name: "migrate", Image: "registry.local/migrate:1", Resources: req("2", "1Gi")}},
+			Containers: []corev1.Container{
+				{Name: "web", Image: "registry.local/web:1", Resources: req("250m", "256Mi"),
+					Env:          []corev1.EnvVar{{Name: "MODE", Value: "production"}, {Name: "LEVEL", Value: "info"}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}, ReadinessProbe: probe, LivenessProbe: probe},
+				{Name: "sidecar", Image: "registry.local/sidecar:1", Resources: req("100m", "64Mi")},
+			},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name + "-data"}}}},
+			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
+		},
+		Status: corev1.PodStatus{Phase: phase, HostIP: "127.0.0.2", PodIP: "10.42.1.9",
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+				{Type: corev1.ContainersReady, Status: readyStatus},
+				{Type: corev1.PodReady, Status: readyStatus},
+			},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: ready, RestartCount: 3, Image: "registry.local/web:1"}},
+		},
+	}
+}
+
+// A pod outside the namespaces sitecon shows is cached only as what it
+// is counted by, and everything derived from the cache comes out as it
+// does from the whole pods: the node figures (pods, pods leaving, CPU
+// and memory requested with the init container's larger request), the
+// namespaces' health, the apps. Pods in the shown namespaces stay whole.
+func TestCountedPodsDeriveWhatWholePodsDo(t *testing.T) {
+	node := func(name string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}}
+	}
+	leaving := richPod("shop-floor", "leaving", "node-b", corev1.PodRunning, true)
+	leaving.DeletionTimestamp = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
+	app := richPod(kube.AppNamespace, "plc-gateway", "node-a", corev1.PodRunning, true)
+	app.Labels[kube.LabelAppName] = "plc-gateway"
+	whole := []*corev1.Pod{
+		richPod("shop-floor", "web-1", "node-a", corev1.PodRunning, true),
+		richPod("shop-floor", "web-2", "node-b", corev1.PodRunning, false),
+		richPod("shop-floor", "batch", "node-a", corev1.PodSucceeded, false),
+		richPod("shop-floor", "pending", "", corev1.PodPending, false),
+		leaving,
+		richPod("kube-system", "coredns", "node-a", corev1.PodRunning, true),
+		richPod("longhorn-system", "manager", "node-b", corev1.PodRunning, false),
+		app,
+	}
+	var cached []*corev1.Pod
+	for _, p := range whole {
+		obj, err := kube.TrimForCache(p.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := obj.(*corev1.Pod)
+		cached = append(cached, c)
+		if !kube.ShownNamespace(p.Namespace) {
+			if len(c.Annotations) > 0 || len(c.Spec.Volumes) > 0 || len(c.Spec.Tolerations) > 0 ||
+				len(c.Status.ContainerStatuses) > 0 || c.Spec.Containers[0].Env != nil || c.Spec.Containers[0].Image != "" ||
+				c.Spec.Containers[0].ReadinessProbe != nil || c.Status.PodIP != "" || len(c.ManagedFields) > 0 {
+				t.Errorf("%s/%s is cached with what it is not counted by: %+v", p.Namespace, p.Name, c)
+			}
+		} else if len(c.Spec.Volumes) != 1 || len(c.Annotations) != 1 || c.Spec.Containers[0].Env == nil ||
+			len(c.Status.ContainerStatuses) != 1 || len(c.ManagedFields) > 0 {
+			t.Errorf("%s/%s, in a shown namespace, is not cached whole (less its managedFields): %+v", p.Namespace, p.Name, c)
+		}
+	}
+	nodes := []*corev1.Node{node("node-a"), node("node-b")}
+	now := time.Unix(1_800_000_100, 0)
+	a := kube.Derive(kube.Data{Nodes: nodes, Pods: whole}, now)
+	b := kube.Derive(kube.Data{Nodes: nodes, Pods: cached}, now)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("the status derived from the cached pods differs from the whole pods':\nwhole  %+v\ncached %+v", a.Nodes, b.Nodes)
+	}
+	// Each pod requests 2 CPU (its init container's request, over its
+	// containers' 350m); node-a's finished batch pod counts for nothing.
+	for i, want := range []struct {
+		pods, leaving int
+		cpu           int64
+	}{{3, 0, 6000}, {3, 1, 6000}} {
+		if n := b.Nodes[i]; n.Pods != want.pods || n.PodsLeaving != want.leaving || n.CPURequested != want.cpu {
+			t.Errorf("%s from the cache: %d pods, %d leaving, %dm CPU requested; want %d, %d, %dm",
+				n.Name, n.Pods, n.PodsLeaving, n.CPURequested, want.pods, want.leaving, want.cpu)
+		}
+	}
+	if !reflect.DeepEqual(kube.PodRows(whole), kube.PodRows(cached)) {
+		t.Errorf("the pod rows from the cached pods differ from the whole pods'")
+	}
+}
+
+// On a live site: a pod outside the shown namespaces enters the cache as
+// what it is counted by, a pod in one whole; a write to the counted pod
+// that changes nothing it is counted by (its annotations, its containers'
+// states) wakes no reader, one that does (its labels, its deletion) does.
+func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
+	site := sitebox.Shared(t)
+	clients := site.Clients(t)
+	ctx := t.Context()
+	core := clients.Core.CoreV1()
+	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop-floor"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = core.Namespaces().Delete(context.Background(), "shop-floor", metav1.DeleteOptions{}) })
+	create := func(ns, name string) {
+		p := richPod(ns, name, "node-b", "", true)
+		p.UID, p.ResourceVersion, p.ManagedFields, p.Status = "", "", nil, corev1.PodStatus{}
+		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+		// No claim: sitebox holds a pod whose claim does not exist.
+		p.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		if _, err := core.Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = core.Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	create("shop-floor", "counted-web")
+	create("kube-system", "whole-web")
+	// Without Events: the site's components write them all the time, each
+	// one a wake-up of its own.
+	snap, err := kube.NewSnapshot(site.Config, nil, kube.WithoutEvents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(ctx)
+
+	cachedPod := func(ns, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
+		t.Helper()
+		var got *corev1.Pod
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			for _, p := range snap.Pods() {
+				if p.Namespace == ns && p.Name == name && cond(p) {
+					got = p
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("the snapshot never held %s/%s as wanted", ns, name)
+		}
+		return got
+	}
+	running := func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+	counted := cachedPod("shop-floor", "counted-web", running)
+	if len(counted.Annotations) > 0 || len(counted.Spec.Volumes) > 0 || counted.Spec.Containers[0].Env != nil ||
+		len(counted.Status.ContainerStatuses) > 0 || len(counted.Spec.Containers) != 2 || len(counted.Spec.InitContainers) != 1 {
+		t.Errorf("shop-floor/counted-web is cached with more or less than it is counted by: %d annotations, volumes %v, env %v, %d container statuses, %d containers, %d init containers",
+			len(counted.Annotations), counted.Spec.Volumes, counted.Spec.Containers[0].Env, len(counted.Status.ContainerStatuses), len(counted.Spec.Containers), len(counted.Spec.InitContainers))
+	}
+	whole := cachedPod("kube-system", "whole-web", running)
+	if len(whole.Annotations) == 0 || !slices.ContainsFunc(whole.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "data" }) ||
+		whole.Spec.Containers[0].Env == nil || len(whole.Status.ContainerStatuses) != 2 {
+		t.Errorf("kube-system/whole-web is not cached whole: %d annotations, volumes %v, env %v, %d container statuses",
+			len(whole.Annotations), whole.Spec.Volumes, whole.Spec.Containers[0].Env, len(whole.Status.ContainerStatuses))
+	}
+
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	select { // what came before this point is not the test's
+	case <-changes:
+	default:
+	}
+	patch := func(body string) string {
+		t.Helper()
+		p, err := core.Pods("shop-floor").Patch(ctx, "counted-web", types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.ResourceVersion
+	}
+	atLeast := func(rv string) func(*corev1.Pod) bool {
+		want, _ := strconv.ParseUint(rv, 10, 64)
+		return func(p *corev1.Pod) bool {
+			got, err := strconv.ParseUint(p.ResourceVersion, 10, 64)
+			return err == nil && got >= want
+		}
+	}
+	// The site's other objects (node heartbeats, the kube-system pod)
+	// wake readers too, now and then: the annotation write must be quiet
+	// for half a second after the cache holds it in at least one of five
+	// tries (each of which wakes them if such writes wake readers).
+	quiet := false
+	for try := 0; try < 5 && !quiet; try++ {
+		select {
+		case <-changes:
+		default:
+		}
+		cachedPod("shop-floor", "counted-web", atLeast(patch(fmt.Sprintf(`{"metadata":{"annotations":{"shop-floor/shift":"night-%d"}}}`, try))))
+		select {
+		case <-changes:
+		case <-time.After(500 * time.Millisecond):
+			quiet = true
+		}
+	}
+	if !quiet {
+		t.Errorf("every write of a counted pod's annotations woke the snapshot's readers")
+	}
+	select {
+	case <-changes:
+	default:
+	}
+	cachedPod("shop-floor", "counted-web", atLeast(patch(`{"metadata":{"labels":{"shift":"night"}}}`)))
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Errorf("a write of a counted pod's labels did not wake the snapshot's readers")
+	}
 }

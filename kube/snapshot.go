@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -92,8 +93,10 @@ type Snapshot struct {
 	appGone map[string]time.Time
 	// withoutEvents: no informer on the cluster's Events (see WithoutEvents).
 	withoutEvents bool
-	changes       Broadcast
-	syncedCh      chan struct{}
+	// returnSyncPeak: see ReturnSyncPeak.
+	returnSyncPeak bool
+	changes        Broadcast
+	syncedCh       chan struct{}
 	// lastEvent is when a watch last delivered something: proof that the
 	// API server serves.
 	lastEvent time.Time
@@ -120,6 +123,14 @@ type SnapshotOption func(*Snapshot)
 // them all for an hour: a reader that never shows them (the agent) should
 // not pay for that watch. Data().Events is then nil.
 func WithoutEvents() SnapshotOption { return func(s *Snapshot) { s.withoutEvents = true } }
+
+// ReturnSyncPeak has the snapshot hand the memory of its first sync back
+// to the operating system once its caches hold the cluster: the initial
+// lists decode every object whole before the cache keeps its trimmed form
+// (TrimForCache), and the Go runtime keeps that peak mapped for as long
+// as its heap goal allows (about twice the live heap). For a process that
+// runs for days (the agent, the console): one forced collection, once.
+func ReturnSyncPeak() SnapshotOption { return func(s *Snapshot) { s.returnSyncPeak = true } }
 
 // NewSnapshot prepares a snapshot over a cluster. Nothing talks to the API
 // server until Start.
@@ -193,6 +204,9 @@ func (s *Snapshot) run(ctx context.Context) {
 	s.mu.Unlock()
 	close(s.syncedCh)
 	s.notify()
+	if s.returnSyncPeak {
+		debug.FreeOSMemory()
+	}
 	s.probeWhenQuiet(ctx)
 }
 
@@ -418,7 +432,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			s.markError(err)
 		})
-		if inf == leases || inf == engines {
+		if inf == leases || inf == engines || inf == pods {
 			continue
 		}
 		_, _ = inf.AddEventHandler(notify)
@@ -434,6 +448,22 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 			o, ok1 := old.(*coordinationv1.Lease)
 			n, ok2 := obj.(*coordinationv1.Lease)
 			if ok1 && ok2 && LeaseRenewalOnly(o, n) {
+				return
+			}
+			s.notify()
+		},
+		DeleteFunc: func(any) { s.sawEvent(); s.notify() },
+	})
+	// A pod outside the shown namespaces is kept only as what it is
+	// counted by (CountedPod): its status writes (probes, restarts, IPs)
+	// change nothing any reader uses and wake nobody.
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.sawEvent(); s.notify() },
+		UpdateFunc: func(old, obj any) {
+			s.sawEvent()
+			o, ok1 := old.(*corev1.Pod)
+			n, ok2 := obj.(*corev1.Pod)
+			if ok1 && ok2 && countedPodUnchanged(o, n) {
 				return
 			}
 			s.notify()

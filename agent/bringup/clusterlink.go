@@ -221,7 +221,8 @@ func (r *Runner) GrantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
 
 // AgentSnapshot is the agent's view of the cluster. The agent writes
 // Events but never reads them: it does not watch them (a busy site's
-// Events would be most of what it holds).
+// Events would be most of what it holds). It runs for the device's
+// lifetime: its first sync's peak goes back to the system.
 func AgentSnapshot(cfg *rest.Config, log *slog.Logger) (*kube.Snapshot, error) {
-	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents())
+	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents(), kube.ReturnSyncPeak())
 }

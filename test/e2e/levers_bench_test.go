@@ -75,6 +75,7 @@ func BenchmarkLevers(b *testing.B) {
 	for _, bd := range builds {
 		waitUntil(consoles[bd.label].started.Add(rssAfter))
 		reportMetric(b, residentMiB(consoles[bd.label].pid), bd.label+"-rss-MiB")
+		reportMetric(b, anonMiB(consoles[bd.label].pid), bd.label+"-anon-MiB")
 	}
 	pids := map[string]int{}
 	for _, bd := range builds {
@@ -99,6 +100,7 @@ func BenchmarkLevers(b *testing.B) {
 	}
 	for _, bd := range builds {
 		reportMetric(b, residentMiB(agents[bd.label]), bd.label+"-agent-rss-MiB")
+		reportMetric(b, anonMiB(agents[bd.label]), bd.label+"-agent-anon-MiB")
 	}
 	for i, bd := range builds {
 		socket := site.AgentSocket(site.Nodes[i].Name)
