@@ -141,15 +141,10 @@ func checkNodesNotReady(_ context.Context, env *Env) []Finding {
 // under way (no pod on them terminating): a node left cordoned after
 // maintenance takes no new work and is counted down by the quorum rule.
 func checkNodesCordoned(_ context.Context, env *Env) []Finding {
-	leaving := map[string]int{}
-	for _, p := range env.Data.Pods {
-		if p.DeletionTimestamp != nil && p.Spec.NodeName != "" {
-			leaving[p.Spec.NodeName]++
-		}
-	}
+	counts := kube.NodePodCounts(env.Data)
 	var out []Finding
 	for _, n := range env.Data.Nodes {
-		if !n.Spec.Unschedulable || leaving[n.Name] > 0 {
+		if !n.Spec.Unschedulable || counts[n.Name].Leaving > 0 {
 			continue
 		}
 		f := Finding{Severity: Warn, Subject: n.Name, Summary: n.Name + " is cordoned and no drain is under way",

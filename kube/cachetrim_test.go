@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
@@ -462,16 +463,22 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Start(ctx)
+	// The snapshot lists no pod outside the shown namespaces: what its
+	// informer caches of one is read through an informer with the same
+	// transform, on the same watch of the same API server.
+	factory := informers.NewSharedInformerFactoryWithOptions(clients.Core, 0, informers.WithTransform(kube.TrimForCache))
+	lister := factory.Core().V1().Pods().Lister()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
 
 	cachedPod := func(ns, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
 		t.Helper()
 		var got *corev1.Pod
 		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-			for _, p := range snap.Pods() {
-				if p.Namespace == ns && p.Name == name && cond(p) {
-					got = p
-					return true, nil
-				}
+			p, err := lister.Pods(ns).Get(name)
+			if err == nil && cond(p) {
+				got = p
+				return true, nil
 			}
 			return false, nil
 		})
@@ -488,6 +495,12 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 			len(counted.Annotations), counted.Spec.Volumes, counted.Spec.Containers[0].Env, len(counted.Status.ContainerStatuses), len(counted.Spec.Containers), len(counted.Spec.InitContainers))
 	}
 	whole := cachedPod("kube-system", "whole-web", running)
+	if err := snap.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(snap.Pods(), func(p *corev1.Pod) bool { return p.Namespace == "kube-system" && p.Name == "whole-web" }) {
+		t.Errorf("the snapshot does not list kube-system/whole-web")
+	}
 	if len(whole.Annotations) == 0 || !slices.ContainsFunc(whole.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "data" }) ||
 		whole.Spec.Containers[0].Env == nil || len(whole.Status.ContainerStatuses) != 2 {
 		t.Errorf("kube-system/whole-web is not cached whole: %d annotations, volumes %v, env %v, %d container statuses",
@@ -517,8 +530,9 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 	}
 	// The site's other objects (node heartbeats, the kube-system pod)
 	// wake readers too, now and then: the annotation write must be quiet
-	// for half a second after the cache holds it in at least one of five
-	// tries (each of which wakes them if such writes wake readers).
+	// for half a second after an informer of the same API server holds it,
+	// in at least one of five tries (each of which wakes them if such
+	// writes wake readers).
 	quiet := false
 	for try := 0; try < 5 && !quiet; try++ {
 		select {
@@ -545,4 +559,40 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Errorf("a write of a counted pod's labels did not wake the snapshot's readers")
 	}
+
+	// The snapshot lists the shown namespaces' pods and counts the rest:
+	// every node figure comes out as counting the API server's pods gives,
+	// while the pod is there and once it is gone.
+	for _, p := range snap.Data().Pods {
+		if p.Namespace == "shop-floor" {
+			t.Errorf("the snapshot lists %s/%s, outside the shown namespaces", p.Namespace, p.Name)
+		}
+	}
+	sameFigures := func(step string, cond func(kube.NodeStatus) bool) {
+		t.Helper()
+		var cached, served []kube.NodeStatus
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			d := snap.Data()
+			whole, err := wholeData(ctx, clients, d)
+			if err != nil {
+				return false, nil
+			}
+			now := time.Now()
+			cached, served = kube.Derive(d, now).Nodes, kube.Derive(whole, now).Nodes
+			i := slices.IndexFunc(cached, func(n kube.NodeStatus) bool { return n.Name == "node-b" })
+			return reflect.DeepEqual(cached, served) && i >= 0 && cond(cached[i]), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: the node figures from the snapshot never matched the API server's pods:\ncached %+v\nserved %+v", step, cached, served)
+		}
+	}
+	var before kube.NodeStatus
+	sameFigures("with shop-floor/counted-web on node-b", func(n kube.NodeStatus) bool { before = n; return true })
+	if err := core.Pods("shop-floor").Delete(ctx, "counted-web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sameFigures("with shop-floor/counted-web deleted", func(n kube.NodeStatus) bool {
+		// Its init container's 2 CPU.
+		return n.Pods == before.Pods-1 && n.CPURequested == before.CPURequested-2000
+	})
 }

@@ -181,30 +181,11 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	st.Cluster = clusterIdentity(d)
 	st.VIP = vipStatus(d)
 	st.StatsLeader = leaseHolder(d, AppNamespace, StatsLeaderLeaseName, now)
-	type load struct {
-		pods, leaving int
-		cpu, mem      int64
-	}
-	loads := make(map[string]*load, len(d.Nodes))
-	for _, p := range d.Pods {
-		if p.Spec.NodeName != "" && !podFinished(p) {
-			l := loads[p.Spec.NodeName]
-			if l == nil {
-				l = &load{}
-				loads[p.Spec.NodeName] = l
-			}
-			cpu, mem := podRequests(p)
-			l.pods, l.cpu, l.mem = l.pods+1, l.cpu+cpu, l.mem+mem
-			if p.DeletionTimestamp != nil {
-				l.leaving++
-			}
-		}
-	}
+	loads := NodePodCounts(d)
 	for _, n := range d.Nodes {
 		ns := nodeStatus(n)
-		if l := loads[n.Name]; l != nil {
-			ns.Pods, ns.CPURequested, ns.MemoryRequested, ns.PodsLeaving = l.pods, l.cpu, l.mem, l.leaving
-		}
+		l := loads[n.Name]
+		ns.Pods, ns.CPURequested, ns.MemoryRequested, ns.PodsLeaving = l.Pods, l.CPU, l.Memory, l.Leaving
 		ns.CPUAllocatable = milliQuantity(n.Status.Allocatable, corev1.ResourceCPU)
 		ns.MemoryAllocatable = quantity(n.Status.Allocatable, corev1.ResourceMemory)
 		ns.VersionSkew = KubeletSkew(ns.KubeletVersion, d.ServerVersion)

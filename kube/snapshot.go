@@ -32,15 +32,22 @@ import (
 // caches plus what the snapshot tracked itself. The model is derived from it by
 // pure functions, so tests can build a Data by hand.
 type Data struct {
-	Nodes      []*corev1.Node
-	Pods       []*corev1.Pod
-	Leases     []*coordinationv1.Lease
-	Events     []*corev1.Event
-	ConfigMaps []*corev1.ConfigMap
-	VMIs       []*kvv1.VirtualMachineInstance
-	Volumes    []*lhv1beta2.Volume
-	Replicas   []*lhv1beta2.Replica
-	Engines    []*lhv1beta2.Engine
+	Nodes []*corev1.Node
+	// Pods are the pods of the namespaces sitecon shows (Namespaces), as
+	// the snapshot reads them; CountedPods is, per node, what every other
+	// pod adds to its figures (they are counted, not listed: a site's
+	// thousands of other pods would make every read walk them all). A
+	// hand-built Data may list any pod in Pods and leave CountedPods nil:
+	// NodePodCounts counts both.
+	Pods        []*corev1.Pod
+	CountedPods map[string]NodePodCount
+	Leases      []*coordinationv1.Lease
+	Events      []*corev1.Event
+	ConfigMaps  []*corev1.ConfigMap
+	VMIs        []*kvv1.VirtualMachineInstance
+	Volumes     []*lhv1beta2.Volume
+	Replicas    []*lhv1beta2.Replica
+	Engines     []*lhv1beta2.Engine
 	// Robustness is, per volume name, the robustness the snapshot last saw and
 	// when the volume entered it.
 	Robustness map[string]RobustnessMark
@@ -83,6 +90,9 @@ type Snapshot struct {
 	hasLonghorn   bool
 	hasKubeVirt   bool
 	robustness    map[string]RobustnessMark
+	// counted is what the pods outside the shown namespaces add to each
+	// node (Data.CountedPods), kept from the pod informer's events.
+	counted podCounts
 	// appNodes is where each app (by AppKey) was last seen running.
 	appNodes map[string]string
 	appMoves map[string]AppMove
@@ -142,6 +152,7 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*S
 		log:        log,
 		now:        time.Now,
 		robustness: map[string]RobustnessMark{},
+		counted:    podCounts{},
 		appNodes:   map[string]string{},
 		appMoves:   map[string]AppMove{},
 		appGone:    map[string]time.Time{},
@@ -457,8 +468,14 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	// A pod outside the shown namespaces is kept only as what it is
 	// counted by (CountedPod): its status writes (probes, restarts, IPs)
 	// change nothing any reader uses and wake nobody.
+	// Their counts are kept here, before the readers are woken, so that
+	// a reader woken by a pod's event reads it counted.
 	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { s.sawEvent(); s.notify() },
+		AddFunc: func(obj any) {
+			s.sawEvent()
+			s.countPod(nil, obj)
+			s.notify()
+		},
 		UpdateFunc: func(old, obj any) {
 			s.sawEvent()
 			o, ok1 := old.(*corev1.Pod)
@@ -466,9 +483,14 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 			if ok1 && ok2 && countedPodUnchanged(o, n) {
 				return
 			}
+			s.countPod(old, obj)
 			s.notify()
 		},
-		DeleteFunc: func(any) { s.sawEvent(); s.notify() },
+		DeleteFunc: func(obj any) {
+			s.sawEvent()
+			s.countPod(obj, nil)
+			s.notify()
+		},
 	})
 	// Longhorn rewrites an engine's status as its replicas' addresses,
 	// modes, snapshots and sizes move (every few seconds per volume on a
@@ -612,14 +634,14 @@ func (s *Snapshot) Nodes() []*corev1.Node {
 	return nodes
 }
 
-// Pods reads the pod cache alone (read only; nil until synced): for a
-// reader that follows pods on every change, without copying the rest.
+// Pods reads the pod cache alone (read only; nil until synced), the
+// shown namespaces' pods as Data.Pods: for a reader that follows pods on
+// every change, without copying the rest.
 func (s *Snapshot) Pods() []*corev1.Pod {
 	if !s.Synced() {
 		return nil
 	}
-	pods, _ := s.core.Core().V1().Pods().Lister().List(labels.Everything())
-	return pods
+	return s.shownPods()
 }
 
 // VMIs reads the VMI cache alone (read only); nil until synced or
@@ -640,6 +662,31 @@ func (s *Snapshot) VMIs() []*kvv1.VirtualMachineInstance {
 	return out
 }
 
+// countPod counts old out and new in (either may be nil) of the node
+// figures of the pods outside the shown namespaces.
+func (s *Snapshot) countPod(old, new any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old != nil {
+		s.counted.add(old, -1)
+	}
+	if new != nil {
+		s.counted.add(new, +1)
+	}
+}
+
+// shownPods lists the pods of the shown namespaces from the pod cache's
+// namespace index: the site's other pods are not walked.
+func (s *Snapshot) shownPods() []*corev1.Pod {
+	lister := s.core.Core().V1().Pods().Lister()
+	var out []*corev1.Pod
+	for _, ns := range Namespaces {
+		pods, _ := lister.Pods(ns).List(labels.Everything())
+		out = append(out, pods...)
+	}
+	return out
+}
+
 // Data reads the caches. Objects are shared with the informers: read only.
 func (s *Snapshot) Data() Data {
 	s.mu.Lock()
@@ -653,6 +700,7 @@ func (s *Snapshot) Data() Data {
 	for name, m := range s.robustness {
 		d.Robustness[name] = m
 	}
+	d.CountedPods = maps.Clone(map[string]NodePodCount(s.counted))
 	d.AppMoves = make(map[string]AppMove, len(s.appMoves))
 	for app, m := range s.appMoves {
 		d.AppMoves[app] = m
@@ -664,7 +712,7 @@ func (s *Snapshot) Data() Data {
 	}
 	all := labels.Everything()
 	d.Nodes, _ = s.core.Core().V1().Nodes().Lister().List(all)
-	d.Pods, _ = s.core.Core().V1().Pods().Lister().List(all)
+	d.Pods = s.shownPods()
 	if !s.withoutEvents {
 		d.Events, _ = s.core.Core().V1().Events().Lister().List(all)
 	}
