@@ -268,6 +268,23 @@ func populate(b *testing.B, site *sitebox.TestSite, cs kubernetes.Interface, sc 
 		}
 		return len(l.Items), len(l.Items) >= sc.volumes*replicas
 	}, func(n int) string { return fmt.Sprintf("%d of %d replicas", n, sc.volumes*replicas) })
+	// Made is not settled: Longhorn (the simulator) starts each replica,
+	// then stops it as its volume is detached, a write each. At 2,000
+	// volumes that goes on for minutes after the last replica is made, and
+	// an idle minute measured then measures the volumes settling.
+	until(b, 15*time.Minute, "every bench replica in the state it is meant to be in", func() (int, bool) {
+		l, err := lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return -1, false
+		}
+		moving := 0
+		for _, r := range l.Items {
+			if r.Status.CurrentState != r.Spec.DesireState {
+				moving++
+			}
+		}
+		return moving, moving == 0
+	}, func(n int) string { return fmt.Sprintf("%d replicas not yet in their desired state", n) })
 }
 
 func benchPod(name, node string) *corev1.Pod {
