@@ -112,6 +112,10 @@ func benchFramePath(b *testing.B, d kube.Data) {
 			places[o][slices.Index(d.Pods, p)] = i
 		}
 	}
+	// The volumes and replicas too come in the cache's order, not by name.
+	d.Volumes, d.Replicas = slices.Clone(d.Volumes), slices.Clone(d.Replicas)
+	rng.Shuffle(len(d.Volumes), func(i, j int) { d.Volumes[i], d.Volumes[j] = d.Volumes[j], d.Volumes[i] })
+	rng.Shuffle(len(d.Replicas), func(i, j int) { d.Replicas[i], d.Replicas[j] = d.Replicas[j], d.Replicas[i] })
 	var frames frameBuilder
 	a := NewApp(testContext(160, 48))
 	a.Update(FrameMsg(frames.build(d, true, nil, "", now)))
