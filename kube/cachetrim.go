@@ -73,7 +73,8 @@ func CountedPod(p *corev1.Pod) *corev1.Pod {
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Generation: p.Generation,
 			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
-			Labels:                     p.Labels, OwnerReferences: p.OwnerReferences,
+			Labels:                     p.Labels,
+			OwnerReferences:            p.OwnerReferences,
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       p.Spec.NodeName,
@@ -106,11 +107,13 @@ func requestsOnly(cs []corev1.Container) []corev1.Container {
 // namespaces changed nothing it is counted by: its status and its
 // containers' states move often (restarts, probes, IPs) and no reader
 // shows them, so such a write wakes nobody.
-func countedPodUnchanged(old, new *corev1.Pod) bool {
-	if ShownNamespace(new.Namespace) || ShownNamespace(old.Namespace) {
+func countedPodUnchanged(old, next *corev1.Pod) bool {
+	if ShownNamespace(next.Namespace) || ShownNamespace(old.Namespace) {
 		return false
 	}
-	a, b := old.DeepCopy(), new.DeepCopy()
+	// Shallow copies: only the resourceVersion differs in them, and the
+	// busiest event path of a large site need not copy every pod deeply.
+	a, b := *old, *next
 	a.ResourceVersion, b.ResourceVersion = "", ""
-	return apiequality.Semantic.DeepEqual(a, b)
+	return apiequality.Semantic.DeepEqual(&a, &b)
 }

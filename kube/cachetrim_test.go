@@ -410,7 +410,17 @@ func TestCountedPodsDeriveWhatWholePodsDo(t *testing.T) {
 	nodes := []*corev1.Node{node("node-a"), node("node-b")}
 	now := time.Unix(1_800_000_100, 0)
 	a := kube.Derive(kube.Data{Nodes: nodes, Pods: whole}, now)
-	b := kube.Derive(kube.Data{Nodes: nodes, Pods: cached}, now)
+	// As the snapshot gives them: the shown namespaces' pods listed, the
+	// others counted per node.
+	var shown, others []*corev1.Pod
+	for _, p := range cached {
+		if kube.ShownNamespace(p.Namespace) {
+			shown = append(shown, p)
+		} else {
+			others = append(others, p)
+		}
+	}
+	b := kube.Derive(kube.Data{Nodes: nodes, Pods: shown, CountedPods: kube.NodePodCounts(kube.Data{Pods: others})}, now)
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("the status derived from the cached pods differs from the whole pods':\nwhole  %+v\ncached %+v", a.Nodes, b.Nodes)
 	}
@@ -425,8 +435,8 @@ func TestCountedPodsDeriveWhatWholePodsDo(t *testing.T) {
 				n.Name, n.Pods, n.PodsLeaving, n.CPURequested, want.pods, want.leaving, want.cpu)
 		}
 	}
-	if !reflect.DeepEqual(kube.PodRows(whole), kube.PodRows(cached)) {
-		t.Errorf("the pod rows from the cached pods differ from the whole pods'")
+	if !reflect.DeepEqual(kube.PodRows(whole), kube.PodRows(shown)) {
+		t.Errorf("the pod rows from the shown pods differ from the whole pods'")
 	}
 }
 
@@ -483,7 +493,7 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 			return false, nil
 		})
 		if err != nil {
-			t.Fatalf("the snapshot never held %s/%s as wanted", ns, name)
+			t.Fatalf("no informer of the API server held %s/%s as wanted", ns, name)
 		}
 		return got
 	}
@@ -588,9 +598,18 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 	}
 	var before kube.NodeStatus
 	sameFigures("with shop-floor/counted-web on node-b", func(n kube.NodeStatus) bool { before = n; return true })
+	// Terminating, held by a finalizer: counted as leaving its node.
+	patch(`{"metadata":{"finalizers":["sitecon.test/hold"]}}`)
+	t.Cleanup(func() {
+		_, _ = core.Pods("shop-floor").Patch(context.Background(), "counted-web", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
 	if err := core.Pods("shop-floor").Delete(ctx, "counted-web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	sameFigures("with shop-floor/counted-web terminating", func(n kube.NodeStatus) bool {
+		return n.Pods == before.Pods && n.PodsLeaving == before.PodsLeaving+1
+	})
+	patch(`{"metadata":{"finalizers":null}}`)
 	sameFigures("with shop-floor/counted-web deleted", func(n kube.NodeStatus) bool {
 		// Its init container's 2 CPU.
 		return n.Pods == before.Pods-1 && n.CPURequested == before.CPURequested-2000

@@ -54,30 +54,63 @@ func NodePodCounts(d Data) map[string]NodePodCount {
 // podCounts keeps, per node, what the pods outside the shown namespaces
 // add to its figures, from the pod informer's events: the snapshot lists
 // only the shown namespaces' pods (a frame then walks hundreds of pods,
-// not every pod of the site) and reads the rest as these sums. Not safe
-// for concurrent use: the snapshot holds its lock.
-type podCounts map[string]NodePodCount
+// not every pod of the site) and reads the rest as these sums. Each pod's
+// own share is kept by its key, and a change replaces it: a delete takes
+// out what was counted for that key whatever object it carries (a relist
+// may report a deletion with no object at all), so the sums cannot drift
+// from the pods the informer holds. Not safe for concurrent use: the
+// snapshot holds its lock.
+type podCounts struct {
+	byNode map[string]NodePodCount
+	byPod  map[string]podShare
+}
 
-// add counts obj (a pod, or the last state of a deleted one) in with sign
-// +1 or out with -1; a pod in a shown namespace is not counted here.
-func (pc podCounts) add(obj any, sign int) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
+// podShare is what one pod adds to one node.
+type podShare struct {
+	node  string
+	count NodePodCount
+}
+
+func newPodCounts() *podCounts {
+	return &podCounts{byNode: map[string]NodePodCount{}, byPod: map[string]podShare{}}
+}
+
+// set counts obj, a pod as the informer now holds it, in place of what was
+// counted for its key; a pod of a shown namespace is not counted here.
+func (pc *podCounts) set(obj any) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok || ShownNamespace(p.Namespace) {
 		return
 	}
-	node, c, ok := podCount(p)
+	key := p.Namespace + "/" + p.Name
+	pc.remove(key)
+	if node, c, ok := podCount(p); ok {
+		pc.byPod[key] = podShare{node, c}
+		pc.byNode[node] = pc.byNode[node].plus(c)
+	}
+}
+
+// gone takes out what was counted for a deleted pod (the object, or the
+// informer's DeletedFinalStateUnknown with or without one).
+func (pc *podCounts) gone(obj any) {
+	switch o := obj.(type) {
+	case cache.DeletedFinalStateUnknown:
+		pc.remove(o.Key)
+	case *corev1.Pod:
+		pc.remove(o.Namespace + "/" + o.Name)
+	}
+}
+
+func (pc *podCounts) remove(key string) {
+	share, ok := pc.byPod[key]
 	if !ok {
 		return
 	}
-	if sign > 0 {
-		pc[node] = pc[node].plus(c)
-	} else {
-		pc[node] = pc[node].minus(c)
+	delete(pc.byPod, key)
+	left := pc.byNode[share.node].minus(share.count)
+	if left == (NodePodCount{}) {
+		delete(pc.byNode, share.node)
+		return
 	}
-	if pc[node] == (NodePodCount{}) {
-		delete(pc, node)
-	}
+	pc.byNode[share.node] = left
 }

@@ -14,8 +14,9 @@ import (
 
 // The counts the snapshot keeps from the informer's events (adds, updates
 // that move a pod to another node, finish it or start its deletion,
-// deletes, and a delete the informer only learnt of on a relist) are at
-// every step what counting the pods listed gives.
+// deletes, a delete the informer only learnt of on a relist, with its last
+// state or without any) are at every step what counting the pods listed
+// gives.
 func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 	pod := func(ns, name, node string, cpu string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -27,7 +28,7 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 		return CountedPod(p)
 	}
 	listed := map[string]*corev1.Pod{}
-	counts := podCounts{}
+	counts := newPodCounts()
 	check := func(step string) {
 		t.Helper()
 		var pods []*corev1.Pod
@@ -35,13 +36,13 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 			pods = append(pods, p)
 		}
 		want := NodePodCounts(Data{Pods: pods})
-		got := NodePodCounts(Data{CountedPods: counts})
+		got := NodePodCounts(Data{CountedPods: counts.byNode})
 		if !maps.Equal(got, want) {
 			t.Errorf("%s: the kept counts are %v, counting the pods gives %v", step, got, want)
 		}
 	}
-	add := func(p *corev1.Pod) { counts.add(p, +1); listed[p.Name] = p }
-	update := func(p *corev1.Pod) { counts.add(listed[p.Name], -1); counts.add(p, +1); listed[p.Name] = p }
+	add := func(p *corev1.Pod) { counts.set(p); listed[p.Name] = p }
+	update := add
 	for i := range 6 {
 		add(pod("shop-floor", fmt.Sprint("web-", i), fmt.Sprintf("node-%c", 'a'+i%3), "250m"))
 	}
@@ -60,23 +61,31 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 	update(leaving)
 	check("a pod terminating")
 
-	counts.add(listed["web-3"], -1)
+	counts.gone(listed["web-3"])
 	delete(listed, "web-3")
 	check("a pod deleted")
-	counts.add(cache.DeletedFinalStateUnknown{Key: "shop-floor/web-4", Obj: listed["web-4"]}, -1)
+	counts.gone(cache.DeletedFinalStateUnknown{Key: "shop-floor/web-4", Obj: listed["web-4"]})
 	delete(listed, "web-4")
 	check("a pod whose deletion a relist found")
+	// client-go may report such a deletion with no object: what was
+	// counted for the key goes all the same.
+	counts.gone(cache.DeletedFinalStateUnknown{Key: "shop-floor/web-5"})
+	delete(listed, "web-5")
+	check("a pod whose deletion a relist found, without its last state")
+	// The same pod added twice (a relist's replace) counts once.
+	add(listed["web-0"])
+	check("a pod seen again unchanged")
 	for name, p := range listed {
-		counts.add(p, -1)
+		counts.gone(p)
 		delete(listed, name)
 	}
-	if len(counts) != 0 {
-		t.Errorf("with every pod gone the counts keep %v", map[string]NodePodCount(counts))
+	if len(counts.byNode) != 0 || len(counts.byPod) != 0 {
+		t.Errorf("with every pod gone the counts keep %v (%d pods)", counts.byNode, len(counts.byPod))
 	}
 
 	// A pod of a shown namespace is listed, not counted here.
-	counts.add(pod("kube-system", "coredns", "node-a", "100m"), +1)
-	if len(counts) != 0 {
-		t.Errorf("a kube-system pod was counted as one outside the shown namespaces: %v", map[string]NodePodCount(counts))
+	counts.set(pod("kube-system", "coredns", "node-a", "100m"))
+	if len(counts.byNode) != 0 {
+		t.Errorf("a kube-system pod was counted as one outside the shown namespaces: %v", counts.byNode)
 	}
 }

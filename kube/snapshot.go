@@ -92,7 +92,11 @@ type Snapshot struct {
 	robustness    map[string]RobustnessMark
 	// counted is what the pods outside the shown namespaces add to each
 	// node (Data.CountedPods), kept from the pod informer's events.
-	counted podCounts
+	counted *podCounts
+	// podCounting is the pod handler that keeps counted: the snapshot is
+	// synced once it has counted the initial list, not only once the
+	// cache holds it.
+	podCounting cache.ResourceEventHandlerRegistration
 	// appNodes is where each app (by AppKey) was last seen running.
 	appNodes map[string]string
 	appMoves map[string]AppMove
@@ -152,7 +156,7 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*S
 		log:        log,
 		now:        time.Now,
 		robustness: map[string]RobustnessMark{},
-		counted:    podCounts{},
+		counted:    newPodCounts(),
 		appNodes:   map[string]string{},
 		appMoves:   map[string]AppMove{},
 		appGone:    map[string]time.Time{},
@@ -467,30 +471,13 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	})
 	// A pod outside the shown namespaces is kept only as what it is
 	// counted by (CountedPod): its status writes (probes, restarts, IPs)
-	// change nothing any reader uses and wake nobody.
-	// Their counts are kept here, before the readers are woken, so that
-	// a reader woken by a pod's event reads it counted.
-	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			s.sawEvent()
-			s.countPod(nil, obj)
-			s.notify()
-		},
-		UpdateFunc: func(old, obj any) {
-			s.sawEvent()
-			o, ok1 := old.(*corev1.Pod)
-			n, ok2 := obj.(*corev1.Pod)
-			if ok1 && ok2 && countedPodUnchanged(o, n) {
-				return
-			}
-			s.countPod(old, obj)
-			s.notify()
-		},
-		DeleteFunc: func(obj any) {
-			s.sawEvent()
-			s.countPod(obj, nil)
-			s.notify()
-		},
+	// change nothing any reader uses and wake nobody. Its count is kept by
+	// this handler, which then wakes the readers it wakes: such a reader
+	// reads the pod counted.
+	s.podCounting, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.podEvent(nil, obj, false) },
+		UpdateFunc: func(old, obj any) { s.podEvent(old, obj, false) },
+		DeleteFunc: func(obj any) { s.podEvent(nil, obj, true) },
 	})
 	// Longhorn rewrites an engine's status as its replicas' addresses,
 	// modes, snapshots and sizes move (every few seconds per volume on a
@@ -571,6 +558,11 @@ func (s *Snapshot) waitInformers(ctx context.Context) bool {
 	}
 	if s.vmis != nil {
 		synced = append(synced, s.vmis.HasSynced)
+	}
+	// The node figures count the initial list's pods only once the
+	// counting handler has had them (the cache holds them before).
+	if s.podCounting != nil {
+		synced = append(synced, s.podCounting.HasSynced)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
@@ -662,24 +654,34 @@ func (s *Snapshot) VMIs() []*kvv1.VirtualMachineInstance {
 	return out
 }
 
-// countPod counts old out and new in (either may be nil) of the node
-// figures of the pods outside the shown namespaces.
-func (s *Snapshot) countPod(old, new any) {
+// podEvent keeps the counts of the pods outside the shown namespaces and
+// wakes the readers, for one event of the pod informer: an add (old nil),
+// an update, or a delete (gone). An update that changes nothing a pod is
+// counted by (countedPodUnchanged) wakes nobody.
+func (s *Snapshot) podEvent(old, obj any, gone bool) {
+	s.sawEvent()
+	if o, ok := old.(*corev1.Pod); ok {
+		if n, ok := obj.(*corev1.Pod); ok && countedPodUnchanged(o, n) {
+			return
+		}
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old != nil {
-		s.counted.add(old, -1)
+	if gone {
+		s.counted.gone(obj)
+	} else {
+		s.counted.set(obj)
 	}
-	if new != nil {
-		s.counted.add(new, +1)
-	}
+	s.mu.Unlock()
+	s.notify()
 }
 
 // shownPods lists the pods of the shown namespaces from the pod cache's
 // namespace index: the site's other pods are not walked.
 func (s *Snapshot) shownPods() []*corev1.Pod {
 	lister := s.core.Core().V1().Pods().Lister()
-	var out []*corev1.Pod
+	// Not nil once synced, even with no pod: a reader takes nil for not
+	// synced yet.
+	out := []*corev1.Pod{}
 	for _, ns := range Namespaces {
 		pods, _ := lister.Pods(ns).List(labels.Everything())
 		out = append(out, pods...)
@@ -700,7 +702,7 @@ func (s *Snapshot) Data() Data {
 	for name, m := range s.robustness {
 		d.Robustness[name] = m
 	}
-	d.CountedPods = maps.Clone(map[string]NodePodCount(s.counted))
+	d.CountedPods = maps.Clone(s.counted.byNode)
 	d.AppMoves = make(map[string]AppMove, len(s.appMoves))
 	for app, m := range s.appMoves {
 		d.AppMoves[app] = m
