@@ -353,6 +353,17 @@ func (r *Runner) drain(ctx context.Context, snap *kube.Snapshot) {
 	if st.Reason != "" {
 		detail += ": " + st.Reason
 	}
+	// A request taken before the agent's first read of the cluster (the
+	// agent just started, the API server slow) waits for that read: tried
+	// on the empty cache it was refused for a node "the cluster does not
+	// have" and held until the next attempt, minutes away. A cancel or
+	// the agent's stop ends the wait (ctx).
+	if snap != nil && !snap.Synced() {
+		r.log.Info("drain request waits for the cluster's state to be read")
+		if err := snap.WaitForSync(ctx); err != nil {
+			return
+		}
+	}
 	cordonFailed := false
 	for attempt := 1; attempt <= r.opts.Attempts; attempt++ {
 		_ = r.update(func(s *Status, _ *record) {
