@@ -97,8 +97,8 @@ func requestsOnly(cs []corev1.Container) []corev1.Container {
 		return nil
 	}
 	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}}
+	for i := range cs {
+		out[i] = corev1.Container{Name: cs[i].Name, Resources: corev1.ResourceRequirements{Requests: cs[i].Resources.Requests}}
 	}
 	return out
 }

@@ -93,7 +93,7 @@ func (c *PodRowCache) Rows(pods []*corev1.Pod) []PodRow {
 	return c.c.update(pods, watchedPod, podRow, comparePodRows)
 }
 
-func watchedPod(p *corev1.Pod) bool { return slices.Contains(Namespaces, p.Namespace) }
+func watchedPod(p *corev1.Pod) bool { return ShownNamespace(p.Namespace) }
 
 func comparePodRows(a, b *PodRow) int {
 	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
