@@ -170,7 +170,20 @@ type ResourceTotals struct {
 
 // Derive computes the cluster status from one read of the snapshot. It is a
 // pure function: same data and clock, same result.
-func Derive(d Data, now time.Time) ClusterStatus {
+func Derive(d Data, now time.Time) ClusterStatus { return new(Deriver).Derive(d, now) }
+
+// Deriver computes the cluster status of successive reads of one
+// snapshot, as Derive does, keeping what did not change between them (a
+// reader that derives on every change, the console's frames): the
+// volumes, each derived again only when its objects change
+// (VolumeStatusCache). The zero value is ready to use; it is not safe for
+// concurrent use.
+type Deriver struct {
+	volumes VolumeStatusCache
+}
+
+// Derive is the package's Derive, for the next read.
+func (dv *Deriver) Derive(d Data, now time.Time) ClusterStatus {
 	st := ClusterStatus{
 		ServerVersion: d.ServerVersion,
 		Longhorn:      d.HasLonghorn,
@@ -205,7 +218,7 @@ func Derive(d Data, now time.Time) ClusterStatus {
 	st.NodesTotal = len(st.Nodes)
 	slices.SortFunc(st.Nodes, func(a, b NodeStatus) int { return cmp.Compare(a.Name, b.Name) })
 	st.Namespaces = namespaceHealth(d.Pods)
-	st.Volumes = volumeStatuses(d, now)
+	st.Volumes = dv.volumes.Statuses(d, now)
 	for _, v := range st.Volumes {
 		st.Resources.VolumeSize += v.Size
 		st.Resources.VolumeActualSize += v.ActualSize

@@ -62,62 +62,177 @@ type ReplicaStatus struct {
 	Progress int `json:"progress"`
 }
 
-func volumeStatuses(d Data, now time.Time) []VolumeStatus {
+// VolumeStatusCache makes the volume statuses of successive reads of the
+// snapshot, redoing only the volumes whose objects changed. An informer
+// replaces an object it updates (its objects are read only), so a volume
+// whose object, replicas (the same pointers) and rebuild progress are as
+// in the last read has the status it had: at 2,000 volumes, grouping and
+// sorting every replica and volume of the site on every read was most of
+// a frame, while one volume had changed. The statuses returned are never
+// written again (a frame on another goroutine may hold them): a read that
+// changes one volume gets a new slice. The zero value is ready to use; it
+// is not safe for concurrent use.
+type VolumeStatusCache struct {
+	entries map[string]*volumeEntry // by volume name
+	// statuses are the last read's, sorted by name; order holds the
+	// entry of each.
+	statuses []VolumeStatus
+	order    []*volumeEntry
+}
+
+// volumeEntry is one volume as the last read derived it.
+type volumeEntry struct {
+	vol *lhv1beta2.Volume
+	// replicas are the volume's replicas in the status's order, with the
+	// rebuild progress each was derived with.
+	replicas []*lhv1beta2.Replica
+	progress []int
+	status   VolumeStatus
+	// mark is the snapshot's record of the volume's robustness the status
+	// was derived with; timeless, that the status does not depend on the
+	// time of the read (its Since is that record, not now).
+	mark     RobustnessMark
+	timeless bool
+	// next are the volume's replicas in the read being made; seen, that the
+	// read lists the volume.
+	next []*lhv1beta2.Replica
+	seen bool
+}
+
+// Statuses derives every volume of d, with its replicas, sorted by name.
+func (c *VolumeStatusCache) Statuses(d Data, now time.Time) []VolumeStatus {
+	if c.entries == nil {
+		c.entries = make(map[string]*volumeEntry, len(d.Volumes))
+	}
 	// An engine reports each replica's address, and the rebuild progress by
 	// address.
-	progress := map[string]int{}
+	var progress map[string]int
 	for _, e := range d.Engines {
-		maps.Copy(progress, EngineRebuilds(e))
-	}
-	// Each volume's replicas, by node. Grouped through a map, then each
-	// group (a volume's two or three) sorted: sorting every replica of the
-	// site by volume name on every read was most of a frame at 2,000
-	// volumes.
-	groups := make(map[string][]*lhv1beta2.Replica, len(d.Volumes))
-	for _, r := range d.Replicas {
-		groups[r.Spec.VolumeName] = append(groups[r.Spec.VolumeName], r)
-	}
-	all := make([]ReplicaStatus, 0, len(d.Replicas))
-	replicas := make(map[string][]ReplicaStatus, len(groups))
-	for name, group := range groups {
-		// By node, then name: two replicas on one node (a failed one and
-		// its rebuild) keep their order from read to read.
-		slices.SortFunc(group, func(a, b *lhv1beta2.Replica) int {
-			return cmp.Or(strings.Compare(a.Spec.NodeID, b.Spec.NodeID), strings.Compare(a.Name, b.Name))
-		})
-		start := len(all)
-		for _, r := range group {
-			rs := ReplicaStatus{Name: r.Name, Node: r.Spec.NodeID, State: ReplicaState(r), Progress: -1}
-			if p, ok := progress[r.Name]; ok && rs.State == ReplicaRebuilding {
-				rs.Progress = p
+		if p := EngineRebuilds(e); p != nil {
+			if progress == nil {
+				progress = map[string]int{}
 			}
-			all = append(all, rs)
+			maps.Copy(progress, p)
 		}
-		replicas[name] = all[start:len(all):len(all)]
 	}
-	volumes := slices.Clone(d.Volumes)
-	slices.SortFunc(volumes, func(a, b *lhv1beta2.Volume) int { return strings.Compare(a.Name, b.Name) })
-	out := make([]VolumeStatus, len(volumes))
-	for i, v := range volumes {
-		vs := VolumeStatus{
-			Name:         v.Name,
-			State:        string(v.Status.State),
-			Robustness:   string(v.Status.Robustness),
-			Size:         v.Spec.Size,
-			ActualSize:   v.Status.ActualSize,
-			Node:         v.Status.CurrentNodeID,
-			PVC:          v.Status.KubernetesStatus.PVCName,
-			PVCNamespace: v.Status.KubernetesStatus.Namespace,
-			Replicas:     replicas[v.Name],
-			WantReplicas: v.Spec.NumberOfReplicas,
+	for _, r := range d.Replicas {
+		e := c.entries[r.Spec.VolumeName]
+		if e == nil {
+			// A replica of no volume the read lists is dropped below
+			// with its entry.
+			e = &volumeEntry{}
+			c.entries[r.Spec.VolumeName] = e
 		}
-		if vs.Robustness == "" {
-			vs.Robustness = string(lhv1beta2.VolumeRobustnessUnknown)
-		}
-		vs.Since, vs.SinceExact = robustnessSince(d, v, now)
-		out[i] = vs
+		e.next = append(e.next, r)
 	}
-	return out
+	var changed []*volumeEntry
+	added := false
+	for _, v := range d.Volumes {
+		e := c.entries[v.Name]
+		if e == nil {
+			e = &volumeEntry{}
+			c.entries[v.Name] = e
+		}
+		if e.vol == nil {
+			added = true
+		}
+		e.seen = true
+		if e.vol != v || !e.timeless || d.Robustness[v.Name] != e.mark || !e.holds(e.next, progress) {
+			e.derive(d, v, progress, now)
+			changed = append(changed, e)
+		}
+		e.next = e.next[:0]
+	}
+	gone := false
+	for name, e := range c.entries {
+		if !e.seen {
+			gone = gone || e.vol != nil
+			delete(c.entries, name)
+			continue
+		}
+		e.seen = false
+	}
+	switch {
+	case added || gone || c.statuses == nil:
+		c.order = c.order[:0]
+		for _, e := range c.entries {
+			c.order = append(c.order, e)
+		}
+		slices.SortFunc(c.order, func(a, b *volumeEntry) int { return strings.Compare(a.vol.Name, b.vol.Name) })
+		c.statuses = make([]VolumeStatus, len(c.order))
+		for i, e := range c.order {
+			c.statuses[i] = e.status
+		}
+	case len(changed) > 0:
+		// The same volumes: a new slice with the changed ones' statuses.
+		c.statuses = slices.Clone(c.statuses)
+		for i, e := range c.order {
+			c.statuses[i] = e.status
+		}
+	}
+	return c.statuses
+}
+
+// holds says whether the volume's replicas in this read, next (in any
+// order), are those its status was derived from, each with the same
+// rebuild progress.
+func (e *volumeEntry) holds(next []*lhv1beta2.Replica, progress map[string]int) bool {
+	if len(next) != len(e.replicas) {
+		return false
+	}
+	for i, r := range e.replicas {
+		if !slices.Contains(next, r) || replicaProgress(r, progress) != e.progress[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// replicaProgress is a replica's rebuild progress, -1 when it is not
+// rebuilding or its engine does not say.
+func replicaProgress(r *lhv1beta2.Replica, progress map[string]int) int {
+	if p, ok := progress[r.Name]; ok && ReplicaState(r) == ReplicaRebuilding {
+		return p
+	}
+	return -1
+}
+
+// derive makes the volume's status from v and its replicas in this read
+// (e.next).
+func (e *volumeEntry) derive(d Data, v *lhv1beta2.Volume, progress map[string]int, now time.Time) {
+	// By node, then name: two replicas on one node (a failed one and its
+	// rebuild) keep their order from read to read.
+	e.replicas = slices.Clone(e.next)
+	slices.SortFunc(e.replicas, func(a, b *lhv1beta2.Replica) int {
+		return cmp.Or(strings.Compare(a.Spec.NodeID, b.Spec.NodeID), strings.Compare(a.Name, b.Name))
+	})
+	e.progress = make([]int, len(e.replicas))
+	var replicas []ReplicaStatus
+	if len(e.replicas) > 0 {
+		replicas = make([]ReplicaStatus, len(e.replicas))
+	}
+	for i, r := range e.replicas {
+		e.progress[i] = replicaProgress(r, progress)
+		replicas[i] = ReplicaStatus{Name: r.Name, Node: r.Spec.NodeID, State: ReplicaState(r), Progress: e.progress[i]}
+	}
+	vs := VolumeStatus{
+		Name:         v.Name,
+		State:        string(v.Status.State),
+		Robustness:   string(v.Status.Robustness),
+		Size:         v.Spec.Size,
+		ActualSize:   v.Status.ActualSize,
+		Node:         v.Status.CurrentNodeID,
+		PVC:          v.Status.KubernetesStatus.PVCName,
+		PVCNamespace: v.Status.KubernetesStatus.Namespace,
+		Replicas:     replicas,
+		WantReplicas: v.Spec.NumberOfReplicas,
+	}
+	if vs.Robustness == "" {
+		vs.Robustness = string(lhv1beta2.VolumeRobustnessUnknown)
+	}
+	vs.Since, vs.SinceExact = robustnessSince(d, v, now)
+	m, ok := d.Robustness[v.Name]
+	e.vol, e.status, e.mark, e.timeless = v, vs, m, ok && m.Robustness == v.Status.Robustness
 }
 
 // EngineRebuilds is all sitecon reads from an engine: the rebuild progress

@@ -38,6 +38,7 @@ func FrameFromData(d kube.Data, synced bool, agent *AgentSummary, problem string
 // keeping the rows of the objects that did not change (kube.PodRowCache):
 // a change of one pod re-sorts one row, not a thousand.
 type frameBuilder struct {
+	status kube.Deriver
 	pods   kube.PodRowCache
 	events kube.EventRowCache
 }
@@ -45,7 +46,7 @@ type frameBuilder struct {
 // build is FrameFromData.
 func (b *frameBuilder) build(d kube.Data, synced bool, agent *AgentSummary, problem string, now time.Time) Frame {
 	f := Frame{Agent: agent, Problem: problem}
-	f.Status = kube.Derive(d, now)
+	f.Status = b.status.Derive(d, now)
 	f.Synced = synced
 	if f.Synced {
 		f.Pods = b.pods.Rows(d.Pods)
