@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -269,22 +270,34 @@ func populate(b *testing.B, site *sitebox.TestSite, cs kubernetes.Interface, sc 
 		return len(l.Items), len(l.Items) >= sc.volumes*replicas
 	}, func(n int) string { return fmt.Sprintf("%d of %d replicas", n, sc.volumes*replicas) })
 	// Made is not settled: Longhorn (the simulator) starts each replica,
-	// then stops it as its volume is detached, a write each. At 2,000
-	// volumes that goes on for minutes after the last replica is made, and
-	// an idle minute measured then measures the volumes settling.
-	until(b, 15*time.Minute, "every bench replica in the state it is meant to be in", func() (int, bool) {
-		l, err := lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	// then stops it as its volume is detached (nothing attaches a bench
+	// volume), a write each, and then drops the replica from its engine's
+	// modes, a write per volume. At 2,000 volumes that goes on for minutes
+	// after the last replica is made, and an idle minute measured then
+	// measures the volumes settling. A replica running as it is meant to
+	// is not settled: it is about to be stopped.
+	until(b, 15*time.Minute, "every bench replica stopped and every engine without replica modes", func() (int, bool) {
+		replicas, err := lh.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return -1, false
+		}
+		engines, err := lh.LonghornV1beta2().Engines(kube.LonghornNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
 			return -1, false
 		}
 		moving := 0
-		for _, r := range l.Items {
-			if r.Status.CurrentState != r.Spec.DesireState {
+		for _, r := range replicas.Items {
+			if r.Spec.DesireState != lhv1beta2.InstanceStateStopped || r.Status.CurrentState != lhv1beta2.InstanceStateStopped {
 				moving++
 			}
 		}
-		return moving, moving == 0
-	}, func(n int) string { return fmt.Sprintf("%d replicas not yet in their desired state", n) })
+		for _, e := range engines.Items {
+			if len(e.Status.ReplicaModeMap) > 0 {
+				moving++
+			}
+		}
+		return moving, moving == 0 && len(engines.Items) >= sc.volumes
+	}, func(n int) string { return fmt.Sprintf("%d replicas and engines not yet settled", n) })
 }
 
 func benchPod(name, node string) *corev1.Pod {
