@@ -49,8 +49,18 @@ type Data struct {
 	Replicas    []*lhv1beta2.Replica
 	Engines     []*lhv1beta2.Engine
 	// Robustness is, per volume name, the robustness the snapshot last saw and
-	// when the volume entered it.
+	// when the volume entered it. Read only: the snapshot's own map.
 	Robustness map[string]RobustnessMark
+	// LonghornVersion counts the changes the snapshot has seen to the
+	// Longhorn objects and to Robustness; 0 in a Data not read from a
+	// snapshot. It is read before the lists, and the snapshot counts a
+	// change once its cache holds it and before it wakes any reader: a
+	// read woken by a change holds it and a greater version than any read
+	// before the change. So a reader that derived the volumes of a read
+	// with version v may keep them for a later read with version v
+	// (VolumeStatusCache): that later read was woken by something else,
+	// and the wake-up of the Longhorn change it may already list follows.
+	LonghornVersion uint64
 	// HasLonghorn and HasKubeVirt say whether those APIs are installed at all;
 	// without them the volume and VMI lists are empty, not unknown.
 	HasLonghorn bool
@@ -90,6 +100,11 @@ type Snapshot struct {
 	hasLonghorn   bool
 	hasKubeVirt   bool
 	robustness    map[string]RobustnessMark
+	// robustnessShared: a read holds robustness (writableRobustness).
+	robustnessShared bool
+	// longhornVersion counts the events of the Longhorn informers
+	// (Data.LonghornVersion).
+	longhornVersion uint64
 	// counted is what the pods outside the shown namespaces add to each
 	// node (Data.CountedPods), kept from the pod informer's events.
 	counted *podCounts
@@ -405,18 +420,26 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	s.mu.Lock()
 	hasLonghorn, hasKubeVirt := s.hasLonghorn, s.hasKubeVirt
 	s.mu.Unlock()
-	var engines cache.SharedIndexInformer
+	var volumes, replicas, engines cache.SharedIndexInformer
 	if hasLonghorn {
 		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
-		volumes := s.longhorn.Longhorn().V1beta2().Volumes().Informer()
+		// Each Longhorn event is counted (Data.LonghornVersion) in the
+		// handler that then wakes the readers, not in another: a reader
+		// woken by it must read the new count.
+		volumes = s.longhorn.Longhorn().V1beta2().Volumes().Informer()
 		_, _ = volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { s.trackRobustness(obj) },
-			UpdateFunc: func(_, obj any) { s.trackRobustness(obj) },
-			DeleteFunc: func(obj any) { s.forgetRobustness(obj) },
+			AddFunc:    func(obj any) { s.trackRobustness(obj); s.sawEvent(); s.notify() },
+			UpdateFunc: func(_, obj any) { s.trackRobustness(obj); s.sawEvent(); s.notify() },
+			DeleteFunc: func(obj any) { s.forgetRobustness(obj); s.sawEvent(); s.notify() },
 		})
-		watched = append(watched, volumes, s.longhorn.Longhorn().V1beta2().Replicas().Informer(),
-			s.longhorn.Longhorn().V1beta2().Engines().Informer())
+		replicas = s.longhorn.Longhorn().V1beta2().Replicas().Informer()
+		_, _ = replicas.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
+			UpdateFunc: func(any, any) { s.longhornChanged(); s.sawEvent(); s.notify() },
+			DeleteFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
+		})
 		engines = s.longhorn.Longhorn().V1beta2().Engines().Informer()
+		watched = append(watched, volumes, replicas, engines)
 	}
 	if hasKubeVirt {
 		// KubeVirt ships no generated informers: build one from the typed client.
@@ -447,7 +470,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			s.markError(err)
 		})
-		if inf == leases || inf == engines || inf == pods {
+		if inf == leases || inf == volumes || inf == replicas || inf == engines || inf == pods {
 			continue
 		}
 		_, _ = inf.AddEventHandler(notify)
@@ -486,8 +509,9 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	// reader, per volume, while nothing on screen changed.
 	if engines != nil {
 		_, _ = engines.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { s.sawEvent(); s.notify() },
+			AddFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
 			UpdateFunc: func(old, obj any) {
+				s.longhornChanged()
 				s.sawEvent()
 				o, ok1 := old.(*lhv1beta2.Engine)
 				n, ok2 := obj.(*lhv1beta2.Engine)
@@ -496,7 +520,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 				}
 				s.notify()
 			},
-			DeleteFunc: func(any) { s.sawEvent(); s.notify() },
+			DeleteFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
 		})
 	}
 	s.core.Start(ctx.Done())
@@ -675,6 +699,14 @@ func (s *Snapshot) podEvent(old, obj any, gone bool) {
 	s.notify()
 }
 
+// longhornChanged counts one event of a Longhorn informer
+// (Data.LonghornVersion).
+func (s *Snapshot) longhornChanged() {
+	s.mu.Lock()
+	s.longhornVersion++
+	s.mu.Unlock()
+}
+
 // shownPods lists the pods of the shown namespaces from the pod cache's
 // namespace index: the site's other pods are not walked.
 func (s *Snapshot) shownPods() []*corev1.Pod {
@@ -697,11 +729,11 @@ func (s *Snapshot) Data() Data {
 		HasKubeVirt:   s.hasKubeVirt,
 		ServerVersion: s.serverVersion,
 		Health:        s.health,
-		Robustness:    make(map[string]RobustnessMark, len(s.robustness)),
+		Robustness:    s.robustness,
+		// Read before the listers: see Data.LonghornVersion.
+		LonghornVersion: s.longhornVersion,
 	}
-	for name, m := range s.robustness {
-		d.Robustness[name] = m
-	}
+	s.robustnessShared = true
 	d.CountedPods = maps.Clone(s.counted.byNode)
 	d.AppMoves = make(map[string]AppMove, len(s.appMoves))
 	for app, m := range s.appMoves {

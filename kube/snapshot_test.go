@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -395,4 +397,118 @@ func TestSnapshotStaleWhenEtcdLosesQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	site.WaitSettled(t, 90*time.Second)
+}
+
+// A reader that keeps its volumes across reads (the console's frames,
+// kube.Deriver) sees every change of a Longhorn object: the snapshot
+// counts each one (Data.LonghornVersion) before it wakes the readers, so
+// no read woken by a change is answered with the volumes of a read
+// before it. The reader here derives on every wake-up, as the console
+// does, and each change must reach it and leave it equal to a fresh
+// derivation of the snapshot.
+func TestSnapshotVolumesKeptAcrossReadsFollowChanges(t *testing.T) {
+	site := sitebox.Shared(t)
+	snap := startSnapshot(t, site.Config)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var shown []kube.VolumeStatus
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	read := make(chan struct{}, 1)
+	go func() {
+		var deriver kube.Deriver
+		for {
+			st := deriver.Derive(snap.Data(), time.Now())
+			mu.Lock()
+			shown = st.Volumes
+			mu.Unlock()
+			select {
+			case read <- struct{}{}:
+			default:
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+			}
+		}
+	}()
+	readerShows := func(what string, cond func(kube.VolumeStatus) bool) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			mu.Lock()
+			st := kube.ClusterStatus{Volumes: shown}
+			mu.Unlock()
+			if cond(volume(st, "vol-kept")) {
+				return
+			}
+			select {
+			case <-read:
+			case <-deadline:
+				t.Fatalf("the reader keeping its volumes across reads never showed %s: %+v", what, volume(st, "vol-kept"))
+			}
+		}
+	}
+	// Detached: Longhorn (the simulator) leaves its stopped replicas as
+	// they are, so what the test writes stays.
+	site.Volume(t, "vol-kept", sitebox.VolumeOptions{Replicas: 2})
+	readerShows("vol-kept with its two replicas stopped", func(v kube.VolumeStatus) bool {
+		return len(v.Replicas) == 2 && v.Replicas[0].State == kube.ReplicaStopped && v.Replicas[1].State == kube.ReplicaStopped
+	})
+	lh := site.Clients(t).Longhorn.LonghornV1beta2().Replicas(kube.LonghornNamespace)
+	replicas, err := lh.List(ctx, metav1.ListOptions{LabelSelector: "longhornvolume=vol-kept"})
+	if err != nil || len(replicas.Items) != 2 {
+		t.Fatalf("vol-kept's replicas: %v %v", replicas, err)
+	}
+	// A replica moved to the node holding none: nothing on the site
+	// answers that write (the engine's addresses and modes stay as they
+	// are), so only its own event can bring it to the reader.
+	r := replicas.Items[0]
+	free := ""
+	for _, n := range site.Nodes {
+		if n.Name != r.Spec.NodeID && n.Name != replicas.Items[1].Spec.NodeID {
+			free = n.Name
+		}
+	}
+	r.Spec.NodeID = free
+	updated, err := lh.Update(ctx, &r, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readerShows("the replica moved to "+free, func(v kube.VolumeStatus) bool {
+		return slices.ContainsFunc(v.Replicas, func(rs kube.ReplicaStatus) bool { return rs.Name == r.Name && rs.Node == free })
+	})
+	r = *updated
+	r.Spec.FailedAt = time.Now().UTC().Format(time.RFC3339)
+	if _, err := lh.Update(ctx, &r, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readerShows("the replica written failed", func(v kube.VolumeStatus) bool {
+		return slices.ContainsFunc(v.Replicas, func(rs kube.ReplicaStatus) bool { return rs.Name == r.Name && rs.State == kube.ReplicaFailed })
+	})
+	if err := lh.Delete(ctx, r.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readerShows("the replica deleted gone", func(v kube.VolumeStatus) bool {
+		return len(v.Replicas) == 1 && v.Replicas[0].Name != r.Name
+	})
+	// And, whatever else the shared site did meanwhile, what the reader
+	// shows once it has read again is a fresh derivation's.
+	deadline := time.After(30 * time.Second)
+	for {
+		mu.Lock()
+		got := shown
+		mu.Unlock()
+		want := snap.Status().Volumes
+		if reflect.DeepEqual(got, want) {
+			break
+		}
+		select {
+		case <-read:
+		case <-deadline:
+			t.Fatalf("the reader keeping its volumes shows\n%+v\nwhere a fresh derivation gives\n%+v", got, want)
+		}
+	}
 }

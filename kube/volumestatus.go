@@ -74,6 +74,11 @@ type ReplicaStatus struct {
 // is not safe for concurrent use.
 type VolumeStatusCache struct {
 	entries map[string]*volumeEntry // by volume name
+	// version is the last read's Data.LonghornVersion; timeless, that
+	// none of its statuses depends on the time of the read: a read with
+	// that version then has those statuses, and is not walked at all.
+	version  uint64
+	timeless bool
 	// statuses are the last read's, sorted by name; order holds the
 	// entry of each.
 	statuses []VolumeStatus
@@ -101,6 +106,10 @@ type volumeEntry struct {
 
 // Statuses derives every volume of d, with its replicas, sorted by name.
 func (c *VolumeStatusCache) Statuses(d Data, now time.Time) []VolumeStatus {
+	if d.LonghornVersion != 0 && d.LonghornVersion == c.version && c.timeless && c.statuses != nil {
+		return c.statuses
+	}
+	c.version, c.timeless = d.LonghornVersion, true
 	if c.entries == nil {
 		c.entries = make(map[string]*volumeEntry, len(d.Volumes))
 	}
@@ -141,6 +150,7 @@ func (c *VolumeStatusCache) Statuses(d Data, now time.Time) []VolumeStatus {
 			e.derive(d, v, progress, now)
 			changed = append(changed, e)
 		}
+		c.timeless = c.timeless && e.timeless
 		e.next = e.next[:0]
 	}
 	gone := false

@@ -179,3 +179,42 @@ func deepCopyStatuses(in []VolumeStatus) []VolumeStatus {
 	}
 	return out
 }
+
+// A read with the version of the last (Data.LonghornVersion) has its
+// volumes without a walk; a read with another version, or with none (0:
+// not read from a snapshot), is derived; so is every read while a
+// status depends on the time of the read.
+func TestVolumeStatusCacheKeepsAVersionsStatuses(t *testing.T) {
+	now := time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
+	v := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol-0"}}
+	v.Status.Robustness = lhv1beta2.VolumeRobustnessHealthy
+	marked := map[string]RobustnessMark{"vol-0": {Robustness: v.Status.Robustness, Since: Since{Time: now, Exact: true}}}
+	d := Data{Volumes: []*lhv1beta2.Volume{v}, Robustness: marked, LonghornVersion: 7}
+	var c VolumeStatusCache
+	first := c.Statuses(d, now)
+	// The same version with other lists: the snapshot never gives that,
+	// so the statuses kept show the shortcut was taken.
+	other := d
+	other.Volumes = nil
+	if got := c.Statuses(other, now); !reflect.DeepEqual(got, first) {
+		t.Fatalf("a read of the same version was derived again: %+v", got)
+	}
+	other.LonghornVersion = 8
+	if got := c.Statuses(other, now); len(got) != 0 {
+		t.Fatalf("a read of a new version kept the last statuses: %+v", got)
+	}
+	unversioned := d
+	unversioned.LonghornVersion = 0
+	c.Statuses(unversioned, now)
+	unversioned.Volumes = nil
+	if got := c.Statuses(unversioned, now); len(got) != 0 {
+		t.Fatalf("a read of no version kept the last statuses: %+v", got)
+	}
+	// Unrecorded robustness: the since is the time of the read.
+	unrecorded := Data{Volumes: []*lhv1beta2.Volume{v}, LonghornVersion: 9}
+	c.Statuses(unrecorded, now)
+	later := now.Add(time.Minute)
+	if got := c.Statuses(unrecorded, later); len(got) != 1 || !got[0].Since.Equal(later) {
+		t.Fatalf("a status that depends on the time of the read was kept: %+v", got)
+	}
+}

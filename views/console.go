@@ -32,6 +32,9 @@ type Frame struct {
 	// Reports is what each node's agent said of itself, asked directly
 	// while the cluster API does not answer (nil otherwise).
 	Reports *kube.NodeReports
+	// cleaned: every string of the frame has been through ui.Clean (a
+	// frame builder's frames are, FrameFromData's included).
+	cleaned bool
 }
 
 // FrameMsg delivers a new frame to the console.
@@ -216,9 +219,12 @@ func (a *App) update(msg tea.Msg) tea.Cmd {
 		return nil
 	case FrameMsg:
 		// Every string of the cluster's that the screens, the header and
-		// the banner draw comes through here: cleaned once, in one place
-		// (safety rule 7).
-		a.frame = ui.CleanStrings(Frame(msg))
+		// the banner draw comes through here: cleaned once, here or, for a
+		// frame builder's frames, as the frame was built (safety rule 7).
+		a.frame = Frame(msg)
+		if !a.frame.cleaned {
+			a.frame = ui.CleanStrings(a.frame)
+		}
 		a.frame.Reports = a.reports.current(&a.frame)
 		a.refresh()
 		return a.reports.ask(&a.frame, a.ctx.Now())

@@ -23,7 +23,8 @@ func siteData() kube.Data { return siteDataOf(0, 200) }
 // not show (counted per node, not listed, as the snapshot keeps them) and
 // volumes three-replica volumes.
 func siteDataOf(counted, volumes int) kube.Data {
-	d := kube.Data{HasLonghorn: true}
+	// Read from a snapshot whose Longhorn objects do not change.
+	d := kube.Data{HasLonghorn: true, Robustness: map[string]kube.RobustnessMark{}, LonghornVersion: 1}
 	for i := range 3 {
 		d.Nodes = append(d.Nodes, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%c", 'a'+i), Labels: map[string]string{
@@ -62,6 +63,8 @@ func siteDataOf(counted, volumes int) kube.Data {
 		v.Spec.NumberOfReplicas = 3
 		v.Status.State, v.Status.Robustness = lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy
 		d.Volumes = append(d.Volumes, v)
+		// The snapshot records every volume's robustness as it first sees it.
+		d.Robustness[v.Name] = kube.RobustnessMark{Robustness: v.Status.Robustness, Since: kube.Since{Time: now.Add(-time.Hour)}}
 		for j := range 3 {
 			r := &lhv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-r-%d", v.Name, j)}}
 			r.Spec.VolumeName, r.Spec.NodeID, r.Spec.HealthyAt = v.Name, fmt.Sprintf("node-%c", 'a'+j), "2026-11-22T02:00:00Z"

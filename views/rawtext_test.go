@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/kube"
@@ -145,5 +147,44 @@ func BenchmarkCleanFrame(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = ui.CleanStrings(f)
+	}
+}
+
+// The frames the console's feed builds are cleaned as they are built,
+// their rows once for as long as they do not change: a hostile volume,
+// pod, Event or node name reaches no screen, in the frame that first
+// carries it nor in the frames after it that reuse its rows.
+func TestBuiltFramesDrawNoRawText(t *testing.T) {
+	d := siteDataOf(0, 20)
+	d.Volumes[0] = d.Volumes[0].DeepCopy()
+	d.Volumes[0].Status.KubernetesStatus.PVCName = "plc-data" + c1CSI
+	d.Pods[0] = d.Pods[0].DeepCopy()
+	d.Pods[0].Name = "pod" + clipboard
+	d.Events[0] = d.Events[0].DeepCopy()
+	d.Events[0].Message = hostile
+	d.Nodes[0] = d.Nodes[0].DeepCopy()
+	d.Nodes[0].Name = "node-a" + setTitle
+	var frames frameBuilder
+	a := NewApp(testContext(200, 40))
+	for read := range 3 {
+		if read > 0 {
+			// Another pod changed: the volume and event rows are the
+			// last read's.
+			d.Pods = slices.Clone(d.Pods)
+			p := d.Pods[len(d.Pods)-1].DeepCopy()
+			p.Status.Phase = corev1.PodPending
+			d.Pods[len(d.Pods)-1] = p
+		}
+		f := frames.build(d, true, nil, "", now)
+		if !f.cleaned {
+			t.Fatal("a built frame is not marked cleaned: the console would clean it whole again")
+		}
+		a.Update(FrameMsg(f))
+		for _, screen := range []string{"1", "2", "3", "4", "5", "6"} {
+			a.Update(runes(screen))
+			if raw := rawIn(a.View()); len(raw) > 0 {
+				t.Fatalf("read %d: screen %s draws %q:\n%s", read, a.Screen(), raw, a.View())
+			}
+		}
 	}
 }
