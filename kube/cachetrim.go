@@ -61,44 +61,40 @@ func ShownNamespace(namespace string) bool { return slices.Contains(Namespaces, 
 // the cache; none of it was ever read.
 //
 // Kept: name, namespace, UID, resourceVersion, creation and deletion
-// times, labels, owner references; the node; each container's and init
-// container's name and resource requests; the phase, the reason and the
-// Ready condition. Not kept, and so not to be read of a pod outside
-// Namespaces from a cache: everything else. A reader that needs a whole
-// pod (logs, a drain's evictions, the bundle) reads it from the API server.
+// times; the node; the name and resource requests of each container and
+// init container that requests any (one that requests nothing adds
+// nothing to a sum or a maximum); the phase. Not kept, and so not to be
+// read of a pod outside Namespaces from a cache: everything else, its
+// labels, owners and conditions included (a write of only those, as the
+// node lifecycle controller marks a lost node's pods not ready, then
+// changes nothing the cache holds and wakes no reader). A reader that
+// needs a whole pod (logs, a drain's evictions, the bundle) reads it from
+// the API server.
 func CountedPod(p *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{
+	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Generation: p.Generation,
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
-			Labels:                     p.Labels,
-			OwnerReferences:            p.OwnerReferences,
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       p.Spec.NodeName,
 			Containers:     requestsOnly(p.Spec.Containers),
 			InitContainers: requestsOnly(p.Spec.InitContainers),
 		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-		}
-	}
-	return out
 }
 
-// requestsOnly is each container's name and resource requests.
+// requestsOnly is the name and resource requests of each container that
+// requests any; nil when none does.
 func requestsOnly(cs []corev1.Container) []corev1.Container {
-	if len(cs) == 0 {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
+	var out []corev1.Container
 	for i := range cs {
-		out[i] = corev1.Container{Name: cs[i].Name, Resources: corev1.ResourceRequirements{Requests: cs[i].Resources.Requests}}
+		if len(cs[i].Resources.Requests) > 0 {
+			out = append(out, corev1.Container{Name: cs[i].Name, Resources: corev1.ResourceRequirements{Requests: cs[i].Resources.Requests}})
+		}
 	}
 	return out
 }

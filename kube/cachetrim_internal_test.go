@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -37,8 +38,11 @@ func TestCountedPodUnchanged(t *testing.T) {
 		{"the phase", "shop-floor", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, false},
 		{"the node", "shop-floor", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }, false},
 		{"terminating", "shop-floor", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1_800_000_000, 0)} }, false},
-		{"not ready", "shop-floor", func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }, false},
-		{"a label", "shop-floor", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web", "shift": "night"} }, false},
+		{"not ready (a lost node's pods)", "shop-floor", func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }, true},
+		{"a label", "shop-floor", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web", "shift": "night"} }, true},
+		{"a container's requests resized", "shop-floor", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+		}, false},
 		{"annotations of a shown namespace's pod", "kube-system", func(p *corev1.Pod) { p.Annotations = map[string]string{"shift": "night"} }, false},
 		{"a new resourceVersion of a shown namespace's pod", "kube-system", func(*corev1.Pod) {}, false},
 	}
