@@ -36,6 +36,9 @@ func DefaultDrainOptions() DrainOptions {
 // so it moves first (sitecon seed).
 func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local string, opts DrainOptions) (safety.Preflight, error) {
 	purpose := safety.PurposeOf(action)
+	if !snap.Synced() {
+		return safety.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{NotRead}}, nil
+	}
 	if purpose != safety.PurposeDrain {
 		if why := kube.SeedRemovalRefusal(snap.Data(), node); why != "" {
 			return safety.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil

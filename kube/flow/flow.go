@@ -43,6 +43,13 @@ type Recorder struct {
 	Via string
 }
 
+// NotRead refuses an action planned on a snapshot that has not read the
+// cluster yet: its lists are empty, not the cluster's, and a plan made
+// from them is made from nothing ("no such node", "no app", a node
+// holding no volume). Every face waits for the first read before it
+// offers an action; this holds whatever a face does.
+const NotRead = "the cluster's state has not been read yet: try again once it has"
+
 // Open starts the record of one action on target; nothing is written yet.
 func (r Recorder) Open(action, target string) *Record {
 	return &Record{log: r.Log, rec: audit.Record{Action: action, Target: target, Via: r.Via}}

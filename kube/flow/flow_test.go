@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/audit/audittest"
@@ -100,5 +103,50 @@ func TestOutcome(t *testing.T) {
 		if got := Outcome(c.ctx, c.err); got != c.want {
 			t.Errorf("Outcome(%v, %v) = %s, want %s", c.ctx, c.err, got, c.want)
 		}
+	}
+}
+
+// An action planned on a snapshot that has not read the cluster is
+// refused as such, and recorded refused, whichever face plans it: its
+// empty lists would make a plan from nothing (a drain's node "holds no
+// volume", an app "does not exist").
+func TestActionsRefusedBeforeTheClusterIsRead(t *testing.T) {
+	// Never started: nothing is sent to this address.
+	snap, err := kube.NewSnapshot(&rest.Config{Host: "https://127.0.0.1:1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, path := testRecorder(t)
+	refused := func(what string, err error) {
+		t.Helper()
+		var ref *Refused
+		if !errors.As(err, &ref) || !strings.Contains(err.Error(), NotRead) {
+			t.Errorf("%s on an unread snapshot: %v, want refused: %s", what, err, NotRead)
+		}
+	}
+	_, err = PlanMigrate(context.Background(), r, snap, MigrateRequest{App: "plc", Target: "node-b"})
+	refused("migrate", err)
+	_, err = PlanReturnHome(context.Background(), r, snap, ReturnHomeRequest{App: "plc"})
+	refused("return home", err)
+	_, err = PlanSeed(r, snap, "node-b")
+	refused("seed", err)
+	for _, action := range []string{"drain", "remove-node", "replace-node"} {
+		p, err := CheckDrain(context.Background(), snap, action, "node-c", "", DrainOptions{})
+		if err != nil || !slices.Contains(p.Refusals, NotRead) {
+			t.Errorf("%s's preflight on an unread snapshot: %+v, %v; want refused: %s", action, p, err, NotRead)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"outcome":"refused"`) && strings.Contains(line, NotRead) {
+			got++
+		}
+	}
+	if got != 3 {
+		t.Errorf("the audit log records %d refusals for an unread cluster, want 3 (migrate, return home, seed):\n%s", got, data)
 	}
 }

@@ -59,6 +59,9 @@ type restartDetail struct {
 // node and version, which the override records).
 func PlanMigrate(ctx context.Context, r Recorder, snap *kube.Snapshot, req MigrateRequest) (*Migrate, error) {
 	rec := r.Open(ActionMigrate, req.App+" → "+req.Target)
+	if !snap.Synced() {
+		return nil, rec.Refuse(NotRead)
+	}
 	d := snap.Data()
 	app, ok := kube.FindApp(kube.Derive(d, time.Now()).Apps, req.App)
 	if !ok {

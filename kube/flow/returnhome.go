@@ -41,6 +41,9 @@ type ReturnHome struct {
 // RefuseUnforced). An app home already has nothing planned (NothingToDo).
 func PlanReturnHome(ctx context.Context, r Recorder, snap *kube.Snapshot, req ReturnHomeRequest) (*ReturnHome, error) {
 	rec := r.Open(ActionReturnHome, req.App)
+	if !snap.Synced() {
+		return nil, rec.Refuse(NotRead)
+	}
 	d := snap.Data()
 	all := kube.Derive(d, time.Now()).Apps
 	app, ok := kube.FindApp(all, req.App)

@@ -21,6 +21,9 @@ type Seed struct {
 // a refusal is recorded and returned as a *Refused.
 func PlanSeed(r Recorder, snap *kube.Snapshot, node string) (*Seed, error) {
 	rec := r.Open("seed", node)
+	if !snap.Synced() {
+		return nil, rec.Refuse(NotRead)
+	}
 	d := snap.Data()
 	if err := safety.SeedCheck(kube.NodeFacts(d.Nodes), node); err != nil {
 		return nil, rec.Refuse(err.Error())
