@@ -512,3 +512,80 @@ func TestSnapshotVolumesKeptAcrossReadsFollowChanges(t *testing.T) {
 		}
 	}
 }
+
+// heldTransport holds every request whose path contains held until
+// release is closed: a list the API server is slow to give.
+type heldTransport struct {
+	next    http.RoundTripper
+	held    string
+	release chan struct{}
+}
+
+func (h *heldTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, h.held) {
+		select {
+		case <-h.release:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return h.next.RoundTrip(req)
+}
+
+// While a large kind is still being listed, the snapshot gives the
+// basics it has read (the nodes, the leases, the cluster's config maps)
+// through BasicsData, and nothing more; Data stays empty and Synced
+// false until every kind is read, and BasicsData ends then.
+func TestSnapshotGivesTheBasicsBeforeTheRest(t *testing.T) {
+	site := sitebox.Shared(t)
+	cfg := rest.CopyConfig(site.Config)
+	held := &heldTransport{held: "/replicas", release: make(chan struct{})}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { held.next = rt; return held })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(held.release)
+		}
+	}
+	defer release()
+	snap, err := kube.NewSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	snap.Start(ctx)
+	deadline := time.After(20 * time.Second)
+	var basics kube.Data
+	for ok := false; !ok; {
+		if basics, ok = snap.BasicsData(); ok {
+			break
+		}
+		select {
+		case <-changes:
+		case <-deadline:
+			t.Fatal("the snapshot gave no basics within 20s while Longhorn's replicas were being listed")
+		}
+	}
+	if len(basics.Nodes) != len(site.Nodes) || len(basics.Leases) == 0 || len(basics.ConfigMaps) == 0 {
+		t.Errorf("the basics hold %d nodes (want %d), %d leases, %d config maps", len(basics.Nodes), len(site.Nodes), len(basics.Leases), len(basics.ConfigMaps))
+	}
+	if len(basics.Pods) != 0 || len(basics.Volumes) != 0 || len(basics.Replicas) != 0 {
+		t.Errorf("the basics hold more than the basics: %d pods, %d volumes, %d replicas", len(basics.Pods), len(basics.Volumes), len(basics.Replicas))
+	}
+	if snap.Synced() || len(snap.Data().Nodes) != 0 {
+		t.Fatalf("with the replicas not read, the snapshot says synced=%v and Data lists %d nodes", snap.Synced(), len(snap.Data().Nodes))
+	}
+	release()
+	syncCtx, cancelSync := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelSync()
+	if err := snap.WaitForSync(syncCtx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := snap.BasicsData(); ok {
+		t.Error("a synced snapshot still gives its basics apart")
+	}
+}

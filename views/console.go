@@ -32,9 +32,24 @@ type Frame struct {
 	// Reports is what each node's agent said of itself, asked directly
 	// while the cluster API does not answer (nil otherwise).
 	Reports *kube.NodeReports
+	// Basics is, while the cluster is still being read (Synced false),
+	// the status of what is read already: the nodes, the leases and the
+	// cluster's config maps (kube.Snapshot.BasicsData). Only the header
+	// and the overview show it (shownStatus); its pod and volume figures
+	// are not the cluster's. Nil otherwise.
+	Basics *kube.ClusterStatus
 	// cleaned: every string of the frame has been through ui.Clean (a
 	// frame builder's frames are, FrameFromData's included).
 	cleaned bool
+}
+
+// shownStatus is the status the header and the overview show: the
+// frame's, or while the cluster is being read what is read of it.
+func (f *Frame) shownStatus() *kube.ClusterStatus {
+	if !f.Synced && f.Basics != nil {
+		return f.Basics
+	}
+	return &f.Status
 }
 
 // FrameMsg delivers a new frame to the console.
@@ -467,7 +482,7 @@ func (a *App) View() string {
 
 func (a *App) header(w int) string {
 	st := a.ctx.Styles
-	s := a.frame.Status
+	s := a.frame.shownStatus()
 	now := a.ctx.Now()
 	parts := []string{st.Title.Render("sitecon")}
 	name := s.Cluster.Name

@@ -523,3 +523,48 @@ func TestWriteScreenshotFrames(t *testing.T) {
 		"step 4/5: waiting for node-b's volumes to be healthy again (pvc-3f2a)", "  pvc-3f2a: degraded, rebuilding on node-b 64 %")
 	write("13-maintenance", a)
 }
+
+// While the cluster is still being read, the header and the overview show
+// what is read already (the nodes, the VIP, the seed, the stats leader)
+// and say what is not; no other screen takes the basics' empty pod and
+// volume figures for the cluster's.
+func TestOverviewShowsTheBasicsWhileTheClusterIsRead(t *testing.T) {
+	full := sampleFrame()
+	basics := full.Status
+	basics.Volumes, basics.Apps, basics.Namespaces = nil, nil, nil
+	for i := range basics.Nodes {
+		basics.Nodes[i].Pods, basics.Nodes[i].CPURequested = 0, 0
+	}
+	// As the feed makes it: a frame of an unread cluster, with the basics.
+	f := FrameFromData(kube.Data{}, false, full.Agent, "", now)
+	f.Basics = &basics
+	f.Problem = ""
+	if got := withBasics(FrameFromData(kube.Data{}, false, full.Agent, "", now), kube.Data{}, "", now); got.Problem != "" || got.Basics == nil {
+		t.Fatalf("the feed's frame with the basics has problem %q, basics %v", got.Problem, got.Basics)
+	}
+	a := NewApp(testContext(120, 30))
+	a.Update(FrameMsg(f))
+	v := a.View()
+	for _, want := range []string{basics.Cluster.Name, "VIP", "on " + basics.VIP.Owner, "Nodes         2/3 ready", "node-a READY",
+		"reading the cluster's pods, volumes and apps…", "nodes 2/3"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the overview while the cluster is read lacks %q:\n%s", want, v)
+		}
+	}
+	for _, not := range []string{"NO DATA", "No cluster data", "none: every node ready"} {
+		if strings.Contains(v, not) {
+			t.Errorf("the overview while the cluster is read says %q:\n%s", not, v)
+		}
+	}
+	a.Update(runes("2"))
+	if v := a.View(); strings.Contains(v, "node-c") {
+		t.Errorf("the nodes screen shows a node with the basics' figures (no pods read yet):\n%s", v)
+	}
+	// Read: the basics are no longer shown, the frame's status is.
+	full.Basics = &basics
+	a.Update(FrameMsg(full))
+	a.Update(runes("1"))
+	if v := a.View(); strings.Contains(v, "reading the cluster") {
+		t.Errorf("a synced frame's overview still says the cluster is being read:\n%s", v)
+	}
+}

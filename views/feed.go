@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"context"
 	"reflect"
 	"time"
@@ -93,6 +94,17 @@ func (b *frameBuilder) build(d kube.Data, synced bool, agent *AgentSummary, prob
 	return f
 }
 
+// withBasics is f, a frame of a cluster still being read, with what is
+// read of it already (kube.Snapshot.BasicsData): the API server answers,
+// so the frame has no problem but its own (problem, or the error of a
+// list that failed).
+func withBasics(f Frame, basics kube.Data, problem string, now time.Time) Frame {
+	st := kube.Derive(basics, now)
+	f.Basics = ui.CleanStrings(&st)
+	f.Problem = ui.Clean(cmp.Or(basics.Health.LastError, problem))
+	return f
+}
+
 // Feed sends the console a frame on every snapshot change (coalesced, capped
 // at MaxFrameRate) and whenever the agent's state may have moved, until ctx
 // ends. It runs on its own goroutine: nothing in the console's Update waits
@@ -131,7 +143,14 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 			// it holds the lists.
 			synced := snap.Synced()
 			d := snap.Data()
-			send(FrameMsg(frames.build(d, synced, agent, problem, now)))
+			f := frames.build(d, synced, agent, problem, now)
+			if !synced {
+				if basics, ok := snap.BasicsData(); ok {
+					f = withBasics(f, basics, problem, now)
+					d = basics
+				}
+			}
+			send(FrameMsg(f))
 			// The stats leader's lease running out changes the status with
 			// no event to say so: wake up for it.
 			if at := kube.NextLeaseExpiry(d, now); !at.IsZero() {

@@ -119,10 +119,11 @@ func ThisNodeStatus(f *Frame) string {
 	if f.Agent == nil || f.Agent.Node == "" {
 		return ""
 	}
-	if !f.Synced || !f.Status.API.Connected {
+	s := f.shownStatus()
+	if (!f.Synced && f.Basics == nil) || !s.API.Connected {
 		return "DOWN"
 	}
-	for _, n := range f.Status.Nodes {
+	for _, n := range s.Nodes {
 		if n.Name == f.Agent.Node {
 			if n.Ready {
 				return "READY"
@@ -153,7 +154,7 @@ func (o *overview) view(w, h int) string {
 		return st.Muted.Render("waiting for data…")
 	}
 	f, now := o.frame, o.now
-	s := f.Status
+	s := f.shownStatus()
 	var b strings.Builder
 	row := func(label, value string) { fmt.Fprintf(&b, "%s %s\n", st.Section.Render(ui.Fit(label, 13)), value) }
 	name := orNA(s.Cluster.Name)
@@ -233,6 +234,9 @@ func (o *overview) view(w, h int) string {
 	b.WriteString(st.Section.Render("Alerts") + st.Muted.Render(asOf(f, now)) + "\n")
 	alerts := Alerts(f, now)
 	switch {
+	case !f.Synced && f.Basics != nil:
+		b.WriteString(st.Muted.Render("  reading the cluster's pods, volumes and apps…") + "\n")
+		used++
 	case !f.Synced:
 		for _, l := range wrap("no cluster data yet: "+orNA(f.Problem), w-2) {
 			b.WriteString(st.Muted.Render("  "+l) + "\n")
