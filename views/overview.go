@@ -113,6 +113,11 @@ func (o *overview) help() screenHelp {
 		keys: []binding{o.bundle.binding(o.ctx.Keys.Bundle)}}
 }
 
+// ReadingTheCluster is what the overview says under its alerts while the
+// nodes, the VIP and the leases are read and the rest of the cluster is
+// not yet (Frame.Basics).
+const ReadingTheCluster = "reading the cluster's pods, volumes and apps…"
+
 // ThisNodeStatus is READY, NOTREADY or DOWN (API server unreachable) for the
 // node this console runs on, or "" when that node is not known.
 func ThisNodeStatus(f *Frame) string {
@@ -235,7 +240,7 @@ func (o *overview) view(w, h int) string {
 	alerts := Alerts(f, now)
 	switch {
 	case !f.Synced && f.Basics != nil:
-		b.WriteString(st.Muted.Render("  reading the cluster's pods, volumes and apps…") + "\n")
+		b.WriteString(st.Muted.Render("  "+ReadingTheCluster) + "\n")
 		used++
 	case !f.Synced:
 		for _, l := range wrap("no cluster data yet: "+orNA(f.Problem), w-2) {

@@ -32,6 +32,7 @@ import (
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/views"
 )
 
 // The benchmarks against the peers (issue 23 §2), run by make bench-peers:
@@ -130,7 +131,7 @@ func benchPeersAt(b *testing.B, k9s string, sc peerScale) {
 	// as those are read, and its alerts once the pods, volumes and apps
 	// are: the whole screen is measured too.
 	consoleWhole := console.firstScreen(b, 2*time.Minute, "sitecon's overview with its alerts", func(s string) bool {
-		return readyNodes.MatchString(s) && strings.Contains(s, "Alerts") && !strings.Contains(s, "reading the cluster's")
+		return readyNodes.MatchString(s) && strings.Contains(s, "Alerts") && !strings.Contains(s, views.ReadingTheCluster)
 	})
 	k9sHome := b.TempDir()
 	k9sConfig := filepath.Join(k9sHome, "k9s")

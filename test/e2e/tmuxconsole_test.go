@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/test/prereq"
+	"github.com/sitecon/sitecon/views"
 )
 
 // tmuxConsole runs the console in a detached tmux session, as a technician
@@ -85,11 +86,14 @@ func (c *tmuxConsole) screen() string {
 	return string(out)
 }
 
-// waitScreen waits until the screen satisfies cond.
+// waitScreen waits until the screen satisfies cond, with the cluster
+// read whole: the overview shows the nodes and the VIP before the pods
+// and volumes are read (views.ReadingTheCluster), and a test's next step
+// (a screen of pods, an action) needs them.
 func (c *tmuxConsole) waitScreen(within time.Duration, what string, cond func(string) bool) string {
 	c.t.Helper()
 	return until(c.t, within, what, func() (string, bool) {
 		s := c.screen()
-		return s, cond(s)
+		return s, cond(s) && !strings.Contains(s, views.ReadingTheCluster)
 	}, func(s string) string { return "screen:\n" + s })
 }
