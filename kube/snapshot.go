@@ -53,7 +53,8 @@ type Data struct {
 	Robustness map[string]RobustnessMark
 	// LonghornVersion counts the changes the snapshot has seen to the
 	// Longhorn objects and to Robustness; 0 in a Data not read from a
-	// snapshot. It is read before the lists, and the snapshot counts a
+	// synced snapshot (nor from one at all). It is read before the lists,
+	// the first sync counts as a change, and the snapshot counts a
 	// change once its cache holds it and before it wakes any reader: a
 	// read woken by a change holds it and a greater version than any read
 	// before the change. So a reader that derived the volumes of a read
@@ -105,8 +106,8 @@ type Snapshot struct {
 	robustness   map[string]RobustnessMark
 	// robustnessShared: a read holds robustness (writableRobustness).
 	robustnessShared bool
-	// longhornVersion counts the events of the Longhorn informers
-	// (Data.LonghornVersion).
+	// longhornVersion counts the changes of the Longhorn objects and of
+	// robustness (Data.LonghornVersion).
 	longhornVersion uint64
 	// counted is what the pods outside the shown namespaces add to each
 	// node (Data.CountedPods), kept from the pod informer's events.
@@ -234,6 +235,9 @@ func (s *Snapshot) run(ctx context.Context) {
 	s.log.Debug("caches synced", "after", s.now().Sub(discovered).Round(time.Millisecond))
 	s.mu.Lock()
 	s.synced = true
+	// The first read with the lists is a change of its own
+	// (Data.LonghornVersion).
+	s.longhornVersion++
 	s.lastEvent = s.now()
 	s.mu.Unlock()
 	close(s.syncedCh)
@@ -432,9 +436,9 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		// woken by it must read the new count.
 		volumes = s.longhorn.Longhorn().V1beta2().Volumes().Informer()
 		_, _ = volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { s.trackRobustness(obj); s.sawEvent(); s.notify() },
-			UpdateFunc: func(_, obj any) { s.trackRobustness(obj); s.sawEvent(); s.notify() },
-			DeleteFunc: func(obj any) { s.forgetRobustness(obj); s.sawEvent(); s.notify() },
+			AddFunc:    func(obj any) { s.trackRobustness(obj); s.longhornChanged(); s.sawEvent(); s.notify() },
+			UpdateFunc: func(_, obj any) { s.trackRobustness(obj); s.longhornChanged(); s.sawEvent(); s.notify() },
+			DeleteFunc: func(obj any) { s.forgetRobustness(obj); s.longhornChanged(); s.sawEvent(); s.notify() },
 		})
 		replicas = s.longhorn.Longhorn().V1beta2().Replicas().Informer()
 		_, _ = replicas.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -515,13 +519,16 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		_, _ = engines.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
 			UpdateFunc: func(old, obj any) {
-				s.longhornChanged()
 				s.sawEvent()
 				o, ok1 := old.(*lhv1beta2.Engine)
 				n, ok2 := obj.(*lhv1beta2.Engine)
 				if ok1 && ok2 && maps.Equal(EngineRebuilds(o), EngineRebuilds(n)) {
+					// Nothing a volume's status reads changed: not
+					// counted either, or Longhorn's engine writes would
+					// have every reader derive every volume again.
 					return
 				}
+				s.longhornChanged()
 				s.notify()
 			},
 			DeleteFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
@@ -739,6 +746,7 @@ func (s *Snapshot) podEvent(old, obj any, gone bool) {
 	s.notify()
 }
 
+
 // longhornChanged counts one event of a Longhorn informer
 // (Data.LonghornVersion).
 func (s *Snapshot) longhornChanged() {
@@ -770,8 +778,12 @@ func (s *Snapshot) Data() Data {
 		ServerVersion: s.serverVersion,
 		Health:        s.health,
 		Robustness:    s.robustness,
-		// Read before the listers: see Data.LonghornVersion.
-		LonghornVersion: s.longhornVersion,
+	}
+	if s.synced {
+		// Read before the listers: see Data.LonghornVersion. An unsynced
+		// read lists no volume, and its count must not let a later read
+		// that does keep its empty list.
+		d.LonghornVersion = s.longhornVersion
 	}
 	s.robustnessShared = true
 	d.CountedPods = maps.Clone(s.counted.byNode)

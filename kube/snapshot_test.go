@@ -538,6 +538,9 @@ func (h *heldTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // false until every kind is read, and BasicsData ends then.
 func TestSnapshotGivesTheBasicsBeforeTheRest(t *testing.T) {
 	site := sitebox.Shared(t)
+	// A volume for the reader below to show (detached: nothing on the
+	// site writes it while the test runs).
+	site.Volume(t, "vol-basics", sitebox.VolumeOptions{Replicas: 2})
 	cfg := rest.CopyConfig(site.Config)
 	held := &heldTransport{held: "/replicas", release: make(chan struct{})}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { held.next = rt; return held })
@@ -579,6 +582,14 @@ func TestSnapshotGivesTheBasicsBeforeTheRest(t *testing.T) {
 	if snap.Synced() || len(snap.Data().Nodes) != 0 {
 		t.Fatalf("with the replicas not read, the snapshot says synced=%v and Data lists %d nodes", snap.Synced(), len(snap.Data().Nodes))
 	}
+	// A reader that keeps its volumes across reads (the console's frames)
+	// reads the unsynced snapshot, volumes and engines read already, then
+	// the synced one: it must then show every volume. The version of the
+	// unsynced read let the synced one keep its empty list.
+	var deriver kube.Deriver
+	if d := snap.Data(); d.LonghornVersion != 0 || len(deriver.Derive(d, time.Now()).Volumes) != 0 {
+		t.Fatalf("an unsynced read carries Longhorn version %d", d.LonghornVersion)
+	}
 	release()
 	syncCtx, cancelSync := context.WithTimeout(ctx, 20*time.Second)
 	defer cancelSync()
@@ -587,5 +598,9 @@ func TestSnapshotGivesTheBasicsBeforeTheRest(t *testing.T) {
 	}
 	if _, ok := snap.BasicsData(); ok {
 		t.Error("a synced snapshot still gives its basics apart")
+	}
+	d := snap.Data()
+	if got, want := deriver.Derive(d, time.Now()).Volumes, kube.Derive(d, time.Now()).Volumes; len(want) == 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("after the sync the reader keeping its volumes shows %d of the %d volumes", len(got), len(want))
 	}
 }

@@ -20,7 +20,6 @@ func (s *Snapshot) trackRobustness(obj any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.longhornVersion++
 	prev, seen := s.robustness[v.Name]
 	if seen && prev.Robustness == v.Status.Robustness {
 		return
@@ -124,7 +123,6 @@ func (s *Snapshot) forgetRobustness(obj any) {
 	}
 	if v, ok := obj.(*lhv1beta2.Volume); ok {
 		s.mu.Lock()
-		s.longhornVersion++
 		if _, ok := s.robustness[v.Name]; ok {
 			s.writableRobustness()
 			delete(s.robustness, v.Name)

@@ -192,8 +192,10 @@ func TestVolumeStatusCacheKeepsAVersionsStatuses(t *testing.T) {
 	d := Data{Volumes: []*lhv1beta2.Volume{v}, Robustness: marked, LonghornVersion: 7}
 	var c VolumeStatusCache
 	first := c.Statuses(d, now)
-	// The same version with other lists: the snapshot never gives that,
-	// so the statuses kept show the shortcut was taken.
+	// The same version with other lists: the snapshot never gives that
+	// (an unsynced read, which lists nothing, carries no version, and the
+	// sync counts as a change), so the statuses kept show the shortcut
+	// was taken.
 	other := d
 	other.Volumes = nil
 	if got := c.Statuses(other, now); !reflect.DeepEqual(got, first) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
@@ -372,5 +373,28 @@ func TestReadOnlyLeavesNoActionLive(t *testing.T) {
 		if b.section == sectionActions && a.acts(&b) {
 			t.Errorf("logs view: read-only, the action %q is live", b.key.Help().Key)
 		}
+	}
+}
+
+// :replace before the cluster is read is refused as every action is
+// (flow.NotRead), not planned on empty lists ("no such node").
+func TestReplaceNodeWaitsForTheClusterRead(t *testing.T) {
+	snap, err := kube.NewSnapshot(&rest.Config{Host: "https://127.0.0.1:1"}, nil) // never started: nothing is sent
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewApp(testContext(120, 30))
+	a.SetActions(&Actions{Audit: testAudit(t), Snap: snap, JoinInfo: func(role, name, uuid, ip string) (string, error) {
+		t.Fatalf("a join bundle was made for %s before the cluster was read", name)
+		return "", nil
+	}})
+	a.Update(FrameMsg(FrameFromData(kube.Data{}, false, nil, "", now)))
+	press(a, ":")
+	for _, r := range "replace node-c node-d 0d1c2b3a" {
+		a.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	a.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if a.dialog != nil || a.message != flow.NotRead {
+		t.Fatalf(":replace before the cluster is read: dialog %v, message %q; want %q", a.dialog != nil, a.message, flow.NotRead)
 	}
 }

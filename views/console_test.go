@@ -16,6 +16,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/doctor"
@@ -559,6 +561,23 @@ func TestOverviewShowsTheBasicsWhileTheClusterIsRead(t *testing.T) {
 	a.Update(runes("2"))
 	if v := a.View(); strings.Contains(v, "node-c") {
 		t.Errorf("the nodes screen shows a node with the basics' figures (no pods read yet):\n%s", v)
+	}
+	// A list failing meanwhile is said where the reading is, not as "no
+	// cluster data"; the basics' strings are cleaned as the feed makes
+	// them.
+	hostileBasics := kube.Data{Nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-a\x1b]0;owned\x07"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}},
+		Health: kube.Health{Connected: true, LastError: "list replicas: the server is busy\x1b[2J"}}
+	a.Update(FrameMsg(withBasics(FrameFromData(kube.Data{}, false, full.Agent, "", now), hostileBasics, "", now)))
+	a.Update(runes("1"))
+	v = a.View()
+	for _, want := range []string{"the last try failed: list replicas: the server is busy", ReadingTheCluster, "Nodes         1/1 ready"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the overview with a list failing lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "NO DATA") || strings.ContainsAny(v, "\x1b\x07") {
+		t.Errorf("the overview with a list failing says NO DATA or draws raw text:\n%q", v)
 	}
 	// Read: the basics are no longer shown, the frame's status is.
 	full.Basics = &basics

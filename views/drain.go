@@ -84,6 +84,10 @@ func (a *App) replaceNode(args []string) tea.Cmd {
 	}
 	var data kube.Data
 	if a.actions.Snap != nil {
+		if !a.frame.Synced {
+			a.message = flow.NotRead
+			return nil
+		}
 		data = a.actions.Snap.Data()
 	}
 	title := "replace " + old

@@ -1,7 +1,6 @@
 package views
 
 import (
-	"cmp"
 	"context"
 	"reflect"
 	"time"
@@ -96,12 +95,13 @@ func (b *frameBuilder) build(d kube.Data, synced bool, agent *AgentSummary, prob
 
 // withBasics is f, a frame of a cluster still being read, with what is
 // read of it already (kube.Snapshot.BasicsData): the API server answers,
-// so the frame has no problem but its own (problem, or the error of a
-// list that failed).
+// so the frame has no problem but the console's own (problem); a list
+// that fails meanwhile is said where the overview says what is still
+// being read (its status's API.LastError).
 func withBasics(f Frame, basics kube.Data, problem string, now time.Time) Frame {
 	st := kube.Derive(basics, now)
 	f.Basics = ui.CleanStrings(&st)
-	f.Problem = ui.Clean(cmp.Or(basics.Health.LastError, problem))
+	f.Problem = ui.Clean(problem)
 	return f
 }
 

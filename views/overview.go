@@ -242,6 +242,12 @@ func (o *overview) view(w, h int) string {
 	case !f.Synced && f.Basics != nil:
 		b.WriteString(st.Muted.Render("  "+ReadingTheCluster) + "\n")
 		used++
+		if why := f.Basics.API.LastError; why != "" {
+			for _, l := range wrap("the last try failed: "+why, w-4) {
+				b.WriteString(st.Warn.Render("    "+l) + "\n")
+				used++
+			}
+		}
 	case !f.Synced:
 		for _, l := range wrap("no cluster data yet: "+orNA(f.Problem), w-2) {
 			b.WriteString(st.Muted.Render("  "+l) + "\n")
