@@ -605,3 +605,93 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 		return n.Pods == before.Pods-1 && n.CPURequested == before.CPURequested-2000
 	})
 }
+
+// With CountedPodsWakeNobody (the agent's snapshot), a pod outside the
+// shown namespaces is counted as it comes, runs and goes, and wakes no
+// reader; a shown namespace's pod still wakes them.
+func TestCountedPodsWakeNobodyWhenAsked(t *testing.T) {
+	site := sitebox.Shared(t)
+	clients := site.Clients(t)
+	ctx := t.Context()
+	core := clients.Core.CoreV1()
+	const ns = "batch-floor"
+	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = core.Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	snap, err := kube.NewSnapshot(site.Config, nil, kube.WithoutEvents(), kube.CountedPodsWakeNobody())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(ctx)
+	if err := snap.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	drain := func() {
+		select {
+		case <-changes:
+		default:
+		}
+	}
+	create := func(namespace, name string) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: corev1.PodSpec{NodeName: "node-b", TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "c", Image: "registry.local/batch:1"}}}}
+		if _, err := core.Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = core.Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	// The counts follow without a wake-up: read them until they do.
+	counts := func(want func(kube.NodePodCount) bool, what string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			return want(snap.Data().CountedPods["node-b"]), nil
+		})
+		if err != nil {
+			t.Fatalf("the counts never showed %s: %+v", what, snap.Data().CountedPods["node-b"])
+		}
+	}
+	before := snap.Data().CountedPods["node-b"].Pods
+	// The site's other objects (node heartbeats, the shown namespaces'
+	// pods) wake readers now and then: a pod coming, running and going
+	// must wake none for half a second after the counts hold it, in at
+	// least one of five tries (each of which wakes them without the
+	// option: its creation, its start, its deletion).
+	quiet := false
+	for try := 0; try < 5 && !quiet; try++ {
+		drain()
+		name := fmt.Sprintf("batch-%d", try)
+		create(ns, name)
+		counts(func(c kube.NodePodCount) bool { return c.Pods == before+1 }, name+" counted")
+		woke := false
+		select {
+		case <-changes:
+			woke = true
+		case <-time.After(500 * time.Millisecond):
+		}
+		if err := core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		counts(func(c kube.NodePodCount) bool { return c.Pods == before }, name+" gone")
+		select {
+		case <-changes:
+			woke = true
+		case <-time.After(500 * time.Millisecond):
+		}
+		quiet = !woke
+	}
+	if !quiet {
+		t.Errorf("a pod outside the shown namespaces woke the readers of a snapshot asked not to, in every try")
+	}
+	drain()
+	create("kube-system", "batch-shown")
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Errorf("a kube-system pod's creation did not wake the readers")
+	}
+}

@@ -126,6 +126,8 @@ type Snapshot struct {
 	appGone map[string]time.Time
 	// withoutEvents: no informer on the cluster's Events (see WithoutEvents).
 	withoutEvents bool
+	// countedPodsWakeNobody: see CountedPodsWakeNobody.
+	countedPodsWakeNobody bool
 	// returnSyncPeak: see ReturnSyncPeak.
 	returnSyncPeak bool
 	changes        Broadcast
@@ -156,6 +158,18 @@ type SnapshotOption func(*Snapshot)
 // them all for an hour: a reader that never shows them (the agent) should
 // not pay for that watch. Data().Events is then nil.
 func WithoutEvents() SnapshotOption { return func(s *Snapshot) { s.withoutEvents = true } }
+
+// CountedPodsWakeNobody keeps the counts of the pods outside the shown
+// namespaces (Data.CountedPods) without waking the readers when they
+// change: for a process whose readers never read those counts (the
+// agent decides on the shown namespaces' pods only). A site whose other
+// namespaces churn (a CI runner's jobs, a batch) otherwise had every
+// reader of the agent re-read the whole cluster on every such pod's
+// every step. A reader woken by anything else reads the counts as they
+// are then.
+func CountedPodsWakeNobody() SnapshotOption {
+	return func(s *Snapshot) { s.countedPodsWakeNobody = true }
+}
 
 // ReturnSyncPeak has the snapshot hand the memory of its first sync back
 // to the operating system once its caches hold the cluster: the initial
@@ -743,9 +757,22 @@ func (s *Snapshot) podEvent(old, obj any, gone bool) {
 		s.counted.set(obj)
 	}
 	s.mu.Unlock()
+	if s.countedPodsWakeNobody && !shownPodEvent(obj) {
+		return
+	}
 	s.notify()
 }
 
+// shownPodEvent says whether a pod informer's event is of a pod of a
+// shown namespace (a deletion found on a relist carries its key).
+func shownPodEvent(obj any) bool {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		ns, _, err := cache.SplitMetaNamespaceKey(d.Key)
+		return err != nil || ShownNamespace(ns)
+	}
+	p, ok := obj.(*corev1.Pod)
+	return !ok || ShownNamespace(p.Namespace)
+}
 
 // longhornChanged counts one event of a Longhorn informer
 // (Data.LonghornVersion).

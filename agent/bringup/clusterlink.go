@@ -221,8 +221,10 @@ func (r *Runner) GrantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
 
 // AgentSnapshot is the agent's view of the cluster. The agent writes
 // Events but never reads them: it does not watch them (a busy site's
-// Events would be most of what it holds). It runs for the device's
-// lifetime: its first sync's peak goes back to the system.
+// Events would be most of what it holds). It decides on the shown
+// namespaces' pods only: the other pods' comings and goings wake none of
+// its readers. It runs for the device's lifetime: its first sync's peak
+// goes back to the system.
 func AgentSnapshot(cfg *rest.Config, log *slog.Logger) (*kube.Snapshot, error) {
-	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents(), kube.ReturnSyncPeak())
+	return kube.NewSnapshot(cfg, log.With("component", "snapshot"), kube.WithoutEvents(), kube.CountedPodsWakeNobody(), kube.ReturnSyncPeak())
 }
