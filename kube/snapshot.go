@@ -450,15 +450,15 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		// woken by it must read the new count.
 		volumes = s.longhorn.Longhorn().V1beta2().Volumes().Informer()
 		_, _ = volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { s.trackRobustness(obj); s.longhornChanged(); s.sawEvent(); s.notify() },
-			UpdateFunc: func(_, obj any) { s.trackRobustness(obj); s.longhornChanged(); s.sawEvent(); s.notify() },
-			DeleteFunc: func(obj any) { s.forgetRobustness(obj); s.longhornChanged(); s.sawEvent(); s.notify() },
+			AddFunc:    func(obj any) { s.trackRobustness(obj); s.longhornEvent() },
+			UpdateFunc: func(_, obj any) { s.trackRobustness(obj); s.longhornEvent() },
+			DeleteFunc: func(obj any) { s.forgetRobustness(obj); s.longhornEvent() },
 		})
 		replicas = s.longhorn.Longhorn().V1beta2().Replicas().Informer()
 		_, _ = replicas.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
-			UpdateFunc: func(any, any) { s.longhornChanged(); s.sawEvent(); s.notify() },
-			DeleteFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
+			AddFunc:    func(any) { s.longhornEvent() },
+			UpdateFunc: func(any, any) { s.longhornEvent() },
+			DeleteFunc: func(any) { s.longhornEvent() },
 		})
 		engines = s.longhorn.Longhorn().V1beta2().Engines().Informer()
 		watched = append(watched, volumes, replicas, engines)
@@ -531,7 +531,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	// reader, per volume, while nothing on screen changed.
 	if engines != nil {
 		_, _ = engines.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
+			AddFunc: func(any) { s.longhornEvent() },
 			UpdateFunc: func(old, obj any) {
 				s.sawEvent()
 				o, ok1 := old.(*lhv1beta2.Engine)
@@ -545,7 +545,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 				s.longhornChanged()
 				s.notify()
 			},
-			DeleteFunc: func(any) { s.longhornChanged(); s.sawEvent(); s.notify() },
+			DeleteFunc: func(any) { s.longhornEvent() },
 		})
 	}
 	s.core.Start(ctx.Done())
@@ -645,11 +645,17 @@ func (s *Snapshot) BasicsData() (Data, bool) {
 	if !ok {
 		return Data{}, false
 	}
+	s.listBasics(&d)
+	return d, true
+}
+
+// listBasics reads the nodes, the leases and the cluster's config maps
+// into d, for Data and BasicsData alike.
+func (s *Snapshot) listBasics(d *Data) {
 	all := labels.Everything()
 	d.Nodes, _ = s.core.Core().V1().Nodes().Lister().List(all)
 	d.Leases, _ = s.leases.Coordination().V1().Leases().Lister().List(all)
 	d.ConfigMaps, _ = s.appConfig.Core().V1().ConfigMaps().Lister().List(all)
-	return d, true
 }
 
 // WaitForSync blocks until every informer has synced once or ctx ends. On
@@ -774,6 +780,14 @@ func shownPodEvent(obj any) bool {
 	return !ok || ShownNamespace(p.Namespace)
 }
 
+// longhornEvent is one event of a Longhorn informer that changed what a
+// reader reads: counted, then the readers woken, in that order.
+func (s *Snapshot) longhornEvent() {
+	s.longhornChanged()
+	s.sawEvent()
+	s.notify()
+}
+
 // longhornChanged counts one event of a Longhorn informer
 // (Data.LonghornVersion).
 func (s *Snapshot) longhornChanged() {
@@ -806,7 +820,8 @@ func (s *Snapshot) Data() Data {
 		Health:        s.health,
 		Robustness:    s.robustness,
 	}
-	if s.synced {
+	synced := s.synced
+	if synced {
 		// Read before the listers: see Data.LonghornVersion. An unsynced
 		// read lists no volume, and its count must not let a later read
 		// that does keep its empty list.
@@ -818,19 +833,16 @@ func (s *Snapshot) Data() Data {
 	for app, m := range s.appMoves {
 		d.AppMoves[app] = m
 	}
-	synced := s.synced
 	s.mu.Unlock()
 	if !synced {
 		return d
 	}
+	s.listBasics(&d)
 	all := labels.Everything()
-	d.Nodes, _ = s.core.Core().V1().Nodes().Lister().List(all)
 	d.Pods = s.shownPods()
 	if !s.withoutEvents {
 		d.Events, _ = s.core.Core().V1().Events().Lister().List(all)
 	}
-	d.Leases, _ = s.leases.Coordination().V1().Leases().Lister().List(all)
-	d.ConfigMaps, _ = s.appConfig.Core().V1().ConfigMaps().Lister().List(all)
 	if s.longhorn != nil {
 		d.Volumes, _ = s.longhorn.Longhorn().V1beta2().Volumes().Lister().List(all)
 		d.Replicas, _ = s.longhorn.Longhorn().V1beta2().Replicas().Lister().List(all)

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -62,7 +63,7 @@ func TestVolumeStatusCacheFollowsReads(t *testing.T) {
 			i, v := volume("vol-2")
 			v.Status.Robustness = lhv1beta2.VolumeRobustnessDegraded
 			d.Volumes[i] = v
-			d.Robustness = cloneMarks(d.Robustness)
+			d.Robustness = maps.Clone(d.Robustness)
 			d.Robustness[v.Name] = RobustnessMark{Robustness: v.Status.Robustness, Since: Since{Time: now, Exact: true}}
 		}},
 		{"a replica failed (a new object)", func() {
@@ -89,11 +90,11 @@ func TestVolumeStatusCacheFollowsReads(t *testing.T) {
 			d.Replicas = slices.Delete(d.Replicas, replicaOf("vol-2-r-1"), replicaOf("vol-2-r-1")+1)
 		}},
 		{"the robustness record rewritten with the volume unchanged", func() {
-			d.Robustness = cloneMarks(d.Robustness)
+			d.Robustness = maps.Clone(d.Robustness)
 			d.Robustness["vol-3"] = RobustnessMark{Robustness: lhv1beta2.VolumeRobustnessHealthy, Since: Since{Time: now.Add(-time.Minute), Exact: true}}
 		}},
 		{"the robustness record of a volume dropped (it is now a lower bound)", func() {
-			d.Robustness = cloneMarks(d.Robustness)
+			d.Robustness = maps.Clone(d.Robustness)
 			delete(d.Robustness, "vol-0")
 			now = now.Add(time.Second)
 		}},
@@ -125,7 +126,7 @@ func TestVolumeStatusCacheFollowsReads(t *testing.T) {
 			d.Volumes = append(d.Volumes, v)
 		}},
 		{"its robustness recorded", func() {
-			d.Robustness = cloneMarks(d.Robustness)
+			d.Robustness = maps.Clone(d.Robustness)
 			d.Robustness["vol-1"] = RobustnessMark{Since: Since{Time: now, Exact: true}}
 		}},
 	}
@@ -163,14 +164,6 @@ func TestVolumeStatusCacheFollowsReads(t *testing.T) {
 }
 
 const healthyAt = "2026-11-26T00:00:00Z"
-
-func cloneMarks(m map[string]RobustnessMark) map[string]RobustnessMark {
-	out := make(map[string]RobustnessMark, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
 
 func deepCopyStatuses(in []VolumeStatus) []VolumeStatus {
 	out := slices.Clone(in)
