@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -32,11 +31,13 @@ func TrimForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		if !ShownNamespace(o.Namespace) {
-			return CountedPod(o), nil
+			return NewCountedPod(o), nil
 		}
 	case *corev1.Node:
 		o.Status.Images = nil
-	case cache.DeletedFinalStateUnknown:
+	case *CountedPod, cache.DeletedFinalStateUnknown:
+		// A transform may be handed what it already made (client-go
+		// asks transforms to be idempotent).
 		return obj, nil
 	}
 	if a, err := meta.Accessor(obj); err == nil {
@@ -52,64 +53,48 @@ var _ cache.TransformFunc = TrimForCache
 // logs); a pod anywhere else is only counted.
 func ShownNamespace(namespace string) bool { return slices.Contains(Namespaces, namespace) }
 
-// CountedPod is p as the cache keeps a pod outside the shown namespaces: a
-// new, small object with only what the node figures (pods, pods leaving,
-// CPU and memory requested), the doctor's count of pods leaving a node and
-// the informer's own bookkeeping read. On a site of 10,000 such pods the
-// whole pod (its containers' env, mounts and probes, its volumes,
-// tolerations, annotations and every container's status) was most of
-// the cache; none of it was ever read.
+// CountedPod is how a cache keeps a pod outside the shown namespaces
+// (Namespaces): its key and resourceVersion, for the informer's own
+// bookkeeping, and what it adds to its node's figures (the pods, the pods
+// leaving, the CPU and memory requested), which is all any reader reads of
+// it. On a site of 10,000 such pods the whole pod (its containers' env,
+// mounts and probes, its volumes, tolerations, annotations and every
+// container's status) was most of the cache, and even a trimmed
+// corev1.Pod is a 1,240-byte struct: this one is 96 bytes.
 //
-// Kept: name, namespace, UID, resourceVersion, creation and deletion
-// times; the node; the name and resource requests of each container and
-// init container that requests any (one that requests nothing adds
-// nothing to a sum or a maximum); the phase. Not kept, and so not to be
-// read of a pod outside Namespaces from a cache: everything else, its
-// labels, owners and conditions included (a write of only those, as the
-// node lifecycle controller marks a lost node's pods not ready, then
-// changes nothing the cache holds and wakes no reader). A reader that
-// needs a whole pod (logs, a drain's evictions, the bundle) reads it from
-// the API server.
-func CountedPod(p *corev1.Pod) *corev1.Pod {
-	return &corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
-		},
-		Spec: corev1.PodSpec{
-			NodeName:       p.Spec.NodeName,
-			Containers:     requestsOnly(p.Spec.Containers),
-			InitContainers: requestsOnly(p.Spec.InitContainers),
-		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}
+// A reader that needs a whole pod outside Namespaces (logs, a drain's
+// evictions, the bundle) reads it from the API server.
+type CountedPod struct {
+	Name, Namespace, ResourceVersion string
+	// Node is where the pod counts; "" for a pod that counts for no node
+	// (not placed, or finished).
+	Node string
+	// Count is what the pod adds to Node.
+	Count NodePodCount
 }
 
-// requestsOnly is the name and resource requests of each container that
-// requests any; nil when none does.
-func requestsOnly(cs []corev1.Container) []corev1.Container {
-	var out []corev1.Container
-	for i := range cs {
-		if len(cs[i].Resources.Requests) > 0 {
-			out = append(out, corev1.Container{Name: cs[i].Name, Resources: corev1.ResourceRequirements{Requests: cs[i].Resources.Requests}})
-		}
-	}
-	return out
+// NewCountedPod is p as a cache keeps it when p is outside the shown
+// namespaces.
+func NewCountedPod(p *corev1.Pod) *CountedPod {
+	node, count, _ := podCount(p)
+	return &CountedPod{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion, Node: node, Count: count}
 }
+
+// GetObjectMeta is what an informer keys, indexes and versions a counted
+// pod by (meta.Accessor): a fresh copy on each call, so the 232-byte
+// ObjectMeta is not kept beside every counted pod. Setting a field on it
+// changes nothing: no informer writes the objects it caches.
+func (p *CountedPod) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion}
+}
+
+var _ metav1.ObjectMetaAccessor = (*CountedPod)(nil)
 
 // countedPodUnchanged says whether an update of a pod outside the shown
 // namespaces changed nothing it is counted by: its status and its
-// containers' states move often (restarts, probes, IPs) and no reader
-// shows them, so such a write wakes nobody.
-func countedPodUnchanged(old, next *corev1.Pod) bool {
-	if ShownNamespace(next.Namespace) || ShownNamespace(old.Namespace) {
-		return false
-	}
-	// Shallow copies: only the resourceVersion differs in them, and the
-	// busiest event path of a large site need not copy every pod deeply.
-	a, b := *old, *next
-	a.ResourceVersion, b.ResourceVersion = "", ""
-	return apiequality.Semantic.DeepEqual(&a, &b)
+// containers' states move often (restarts, probes, IPs, readiness, a
+// pending pod starting) and no reader reads them, so such a write wakes
+// nobody.
+func countedPodUnchanged(old, next *CountedPod) bool {
+	return old.Node == next.Node && old.Count == next.Count
 }

@@ -15,6 +15,7 @@ import (
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
 
@@ -388,39 +390,44 @@ func TestCountedPodsDeriveWhatWholePodsDo(t *testing.T) {
 		richPod("longhorn-system", "manager", "node-b", corev1.PodRunning, false),
 		app,
 	}
-	var cached []*corev1.Pod
+	// As the snapshot gives them: the shown namespaces' pods listed, the
+	// others counted per node from what the cache keeps of them.
+	var shown []*corev1.Pod
+	counted := map[string]kube.NodePodCount{}
 	for _, p := range whole {
 		obj, err := kube.TrimForCache(p.DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := obj.(*corev1.Pod)
-		cached = append(cached, c)
 		if !kube.ShownNamespace(p.Namespace) {
-			if len(c.Annotations) > 0 || len(c.Spec.Volumes) > 0 || len(c.Spec.Tolerations) > 0 ||
-				len(c.Status.ContainerStatuses) > 0 || c.Spec.Containers[0].Env != nil || c.Spec.Containers[0].Image != "" ||
-				c.Spec.Containers[0].ReadinessProbe != nil || c.Status.PodIP != "" || len(c.ManagedFields) > 0 {
-				t.Errorf("%s/%s is cached with what it is not counted by: %+v", p.Namespace, p.Name, c)
+			c, ok := obj.(*kube.CountedPod)
+			if !ok {
+				t.Fatalf("%s/%s is cached as a %T, not as what it is counted by", p.Namespace, p.Name, obj)
 			}
-		} else if len(c.Spec.Volumes) != 1 || len(c.Annotations) != 1 || c.Spec.Containers[0].Env == nil ||
+			if c.Name != p.Name || c.Namespace != p.Namespace || c.ResourceVersion != p.ResourceVersion {
+				t.Errorf("%s/%s is cached under another key or version: %+v", p.Namespace, p.Name, c)
+			}
+			if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != p.Namespace+"/"+p.Name {
+				t.Errorf("an informer keys the counted %s/%s as %q (%v)", p.Namespace, p.Name, key, err)
+			}
+			if c.Node != "" {
+				n := counted[c.Node]
+				n.Pods, n.Leaving, n.CPU, n.Memory = n.Pods+c.Count.Pods, n.Leaving+c.Count.Leaving, n.CPU+c.Count.CPU, n.Memory+c.Count.Memory
+				counted[c.Node] = n
+			}
+			continue
+		}
+		c := obj.(*corev1.Pod)
+		if len(c.Spec.Volumes) != 1 || len(c.Annotations) != 1 || c.Spec.Containers[0].Env == nil ||
 			len(c.Status.ContainerStatuses) != 1 || len(c.ManagedFields) > 0 {
 			t.Errorf("%s/%s, in a shown namespace, is not cached whole (less its managedFields): %+v", p.Namespace, p.Name, c)
 		}
+		shown = append(shown, c)
 	}
 	nodes := []*corev1.Node{node("node-a"), node("node-b")}
 	now := time.Unix(1_800_000_100, 0)
 	a := kube.Derive(kube.Data{Nodes: nodes, Pods: whole}, now)
-	// As the snapshot gives them: the shown namespaces' pods listed, the
-	// others counted per node.
-	var shown, others []*corev1.Pod
-	for _, p := range cached {
-		if kube.ShownNamespace(p.Namespace) {
-			shown = append(shown, p)
-		} else {
-			others = append(others, p)
-		}
-	}
-	b := kube.Derive(kube.Data{Nodes: nodes, Pods: shown, CountedPods: kube.NodePodCounts(kube.Data{Pods: others})}, now)
+	b := kube.Derive(kube.Data{Nodes: nodes, Pods: shown, CountedPods: counted}, now)
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("the status derived from the cached pods differs from the whole pods':\nwhole  %+v\ncached %+v", a.Nodes, b.Nodes)
 	}
@@ -477,17 +484,19 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 	// informer caches of one is read through an informer with the same
 	// transform, on the same watch of the same API server.
 	factory := informers.NewSharedInformerFactoryWithOptions(clients.Core, 0, informers.WithTransform(kube.TrimForCache))
-	lister := factory.Core().V1().Pods().Lister()
+	pods := factory.Core().V1().Pods().Informer()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	cachedPod := func(ns, name string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	// cachedPod is the informer's object for ns/name once cond holds of it:
+	// a *corev1.Pod, or a *kube.CountedPod.
+	cachedPod := func(ns, name string, cond func(any) bool) any {
 		t.Helper()
-		var got *corev1.Pod
+		var got any
 		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-			p, err := lister.Pods(ns).Get(name)
-			if err == nil && cond(p) {
-				got = p
+			obj, exists, err := pods.GetIndexer().GetByKey(ns + "/" + name)
+			if err == nil && exists && cond(obj) {
+				got = obj
 				return true, nil
 			}
 			return false, nil
@@ -497,14 +506,15 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 		}
 		return got
 	}
-	running := func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
-	counted := cachedPod("shop-floor", "counted-web", running)
-	if len(counted.Annotations) > 0 || len(counted.Spec.Volumes) > 0 || counted.Spec.Containers[0].Env != nil ||
-		len(counted.Status.ContainerStatuses) > 0 || len(counted.Spec.Containers) != 2 || len(counted.Spec.InitContainers) != 1 {
-		t.Errorf("shop-floor/counted-web is cached with more or less than it is counted by: %d annotations, volumes %v, env %v, %d container statuses, %d containers, %d init containers",
-			len(counted.Annotations), counted.Spec.Volumes, counted.Spec.Containers[0].Env, len(counted.Status.ContainerStatuses), len(counted.Spec.Containers), len(counted.Spec.InitContainers))
+	running := func(obj any) bool { p, ok := obj.(*corev1.Pod); return ok && p.Status.Phase == corev1.PodRunning }
+	placed := func(obj any) bool { p, ok := obj.(*kube.CountedPod); return ok && p.Node != "" }
+	counted := cachedPod("shop-floor", "counted-web", placed).(*kube.CountedPod)
+	// Its init container's request (2 CPU, 1 GiB) is over its two
+	// containers' (350m, 320 MiB).
+	if want := (kube.NodePodCount{Pods: 1, CPU: 2000, Memory: 1 << 30}); counted.Node != "node-b" || counted.Count != want {
+		t.Errorf("shop-floor/counted-web is cached as counting %+v on %q, want %+v on node-b", counted.Count, counted.Node, want)
 	}
-	whole := cachedPod("kube-system", "whole-web", running)
+	whole := cachedPod("kube-system", "whole-web", running).(*corev1.Pod)
 	if err := snap.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -531,10 +541,14 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 		}
 		return p.ResourceVersion
 	}
-	atLeast := func(rv string) func(*corev1.Pod) bool {
+	atLeast := func(rv string) func(any) bool {
 		want, _ := strconv.ParseUint(rv, 10, 64)
-		return func(p *corev1.Pod) bool {
-			got, err := strconv.ParseUint(p.ResourceVersion, 10, 64)
+		return func(obj any) bool {
+			p, err := meta.Accessor(obj)
+			if err != nil {
+				return false
+			}
+			got, err := strconv.ParseUint(p.GetResourceVersion(), 10, 64)
 			return err == nil && got >= want
 		}
 	}

@@ -78,15 +78,24 @@ func newPodCounts() *podCounts {
 // set counts obj, a pod as the informer now holds it, in place of what was
 // counted for its key; a pod of a shown namespace is not counted here.
 func (pc *podCounts) set(obj any) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok || ShownNamespace(p.Namespace) {
+	var p *CountedPod
+	switch o := obj.(type) {
+	case *CountedPod:
+		p = o
+	case *corev1.Pod:
+		// An informer without the cache's transform (TrimForCache).
+		p = NewCountedPod(o)
+	default:
+		return
+	}
+	if ShownNamespace(p.Namespace) {
 		return
 	}
 	key := p.Namespace + "/" + p.Name
 	pc.remove(key)
-	if node, c, ok := podCount(p); ok {
-		pc.byPod[key] = podShare{node, c}
-		pc.byNode[node] = pc.byNode[node].plus(c)
+	if p.Node != "" {
+		pc.byPod[key] = podShare{p.Node, p.Count}
+		pc.byNode[p.Node] = pc.byNode[p.Node].plus(p.Count)
 	}
 }
 
@@ -96,6 +105,8 @@ func (pc *podCounts) gone(obj any) {
 	switch o := obj.(type) {
 	case cache.DeletedFinalStateUnknown:
 		pc.remove(o.Key)
+	case *CountedPod:
+		pc.remove(o.Namespace + "/" + o.Name)
 	case *corev1.Pod:
 		pc.remove(o.Namespace + "/" + o.Name)
 	}

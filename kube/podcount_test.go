@@ -25,7 +25,7 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 		if cpu != "" {
 			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
 		}
-		return CountedPod(p)
+		return p
 	}
 	listed := map[string]*corev1.Pod{}
 	counts := newPodCounts()
@@ -41,7 +41,8 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 			t.Errorf("%s: the kept counts are %v, counting the pods gives %v", step, got, want)
 		}
 	}
-	add := func(p *corev1.Pod) { counts.set(p); listed[p.Name] = p }
+	// As the informer holds them: through the cache's transform.
+	add := func(p *corev1.Pod) { counts.set(NewCountedPod(p)); listed[p.Name] = p }
 	update := add
 	for i := range 6 {
 		add(pod("shop-floor", fmt.Sprint("web-", i), fmt.Sprintf("node-%c", 'a'+i%3), "250m"))
@@ -61,10 +62,10 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 	update(leaving)
 	check("a pod terminating")
 
-	counts.gone(listed["web-3"])
+	counts.gone(NewCountedPod(listed["web-3"]))
 	delete(listed, "web-3")
 	check("a pod deleted")
-	counts.gone(cache.DeletedFinalStateUnknown{Key: "shop-floor/web-4", Obj: listed["web-4"]})
+	counts.gone(cache.DeletedFinalStateUnknown{Key: "shop-floor/web-4", Obj: NewCountedPod(listed["web-4"])})
 	delete(listed, "web-4")
 	check("a pod whose deletion a relist found")
 	// client-go may report such a deletion with no object: what was
@@ -76,7 +77,7 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 	add(listed["web-0"])
 	check("a pod seen again unchanged")
 	for name, p := range listed {
-		counts.gone(p)
+		counts.gone(NewCountedPod(p))
 		delete(listed, name)
 	}
 	if len(counts.byNode) != 0 || len(counts.byPod) != 0 {
@@ -85,6 +86,7 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 
 	// A pod of a shown namespace is listed, not counted here.
 	counts.set(pod("kube-system", "coredns", "node-a", "100m"))
+	counts.set(NewCountedPod(pod("kube-system", "coredns", "node-a", "100m")))
 	if len(counts.byNode) != 0 {
 		t.Errorf("a kube-system pod was counted as one outside the shown namespaces: %v", counts.byNode)
 	}

@@ -751,10 +751,8 @@ func (s *Snapshot) VMIs() []*kvv1.VirtualMachineInstance {
 // counted by (countedPodUnchanged) wakes nobody.
 func (s *Snapshot) podEvent(old, obj any, gone bool) {
 	s.sawEvent()
-	if o, ok := old.(*corev1.Pod); ok {
-		if n, ok := obj.(*corev1.Pod); ok && countedPodUnchanged(o, n) {
-			return
-		}
+	if quietPodWrite(old, obj) {
+		return
 	}
 	s.mu.Lock()
 	if gone {
@@ -769,6 +767,15 @@ func (s *Snapshot) podEvent(old, obj any, gone bool) {
 	s.notify()
 }
 
+// quietPodWrite says whether a pod informer's update (old to obj, as the
+// cache holds them) changed nothing any reader reads: a counted pod
+// (CountedPod) whose node and count stayed.
+func quietPodWrite(old, obj any) bool {
+	o, ok1 := old.(*CountedPod)
+	n, ok2 := obj.(*CountedPod)
+	return ok1 && ok2 && countedPodUnchanged(o, n)
+}
+
 // shownPodEvent says whether a pod informer's event is of a pod of a
 // shown namespace (a deletion found on a relist carries its key).
 func shownPodEvent(obj any) bool {
@@ -776,8 +783,13 @@ func shownPodEvent(obj any) bool {
 		ns, _, err := cache.SplitMetaNamespaceKey(d.Key)
 		return err != nil || ShownNamespace(ns)
 	}
-	p, ok := obj.(*corev1.Pod)
-	return !ok || ShownNamespace(p.Namespace)
+	switch p := obj.(type) {
+	case *CountedPod:
+		return ShownNamespace(p.Namespace)
+	case *corev1.Pod:
+		return ShownNamespace(p.Namespace)
+	}
+	return true
 }
 
 // longhornEvent is one event of a Longhorn informer that changed what a

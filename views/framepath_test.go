@@ -46,12 +46,12 @@ func siteDataOf(counted, volumes int) kube.Data {
 	}
 	var others []*corev1.Pod
 	for i := range counted {
-		others = append(others, kube.CountedPod(&corev1.Pod{
+		others = append(others, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("bench-%05d", i), UID: types.UID(fmt.Sprint("b", i)),
 				CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
 			Spec:   corev1.PodSpec{NodeName: fmt.Sprintf("node-%c", 'a'+i%3), Containers: []corev1.Container{{Name: "c"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
-		}))
+		})
 	}
 	// The snapshot lists the shown namespaces' pods and keeps the others'
 	// counts per node.
