@@ -273,7 +273,7 @@ func runFormWizard(cmd *cobra.Command, dir string, force bool, log *audit.Log) e
 	var result *formation.Formed
 	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), interfaceNames(), dir, force, &result)
 	w.Audit = log
-	if _, err := tea.NewProgram(views.Guarded(w), tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run(); err != nil {
+	if _, err := tea.NewProgram(views.Guarded(w), tea.WithAltScreen(), tea.WithContext(cmd.Context()), tea.WithFPS(views.FramesPerSecond)).Run(); err != nil {
 		return err
 	}
 	if result == nil {

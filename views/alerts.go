@@ -123,6 +123,12 @@ func leaderAlert(s kube.ClusterStatus, now time.Time) (Alert, bool) {
 // it is healthy, or its robustness unknown). lost says whether a node is
 // lost.
 func volumeAlert(v kube.VolumeStatus, now time.Time, lost func(string) bool) (Alert, bool) {
+	// Most volumes are healthy or detached: the overview asks of every
+	// volume once a second, and the reasons below are worth their strings
+	// only for a volume that alerts.
+	if v.Robustness != kube.RobustnessFaulted && v.Robustness != kube.RobustnessDegraded {
+		return Alert{}, false
+	}
 	var healthy, rebuilding, failed []string
 	for _, r := range v.Replicas {
 		switch r.State {

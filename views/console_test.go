@@ -404,6 +404,23 @@ func BenchmarkView(b *testing.B) {
 			}
 		})
 	}
+	// Issue 23's scale: 2,000 volumes, detached (their apps stopped), as
+	// on the benchmarks' sites. The overview draws once a second.
+	b.Run("overview-2000-detached-volumes", func(b *testing.B) {
+		detached := f
+		detached.Status.Volumes = nil
+		for i := range 2000 {
+			detached.Status.Volumes = append(detached.Status.Volumes, kube.VolumeStatus{Name: fmt.Sprintf("vol-%04d", i), State: "detached",
+				Robustness: kube.RobustnessUnknown, Since: now.Add(-time.Hour), Size: 10 << 30, WantReplicas: 3,
+				Replicas: []kube.ReplicaStatus{{Node: "node-a", State: kube.ReplicaStopped}, {Node: "node-b", State: kube.ReplicaStopped}, {Node: "node-c", State: kube.ReplicaStopped}}})
+		}
+		a := NewApp(testContext(160, 48))
+		a.Update(FrameMsg(detached))
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = a.View()
+		}
+	})
 	b.Run("frame", func(b *testing.B) {
 		a := NewApp(testContext(160, 48))
 		b.ReportAllocs()

@@ -93,7 +93,7 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 		// Reading logs changes nothing: read-only consoles have them too.
 		app.SetLogSource(ctx, PodLogSource(opts.Snap.Clients()))
 	}
-	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx))
+	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithFPS(FramesPerSecond))
 	auditTail := audit.NewTail(opts.AuditPath, 200)
 	go Feed(ctx, opts.Snap, func(ctx context.Context) *AgentSummary {
 		sum := opts.Agent(ctx)
@@ -110,3 +110,10 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 	}
 	return err
 }
+
+// FramesPerSecond is how often the terminal is redrawn, at most: bubbletea
+// wakes its renderer that often whether or not anything changed, and at
+// its default 60 those wake-ups were most of an idle console's CPU (0.61 s
+// a minute on a 10,000-pod site, against 0.42 at 30 and 0.32 at 10). At
+// 30 a key's echo waits at most 33 ms for its frame.
+const FramesPerSecond = 30
