@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
-	lhinformers "github.com/longhorn/longhorn-manager/k8s/pkg/client/informers/externalversions"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
@@ -104,7 +103,7 @@ func watchCopies(ctx context.Context, clients *Clients, node string, d Data, haz
 		return func() {}, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	factory := lhinformers.NewSharedInformerFactoryWithOptions(clients.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
+	factory := newLonghornInformers(clients.Longhorn)
 	volumes := factory.Longhorn().V1beta2().Volumes()
 	replicas := factory.Longhorn().V1beta2().Replicas()
 	var once sync.Once

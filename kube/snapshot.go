@@ -20,8 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -444,7 +442,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	s.mu.Unlock()
 	var volumes, replicas, engines cache.SharedIndexInformer
 	if hasLonghorn {
-		s.longhorn = lhinformers.NewSharedInformerFactoryWithOptions(c.Longhorn, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
+		s.longhorn = newLonghornInformers(c.Longhorn)
 		// Each Longhorn event is counted (Data.LonghornVersion) in the
 		// handler that then wakes the readers, not in another: a reader
 		// woken by it must read the new count.
@@ -466,14 +464,8 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	if hasKubeVirt {
 		// KubeVirt ships no generated informers: build one from the typed client.
 		vmis := c.KubeVirt.KubevirtV1().VirtualMachineInstances(metav1.NamespaceAll)
-		s.vmis = cache.NewSharedIndexInformer(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return vmis.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return vmis.Watch(ctx, o)
-			},
-		}, &kvv1.VirtualMachineInstance{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		// JSON, like Longhorn's kinds: read first with a LIST (listFirst).
+		s.vmis = newListFirstInformer(&kvv1.VirtualMachineInstance{}, vmis.List, vmis.Watch)
 		_ = s.vmis.SetTransform(TrimForCache)
 		_, _ = s.vmis.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.trackVMI(obj) },

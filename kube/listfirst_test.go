@@ -1,0 +1,83 @@
+package kube_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// requestLog records each request a client makes as "LIST path", "WATCH
+// path" or "STREAM path" (a watch that asks for the initial state as
+// events: client-go's streaming list).
+type requestLog struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *requestLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	q := req.URL.Query()
+	kind := "LIST"
+	switch {
+	case req.Method != http.MethodGet:
+		kind = req.Method
+	case q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
+		kind = "STREAM"
+	case q.Get("watch") == "true":
+		kind = "WATCH"
+	}
+	l.mu.Lock()
+	l.seen = append(l.seen, kind+" "+req.URL.Path)
+	l.mu.Unlock()
+	return l.next.RoundTrip(req)
+}
+
+func (l *requestLog) requests() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// The kinds the API server sends as JSON (Longhorn's volumes, replicas
+// and engines, KubeVirt's VMIs) are read first with one LIST, then
+// watched from it: a streaming list of JSON costs the reader about twice
+// the CPU (kube.listFirst). Both the snapshot's informers and the drain's
+// watch of the copies use them.
+func TestSnapshotListsTheJSONKindsFirst(t *testing.T) {
+	site := sitebox.Shared(t)
+	log := &requestLog{}
+	cfg := rest.CopyConfig(site.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
+	startSnapshot(t, cfg)
+
+	requests := log.requests()
+	for _, kind := range []string{
+		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/volumes",
+		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/replicas",
+		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/engines",
+		"/apis/kubevirt.io/v1/virtualmachineinstances",
+	} {
+		list := slices.Index(requests, "LIST "+kind)
+		watch := slices.Index(requests, "WATCH "+kind)
+		if list < 0 || watch < list || slices.Contains(requests, "STREAM "+kind) {
+			t.Errorf("%s was not read with a LIST, then watched from it: %v", kind, matching(requests, kind))
+		}
+	}
+}
+
+func matching(requests []string, path string) []string {
+	var out []string
+	for _, r := range requests {
+		if strings.HasSuffix(r, " "+path) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
