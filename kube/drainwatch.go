@@ -103,7 +103,7 @@ func watchCopies(ctx context.Context, clients *Clients, node string, d Data, haz
 		return func() {}, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	factory := newLonghornInformers(clients.Longhorn)
+	factory := newLonghornInformers(clients.Longhorn, &lhv1beta2.Volume{}, &lhv1beta2.Replica{})
 	volumes := factory.Longhorn().V1beta2().Volumes()
 	replicas := factory.Longhorn().V1beta2().Replicas()
 	var once sync.Once

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -22,11 +23,12 @@ import (
 // custom resources: they have no protobuf) a streaming list costs the
 // reader about twice the CPU: each event is framed, then scanned once to
 // learn its kind and once more to decode it, where a LIST's body is
-// scanned for its kind once and decoded once. Measured on a 10,000-pod,
-// 2,000-volume site, the console's CPU until its whole overview went from
-// 2.2 to 1.2 s with every kind read by LIST (docs/BENCHMARKS.md). The
-// built-in kinds come as protobuf and keep the streaming list, which
-// spares the API server a whole list in memory.
+// scanned for its kind once and decoded once. On a 3-node site of 10,000
+// pods and 2,000 volumes, the console's CPU until its whole overview
+// went from 2.1-2.5 s to 1.2 s with these kinds listed first (the
+// built-in kinds streamed as before; docs/BENCHMARKS.md). The built-in
+// kinds come as protobuf and keep the streaming list, which spares the
+// API server a whole list in memory.
 type listFirst struct{ *cache.ListWatch }
 
 // IsWatchListSemanticsUnSupported has client-go's reflector read with a
@@ -54,22 +56,29 @@ func newListFirstInformer[L runtime.Object](obj runtime.Object,
 }
 
 // newLonghornInformers is a Longhorn informer factory over
-// LonghornNamespace, trimmed (TrimForCache), whose volume, replica and
-// engine informers read their first state with a LIST (listFirst): the
-// factory's own informers of those kinds are replaced by these before
-// anyone asks for them, so every Informer() and Lister() of the three
-// gives these.
-func newLonghornInformers(c lhclientset.Interface) lhinformers.SharedInformerFactory {
+// LonghornNamespace, trimmed (TrimForCache), whose informers of kinds
+// (of *lhv1beta2.Volume, *lhv1beta2.Replica, *lhv1beta2.Engine) read their
+// first state with a LIST (listFirst). Only those kinds are made: the
+// factory starts every informer it holds, and a drain's watch has no use
+// for the engines, the busiest of them. They are made before anyone asks
+// the factory for them, so every Informer() and Lister() of those kinds
+// gives these; another kind asked for later is the factory's own.
+func newLonghornInformers(c lhclientset.Interface, kinds ...runtime.Object) lhinformers.SharedInformerFactory {
 	f := lhinformers.NewSharedInformerFactoryWithOptions(c, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
 	lh := c.LonghornV1beta2()
-	f.InformerFor(&lhv1beta2.Volume{}, func(lhclientset.Interface, time.Duration) cache.SharedIndexInformer {
-		return newListFirstInformer(&lhv1beta2.Volume{}, lh.Volumes(LonghornNamespace).List, lh.Volumes(LonghornNamespace).Watch)
-	})
-	f.InformerFor(&lhv1beta2.Replica{}, func(lhclientset.Interface, time.Duration) cache.SharedIndexInformer {
-		return newListFirstInformer(&lhv1beta2.Replica{}, lh.Replicas(LonghornNamespace).List, lh.Replicas(LonghornNamespace).Watch)
-	})
-	f.InformerFor(&lhv1beta2.Engine{}, func(lhclientset.Interface, time.Duration) cache.SharedIndexInformer {
-		return newListFirstInformer(&lhv1beta2.Engine{}, lh.Engines(LonghornNamespace).List, lh.Engines(LonghornNamespace).Watch)
-	})
+	for _, kind := range kinds {
+		var informer cache.SharedIndexInformer
+		switch kind.(type) {
+		case *lhv1beta2.Volume:
+			informer = newListFirstInformer(kind, lh.Volumes(LonghornNamespace).List, lh.Volumes(LonghornNamespace).Watch)
+		case *lhv1beta2.Replica:
+			informer = newListFirstInformer(kind, lh.Replicas(LonghornNamespace).List, lh.Replicas(LonghornNamespace).Watch)
+		case *lhv1beta2.Engine:
+			informer = newListFirstInformer(kind, lh.Engines(LonghornNamespace).List, lh.Engines(LonghornNamespace).Watch)
+		default:
+			panic(fmt.Sprintf("kube: no list-first Longhorn informer of %T", kind))
+		}
+		f.InformerFor(kind, func(lhclientset.Interface, time.Duration) cache.SharedIndexInformer { return informer })
+	}
 	return f
 }

@@ -1,12 +1,15 @@
 package kube_test
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/kube"
@@ -47,9 +50,8 @@ func (l *requestLog) requests() []string {
 
 // The kinds the API server sends as JSON (Longhorn's volumes, replicas
 // and engines, KubeVirt's VMIs) are read first with one LIST, then
-// watched from it: a streaming list of JSON costs the reader about twice
-// the CPU (kube.listFirst). Both the snapshot's informers and the drain's
-// watch of the copies use them.
+// watched from it, never streamed: a streaming list of JSON costs the
+// reader about twice the CPU (kube.listFirst).
 func TestSnapshotListsTheJSONKindsFirst(t *testing.T) {
 	site := sitebox.Shared(t)
 	log := &requestLog{}
@@ -57,16 +59,31 @@ func TestSnapshotListsTheJSONKindsFirst(t *testing.T) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
 	startSnapshot(t, cfg)
 
-	requests := log.requests()
-	for _, kind := range []string{
+	kinds := []string{
 		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/volumes",
 		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/replicas",
 		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/engines",
 		"/apis/kubevirt.io/v1/virtualmachineinstances",
-	} {
+	}
+	listedThenWatched := func(requests []string, kind string) bool {
 		list := slices.Index(requests, "LIST "+kind)
 		watch := slices.Index(requests, "WATCH "+kind)
-		if list < 0 || watch < list || slices.Contains(requests, "STREAM "+kind) {
+		return list >= 0 && watch > list && !slices.Contains(requests, "STREAM "+kind)
+	}
+	// A cache is synced once its LIST is stored, a moment before its
+	// watch is asked for.
+	var requests []string
+	_ = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		requests = log.requests()
+		for _, kind := range kinds {
+			if !listedThenWatched(requests, kind) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for _, kind := range kinds {
+		if !listedThenWatched(requests, kind) {
 			t.Errorf("%s was not read with a LIST, then watched from it: %v", kind, matching(requests, kind))
 		}
 	}

@@ -75,20 +75,13 @@ func newPodCounts() *podCounts {
 	return &podCounts{byNode: map[string]NodePodCount{}, byPod: map[string]podShare{}}
 }
 
-// set counts obj, a pod as the informer now holds it, in place of what was
-// counted for its key; a pod of a shown namespace is not counted here.
+// set counts obj, a pod as the informer now holds it (TrimForCache keeps a
+// pod outside the shown namespaces as a *CountedPod), in place of what
+// was counted for its key; a pod of a shown namespace is not counted
+// here.
 func (pc *podCounts) set(obj any) {
-	var p *CountedPod
-	switch o := obj.(type) {
-	case *CountedPod:
-		p = o
-	case *corev1.Pod:
-		// An informer without the cache's transform (TrimForCache).
-		p = NewCountedPod(o)
-	default:
-		return
-	}
-	if ShownNamespace(p.Namespace) {
+	p, ok := obj.(*CountedPod)
+	if !ok || ShownNamespace(p.Namespace) {
 		return
 	}
 	key := p.Namespace + "/" + p.Name
@@ -106,8 +99,6 @@ func (pc *podCounts) gone(obj any) {
 	case cache.DeletedFinalStateUnknown:
 		pc.remove(o.Key)
 	case *CountedPod:
-		pc.remove(o.Namespace + "/" + o.Name)
-	case *corev1.Pod:
 		pc.remove(o.Namespace + "/" + o.Name)
 	}
 }

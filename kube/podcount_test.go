@@ -85,7 +85,6 @@ func TestPodCountsFollowTheInformersEvents(t *testing.T) {
 	}
 
 	// A pod of a shown namespace is listed, not counted here.
-	counts.set(pod("kube-system", "coredns", "node-a", "100m"))
 	counts.set(NewCountedPod(pod("kube-system", "coredns", "node-a", "100m")))
 	if len(counts.byNode) != 0 {
 		t.Errorf("a kube-system pod was counted as one outside the shown namespaces: %v", counts.byNode)

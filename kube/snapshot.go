@@ -442,7 +442,7 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	s.mu.Unlock()
 	var volumes, replicas, engines cache.SharedIndexInformer
 	if hasLonghorn {
-		s.longhorn = newLonghornInformers(c.Longhorn)
+		s.longhorn = newLonghornInformers(c.Longhorn, &lhv1beta2.Volume{}, &lhv1beta2.Replica{}, &lhv1beta2.Engine{})
 		// Each Longhorn event is counted (Data.LonghornVersion) in the
 		// handler that then wakes the readers, not in another: a reader
 		// woken by it must read the new count.
@@ -801,7 +801,10 @@ func (s *Snapshot) longhornChanged() {
 }
 
 // shownPods lists the pods of the shown namespaces from the pod cache's
-// namespace index: the site's other pods are not walked.
+// namespace index: the site's other pods are not walked. It is the one
+// read of the pod cache through its lister, and must stay within the
+// shown namespaces: the cache holds every other pod as a *CountedPod, on
+// which the lister's assertion to *corev1.Pod would panic.
 func (s *Snapshot) shownPods() []*corev1.Pod {
 	lister := s.core.Core().V1().Pods().Lister()
 	// Not nil once synced, even with no pod: a reader takes nil for not
