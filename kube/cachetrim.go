@@ -105,12 +105,3 @@ var (
 	_ metav1.ObjectMetaAccessor = (*CountedPod)(nil)
 	_ runtime.Object            = (*CountedPod)(nil)
 )
-
-// countedPodUnchanged says whether an update of a pod outside the shown
-// namespaces changed nothing it is counted by: its status and its
-// containers' states move often (restarts, probes, IPs, readiness, a
-// pending pod starting) and no reader reads them, so such a write wakes
-// nobody.
-func countedPodUnchanged(old, next *CountedPod) bool {
-	return old.Node == next.Node && old.Count == next.Count
-}

@@ -553,12 +553,14 @@ func TestSnapshotCountsPodsOutsideTheShownNamespaces(t *testing.T) {
 		}
 	}
 	// The site's other objects (node heartbeats, the kube-system pod)
-	// wake readers too, now and then: a write of the pod's annotations and
-	// labels must be quiet for half a second after an informer of the
-	// same API server holds it, in at least one of five tries (each of
-	// which wakes them if such writes wake readers).
+	// wake readers too, now and then, and more often while a fresh site
+	// settles (five tries were all woken in two runs of twenty): a write
+	// of the pod's annotations and labels must be quiet for half a second
+	// after an informer of the same API server holds it, in at least one
+	// of twenty tries (each of which wakes them if such writes wake
+	// readers).
 	quiet := false
-	for try := 0; try < 5 && !quiet; try++ {
+	for try := 0; try < 20 && !quiet; try++ {
 		select {
 		case <-changes:
 		default:

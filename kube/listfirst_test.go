@@ -16,9 +16,10 @@ import (
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
-// requestLog records each request a client makes as "LIST path", "WATCH
-// path" or "STREAM path" (a watch that asks for the initial state as
-// events: client-go's streaming list).
+// requestLog records each request a client makes as "LIST path" (any GET
+// that is not a watch), "WATCH path", "STREAM path" (a watch that asks
+// for the initial state as events: client-go's streaming list) or
+// "METHOD path" for a write.
 type requestLog struct {
 	next http.RoundTripper
 	mu   sync.Mutex
@@ -46,6 +47,20 @@ func (l *requestLog) requests() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.seen)
+}
+
+// snapshot is what the log holds as reads (every request that is not a
+// watch: LISTs, single-object GETs, and any write, which a snapshot never
+// makes) and as the number of watches, streamed or not.
+func (l *requestLog) snapshot() (reads []string, watches int) {
+	for _, r := range l.requests() {
+		if strings.HasPrefix(r, "WATCH ") || strings.HasPrefix(r, "STREAM ") {
+			watches++
+		} else {
+			reads = append(reads, r)
+		}
+	}
+	return reads, watches
 }
 
 // The kinds the API server sends as JSON (Longhorn's volumes, replicas

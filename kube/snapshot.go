@@ -740,7 +740,7 @@ func (s *Snapshot) VMIs() []*kvv1.VirtualMachineInstance {
 // podEvent keeps the counts of the pods outside the shown namespaces and
 // wakes the readers, for one event of the pod informer: an add (old nil),
 // an update, or a delete (gone). An update that changes nothing a pod is
-// counted by (countedPodUnchanged) wakes nobody.
+// counted by (quietPodWrite) wakes nobody.
 func (s *Snapshot) podEvent(old, obj any, gone bool) {
 	s.sawEvent()
 	if quietPodWrite(old, obj) {
@@ -761,11 +761,13 @@ func (s *Snapshot) podEvent(old, obj any, gone bool) {
 
 // quietPodWrite says whether a pod informer's update (old to obj, as the
 // cache holds them) changed nothing any reader reads: a counted pod
-// (CountedPod) whose node and count stayed.
+// (CountedPod) whose node and count stayed. Such a pod's status and its
+// containers' states move often (restarts, probes, IPs, readiness, a
+// pending pod starting) and no reader reads them.
 func quietPodWrite(old, obj any) bool {
 	o, ok1 := old.(*CountedPod)
 	n, ok2 := obj.(*CountedPod)
-	return ok1 && ok2 && countedPodUnchanged(o, n)
+	return ok1 && ok2 && o.Node == n.Node && o.Count == n.Count
 }
 
 // shownPodEvent says whether a pod informer's event is of a pod of a

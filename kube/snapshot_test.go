@@ -24,33 +24,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(sitebox.RunMain(m)) }
 
-// requestCounter counts the requests a client makes, by kind.
-type requestCounter struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	// reads are the requests that are not watches: LISTs, single-object
-	// GETs (and any write, which a snapshot never makes), "METHOD path".
-	reads   []string
-	watches int
-}
-
-func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	c.mu.Lock()
-	if req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true" {
-		c.watches++
-	} else {
-		c.reads = append(c.reads, req.Method+" "+req.URL.Path)
-	}
-	c.mu.Unlock()
-	return c.next.RoundTrip(req)
-}
-
-func (c *requestCounter) snapshot() (reads []string, watches int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.reads...), c.watches
-}
-
 func startSnapshot(t *testing.T, cfg *rest.Config) *kube.Snapshot {
 	t.Helper()
 	snap, err := kube.NewSnapshot(cfg, nil)
@@ -100,7 +73,7 @@ func volume(st kube.ClusterStatus, name string) kube.VolumeStatus {
 // without a single LIST or GET, and each notification reflects them.
 func TestSnapshotWatchesWithoutPolling(t *testing.T) {
 	site := sitebox.Shared(t)
-	counter := &requestCounter{}
+	counter := &requestLog{}
 	cfg := rest.CopyConfig(site.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
 	snap := startSnapshot(t, cfg)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/test/sitebox"
-	"github.com/sitecon/sitecon/views"
 )
 
 // BenchmarkLevers measures builds of sitecon against each other on one
@@ -74,9 +73,7 @@ func BenchmarkLevers(b *testing.B) {
 		// A build that draws the basics first (the nodes, VIP and leader)
 		// shows its alerts once the whole cluster is read: compare builds
 		// on that too.
-		whole := console.firstScreen(b, 2*time.Minute, bd.label+"'s overview with its alerts", func(s string) bool {
-			return readyNodes.MatchString(s) && strings.Contains(s, "Alerts") && !strings.Contains(s, views.ReadingTheCluster)
-		})
+		whole := console.firstScreen(b, 2*time.Minute, bd.label+"'s overview with its alerts", wholeOverview(readyNodes))
 		reportMetric(b, whole.Seconds(), bd.label+"-whole-screen-s")
 		consoles[bd.label] = console
 	}

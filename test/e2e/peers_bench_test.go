@@ -130,9 +130,7 @@ func benchPeersAt(b *testing.B, k9s string, sc peerScale) {
 	// The overview shows the nodes, the VIP and the stats leader as soon
 	// as those are read, and its alerts once the pods, volumes and apps
 	// are: the whole screen is measured too.
-	consoleWhole := console.firstScreen(b, 2*time.Minute, "sitecon's overview with its alerts", func(s string) bool {
-		return readyNodes.MatchString(s) && strings.Contains(s, "Alerts") && !strings.Contains(s, views.ReadingTheCluster)
-	})
+	consoleWhole := console.firstScreen(b, 2*time.Minute, "sitecon's overview with its alerts", wholeOverview(readyNodes))
 	k9sHome := b.TempDir()
 	k9sConfig := filepath.Join(k9sHome, "k9s")
 	if err := os.MkdirAll(k9sConfig, 0o755); err != nil {
@@ -937,4 +935,12 @@ func requestTotal(b *testing.B, metrics rest.Interface) float64 {
 		total += v
 	}
 	return total
+}
+
+// wholeOverview says whether a screen is sitecon's whole overview: every
+// node counted (readyNodes) and its alerts drawn, the cluster read whole.
+func wholeOverview(readyNodes *regexp.Regexp) func(string) bool {
+	return func(s string) bool {
+		return readyNodes.MatchString(s) && strings.Contains(s, "Alerts") && !strings.Contains(s, views.ReadingTheCluster)
+	}
 }
