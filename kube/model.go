@@ -179,7 +179,10 @@ func Derive(d Data, now time.Time) ClusterStatus { return new(Deriver).Derive(d,
 // (VolumeStatusCache). The zero value is ready to use; it is not safe for
 // concurrent use.
 type Deriver struct {
-	volumes VolumeStatusCache
+	// FinishVolume, when set before the first read, is applied to each
+	// volume's status as it is derived (VolumeStatusCache's Finish).
+	FinishVolume func(VolumeStatus) VolumeStatus
+	volumes      VolumeStatusCache
 }
 
 // Derive is the package's Derive, for the next read.
@@ -218,6 +221,7 @@ func (dv *Deriver) Derive(d Data, now time.Time) ClusterStatus {
 	st.NodesTotal = len(st.Nodes)
 	slices.SortFunc(st.Nodes, func(a, b NodeStatus) int { return cmp.Compare(a.Name, b.Name) })
 	st.Namespaces = namespaceHealth(d.Pods)
+	dv.volumes.Finish = dv.FinishVolume
 	st.Volumes = dv.volumes.Statuses(d, now)
 	for _, v := range st.Volumes {
 		st.Resources.VolumeSize += v.Size

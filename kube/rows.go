@@ -86,11 +86,26 @@ func PodRows(pods []*corev1.Pod) []PodRow { return new(PodRowCache).Rows(pods) }
 
 // PodRowCache makes the pod rows of successive reads of the caches (see
 // rowCache). The zero value is ready to use.
-type PodRowCache struct{ c rowCache[corev1.Pod, PodRow] }
+type PodRowCache struct {
+	// Finish, when set before the first read, is applied to each row as
+	// it is made, once for as long as its pod does not change: the
+	// console cleans the rows' strings for the terminal there, rather
+	// than every row of every frame. Rows are sorted as finished.
+	Finish func(PodRow) PodRow
+	c      rowCache[corev1.Pod, PodRow]
+}
 
 // Rows is PodRows, redoing only what changed since the last call.
 func (c *PodRowCache) Rows(pods []*corev1.Pod) []PodRow {
-	return c.c.update(pods, watchedPod, podRow, comparePodRows)
+	return c.c.update(pods, watchedPod, finished(podRow, c.Finish), comparePodRows)
+}
+
+// finished is row, then finish when there is one.
+func finished[T, R any](row func(*T) R, finish func(R) R) func(*T) R {
+	if finish == nil {
+		return row
+	}
+	return func(o *T) R { return finish(row(o)) }
 }
 
 func watchedPod(p *corev1.Pod) bool { return ShownNamespace(p.Namespace) }
@@ -181,12 +196,14 @@ func EventRows(events []*corev1.Event, limit int) []EventRow {
 // EventRowCache makes the event rows of successive reads of the caches
 // (see rowCache). The zero value is ready to use.
 type EventRowCache struct {
-	c rowCache[corev1.Event, EventRow]
+	// Finish is as PodRowCache's, for the event rows.
+	Finish func(EventRow) EventRow
+	c      rowCache[corev1.Event, EventRow]
 }
 
 // Rows is EventRows, redoing only what changed since the last call.
 func (c *EventRowCache) Rows(events []*corev1.Event, limit int) []EventRow {
-	out := c.c.update(events, nil, eventRow, compareEventRows)
+	out := c.c.update(events, nil, finished(eventRow, c.Finish), compareEventRows)
 	if limit > 0 && len(out) > limit {
 		out = out[:limit:limit]
 	}

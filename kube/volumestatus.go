@@ -73,6 +73,10 @@ type ReplicaStatus struct {
 // changes one volume gets a new slice. The zero value is ready to use; it
 // is not safe for concurrent use.
 type VolumeStatusCache struct {
+	// Finish, when set before the first read, is applied to each status
+	// as it is derived, once for as long as its volume's objects do not
+	// change (as PodRowCache's Finish).
+	Finish  func(VolumeStatus) VolumeStatus
 	entries map[string]*volumeEntry // by volume name
 	// version is the last read's Data.LonghornVersion; timeless, that
 	// none of its statuses depends on the time of the read: a read with
@@ -148,6 +152,9 @@ func (c *VolumeStatusCache) Statuses(d Data, now time.Time) []VolumeStatus {
 		e.seen = true
 		if e.vol != v || !e.timeless || d.Robustness[v.Name] != e.mark || !e.holds(e.next, progress) {
 			e.derive(d, v, progress, now)
+			if c.Finish != nil {
+				e.status = c.Finish(e.status)
+			}
 			changed = append(changed, e)
 		}
 		c.timeless = c.timeless && e.timeless

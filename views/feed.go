@@ -42,34 +42,16 @@ type frameBuilder struct {
 	status kube.Deriver
 	pods   kube.PodRowCache
 	events kube.EventRowCache
-	// The rows of the last frame as cleaned (ui.CleanStrings), by the
-	// rows they were made from.
-	cleanVolumes cleanedRows[kube.VolumeStatus]
-	cleanPods    cleanedRows[kube.PodRow]
-	cleanEvents  cleanedRows[kube.EventRow]
-}
-
-// cleanedRows keeps the cleaned form of one list of rows of successive
-// frames. The caches that make the rows (kube.VolumeStatusCache,
-// kube.PodRowCache, kube.EventRowCache) return the very slice of the
-// last read when nothing in it changed, and never write a slice they
-// returned: the same slice has the same strings, and its cleaned form is
-// the one made last time. A frame of 2,000 volumes and a thousand pods
-// then costs a scan of its strings only when they change.
-type cleanedRows[T any] struct{ in, out []T }
-
-func (c *cleanedRows[T]) clean(in []T) []T {
-	if len(in) == 0 || len(c.in) != len(in) || &c.in[0] != &in[0] {
-		c.in, c.out = in, ui.CleanStrings(in)
-	}
-	if len(in) == 0 {
-		return in
-	}
-	return c.out
 }
 
 // build is FrameFromData.
 func (b *frameBuilder) build(d kube.Data, synced bool, agent *AgentSummary, problem string, now time.Time) Frame {
+	// The rows' strings are cleaned as each row is made (ui.CleanStrings),
+	// once for as long as its object does not change: a frame of 2,000
+	// volumes and a thousand pods in which one pod changed cleans one row.
+	b.status.FinishVolume = ui.CleanStrings[kube.VolumeStatus]
+	b.pods.Finish = ui.CleanStrings[kube.PodRow]
+	b.events.Finish = ui.CleanStrings[kube.EventRow]
 	f := Frame{Agent: agent, Problem: problem}
 	f.Status = b.status.Derive(d, now)
 	f.Synced = synced
@@ -82,13 +64,12 @@ func (b *frameBuilder) build(d kube.Data, synced bool, agent *AgentSummary, prob
 			f.Problem = "connecting to the API server"
 		}
 	}
-	// Cleaned here, where the rows' slices are known never to be written
-	// again: the rest of the frame, whatever fields it gains, is cleaned
-	// whole, as the console cleans every frame made elsewhere.
+	// The rest of the frame, whatever fields it gains, is cleaned whole,
+	// as the console cleans every frame made elsewhere.
 	volumes, pods, events := f.Status.Volumes, f.Pods, f.Events
 	f.Status.Volumes, f.Pods, f.Events = nil, nil, nil
 	f = ui.CleanStrings(f)
-	f.Status.Volumes, f.Pods, f.Events = b.cleanVolumes.clean(volumes), b.cleanPods.clean(pods), b.cleanEvents.clean(events)
+	f.Status.Volumes, f.Pods, f.Events = volumes, pods, events
 	f.cleaned = true
 	return f
 }

@@ -168,12 +168,22 @@ func TestBuiltFramesDrawNoRawText(t *testing.T) {
 	a := NewApp(testContext(200, 40))
 	for read := range 3 {
 		if read > 0 {
-			// Another pod changed: the volume and event rows are the
-			// last read's.
+			// Another pod changed, to a hostile name: its row is made
+			// again, the others' kept; the event rows are the last
+			// read's.
 			d.Pods = slices.Clone(d.Pods)
 			p := d.Pods[len(d.Pods)-1].DeepCopy()
 			p.Status.Phase = corev1.PodPending
+			p.Name = fmt.Sprintf("late-%d%s", read, clipboard)
 			d.Pods[len(d.Pods)-1] = p
+		}
+		if read == 2 {
+			// Another volume changed, to a hostile claim: its status is
+			// derived again, the others' kept.
+			d.Volumes = slices.Clone(d.Volumes)
+			v := d.Volumes[len(d.Volumes)-1].DeepCopy()
+			v.Status.KubernetesStatus.PVCName = "late" + c1CSI
+			d.Volumes[len(d.Volumes)-1] = v
 		}
 		f := frames.build(d, true, nil, "", now)
 		if !f.cleaned {
