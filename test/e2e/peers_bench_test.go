@@ -52,12 +52,13 @@ type peerScale struct{ nodes, pods, volumes int }
 
 // peerScales are the sites BenchmarkPeers measures, from
 // SITECON_PEER_SCALES ("NODESxPODSxVOLUMES,..."), else 3 nodes with 1,000
-// pods and 200 Longhorn volumes, and 10 nodes with 10,000 pods and 2,000
-// volumes (the scale issue 23 sets its goals at).
+// pods and 200 Longhorn volumes, 10 nodes with 10,000 pods and 2,000
+// volumes (the scale issue 23 sets its goals at), and 30 nodes with 30,000
+// pods and 2,000 volumes.
 func peerScales(b *testing.B) []peerScale {
 	spec := os.Getenv("SITECON_PEER_SCALES")
 	if spec == "" {
-		spec = "3x1000x200,10x10000x2000"
+		spec = "3x1000x200,10x10000x2000,30x30000x2000"
 	}
 	var scales []peerScale
 	for _, s := range strings.Split(spec, ",") {

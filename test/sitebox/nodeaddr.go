@@ -140,8 +140,9 @@ func nodeAddr(prefix netip.Prefix, i int) netip.Addr {
 	return netip.AddrFrom4(a)
 }
 
-// vipAddr is the address kube-vip holds in the site's records: .14.
-func vipAddr(prefix netip.Prefix) netip.Addr { return nodeAddr(prefix, 13) }
+// vipAddr is the address kube-vip holds in the site's records: .250,
+// past every node's (MaxNodes), as a site's VIP is no device's address.
+func vipAddr(prefix netip.Prefix) netip.Addr { return nodeAddr(prefix, 249) }
 
 // NodePrefix is the site's node network (a /24 in 127.0.0.0/8), as a
 // formation would take for its cluster prefix.

@@ -204,8 +204,19 @@ func DefaultBinDir() string {
 	return filepath.Join(cache, fmt.Sprintf("k8s-%s-etcd-%s-kwok-%s", K8sVersion, EtcdVersion, KwokVersion), "bin")
 }
 
-// NodeName is the name of the i-th simulated node: node-a, node-b, ...
-func NodeName(i int) string { return "node-" + string(rune('a'+i)) }
+// MaxNodes is the most simulated nodes a site runs: the largest
+// scale is 30, and each node takes one address of 127.188.245.0/24 and
+// one metrics port from 9812.
+const MaxNodes = 64
+
+// NodeName is the name of the i-th simulated node: node-a to node-z, then
+// node-aa, node-ab, ... (the order the names sort in is not the nodes').
+func NodeName(i int) string {
+	if i < 26 {
+		return "node-" + string(rune('a'+i))
+	}
+	return "node-" + string(rune('a'+i/26-1)) + string(rune('a'+i%26))
+}
 
 // NodeUUID is a stable UUID for a node name, so configs naming a node's UUID
 // (an app's designated node) stay valid across site restarts.
@@ -252,8 +263,8 @@ func (s *Site) RESTConfig() (*rest.Config, error) {
 // established and every node is Ready. The processes keep running after Up
 // returns; Down stops them.
 func Up(ctx context.Context, opts Options) (_ *Site, err error) {
-	if opts.Nodes < 1 || opts.Nodes > 26 {
-		return nil, fmt.Errorf("--nodes must be between 1 and 26, got %d", opts.Nodes)
+	if opts.Nodes < 1 || opts.Nodes > MaxNodes {
+		return nil, fmt.Errorf("--nodes must be between 1 and %d, got %d", MaxNodes, opts.Nodes)
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("a site directory is required (--dir)")
