@@ -90,8 +90,9 @@ const statusExitHelp = `Exit status:
      a volume degraded or faulted, an app not running, a failed pod, a
      kubelet outside the version skew policy)
   2  the cluster API could not be read within --timeout (it did not answer,
-     or answered that it is not ready: etcd without quorum), or the command
-     was interrupted first; the error says what, why and what to check,
+     answered that it is not ready: etcd without quorum, or answered but the
+     cluster was not read whole in time), or the command was interrupted
+     first; the error says what, why and what to check,
      and with this node's cluster config (--config) every node's agent is
      asked directly: what each reports is printed (-o json: "nodeReports")
   3  usage: a bad flag or argument, an unknown output format, a kubeconfig
@@ -101,6 +102,15 @@ With --watch the exit status is 0 when q or Ctrl-C ends it.`
 // apiUnreadable is sitecon status's error when the cluster API could not
 // be read: what was not reached, why, and what to check.
 func apiUnreadable(host string, within time.Duration, err error) error {
+	var reading kube.StillReadingError
+	if errors.As(err, &reading) {
+		// It answered: asking whether k3s runs would send the technician
+		// after a fault that is not there.
+		msg := fmt.Sprintf("the cluster API at %s answered, but the cluster was not read whole within %s: %s still being read",
+			host, within, strings.Join(reading.Kinds, ", "))
+		msg += fmt.Sprintf("\ncheck: a large cluster or a busy machine takes longer: run it again with --timeout %s", max(4*within, 30*time.Second))
+		return exitError{code: statusUnreadable, err: errors.New(msg)}
+	}
 	msg := fmt.Sprintf("the cluster API at %s did not answer within %s: %v", host, within, err)
 	if hint := kube.APIDownHint(err.Error()); hint != "" {
 		msg += "\ncheck: " + hint

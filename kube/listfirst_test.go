@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -74,12 +75,7 @@ func TestSnapshotListsTheJSONKindsFirst(t *testing.T) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
 	startSnapshot(t, cfg)
 
-	kinds := []string{
-		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/volumes",
-		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/replicas",
-		"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/engines",
-		"/apis/kubevirt.io/v1/virtualmachineinstances",
-	}
+	kinds := jsonKinds
 	listedThenWatched := func(requests []string, kind string) bool {
 		list := slices.Index(requests, "LIST "+kind)
 		watch := slices.Index(requests, "WATCH "+kind)
@@ -112,4 +108,72 @@ func matching(requests []string, path string) []string {
 		}
 	}
 	return out
+}
+
+// hold keeps back every request whose path ends in suffix until released
+// (or until the request's context ends).
+type hold struct {
+	next   http.RoundTripper
+	suffix string
+	gate   chan struct{}
+	once   sync.Once
+}
+
+func newHold(suffix string) *hold { return &hold{suffix: suffix, gate: make(chan struct{})} }
+
+func (h *hold) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, h.suffix) {
+		select {
+		case <-h.gate:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return h.next.RoundTrip(req)
+}
+
+func (h *hold) release() { h.once.Do(func() { close(h.gate) }) }
+
+// jsonKinds are the paths of the kinds a snapshot reads with one LIST of
+// JSON: Longhorn's and KubeVirt's.
+var jsonKinds = []string{
+	"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/volumes",
+	"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/replicas",
+	"/apis/longhorn.io/v1beta2/namespaces/" + kube.LonghornNamespace + "/engines",
+	"/apis/kubevirt.io/v1/virtualmachineinstances",
+}
+
+// A snapshot whose time runs out while the API server answers, and one of
+// its lists is still coming, says that, and which kinds are still being
+// read: not "no answer from the API server", which sends a technician
+// after k3s and etcd's quorum while the cluster is only large, or the
+// machine busy. It syncs once the list comes.
+func TestSnapshotSaysWhatIsStillBeingRead(t *testing.T) {
+	site := sitebox.Shared(t)
+	volumes := newHold("/volumes")
+	t.Cleanup(volumes.release)
+	cfg := rest.CopyConfig(site.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { volumes.next = rt; return volumes })
+	snap, err := kube.NewSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(t.Context())
+
+	held, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err = snap.WaitForSync(held)
+	if err == nil {
+		t.Fatal("the snapshot says it has synced while its volumes' LIST is unanswered")
+	}
+	var reading kube.StillReadingError
+	if !errors.As(err, &reading) || !slices.Contains(reading.Kinds, "Longhorn volumes") || slices.Contains(reading.Kinds, "pods") {
+		t.Fatalf("WaitForSync with the volumes' LIST held: %v (%#v), want the volumes, and only what is unread, still being read", err, reading)
+	}
+	volumes.release()
+	whole, cancelWhole := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancelWhole()
+	if err := snap.WaitForSync(whole); err != nil {
+		t.Fatalf("the snapshot did not sync once the volumes were answered: %v", err)
+	}
 }

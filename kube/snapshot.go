@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -99,9 +100,11 @@ type Snapshot struct {
 	// basicsSynced: the nodes, leases and the cluster's config maps are
 	// read (BasicsData), the rest perhaps not yet.
 	basicsSynced bool
-	hasLonghorn  bool
-	hasKubeVirt  bool
-	robustness   map[string]RobustnessMark
+	// kinds are the informers by kind (readKinds), once made.
+	kinds       map[string]cache.SharedIndexInformer
+	hasLonghorn bool
+	hasKubeVirt bool
+	robustness  map[string]RobustnessMark
 	// robustnessShared: a read holds robustness (writableRobustness).
 	robustnessShared bool
 	// longhornVersion counts the changes of the Longhorn objects and of
@@ -540,6 +543,10 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 			DeleteFunc: func(any) { s.longhornEvent() },
 		})
 	}
+	kinds := s.readKinds()
+	s.mu.Lock()
+	s.kinds = kinds
+	s.mu.Unlock()
 	s.core.Start(ctx.Done())
 	s.leases.Start(ctx.Done())
 	s.appConfig.Start(ctx.Done())
@@ -551,27 +558,54 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	}
 }
 
-// logSyncs logs, at debug, when each kind's cache has synced: where a
-// slow first read of a large site spends its time.
-func (s *Snapshot) logSyncs(ctx context.Context, since time.Time) {
-	if !s.log.Enabled(ctx, slog.LevelDebug) {
-		return
-	}
+// readKinds names the informers of each kind the snapshot reads, as a
+// person would say them, for the logs and for an error that says which
+// are still being read. startInformers keeps them in kinds, under mu.
+func (s *Snapshot) readKinds() map[string]cache.SharedIndexInformer {
 	kinds := map[string]cache.SharedIndexInformer{
-		"nodes":  s.core.Core().V1().Nodes().Informer(),
-		"pods":   s.core.Core().V1().Pods().Informer(),
-		"leases": s.leases.Coordination().V1().Leases().Informer(),
+		"nodes":       s.core.Core().V1().Nodes().Informer(),
+		"pods":        s.core.Core().V1().Pods().Informer(),
+		"leases":      s.leases.Coordination().V1().Leases().Informer(),
+		"config maps": s.appConfig.Core().V1().ConfigMaps().Informer(),
 	}
 	if !s.withoutEvents {
 		kinds["events"] = s.core.Core().V1().Events().Informer()
 	}
 	if s.longhorn != nil {
 		lh := s.longhorn.Longhorn().V1beta2()
-		kinds["volumes"], kinds["replicas"], kinds["engines"] = lh.Volumes().Informer(), lh.Replicas().Informer(), lh.Engines().Informer()
+		kinds["Longhorn volumes"], kinds["Longhorn replicas"], kinds["Longhorn engines"] = lh.Volumes().Informer(), lh.Replicas().Informer(), lh.Engines().Informer()
 	}
 	if s.vmis != nil {
-		kinds["vmis"] = s.vmis
+		kinds["VMIs"] = s.vmis
 	}
+	return kinds
+}
+
+// unreadKinds are the kinds whose caches have not synced, sorted; none
+// before the informers are made (discovery not done).
+func (s *Snapshot) unreadKinds() []string {
+	s.mu.Lock()
+	kinds := s.kinds
+	s.mu.Unlock()
+	var unread []string
+	for kind, inf := range kinds {
+		if !inf.HasSynced() {
+			unread = append(unread, kind)
+		}
+	}
+	slices.Sort(unread)
+	return unread
+}
+
+// logSyncs logs, at debug, when each kind's cache has synced: where a
+// slow first read of a large site spends its time.
+func (s *Snapshot) logSyncs(ctx context.Context, since time.Time) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	s.mu.Lock()
+	kinds := s.kinds
+	s.mu.Unlock()
 	for kind, inf := range kinds {
 		go func() {
 			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -664,8 +698,16 @@ func (s *Snapshot) WaitForSync(ctx context.Context) error {
 			probe, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 			defer cancel()
 			var notReady notReadyError
-			if err := s.probeReady(probe); errors.As(err, &notReady) {
+			err := s.probeReady(probe)
+			if errors.As(err, &notReady) {
 				return err
+			}
+			if h := s.Health(); err == nil && h.LastError == "" {
+				// Ready, and no list failed: a large cluster on a busy
+				// machine, not an API server that does not answer.
+				if unread := s.unreadKinds(); len(unread) > 0 {
+					return StillReadingError{Host: s.clients.Config.Host, Kinds: unread}
+				}
 			}
 		}
 		h := s.Health()
@@ -674,6 +716,20 @@ func (s *Snapshot) WaitForSync(ctx context.Context) error {
 		}
 		return fmt.Errorf("no answer from the API server at %s in time: %w", s.clients.Config.Host, ctx.Err())
 	}
+}
+
+// StillReadingError is WaitForSync's error when its time ran out while
+// the API server answered and was ready, and no list had failed: the
+// cluster was still being read. A large cluster on a busy machine, not
+// an API server that is down; a longer wait would read it.
+type StillReadingError struct {
+	Host string
+	// Kinds are those still being read ("pods", "Longhorn replicas").
+	Kinds []string
+}
+
+func (e StillReadingError) Error() string {
+	return fmt.Sprintf("the API server at %s answers and is ready, but %s were still being read", e.Host, strings.Join(e.Kinds, ", "))
 }
 
 // Synced reports whether the initial sync has completed.
