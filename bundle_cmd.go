@@ -255,7 +255,7 @@ func statusJSON(ctx context.Context, cfg *rest.Config, log *slog.Logger, agentSo
 	defer cancel()
 	snap.Start(snapCtx)
 	if err := snap.WaitForSync(waitCtx); err != nil {
-		return nil, apiUnreadable(cfg.Host, wait, err)
+		return nil, apiUnreadable(cfg.Host, wait, "--api-timeout", err)
 	}
 	now := time.Now()
 	report := views.NewStatusReport(snap.Status(), readAgentSummary(ctx, agentSocket), now)

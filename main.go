@@ -100,15 +100,20 @@ const statusExitHelp = `Exit status:
 With --watch the exit status is 0 when q or Ctrl-C ends it.`
 
 // apiUnreadable is sitecon status's error when the cluster API could not
-// be read: what was not reached, why, and what to check.
-func apiUnreadable(host string, within time.Duration, err error) error {
+// be read: what was not reached, why, and what to check. waitFlag is the
+// flag that set within, for the advice to wait longer.
+func apiUnreadable(host string, within time.Duration, waitFlag string, err error) error {
 	var reading kube.StillReadingError
 	if errors.As(err, &reading) {
 		// It answered: asking whether k3s runs would send the technician
 		// after a fault that is not there.
+		what := "the rest of it"
+		if len(reading.Kinds) > 0 {
+			what = strings.Join(reading.Kinds, ", ")
+		}
 		msg := fmt.Sprintf("the cluster API at %s answered, but the cluster was not read whole within %s: %s still being read",
-			host, within, strings.Join(reading.Kinds, ", "))
-		msg += fmt.Sprintf("\ncheck: a large cluster or a busy machine takes longer: run it again with --timeout %s", max(4*within, 30*time.Second))
+			host, within, what)
+		msg += fmt.Sprintf("\ncheck: a large cluster or a busy machine takes longer: run it again with %s %s", waitFlag, max(4*within, 30*time.Second))
 		return exitError{code: statusUnreadable, err: errors.New(msg)}
 	}
 	msg := fmt.Sprintf("the cluster API at %s did not answer within %s: %v", host, within, err)
@@ -355,7 +360,7 @@ with the node they run on, and the problems that need attention.
 				// What each node's agent says of itself, asked
 				// directly: the cluster was never read, so the
 				// config says where the nodes are.
-				return withNodeReports(cmd, reports, nil, apiUnreadable(cfg.Host, timeout, err), format)
+				return withNodeReports(cmd, reports, nil, apiUnreadable(cfg.Host, timeout, "--timeout", err), format)
 			}
 			now := time.Now()
 			report := views.NewStatusReport(snap.Status(), readAgentSummary(cmd.Context(), agentSocket), now)
@@ -376,7 +381,7 @@ with the node they run on, and the problems that need attention.
 					}
 				}
 				// What was printed says it is stale.
-				return apiUnreadable(cfg.Host, timeout, errors.New(report.Stale.Reason))
+				return apiUnreadable(cfg.Host, timeout, "--timeout", errors.New(report.Stale.Reason))
 			case len(report.Problems) > 0:
 				return exitError{code: statusUnhealthy, err: fmt.Errorf("%d problem(s) need attention (listed under Problems)", len(report.Problems))}
 			}

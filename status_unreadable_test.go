@@ -14,7 +14,7 @@ import (
 // error says what was still being read and how to wait longer, and does
 // not send the technician to check k3s or etcd's quorum.
 func TestAPIUnreadableWhileStillReading(t *testing.T) {
-	err := apiUnreadable("https://10.0.0.1:6443", 5*time.Second,
+	err := apiUnreadable("https://10.0.0.1:6443", 5*time.Second, "--timeout",
 		kube.StillReadingError{Host: "https://10.0.0.1:6443", Kinds: []string{"Longhorn replicas", "pods"}})
 	if code := exitCode(nil, err); code != statusUnreadable {
 		t.Errorf("exit status %d, want %d", code, statusUnreadable)
@@ -32,7 +32,7 @@ func TestAPIUnreadableWhileStillReading(t *testing.T) {
 	}
 
 	// One that did not answer keeps its own words and check.
-	down := apiUnreadable("https://10.0.0.1:6443", 5*time.Second, errors.New("no answer from the API server at https://10.0.0.1:6443 in time: context deadline exceeded"))
+	down := apiUnreadable("https://10.0.0.1:6443", 5*time.Second, "--timeout", errors.New("no answer from the API server at https://10.0.0.1:6443 in time: context deadline exceeded"))
 	if !strings.Contains(down.Error(), "did not answer within 5s") {
 		t.Errorf("an API server that did not answer: %v", down)
 	}

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -76,6 +77,7 @@ func Diagnose(ctx context.Context, opts Options) Report {
 	snap.Start(snapCtx)
 	if err := snap.WaitForSync(waitCtx); err != nil {
 		env.APIProblem = err.Error()
+		env.APIStillReading = errors.As(err, new(kube.StillReadingError))
 	} else if err := apiReady(waitCtx, snap.Clients()); err != nil {
 		env.APIProblem = err.Error()
 	}

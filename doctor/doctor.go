@@ -102,7 +102,11 @@ type Env struct {
 	// APIProblem is why the cluster API could not be read; empty when it
 	// was. The cluster checks do not run without it and say so.
 	APIProblem string
-	Now        time.Time
+	// APIStillReading: the API server answered and was ready, and the
+	// cluster was still being read when the wait ran out (a large
+	// cluster, a busy machine), not an API server that is down.
+	APIStillReading bool
+	Now             time.Time
 	// K3sDataDir is k3s's data directory on this machine.
 	K3sDataDir string
 	// AgentConfigErrors asks this node's agent for the config files and
@@ -222,9 +226,12 @@ func Run(ctx context.Context, checks []Check, env *Env) Report {
 	}
 	r := Report{At: env.Now, APIProblem: env.APIProblem}
 	if env.APIProblem != "" {
+		next := "check that k3s runs on a server (systemctl status sitecon-agent) and that more than half the servers are up"
+		if env.APIStillReading {
+			next = "the API server answers: the cluster is large or this machine busy; run it again with longer to read it (sitecon doctor --timeout, sitecon bundle --api-timeout)"
+		}
 		r.Findings = append(r.Findings, Finding{ID: IDAPIUnreachable, Area: AreaCluster, Severity: Error,
-			Summary: "the cluster API could not be read", Evidence: []string{env.APIProblem},
-			Next: "check that k3s runs on a server (systemctl status sitecon-agent) and that more than half the servers are up"})
+			Summary: "the cluster API could not be read", Evidence: []string{env.APIProblem}, Next: next})
 	}
 	for i, c := range checks {
 		if len(results[i]) == 0 {

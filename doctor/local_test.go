@@ -151,3 +151,26 @@ func TestCertExpiryIsAFilesEarliest(t *testing.T) {
 		t.Errorf("a chain whose second certificate expires in 20 days: %+v", fs)
 	}
 }
+
+// An API server that answered while the cluster was still being read
+// gets its own next step: waiting longer, not checking that k3s runs.
+func TestAPIStillReadingSaysWaitLonger(t *testing.T) {
+	for _, tc := range []struct {
+		still     bool
+		want, not string
+	}{
+		{false, "check that k3s runs", "answers"},
+		{true, "answers", "check that k3s runs"},
+	} {
+		r := Run(context.Background(), nil, &Env{APIProblem: "why", APIStillReading: tc.still})
+		var next string
+		for _, f := range r.Findings {
+			if f.ID == IDAPIUnreachable {
+				next = f.Next
+			}
+		}
+		if !strings.Contains(next, tc.want) || strings.Contains(next, tc.not) {
+			t.Errorf("still reading %v: next step %q, want %q and not %q", tc.still, next, tc.want, tc.not)
+		}
+	}
+}

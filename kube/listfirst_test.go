@@ -110,30 +110,6 @@ func matching(requests []string, path string) []string {
 	return out
 }
 
-// hold keeps back every request whose path ends in suffix until released
-// (or until the request's context ends).
-type hold struct {
-	next   http.RoundTripper
-	suffix string
-	gate   chan struct{}
-	once   sync.Once
-}
-
-func newHold(suffix string) *hold { return &hold{suffix: suffix, gate: make(chan struct{})} }
-
-func (h *hold) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(req.URL.Path, h.suffix) {
-		select {
-		case <-h.gate:
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
-		}
-	}
-	return h.next.RoundTrip(req)
-}
-
-func (h *hold) release() { h.once.Do(func() { close(h.gate) }) }
-
 // jsonKinds are the paths of the kinds a snapshot reads with one LIST of
 // JSON: Longhorn's and KubeVirt's.
 var jsonKinds = []string{
@@ -150,8 +126,9 @@ var jsonKinds = []string{
 // machine busy. It syncs once the list comes.
 func TestSnapshotSaysWhatIsStillBeingRead(t *testing.T) {
 	site := sitebox.Shared(t)
-	volumes := newHold("/volumes")
-	t.Cleanup(volumes.release)
+	volumes := &heldTransport{held: "/volumes", release: make(chan struct{})}
+	released := sync.OnceFunc(func() { close(volumes.release) })
+	t.Cleanup(released)
 	cfg := rest.CopyConfig(site.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { volumes.next = rt; return volumes })
 	snap, err := kube.NewSnapshot(cfg, nil)
@@ -160,7 +137,9 @@ func TestSnapshotSaysWhatIsStillBeingRead(t *testing.T) {
 	}
 	snap.Start(t.Context())
 
-	held, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	// Long enough for discovery and the readiness probe on a loaded
+	// machine: the test is of what is said when the time runs out.
+	held, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	err = snap.WaitForSync(held)
 	if err == nil {
@@ -170,10 +149,49 @@ func TestSnapshotSaysWhatIsStillBeingRead(t *testing.T) {
 	if !errors.As(err, &reading) || !slices.Contains(reading.Kinds, "Longhorn volumes") || slices.Contains(reading.Kinds, "pods") {
 		t.Fatalf("WaitForSync with the volumes' LIST held: %v (%#v), want the volumes, and only what is unread, still being read", err, reading)
 	}
-	volumes.release()
+	released()
 	whole, cancelWhole := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancelWhole()
 	if err := snap.WaitForSync(whole); err != nil {
 		t.Fatalf("the snapshot did not sync once the volumes were answered: %v", err)
+	}
+}
+
+// missingKind sends every request for the kind at path's end to a kind
+// the API server does not serve: its answer, a 404, is a real server's.
+type missingKind struct {
+	next   http.RoundTripper
+	suffix string
+}
+
+func (m *missingKind) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, m.suffix) {
+		req = req.Clone(req.Context())
+		req.URL.Path += "-not-served"
+	}
+	return m.next.RoundTrip(req)
+}
+
+// A kind whose list fails is said as such when the time runs out, even
+// though the API server answers every other request: more time would
+// not read it, so it is not "still being read".
+func TestSnapshotSaysWhichListFailed(t *testing.T) {
+	site := sitebox.Shared(t)
+	cfg := rest.CopyConfig(site.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &missingKind{next: rt, suffix: "/engines"} })
+	snap, err := kube.NewSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = snap.WaitForSync(ctx)
+	if err == nil {
+		t.Fatal("the snapshot says it has synced while its engines' list fails")
+	}
+	var reading kube.StillReadingError
+	if errors.As(err, &reading) || !strings.Contains(err.Error(), "Longhorn engines") {
+		t.Fatalf("WaitForSync with the engines' list failing: %v, want the engines' list named as failed", err)
 	}
 }

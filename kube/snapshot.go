@@ -100,11 +100,15 @@ type Snapshot struct {
 	// basicsSynced: the nodes, leases and the cluster's config maps are
 	// read (BasicsData), the rest perhaps not yet.
 	basicsSynced bool
-	// kinds are the informers by kind (readKinds), once made.
-	kinds       map[string]cache.SharedIndexInformer
-	hasLonghorn bool
-	hasKubeVirt bool
-	robustness  map[string]RobustnessMark
+	// kinds are the informers by kind (readKinds), once made;
+	// podCountsSynced, whether the counting handler has had the pods'
+	// first list; kindErrors, each kind's last list or watch error.
+	kinds           map[string]cache.SharedIndexInformer
+	podCountsSynced func() bool
+	kindErrors      map[string]string
+	hasLonghorn     bool
+	hasKubeVirt     bool
+	robustness      map[string]RobustnessMark
 	// robustnessShared: a read holds robustness (writableRobustness).
 	robustnessShared bool
 	// longhornVersion counts the changes of the Longhorn objects and of
@@ -193,6 +197,7 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*S
 		counted:    newPodCounts(),
 		appNodes:   map[string]string{},
 		appMoves:   map[string]AppMove{},
+		kindErrors: map[string]string{},
 		appGone:    map[string]time.Time{},
 		syncedCh:   make(chan struct{}),
 		quietProbe: QuietProbeAfter,
@@ -483,9 +488,20 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 		DeleteFunc: func(any) { s.sawEvent(); s.notify() },
 	}
 	leases := s.leases.Coordination().V1().Leases().Informer()
+	kinds := s.readKinds()
+	kindOf := make(map[cache.SharedIndexInformer]string, len(kinds))
+	for kind, inf := range kinds {
+		kindOf[inf] = kind
+	}
 	for _, inf := range watched {
+		kind := kindOf[inf]
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			s.markError(err)
+			// Kept by kind too: the health's last error is cleared by
+			// the next request that succeeds (another kind's, a probe).
+			s.mu.Lock()
+			s.kindErrors[kind] = err.Error()
+			s.mu.Unlock()
 		})
 		if inf == leases || inf == volumes || inf == replicas || inf == engines || inf == pods {
 			continue
@@ -543,9 +559,12 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 			DeleteFunc: func(any) { s.longhornEvent() },
 		})
 	}
-	kinds := s.readKinds()
+	var podCountsSynced func() bool
+	if s.podCounting != nil {
+		podCountsSynced = s.podCounting.HasSynced
+	}
 	s.mu.Lock()
-	s.kinds = kinds
+	s.kinds, s.podCountsSynced = kinds, podCountsSynced
 	s.mu.Unlock()
 	s.core.Start(ctx.Done())
 	s.leases.Start(ctx.Done())
@@ -581,20 +600,31 @@ func (s *Snapshot) readKinds() map[string]cache.SharedIndexInformer {
 	return kinds
 }
 
-// unreadKinds are the kinds whose caches have not synced, sorted; none
-// before the informers are made (discovery not done).
-func (s *Snapshot) unreadKinds() []string {
+// unreadKinds are the kinds whose caches have not synced, sorted ("pod
+// counts" while the counting handler has not had the pods' first list),
+// and the last list or watch error of each that had one; none before the
+// informers are made (discovery not done).
+func (s *Snapshot) unreadKinds() (unread []string, failed map[string]string) {
 	s.mu.Lock()
-	kinds := s.kinds
+	kinds, podCountsSynced := s.kinds, s.podCountsSynced
+	errs := maps.Clone(s.kindErrors)
 	s.mu.Unlock()
-	var unread []string
 	for kind, inf := range kinds {
 		if !inf.HasSynced() {
 			unread = append(unread, kind)
+			if e, ok := errs[kind]; ok {
+				if failed == nil {
+					failed = map[string]string{}
+				}
+				failed[kind] = e
+			}
 		}
 	}
+	if podCountsSynced != nil && !podCountsSynced() {
+		unread = append(unread, "pod counts")
+	}
 	slices.Sort(unread)
-	return unread
+	return unread, failed
 }
 
 // logSyncs logs, at debug, when each kind's cache has synced: where a
@@ -697,17 +727,29 @@ func (s *Snapshot) WaitForSync(ctx context.Context) error {
 			// why, and is asked once more, briefly, to say it.
 			probe, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 			defer cancel()
+			// The health's last error is read before the probe, whose
+			// answer clears it.
+			lastError := s.Health().LastError
 			var notReady notReadyError
 			err := s.probeReady(probe)
 			if errors.As(err, &notReady) {
 				return err
 			}
-			if h := s.Health(); err == nil && h.LastError == "" {
-				// Ready, and no list failed: a large cluster on a busy
-				// machine, not an API server that does not answer.
-				if unread := s.unreadKinds(); len(unread) > 0 {
-					return StillReadingError{Host: s.clients.Config.Host, Kinds: unread}
+			if err == nil {
+				unread, failed := s.unreadKinds()
+				if len(failed) > 0 {
+					// A list that fails (refused, or a kind the server
+					// does not serve) does not come with more time.
+					kind := slices.Sorted(maps.Keys(failed))[0]
+					return fmt.Errorf("the API server at %s is ready, but reading its %s failed: %s", s.clients.Config.Host, kind, failed[kind])
 				}
+				// Ready, and no list of a kind still unread failed: a
+				// large cluster on a busy machine, not an API server
+				// that does not answer.
+				return StillReadingError{Host: s.clients.Config.Host, Kinds: unread}
+			}
+			if lastError != "" {
+				return errors.New(lastError)
 			}
 		}
 		h := s.Health()
@@ -729,6 +771,9 @@ type StillReadingError struct {
 }
 
 func (e StillReadingError) Error() string {
+	if len(e.Kinds) == 0 {
+		return fmt.Sprintf("the API server at %s answers and is ready, but the cluster was still being read", e.Host)
+	}
 	return fmt.Sprintf("the API server at %s answers and is ready, but %s were still being read", e.Host, strings.Join(e.Kinds, ", "))
 }
 

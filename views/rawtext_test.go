@@ -178,6 +178,12 @@ func TestBuiltFramesDrawNoRawText(t *testing.T) {
 			d.Pods[len(d.Pods)-1] = p
 		}
 		if read == 2 {
+			// An event changed, to another hostile message: its row is
+			// made again.
+			d.Events = slices.Clone(d.Events)
+			e := d.Events[len(d.Events)-1].DeepCopy()
+			e.Message = "late" + hostile
+			d.Events[len(d.Events)-1] = e
 			// Another volume changed, to a hostile claim: its status is
 			// derived again, the others' kept.
 			d.Volumes = slices.Clone(d.Volumes)
@@ -188,6 +194,13 @@ func TestBuiltFramesDrawNoRawText(t *testing.T) {
 		f := frames.build(d, true, nil, "", now)
 		if !f.cleaned {
 			t.Fatal("a built frame is not marked cleaned: the console would clean it whole again")
+		}
+		// The rows themselves, drawn or not (a namespace's pods are drawn
+		// only once it is opened).
+		for what, rows := range map[string]any{"pod": f.Pods, "event": f.Events, "volume": f.Status.Volumes} {
+			if raw := rawIn(fmt.Sprintf("%+v", rows)); len(raw) > 0 {
+				t.Fatalf("read %d: the frame's %s rows hold %q", read, what, raw)
+			}
 		}
 		a.Update(FrameMsg(f))
 		for _, screen := range []string{"1", "2", "3", "4", "5", "6"} {

@@ -52,10 +52,15 @@ import (
 // small as the nodes allow: a seed's first boot probes every address of
 // it for a member before it initialises.
 func bootPrefix(nodes int) string {
-	if nodes <= 13 {
+	switch {
+	case nodes <= 13:
 		return "10.244.244.0/28"
+	case nodes <= 29:
+		return "10.244.244.0/27"
+	case nodes <= 61:
+		return "10.244.244.0/26"
 	}
-	return "10.244.244.0/27"
+	return "10.244.244.0/25"
 }
 
 // clusterInterface is each node namespace's interface on the LAN.

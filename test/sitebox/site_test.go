@@ -41,3 +41,15 @@ func TestVIPIsNoNodesAddress(t *testing.T) {
 		}
 	}
 }
+
+// A bootstrap-mode site's cluster network holds every node it can run and
+// the VIP: a formation refuses a prefix with fewer host addresses.
+func TestBootPrefixHoldsEveryNode(t *testing.T) {
+	for nodes := 1; nodes <= MaxNodes; nodes++ {
+		prefix := netip.MustParsePrefix(bootPrefix(nodes))
+		hosts := 1<<(32-prefix.Bits()) - 2
+		if hosts < nodes+1 {
+			t.Fatalf("%d nodes: %s has %d host addresses, fewer than the nodes and the VIP", nodes, prefix, hosts)
+		}
+	}
+}
