@@ -743,10 +743,16 @@ func (s *Snapshot) WaitForSync(ctx context.Context) error {
 					kind := slices.Sorted(maps.Keys(failed))[0]
 					return fmt.Errorf("the API server at %s is ready, but reading its %s failed: %s", s.clients.Config.Host, kind, failed[kind])
 				}
-				// Ready, and no list of a kind still unread failed: a
-				// large cluster on a busy machine, not an API server
-				// that does not answer.
-				return StillReadingError{Host: s.clients.Config.Host, Kinds: unread}
+				s.mu.Lock()
+				discovered := s.kinds != nil
+				s.mu.Unlock()
+				if discovered || lastError == "" {
+					// Ready, and no list of a kind still unread failed:
+					// a large cluster on a busy machine, not an API
+					// server that does not answer.
+					return StillReadingError{Host: s.clients.Config.Host, Kinds: unread}
+				}
+				// Discovery itself failed (s.run retries it): its error.
 			}
 			if lastError != "" {
 				return errors.New(lastError)
