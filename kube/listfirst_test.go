@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -193,5 +194,38 @@ func TestSnapshotSaysWhichListFailed(t *testing.T) {
 	var reading kube.StillReadingError
 	if errors.As(err, &reading) || !strings.Contains(err.Error(), "Longhorn engines") {
 		t.Fatalf("WaitForSync with the engines' list failing: %v, want the engines' list named as failed", err)
+	}
+}
+
+// failingVersion answers every request for the server's version with a
+// bare 500, as an API server whose discovery is broken would.
+type failingVersion struct{ next http.RoundTripper }
+
+func (f failingVersion) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == "/version" {
+		return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+			Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+	}
+	return f.next.RoundTrip(req)
+}
+
+// An API server that is ready while the snapshot's discovery keeps failing
+// gets discovery's error when the time runs out, not "still being read":
+// nothing is being read.
+func TestSnapshotSaysDiscoveryFailed(t *testing.T) {
+	site := sitebox.Shared(t)
+	cfg := rest.CopyConfig(site.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return failingVersion{next: rt} })
+	snap, err := kube.NewSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err = snap.WaitForSync(ctx)
+	var reading kube.StillReadingError
+	if err == nil || errors.As(err, &reading) || !strings.Contains(err.Error(), "an error on the server") {
+		t.Fatalf("WaitForSync while discovery fails: %v, want discovery's error", err)
 	}
 }
