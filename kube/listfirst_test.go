@@ -126,23 +126,12 @@ var jsonKinds = []string{
 // after k3s and etcd's quorum while the cluster is only large, or the
 // machine busy. It syncs once the list comes.
 func TestSnapshotSaysWhatIsStillBeingRead(t *testing.T) {
-	site := sitebox.Shared(t)
 	volumes := &heldTransport{held: "/volumes", release: make(chan struct{})}
 	released := sync.OnceFunc(func() { close(volumes.release) })
 	t.Cleanup(released)
-	cfg := rest.CopyConfig(site.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { volumes.next = rt; return volumes })
-	snap, err := kube.NewSnapshot(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap.Start(t.Context())
-
 	// Long enough for discovery and the readiness probe on a loaded
 	// machine: the test is of what is said when the time runs out.
-	held, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	err = snap.WaitForSync(held)
+	snap, err := syncThrough(t, func(rt http.RoundTripper) http.RoundTripper { volumes.next = rt; return volumes }, 10*time.Second)
 	if err == nil {
 		t.Fatal("the snapshot says it has synced while its volumes' LIST is unanswered")
 	}
@@ -156,6 +145,23 @@ func TestSnapshotSaysWhatIsStillBeingRead(t *testing.T) {
 	if err := snap.WaitForSync(whole); err != nil {
 		t.Fatalf("the snapshot did not sync once the volumes were answered: %v", err)
 	}
+}
+
+// syncThrough starts a snapshot whose requests go through wrap and waits
+// up to within for it to sync, giving the snapshot and WaitForSync's
+// error.
+func syncThrough(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper, within time.Duration) (*kube.Snapshot, error) {
+	t.Helper()
+	cfg := rest.CopyConfig(sitebox.Shared(t).Config)
+	cfg.Wrap(wrap)
+	snap, err := kube.NewSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Start(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	return snap, snap.WaitForSync(ctx)
 }
 
 // missingKind sends every request for the kind at path's end to a kind
@@ -177,17 +183,7 @@ func (m *missingKind) RoundTrip(req *http.Request) (*http.Response, error) {
 // though the API server answers every other request: more time would
 // not read it, so it is not "still being read".
 func TestSnapshotSaysWhichListFailed(t *testing.T) {
-	site := sitebox.Shared(t)
-	cfg := rest.CopyConfig(site.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &missingKind{next: rt, suffix: "/engines"} })
-	snap, err := kube.NewSnapshot(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap.Start(t.Context())
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	err = snap.WaitForSync(ctx)
+	_, err := syncThrough(t, func(rt http.RoundTripper) http.RoundTripper { return &missingKind{next: rt, suffix: "/engines"} }, 10*time.Second)
 	if err == nil {
 		t.Fatal("the snapshot says it has synced while its engines' list fails")
 	}
@@ -213,17 +209,7 @@ func (f failingVersion) RoundTrip(req *http.Request) (*http.Response, error) {
 // gets discovery's error when the time runs out, not "still being read":
 // nothing is being read.
 func TestSnapshotSaysDiscoveryFailed(t *testing.T) {
-	site := sitebox.Shared(t)
-	cfg := rest.CopyConfig(site.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return failingVersion{next: rt} })
-	snap, err := kube.NewSnapshot(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap.Start(t.Context())
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	err = snap.WaitForSync(ctx)
+	_, err := syncThrough(t, func(rt http.RoundTripper) http.RoundTripper { return failingVersion{next: rt} }, 5*time.Second)
 	var reading kube.StillReadingError
 	if err == nil || errors.As(err, &reading) || !strings.Contains(err.Error(), "an error on the server") {
 		t.Fatalf("WaitForSync while discovery fails: %v, want discovery's error", err)
