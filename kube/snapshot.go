@@ -184,6 +184,12 @@ func CountedPodsWakeNobody() SnapshotOption {
 // runs for days (the agent, the console): one forced collection, once.
 func ReturnSyncPeak() SnapshotOption { return func(s *Snapshot) { s.returnSyncPeak = true } }
 
+// WithClients has the snapshot read through clients made elsewhere
+// instead of from the config: a test's fake clientset inside a synctest
+// bubble, where no real API server can be. The health of such clients'
+// requests is not tracked.
+func WithClients(c *Clients) SnapshotOption { return func(s *Snapshot) { s.clients = c } }
+
 // NewSnapshot prepares a snapshot over a cluster. Nothing talks to the API
 // server until Start.
 func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*Snapshot, error) {
@@ -209,6 +215,9 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*S
 	// included, so health needs no polling of its own while events flow
 	// (probeWhenQuiet covers the silence of an API server whose etcd lost
 	// quorum).
+	if s.clients != nil {
+		return s, nil
+	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &healthTransport{next: rt, s: s} })
 	clients, err := NewClients(cfg)
@@ -420,6 +429,14 @@ func (s *Snapshot) discover() error {
 }
 
 func (s *Snapshot) startInformers(ctx context.Context) {
+	s.makeInformers()
+	s.runInformers(ctx)
+}
+
+// makeInformers makes the informers of every kind read, with their
+// handlers, and keeps them in kinds; runInformers starts them. A test
+// waits on them before their first list.
+func (s *Snapshot) makeInformers() {
 	c := s.clients
 	s.core = informers.NewSharedInformerFactoryWithOptions(c.Core, 0, informers.WithTransform(TrimForCache))
 	// Kubelet leases in kube-node-lease renew every few seconds per node and
@@ -566,6 +583,9 @@ func (s *Snapshot) startInformers(ctx context.Context) {
 	s.mu.Lock()
 	s.kinds, s.podCountsSynced = kinds, podCountsSynced
 	s.mu.Unlock()
+}
+
+func (s *Snapshot) runInformers(ctx context.Context) {
 	s.core.Start(ctx.Done())
 	s.leases.Start(ctx.Done())
 	s.appConfig.Start(ctx.Done())
@@ -638,7 +658,7 @@ func (s *Snapshot) logSyncs(ctx context.Context, since time.Time) {
 	s.mu.Unlock()
 	for kind, inf := range kinds {
 		go func() {
-			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			if waitSynced(ctx, inf.HasSyncedChecker()) {
 				s.log.Debug("cache synced", "kind", kind, "objects", len(inf.GetStore().ListKeys()), "after", s.now().Sub(since).Round(time.Millisecond))
 			}
 		}()
@@ -646,30 +666,27 @@ func (s *Snapshot) logSyncs(ctx context.Context, since time.Time) {
 }
 
 func (s *Snapshot) waitInformers(ctx context.Context) bool {
-	synced := []cache.InformerSynced{}
-	for _, f := range []informers.SharedInformerFactory{s.core, s.leases, s.appConfig} {
-		for _, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return false
-			}
-		}
-	}
-	if s.longhorn != nil {
-		for _, ok := range s.longhorn.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return false
-			}
-		}
-	}
-	if s.vmis != nil {
-		synced = append(synced, s.vmis.HasSynced)
+	s.mu.Lock()
+	kinds := s.kinds
+	s.mu.Unlock()
+	synced := make([]cache.DoneChecker, 0, len(kinds)+1)
+	for _, inf := range kinds {
+		synced = append(synced, inf.HasSyncedChecker())
 	}
 	// The node figures count the initial list's pods only once the
 	// counting handler has had them (the cache holds them before).
 	if s.podCounting != nil {
-		synced = append(synced, s.podCounting.HasSynced)
+		synced = append(synced, s.podCounting.HasSyncedChecker())
 	}
-	return cache.WaitForCacheSync(ctx.Done(), synced...)
+	return waitSynced(ctx, synced...)
+}
+
+// waitSynced waits until every checker is done, or ctx ends (false). It
+// is woken by the checkers' channels: cache.WaitForCacheSync polls every
+// 100 ms, which put up to a tenth of a second between the basics being
+// read and the first screen, and again before the whole one.
+func waitSynced(ctx context.Context, checkers ...cache.DoneChecker) bool {
+	return cache.WaitFor(ctx, "", checkers...)
 }
 
 // waitBasics marks the basics read (BasicsData) once the informers of
@@ -677,14 +694,23 @@ func (s *Snapshot) waitInformers(ctx context.Context) bool {
 // large site they are read in a tenth of a second, while the pods and
 // the Longhorn objects take seconds.
 func (s *Snapshot) waitBasics(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), s.core.Core().V1().Nodes().Informer().HasSynced,
-		s.leases.Coordination().V1().Leases().Informer().HasSynced, s.appConfig.Core().V1().ConfigMaps().Informer().HasSynced) {
+	if !waitSynced(ctx, s.core.Core().V1().Nodes().Informer().HasSyncedChecker(),
+		s.leases.Coordination().V1().Leases().Informer().HasSyncedChecker(), s.appConfig.Core().V1().ConfigMaps().Informer().HasSyncedChecker()) {
 		return
 	}
 	s.mu.Lock()
 	s.basicsSynced = true
 	s.mu.Unlock()
 	s.notify()
+}
+
+// BasicsRead reports whether the nodes, the leases and the cluster's
+// config maps have been read (BasicsData gives them until Synced, then
+// Data), without reading them.
+func (s *Snapshot) BasicsRead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.basicsSynced
 }
 
 // BasicsData reads the nodes, the leases and the cluster's config maps

@@ -112,6 +112,8 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 	refreshAgent()
 	var frames frameBuilder
 	minGap := time.Second / MaxFrameRate
+	// shown is the readStage of the last frame's data.
+	shown := 0
 	for {
 		now := time.Now()
 		var expiry <-chan time.Time
@@ -125,11 +127,13 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 			synced := snap.Synced()
 			d := snap.Data()
 			f := frames.build(d, synced, agent, problem, now)
-			if !synced {
-				if basics, ok := snap.BasicsData(); ok {
-					f = withBasics(f, basics, problem, now)
-					d = basics
-				}
+			shown = 0
+			if synced {
+				shown = 2
+			} else if basics, ok := snap.BasicsData(); ok {
+				f = withBasics(f, basics, problem, now)
+				d = basics
+				shown = 1
 			}
 			send(FrameMsg(f))
 			// The stats leader's lease running out changes the status with
@@ -159,12 +163,45 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 		if timer != nil {
 			timer.Stop()
 		}
-		if wait := minGap - time.Since(now); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
+		if wait := minGap - time.Since(now); wait > 0 && !readMore(snap, shown) {
+			gap := time.NewTimer(wait)
+		coalesce:
+			for {
+				select {
+				case <-ctx.Done():
+					gap.Stop()
+					return
+				case <-gap.C:
+					break coalesce
+				case <-changes:
+					// The changes of a gap are coalesced into the frame
+					// after it, but the basics or the whole cluster read
+					// are what the technician waits on at the start: drawn
+					// at once, not at the next tenth of a second.
+					if readMore(snap, shown) {
+						gap.Stop()
+						break coalesce
+					}
+				}
 			}
 		}
 	}
 }
+
+// readStage is how much of the cluster snap has read: 0 nothing yet, 1
+// the basics (BasicsData), 2 everything (Synced).
+func readStage(snap *kube.Snapshot) int {
+	switch {
+	case snap == nil:
+		return 0
+	case snap.Synced():
+		return 2
+	case snap.BasicsRead():
+		return 1
+	}
+	return 0
+}
+
+// readMore says whether snap has read more than a frame of stage shown
+// could show.
+func readMore(snap *kube.Snapshot, shown int) bool { return readStage(snap) > shown }
