@@ -1,7 +1,10 @@
 package views
 
 import (
+	"bytes"
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,31 +20,37 @@ import (
 	"github.com/sitecon/sitecon/kube"
 )
 
+// fakeReadSite is a snapshot, not started, over a fake cluster of one
+// node, its leases and config map, and a few pods: for a test inside a
+// synctest bubble, where the fake clientset is the corner a real API
+// server cannot give. The bubble's clock moves only when every goroutine
+// in it waits, so whatever is held for a timer shows on the clock.
+func fakeReadSite(t *testing.T) *kube.Snapshot {
+	objects := []runtime.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-vip-cp", Namespace: "kube-system"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "eve-cluster", Namespace: kube.AppNamespace}},
+	}
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		objects = append(objects, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app-" + name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: "node-a"}})
+	}
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	snap, err := kube.NewSnapshot(cfg, nil, kube.WithClients(&kube.Clients{Config: cfg, Core: fake.NewClientset(objects...)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
 // TestFeedDrawsTheFirstReadsAtOnce: the frames of a burst of changes are
 // held to MaxFrameRate, but the frame that first shows the basics, and
 // the one that first shows the whole cluster, are sent as soon as they
 // are read. The feed held them for the rest of its tenth of a second: on
 // a large site the pods stream in while the basics come, so the first
 // screen waited up to 100 ms behind the rate cap, and the whole one again.
-//
-// The fake clientset is the corner a real API server cannot give: a
-// cluster inside a synctest bubble, whose clock moves only when every
-// goroutine in it waits, so a frame held for a timer shows on the clock.
 func TestFeedDrawsTheFirstReadsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		objects := []runtime.Object{
-			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
-			&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-vip-cp", Namespace: "kube-system"}},
-			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "eve-cluster", Namespace: kube.AppNamespace}},
-		}
-		for _, name := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-			objects = append(objects, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app-" + name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: "node-a"}})
-		}
-		core := fake.NewClientset(objects...)
-		snap, err := kube.NewSnapshot(&rest.Config{Host: "https://127.0.0.1:1"}, nil, kube.WithClients(&kube.Clients{Config: &rest.Config{Host: "https://127.0.0.1:1"}, Core: core}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		snap := fakeReadSite(t)
 		type sent struct {
 			at    time.Time
 			frame Frame
@@ -84,6 +93,58 @@ func TestFeedDrawsTheFirstReadsAtOnce(t *testing.T) {
 		}
 		if d := syncedAt.Sub(start); d != 0 {
 			t.Errorf("the first frame with the whole cluster was sent %s after it was read", d)
+		}
+	})
+}
+
+// lockedBuffer is a bytes.Buffer the watch writes while the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestWatchStatusDrawsTheFirstReadAtOnce: `sitecon status --watch`
+// redraws at most twice a second, but the status of a cluster just read
+// is drawn at once, not after the half second left since "waiting for
+// the API server".
+func TestWatchStatusDrawsTheFirstReadAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		snap := fakeReadSite(t)
+		var out lockedBuffer
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		defer func() {
+			cancel()
+			synctest.Wait()
+		}()
+		go func() {
+			done <- WatchStatus(ctx, WatchTerminal{Out: &out}, snap, func(context.Context) *AgentSummary { return nil }, FormatTable)
+		}()
+		synctest.Wait()
+		if !strings.Contains(out.String(), "waiting for the API server") {
+			t.Fatalf("the watch's first frame, before the snapshot started: %q", out.String())
+		}
+
+		snap.Start(ctx)
+		synctest.Wait()
+		if !snap.Synced() {
+			t.Fatal("the snapshot did not read the fake cluster: the test proves nothing")
+		}
+		frames := strings.Split(out.String(), "\x1b[H\x1b[2J")
+		if last := frames[len(frames)-1]; !strings.Contains(last, "node-a") {
+			t.Fatalf("the cluster is read and every goroutine waits, but the watch still shows %q: it holds the status for a timer", last)
 		}
 	})
 }

@@ -59,17 +59,32 @@ func WatchStatus(ctx context.Context, term WatchTerminal, snap *kube.Snapshot, r
 	defer tick.Stop()
 	const minInterval = 500 * time.Millisecond
 	var last time.Time
+	shownSynced := false
 	for {
-		if wait := minInterval - time.Since(last); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(wait):
+		if wait := minInterval - time.Since(last); wait > 0 && snap.Synced() == shownSynced {
+			gap := time.NewTimer(wait)
+		coalesce:
+			for {
+				select {
+				case <-ctx.Done():
+					gap.Stop()
+					return nil
+				case <-gap.C:
+					break coalesce
+				case <-changes:
+					// The cluster just read is what "waiting for the
+					// API server" waited for: drawn at once.
+					if snap.Synced() != shownSynced {
+						gap.Stop()
+						break coalesce
+					}
+				}
 			}
 		}
 		last = time.Now()
 		var body bytes.Buffer
-		if !snap.Synced() {
+		shownSynced = snap.Synced()
+		if !shownSynced {
 			h := snap.Health()
 			// An API error quotes what the server (or a proxy) said.
 			fmt.Fprintf(&body, "waiting for the API server: %s\n", ui.Clean(cmp.Or(h.LastError, "connecting")))
