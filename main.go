@@ -107,11 +107,12 @@ func apiUnreadable(host string, within time.Duration, waitFlag string, err error
 	if errors.As(err, &reading) {
 		// It answered: asking whether k3s runs would send the technician
 		// after a fault that is not there.
-		what := "the rest of it"
+		// Before discovery no kind is known to name.
+		what := "the cluster was"
 		if len(reading.Kinds) > 0 {
-			what = strings.Join(reading.Kinds, ", ")
+			what = strings.Join(reading.Kinds, ", ") + " were"
 		}
-		msg := fmt.Sprintf("the cluster API at %s answered, but the cluster was not read whole within %s: %s still being read",
+		msg := fmt.Sprintf("the cluster API at %s answered, but after %s %s still being read",
 			host, within, what)
 		msg += fmt.Sprintf("\ncheck: a large cluster or a busy machine takes longer: run it again with %s %s", waitFlag, max(4*within, 30*time.Second))
 		return exitError{code: statusUnreadable, err: errors.New(msg)}

@@ -20,7 +20,7 @@ func TestAPIUnreadableWhileStillReading(t *testing.T) {
 		t.Errorf("exit status %d, want %d", code, statusUnreadable)
 	}
 	msg := err.Error()
-	for _, want := range []string{"answered", "Longhorn replicas, pods still being read", "--timeout 30s"} {
+	for _, want := range []string{"answered", "after 5s Longhorn replicas, pods were still being read", "--timeout 30s"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the error does not say %q:\n%s", want, msg)
 		}
@@ -29,6 +29,12 @@ func TestAPIUnreadableWhileStillReading(t *testing.T) {
 		if strings.Contains(msg, wrong) {
 			t.Errorf("the error says %q of an API server that answered:\n%s", wrong, msg)
 		}
+	}
+
+	// Before discovery no kind is known: the cluster is what was being read.
+	early := apiUnreadable("https://10.0.0.1:6443", time.Millisecond, "--timeout", kube.StillReadingError{Host: "https://10.0.0.1:6443"})
+	if want := "answered, but after 1ms the cluster was still being read"; !strings.Contains(early.Error(), want) {
+		t.Errorf("with no kind known, the error does not say %q:\n%s", want, early)
 	}
 
 	// One that did not answer keeps its own words and check.
