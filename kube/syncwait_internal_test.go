@@ -26,16 +26,16 @@ import (
 // shows it.
 func TestSnapshotNoticesItsReadsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := NewSnapshot(&rest.Config{Host: "https://127.0.0.1:1"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.clients.Core = fake.NewClientset(
+		cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+		s, err := NewSnapshot(cfg, nil, WithClients(&Clients{Config: cfg, Core: fake.NewClientset(
 			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
 			&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-vip-cp", Namespace: "kube-system"}},
 			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "eve-cluster", Namespace: AppNamespace}},
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: AppNamespace}, Spec: corev1.PodSpec{NodeName: "node-a"}},
-		)
+		)}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		defer func() {
 			cancel()

@@ -94,7 +94,29 @@ func TestFeedDrawsTheFirstReadsAtOnce(t *testing.T) {
 		if d := syncedAt.Sub(start); d != 0 {
 			t.Errorf("the first frame with the whole cluster was sent %s after it was read", d)
 		}
+
+		// Any other change is still held to MaxFrameRate: a pod that
+		// comes right after the whole read waits out the gap.
+		addPod(t, snap, "app-late")
+		synctest.Wait()
+		if n := len(frames); n != 0 {
+			t.Fatalf("%d frames sent for a pod in the same instant as the last frame: the rate cap is gone", n)
+		}
+		time.Sleep(time.Second / MaxFrameRate)
+		synctest.Wait()
+		if n := len(frames); n != 1 {
+			t.Fatalf("%d frames sent a tenth of a second after a pod came, want 1", n)
+		}
 	})
+}
+
+// addPod adds a pod to the fake cluster under snap.
+func addPod(t *testing.T, snap *kube.Snapshot, name string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: "node-a"}}
+	if _, err := snap.Clients().Core.CoreV1().Pods(kube.AppNamespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // lockedBuffer is a bytes.Buffer the watch writes while the test reads.
@@ -145,6 +167,18 @@ func TestWatchStatusDrawsTheFirstReadAtOnce(t *testing.T) {
 		frames := strings.Split(out.String(), "\x1b[H\x1b[2J")
 		if last := frames[len(frames)-1]; !strings.Contains(last, "node-a") {
 			t.Fatalf("the cluster is read and every goroutine waits, but the watch still shows %q: it holds the status for a timer", last)
+		}
+
+		// Any other change is still drawn at most twice a second.
+		addPod(t, snap, "app-late")
+		synctest.Wait()
+		if n := strings.Count(out.String(), "\x1b[H\x1b[2J"); n != len(frames)-1 {
+			t.Fatalf("a pod in the same instant as the last draw was drawn at once (%d draws, were %d): the half second is gone", n, len(frames)-1)
+		}
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		if n := strings.Count(out.String(), "\x1b[H\x1b[2J"); n != len(frames) {
+			t.Fatalf("%d draws half a second after a pod came, want %d", n, len(frames))
 		}
 	})
 }
