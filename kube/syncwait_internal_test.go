@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,8 +11,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestSnapshotNoticesItsReadsAtOnce: the snapshot learns that the basics
@@ -52,31 +56,58 @@ func TestSnapshotNoticesItsReadsAtOnce(t *testing.T) {
 			t.Fatal("the basics are read before their informers started")
 		}
 
+		// The pods' list fails until released (the reflector backs off and
+		// lists again): the basics are read while the pods are not.
+		var holdPods atomic.Bool
+		holdPods.Store(true)
+		s.clients.Core.(*fake.Clientset).PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if holdPods.Load() {
+				return true, nil, errors.New("held by the test")
+			}
+			return false, nil, nil
+		})
+		podsRead := make(chan time.Time, 1)
+		go func() {
+			<-s.core.Core().V1().Pods().Informer().HasSyncedChecker().Done()
+			podsRead <- time.Now()
+		}()
+
 		start := time.Now()
 		s.runInformers(ctx)
 		synctest.Wait()
-		for kind, inf := range s.readKinds() {
-			if !inf.HasSynced() {
-				t.Fatalf("the %s were not read in the bubble: the test proves nothing", kind)
-			}
-		}
 		d, ok := s.BasicsData()
 		if !ok {
-			t.Fatalf("every list was read and every goroutine waits, but the snapshot does not know the basics are read (it waits for a timer to look)")
+			t.Fatalf("the basics' lists were read and every goroutine waits, but the snapshot does not know the basics are read (it waits for a timer to look)")
 		}
 		if len(d.Nodes) != 1 || len(d.Leases) != 1 || len(d.ConfigMaps) != 1 {
 			t.Errorf("basics read: %d nodes, %d leases, %d config maps; want 1 of each", len(d.Nodes), len(d.Leases), len(d.ConfigMaps))
 		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("the bubble's clock moved %s before the basics were noticed: something waited on a timer", waited)
+		}
+		if len(all) != 0 {
+			t.Fatal("the whole read is reported while the pods are still unread")
+		}
+
+		holdPods.Store(false)
+		var allAt time.Time
 		select {
 		case ok := <-all:
+			allAt = time.Now()
 			if !ok {
 				t.Fatal("waitInformers gave up while its context was live")
 			}
-		default:
-			t.Fatalf("every list was read and every goroutine waits, but the wait for the whole read has not returned (it waits for a timer to look)")
+		case <-time.After(time.Minute):
+			t.Fatal("the whole read was not reported within a minute of the pods' list being released")
 		}
-		if waited := time.Since(start); waited != 0 {
-			t.Errorf("the bubble's clock moved %s before the reads were noticed: something waited on a timer", waited)
+		synctest.Wait()
+		for kind, inf := range s.readKinds() {
+			if !inf.HasSynced() {
+				t.Fatalf("the whole read is reported, but the %s are not read", kind)
+			}
+		}
+		if at := <-podsRead; !allAt.Equal(at) {
+			t.Errorf("the whole read was noticed %s after the pods, its last kind, were read: something waited on a timer", allAt.Sub(at))
 		}
 	})
 }
