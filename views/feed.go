@@ -163,26 +163,34 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 		if timer != nil {
 			timer.Stop()
 		}
-		if wait := minGap - time.Since(now); wait > 0 && !readMore(snap, shown) {
-			gap := time.NewTimer(wait)
-		coalesce:
-			for {
-				select {
-				case <-ctx.Done():
-					gap.Stop()
-					return
-				case <-gap.C:
-					break coalesce
-				case <-changes:
-					// The changes of a gap are coalesced into the frame
-					// after it, but the basics or the whole cluster read
-					// are what the technician waits on at the start: drawn
-					// at once, not at the next tenth of a second.
-					if readMore(snap, shown) {
-						gap.Stop()
-						break coalesce
-					}
-				}
+		// The changes of a gap are coalesced into the frame after it, but
+		// the basics or the whole cluster read are what the technician
+		// waits on at the start: drawn at once, not at the next tenth of
+		// a second.
+		if !waitGap(ctx, minGap-time.Since(now), changes, func() bool { return readMore(snap, shown) }) {
+			return
+		}
+	}
+}
+
+// waitGap waits out a frame-rate gap of d, taking the changes that come
+// in it (the frame after it shows them), but ends it at once when more
+// is true, at its start or at a change. False when ctx ends.
+func waitGap(ctx context.Context, d time.Duration, changes <-chan struct{}, more func() bool) bool {
+	if d <= 0 || more() {
+		return true
+	}
+	gap := time.NewTimer(d)
+	defer gap.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-gap.C:
+			return true
+		case <-changes:
+			if more() {
+				return true
 			}
 		}
 	}

@@ -1,11 +1,9 @@
 package views
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -21,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/syncbuf"
 )
 
 // fakeReadSite is a snapshot, not started, over a fake cluster of one
@@ -153,24 +152,6 @@ func addPod(t *testing.T, snap *kube.Snapshot, name string) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer the watch writes while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestWatchStatusDrawsTheFirstReadAtOnce: `sitecon status --watch`
 // redraws at most twice a second, but the status of a cluster just read
 // is drawn at once, not after the half second left since "waiting for
@@ -178,7 +159,7 @@ func (b *lockedBuffer) String() string {
 func TestWatchStatusDrawsTheFirstReadAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		snap := fakeReadSite(t)
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		defer func() {

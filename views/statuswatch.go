@@ -61,25 +61,10 @@ func WatchStatus(ctx context.Context, term WatchTerminal, snap *kube.Snapshot, r
 	var last time.Time
 	shownSynced := false
 	for {
-		if wait := minInterval - time.Since(last); wait > 0 && snap.Synced() == shownSynced {
-			gap := time.NewTimer(wait)
-		coalesce:
-			for {
-				select {
-				case <-ctx.Done():
-					gap.Stop()
-					return nil
-				case <-gap.C:
-					break coalesce
-				case <-changes:
-					// The cluster just read is what "waiting for the
-					// API server" waited for: drawn at once.
-					if snap.Synced() != shownSynced {
-						gap.Stop()
-						break coalesce
-					}
-				}
-			}
+		// The cluster just read is what "waiting for the API server"
+		// waited for: drawn at once.
+		if !waitGap(ctx, minInterval-time.Since(last), changes, func() bool { return snap.Synced() != shownSynced }) {
+			return nil
 		}
 		last = time.Now()
 		var body bytes.Buffer
