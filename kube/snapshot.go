@@ -211,13 +211,13 @@ func NewSnapshot(cfg *rest.Config, log *slog.Logger, opts ...SnapshotOption) (*S
 	for _, o := range opts {
 		o(s)
 	}
+	if s.clients != nil {
+		return s, nil
+	}
 	// Every response tells whether the API server is reachable, watches
 	// included, so health needs no polling of its own while events flow
 	// (probeWhenQuiet covers the silence of an API server whose etcd lost
 	// quorum).
-	if s.clients != nil {
-		return s, nil
-	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &healthTransport{next: rt, s: s} })
 	clients, err := NewClients(cfg)
@@ -658,13 +658,18 @@ func (s *Snapshot) logSyncs(ctx context.Context, since time.Time) {
 	s.mu.Unlock()
 	for kind, inf := range kinds {
 		go func() {
-			if waitSynced(ctx, inf.HasSyncedChecker()) {
+			if cache.WaitFor(ctx, "", inf.HasSyncedChecker()) {
 				s.log.Debug("cache synced", "kind", kind, "objects", len(inf.GetStore().ListKeys()), "after", s.now().Sub(since).Round(time.Millisecond))
 			}
 		}()
 	}
 }
 
+// waitInformers waits until every kind is read and the pods counted, or
+// ctx ends (false). The snapshot's waits are woken by the informers' sync
+// channels (cache.WaitFor): cache.WaitForCacheSync polls every 100 ms,
+// which put up to a tenth of a second between the basics being read and
+// the first screen, and again before the whole one.
 func (s *Snapshot) waitInformers(ctx context.Context) bool {
 	s.mu.Lock()
 	kinds := s.kinds
@@ -678,15 +683,7 @@ func (s *Snapshot) waitInformers(ctx context.Context) bool {
 	if s.podCounting != nil {
 		synced = append(synced, s.podCounting.HasSyncedChecker())
 	}
-	return waitSynced(ctx, synced...)
-}
-
-// waitSynced waits until every checker is done, or ctx ends (false). It
-// is woken by the checkers' channels: cache.WaitForCacheSync polls every
-// 100 ms, which put up to a tenth of a second between the basics being
-// read and the first screen, and again before the whole one.
-func waitSynced(ctx context.Context, checkers ...cache.DoneChecker) bool {
-	return cache.WaitFor(ctx, "", checkers...)
+	return cache.WaitFor(ctx, "", synced...)
 }
 
 // waitBasics marks the basics read (BasicsData) once the informers of
@@ -694,7 +691,7 @@ func waitSynced(ctx context.Context, checkers ...cache.DoneChecker) bool {
 // large site they are read in a tenth of a second, while the pods and
 // the Longhorn objects take seconds.
 func (s *Snapshot) waitBasics(ctx context.Context) {
-	if !waitSynced(ctx, s.core.Core().V1().Nodes().Informer().HasSyncedChecker(),
+	if !cache.WaitFor(ctx, "", s.core.Core().V1().Nodes().Informer().HasSyncedChecker(),
 		s.leases.Coordination().V1().Leases().Informer().HasSyncedChecker(), s.appConfig.Core().V1().ConfigMaps().Informer().HasSyncedChecker()) {
 		return
 	}

@@ -112,8 +112,8 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 	refreshAgent()
 	var frames frameBuilder
 	minGap := time.Second / MaxFrameRate
-	// shown is the readStage of the last frame's data.
-	shown := 0
+	// shown is the read stage of the last frame sent.
+	shown := readNothing
 	for {
 		now := time.Now()
 		var expiry <-chan time.Time
@@ -127,14 +127,13 @@ func Feed(ctx context.Context, snap *kube.Snapshot, agentState func(context.Cont
 			synced := snap.Synced()
 			d := snap.Data()
 			f := frames.build(d, synced, agent, problem, now)
-			shown = 0
-			if synced {
-				shown = 2
-			} else if basics, ok := snap.BasicsData(); ok {
-				f = withBasics(f, basics, problem, now)
-				d = basics
-				shown = 1
+			if !synced {
+				if basics, ok := snap.BasicsData(); ok {
+					f = withBasics(f, basics, problem, now)
+					d = basics
+				}
 			}
+			shown = frameStage(f)
 			send(FrameMsg(f))
 			// The stats leader's lease running out changes the status with
 			// no event to say so: wake up for it.
@@ -196,20 +195,34 @@ func waitGap(ctx context.Context, d time.Duration, changes <-chan struct{}, more
 	}
 }
 
-// readStage is how much of the cluster snap has read: 0 nothing yet, 1
-// the basics (BasicsData), 2 everything (Synced).
-func readStage(snap *kube.Snapshot) int {
+// How much of the cluster a frame shows, or a snapshot has read.
+const (
+	readNothing = iota
+	readBasics  // the basics (Frame.Basics, Snapshot.BasicsRead)
+	readAll     // the whole cluster (Frame.Synced, Snapshot.Synced)
+)
+
+// frameStage is how much of the cluster f shows.
+func frameStage(f Frame) int {
 	switch {
-	case snap == nil:
-		return 0
-	case snap.Synced():
-		return 2
-	case snap.BasicsRead():
-		return 1
+	case f.Synced:
+		return readAll
+	case f.Basics != nil:
+		return readBasics
 	}
-	return 0
+	return readNothing
 }
 
 // readMore says whether snap has read more than a frame of stage shown
-// could show.
-func readMore(snap *kube.Snapshot, shown int) bool { return readStage(snap) > shown }
+// shows.
+func readMore(snap *kube.Snapshot, shown int) bool {
+	switch {
+	case snap == nil:
+		return false
+	case snap.Synced():
+		return shown < readAll
+	case snap.BasicsRead():
+		return shown < readBasics
+	}
+	return false
+}
