@@ -86,13 +86,19 @@ func TestFeedDrawsTheFirstReadsAtOnce(t *testing.T) {
 		if snap.Synced() || !snap.BasicsRead() {
 			t.Fatalf("with the pods held, the snapshot should have read the basics alone (synced %v, basics %v): the test proves nothing", snap.Synced(), snap.BasicsRead())
 		}
-		var basics *sent
-		for len(frames) > 0 {
-			f := <-frames
-			if f.frame.Basics != nil && basics == nil {
-				basics = &f
+		// firstSent takes every frame sent so far and keeps the first
+		// that shows stage (nil: none).
+		firstSent := func(stage int) *sent {
+			var first *sent
+			for len(frames) > 0 {
+				f := <-frames
+				if frameStage(f.frame) >= stage && first == nil {
+					first = &f
+				}
 			}
+			return first
 		}
+		basics := firstSent(readBasics)
 		switch {
 		case basics == nil:
 			t.Fatal("the basics are read and every goroutine waits, but no frame shows them: the feed holds them for a timer")
@@ -114,13 +120,7 @@ func TestFeedDrawsTheFirstReadsAtOnce(t *testing.T) {
 			t.Fatal("the cluster was not read within a minute of the pods' list being released")
 		}
 		synctest.Wait()
-		var whole *sent
-		for len(frames) > 0 {
-			f := <-frames
-			if f.frame.Synced && whole == nil {
-				whole = &f
-			}
-		}
+		whole := firstSent(readAll)
 		switch {
 		case whole == nil:
 			t.Fatal("the cluster is read and every goroutine waits, but no frame shows it: the feed holds it for a timer")
