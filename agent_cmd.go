@@ -69,6 +69,7 @@ proof there.`,
 				log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: g.logLevel}))
 			}
 			opts.Log = log
+			agent.SetGCPercent(os.Getenv)
 			opts.Version = buildVersion
 			opts.StateDir, opts.Apps.StateDir = stateDir, stateDir
 			// client-go's own words (leader election, watch errors) belong

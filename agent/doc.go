@@ -15,6 +15,7 @@
 //   - statusserve.go: the proof-of-life keys, and the /status server an
 //     agent run against a cluster it did not form serves.
 //   - endpoints.go: what the agent answers on its local socket.
+//   - gcpercent.go: the Go collector's target the agent runs at.
 //
 // The parts it is built from are packages of their own: agent/bringup (one
 // bring-up of an applied config, step by step: address, /status, the seed

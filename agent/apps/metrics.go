@@ -5,13 +5,16 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sitecon/sitecon/agent/localapi"
 )
 
 // Metrics are the agent's Prometheus metrics, on their own registry so the
-// agent exports only what it means.
+// agent exports only what it means: its own figures, and what it costs the
+// device it runs on for days (the process's resident memory and CPU, the
+// Go heap and the collector's target, GCPercent in package agent).
 type Metrics struct {
 	Registry          *prometheus.Registry
 	Apps              *prometheus.GaugeVec
@@ -47,7 +50,8 @@ func NewMetrics() *Metrics {
 			Help: "App and volume files that do not parse or validate."}),
 	}
 	m.Registry.MustRegister(m.Apps, m.Migrations, m.DetectionLatency, m.Leader, m.APIErrors,
-		m.FailoverActions, m.PlacementApplies, m.AppConfigFailures)
+		m.FailoverActions, m.PlacementApplies, m.AppConfigFailures,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

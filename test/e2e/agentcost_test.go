@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// The agents as the demo and a device run them (`sitecon agent`) collect
+// their garbage at agent.GCPercent, and say what they cost the device on
+// /metrics: the resident memory a technician would look up in top, and
+// the collector's target behind it.
+func TestAgentsCollectAtTheirGCPercent(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	appsDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(appsDir, "apps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.StartAgents(sitecon, appsDir, sitebox.QuickAgentTimings(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := site.StopAgents(); err != nil {
+			t.Error(err)
+		}
+	})
+	want := fmt.Sprint(agent.GCPercent)
+	if gogc := os.Getenv("GOGC"); gogc != "" {
+		// The agents inherit this process's environment: an operator's
+		// GOGC stands (TestAgentCollectsAtItsGCPercentUnlessGOGCIsSet).
+		want = gogc
+	}
+	// StartAgents serves node i's metrics on 127.0.0.1:9812+i.
+	client := &http.Client{Timeout: 2 * time.Second}
+	gogc := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\S+)$`)
+	rss := regexp.MustCompile(`(?m)^process_resident_memory_bytes (\S+)$`)
+	for i, n := range site.Nodes {
+		url := fmt.Sprintf("http://127.0.0.1:%d/metrics", 9812+i)
+		until(t, 30*time.Second, n.Name+"'s agent serves its collector's target and memory on "+url, func() (string, bool) {
+			resp, err := client.Get(url)
+			if err != nil {
+				return err.Error(), false
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err.Error(), false
+			}
+			g, r := gogc.FindSubmatch(body), rss.FindSubmatch(body)
+			if g == nil || r == nil {
+				return fmt.Sprintf("no go_gc_gogc_percent or process_resident_memory_bytes in:\n%.1500s", body), false
+			}
+			return fmt.Sprintf("go_gc_gogc_percent %s, process_resident_memory_bytes %s", g[1], r[1]), string(g[1]) == want
+		}, func(last string) string { return "want go_gc_gogc_percent " + want + "; last: " + last })
+	}
+}
