@@ -3,6 +3,7 @@ package kube
 import (
 	"slices"
 
+	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,15 @@ import (
 //   - a pod outside the namespaces sitecon shows (Namespaces) is kept only
 //     as what it is counted by (CountedPod): on most sites those are nearly
 //     all of the pods, and every reader only counts them.
+//   - a Longhorn object's labels, annotations, owner references and
+//     finalizers (they repeat its spec: the volume, the node), a volume's
+//     list of the pods using it, and an engine's records of its snapshots,
+//     backups, restores, purges, clones and replicas' transitions (a real
+//     engine carries one per snapshot of its volume). Readers read the
+//     volumes, replicas and engines by their spec and status, and a
+//     reader that selects replicas by label (the failover guard) asks the
+//     API server. At 2,000 volumes (10,000 Longhorn objects) the caches'
+//     live heap went from 27-29 to 23-24 MB.
 //
 // Everything else stays: the screens, the detail views and the agent read
 // labels, annotations, owner references, the pod spec (containers, volumes,
@@ -37,6 +47,15 @@ func TrimForCache(obj any) (any, error) {
 		}
 	case *corev1.Node:
 		o.Status.Images = nil
+	case *lhv1beta2.Volume:
+		trimLonghornMeta(&o.ObjectMeta)
+		o.Status.KubernetesStatus.WorkloadsStatus = nil
+	case *lhv1beta2.Replica:
+		trimLonghornMeta(&o.ObjectMeta)
+	case *lhv1beta2.Engine:
+		trimLonghornMeta(&o.ObjectMeta)
+		st := &o.Status
+		st.ReplicaTransitionTimeMap, st.BackupStatus, st.RestoreStatus, st.PurgeStatus, st.CloneStatus, st.Snapshots = nil, nil, nil, nil, nil, nil
 	case *CountedPod, cache.DeletedFinalStateUnknown:
 		// A transform may be handed what it already made (client-go
 		// asks transforms to be idempotent).
@@ -46,6 +65,12 @@ func TrimForCache(obj any) (any, error) {
 		a.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// trimLonghornMeta drops what no reader reads of a Longhorn object's
+// metadata (TrimForCache).
+func trimLonghornMeta(m *metav1.ObjectMeta) {
+	m.Labels, m.Annotations, m.OwnerReferences, m.Finalizers = nil, nil, nil, nil
 }
 
 var _ cache.TransformFunc = TrimForCache

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -168,14 +169,30 @@ func TestSnapshotCacheDropsManagedFieldsAndKeepsWhatIsShown(t *testing.T) {
 	for _, o := range d.ConfigMaps {
 		check("configmap", o.Name, o.ObjectMeta)
 	}
+	// Longhorn's objects carry labels, owner references and finalizers
+	// that repeat their spec (the volume, the node) and that no reader
+	// reads from a cache: the cache keeps none of them.
+	checkLonghorn := func(kind, name string, m metav1.ObjectMeta) {
+		check(kind, name, m)
+		if len(m.Labels)+len(m.Annotations)+len(m.OwnerReferences)+len(m.Finalizers) > 0 {
+			t.Errorf("%s %s in the cache keeps labels %v, annotations %v, owners %v, finalizers %v", kind, name, m.Labels, m.Annotations, m.OwnerReferences, m.Finalizers)
+		}
+	}
 	for _, o := range d.Volumes {
-		check("volume", o.Name, o.ObjectMeta)
+		checkLonghorn("volume", o.Name, o.ObjectMeta)
 	}
 	for _, o := range d.Replicas {
-		check("replica", o.Name, o.ObjectMeta)
+		checkLonghorn("replica", o.Name, o.ObjectMeta)
 	}
 	for _, o := range d.Engines {
-		check("engine", o.Name, o.ObjectMeta)
+		checkLonghorn("engine", o.Name, o.ObjectMeta)
+	}
+	served, err := clients.Longhorn.LonghornV1beta2().Replicas(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(served.Items, func(r lhv1beta2.Replica) bool { return len(r.Labels) > 0 && len(r.OwnerReferences) > 0 }) {
+		t.Fatalf("none of the API server's %d replicas has labels and an owner: the test proves nothing of them", len(served.Items))
 	}
 	for _, o := range d.VMIs {
 		check("vmi", o.Name, o.ObjectMeta)
@@ -709,5 +726,113 @@ func TestCountedPodsWakeNobodyWhenAsked(t *testing.T) {
 	case <-changes:
 	case <-time.After(5 * time.Second):
 		t.Errorf("a kube-system pod's creation did not wake the readers")
+	}
+}
+
+// A Longhorn object enters the cache without what no reader reads of it
+// (its labels, annotations, owners and finalizers; a volume's list of the
+// pods using it; an engine's snapshots and its backups', restores',
+// purges', clones' and replicas' transition records, which a real engine
+// carries for every snapshot of its volume), and with everything else:
+// what is derived from the trimmed objects is what the objects give whole.
+func TestTrimForCacheKeepsWhatLonghornReadersRead(t *testing.T) {
+	objectMeta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: kube.LonghornNamespace, UID: types.UID(name), ResourceVersion: "9",
+			Labels:          map[string]string{"longhornvolume": "vol-a", "longhornnode": "node-b"},
+			Annotations:     map[string]string{"longhorn.io/last-applied-tolerations": "[]"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "longhorn.io/v1beta2", Kind: "Volume", Name: "vol-a", UID: "vol-a"}},
+			Finalizers:      []string{"longhorn.io"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "longhorn-manager"}}}
+	}
+	vol := &lhv1beta2.Volume{ObjectMeta: objectMeta("vol-a")}
+	vol.Spec.Size, vol.Spec.NumberOfReplicas, vol.Spec.NodeID = 10<<30, 3, "node-b"
+	vol.Status.State, vol.Status.Robustness, vol.Status.CurrentNodeID = lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded, "node-b"
+	vol.Status.LastDegradedAt, vol.Status.ActualSize = "2026-11-27T03:00:00Z", 3<<30
+	vol.Status.Conditions = []lhv1beta2.Condition{{Type: lhv1beta2.VolumeConditionTypeScheduled, Status: lhv1beta2.ConditionStatusFalse, Reason: "ReplicaSchedulingFailure", Message: "insufficient storage"}}
+	vol.Status.KubernetesStatus = lhv1beta2.KubernetesStatus{Namespace: kube.AppNamespace, PVCName: "vol-a-claim", PVName: "pv-a",
+		WorkloadsStatus: []lhv1beta2.WorkloadStatus{{PodName: "web-0", PodStatus: "Running", WorkloadName: "web", WorkloadType: "StatefulSet"}}}
+	replica := func(name, node, healthyAt, failedAt string, state lhv1beta2.InstanceState) *lhv1beta2.Replica {
+		r := &lhv1beta2.Replica{ObjectMeta: objectMeta(name)}
+		r.Spec.VolumeName, r.Spec.NodeID, r.Spec.HealthyAt, r.Spec.FailedAt = "vol-a", node, healthyAt, failedAt
+		r.Status.CurrentState, r.Status.OwnerID = state, node
+		return r
+	}
+	replicas := []*lhv1beta2.Replica{
+		replica("vol-a-r-1", "node-a", "2026-11-27T02:00:00Z", "", lhv1beta2.InstanceStateRunning),
+		replica("vol-a-r-2", "node-b", "2026-11-27T02:00:00Z", "2026-11-27T03:00:00Z", lhv1beta2.InstanceStateError),
+		replica("vol-a-r-3", "node-c", "", "", lhv1beta2.InstanceStateRunning),
+	}
+	eng := &lhv1beta2.Engine{ObjectMeta: objectMeta("vol-a-e-0")}
+	eng.Spec.VolumeName, eng.Spec.NodeID = "vol-a", "node-b"
+	eng.Status.CurrentState = lhv1beta2.InstanceStateRunning
+	eng.Status.CurrentReplicaAddressMap = map[string]string{"vol-a-r-1": "tcp://10.42.0.5:10000", "vol-a-r-3": "tcp://10.42.2.5:10000"}
+	eng.Status.ReplicaModeMap = map[string]lhv1beta2.ReplicaMode{"vol-a-r-1": lhv1beta2.ReplicaModeRW, "vol-a-r-3": lhv1beta2.ReplicaModeWO}
+	eng.Status.RebuildStatus = map[string]*lhv1beta2.RebuildStatus{"tcp://10.42.2.5:10000": {IsRebuilding: true, Progress: 42, State: "in_progress"}}
+	eng.Status.ReplicaTransitionTimeMap = map[string]string{"vol-a-r-1": "2026-11-27T02:00:00Z"}
+	eng.Status.Snapshots = map[string]*lhv1beta2.SnapshotInfo{
+		"volume-head": {Name: "volume-head", Parent: "snap-1", Children: map[string]bool{}, Size: "4096"},
+		"snap-1":      {Name: "snap-1", Children: map[string]bool{"volume-head": true}, Labels: map[string]string{"type": "recurring"}, Size: "1073741824"},
+	}
+	eng.Status.BackupStatus = map[string]*lhv1beta2.EngineBackupStatus{"backup-1": {SnapshotName: "snap-1", Progress: 100, State: "Completed"}}
+	eng.Status.RestoreStatus = map[string]*lhv1beta2.RestoreStatus{"tcp://10.42.0.5:10000": {}}
+	eng.Status.PurgeStatus = map[string]*lhv1beta2.PurgeStatus{"tcp://10.42.0.5:10000": {}}
+	eng.Status.CloneStatus = map[string]*lhv1beta2.SnapshotCloneStatus{"tcp://10.42.0.5:10000": {}}
+
+	trim := func(obj runtime.Object) runtime.Object {
+		t.Helper()
+		out, err := kube.TrimForCache(obj.DeepCopyObject())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(runtime.Object)
+	}
+	// What the trim may drop, dropped by hand: the trimmed object must be
+	// exactly this, nothing else gone.
+	dropped := func(obj runtime.Object) runtime.Object {
+		c := obj.DeepCopyObject()
+		m, _ := meta.Accessor(c)
+		m.SetLabels(nil)
+		m.SetAnnotations(nil)
+		m.SetOwnerReferences(nil)
+		m.SetFinalizers(nil)
+		m.SetManagedFields(nil)
+		switch o := c.(type) {
+		case *lhv1beta2.Volume:
+			o.Status.KubernetesStatus.WorkloadsStatus = nil
+		case *lhv1beta2.Engine:
+			o.Status.Snapshots, o.Status.BackupStatus, o.Status.RestoreStatus = nil, nil, nil
+			o.Status.PurgeStatus, o.Status.CloneStatus, o.Status.ReplicaTransitionTimeMap = nil, nil, nil
+		}
+		return c
+	}
+	whole := kube.Data{HasLonghorn: true, Volumes: []*lhv1beta2.Volume{vol}, Replicas: replicas, Engines: []*lhv1beta2.Engine{eng}}
+	cached := kube.Data{HasLonghorn: true}
+	for _, o := range whole.Volumes {
+		got := trim(o).(*lhv1beta2.Volume)
+		if want := dropped(o); !reflect.DeepEqual(got, want) {
+			t.Errorf("volume %s trimmed to\n%+v\nwant\n%+v", o.Name, got, want)
+		}
+		cached.Volumes = append(cached.Volumes, got)
+	}
+	for _, o := range whole.Replicas {
+		got := trim(o).(*lhv1beta2.Replica)
+		if want := dropped(o); !reflect.DeepEqual(got, want) {
+			t.Errorf("replica %s trimmed to\n%+v\nwant\n%+v", o.Name, got, want)
+		}
+		cached.Replicas = append(cached.Replicas, got)
+	}
+	for _, o := range whole.Engines {
+		got := trim(o).(*lhv1beta2.Engine)
+		if want := dropped(o); !reflect.DeepEqual(got, want) {
+			t.Errorf("engine %s trimmed to\n%+v\nwant\n%+v", o.Name, got, want)
+		}
+		cached.Engines = append(cached.Engines, got)
+	}
+	now := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	if a, b := kube.Derive(cached, now), kube.Derive(whole, now); !reflect.DeepEqual(a, b) {
+		t.Errorf("the trimmed Longhorn objects derive\n%+v\nthe whole ones\n%+v", a.Volumes, b.Volumes)
+	}
+	if v := kube.Derive(cached, now).Volumes; len(v) != 1 || len(v[0].Replicas) != 3 || v[0].Replicas[2].Progress != 42 {
+		t.Errorf("the derived volume lost its replicas or its rebuild: %+v", v)
 	}
 }

@@ -35,9 +35,11 @@ type listFirst struct{ *cache.ListWatch }
 // LIST (k8s.io/client-go/util/watchlist).
 func (listFirst) IsWatchListSemanticsUnSupported() bool { return true }
 
-// newListFirstInformer is an informer of one kind over list and watch,
-// indexed by namespace as the generated informers are, that reads its
-// first state with a LIST (listFirst).
+// newListFirstInformer is an informer of one kind over list and watch that
+// reads its first state with a LIST (listFirst). Unlike the generated
+// informers it keeps no index by namespace: its readers list the whole
+// kind (Longhorn's objects live in one namespace), and the index held
+// every key once more.
 func newListFirstInformer[L runtime.Object](obj runtime.Object,
 	list func(context.Context, metav1.ListOptions) (L, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error),
@@ -52,7 +54,7 @@ func newListFirstInformer[L runtime.Object](obj runtime.Object,
 		},
 		WatchFuncWithContext: watchFunc,
 	}
-	return cache.NewSharedIndexInformer(listFirst{lw}, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return cache.NewSharedIndexInformer(listFirst{lw}, obj, 0, cache.Indexers{})
 }
 
 // newLonghornInformers is a Longhorn informer factory over
