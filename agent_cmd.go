@@ -32,6 +32,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 	var opts agent.Options
 	var k3sConfig, k3sDataDir, clusterTokenFile, stateDir, hostRoot string
 	var etcd kube.EtcdAccess
+	var gcPercent int
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run the node agent: cluster address and firewall, /status, k3s in its role",
@@ -60,6 +61,9 @@ nodes' proofs of life, and with --status-addr it serves /status and its own
 proof there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := agent.SetGCPercent(gcPercent, cmd.Flags().Changed("gc-percent"), os.Getenv); err != nil {
+				return err
+			}
 			log, closeLog, err := g.logger()
 			if err != nil {
 				return err
@@ -69,7 +73,6 @@ proof there.`,
 				log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: g.logLevel}))
 			}
 			opts.Log = log
-			agent.SetGCPercent(os.Getenv)
 			opts.Version = buildVersion
 			opts.StateDir, opts.Apps.StateDir = stateDir, stateDir
 			// client-go's own words (leader election, watch errors) belong
@@ -106,6 +109,7 @@ proof there.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.ConfigPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "cluster config file (JSON, EVE API field names)")
+	f.IntVar(&gcPercent, "gc-percent", agent.DefaultGCPercent, "the agent's garbage-collection target, as GOGC: the heap grows to (100+N)% of what is live before a collection; without it a GOGC in the environment stands (and reaches k3s too)")
 	f.DurationVar(&opts.ConfigAbsentGrace, "config-absent-grace", 30*time.Second, "how long the config file must be absent (ENOENT) before the node leaves the cluster")
 	f.StringVar(&opts.K3sBin, "k3s-bin", "k3s", "k3s binary")
 	f.StringVar(&k3sConfig, "k3s-config", k3s.DefaultPaths.ConfigFile, "k3s config file")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,6 +111,27 @@ func TestDoctorAndStatusExitCodesMeanTheSame(t *testing.T) {
 		cmd, err := root.ExecuteC()
 		if code := exitCode(cmd, err); err == nil || code != statusUsage {
 			t.Errorf("%v: exit %d (%v), want %d", args, code, err, statusUsage)
+		}
+	}
+}
+
+// `sitecon agent --gc-percent 0` (or below: Go's GOGC=off) is refused
+// before the agent does anything: no log file, no state.
+func TestAgentRefusesAGCPercentBelowOne(t *testing.T) {
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "agent.log")
+	for _, p := range []string{"0", "-1"} {
+		// --no-bootstrap without --node-name: were the target taken, the
+		// agent would stop at that instead, having made its log.
+		_, err := runCLI(t, filepath.Join(dir, "audit.jsonl"), "agent", "--no-bootstrap", "--gc-percent", p, "--log-file", logFile,
+			"--state-dir", filepath.Join(dir, "state"), "--config", filepath.Join(dir, "cluster.json"))
+		if err == nil || !strings.Contains(err.Error(), "give at least 1") {
+			t.Errorf("--gc-percent %s: %v", p, err)
+		}
+	}
+	for _, made := range []string{logFile, filepath.Join(dir, "state")} {
+		if _, err := os.Stat(made); !os.IsNotExist(err) {
+			t.Errorf("a refused --gc-percent made %s (%v)", made, err)
 		}
 	}
 }

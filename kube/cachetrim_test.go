@@ -194,6 +194,13 @@ func TestSnapshotCacheDropsManagedFieldsAndKeepsWhatIsShown(t *testing.T) {
 	if !slices.ContainsFunc(served.Items, func(r lhv1beta2.Replica) bool { return len(r.Labels) > 0 && len(r.OwnerReferences) > 0 }) {
 		t.Fatalf("none of the API server's %d replicas has labels and an owner: the test proves nothing of them", len(served.Items))
 	}
+	servedEngines, err := clients.Longhorn.LonghornV1beta2().Engines(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(servedEngines.Items, func(e lhv1beta2.Engine) bool { return len(e.Labels) > 0 && len(e.OwnerReferences) > 0 }) {
+		t.Fatalf("none of the API server's %d engines has labels and an owner: the test proves nothing of them", len(servedEngines.Items))
+	}
 	for _, o := range d.VMIs {
 		check("vmi", o.Name, o.ObjectMeta)
 	}

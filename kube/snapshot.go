@@ -180,7 +180,8 @@ func CountedPodsWakeNobody() SnapshotOption {
 // to the operating system once its caches hold the cluster: the initial
 // lists decode every object whole before the cache keeps its trimmed form
 // (TrimForCache), and the Go runtime keeps that peak mapped for as long
-// as its heap goal allows (about twice the live heap). For a process that
+// as its heap goal allows (twice the live heap at Go's default, 1.5
+// times in the agent: agent.DefaultGCPercent). For a process that
 // runs for days (the agent, the console): one forced collection, once.
 func ReturnSyncPeak() SnapshotOption { return func(s *Snapshot) { s.returnSyncPeak = true } }
 

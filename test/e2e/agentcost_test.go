@@ -15,7 +15,7 @@ import (
 )
 
 // The agents as the demo and a device run them (`sitecon agent`) collect
-// their garbage at agent.GCPercent, and say what they cost the device on
+// their garbage at agent.DefaultGCPercent, and say what they cost the device on
 // /metrics: the resident memory a technician would look up in top, and
 // the collector's target behind it.
 func TestAgentsCollectAtTheirGCPercent(t *testing.T) {
@@ -33,10 +33,14 @@ func TestAgentsCollectAtTheirGCPercent(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	want := fmt.Sprint(agent.GCPercent)
-	if gogc := os.Getenv("GOGC"); gogc != "" {
-		// The agents inherit this process's environment: an operator's
-		// GOGC stands (TestAgentCollectsAtItsGCPercentUnlessGOGCIsSet).
+	want := fmt.Sprint(agent.DefaultGCPercent)
+	switch gogc := os.Getenv("GOGC"); gogc {
+	case "":
+	case "off":
+		want = "-1"
+	default:
+		// The agents inherit this process's environment, and are given
+		// no --gc-percent: the GOGC stands (TestAgentCollectsAtItsGCPercent).
 		want = gogc
 	}
 	// StartAgents serves node i's metrics on 127.0.0.1:9812+i.
