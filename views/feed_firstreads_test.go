@@ -98,13 +98,18 @@ func TestFeedDrawsTheFirstReadsAtOnce(t *testing.T) {
 			}
 			return first
 		}
-		basics := firstSent(readBasics)
-		switch {
-		case basics == nil:
-			t.Fatal("the basics are read and every goroutine waits, but no frame shows them: the feed holds them for a timer")
-		case !basics.at.Equal(start):
-			t.Errorf("the first frame with the basics was sent %s after they were read", basics.at.Sub(start))
+		// sentAt fails the test unless the first frame showing stage was
+		// sent at the instant what it shows was read.
+		sentAt := func(stage int, read time.Time, what string) {
+			t.Helper()
+			switch f := firstSent(stage); {
+			case f == nil:
+				t.Fatalf("%s: read, and every goroutine waits, but no frame shows it: the feed holds it for a timer", what)
+			case !f.at.Equal(read):
+				t.Errorf("the first frame with %s was sent %s after it was read", what, f.at.Sub(read))
+			}
 		}
+		sentAt(readBasics, start, "the basics")
 
 		holdPods.Store(false)
 		syncedCh := make(chan time.Time, 1)
@@ -120,13 +125,7 @@ func TestFeedDrawsTheFirstReadsAtOnce(t *testing.T) {
 			t.Fatal("the cluster was not read within a minute of the pods' list being released")
 		}
 		synctest.Wait()
-		whole := firstSent(readAll)
-		switch {
-		case whole == nil:
-			t.Fatal("the cluster is read and every goroutine waits, but no frame shows it: the feed holds it for a timer")
-		case !whole.at.Equal(syncedAt):
-			t.Errorf("the first frame with the whole cluster was sent %s after it was read", whole.at.Sub(syncedAt))
-		}
+		sentAt(readAll, syncedAt, "the whole cluster")
 
 		// Any other change is still held to MaxFrameRate: a pod that
 		// comes right after the whole read waits out the gap.

@@ -5,13 +5,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
 	"github.com/sitecon/sitecon/agent"
-	"github.com/sitecon/sitecon/test/sitebox"
 )
 
 // The agents as the demo and a device run them (`sitecon agent`) collect
@@ -19,20 +17,7 @@ import (
 // /metrics: the resident memory a technician would look up in top, and
 // the collector's target behind it.
 func TestAgentsCollectAtTheirGCPercent(t *testing.T) {
-	site := sitebox.Shared(t)
-	site.WaitSettled(t, 90*time.Second)
-	appsDir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(appsDir, "apps"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := site.StartAgents(sitecon, appsDir, sitebox.QuickAgentTimings(5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := site.StopAgents(); err != nil {
-			t.Error(err)
-		}
-	})
+	site := startSiteboxAgents(t)
 	want := fmt.Sprint(agent.DefaultGCPercent)
 	switch gogc := os.Getenv("GOGC"); gogc {
 	case "":

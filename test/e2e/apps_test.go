@@ -477,9 +477,11 @@ func TestStaleConfigDoesNotFight(t *testing.T) {
 	waitAgents(t, all, "stale-web", 30*time.Second, "still on node-c", runningOn("node-c"))
 }
 
-// sitebox's own agents, as the demo runs them: a failed node takes its agent
-// with it (the stats leader moves), and recovery starts it again.
-func TestSiteboxFailTakesTheAgent(t *testing.T) {
+// startSiteboxAgents starts sitebox's own agents (`sitecon agent`, as the
+// demo runs them) on the settled shared site, with an empty apps
+// directory, and stops them when the test ends.
+func startSiteboxAgents(t *testing.T) *sitebox.TestSite {
+	t.Helper()
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
 	appsDir := t.TempDir()
@@ -494,6 +496,13 @@ func TestSiteboxFailTakesTheAgent(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	return site
+}
+
+// sitebox's own agents, as the demo runs them: a failed node takes its agent
+// with it (the stats leader moves), and recovery starts it again.
+func TestSiteboxFailTakesTheAgent(t *testing.T) {
+	site := startSiteboxAgents(t)
 	nodeStatus := func(node string) (apps.PublishedNode, error) {
 		var st apps.PublishedNode
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
