@@ -83,16 +83,22 @@ func (c *Controller) setFence(why string) {
 // fenceCheck asks the API server, and only when it does not answer, the
 // peers, all at once, each bounded by probeTimeout.
 func (c *Controller) fenceCheck(ctx context.Context) FenceCheck {
-	apiCtx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	if c.opts.Fence.APIReady(apiCtx) == nil {
-		return FenceCheck{APIReachable: true}
-	}
 	var peers []*corev1.Node
 	for _, n := range c.snap.Data().Nodes {
 		if n.Name != c.opts.NodeName {
 			peers = append(peers, n)
 		}
+	}
+	return fenceCheckWith(ctx, c.opts.Fence.APIReady, peers, c.opts.NodeProbe)
+}
+
+// fenceCheckWith is one check: the API server first, then, only when it is
+// not ready, every peer at once, each bounded by probeTimeout.
+func fenceCheckWith(ctx context.Context, apiReady func(context.Context) error, peers []*corev1.Node, probe NodeProbe) FenceCheck {
+	apiCtx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if apiReady(apiCtx) == nil {
+		return FenceCheck{APIReachable: true}
 	}
 	answered := make(chan bool, len(peers))
 	var wg sync.WaitGroup
@@ -102,7 +108,7 @@ func (c *Controller) fenceCheck(ctx context.Context) FenceCheck {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			defer cancel()
-			answered <- c.opts.NodeProbe(pctx, n).Alive
+			answered <- probe(pctx, n).Alive
 		}()
 	}
 	wg.Wait()

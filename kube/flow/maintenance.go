@@ -9,6 +9,7 @@ import (
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -85,30 +86,7 @@ func (m *Maintenance) walk(ctx context.Context, snap *kube.Snapshot, progress fu
 	if err := m.drain(ctx, snap, progress); err != nil {
 		return restore(err)
 	}
-	progress(fmt.Sprintf("step 2/5: power %s off or reboot it now", node))
-	if err := m.wait(ctx, "waiting for "+node+" to go down", progress, func() (string, bool) {
-		n, ok := snap.Node(node)
-		if !ok {
-			return node + " not seen", false
-		}
-		if !kube.NodeIsReady(n) {
-			return node + " is down", true
-		}
-		if bootID != "" && n.Status.NodeInfo.BootID != bootID {
-			return node + " booted", true
-		}
-		return node + " is Ready: power it off or reboot it", false
-	}); err != nil {
-		return restore(err)
-	}
-	progress("step 3/5: waiting for " + node + " to come back")
-	if err := m.wait(ctx, "waiting for "+node+" to come back", progress, func() (string, bool) {
-		n, ok := snap.Node(node)
-		if ok && kube.NodeIsReady(n) {
-			return node + " is back and Ready", true
-		}
-		return node + " is down", false
-	}); err != nil {
+	if err := m.awaitBoot(ctx, node, bootID, func() (*corev1.Node, bool) { return snap.Node(node) }, progress); err != nil {
 		return restore(err)
 	}
 	progress(fmt.Sprintf("step 4/5: waiting for %s's volumes to be healthy again (%s)", node, strings.Join(held, ", ")))
@@ -137,6 +115,36 @@ func (m *Maintenance) walk(ctx context.Context, snap *kube.Snapshot, progress fu
 	}
 	progress(node + " is back in service")
 	return nil
+}
+
+// awaitBoot is the walk's steps 2 and 3: node, whose boot ID was bootID
+// when the walk began, goes down (or boots) and comes back Ready, as
+// nodeOf reads it.
+func (m *Maintenance) awaitBoot(ctx context.Context, node, bootID string, nodeOf func() (*corev1.Node, bool), progress func(string)) error {
+	progress(fmt.Sprintf("step 2/5: power %s off or reboot it now", node))
+	if err := m.wait(ctx, "waiting for "+node+" to go down", progress, func() (string, bool) {
+		n, ok := nodeOf()
+		if !ok {
+			return node + " not seen", false
+		}
+		if !kube.NodeIsReady(n) {
+			return node + " is down", true
+		}
+		if bootID != "" && n.Status.NodeInfo.BootID != bootID {
+			return node + " booted", true
+		}
+		return node + " is Ready: power it off or reboot it", false
+	}); err != nil {
+		return err
+	}
+	progress("step 3/5: waiting for " + node + " to come back")
+	return m.wait(ctx, "waiting for "+node+" to come back", progress, func() (string, bool) {
+		n, ok := nodeOf()
+		if ok && kube.NodeIsReady(n) {
+			return node + " is back and Ready", true
+		}
+		return node + " is down", false
+	})
 }
 
 // wait looks every opts.Every until look is done, telling each new state;

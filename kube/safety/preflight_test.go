@@ -96,6 +96,10 @@ type preflightCase struct {
 	notes    []string // each must appear in a note
 	// clean: neither refusals nor warnings, whatever the lists say.
 	clean bool
+	// unpublished: no etcd member list at all. Otherwise, unless an edit
+	// published one, the site's agents have just published etcd's own
+	// list, which names the Nodes with the etcd role label (etcdOfNodes).
+	unpublished bool
 }
 
 func runPreflight(t *testing.T, tc preflightCase) safety.Preflight {
@@ -103,6 +107,9 @@ func runPreflight(t *testing.T, tc preflightCase) safety.Preflight {
 	c := kube.DrainCheck{Node: tc.node, Data: site()}
 	for _, edit := range tc.edits {
 		edit(&c)
+	}
+	if !tc.unpublished {
+		etcdOfNodes(&c)
 	}
 	p := safety.DrainPreflight(c.Facts())
 	if tc.clean && (p.Refused() || p.NeedsForce()) {
@@ -266,6 +273,26 @@ type etcdMember struct {
 }
 
 func healthyMember(node string) etcdMember { return etcdMember{node: node, healthy: true} }
+
+// etcdOfNodes publishes, unless a list is published already, the list a
+// healthy etcd gives on a site whose etcd members are the Nodes with the
+// etcd role label, as the first of them observed it a second ago.
+func etcdOfNodes(c *kube.DrainCheck) {
+	for _, cm := range c.Data.ConfigMaps {
+		if cm.Name == kube.EtcdMembersConfigMapName {
+			return
+		}
+	}
+	var members []etcdMember
+	for _, n := range c.Data.Nodes {
+		if kube.IsEtcdMember(n) {
+			members = append(members, healthyMember(n.Name))
+		}
+	}
+	if len(members) > 0 {
+		published(members[0].node, time.Second, members...)(c)
+	}
+}
 
 // published adds observer's view of etcd, observed age ago (negative: dated
 // in the future), under its own key of the sitecon-etcd-members ConfigMap.
