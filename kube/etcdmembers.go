@@ -78,6 +78,13 @@ const EtcdMembersMaxSkew = 30 * time.Second
 // (unreadable, not a server's, from the future), so that a verdict can say
 // what it did not count.
 func EtcdViews(d Data, now time.Time) (views []EtcdView, found bool, ignored []string) {
+	views, found, ignored, _ = etcdViews(d, now)
+	return views, found, ignored
+}
+
+// etcdViews is EtcdViews, and whether an entry was left out for being
+// dated ahead of now (a clock off somewhere).
+func etcdViews(d Data, now time.Time) (views []EtcdView, found bool, ignored []string, ahead bool) {
 	byName := map[string]*corev1.Node{}
 	for _, n := range d.Nodes {
 		byName[n.Name] = n
@@ -91,6 +98,7 @@ func EtcdViews(d Data, now time.Time) (views []EtcdView, found bool, ignored []s
 			v, why := judgeEtcdEntry(key, raw, byName, now)
 			if why != "" {
 				ignored = append(ignored, fmt.Sprintf("entry %s ignored: %s", key, why))
+				ahead = ahead || v.ObservedAt.Sub(now) > EtcdMembersMaxSkew
 				continue
 			}
 			views = append(views, v)
@@ -98,7 +106,7 @@ func EtcdViews(d Data, now time.Time) (views []EtcdView, found bool, ignored []s
 	}
 	slices.SortFunc(views, func(a, b EtcdView) int { return b.ObservedAt.Compare(a.ObservedAt) })
 	slices.Sort(ignored)
-	return views, found, ignored
+	return views, found, ignored, ahead
 }
 
 // judgeEtcdEntry reads one entry of the member list, published under key,
@@ -130,30 +138,53 @@ func judgeEtcdEntry(key, raw string, nodes map[string]*corev1.Node, now time.Tim
 
 // EtcdQuorumMembers decides the member list for the quorum arithmetic:
 // etcd's own, as the freshest observation a current server published has
-// it (EtcdViews), when that is younger than EtcdMembersMaxAge; else the
-// Nodes carrying the etcd role label (EtcdMembersFromNodes), and Source
-// says why. Either way a member on a node that is NotReady or cordoned is
-// not counted on: the published health can be up to a minute old, the
-// Node's is the API server's now. Nor is a member that no Node stands for:
-// its device is gone from the cluster (or never came), whatever etcd's
-// last status call said.
+// it (EtcdViews), when that is younger than EtcdMembersMaxAge and lists a
+// voting member. Otherwise quorum is unknown (Unknown says what was read,
+// when, and what to do) and no member is counted: the Nodes' etcd role
+// label is no stand-in, since it misses a member without a Node (right
+// after a node remove) and would call a quorum safe that is not. It is
+// kept in Labelled for a display to show, never counted.
+// A member on a node that is NotReady or cordoned is not counted on: the
+// published health can be up to a minute old, the Node's is the API
+// server's now. Nor is a member that no Node stands for: its device is
+// gone from the cluster (or never came), whatever etcd's last status call
+// said.
 func EtcdQuorumMembers(d Data, now time.Time) safety.EtcdQuorum {
-	views, found, ignored := EtcdViews(d, now)
-	fallback := func(why string) safety.EtcdQuorum {
-		return safety.EtcdQuorum{Members: EtcdMembersFromNodes(d.Nodes), Ignored: ignored,
-			Source: why + "; etcd members counted from the Nodes' etcd role label instead"}
+	views, found, ignored, ahead := etcdViews(d, now)
+	unknown := func(why, todo string) safety.EtcdQuorum {
+		q := safety.EtcdQuorum{Ignored: ignored, Labelled: EtcdMembersFromNodes(d.Nodes)}
+		q.Unknown = why + "; " + todo
+		q.Source = q.Unknown
+		if say := q.LabelledSay(); say != "" {
+			q.Source += "; " + say
+		}
+		return q
 	}
+	list := fmt.Sprintf("%s/%s", AppNamespace, EtcdMembersConfigMapName)
 	switch {
 	case !found:
-		return fallback(fmt.Sprintf("etcd's member list is not published (no ConfigMap %s/%s)", AppNamespace, EtcdMembersConfigMapName))
+		return unknown(fmt.Sprintf("etcd's member list is not published (no ConfigMap %s)", list),
+			fmt.Sprintf("the servers' agents publish it every %s: check that they run (sitecon status), then try again", EtcdPublishInterval))
+	case len(views) == 0 && ahead:
+		// Each entry and why it was ignored are said here too: a refusal
+		// is what the audit log keeps.
+		return unknown(fmt.Sprintf("etcd's member list in %s has no entry a current server wrote (%s)", list, strings.Join(ignored, "; ")),
+			"an entry dated ahead of this clock means a node's clock is off: check the nodes' clocks (sitecon doctor), then try again")
 	case len(views) == 0:
-		// Each entry and why it was ignored follow in Ignored.
-		return fallback(fmt.Sprintf("etcd's member list in %s/%s has no entry a current server wrote", AppNamespace, EtcdMembersConfigMapName))
+		return unknown(fmt.Sprintf("etcd's member list in %s has no entry a current server wrote (%s)", list, strings.Join(ignored, "; ")),
+			"wait for a server's agent to publish it (sitecon status says whether they run), then try again")
 	}
 	v := views[0]
 	age := now.Sub(v.ObservedAt).Truncate(time.Second)
 	if age > EtcdMembersMaxAge {
-		return fallback(fmt.Sprintf("etcd's member list is stale (last observed by %s %s ago)", v.ObservedBy, age))
+		return unknown(fmt.Sprintf("etcd's member list is stale: its freshest entry was observed by %s at %s, %s ago by this clock (more than the %s allowed)",
+			v.ObservedBy, v.ObservedAt.UTC().Format(time.RFC3339), age, EtcdMembersMaxAge),
+			"no server's agent has published since, or a clock is off: check the servers' agents (sitecon status) and the nodes' clocks, then try again")
+	}
+	if !slices.ContainsFunc(v.Members, func(m EtcdMemberStatus) bool { return !m.Learner }) {
+		// etcd's own list always holds the member that answered it.
+		return unknown(fmt.Sprintf("etcd's member list as %s observed it at %s lists no voting member, which etcd's own never does", v.ObservedBy, v.ObservedAt.UTC().Format(time.RFC3339)),
+			"wait for a fresh list, then try again")
 	}
 	byName := map[string]*corev1.Node{}
 	for _, n := range d.Nodes {
@@ -220,7 +251,8 @@ func EtcdMemberNode(m EtcdMemberStatus, nodes []*corev1.Node) string {
 }
 
 // EtcdMembersFromNodes is the etcd member list as the Nodes tell it: every
-// Node with the etcd role label; healthy when Ready and not cordoned.
+// Node with the etcd role label; healthy when Ready and not cordoned. For
+// a display only (EtcdQuorum.Labelled): quorum is never counted from it.
 func EtcdMembersFromNodes(nodes []*corev1.Node) []safety.Member {
 	var out []safety.Member
 	for _, n := range nodes {

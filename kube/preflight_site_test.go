@@ -265,7 +265,11 @@ func TestRemoveAsConfirmedJudgesTheSeedAgain(t *testing.T) {
 			t.Errorf("restore the cluster record: %v", err)
 		}
 	})
-	confirmed, err := kube.CheckDrain(ctx, clients, kube.Data{Nodes: nodesNow(t, clients)}, "node-c", kube.DrainOptions{Purpose: safety.PurposeRemove})
+	// Quorum is counted from etcd's own list only (issue 36): node-a's
+	// agent's, published now, as the re-check reads it again.
+	members := publishEtcdNow(t, site, clients)
+	confirmed, err := kube.CheckDrain(ctx, clients, kube.Data{Nodes: nodesNow(t, clients), ConfigMaps: []*corev1.ConfigMap{members}},
+		"node-c", kube.DrainOptions{Purpose: safety.PurposeRemove})
 	if err != nil || confirmed.Refused() {
 		t.Fatalf("removing node-c, with node-a the seed: %v %q", err, confirmed.Refusals)
 	}
@@ -310,6 +314,32 @@ func TestRemoveAsConfirmedJudgesTheSeedAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// publishEtcdNow publishes etcd's member list as node-a's agent observes
+// it now through node-a's member, and returns the ConfigMap; deleted at
+// the test's end.
+func publishEtcdNow(t *testing.T, site *sitebox.TestSite, clients *kube.Clients) *corev1.ConfigMap {
+	t.Helper()
+	ctx := context.Background()
+	local, ok := site.EtcdMemberOf("node-a")
+	if !ok {
+		t.Fatal("sitebox runs no etcd member for node-a")
+	}
+	view, err := kube.ObserveEtcd(ctx, kube.EtcdAccess{Endpoint: local.ClientURL()}, "node-a", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := clients.Core.CoreV1().ConfigMaps(kube.AppNamespace)
+	t.Cleanup(func() { _ = cms.Delete(context.Background(), kube.EtcdMembersConfigMapName, metav1.DeleteOptions{}) })
+	if err := kube.PublishEtcdView(ctx, clients.Core, view); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cms.Get(ctx, kube.EtcdMembersConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
 }
 
 func nodesNow(t *testing.T, clients *kube.Clients) []*corev1.Node {

@@ -1,9 +1,12 @@
 package kube
 
 import (
+	"cmp"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +41,29 @@ func site3() Data {
 	for _, r := range d.Replicas {
 		r.Spec.Active = true // as Longhorn's replicas in use are
 	}
+	return withEtcdList(d)
+}
+
+// withEtcdList publishes in d the member list a healthy etcd gives on a
+// site whose members are the Nodes with the etcd role label, as the first
+// of them observed it now: what the quorum arithmetic counts (an unknown
+// list refuses a server's drain).
+func withEtcdList(d Data) Data {
+	view := EtcdView{ObservedAt: time.Now().UTC(), Endpoint: "https://127.0.0.1:2379"}
+	for _, n := range d.Nodes {
+		if IsEtcdMember(n) {
+			view.ObservedBy = cmp.Or(view.ObservedBy, n.Name)
+			view.Members = append(view.Members, EtcdMemberStatus{Name: n.Name, Healthy: true})
+		}
+	}
+	raw, err := json.Marshal(view)
+	if err != nil {
+		panic(err)
+	}
+	d.ConfigMaps = append(d.ConfigMaps, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: EtcdMembersConfigMapName, Namespace: AppNamespace},
+		Data:       map[string]string{view.ObservedBy: string(raw)},
+	})
 	return d
 }
 

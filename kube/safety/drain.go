@@ -139,9 +139,10 @@ func (p Preflight) NeedsForce() bool { return len(p.Warnings) > 0 }
 // Quorum is arithmetic: with M etcd members, floor(M/2)+1 must stay healthy
 // with the node out; the refusal says the numbers. The members are etcd's
 // own list as the agents publish it, each healthy when etcd's status call
-// answered and its Node is Ready and not cordoned (kube.EtcdQuorumMembers); a
-// list that is missing or stale gives way to the Nodes' etcd role label,
-// and a note says which was counted.
+// answered and its Node is Ready and not cordoned (kube.EtcdQuorumMembers).
+// A list that is missing, stale or otherwise not to be counted on leaves
+// quorum unknown: a server's drain, remove or replace is refused with why,
+// never judged on the Nodes' etcd role label instead.
 // A remove that leaves the cluster unable to take a failure warns (needs
 // --force); so does removing a node that is still Ready. A remove never
 // takes the last server or the node this runs on.
@@ -192,11 +193,40 @@ func DrainPreflight(c DrainFacts) Preflight {
 
 // quorumChecks: the etcd arithmetic, and what a remove must never take.
 func quorumChecks(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
+	if c.Etcd.FromEtcd {
+		quorumArithmetic(p, c, target, purpose)
+	} else {
+		quorumUnknown(p, c, target, purpose)
+	}
+	if !purpose.removes() {
+		return
+	}
+	if target.Server {
+		last := true
+		for _, n := range c.Nodes {
+			if n.Name != c.Node && n.Server {
+				last = false
+			}
+		}
+		if last {
+			p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the last server: %s it ends the cluster", c.Node, purpose.verb()))
+		}
+	}
+	if c.LocalNode != "" && c.LocalNode == c.Node {
+		p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the node this runs on: a node does not remove itself; run this from another node", c.Node))
+	}
+	if target.Ready {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is Ready (the device is alive): %s a live node needs --force and its name typed; to service it, drain it instead", c.Node, purpose.verb()))
+	}
+}
+
+// quorumArithmetic: the arithmetic over etcd's own member list.
+func quorumArithmetic(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
 	members := c.Etcd
 	q := TakeOut(members.Members, c.Node, purpose.verb())
 	if q.IsMember || target.EtcdMember {
-		// Never silent about which list was counted: a fallback to the
-		// labels is said, and so is a server the list does not have.
+		// Never silent about which list was counted, nor about a server
+		// the list does not have.
 		p.Notes = append(p.Notes, members.Source)
 		p.Notes = append(p.Notes, members.Learners...)
 		p.Notes = append(p.Notes, members.Ignored...)
@@ -223,26 +253,23 @@ func quorumChecks(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
 	case q.Spare() < 1:
 		p.Notes = append(p.Notes, q.String()+": one more failure loses quorum")
 	}
-	if !purpose.removes() {
+}
+
+// quorumUnknown: with no member list to count on, taking a server out is
+// refused, whatever the Nodes' labels would count. A node the labels do
+// not call a server (a k3s agent) runs no etcd member: its drain needs no
+// quorum. A server without the etcd label is refused too: with etcd's list
+// unknown, nothing says it runs no member.
+func quorumUnknown(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
+	if !target.Server && !target.EtcdMember {
 		return
 	}
-	if target.Server {
-		last := true
-		for _, n := range c.Nodes {
-			if n.Name != c.Node && n.Server {
-				last = false
-			}
-		}
-		if last {
-			p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the last server: %s it ends the cluster", c.Node, purpose.verb()))
-		}
+	why := cmp.Or(c.Etcd.Unknown, "etcd's member list was not read")
+	p.Refusals = append(p.Refusals, fmt.Sprintf("etcd's quorum is unknown, so %s %s cannot be judged: %s", purpose.verb(), c.Node, why))
+	if say := c.Etcd.LabelledSay(); say != "" {
+		p.Notes = append(p.Notes, say)
 	}
-	if c.LocalNode != "" && c.LocalNode == c.Node {
-		p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the node this runs on: a node does not remove itself; run this from another node", c.Node))
-	}
-	if target.Ready {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is Ready (the device is alive): %s a live node needs --force and its name typed; to service it, drain it instead", c.Node, purpose.verb()))
-	}
+	p.Notes = append(p.Notes, c.Etcd.Ignored...)
 }
 
 // lastCopy is a volume whose only up-to-date copy is on the node.

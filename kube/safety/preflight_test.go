@@ -327,8 +327,8 @@ func publishedAs(key, observedBy string, age time.Duration, members ...etcdMembe
 // Issue 10 item 4: the member list comes from etcd itself, as the server
 // nodes' agents publish it (ConfigMap sitecon-etcd-members, one key per
 // observing node), not from the Nodes' etcd role label. A list that is
-// missing or stale is not trusted: the Nodes are counted instead, and the
-// verdict says so.
+// missing or stale is not counted, and nothing stands in for it (issue
+// 36): the verdict refuses and says what was read, when, and what to do.
 func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
 	type member = etcdMember
 	healthy := healthyMember
@@ -357,12 +357,15 @@ func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
 		"a member healthy in etcd on a NotReady node is not counted on": {node: "node-a",
 			edits:    []func(*kube.DrainCheck){published("node-a", 5*time.Second, healthy("node-a"), healthy("node-b"), healthy("node-c")), notReady("node-c")},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); draining node-a leaves 1 of the 2 needed"}},
-		"a stale list: the Nodes are counted, and that is said": {node: "node-a", clean: true,
+		"a stale list: refused, with what was read and when": {node: "node-a",
 			edits: []func(*kube.DrainCheck){published("node-a", 10*time.Minute,
 				healthy("node-a"), healthy("node-b"), member{node: "node-c", err: "context deadline exceeded"})},
-			notes: []string{"etcd's member list is stale (last observed by node-a 10m0s ago); etcd members counted from the Nodes' etcd role label instead"}},
-		"no list: the Nodes are counted, and that is said": {node: "node-a", clean: true,
-			notes: []string{"etcd's member list is not published (no ConfigMap eve-kube-app/sitecon-etcd-members); etcd members counted from the Nodes' etcd role label instead"}},
+			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list is stale: its freshest entry was observed by node-a at ",
+				"10m0s ago by this clock (more than the 1m30s allowed)", "check the servers' agents (sitecon status) and the nodes' clocks, then try again"},
+			notes: []string{"the Nodes' etcd role label names node-a, node-b, node-c: not counted"}},
+		"no list: refused, and that is said": {node: "node-a", unpublished: true,
+			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list is not published (no ConfigMap eve-kube-app/sitecon-etcd-members)",
+				"check that they run (sitecon status), then try again"}},
 		"the freshest observation counts": {node: "node-a",
 			edits: []func(*kube.DrainCheck){
 				published("node-b", 50*time.Second, healthy("node-a"), healthy("node-b"), healthy("node-c")),
@@ -405,16 +408,101 @@ func TestDrainQuorumTrustsOnlyCurrentServers(t *testing.T) {
 			edits:    []func(*kube.DrainCheck){honest, publishedAs("node-w", "node-b", time.Second, allHealthy...)},
 			refusals: []string{lost},
 			notes:    []string{`entry node-w ignored: it says it was observed by "node-b"`}},
-		"only untrusted entries: the Nodes are counted, and that is said": {node: "node-a", clean: true,
+		"only untrusted entries: refused, each said": {node: "node-a",
 			edits: []func(*kube.DrainCheck){published("node-w", time.Second, allHealthy...), published("node-b", -time.Hour, allHealthy...)},
-			notes: []string{"etcd's member list in eve-kube-app/sitecon-etcd-members has no entry a current server wrote; etcd members counted from the Nodes' etcd role label instead",
-				"entry node-b ignored: dated",
-				"entry node-w ignored: node-w is not a server"}},
+			refusals: []string{"etcd's member list in eve-kube-app/sitecon-etcd-members has no entry a current server wrote",
+				"entry node-b ignored: dated", "entry node-w ignored: node-w is not a server",
+				"check the nodes' clocks"}},
 		"a member no Node stands for is not counted on": {node: "node-a",
 			edits:    []func(*kube.DrainCheck){published("node-a", 5*time.Second, append(allHealthy, healthyMember("node-gone"))...)},
 			refusals: []string{"4 etcd members, 1 unhealthy (node-gone-1a2b3c50: no Node in the cluster stands for this member); draining node-a leaves 2 of the 3 needed"}},
 	} {
 		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
+	}
+}
+
+// Issue 36 A: a clock a minute off made every entry of the member list
+// look future-dated, and the quorum arithmetic counted the Nodes' etcd
+// role label instead, which misses a member without a Node (right after
+// a node remove): a drain that lost quorum passed with a note. A list
+// that cannot be counted on leaves quorum unknown, and whatever needs
+// quorum is refused with what was read, when, and what to do.
+func TestDrainRefusesAnUnknownQuorum(t *testing.T) {
+	purpose := func(p safety.Purpose) func(*kube.DrainCheck) { return func(c *kube.DrainCheck) { c.Purpose = p } }
+	// node-d was just removed: its Node is gone, its member not yet.
+	withD := []etcdMember{healthyMember("node-a"), healthyMember("node-b"), healthyMember("node-c"), healthyMember("node-d")}
+	controlPlaneOnly := func(c *kube.DrainCheck) {
+		c.Data.Nodes = append(c.Data.Nodes, mkNode("node-s", true, map[string]string{"node-role.kubernetes.io/control-plane": "true"}))
+	}
+	for name, tc := range map[string]preflightCase{
+		"a clock a minute ahead does not switch to the labels": {node: "node-a",
+			edits: []func(*kube.DrainCheck){published("node-b", -time.Minute, withD...)},
+			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list in eve-kube-app/sitecon-etcd-members has no entry a current server wrote",
+				"entry node-b ignored: dated", "ahead of this clock", "check the nodes' clocks (sitecon doctor), then try again"},
+			notes: []string{"the Nodes' etcd role label names node-a, node-b, node-c: not counted (it misses a member without a Node, as right after a node remove)"}},
+		"the same list in time counts the member without a Node": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){published("node-b", 5*time.Second, withD...)},
+			refusals: []string{"4 etcd members, 1 unhealthy (node-d-1a2b3c50: no Node in the cluster stands for this member); draining node-a leaves 2 of the 3 needed"}},
+		"a remove on a stale list": {node: "node-c",
+			edits: []func(*kube.DrainCheck){purpose(safety.PurposeRemove), published("node-a", 10*time.Minute, withD...),
+				func(c *kube.DrainCheck) { c.Data.Nodes[2] = mkNode("node-c", false, servers) }},
+			refusals: []string{"etcd's quorum is unknown, so removing node-c cannot be judged: etcd's member list is stale"}},
+		"a replace with no list": {node: "node-c", unpublished: true,
+			edits: []func(*kube.DrainCheck){purpose(safety.PurposeReplace),
+				func(c *kube.DrainCheck) { c.Data.Nodes[2] = mkNode("node-c", false, servers) }},
+			refusals: []string{"etcd's quorum is unknown, so replacing node-c cannot be judged: etcd's member list is not published"}},
+		"a list that names no voting member is not etcd's": {node: "node-a",
+			edits: []func(*kube.DrainCheck){published("node-a", time.Second, etcdMember{node: "node-a", healthy: true, learner: true})},
+			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list as node-a observed it",
+				"lists no voting member", "wait for a fresh list, then try again"}},
+		"a server without the etcd label may still run a member": {node: "node-s", unpublished: true,
+			edits:    []func(*kube.DrainCheck){controlPlaneOnly},
+			refusals: []string{"etcd's quorum is unknown, so draining node-s cannot be judged"}},
+		"a worker's drain needs no quorum": {node: "node-w", unpublished: true, clean: true},
+	} {
+		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
+	}
+}
+
+// Issue 36 A, the re-check: a drain or remove confirmed on a fresh list
+// is stopped when the list has gone stale by the time it runs.
+func TestReconfirmStopsOnAQuorumGoneUnknown(t *testing.T) {
+	all := []etcdMember{healthyMember("node-a"), healthyMember("node-b"), healthyMember("node-c")}
+	confirmed := runPreflight(t, preflightCase{node: "node-a", clean: true,
+		edits: []func(*kube.DrainCheck){published("node-b", time.Second, all...)}})
+	now := runPreflight(t, preflightCase{node: "node-a",
+		edits:    []func(*kube.DrainCheck){published("node-b", 5*time.Minute, all...)},
+		refusals: []string{"etcd's quorum is unknown"}})
+	if reasons := safety.Reconfirm(confirmed, now); len(reasons) == 0 {
+		t.Fatalf("the re-check let a drain run on a stale member list: %q", now.Notes)
+	}
+}
+
+// Issue 36 A, at the source: an untrustworthy list counts no member, so no
+// reader (the preflight, the doctor's finding) can count the Nodes' labels
+// for etcd's members and call that healthy.
+func TestEtcdQuorumMembersCountsNoLabelsForEtcd(t *testing.T) {
+	all := []etcdMember{healthyMember("node-a"), healthyMember("node-b"), healthyMember("node-c")}
+	for name, edits := range map[string][]func(*kube.DrainCheck){
+		"not published":        nil,
+		"stale":                {published("node-a", 10*time.Minute, all...)},
+		"dated a minute ahead": {published("node-a", -time.Minute, all...)},
+		"from a worker only":   {published("node-w", time.Second, all...)},
+		"no voting member":     {published("node-a", time.Second)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := kube.DrainCheck{Data: site()}
+			for _, edit := range edits {
+				edit(&c)
+			}
+			q := kube.EtcdQuorumMembers(c.Data, time.Now())
+			if q.FromEtcd || len(q.Members) > 0 {
+				t.Fatalf("an untrustworthy list counted %d members (from etcd: %v): %s", len(q.Members), q.FromEtcd, q.Source)
+			}
+			if !strings.Contains(q.Source, "try again") {
+				t.Errorf("the source does not say what to do: %s", q.Source)
+			}
+		})
 	}
 }
 

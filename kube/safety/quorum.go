@@ -7,9 +7,9 @@ import (
 )
 
 // Member is one voting etcd member as the quorum arithmetic sees it. The
-// caller gives the list: etcd's own member list as the agents publish it,
-// or the Nodes carrying the etcd role label when that list is missing or
-// stale.
+// caller gives the list: etcd's own member list as the agents publish it
+// (EtcdQuorum), never the Nodes' etcd role label, which misses a member
+// without a Node.
 type Member struct {
 	// Name is the member's node when known, else its etcd name.
 	Name string
@@ -103,17 +103,42 @@ func plural(n int) string {
 }
 
 // EtcdQuorum is the member list the quorum arithmetic counts, and where it
-// came from.
+// came from. Only etcd's own list is counted: when it cannot be counted on
+// (not published, no entry a current server wrote, stale), quorum is
+// unknown, Members is empty and Unknown says why; whatever needs quorum is
+// refused. The zero value is unknown.
 type EtcdQuorum struct {
 	Members []Member
-	// Source says where the list came from, or why etcd's own list was
-	// not used; the preflight puts it in its verdict.
+	// Source says where the list came from, or why there is none to count
+	// on; the preflight puts it in its verdict, the doctor in its finding.
 	Source string
-	// FromEtcd: the list is etcd's own, not the Nodes' labels.
+	// FromEtcd: Members is etcd's own list, fresh.
 	FromEtcd bool
+	// Unknown, when the list cannot be counted on, says what was read,
+	// when, and what to do.
+	Unknown string
+	// Labelled are the Nodes with the etcd role label, for a display to
+	// show what it knows while quorum is unknown. Never counted: a member
+	// without a Node (right after a node remove) is missing from them, so
+	// they can call a quorum safe that etcd's list would not.
+	Labelled []Member
 	// Learners are members that do not vote yet, said in words.
 	Learners []string
 	// Ignored are the published entries not counted, each with why
 	// (kube.EtcdViews).
 	Ignored []string
+}
+
+// LabelledSay says the Labelled members in words, and that they are not
+// counted: "" when there are none.
+func (q EtcdQuorum) LabelledSay() string {
+	if len(q.Labelled) == 0 {
+		return ""
+	}
+	var names []string
+	for _, m := range q.Labelled {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("the Nodes' etcd role label names %s: not counted (it misses a member without a Node, as right after a node remove)", strings.Join(names, ", "))
 }
