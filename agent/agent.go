@@ -215,6 +215,9 @@ type Agent struct {
 	// token is since when this node applies its cluster token
 	// (tokenage.go), for the node report; nil with no config applied.
 	token *kube.TokenReport
+	// life is this node's contact with the quorum and its fence, kept by
+	// the fence watch and signed into its proof of life.
+	life *config.LifeStatus
 }
 
 // New prepares an agent.
@@ -259,13 +262,14 @@ func New(opts Options) *Agent {
 	if opts.Etcd == (kube.EtcdAccess{}) {
 		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
-	a := &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir}}
+	a := &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir},
+		life: config.NewLifeStatus(!opts.Apps.Fence.Disabled, opts.Apps.EffectiveFailoverTimeout())}
 	a.drains = newDrainRunner(opts)
 	a.bringUp = bringup.New(bringup.Options{
 		Records: a.records(), K3sBin: opts.K3sBin, K3sPaths: opts.K3sPaths, K3sLogFile: opts.K3sLogFile,
 		K3sBackoffMin: opts.K3sBackoffMin, Workloads: opts.Workloads, Kubeconfig: opts.Kubeconfig, Etcd: opts.Etcd,
 		InNetNS: opts.InNetNS, JoinUnverifiedCA: opts.JoinUnverifiedCA, MembershipTimeout: opts.MembershipTimeout,
-		LinkWait: opts.LinkWait, Log: opts.Log, Report: a.nodeReport,
+		LinkWait: opts.LinkWait, Log: opts.Log, Report: a.nodeReport, Life: a.life,
 	}, bringUpHost{a})
 	return a
 }

@@ -37,6 +37,18 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	a.mu.Lock()
 	a.snap = snap
 	a.mu.Unlock()
+	// The fence watch first, before the API server has answered once: an
+	// agent restarted while its node is cut off fences too, from its
+	// record of the peers and the pods.
+	fenceOpts := a.opts.Apps
+	fenceOpts.NodeName, fenceOpts.StateDir = node, cmp.Or(fenceOpts.StateDir, a.opts.StateDir)
+	fenceOpts.Log = a.log.With("component", "fence")
+	fenceOpts.LifeKey = lifeKey
+	if fenceOpts.ProbeDial == nil {
+		fenceOpts.ProbeDial = a.dialer()
+	}
+	fence := apps.NewFenceWatch(fenceOpts, snap, a.life)
+	go fence.Run(ctx)
 	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
 	if !ok {
 		return
@@ -100,6 +112,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	// The guard probes the lost nodes from this node's network (its
 	// namespace in tests), checking their proofs with the cluster's key.
 	opts.LifeKey = lifeKey
+	opts.FenceWatch = fence
 	if opts.ProbeDial == nil {
 		opts.ProbeDial = a.dialer()
 	}

@@ -53,7 +53,7 @@ func (a *Agent) serveExternalStatus(snap *kube.Snapshot, key config.LifeKey) (*h
 	// Beside them, this node's own report for the console and sitecon
 	// status when the cluster API does not answer.
 	report := statusserver.NodeReportHandler(key, a.opts.NodeName, a.nodeReport)
-	srv := localapi.NewServer(statusserver.WithNodeReport(statusserver.WithLifeProof(statusserver.Handler(a.opts.ClusterID, member), key, a.opts.NodeName), report))
+	srv := localapi.NewServer(statusserver.WithNodeReport(statusserver.WithLifeProof(statusserver.Handler(a.opts.ClusterID, member), key, a.opts.NodeName, a.life), report))
 	go func() { _ = srv.Serve(l) }()
 	a.log.Info("serving /status and the proof of life", "addr", l.Addr().String())
 	return srv, nil

@@ -20,7 +20,7 @@ func TestStatusServerProvesLife(t *testing.T) {
 	const cluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
 	a := New(Options{})
 	nodeB := a.lifeKey(cluster, config.Secret(config.SecureToken("pw", []byte("ca"))))
-	srv := httptest.NewUnstartedServer(statusserver.WithLifeProof(statusserver.Handler(cluster, func() bool { return true }), nodeB, "node-b"))
+	srv := httptest.NewUnstartedServer(statusserver.WithLifeProof(statusserver.Handler(cluster, func() bool { return true }), nodeB, "node-b", nil))
 	srv.Config = localapi.NewServer(srv.Config.Handler)
 	srv.Start()
 	defer srv.Close()

@@ -1,6 +1,7 @@
 package apps
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
@@ -40,6 +41,10 @@ type Options struct {
 	// stops its auto apps' workloads before the leader may force-delete
 	// them (DeriveFenceTimings).
 	Fence FenceOptions
+	// FenceWatch is this node's running fence watch, started by the agent
+	// before the cluster answers (NewFenceWatch); the controller attaches
+	// to it. Nil: no fence watch (tests of the apps part alone).
+	FenceWatch *FenceWatch
 	// NodeProbe looks for a sign of life from a lost node before one of its
 	// pods is force-deleted (default: a LifeProbe with LifeKey and
 	// ProbeDial: its agent's proof of life on its cluster address).
@@ -136,8 +141,6 @@ type Controller struct {
 	// overrideErrors are the placement ConfigMap's unusable entries as the
 	// last pass found them (under mu; Node adds them to config_errors).
 	overrideErrors map[string]string
-	// fence is why the fence watch stopped the auto apps' workloads.
-	fence string
 	// placementErrors are what the last pass's placement found wrong, by
 	// app UUID: published with what is seen, before the next pass acts.
 	placementErrors map[string]string
@@ -155,19 +158,24 @@ type Controller struct {
 // it derives (16.2 s) outlasts a 10 s blink of the node's link.
 const DefaultFailoverTimeout = 28 * time.Second
 
-// New prepares the apps controller over a started snapshot.
-func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
+// EffectiveFailoverTimeout is the failover timeout opts run with: the
+// leader's timer and the fence bound come from one derivation, so a timer
+// too short to fence before is raised (unless the node does not fence).
+func (opts Options) EffectiveFailoverTimeout() time.Duration {
+	t := cmp.Or(opts.FailoverTimeout, DefaultFailoverTimeout)
+	if !opts.Fence.Disabled {
+		t = DeriveFenceTimings(t).ForceDeleteAfter
+	}
+	return t
+}
+
+// withFenceDefaults fills what the fence watch and the failover guard
+// share: the timeout, the API check, the stop and the life probe.
+func (opts Options) withFenceDefaults(snap *kube.Snapshot) Options {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	if opts.FailoverTimeout == 0 {
-		opts.FailoverTimeout = DefaultFailoverTimeout
-	}
-	if !opts.Fence.Disabled {
-		// The leader's timer and the fence bound come from one
-		// derivation: a timer too short to fence before is raised.
-		opts.FailoverTimeout = DeriveFenceTimings(opts.FailoverTimeout).ForceDeleteAfter
-	}
+	opts.FailoverTimeout = opts.EffectiveFailoverTimeout()
 	if opts.Fence.APIReady == nil {
 		opts.Fence.APIReady = apiReady(snap)
 	}
@@ -175,8 +183,17 @@ func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
 		opts.Fence.Stop = workloads.StopPods
 	}
 	if opts.NodeProbe == nil {
-		opts.NodeProbe = LifeProbe{Key: opts.LifeKey, Dial: opts.ProbeDial}.Node
+		opts.NodeProbe = LifeProbe{Key: opts.LifeKey, Dial: opts.ProbeDial, FailoverTimeout: opts.FailoverTimeout}.Node
 	}
+	return opts
+}
+
+// New prepares the apps controller over a started snapshot.
+func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	opts = opts.withFenceDefaults(snap)
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
@@ -246,7 +263,9 @@ func (c *Controller) Node() PublishedNode {
 		}
 		maps.Copy(n.ConfigErrors, c.overrideErrors)
 	}
-	n.Fence = c.fence
+	if c.opts.FenceWatch != nil {
+		n.Fence = c.opts.FenceWatch.Reason()
+	}
 	return n
 }
 

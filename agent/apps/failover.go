@@ -371,17 +371,28 @@ func ReadReplicaNodes(ctx context.Context, clients *kube.Clients, vols []ClaimVo
 type LifeEvidence string
 
 // Kinds of evidence, and whether each is a sign of life for the guard.
+// The guard lets a failover go only on evidence that the old copy has
+// stopped: silence for the whole timer, or the node's own signed word that
+// it has fenced. Anything else from the host holds it.
 const (
 	// LifeProven: the node's own agent answered the challenge with the
 	// cluster's proof (alive).
 	LifeProven LifeEvidence = "proven"
+	// LifeFenced: the node's own agent proved that it runs and said,
+	// signed, that it has stopped its auto apps' workloads (its fence),
+	// with fencing on and the cluster's failover timeout: its pods may
+	// go (not alive, for the guard).
+	LifeFenced LifeEvidence = "fenced"
 	// LifeHostUp: the address refused the connection. A host's kernel
 	// sends that reset: the host runs (k3s down, its containers perhaps
 	// still running), so it is a sign of life.
 	LifeHostUp LifeEvidence = "host-up"
 	// LifeStranger: something answered at the address without the node's
-	// proof (a stray server, a proxy, another device that took the
-	// address, an older agent): no sign of life, reported.
+	// proof, or took the connection and never answered (a paused or
+	// thrashing host, its agent stalled while its containers run; an agent
+	// half up; a stray server or another device that took the address):
+	// a sign of the host, so it holds. The technician powers the device
+	// off, or confirms it is off.
 	LifeStranger LifeEvidence = "stranger"
 	// LifeSilent: the connection timed out or found no route to the host:
 	// no sign of life.
@@ -399,6 +410,9 @@ type NodeLife struct {
 	Evidence LifeEvidence
 	// Detail says what was tried and what came back, for the report.
 	Detail string
+	// State is the node's agent's signed word about its fence (nil: no
+	// proof, or an answer that said nothing of it).
+	State *config.LifeState
 }
 
 // NodeProbe looks for a sign of life from a node on the cluster network.
@@ -414,6 +428,9 @@ const probeTimeout = 3 * time.Second
 // node's sign of life; a refused connection is its host's.
 type LifeProbe struct {
 	Key config.LifeKey
+	// FailoverTimeout is the cluster's: a node's word that it fenced counts
+	// only when its own timeout is the same (0: not compared).
+	FailoverTimeout time.Duration
 	// Dial opens the probe's connections (nil: a plain dialer). The agent
 	// passes its own; tests check every address dialled.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -480,13 +497,13 @@ func (p LifeProbe) Probe(ctx context.Context, addr, node string) NodeLife {
 			}
 			return dialLife(addr, dialErr)
 		}
-		return NodeLife{Evidence: LifeStranger,
-			Detail: fmt.Sprintf("%s took the connection but gave no proof of life for %s (%v): not its agent", addr, node, localapi.URLErrorCause(err))}
+		return NodeLife{Alive: true, Evidence: LifeStranger,
+			Detail: fmt.Sprintf("%s took the connection but gave no proof of life for %s (%v): its host is up (paused or overloaded, its containers perhaps still running); power the device off, or confirm it is off", addr, node, localapi.URLErrorCause(err))}
 	}
 	defer resp.Body.Close()
 	stranger := func(why string) NodeLife {
-		return NodeLife{Evidence: LifeStranger,
-			Detail: fmt.Sprintf("%s answered without %s's proof of life (%s): someone else answers at that address", addr, node, why)}
+		return NodeLife{Alive: true, Evidence: LifeStranger,
+			Detail: fmt.Sprintf("%s answered without %s's proof of life (%s): a host answers at that address (the node's, half up, or another device's); power the device off, or confirm it is off", addr, node, why)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return stranger("GET " + config.LifeProofPath + " answered " + resp.Status)
@@ -498,8 +515,25 @@ func (p LifeProbe) Probe(ctx context.Context, addr, node string) NodeLife {
 	if err := p.Key.Verify(node, nonce, answer); err != nil {
 		return stranger(err.Error())
 	}
-	return NodeLife{Alive: true, Evidence: LifeProven,
+	life := NodeLife{Alive: true, Evidence: LifeProven, State: answer.State,
 		Detail: fmt.Sprintf("its agent proved at %s that it runs (cluster %s, node %s)", addr, p.Key.ClusterID(), node)}
+	if answer.State == nil {
+		return life
+	}
+	st := *answer.State
+	fencedFor, fenced := st.FencedFor()
+	switch {
+	case !fenced:
+		life.Detail += "; it has not fenced"
+	case !st.Fencing:
+		life.Detail += "; it runs without fencing"
+	case p.FailoverTimeout > 0 && st.FailoverTimeout() != p.FailoverTimeout:
+		life.Detail += fmt.Sprintf("; it fenced, but with a failover timeout of %s, not the cluster's %s", st.FailoverTimeout(), p.FailoverTimeout)
+	default:
+		life.Alive, life.Evidence = false, LifeFenced
+		life.Detail = fmt.Sprintf("its agent proved at %s that it runs and has fenced: its auto apps' workloads stopped %s ago", addr, fencedFor.Round(time.Second))
+	}
+	return life
 }
 
 // dialLife reads a failed connection: a refusal is the host's kernel

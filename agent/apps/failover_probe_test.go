@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,10 +58,10 @@ func refusingAddr(t *testing.T) string {
 func TestLifeProbe(t *testing.T) {
 	key := testLifeKey(t, "cluster-password")
 	probe := LifeProbe{Key: key}
-	agentB := serve(t, config.LifeProofHandler(key, "node-b"))
+	agentB := serve(t, config.LifeProofHandler(key, "node-b", nil))
 	// A recorded answer of node-b's real agent, replayed for every challenge.
 	recorded := httptest.NewRecorder()
-	config.LifeProofHandler(key, "node-b").ServeHTTP(recorded, httptest.NewRequest(http.MethodGet,
+	config.LifeProofHandler(key, "node-b", nil).ServeHTTP(recorded, httptest.NewRequest(http.MethodGet,
 		config.LifeProofPath+"?nonce="+strings.Repeat("00", config.LifeNonceSize), nil))
 	replayer := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(recorded.Body.Bytes())
@@ -90,6 +91,12 @@ func TestLifeProbe(t *testing.T) {
 	}
 	defer hole.Close()
 
+	cluster := LifeProbe{Key: key, FailoverTimeout: DefaultFailoverTimeout}
+	fenced := func(fencing bool, timeout time.Duration) *config.LifeStatus {
+		st := config.NewLifeStatus(fencing, timeout)
+		st.SetFenced(true, time.Now().Add(-3*time.Second))
+		return st
+	}
 	for _, c := range []struct {
 		name     string
 		addr     string
@@ -99,13 +106,24 @@ func TestLifeProbe(t *testing.T) {
 		detail   string
 	}{
 		{"the node's own agent", agentB, probe, true, LifeProven, "its agent proved at " + agentB},
-		{"a stray HTTP server (a proxy's 404)", serve(t, http.NotFoundHandler()), probe, false, LifeStranger, "404 Not Found"},
-		{"a server answering the plain /status everywhere", plainStatus, probe, false, LifeStranger, "not a proof"},
-		{"another node's agent at the address", serve(t, config.LifeProofHandler(key, "node-c")), probe, false, LifeStranger, `node "node-c"`},
-		{"another cluster's agent", serve(t, config.LifeProofHandler(testLifeKey(t, "other-password"), "node-b")), probe, false, LifeStranger, "does not verify"},
-		{"a recorded answer replayed", replayer, probe, false, LifeStranger, "does not verify"},
-		{"a server that takes the connection and never answers", hung.Addr().String(), probe, false, LifeStranger, "gave no proof"},
+		// Whatever answers at the address is a sign of the host: a paused
+		// host (SIGSTOP, thrashing) takes the connection and never
+		// answers while its containers run; a 503 or a 404 may be its own
+		// agent half up. Only silence, or the node's own word that it
+		// fenced, lets the failover go (the hold says what to do).
+		{"a stray HTTP server (a proxy's 404)", serve(t, http.NotFoundHandler()), probe, true, LifeStranger, "404 Not Found"},
+		{"a server answering the plain /status everywhere", plainStatus, probe, true, LifeStranger, "not a proof"},
+		{"another node's agent at the address", serve(t, config.LifeProofHandler(key, "node-c", nil)), probe, true, LifeStranger, `node "node-c"`},
+		{"another cluster's agent", serve(t, config.LifeProofHandler(testLifeKey(t, "other-password"), "node-b", nil)), probe, true, LifeStranger, "does not verify"},
+		{"a recorded answer replayed", replayer, probe, true, LifeStranger, "does not verify"},
+		{"a server that takes the connection and never answers (a paused host)", hung.Addr().String(), probe, true, LifeStranger, "gave no proof"},
 		{"a refused connection: the host is up", refusingAddr(t), probe, true, LifeHostUp, "refused"},
+		// The node's own signed word that it fenced lets the failover go,
+		// only from an agent that fences with the cluster's timeout.
+		{"the node's agent, fenced", serve(t, config.LifeProofHandler(key, "node-b", fenced(true, DefaultFailoverTimeout))), cluster, false, LifeFenced, "has fenced"},
+		{"the node's agent, not fenced", serve(t, config.LifeProofHandler(key, "node-b", config.NewLifeStatus(true, DefaultFailoverTimeout))), cluster, true, LifeProven, "has not fenced"},
+		{"the node's agent, running without fencing", serve(t, config.LifeProofHandler(key, "node-b", fenced(false, DefaultFailoverTimeout))), cluster, true, LifeProven, "without fencing"},
+		{"the node's agent, fenced with another timeout", serve(t, config.LifeProofHandler(key, "node-b", fenced(true, time.Minute))), cluster, true, LifeProven, "not the cluster's 28s"},
 		{"a silent address (powered off)", hole.Addr, probe, false, LifeSilent, "silent"},
 		{"no key to check a proof: unknown", agentB, LifeProbe{}, true, LifeUnknown, "no cluster token"},
 	} {
@@ -126,7 +144,7 @@ func TestLifeProbeNode(t *testing.T) {
 		mu.Lock()
 		nonces = append(nonces, r.URL.Query().Get("nonce"))
 		mu.Unlock()
-		config.LifeProofHandler(key, "node-b").ServeHTTP(w, r)
+		config.LifeProofHandler(key, "node-b", nil).ServeHTTP(w, r)
 	}))
 	var dialled []string
 	probe := LifeProbe{Key: key, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -18,8 +18,9 @@ type FenceTimings struct {
 	// pod on an unreachable node before it may force-delete it, once
 	// evicted (DecideFailover's Timeout).
 	ForceDeleteAfter time.Duration
-	// FenceAfter is how long a node goes without reaching the API server
-	// or any peer before it stops its auto apps' workloads.
+	// FenceAfter is how long a node goes without reaching a ready API
+	// server, or a peer that proves it reaches one, before it stops its
+	// auto apps' workloads.
 	FenceAfter time.Duration
 	// Margin is ForceDeleteAfter - FenceAfter.
 	Margin time.Duration
@@ -126,9 +127,10 @@ type FenceCheck struct {
 	// Wall is the wall-clock time of the check, for the report only.
 	Wall time.Time
 	// APIReachable: the API server answered ready (a server that answers
-	// without quorum is not ready). PeerAnswered: at least one peer's
-	// agent gave a sign of life.
-	APIReachable, PeerAnswered bool
+	// without quorum is not ready). PeerInContact: a peer's agent proved
+	// that it reached a ready API server just now (peerInContact); a peer
+	// that merely answers may be cut off with this node.
+	APIReachable, PeerInContact bool
 }
 
 // FenceVerdict is what a check decided and why.
@@ -148,14 +150,14 @@ type FenceState struct {
 // Fenced says whether the node is fenced now.
 func (s *FenceState) Fenced() bool { return s.fenced }
 
-// Observe decides one check: fence once neither the API server nor any
-// peer has been reached for bound (counted from the last contact, or
-// from the watch's start), lift on the first contact after.
+// Observe decides one check: fence once neither the API server nor a peer
+// in contact with it has been reached for bound (counted from the last
+// contact, or from the watch's start), lift on the first contact after.
 func (s *FenceState) Observe(c FenceCheck, bound time.Duration) FenceVerdict {
 	if !s.started {
 		s.started, s.lastContact, s.lastContactWall = true, c.Mono, c.Wall
 	}
-	if c.APIReachable || c.PeerAnswered {
+	if c.APIReachable || c.PeerInContact {
 		s.lastContact, s.lastContactWall = c.Mono, c.Wall
 		if s.fenced {
 			s.fenced = false
@@ -166,9 +168,9 @@ func (s *FenceState) Observe(c FenceCheck, bound time.Duration) FenceVerdict {
 	lost := c.Mono - s.lastContact
 	since := s.lastContactWall.UTC().Format(time.RFC3339)
 	if lost < bound {
-		return FenceVerdict{Action: FenceNone, Reason: fmt.Sprintf("API server and every peer silent for %s of %s (last contact %s)", lost.Round(time.Second), bound, since)}
+		return FenceVerdict{Action: FenceNone, Reason: fmt.Sprintf("no contact with the quorum (API server not ready, no peer proves it reaches one) for %s of %s (last contact %s)", lost.Round(time.Second), bound, since)}
 	}
 	s.fenced = true
-	return FenceVerdict{Action: FenceStop, Reason: fmt.Sprintf("API server and every peer silent for %s (last contact %s, fence bound %s): stopping this node's auto apps' workloads before the others may force-delete them",
+	return FenceVerdict{Action: FenceStop, Reason: fmt.Sprintf("no contact with the quorum (API server not ready, no peer proves it reaches one) for %s (last contact %s, fence bound %s): stopping this node's auto apps' workloads before the others may force-delete them",
 		lost.Round(time.Second), since, bound)}
 }

@@ -1,8 +1,23 @@
 package apps
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/workloads"
 )
 
 // The fence comes before the force-delete with the margin the derivation
@@ -66,13 +81,13 @@ func TestFenceDecision(t *testing.T) {
 			{mono: 80 * time.Second},
 			{mono: 88 * time.Second, want: FenceNone},
 		},
-		"the API down but a peer answers (k3s restarting here): not cut off": {
+		"the API down here but a peer proves it reaches one (k3s restarting here): not cut off": {
 			{mono: 0, api: true},
 			{mono: 10 * time.Second, peer: true},
 			{mono: 100 * time.Second, peer: true},
 			{mono: 140 * time.Second, want: FenceNone},
 		},
-		"a peer answers, then silence: the bound counts from that answer": {
+		"a peer in contact, then none: the bound counts from that answer": {
 			{mono: 0, api: true},
 			{mono: 30 * time.Second, peer: true},
 			{mono: 74 * time.Second, want: FenceNone},
@@ -100,7 +115,7 @@ func TestFenceDecision(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var st FenceState
 			for i, c := range checks {
-				v := st.Observe(FenceCheck{Mono: c.mono, Wall: wall.Add(c.mono + c.wallShift), APIReachable: c.api, PeerAnswered: c.peer}, bound)
+				v := st.Observe(FenceCheck{Mono: c.mono, Wall: wall.Add(c.mono + c.wallShift), APIReachable: c.api, PeerInContact: c.peer}, bound)
 				if c.want == "" {
 					c.want = FenceNone
 				}
@@ -109,5 +124,154 @@ func TestFenceDecision(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// peerAt is a Node named name whose InternalIP the probe's dialer sends to
+// addr (a loopback test server).
+func peerAt(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "127.0.44." + name[len(name)-1:]}}}}
+}
+
+// A cut-off group of two (a server whose API server lost quorum and a
+// worker beside it) answers each other: a peer's answer is contact only
+// when the peer proves that it reaches a ready API server itself.
+func TestFenceCheckCountsOnlyPeersInContact(t *testing.T) {
+	key := testLifeKey(t, "cluster-password")
+	noQuorum := func(context.Context) error { return errors.New("readyz: etcd has no quorum") }
+	ready := func(context.Context) error { return nil }
+	// status is a peer agent's record: reached the quorum ago (<0: never).
+	status := func(ago time.Duration) *config.LifeStatus {
+		st := config.NewLifeStatus(true, DefaultFailoverTimeout)
+		if ago >= 0 {
+			st.QuorumContact(time.Now().Add(-ago))
+		}
+		return st
+	}
+	for _, c := range []struct {
+		name    string
+		api     func(context.Context) error
+		peer    http.Handler // nil: no peer at all
+		contact bool
+	}{
+		{"API ready", ready, nil, true},
+		// The other half of the cut-off pair: its agent answers, proving
+		// only that it runs (an older agent's answer says no more).
+		{"a peer that answers but claims no contact", noQuorum, config.LifeProofHandler(key, "node-b", nil), false},
+		{"a peer that never reached the quorum since it started", noQuorum, config.LifeProofHandler(key, "node-b", status(-1)), false},
+		{"a peer whose last contact is old", noQuorum, config.LifeProofHandler(key, "node-b", status(peerContactFresh+time.Second)), false},
+		{"a peer in contact just now (k3s restarting here)", noQuorum, config.LifeProofHandler(key, "node-b", status(time.Second)), true},
+		// A peer's claim of contact counts only signed by the cluster's key.
+		{"another cluster's agent in contact", noQuorum, config.LifeProofHandler(testLifeKey(t, "other-password"), "node-b", status(0)), false},
+		{"no peer answers", noQuorum, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			addr := refusingAddr(t)
+			if c.peer != nil {
+				addr = serve(t, c.peer)
+			}
+			probe := LifeProbe{Key: key, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}}
+			check := fenceCheckWith(context.Background(), c.api, []*corev1.Node{peerAt("node-b")}, probe.Node)
+			if got := check.APIReachable || check.PeerInContact; got != c.contact {
+				t.Fatalf("%+v: contact %v, want %v", check, got, c.contact)
+			}
+		})
+	}
+}
+
+// An agent restarted while its node is cut off fences too: before the
+// cluster cache has anything, the watch fences from its durable record of
+// the peers and the auto pods, written by the run before.
+func TestFenceWatchFencesFromItsRecordBeforeTheCacheAnswers(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/" + FenceRecordFile
+	data, _ := json.Marshal(fenceRecord{Node: "node-a", Peers: []fencePeer{{Name: "node-b", Address: "127.0.44.2"}},
+		AutoPods: []string{"uid-auto-1", "uid-auto-2"}, Written: &metav1.Time{Time: time.Now()}})
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var probed []string
+	stopped := make(chan []string, 100)
+	life := config.NewLifeStatus(true, DefaultFailoverTimeout)
+	w := &FenceWatch{Node: "node-a", Bound: 50 * time.Millisecond, RecordPath: path, Status: life,
+		APIReady: func(context.Context) error { return errors.New("connection refused") },
+		Peers:    func() []*corev1.Node { return nil }, // the cache is empty: the API never answered
+		AutoPods: func() ([]string, bool) { return nil, false },
+		Probe: func(_ context.Context, n *corev1.Node) NodeLife {
+			mu.Lock()
+			defer mu.Unlock()
+			probed = append(probed, n.Name+"@"+internalIP(n))
+			return NodeLife{Evidence: LifeSilent}
+		},
+		Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
+			stopped <- uids
+			return workloads.Report{}, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	select {
+	case uids := <-stopped:
+		if !slices.Equal(uids, []string{"uid-auto-1", "uid-auto-2"}) {
+			t.Fatalf("stopped %v, want the record's auto pods", uids)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch never fenced from its record")
+	}
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(probed) == 0 || probed[0] != "node-b@127.0.44.2" {
+		t.Errorf("probed %v, want the record's peer at its address", probed)
+	}
+	if w.Reason() == "" {
+		t.Error("fenced without a reason in the node's status")
+	}
+	if d, ok := life.State(time.Now()).FencedFor(); !ok || d < 0 {
+		t.Errorf("the proof of life does not say the node fenced: %+v", life.State(time.Now()))
+	}
+}
+
+// The record follows the cache and the apps part, is written whole, and a
+// record of another node's, or one that cannot be read, is not used.
+func TestFenceRecordFollowsTheCache(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/" + FenceRecordFile
+	peers := []*corev1.Node{peerAt("node-a"), peerAt("node-b"), peerAt("node-c")}
+	pods := []string{"uid-2", "uid-1"}
+	w := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
+		Peers: func() []*corev1.Node { return peers }, AutoPods: func() ([]string, bool) { return pods, true }}
+	gotPeers, gotPods, known := w.sources()
+	if len(gotPeers) != 2 || !known || len(gotPods) != 2 {
+		t.Fatalf("peers %d, pods %v (known %v): want node-b and node-c, and both pods", len(gotPeers), gotPods, known)
+	}
+	var rec fenceRecord
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil || rec.Node != "node-a" || !slices.Equal(rec.AutoPods, []string{"uid-1", "uid-2"}) || len(rec.Peers) != 2 {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	// A fresh watch of node-b must not take node-a's record for its own.
+	other := &FenceWatch{Node: "node-b", RecordPath: path, Log: slog.New(slog.DiscardHandler),
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+	other.loadRecord()
+	if _, pods, known := other.sources(); known || len(pods) > 0 {
+		t.Fatalf("node-b used node-a's record: %v", pods)
+	}
+	// An unreadable record is none.
+	if err := os.WriteFile(path, []byte("{half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+	again.loadRecord()
+	if _, pods, known := again.sources(); known || len(pods) > 0 {
+		t.Fatalf("a half-written record was used: %v", pods)
 	}
 }

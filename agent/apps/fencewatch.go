@@ -2,20 +2,30 @@ package apps
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 )
 
 // FenceOptions configure the fence watch (see DeriveFenceTimings).
 type FenceOptions struct {
-	// Disabled: no fence watch, and the failover timeout is used as
-	// given, not raised to MinFailoverTimeout. For nodes whose pods have
-	// no processes here (simulated nodes); every real node fences.
+	// Disabled: the watch records and proves this node's contact with the
+	// quorum (its peers need that to tell a cut-off pair from contact) but
+	// never stops anything, and the failover timeout is used as given,
+	// not raised to MinFailoverTimeout. The node's proof of life says so,
+	// and the stats leader holds every force-delete of its pods.
 	Disabled bool
 	// APIReady checks that the API server answers ready (default: GET
 	// /readyz, which fails while its etcd has no quorum).
@@ -25,42 +35,125 @@ type FenceOptions struct {
 	Stop func(ctx context.Context, podUIDs []string) (workloads.Report, error)
 }
 
-// fenceWatch checks every fenceCheckEvery whether this node still reaches
-// the API server or, failing that, any peer's agent (Options.NodeProbe,
-// the failover guard's own sign of life); cut off past the fence bound, it
+// peerContactFresh is how recent a peer's own contact with a ready API
+// server must be for its answer to count as this node's contact with the
+// quorum: one of the peer's checks, its probe, and a second of spare.
+const peerContactFresh = fenceCheckEvery + probeTimeout + time.Second
+
+// FenceWatch checks every fenceCheckEvery whether this node is in contact
+// with the side of the cluster that holds quorum: its API server ready, or
+// failing that a peer's agent that proves (signed, LifeState) it reached a
+// ready API server within peerContactFresh. Cut off past the bound, it
 // stops this node's auto-migration apps' pods, again at every check while
-// cut off (a kubelet that still runs starts them again), and says so in
-// the node's status.
-func (c *Controller) fenceWatch(ctx context.Context) {
-	bound := DeriveFenceTimings(c.opts.FailoverTimeout).FenceAfter
+// cut off (a kubelet that still runs starts them again).
+//
+// It runs from the agent's start, before the API server has answered
+// once: an agent restarted while its node is cut off fences too. Until
+// the cluster cache holds the peers and the pods, it works from its
+// durable record (RecordPath), written whenever they change.
+type FenceWatch struct {
+	Node string
+	// Bound is the fence bound (DeriveFenceTimings' FenceAfter).
+	Bound time.Duration
+	// Disabled: see FenceOptions.Disabled.
+	Disabled bool
+	APIReady func(ctx context.Context) error
+	// Peers are the other nodes as the cluster cache shows them (nil until
+	// it has them).
+	Peers func() []*corev1.Node
+	// AutoPods are the UIDs of this node's auto apps' pods; known is false
+	// while nobody can tell (the apps part not started, the cache empty).
+	AutoPods func() (uids []string, known bool)
+	Probe    NodeProbe
+	Stop     func(ctx context.Context, podUIDs []string) (workloads.Report, error)
+	// Status receives this node's contact and fence, which its proof of
+	// life signs.
+	Status *config.LifeStatus
+	// RecordPath is the durable record of the peers and the auto pods
+	// ("": none; a restart cut off then knows neither).
+	RecordPath string
+	// Changed is called when the fence's reason changes (to "" when
+	// lifted), and Timeline receives the fence and its lifting; both set
+	// by Attach, under mu.
+	Changed  func()
+	Timeline *Timeline
+	Log      *slog.Logger
+
+	mu         sync.Mutex
+	reason     string
+	record     fenceRecord
+	controller *Controller
+}
+
+// fenceRecord is what the watch needs to fence without the cluster cache.
+type fenceRecord struct {
+	Node     string       `json:"node"`
+	Peers    []fencePeer  `json:"peers"`
+	AutoPods []string     `json:"auto_pods"`
+	Written  *metav1.Time `json:"written,omitempty"`
+}
+
+type fencePeer struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}
+
+// FenceRecordFile is the fence watch's record in the agent's state directory.
+const FenceRecordFile = "fence.json"
+
+// Reason is why the watch stopped the auto apps' workloads ("": it did not).
+func (w *FenceWatch) Reason() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reason
+}
+
+// Run checks until ctx ends.
+func (w *FenceWatch) Run(ctx context.Context) {
+	if w.Log == nil {
+		w.Log = slog.New(slog.DiscardHandler)
+	}
+	w.loadRecord()
 	start := time.Now()
 	var st FenceState
 	tick := time.NewTicker(fenceCheckEvery)
 	defer tick.Stop()
 	for {
-		check := c.fenceCheck(ctx)
-		check.Mono, check.Wall = time.Since(start), time.Now()
+		peers, pods, podsKnown := w.sources()
+		check := fenceCheckWith(ctx, w.APIReady, peers, w.Probe)
+		now := time.Now()
+		check.Mono, check.Wall = now.Sub(start), now
+		if check.APIReachable {
+			w.Status.QuorumContact(now)
+		}
 		wasFenced := st.Fenced()
-		v := st.Observe(check, bound)
-		switch v.Action {
-		case FenceStop:
+		v := st.Observe(check, w.Bound)
+		switch {
+		case v.Action == FenceStop && w.Disabled:
+			if !wasFenced {
+				w.Log.Warn("cut off from the cluster, but this agent runs without fencing: its auto apps keep running, and the leader holds their failover", "reason", v.Reason)
+			}
+		case v.Action == FenceStop:
 			// Said before it is done: whoever sees the pods gone finds
 			// the reason already in the node's status.
-			c.setFence(v.Reason)
-			pods := c.autoPodsHere()
+			w.setReason(v.Reason)
 			stopCtx, cancel := context.WithTimeout(ctx, fenceStopBudget)
-			rep, err := c.opts.Fence.Stop(stopCtx, pods)
+			rep, err := w.Stop(stopCtx, pods)
 			cancel()
+			// The node's signed word that it fenced holds only while the
+			// stop itself worked and the pods to stop were known.
+			w.Status.SetFenced(err == nil && podsKnown, now)
 			if !wasFenced {
-				c.timeline.Add(TimelineEvent{Time: check.Wall, Kind: EventRefusal, Node: c.opts.NodeName, Message: v.Reason, Warning: true})
+				w.addEvent(TimelineEvent{Time: now, Kind: EventRefusal, Node: w.Node, Message: v.Reason, Warning: true})
 			}
-			if !wasFenced || len(rep.Killed) > 0 || err != nil {
-				c.log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(pods), "killed", len(rep.Killed), "err", err)
+			if !wasFenced || len(rep.Killed) > 0 || err != nil || !podsKnown {
+				w.Log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(pods), "pods known", podsKnown, "killed", len(rep.Killed), "err", err)
 			}
-		case FenceLift:
-			c.log.Info("fence lifted", "reason", v.Reason)
-			c.timeline.Add(TimelineEvent{Time: check.Wall, Kind: EventRefusal, Node: c.opts.NodeName, Message: v.Reason})
-			c.setFence("")
+		case v.Action == FenceLift:
+			w.Log.Info("fence lifted", "reason", v.Reason)
+			w.Status.SetFenced(false, now)
+			w.addEvent(TimelineEvent{Time: now, Kind: EventRefusal, Node: w.Node, Message: v.Reason})
+			w.setReason("")
 		}
 		select {
 		case <-ctx.Done():
@@ -70,37 +163,154 @@ func (c *Controller) fenceWatch(ctx context.Context) {
 	}
 }
 
-func (c *Controller) setFence(why string) {
-	c.mu.Lock()
-	changed := c.fence != why
-	c.fence = why
-	c.mu.Unlock()
-	if changed {
-		c.notify()
+func (w *FenceWatch) setReason(why string) {
+	w.mu.Lock()
+	changed := w.reason != why
+	w.reason = why
+	notify := w.Changed
+	w.mu.Unlock()
+	if changed && notify != nil {
+		notify()
 	}
 }
 
-// fenceCheck asks the API server, and only when it does not answer, the
-// peers, all at once, each bounded by probeTimeout.
-func (c *Controller) fenceCheck(ctx context.Context) FenceCheck {
-	var peers []*corev1.Node
-	for _, n := range c.snap.Data().Nodes {
-		if n.Name != c.opts.NodeName {
+// addEvent puts ev on the attached controller's timeline, if any.
+func (w *FenceWatch) addEvent(ev TimelineEvent) {
+	w.mu.Lock()
+	tl := w.Timeline
+	w.mu.Unlock()
+	if tl != nil {
+		tl.Add(ev)
+	}
+}
+
+// sources are the peers and the auto pods to fence: from the cluster
+// cache and the apps part when they have them (the record follows them),
+// else from the record. podsKnown is false when neither knows the pods.
+func (w *FenceWatch) sources() (peers []*corev1.Node, pods []string, podsKnown bool) {
+	for _, n := range w.Peers() {
+		if n.Name != w.Node {
 			peers = append(peers, n)
 		}
 	}
-	return fenceCheckWith(ctx, c.opts.Fence.APIReady, peers, c.opts.NodeProbe)
+	pods, podsKnown = w.AutoPods()
+	rec := fenceRecord{Node: w.Node, AutoPods: slices.Sorted(slices.Values(pods))}
+	for _, n := range peers {
+		if addr := internalIP(n); addr != "" {
+			rec.Peers = append(rec.Peers, fencePeer{Name: n.Name, Address: addr})
+		}
+	}
+	w.mu.Lock()
+	last := w.record
+	w.mu.Unlock()
+	if len(peers) == 0 {
+		rec.Peers = last.Peers
+		for _, p := range last.Peers {
+			peers = append(peers, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+				Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: p.Address}}}})
+		}
+	}
+	if !podsKnown {
+		rec.AutoPods, pods = last.AutoPods, last.AutoPods
+		podsKnown = last.Written != nil
+	}
+	if !slices.Equal(rec.AutoPods, last.AutoPods) || !slices.Equal(rec.Peers, last.Peers) {
+		w.saveRecord(rec)
+	}
+	return peers, pods, podsKnown
+}
+
+func internalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// loadRecord reads the record a previous run left; an unreadable one is
+// said and treated as none (the cache writes a new one once it answers).
+func (w *FenceWatch) loadRecord() {
+	if w.RecordPath == "" {
+		w.Log.Warn("no state directory: an agent restarted while this node is cut off cannot fence before the API server answers")
+		return
+	}
+	data, err := os.ReadFile(w.RecordPath)
+	if os.IsNotExist(err) {
+		return
+	}
+	var rec fenceRecord
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err == nil && rec.Node != w.Node {
+		err = fmt.Errorf("it is node %q's, not %s's", rec.Node, w.Node)
+	}
+	if err != nil {
+		w.Log.Error("fence record unreadable: until the cluster answers, this node knows no peers and no pods to fence", "path", w.RecordPath, "err", err)
+		return
+	}
+	w.mu.Lock()
+	w.record = rec
+	w.mu.Unlock()
+}
+
+// saveRecord writes the record whole (temp, fsync, rename) and keeps it.
+func (w *FenceWatch) saveRecord(rec fenceRecord) {
+	rec.Written = &metav1.Time{Time: time.Now()}
+	w.mu.Lock()
+	w.record = rec
+	w.mu.Unlock()
+	if w.RecordPath == "" {
+		return
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(w.RecordPath, data)
+	}
+	if err != nil {
+		w.Log.Error("fence record not written: a restart cut off fences from the one before", "path", w.RecordPath, "err", err)
+	}
+}
+
+// writeFileAtomic writes data to path through a temporary file that is
+// synced and renamed over it: a reader sees the old file or the new one.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // fenceCheckWith is one check: the API server first, then, only when it is
-// not ready, every peer at once, each bounded by probeTimeout.
+// not ready, every peer at once, each bounded by probeTimeout. A peer is
+// contact only when its agent proves, signed, that it reached a ready API
+// server within peerContactFresh: a peer that is itself cut off (the other
+// half of a cut-off pair) is no contact.
 func fenceCheckWith(ctx context.Context, apiReady func(context.Context) error, peers []*corev1.Node, probe NodeProbe) FenceCheck {
 	apiCtx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if apiReady(apiCtx) == nil {
 		return FenceCheck{APIReachable: true}
 	}
-	answered := make(chan bool, len(peers))
+	inContact := make(chan bool, len(peers))
 	var wg sync.WaitGroup
 	for _, n := range peers {
 		wg.Add(1)
@@ -108,42 +318,101 @@ func fenceCheckWith(ctx context.Context, apiReady func(context.Context) error, p
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			defer cancel()
-			answered <- probe(pctx, n).Alive
+			inContact <- peerInContact(probe(pctx, n))
 		}()
 	}
 	wg.Wait()
-	close(answered)
-	for ok := range answered {
+	close(inContact)
+	for ok := range inContact {
 		if ok {
-			return FenceCheck{PeerAnswered: true}
+			return FenceCheck{PeerInContact: true}
 		}
 	}
 	return FenceCheck{}
+}
+
+// peerInContact: the peer's own agent proved that it runs and that it
+// reached a ready API server within peerContactFresh.
+func peerInContact(life NodeLife) bool {
+	if life.Evidence != LifeProven && life.Evidence != LifeFenced || life.State == nil {
+		return false
+	}
+	ago, ok := life.State.QuorumContactAgo()
+	return ok && ago <= peerContactFresh
+}
+
+// NewFenceWatch is the fence watch of the node opts names, over the
+// cluster cache snap, with its durable record in opts.StateDir. Until an
+// apps controller attaches (Attach), the auto pods are every app pod the
+// cache shows on this node once it has synced (no config tells a pinned
+// one), or the record's.
+func NewFenceWatch(opts Options, snap *kube.Snapshot, status *config.LifeStatus) *FenceWatch {
+	opts = opts.withFenceDefaults(snap)
+	w := &FenceWatch{Node: opts.NodeName, Bound: DeriveFenceTimings(opts.FailoverTimeout).FenceAfter, Disabled: opts.Fence.Disabled,
+		APIReady: opts.Fence.APIReady, Probe: opts.NodeProbe, Stop: opts.Fence.Stop, Status: status, Log: opts.Log,
+		Peers: func() []*corev1.Node {
+			if d, ok := snap.BasicsData(); ok {
+				return d.Nodes
+			}
+			return snap.Data().Nodes
+		}}
+	if opts.StateDir != "" {
+		w.RecordPath = filepath.Join(opts.StateDir, FenceRecordFile)
+	}
+	w.AutoPods = func() ([]string, bool) {
+		w.mu.Lock()
+		c := w.controller
+		w.mu.Unlock()
+		if c != nil {
+			return c.autoPodsHere()
+		}
+		return appPodsHere(snap, opts.NodeName, nil)
+	}
+	return w
+}
+
+// Attach lets the apps controller c say which pods are auto apps' (its
+// configs know the pinned ones) and receive the fence's changes.
+func (w *FenceWatch) Attach(c *Controller) {
+	w.mu.Lock()
+	w.controller = c
+	w.Changed, w.Timeline = c.notify, c.timeline
+	w.mu.Unlock()
 }
 
 // autoPodsHere are the UIDs of the pods on this node, as last seen, of
 // apps that migrate (pinned apps' pods stay: nobody else will run them).
 // An app pod whose app this node has no config for is stopped too: it
 // cannot be shown pinned, and the majority side may move it.
-func (c *Controller) autoPodsHere() []string {
+func (c *Controller) autoPodsHere() ([]string, bool) {
 	c.mu.Lock()
 	set := c.set
 	c.mu.Unlock()
-	var out []string
-	for _, p := range c.snap.Data().Pods {
-		if p.Namespace != kube.AppNamespace || p.Spec.NodeName != c.opts.NodeName {
+	return appPodsHere(c.snap, c.opts.NodeName, func(uuid string) bool {
+		app, ok := set.Apps[uuid]
+		return ok && app.Pinned()
+	})
+}
+
+// appPodsHere are the UIDs of the app pods on node but the pinned ones;
+// known is false until the cache has synced once (an empty list before
+// then is not the cluster's).
+func appPodsHere(snap *kube.Snapshot, node string, pinned func(uuid string) bool) ([]string, bool) {
+	if !snap.Synced() {
+		return nil, false
+	}
+	out := []string{}
+	for _, p := range snap.Data().Pods {
+		if p.Namespace != kube.AppNamespace || p.Spec.NodeName != node {
 			continue
 		}
 		uuid := p.Labels[kube.LabelAppUUID]
-		if uuid == "" {
-			continue
-		}
-		if app, ok := set.Apps[uuid]; ok && app.Pinned() {
+		if uuid == "" || pinned != nil && pinned(uuid) {
 			continue
 		}
 		out = append(out, string(p.UID))
 	}
-	return out
+	return out, true
 }
 
 // apiReady is the default FenceOptions.APIReady.

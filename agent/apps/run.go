@@ -31,8 +31,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer watcher.Close()
 	dirs := &watchedDirs{watcher: watcher, log: c.log}
 	dirs.arm(c.opts.AppsDir)
-	if !c.opts.Fence.Disabled {
-		go c.fenceWatch(ctx)
+	if c.opts.FenceWatch != nil {
+		c.opts.FenceWatch.Attach(c)
 	}
 	changes, unsubscribe := c.snap.Subscribe()
 	defer unsubscribe()

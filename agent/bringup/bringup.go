@@ -75,6 +75,8 @@ type Options struct {
 	// Report is this node's own report, served behind the cluster key
 	// beside /status (nil: none served).
 	Report func() kube.NodeReport
+	// Life is this node's fence state, signed into its proof of life.
+	Life *config.LifeStatus
 	Log    *slog.Logger
 }
 

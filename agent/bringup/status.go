@@ -73,7 +73,7 @@ func (r *Runner) serveStatus(ctx context.Context, v *config.Validated, member st
 	// And it tells the console and sitecon status, when the cluster API
 	// does not answer, what it knows of itself.
 	mux.Handle(config.NodeReportPath, statusserver.NodeReportHandler(key, v.NodeName, r.opts.Report))
-	mux.Handle("/", statusserver.WithCAProof(statusserver.WithLifeProof(statusserver.Handler(v.ClusterID, member), key, v.NodeName), key, v.NodeName, r.opts.K3sPaths))
+	mux.Handle("/", statusserver.WithCAProof(statusserver.WithLifeProof(statusserver.Handler(v.ClusterID, member), key, v.NodeName, r.opts.Life), key, v.NodeName, r.opts.K3sPaths))
 	srv := localapi.NewServer(mux)
 	go func() { _ = srv.Serve(l) }()
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Proof of life: before the failover guard force-deletes a lost node's pods
@@ -33,8 +34,12 @@ const LifeProofPath = "/status/proof"
 const LifeNonceSize = 32
 
 // lifeProofLabel separates this key and these MACs from every other use of
-// the cluster token.
-const lifeProofLabel = "sitecon life-proof v1"
+// the cluster token; lifeStateLabel the answers that also sign the
+// agent's fence state (LifeState) from those that do not.
+const (
+	lifeProofLabel = "sitecon life-proof v1"
+	lifeStateLabel = "sitecon life-proof v2 state"
+)
 
 // LifeKey proves and checks proofs of life for one cluster. The zero value
 // holds no key: it proves nothing and verifies nothing.
@@ -87,17 +92,31 @@ func (k LifeKey) mac(node string, nonce []byte) []byte {
 type LifeProofAnswer struct {
 	ClusterID string `json:"cluster_id"`
 	Node      string `json:"node"`
-	// Proof is the hex HMAC over the cluster id, the node and the nonce.
+	// State is the agent's fence state, signed with the rest (nil: an
+	// answer that says nothing of it, as an older agent's).
+	State *LifeState `json:"state,omitempty"`
+	// Proof is the hex HMAC over the cluster id, the node and the nonce,
+	// and the state when there is one.
 	Proof string `json:"proof"`
 }
 
-// Answer is node's answer to the challenge nonce.
+// Answer is node's answer to the challenge nonce, without a state.
 func (k LifeKey) Answer(node string, nonce []byte) LifeProofAnswer {
 	return LifeProofAnswer{ClusterID: k.clusterID, Node: node, Proof: hex.EncodeToString(k.mac(node, nonce))}
 }
 
-// Verify checks that a is node's answer to nonce in this key's cluster;
-// the error says what is wrong with it.
+// AnswerWith is node's answer to the challenge nonce, vouching for state.
+func (k LifeKey) AnswerWith(node string, nonce []byte, state LifeState) LifeProofAnswer {
+	return LifeProofAnswer{ClusterID: k.clusterID, Node: node, State: &state, Proof: hex.EncodeToString(k.stateMAC(node, nonce, state))}
+}
+
+// stateMAC is the keyed MAC of an answer with a state.
+func (k LifeKey) stateMAC(node string, nonce []byte, state LifeState) []byte {
+	return keyedMAC(k.key, lifeStateLabel, []byte(k.clusterID), []byte(node), nonce, state.macField())
+}
+
+// Verify checks that a is node's answer to nonce in this key's cluster,
+// its state included; the error says what is wrong with it.
 func (k LifeKey) Verify(node string, nonce []byte, a LifeProofAnswer) error {
 	if !k.Valid() {
 		return errors.New("no key to check a proof with")
@@ -108,8 +127,12 @@ func (k LifeKey) Verify(node string, nonce []byte, a LifeProofAnswer) error {
 	if a.Node != node {
 		return fmt.Errorf("it speaks for node %q, not %s", a.Node, node)
 	}
+	want := k.mac(node, nonce)
+	if a.State != nil {
+		want = k.stateMAC(node, nonce, *a.State)
+	}
 	got, err := hex.DecodeString(a.Proof)
-	if err != nil || !hmac.Equal(got, k.mac(node, nonce)) {
+	if err != nil || !hmac.Equal(got, want) {
 		return errors.New("its proof does not verify with the cluster's key (another cluster's token, or an answer to another challenge)")
 	}
 	return nil
@@ -125,10 +148,11 @@ func NewLifeNonce() ([]byte, error) {
 }
 
 // LifeProofHandler answers GET LifeProofPath?nonce=<hex> with node's proof
-// of life, as JSON. It answers whatever the API server's state: the proof
-// says that this node's agent runs, which is what a node cut off from the
-// others must still be able to show.
-func LifeProofHandler(key LifeKey, node string) http.Handler {
+// of life, as JSON, with status's state signed in it (none when status is
+// nil). It answers whatever the API server's state: the proof says that
+// this node's agent runs, which is what a node cut off from the others
+// must still be able to show, and whether it has fenced.
+func LifeProofHandler(key LifeKey, node string, status *LifeStatus) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		nonce, ok := key.challenge(w, r)
 		if !ok {
@@ -136,7 +160,11 @@ func LifeProofHandler(key LifeKey, node string) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(key.Answer(node, nonce))
+		answer := key.Answer(node, nonce)
+		if status != nil {
+			answer = key.AnswerWith(node, nonce, status.State(time.Now()))
+		}
+		_ = json.NewEncoder(w).Encode(answer)
 	})
 }
 

@@ -41,7 +41,7 @@ func TestProofHandlersRefuse(t *testing.T) {
 	ca := func() ([]byte, error) { return []byte("ca"), nil }
 	good := "?nonce=" + strings.Repeat("ab", LifeNonceSize)
 	for name, handler := range map[string]func(LifeKey) http.Handler{
-		"life": func(k LifeKey) http.Handler { return LifeProofHandler(k, "node-a") },
+		"life": func(k LifeKey) http.Handler { return LifeProofHandler(k, "node-a", nil) },
 		"CA":   func(k LifeKey) http.Handler { return CAProofHandler(k, "node-a", ca) },
 	} {
 		for _, c := range []struct {

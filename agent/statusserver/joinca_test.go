@@ -88,7 +88,7 @@ func TestJoinerWithAFormationTokenRefusesAnImpostorSeed(t *testing.T) {
 // serving served.
 func seedServers(t *testing.T, host *netns.Host, clusterID string, key config.LifeKey, paths k3s.Paths, served agenttest.CA) {
 	t.Helper()
-	status := WithCAProof(WithLifeProof(Handler(clusterID, func() bool { return true }), key, "node-a"), key, "node-a", paths)
+	status := WithCAProof(WithLifeProof(Handler(clusterID, func() bool { return true }), key, "node-a", nil), key, "node-a", paths)
 	serveAt(t, host, "10.244.244.1:12346", status, nil)
 	serveAt(t, host, "10.244.244.1:6443", apiServerServing(served), &served)
 }

@@ -12,10 +12,10 @@ import (
 
 // WithLifeProof serves the proof of life at config.LifeProofPath beside the
 // /status server's own routes, which answer as before (joiners and older
-// agents read GET /status).
-func WithLifeProof(status http.Handler, key config.LifeKey, node string) http.Handler {
+// agents read GET /status), with life's fence state signed in it.
+func WithLifeProof(status http.Handler, key config.LifeKey, node string, life *config.LifeStatus) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(config.LifeProofPath, config.LifeProofHandler(key, node))
+	mux.Handle(config.LifeProofPath, config.LifeProofHandler(key, node, life))
 	mux.Handle("/", status)
 	return mux
 }

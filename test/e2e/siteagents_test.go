@@ -308,7 +308,7 @@ func answerForPartitioned(t *testing.T, site *sitebox.TestSite, node string) (st
 	if err != nil {
 		t.Fatalf("%s's address: %v", node, err)
 	}
-	srv := httptest.NewUnstartedServer(config.LifeProofHandler(key, node))
+	srv := httptest.NewUnstartedServer(config.LifeProofHandler(key, node, nil))
 	srv.Listener.Close()
 	srv.Listener = l
 	srv.Start()
