@@ -77,7 +77,7 @@ type Options struct {
 	Report func() kube.NodeReport
 	// Life is this node's fence state, signed into its proof of life.
 	Life *config.LifeStatus
-	Log    *slog.Logger
+	Log  *slog.Logger
 }
 
 // Host is the agent a bring-up runs in: where it reports what it does, what
