@@ -31,10 +31,14 @@ func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
 		Short: "Take this node out of its cluster on purpose: preflight, drain, etcd member removed, containers stopped",
 		Long: `Take this node out of its cluster, its work first:
 
-  1. the preflight a drain of this node gets: refused when etcd would lose
-     quorum (it says the arithmetic), when the node holds the only
-     up-to-date copy of a volume, or when it is the seed in effect (move
-     it first: sitecon seed NODE). A cluster that cannot be read leaves
+  1. the preflight a removal of this node gets (sitecon node remove; not
+     its refusal of the node it runs on, nor its warning for a Ready one):
+     refused when etcd would lose quorum with this node's member gone (it
+     says the arithmetic) or its member list cannot be counted on (it says
+     what it read), when the node holds the only up-to-date copy of a
+     volume, when it is the last server, or when it is the seed in effect
+     (move it first: sitecon seed NODE); a warning when the members left
+     no longer tolerate a failure. A cluster that cannot be read leaves
      quorum and volumes unknown: refused too;
   2. the node is cordoned and drained as sitecon drain does it (its pods
      evicted, disruption budgets and Longhorn respected, the volumes
@@ -49,10 +53,10 @@ func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
      cluster address and the firewall table, and stays out until the
      request is removed (then it joins again from its config).
 
-Nothing changes when the preflight refuses. --force goes on past the
-refusals, with the node name typed (--confirm NODE with --yes); past a
-cluster that cannot be read it only writes the request. Recorded in the
-audit log, before and after.
+Nothing changes when the preflight refuses, --force or not. --force goes
+on past its warnings, with the node name typed (--confirm NODE with
+--yes); past a cluster that cannot be read it only writes the request.
+Recorded in the audit log, before and after.
 
 A config file that is merely missing, or unreadable, never takes a node
 out: it must be gone for --config-absent-grace, or this request written.`,
@@ -90,21 +94,18 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 			rec := a.recorder.Open("leave", node)
 			var p safety.Preflight
 			if a.snap != nil {
-				// A drain's preflight (quorum arithmetic, the volumes' last
-				// copies, pods that cannot move), not a removal's: a removal
-				// refuses a Ready node and the node it runs on, which a
-				// leaving node is by definition. The seed rule is a removal's.
-				p, err = flow.CheckDrain(cmd.Context(), a.snap, "drain", node, "", d.DrainOptions)
+				// A removal's preflight (safety.PurposeLeave): the member
+				// goes, so quorum is judged on the members left; the node's
+				// disks leave the cluster, so a last copy there is refused;
+				// and the seed rule (flow.CheckDrain).
+				p, err = flow.CheckDrain(cmd.Context(), a.snap, "leave", node, node, d.DrainOptions)
 				if err != nil {
 					return a.ended(rec, audit.OutcomeFailed, err)
 				}
-				if why := kube.SeedRemovalRefusal(a.snap.Data(), node); why != "" {
-					p.Refusals = append(p.Refusals, why)
-				}
 				printPreflight(a.out(), p)
 				rec.SetPreflight(flow.PreflightSummary(p))
-				if (len(p.Refusals) > 0 || p.NeedsForce()) && !force {
-					return a.done(rec.Refuse(append(append([]string{}, p.Refusals...), p.Warnings...)...))
+				if stops := leaveStops(p, force); len(stops) > 0 {
+					return a.done(rec.Refuse(stops...))
 				}
 			}
 			if f.dryRun {
@@ -216,4 +217,16 @@ func sameStateDir(ctx context.Context, socket, dir string, given bool) (agentRun
 	}
 	return true, fmt.Errorf("the agent on this node (%s) keeps its records in %s, not %s: nothing done; give --state-dir %s",
 		socket, ui.Clean(st.StateDir), dir, ui.Clean(st.StateDir))
+}
+
+// leaveStops says why a leave judged by p does not go on (none: it goes
+// on); force is --force. Refusals are final, as a remove's are: a leave
+// that strands the last copy of a volume or etcd's quorum is not forced.
+// (The drain's re-check before it cordons would stop it anyway, Reconfirm,
+// saying the cluster changed: it did not.)
+func leaveStops(p safety.Preflight, force bool) []string {
+	if p.Refused() || (p.NeedsForce() && !force) {
+		return append(append([]string{}, p.Refusals...), p.Warnings...)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit/audittest"
+	"github.com/sitecon/sitecon/kube/safety"
 )
 
 // sitecon agent leave, with the cluster out of reach: refused (quorum and
@@ -216,5 +218,37 @@ func TestAgentLeaveWithoutAnAgentNeedsTheStateDirectoryGiven(t *testing.T) {
 	}
 	if _, ok, err := formation.ReadLeaveRequest(formation.Records{Dir: state}.LeaveRequestFile()); !ok || err != nil {
 		t.Errorf("no leave request in the state directory given: ok=%v err=%v", ok, err)
+	}
+}
+
+// Issue 36 B: with the cluster read, a leave's refusals are final, as a
+// remove's are: --force accepts its warnings (the cluster no longer
+// tolerating a failure, a pinned app stopping), never a refusal (the last
+// copy of a volume, etcd's quorum lost or unknown, the seed).
+func TestLeaveForceAcceptsWarningsNotRefusals(t *testing.T) {
+	lastCopy := "node-c holds the only up-to-date copy of vol-1: replica stopped, volume detached; removing node-c would discard it"
+	tolerance := "after removing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure"
+	for name, tc := range map[string]struct {
+		p     safety.Preflight
+		force bool
+		stops bool
+	}{
+		"nothing in the way":              {p: safety.Preflight{Purpose: safety.PurposeLeave}},
+		"a warning stops it":              {p: safety.Preflight{Warnings: []string{tolerance}}, stops: true},
+		"--force accepts a warning":       {p: safety.Preflight{Warnings: []string{tolerance}}, force: true},
+		"a refusal stops it":              {p: safety.Preflight{Refusals: []string{lastCopy}}, stops: true},
+		"--force does not take a refusal": {p: safety.Preflight{Refusals: []string{lastCopy}, Warnings: []string{tolerance}}, force: true, stops: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stops := leaveStops(tc.p, tc.force)
+			if (len(stops) > 0) != tc.stops {
+				t.Fatalf("leaveStops(%+v, force %v) = %q; want stopped: %v", tc.p, tc.force, stops, tc.stops)
+			}
+			for _, r := range tc.p.Refusals {
+				if !slices.Contains(stops, r) {
+					t.Errorf("the refusal %q is not among the reasons given: %q", r, stops)
+				}
+			}
+		})
 	}
 }

@@ -20,8 +20,8 @@ import (
 var ErrUnknownNode = errors.New("no such node")
 
 // Purpose is what a preflight is for. A drain keeps the node's disks (the
-// node comes back with its data); a remove or replace ends them, and the
-// node leaves the etcd member list.
+// node comes back with its data); a remove, replace or leave ends them,
+// and the node leaves the etcd member list.
 type Purpose string
 
 // The preflights' purposes.
@@ -29,25 +29,34 @@ const (
 	PurposeDrain   Purpose = "drain"
 	PurposeRemove  Purpose = "remove"
 	PurposeReplace Purpose = "replace"
+	// PurposeLeave is `sitecon agent leave`: a removal the node does to
+	// itself, alive. It is judged as a remove is (quorum on the members
+	// left, the last copy, the last server, the seed), less what a remove
+	// judges only because it is done from another node to a dead device.
+	PurposeLeave Purpose = "leave"
 )
 
-// PurposeOf maps an audit action ("drain", "remove-node", "replace-node")
-// to the purpose its preflight judges.
+// PurposeOf maps an audit action ("drain", "remove-node", "replace-node",
+// "leave") to the purpose its preflight judges.
 func PurposeOf(action string) Purpose {
 	switch action {
 	case "remove-node":
 		return PurposeRemove
 	case "replace-node":
 		return PurposeReplace
+	case "leave":
+		return PurposeLeave
 	}
 	return PurposeDrain
 }
 
-func (p Purpose) removes() bool { return p == PurposeRemove || p == PurposeReplace }
+func (p Purpose) removes() bool {
+	return p == PurposeRemove || p == PurposeReplace || p == PurposeLeave
+}
 
 func (p Purpose) verb() string {
 	switch p {
-	case PurposeRemove:
+	case PurposeRemove, PurposeLeave:
 		return "removing"
 	case PurposeReplace:
 		return "replacing"
@@ -141,18 +150,19 @@ func (p Preflight) NeedsForce() bool { return len(p.Warnings) > 0 }
 // own list as the agents publish it, each healthy when etcd's status call
 // answered and its Node is Ready and not cordoned (kube.EtcdQuorumMembers).
 // A list that is missing, stale or otherwise not to be counted on leaves
-// quorum unknown: a server's drain, remove or replace is refused with why,
-// never judged on the Nodes' etcd role label instead.
-// A remove that leaves the cluster unable to take a failure warns (needs
-// --force); so does removing a node that is still Ready. A remove never
-// takes the last server or the node this runs on.
+// quorum unknown: a server's drain, remove, replace or leave is refused
+// with why, never judged on the Nodes' etcd role label instead.
+// A remove or leave that leaves the cluster unable to take a failure warns
+// (needs --force); so does removing a node that is still Ready. A remove
+// never takes the last server or the node this runs on; a leave never
+// takes the last server, and is by definition the node it runs on, alive.
 //
 // The last copy stays: every replica that holds a volume's up-to-date data
 // counts (UpToDate: running, stopped, or failed but what Longhorn
 // would salvage), and only copies on other nodes that are there and Ready
 // count as elsewhere, and not on a cordoned node (draining too: when a
 // whole site asks for drains at once, no node's copy is a home for
-// another's). A remove or replace of the node holding the only
+// another's). A remove, replace or leave of the node holding the only
 // copy is refused. A drain of it is refused when the volume is attached
 // and its copy here is running (its app would stop with nowhere to go),
 // and needs --force when the volume is detached (its data stays on the
@@ -211,6 +221,9 @@ func quorumChecks(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
 		if last {
 			p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the last server: %s it ends the cluster", c.Node, purpose.verb()))
 		}
+	}
+	if purpose == PurposeLeave {
+		return
 	}
 	if c.LocalNode != "" && c.LocalNode == c.Node {
 		p.Refusals = append(p.Refusals, fmt.Sprintf("%s is the node this runs on: a node does not remove itself; run this from another node", c.Node))

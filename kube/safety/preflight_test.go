@@ -577,6 +577,72 @@ func TestRemovePreflight(t *testing.T) {
 	}
 }
 
+// Issue 36 B: `sitecon agent leave` removes the node's etcd member and
+// ends its disks' part in the cluster, so it is judged as a removal is:
+// the quorum after the leave counts M-1 members and says when the cluster
+// no longer tolerates a failure, and a volume whose only up-to-date copy
+// is on the node is a refusal, not a warning worded as temporary. What a
+// removal judges only because it is done from another node to a dead
+// device (the node it runs on, a Ready node) does not apply: a leaving
+// node is both.
+func TestLeavePreflight(t *testing.T) {
+	leave := func(c *kube.DrainCheck) { c.Purpose, c.LocalNode = safety.PurposeOf("leave"), c.Node }
+	notReady := func(name string) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) {
+			for i, n := range c.Data.Nodes {
+				if n.Name == name {
+					c.Data.Nodes[i] = mkNode(name, false, n.Labels)
+				}
+			}
+		}
+	}
+	fourth := func(c *kube.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode("node-d", true, servers)) }
+	only := func(names ...string) func(*kube.DrainCheck) {
+		return func(c *kube.DrainCheck) {
+			c.Data.Nodes = slices.DeleteFunc(c.Data.Nodes, func(n *corev1.Node) bool { return !slices.Contains(names, n.Name) })
+			c.Data.Volumes, c.Data.Replicas = nil, nil
+		}
+	}
+	stoppedOnlyOnB := withVolume(mkVolume("vol-stopped", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessUnknown),
+		mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), ""))
+	for name, tc := range map[string]preflightCase{
+		"one of three servers leaving: the cluster no longer tolerates a failure": {node: "node-c",
+			edits:    []func(*kube.DrainCheck){leave},
+			warnings: []string{"after removing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to)"}},
+		"a detached volume's only copy is refused, not taken along": {node: "node-b",
+			edits:    []func(*kube.DrainCheck){leave, fourth, stoppedOnlyOnB},
+			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped (eve-kube-app/vol-stopped-claim): replica stopped, volume detached; removing node-b would discard it"}},
+		"nor when Longhorn would copy it off in a drain": {node: "node-b",
+			edits: []func(*kube.DrainCheck){leave, fourth, stoppedOnlyOnB,
+				func(c *kube.DrainCheck) { c.LonghornPolicy = "block-for-eviction" }},
+			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "removing node-b would discard it"}},
+		"an attached volume's only copy is refused": {node: "node-b",
+			edits: []func(*kube.DrainCheck){leave, fourth, withVolume(mkVolume("vol-1", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
+				mkReplica("one-b", "vol-1", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""))},
+			refusals: []string{"node-b holds the only healthy replica of vol-1", "removing node-b would discard it"}},
+		"a leave that loses quorum says the arithmetic": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){leave, notReady("node-c")},
+			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); removing node-a leaves 1 of the 2 needed"}},
+		"the last server does not leave": {node: "node-a",
+			edits:    []func(*kube.DrainCheck){leave, only("node-a", "node-w")},
+			refusals: []string{"node-a is the last server: removing it ends the cluster"}},
+		"nor on an unknown member list": {node: "node-c", unpublished: true,
+			edits:    []func(*kube.DrainCheck){leave, fourth},
+			refusals: []string{"etcd's quorum is unknown, so removing node-c cannot be judged"}},
+		"the node it runs on, Ready, leaves with a spare": {node: "node-c", clean: true,
+			edits: []func(*kube.DrainCheck){leave, fourth}},
+		"a worker leaves without a word": {node: "node-w", clean: true,
+			edits: []func(*kube.DrainCheck){leave}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := runPreflight(t, tc)
+			if p.Purpose == safety.PurposeDrain {
+				t.Errorf("a leave was judged as a drain: %+v", p)
+			}
+		})
+	}
+}
+
 // A running drain stops when a volume it relies on loses a copy elsewhere
 // or turns faulted; the volume degrading because the node's own replica
 // went is what a drain does.
