@@ -47,8 +47,10 @@ func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
   4. the leave request is written in the agent's state directory
      (--state-dir, leave.json; the one the agent answering on
      --agent-socket reads, refused otherwise, or an agent too old to say
-     it; with no agent answering, --state-dir must be given): at its next
-     config poll the agent
+     it; with no agent answering, --state-dir must be given). An agent run
+     with --no-bootstrap reads no request and did not start k3s: refused
+     before anything changes (drain the node, stop its k3s, then sitecon
+     node remove it from another node). At its next config poll the agent
      stops k3s, then the containers k3s leaves running, then removes the
      cluster address and the firewall table, and stays out until the
      request is removed (then it joins again from its config).
@@ -62,16 +64,18 @@ A config file that is merely missing, or unreadable, never takes a node
 out: it must be gone for --config-absent-grace, or this request written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The agent first: one run with --no-bootstrap may have no
+			// cluster config to read, and its mode is the reason to say.
+			agentRuns, err := sameStateDir(cmd.Context(), agentSocket, stateDir, cmd.Flags().Changed("state-dir"))
+			if err != nil {
+				return err
+			}
 			cfg, err := config.Load(configPath)
 			if err != nil {
 				return err
 			}
 			node := cfg.NodeName
 			records := formation.Records{Dir: stateDir}
-			agentRuns, err := sameStateDir(cmd.Context(), agentSocket, stateDir, cmd.Flags().Changed("state-dir"))
-			if err != nil {
-				return err
-			}
 			request := records.LeaveRequestFile()
 			k3sEtcd := kube.K3sEtcdAccess(k3sDataDir)
 			access := kube.EtcdAccess{Endpoint: etcd.Endpoint,
@@ -190,8 +194,10 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 // this node reads: a leave that drained the node and removed its etcd
 // member, then wrote its request where the agent never looks, would leave
 // k3s running without its member. An agent answering on socket says its
-// state directory; one that answers without it is older than this sitecon
-// (it reads its records beside its config) and is refused. With no agent
+// state directory. One that answers without it either runs --no-bootstrap
+// (its phase says so: it keeps no records by design, and reads no leave
+// request) or is older than this sitecon (it reads its records beside its
+// config); both are refused, each with its own reason. With no agent
 // answering (stopped, or its socket elsewhere) the directory is taken only
 // when given (given): the agent reads it when it starts, and the default
 // may not be the one it is started with. agentRuns: an agent answered.
@@ -203,6 +209,8 @@ func sameStateDir(ctx context.Context, socket, dir string, given bool) (agentRun
 			"give --state-dir as the agent is started with (its --state-dir, default %s), or --agent-socket", socket, err, formation.DefaultStateDir)
 	case err != nil:
 		return false, nil
+	case st.Phase == agent.PhaseExternal:
+		return true, noBootstrapAgent(socket, st.Node)
 	case st.StateDir == "":
 		return true, fmt.Errorf("the agent on this node (%s) does not say where it keeps its records: it is older than this sitecon and reads its records beside its config, not in %s; "+
 			"nothing done: restart the agent first (this release's agent moves its records to its state directory), then leave again", socket, dir)
@@ -217,6 +225,20 @@ func sameStateDir(ctx context.Context, socket, dir string, given bool) (agentRun
 	}
 	return true, fmt.Errorf("the agent on this node (%s) keeps its records in %s, not %s: nothing done; give --state-dir %s",
 		socket, ui.Clean(st.StateDir), dir, ui.Clean(st.StateDir))
+}
+
+// noBootstrapAgent is why a leave cannot be done beside an agent run with
+// --no-bootstrap, and what to do instead. The leave's last step is the
+// agent's: at its config poll it reads the request and stops k3s, the
+// containers and the address. This agent started none of them and polls
+// no config; a leave that drained the node and removed its etcd member
+// would leave k3s running without it, with nothing of sitecon's to stop
+// it. Drain and remove judge the same rules from another node.
+func noBootstrapAgent(socket, node string) error {
+	node = cmp.Or(ui.Clean(node), "NODE")
+	return fmt.Errorf("the agent on this node (%s) runs --no-bootstrap: it did not start k3s here and keeps no record of this node's place in a cluster "+
+		"(it has no state directory by design), so it reads no leave request and nothing would stop k3s once its etcd member is gone: nothing done. "+
+		"Take %s out as its k3s was started: sitecon drain %s, stop k3s there, then from another node sitecon node remove %s", socket, node, node, node)
 }
 
 // leaveStops says why a leave judged by p does not go on (none: it goes

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit/audittest"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -193,6 +196,63 @@ func TestAgentLeaveRefusesAnOlderAgent(t *testing.T) {
 	}
 	if _, err := os.Stat(old); err != nil {
 		t.Errorf("the refused leave took the record beside the config: %v", err)
+	}
+}
+
+// Issue 36 C: an agent run with --no-bootstrap answers on its socket in
+// its own phase ("no-bootstrap") and says no state directory: by design,
+// not for being older. It did not start k3s, keeps no record of the
+// node's place in a cluster and reads no leave request, so a leave has
+// nobody to stop k3s after it removed the member: refused with that
+// reason and what to do instead, before anything changes, with or
+// without a cluster config on the node.
+func TestAgentLeaveBesideANoBootstrapAgent(t *testing.T) {
+	config, plan := siteOfThree(t)
+	old := oldRecordBesideConfig(t, config, plan.ClusterID)
+	agentDir := t.TempDir()
+	socket := filepath.Join(agentDir, "agent.sock")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		// As `sitecon agent --no-bootstrap --node-name node-c` runs, against
+		// a cluster that does not answer here (loopback, nothing listens).
+		done <- agent.New(agent.Options{NoBootstrap: true, NodeName: "node-c", StateDir: filepath.Join(agentDir, "state"), SocketPath: socket,
+			RESTConfig: &rest.Config{Host: "https://127.0.0.1:1"}, Etcd: kube.EtcdAccess{Endpoint: "http://127.0.0.1:1"}}).Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := localapi.Get[agent.State](ctx, socket, localapi.PathAgent)
+		if err == nil && st.Phase == agent.PhaseExternal {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the --no-bootstrap agent never said so on its socket: %+v, %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	state := stateOf(config)
+	for name, args := range map[string][]string{
+		"with its state directory given": {"--config", config, "--state-dir", state},
+		"without":                        {"--config", config},
+		"with no cluster config":         {"--config", filepath.Join(t.TempDir(), "cluster.json"), "--state-dir", state},
+	} {
+		t.Run(name, func(t *testing.T) {
+			auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+			out, err := runCLI(t, auditLog, append(append([]string{"agent", "leave"}, args...),
+				"--agent-socket", socket, "--yes", "--force", "--confirm", "node-c")...)
+			if err == nil || strings.Contains(err.Error(), "older than this sitecon") ||
+				!strings.Contains(err.Error(), "the agent on this node ("+socket+") runs --no-bootstrap") ||
+				!strings.Contains(err.Error(), "sitecon node remove node-c") {
+				t.Fatalf("a leave beside a --no-bootstrap agent: %v\n%s", err, out)
+			}
+			if _, err := os.Stat(state); !os.IsNotExist(err) {
+				t.Errorf("the refused leave made or touched %s: %v", state, err)
+			}
+			if _, err := os.Stat(old); err != nil {
+				t.Errorf("the refused leave took the record beside the config: %v", err)
+			}
+		})
 	}
 }
 
