@@ -71,8 +71,10 @@ type record struct {
 	// found the node cordoned (by hand) and leaves it so.
 	CordonedByAgent bool `json:"cordoned_by_agent,omitempty"`
 	CordonedBefore  bool `json:"cordoned_before,omitempty"`
-	// BootID is the Node's boot id when the drain completed; WentDown:
-	// the node has been seen not Ready since. Either tells the boot.
+	// BootID is the Node's boot id when the drain completed (or failed):
+	// a new one tells the boot. WentDown: the node has been seen not
+	// Ready since, which tells the boot only when no boot id was known
+	// (flow.NodeReturn).
 	BootID   string `json:"boot_id,omitempty"`
 	WentDown bool   `json:"went_down,omitempty"`
 	// CancelledBy: the requester called the request off. Kept on disk
@@ -391,7 +393,14 @@ func (r *Runner) drain(ctx context.Context, snap *kube.Snapshot) {
 			if cordonFailed {
 				final = FailedCordon
 			}
-			_ = r.update(func(s *Status, _ *record) { s.State, s.Why = final, why })
+			bootID := r.bootID(snap)
+			_ = r.update(func(s *Status, rc *record) {
+				s.State, s.Why = final, why
+				if rc != nil {
+					// Its cordon, if made, is taken back after the boot too.
+					rc.BootID, rc.WentDown = bootID, false
+				}
+			})
 			r.did(fmt.Sprintf("gave up after %d attempt(s)", attempt))
 			r.log.Warn("drain request failed", "attempts", attempt, "why", strings.Join(why, "; "))
 			return
@@ -493,10 +502,7 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 		}
 		return why, err
 	}
-	bootID := ""
-	if n, ok := snap.Node(node); ok {
-		bootID = n.Status.NodeInfo.BootID
-	}
+	bootID := r.bootID(snap)
 	_ = r.update(func(s *Status, rc *record) {
 		s.State, s.Why = Complete, nil
 		if rc != nil {
@@ -510,6 +516,14 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 	}
 	r.log.Info("drain request complete")
 	return nil, nil
+}
+
+// bootID is the node's boot id as the cluster shows it, "" when unknown.
+func (r *Runner) bootID(snap *kube.Snapshot) string {
+	if n, ok := snap.Node(r.opts.Node); ok {
+		return n.Status.NodeInfo.BootID
+	}
+	return ""
 }
 
 // undoCordon takes back the cordon this attempt made, recorded.
@@ -593,9 +607,12 @@ func (r *Runner) takeBackCordon(ctx context.Context, snap *kube.Snapshot, when, 
 	return true
 }
 
-// watchReturn uncordons, once the node has been down (or booted) and is
-// Ready again, what the agent cordoned, and then forgets the request. A
-// node that was cordoned before the request stays cordoned.
+// watchReturn uncordons, once the node is back from its boot (a new boot
+// id, Ready), what the agent cordoned, and then forgets the request. A
+// node that was cordoned before the request stays cordoned. NotReady then
+// Ready with the same boot id is a blip, said, not the boot: taken for it,
+// the node went back into service while its device was being powered
+// off (issue 36).
 func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
 	current, rec := r.current()
 	if current == nil {
@@ -611,11 +628,24 @@ func (r *Runner) watchReturn(ctx context.Context, snap *kube.Snapshot) {
 		r.did(r.opts.Node + " went down")
 		return
 	}
-	booted := rec.BootID != "" && n.Status.NodeInfo.BootID != "" && n.Status.NodeInfo.BootID != rec.BootID
-	if !ready || !(rec.WentDown || booted) {
+	back := flow.NodeReturn(rec.BootID, rec.WentDown, n)
+	switch {
+	case back == flow.ReturnBlip:
+		// Said once a blip: the next NotReady is watched afresh.
+		_ = r.update(func(_ *Status, rc *record) { rc.WentDown = false })
+		r.did(back.Say(r.opts.Node))
+		r.log.Warn("drain request: not the boot", "why", back.Say(r.opts.Node))
+		return
+	case back == flow.ReturnNoBootID:
+		if st := r.Status(); len(st.Did) == 0 || st.Did[len(st.Did)-1] != back.Say(r.opts.Node) {
+			r.did(back.Say(r.opts.Node))
+			r.log.Warn("drain request: no boot seen", "why", back.Say(r.opts.Node))
+		}
+		return
+	case !back.Back():
 		return
 	}
-	line := r.opts.Node + " is back and Ready"
+	line := back.Say(r.opts.Node)
 	switch {
 	case rec.CordonedByAgent && n.Spec.Unschedulable:
 		if !r.takeBackCordon(ctx, snap, "after the node's return", "uncordon after the node's return") {

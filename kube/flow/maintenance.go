@@ -118,8 +118,10 @@ func (m *Maintenance) walk(ctx context.Context, snap *kube.Snapshot, progress fu
 }
 
 // awaitBoot is the walk's steps 2 and 3: node, whose boot ID was bootID
-// when the walk began, goes down (or boots) and comes back Ready, as
-// nodeOf reads it.
+// when the walk began, goes down (or boots) and comes back from a boot,
+// as nodeOf reads it. A node Ready again with its known boot ID unchanged
+// only blinked: the walk waits on (issue 36: under --all it drained the
+// next node while the technician powered this one off).
 func (m *Maintenance) awaitBoot(ctx context.Context, node, bootID string, nodeOf func() (*corev1.Node, bool), progress func(string)) error {
 	progress(fmt.Sprintf("step 2/5: power %s off or reboot it now", node))
 	if err := m.wait(ctx, "waiting for "+node+" to go down", progress, func() (string, bool) {
@@ -127,24 +129,95 @@ func (m *Maintenance) awaitBoot(ctx context.Context, node, bootID string, nodeOf
 		if !ok {
 			return node + " not seen", false
 		}
-		if !kube.NodeIsReady(n) {
-			return node + " is down", true
-		}
-		if bootID != "" && n.Status.NodeInfo.BootID != bootID {
+		switch r := NodeReturn(bootID, false, n); r {
+		case ReturnDown:
+			return r.Say(node), true
+		case ReturnBooted:
 			return node + " booted", true
+		default:
+			return r.Say(node), false
 		}
-		return node + " is Ready: power it off or reboot it", false
 	}); err != nil {
 		return err
 	}
 	progress("step 3/5: waiting for " + node + " to come back")
 	return m.wait(ctx, "waiting for "+node+" to come back", progress, func() (string, bool) {
-		n, ok := nodeOf()
-		if ok && kube.NodeIsReady(n) {
-			return node + " is back and Ready", true
-		}
-		return node + " is down", false
+		n, _ := nodeOf()
+		r := NodeReturn(bootID, true, n)
+		return r.Say(node), r.Back()
 	})
+}
+
+// rebooted reports whether n's boot ID differs from bootID, both known:
+// the only evidence of a boot that needs nothing else. A boot ID gone
+// empty is a Node that says nothing, not a new boot.
+func rebooted(bootID string, n *corev1.Node) bool {
+	now := n.Status.NodeInfo.BootID
+	return bootID != "" && now != "" && now != bootID
+}
+
+// Return is how a drained node stands against the boot it was drained
+// for (NodeReturn).
+type Return int
+
+const (
+	// ReturnDown: not Ready, or no Node.
+	ReturnDown Return = iota
+	// ReturnAwaited: Ready, no sign of a boot yet.
+	ReturnAwaited
+	// ReturnBlip: Ready again after NotReady, its known boot ID unchanged.
+	ReturnBlip
+	// ReturnNoBootID: Ready, reporting no boot ID where one was known.
+	ReturnNoBootID
+	// ReturnBooted: Ready with a new boot ID.
+	ReturnBooted
+	// ReturnUnproven: Ready again after NotReady, with no boot ID known
+	// to compare.
+	ReturnUnproven
+)
+
+// NodeReturn judges n (nil: no Node) against bootID, its boot ID when its
+// drain began ("" when none was known), wentDown saying it has been seen
+// not Ready since. It counts as back from its boot only on a new boot ID:
+// a kubelet's or a link's blip also reads NotReady, then Ready. Only with
+// no boot ID known is NotReady then Ready taken for the boot, on weaker
+// evidence (Say says so).
+func NodeReturn(bootID string, wentDown bool, n *corev1.Node) Return {
+	switch {
+	case n == nil || !kube.NodeIsReady(n):
+		return ReturnDown
+	case bootID == "" && wentDown:
+		return ReturnUnproven
+	case bootID == "":
+		return ReturnAwaited
+	case n.Status.NodeInfo.BootID == "":
+		return ReturnNoBootID
+	case rebooted(bootID, n):
+		return ReturnBooted
+	case wentDown:
+		return ReturnBlip
+	}
+	return ReturnAwaited
+}
+
+// Back reports whether the node counts as back from its boot.
+func (r Return) Back() bool { return r == ReturnBooted || r == ReturnUnproven }
+
+// Say is how node stands, in words.
+func (r Return) Say(node string) string {
+	switch r {
+	case ReturnDown:
+		return node + " is down"
+	case ReturnBlip:
+		return node + " was NotReady and is Ready again with the same boot ID: that was not a reboot; power it off or reboot it"
+	case ReturnNoBootID:
+		return node + " is Ready but reports no boot ID, so its boot cannot be told: waiting for a new boot ID"
+	case ReturnBooted:
+		return node + " is back and Ready, with a new boot ID"
+	case ReturnUnproven:
+		return node + " is back and Ready (taken for rebooted on weaker evidence, NotReady then Ready: no boot ID was known to compare)"
+	}
+	return node + " is Ready: power it off or reboot it"
 }
 
 // wait looks every opts.Every until look is done, telling each new state;
