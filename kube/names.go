@@ -84,6 +84,11 @@ const (
 	// AnnotationNetworks is Multus's list of the attachments a pod (a VM's
 	// VMI) asks for; sitecon's passthrough attachments are host-<port>.
 	AnnotationNetworks = "k8s.v1.cni.cncf.io/networks"
+	// AnnotationFence on a Node is its agent's fence settings, written by
+	// that agent ("on 28s": it fences, with that failover timeout; "off"
+	// with --no-fence): the stats leader force-deletes a lost node's pods
+	// only when the node fences with the leader's own timeout.
+	AnnotationFence = "sitecon.io/fence"
 )
 
 // LonghornDrainPolicySetting is Longhorn's node drain policy setting.

@@ -97,6 +97,9 @@ type FailoverEvidence struct {
 	// Volumes holds one entry per claim the pod mounts, read from the API
 	// server (not needed, and not read, while the node is alive).
 	Volumes []ClaimVolume
+	// LeaderTimeout is the leader's own failover timeout: silence shows
+	// that the node's copy stopped only when the node fences with it.
+	LeaderTimeout time.Duration
 	// ReplicaNodes are the Nodes the claims' replicas are on, by name,
 	// read from the API server with them (absent: no such Node). A
 	// replica counts only on a live node.
@@ -173,16 +176,35 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 		return FailoverVerdict{Action: FailoverWait, Since: since, NeedEvidence: true,
 			Reason: fmt.Sprintf("node %s unreachable for %s: reading the evidence", node, in.Timeout)}
 	}
-	v := decideOnEvidence(pod, node, since, ev)
+	v := decideOnEvidence(pod, in.Node, since, in.Timeout, ev)
 	v.Life = ev.Life
 	return v
 }
 
+// oldCopyStopped says why the evidence does not show that the lost node's
+// copy has stopped ("" when it does): a sign of life holds; silence shows
+// it only when the node fences with this leader's timeout (its fence came
+// first); its own signed word that it fenced shows it (LifeProbe checked
+// its timeout).
+func oldCopyStopped(node *corev1.Node, leaderTimeout time.Duration, ev *FailoverEvidence) string {
+	switch {
+	case ev.Alive:
+		return fmt.Sprintf("lost node %s shows a sign of life: %s; it may still run the pod", node.Name, ev.Probe)
+	case ev.Life == LifeFenced:
+		return ""
+	}
+	if why := fenceUncertain(node, leaderTimeout); why != "" {
+		return fmt.Sprintf("lost node %s is silent (%s), but %s", node.Name, ev.Probe, why)
+	}
+	return ""
+}
+
 // decideOnEvidence is DecideFailover once the evidence is read.
-func decideOnEvidence(pod *corev1.Pod, node string, since time.Time, ev *FailoverEvidence) FailoverVerdict {
-	if ev.Alive {
+func decideOnEvidence(pod *corev1.Pod, nodeObj *corev1.Node, since time.Time, leaderTimeout time.Duration, ev *FailoverEvidence) FailoverVerdict {
+	node := nodeObj.Name
+	if why := oldCopyStopped(nodeObj, leaderTimeout, ev); why != "" {
 		return FailoverVerdict{Action: FailoverHold, Since: since,
-			Reason: fmt.Sprintf("not force-deleting %s: lost node %s shows a sign of life: %s; it may still run the pod", pod.Name, node, ev.Probe)}
+			Reason: fmt.Sprintf("not force-deleting %s: %s; %s", pod.Name, why, confirmOffAdvice(node))}
 	}
 	var unsafe []string
 	for _, claim := range podClaims(pod) {
@@ -276,8 +298,8 @@ func DecideRelease(va *storagev1.VolumeAttachment, node *corev1.Node, claim stri
 	if ev == nil {
 		return false, fmt.Sprintf("volume %s on lost node %s: reading the evidence", pv, node.Name)
 	}
-	if ev.Alive {
-		return false, fmt.Sprintf("not releasing volume %s: lost node %s still answers on the cluster network (%s)", pv, node.Name, ev.Probe)
+	if why := oldCopyStopped(node, ev.LeaderTimeout, ev); why != "" {
+		return false, fmt.Sprintf("not releasing volume %s: %s", pv, why)
 	}
 	i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
 	if i < 0 {

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // The leader's timer counts the lost node's silence, not only its own
@@ -20,8 +22,9 @@ func TestFailoverTimerCountsTheSilence(t *testing.T) {
 	deleted := metav1.NewTime(t0)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "eve-kube-app", DeletionTimestamp: &deleted},
 		Spec: corev1.PodSpec{NodeName: "node-b"}}
-	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}}}
+	// node-b fences with the leader's timeout.
+	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Annotations: map[string]string{kube.AnnotationFence: "on 1m0s"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}}}
 	decide := func(sp *stuckPod, at time.Duration) FailoverAction {
 		in := FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: sp.timerStart(), Now: t0.Add(at), Timeout: timeout,
 			Evidence: &FailoverEvidence{Probe: "connection timed out"}} // silent, no claims

@@ -8,6 +8,8 @@ import (
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // TestDecideFailover: the pure failover decision. Each case names the
@@ -31,8 +33,17 @@ func TestDecideFailover(t *testing.T) {
 	// notEvicted: the same pod before the toleration ran out.
 	notEvicted := podOn(configClaim)
 	notEvicted.DeletionTimestamp = nil
-	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-90 * time.Second)}}}}}
+	// lostWith is node-b unreachable, its agent's fence settings (kube.AnnotationFence) as given ("": none).
+	lostWith := func(fence string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-90 * time.Second)}}}}}
+		if fence != "" {
+			n.Annotations = map[string]string{kube.AnnotationFence: fence}
+		}
+		return n
+	}
+	// lost fences with the leader's timeout (1m0s in every case).
+	lost := lostWith("on 1m0s")
 	reachable := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}
 	// running: a replica as the cache (and the Replica object) shows a
 	// healthy one: running, healthyAt set, not failed.
@@ -96,11 +107,22 @@ func TestDecideFailover(t *testing.T) {
 		"node's host refuses": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
 			Evidence: &FailoverEvidence{Alive: true, Probe: "its host is up: 10.0.0.2:12346 refused the connection", Volumes: []ClaimVolume{safe}}},
 			FailoverHold, "shows a sign of life: its host is up: 10.0.0.2:12346 refused"},
-		// Someone else at the address (a proxy's 404) is no sign of life,
-		// and the reason names it.
-		"someone else answers": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
-			Evidence: &FailoverEvidence{Probe: "10.0.0.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found): someone else answers at that address", Volumes: []ClaimVolume{safe}, ReplicaNodes: replicaNodes}},
-			FailoverForceDelete, "(no sign of life: 10.0.0.2:12346 answered without node-b's proof of life (GET /status/proof answered 404 Not Found)"},
+		// A host that answers without the node's proof, or takes the
+		// connection and never answers (paused), is a sign of the host.
+		"a host answers without the proof": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
+			Evidence: &FailoverEvidence{Alive: true, Life: LifeStranger, Probe: "10.0.0.2:12346 took the connection but gave no proof of life for node-b (context deadline exceeded): its host is up", Volumes: []ClaimVolume{safe}, ReplicaNodes: replicaNodes}},
+			FailoverHold, "shows a sign of life: 10.0.0.2:12346 took the connection"},
+		// Both timers are each node's own flag: the leader counts on the
+		// lost node's fence only when that node fences, with the leader's
+		// own timeout; silence alone does not show that it fenced in time.
+		"node silent, but it runs without fencing": {FailoverInput{App: testApp(), Pod: pod, Node: lostWith("off 1m0s"), FirstSeen: expired, Evidence: silent(safe)},
+			FailoverHold, "runs without fencing"},
+		"node silent, but it fences with a longer timeout": {FailoverInput{App: testApp(), Pod: pod, Node: lostWith("on 2m0s"), FirstSeen: expired, Evidence: silent(safe)},
+			FailoverHold, "fences with --failover-timeout 2m0s, not this leader's 1m0s"},
+		"node silent, but it never said how it fences": {FailoverInput{App: testApp(), Pod: pod, Node: lostWith(""), FirstSeen: expired, Evidence: silent(safe)},
+			FailoverHold, "never said that it fences"},
+		"node silent, its fence settings unreadable": {FailoverInput{App: testApp(), Pod: pod, Node: lostWith("maybe"), FirstSeen: expired, Evidence: silent(safe)},
+			FailoverHold, "cannot be read"},
 		"only replica on the lost node": {FailoverInput{App: testApp(), Pod: pod, Node: lost, FirstSeen: expired,
 			Evidence: silent(read(configClaim, []*lhv1beta2.Replica{running("r-b", "node-b")}))},
 			FailoverRefuse, "no up-to-date replica off node-b for " + configClaim + " (volume pvc-1"},

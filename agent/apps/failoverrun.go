@@ -288,7 +288,7 @@ func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node
 		life = c.opts.NodeProbe(ctx, node)
 		probed[node.Name] = life
 	}
-	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence}
+	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence, LeaderTimeout: c.opts.FailoverTimeout}
 	if !life.Alive {
 		ev.Volumes = ReadFailoverEvidence(ctx, c.snap.Clients(), pod)
 		nodes, err := ReadReplicaNodes(ctx, c.snap.Clients(), ev.Volumes)

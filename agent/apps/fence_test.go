@@ -222,7 +222,6 @@ func TestFenceWatchFencesFromItsRecordBeforeTheCacheAnswers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch never fenced from its record")
 	}
-	cancel()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(probed) == 0 || probed[0] != "node-b@127.0.44.2" {
@@ -231,8 +230,15 @@ func TestFenceWatchFencesFromItsRecordBeforeTheCacheAnswers(t *testing.T) {
 	if w.Reason() == "" {
 		t.Error("fenced without a reason in the node's status")
 	}
-	if d, ok := life.State(time.Now()).FencedFor(); !ok || d < 0 {
-		t.Errorf("the proof of life does not say the node fenced: %+v", life.State(time.Now()))
+	// Said once the stop returned: wait for it, with a deadline.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, ok := life.State(time.Now()).FencedFor(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proof of life does not say the node fenced: %+v", life.State(time.Now()))
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
 	}
 }
 

@@ -3,12 +3,15 @@ package apps
 import (
 	"strings"
 	"testing"
+	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // TestDecideRelease: a VolumeAttachment left on a lost node by a pod that
@@ -18,8 +21,12 @@ import (
 // no pod there mounting the claim, the node silent, an up-to-date copy of
 // the claim on a live node elsewhere.
 func TestDecideRelease(t *testing.T) {
-	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}}}
+	lostWith := func(fence string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b", Annotations: map[string]string{kube.AnnotationFence: fence}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}}}
+	}
+	// lost fences with the leader's timeout.
+	lost := lostWith("on 28s")
 	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}
 	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "csi-data-on-b"},
 		Spec: storagev1.VolumeAttachmentSpec{Attacher: LonghornProvisioner, NodeName: "node-b",
@@ -39,7 +46,7 @@ func TestDecideRelease(t *testing.T) {
 		return cv
 	}
 	silent := func(cv ClaimVolume) *FailoverEvidence {
-		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: i/o timeout", Volumes: []ClaimVolume{cv}, ReplicaNodes: live}
+		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: i/o timeout", Volumes: []ClaimVolume{cv}, ReplicaNodes: live, LeaderTimeout: 28 * time.Second}
 	}
 	mounting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plc-0", Namespace: "eve-kube-app"}, Spec: corev1.PodSpec{NodeName: "node-b",
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
@@ -60,12 +67,24 @@ func TestDecideRelease(t *testing.T) {
 		"a pod on the lost node still mounts the claim": {va: va, node: lost, pods: []*corev1.Pod{mounting}, ev: silent(read("pvc-data", "node-a")),
 			mention: "plc-0 on node-b still mounts"},
 		"the node is back: its kubelet detaches": {va: va, node: back, ev: silent(read("pvc-data", "node-a")), mention: "not unreachable"},
-		"the node answers":                       {va: va, node: lost, ev: &FailoverEvidence{Alive: true, Probe: "answered"}, mention: "still answers"},
-		"no evidence read yet":                   {va: va, node: lost, mention: "reading the evidence"},
-		"the only copy on the lost node":         {va: va, node: lost, ev: silent(read("pvc-data", "node-b")), mention: "no running, healthy replica on a live node"},
-		"the claim is bound to another PV now":   {va: va, node: lost, ev: silent(read("pvc-other", "node-a")), mention: "bound to pvc-other"},
-		"being detached already":                 {va: deleting, node: lost, ev: silent(read("pvc-data", "node-a")), mention: "being removed"},
-		"another node's attachment":              {va: func() *storagev1.VolumeAttachment { v := va.DeepCopy(); v.Spec.NodeName = "node-a"; return v }(), node: lost, ev: silent(read("pvc-data", "node-a")), mention: "not on node-b"},
+		"the node answers":                       {va: va, node: lost, ev: &FailoverEvidence{Alive: true, Probe: "answered"}, mention: "shows a sign of life: answered"},
+		// Silence shows the old copy stopped only from a node that fences
+		// with the leader's timeout.
+		"the node silent, but it runs without fencing": {va: va, node: lostWith("off 28s"), ev: silent(read("pvc-data", "node-b", "node-a")), mention: "runs without fencing"},
+		"the node silent, but it fences later":         {va: va, node: lostWith("on 1m0s"), ev: silent(read("pvc-data", "node-b", "node-a")), mention: "fences with --failover-timeout 1m0s"},
+		// Its own signed word that it fenced lets the volume go.
+		"the node says, signed, that it fenced": {va: va, node: lostWith("off 28s"), pods: []*corev1.Pod{other},
+			ev: func() *FailoverEvidence {
+				ev := silent(read("pvc-data", "node-b", "node-a"))
+				ev.Life = LifeFenced
+				return ev
+			}(),
+			release: true, mention: "up-to-date replica on a live node"},
+		"no evidence read yet":                 {va: va, node: lost, mention: "reading the evidence"},
+		"the only copy on the lost node":       {va: va, node: lost, ev: silent(read("pvc-data", "node-b")), mention: "no running, healthy replica on a live node"},
+		"the claim is bound to another PV now": {va: va, node: lost, ev: silent(read("pvc-other", "node-a")), mention: "bound to pvc-other"},
+		"being detached already":               {va: deleting, node: lost, ev: silent(read("pvc-data", "node-a")), mention: "being removed"},
+		"another node's attachment":            {va: func() *storagev1.VolumeAttachment { v := va.DeepCopy(); v.Spec.NodeName = "node-a"; return v }(), node: lost, ev: silent(read("pvc-data", "node-a")), mention: "not on node-b"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			release, why := DecideRelease(tc.va, tc.node, "data", tc.pods, tc.ev)
