@@ -13,16 +13,21 @@ import (
 )
 
 // checkEtcdQuorum counts etcd's members as the drain's quorum arithmetic
-// does (kube.EtcdQuorumMembers: etcd's own list as the agents publish it,
-// else the Nodes' etcd label) and says how many more server losses quorum
-// survives, and which member leads.
+// does (kube.EtcdQuorumMembers: etcd's own list as the agents publish it)
+// and says how many more server losses quorum survives, and which member
+// leads. A list that cannot be counted on leaves quorum not checked
+// (etcdUnknown), never called healthy: the Nodes' etcd role label is no
+// stand-in for it.
 func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
 	q := kube.EtcdQuorumMembers(env.Data, env.Now)
-	m := len(q.Members)
-	if m == 0 {
+	if !q.FromEtcd {
+		if _, found, _ := kube.EtcdViews(env.Data, env.Now); found || len(q.Labelled) > 0 {
+			return []Finding{etcdUnknown(q)}
+		}
 		return []Finding{{Severity: Warn, Summary: "no etcd member found", Evidence: []string{q.Source},
-			Next: "no Node carries the " + kube.LabelEtcd + " label: is this a k3s cluster with embedded etcd?"}}
+			Next: "no Node carries the " + kube.LabelEtcd + " label and no agent publishes etcd's member list: is this a k3s cluster with embedded etcd?"}}
 	}
+	m := len(q.Members)
 	// A cordoned member still votes: the drain's rule counts it down
 	// (it is on its way out), but what quorum survives now counts it in,
 	// and says it is cordoned.
@@ -42,22 +47,15 @@ func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
 	needed := safety.Needed(m)
 	spare := healthy - needed
 	leader := ""
-	if q.FromEtcd {
-		if views, _, _ := kube.EtcdViews(env.Data, env.Now); len(views) > 0 {
-			for _, mem := range views[0].Members {
-				if mem.Leader {
-					leader = cmp.Or(kube.EtcdMemberNode(mem, env.Data.Nodes), mem.Name)
-				}
+	if views, _, _ := kube.EtcdViews(env.Data, env.Now); len(views) > 0 {
+		for _, mem := range views[0].Members {
+			if mem.Leader {
+				leader = cmp.Or(kube.EtcdMemberNode(mem, env.Data.Nodes), mem.Name)
 			}
 		}
 	}
-	ev := []string{fmt.Sprintf("%d member%s, %d healthy, %d needed for quorum", m, plural(m), healthy, needed)}
-	switch {
-	case leader != "":
-		ev = append(ev, "leader: "+leader)
-	case q.FromEtcd:
-		ev = append(ev, "leader: none reported")
-	}
+	ev := []string{fmt.Sprintf("%d member%s, %d healthy, %d needed for quorum", m, plural(m), healthy, needed),
+		"leader: " + cmp.Or(leader, "none reported")}
 	if len(down) > 0 {
 		ev = append(ev, "down: "+strings.Join(down, "; "))
 	}
@@ -72,7 +70,7 @@ func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
 	case spare < 0:
 		f.Severity, f.Summary = Error, fmt.Sprintf("etcd has no quorum: %d of the %d needed members are healthy", healthy, needed)
 		f.Next = "bring servers back until more than half the members are up; the cluster API cannot change anything until then"
-	case q.FromEtcd && leader == "":
+	case leader == "":
 		f.Severity, f.Summary = Error, "etcd reports no leader"
 		f.Next = "the members cannot elect one: check the servers' network between them (ports 2379-2380)"
 	case len(down) > 0:
@@ -88,6 +86,51 @@ func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
 		f.Severity, f.Summary = OK, fmt.Sprintf("%d etcd members healthy; quorum survives %s", m, losses(spare))
 	}
 	return []Finding{f}
+}
+
+// etcdUnknown is the finding while etcd's member list cannot be counted
+// on (not published, stale, dated ahead of this clock, no voting member):
+// quorum is not checked, whatever the Nodes' labels show, and a server's
+// drain, remove, replace, leave or maintenance walk is refused meanwhile.
+// The labels are evidence only: they miss a member without a Node, so
+// they can show a quorum lost, never a quorum safe. It is an error when
+// even they count fewer members up than quorum needs.
+func etcdUnknown(q safety.EtcdQuorum) Finding {
+	// Unknown is "what was read; what to do" (kube.EtcdQuorumMembers).
+	why, todo := q.Unknown, ""
+	if i := strings.LastIndex(why, "; "); i >= 0 {
+		why, todo = why[:i], why[i+2:]
+	}
+	why = cmp.Or(why, "etcd's member list was not read")
+	todo = cmp.Or(todo, "wait for the servers' agents to publish etcd's member list (sitecon status says whether they run), then try again")
+	f := Finding{NotChecked: true, Severity: Warn, Summary: "quorum not checked: " + why, Next: todo,
+		Evidence: []string{"quorum is unknown: a server's drain, remove, replace, leave or maintenance walk is refused until etcd's member list can be counted on"}}
+	for _, s := range q.Ignored {
+		if !strings.Contains(why, s) {
+			f.Evidence = append(f.Evidence, s)
+		}
+	}
+	if say := q.LabelledSay(); say != "" {
+		f.Evidence = append(f.Evidence, say)
+	}
+	var down []string
+	for _, m := range q.Labelled {
+		// A cordoned member still votes, as in the count above.
+		if m.Down != "" && m.Down != "cordoned" {
+			down = append(down, m.Name+": "+m.Down)
+		}
+	}
+	if len(down) > 0 {
+		f.Evidence = append(f.Evidence, "down by the Nodes: "+strings.Join(down, "; "))
+	}
+	if n, up := len(q.Labelled), len(q.Labelled)-len(down); n > 0 && up < safety.Needed(n) {
+		f.Severity = Error
+		f.Summary = fmt.Sprintf("etcd's quorum looks lost: even the Nodes' etcd labels count %d of %d servers up, %d needed (not checked on etcd's own member list)",
+			up, n, safety.Needed(n))
+		f.Evidence = append([]string{"not checked: " + why}, f.Evidence...)
+		f.Next = "bring servers back until more than half the members are up; then: " + todo
+	}
+	return f
 }
 
 // losses says how many more server losses quorum survives.
