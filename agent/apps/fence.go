@@ -57,8 +57,10 @@ const (
 //     period G since X's last heartbeat. So force-delete >= C + T: G is
 //     not counted on (a heartbeat may predate C, and k3s may stop before
 //     the agent does: see the silence below).
-//   - Fence, on X: the watch counts from its last contact with the API
-//     server or a peer (before C), finds the bound passed at its next
+//   - Fence, on X: the watch counts from its last contact with a ready
+//     API server (before C), its own or one a peer proves it had (counted
+//     from when the peer had it, not from its answer: a relay never
+//     stretches the bound), finds the bound passed at its next
 //     check (every fenceCheckEvery), that check's probes answer or time
 //     out (probeTimeout, run side by side), and the stop takes at most
 //     fenceStopBudget. So fence done <= C + FenceAfter + fenceCheckEvery
@@ -131,6 +133,12 @@ type FenceCheck struct {
 	// that it reached a ready API server just now (peerInContact); a peer
 	// that merely answers may be cut off with this node.
 	APIReachable, PeerInContact bool
+	// ContactAgo is, for a peer's contact, how long before Mono that peer
+	// last found a ready API server (its signed age plus this check's
+	// own time): the bound counts from that contact, not from the answer,
+	// so a contact relayed by a peer never stretches the fence past
+	// DeriveFenceTimings' order.
+	ContactAgo time.Duration
 }
 
 // FenceVerdict is what a check decided and why.
@@ -158,7 +166,14 @@ func (s *FenceState) Observe(c FenceCheck, bound time.Duration) FenceVerdict {
 		s.started, s.lastContact, s.lastContactWall = true, c.Mono, c.Wall
 	}
 	if c.APIReachable || c.PeerInContact {
-		s.lastContact, s.lastContactWall = c.Mono, c.Wall
+		ago := time.Duration(0)
+		if !c.APIReachable {
+			ago = max(c.ContactAgo, 0)
+		}
+		// A relayed contact older than one already counted moves nothing.
+		if at := c.Mono - ago; at > s.lastContact {
+			s.lastContact, s.lastContactWall = at, c.Wall.Add(-ago)
+		}
 		if s.fenced {
 			s.fenced = false
 			return FenceVerdict{Action: FenceLift, Reason: "in contact again: the fence is lifted, the cluster decides where the apps run"}

@@ -64,6 +64,7 @@ func TestFenceDecision(t *testing.T) {
 		mono      time.Duration // since the watch started (monotonic)
 		wallShift time.Duration // the wall clock's step, from wall+mono
 		api, peer bool
+		ago       time.Duration // the peer's contact age
 		want      FenceAction
 	}
 	for name, checks := range map[string][]check{
@@ -86,6 +87,22 @@ func TestFenceDecision(t *testing.T) {
 			{mono: 10 * time.Second, peer: true},
 			{mono: 100 * time.Second, peer: true},
 			{mono: 140 * time.Second, want: FenceNone},
+		},
+		// A peer's contact counts from when the peer itself reached the
+		// API server, not from its answer: relayed contact never
+		// stretches the bound (DeriveFenceTimings' order holds).
+		"a peer's contact 4 s old: the bound counts from that contact": {
+			{mono: 0, api: true},
+			{mono: 10 * time.Second, peer: true, ago: 4 * time.Second},
+			{mono: 50 * time.Second, want: FenceNone},
+			{mono: 51 * time.Second, want: FenceStop},
+		},
+		"an old relayed contact does not move a newer one back": {
+			{mono: 0, api: true},
+			{mono: 10 * time.Second, api: true},
+			{mono: 11 * time.Second, peer: true, ago: 5 * time.Second},
+			{mono: 54 * time.Second, want: FenceNone},
+			{mono: 55 * time.Second, want: FenceStop},
 		},
 		"a peer in contact, then none: the bound counts from that answer": {
 			{mono: 0, api: true},
@@ -115,7 +132,7 @@ func TestFenceDecision(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var st FenceState
 			for i, c := range checks {
-				v := st.Observe(FenceCheck{Mono: c.mono, Wall: wall.Add(c.mono + c.wallShift), APIReachable: c.api, PeerInContact: c.peer}, bound)
+				v := st.Observe(FenceCheck{Mono: c.mono, Wall: wall.Add(c.mono + c.wallShift), APIReachable: c.api, PeerInContact: c.peer, ContactAgo: c.ago}, bound)
 				if c.want == "" {
 					c.want = FenceNone
 				}

@@ -310,7 +310,10 @@ func fenceCheckWith(ctx context.Context, apiReady func(context.Context) error, p
 	if apiReady(apiCtx) == nil {
 		return FenceCheck{APIReachable: true}
 	}
-	inContact := make(chan bool, len(peers))
+	// The peers are asked after the API check: their ages are counted
+	// from then, so the time the probes take only makes them older.
+	asked := time.Now()
+	contactAgo := make(chan time.Duration, len(peers))
 	var wg sync.WaitGroup
 	for _, n := range peers {
 		wg.Add(1)
@@ -318,27 +321,33 @@ func fenceCheckWith(ctx context.Context, apiReady func(context.Context) error, p
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			defer cancel()
-			inContact <- peerInContact(probe(pctx, n))
+			if ago, ok := peerInContact(probe(pctx, n)); ok {
+				contactAgo <- ago
+			}
 		}()
 	}
 	wg.Wait()
-	close(inContact)
-	for ok := range inContact {
-		if ok {
-			return FenceCheck{PeerInContact: true}
+	close(contactAgo)
+	check := FenceCheck{}
+	for ago := range contactAgo {
+		if !check.PeerInContact || ago < check.ContactAgo {
+			check.PeerInContact, check.ContactAgo = true, ago
 		}
 	}
-	return FenceCheck{}
+	// As of the check's end (its Mono): the probes' own time added.
+	check.ContactAgo += time.Since(asked)
+	return check
 }
 
 // peerInContact: the peer's own agent proved that it runs and that it
-// reached a ready API server within peerContactFresh.
-func peerInContact(life NodeLife) bool {
+// reached a ready API server within peerContactFresh; ago is how long
+// before it answered.
+func peerInContact(life NodeLife) (ago time.Duration, ok bool) {
 	if life.Evidence != LifeProven && life.Evidence != LifeFenced || life.State == nil {
-		return false
+		return 0, false
 	}
-	ago, ok := life.State.QuorumContactAgo()
-	return ok && ago <= peerContactFresh
+	ago, ok = life.State.QuorumContactAgo()
+	return ago, ok && ago <= peerContactFresh
 }
 
 // NewFenceWatch is the fence watch of the node opts names, over the

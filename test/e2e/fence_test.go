@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +119,80 @@ func TestFenceStopsAutoAppsWhenCutOff(t *testing.T) {
 	}
 	if st := nodeC.agent.Apps().Node(); st.Fence == "" {
 		t.Error("the node's status does not say it fenced itself")
+	}
+}
+
+// Issue 36: a cut-off group of two answers each other. node-b and node-c
+// lose the API server and every other node, but still reach each other's
+// agent: neither is contact with the quorum (neither proves it reaches a
+// ready API server), so both fence their auto apps. Before, a peer's
+// answer was contact, and the pair ran on while the other side could
+// start the apps again.
+func TestCutOffPairFencesBothSides(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	dyn := dynClient(t, site)
+	appsDir, logDir := t.TempDir(), t.TempDir()
+	appConfigs := map[string]apps.AppConfig{
+		"pair-b": {UUID: "e2e00000-0000-4000-8000-0000000000f3", DisplayName: "pair-b", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/auto:1", DesignatedNodeID: sitebox.NodeUUID("node-b"), Affinity: apps.AffinityPreferred},
+		"pair-c": {UUID: "e2e00000-0000-4000-8000-0000000000f4", DisplayName: "pair-c", Activate: true, Kind: apps.KindContainer,
+			Image: "registry.local/auto:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityPreferred},
+	}
+	for name, a := range appConfigs {
+		writeJSON(t, filepath.Join(appsDir, "apps", name+".json"), a)
+	}
+	const failoverTimeout = 16 * time.Second
+	bound := apps.DeriveFenceTimings(failoverTimeout).FenceAfter
+	agents := map[string]*siteAgent{}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		agents[n] = startAgentWith(t, site, n, appsDir, logDir, func(o *agent.Options) {
+			startSiteAgentTimings(o)
+			o.Apps.FailoverTimeout = failoverTimeout
+		})
+	}
+	defer logAgentsOnFailure(t, logDir, "node-a", "node-b", "node-c")
+	t.Cleanup(func() {
+		for _, a := range agents {
+			a.counter.cutOff.Store(nil)
+		}
+		cleanupApps(t, cs, dyn, agents, appsDir, appConfigs)
+		for _, a := range agents {
+			a.stop()
+		}
+	})
+	podOn := func(name, node string) corev1.Pod {
+		sel := metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs[name].UUID}
+		return waitPods(t, cs, kube.AppNamespace, sel, 60*time.Second, name+" Ready on "+node, onlyPodReadyOn(node))[0]
+	}
+	onB := podWorkload(t, string(podOn("pair-b", "node-b").UID))
+	onC := podWorkload(t, string(podOn("pair-c", "node-c").UID))
+	addrB, err := site.StatusAddr("node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrC, err := site.StatusAddr("node-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each half of the pair reaches only the other's agent.
+	agents["node-b"].counter.cutOff.Store(&[]string{addrC})
+	agents["node-c"].counter.cutOff.Store(&[]string{addrB})
+	cut := time.Now()
+	until(t, bound+15*time.Second, "both halves of the cut-off pair fenced", func() (bool, bool) {
+		return true, !running(onB.Process.Pid) && !running(onC.Process.Pid)
+	}, func(bool) string {
+		return fmt.Sprintf("node-b's workload running %v (fence %q), node-c's %v (fence %q)", running(onB.Process.Pid), agents["node-b"].agent.Apps().Node().Fence,
+			running(onC.Process.Pid), agents["node-c"].agent.Apps().Node().Fence)
+	})
+	if took := time.Since(cut); took < bound-1500*time.Millisecond {
+		t.Errorf("fenced %s after the cut, before the %s bound (less a check period)", took, bound)
+	}
+	for _, n := range []string{"node-b", "node-c"} {
+		if st := agents[n].agent.Apps().Node(); !strings.Contains(st.Fence, "no peer proves it reaches one") {
+			t.Errorf("%s's status does not say why it fenced: %q", n, st.Fence)
+		}
 	}
 }
 

@@ -94,9 +94,9 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		Apps: apps.Options{
 			AppsDir: appsDir, StateDir: filepath.Join(logDir, node+"-state"),
 			ProbeDial: lostDevice(counter, guardDials.dial(node)),
-			// kwok's pods run no process here to fence; a test of the
-			// fence turns it on.
-			Fence: apps.FenceOptions{Disabled: true},
+			// The fence on, as on a device (the leader counts on it):
+			// kwok's pods run no process here, so it stops nothing but a
+			// test's stand-in workloads (podWorkload).
 		},
 		Log: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -154,6 +154,10 @@ type requestCounter struct {
 	counts map[string]int
 	// lost: the device is gone, every request fails (see siteAgent.lose).
 	lost atomic.Bool
+	// cutOff, when set, is the rest of the device's cut-off group: the
+	// API server does not answer it, and of the other devices it reaches
+	// only these addresses (host:port); the rest are silent to it.
+	cutOff atomic.Pointer[[]string]
 }
 
 func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
@@ -162,6 +166,9 @@ func (c *requestCounter) wrap(cfg *rest.Config) *rest.Config {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if c.lost.Load() {
 				return nil, errors.New("the device is lost: nothing it sends arrives")
+			}
+			if c.cutOff.Load() != nil {
+				return nil, errors.New("the device is cut off from the API server")
 			}
 			if req.URL.Query().Get("watch") != "true" {
 				c.mu.Lock()
@@ -256,6 +263,9 @@ func (r *dialRecorder) dial(node string) func(ctx context.Context, network, addr
 func lostDevice(counter *requestCounter, dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if counter.lost.Load() {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}
+		}
+		if group := counter.cutOff.Load(); group != nil && !slices.Contains(*group, addr) {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}
 		}
 		return dial(ctx, network, addr)

@@ -307,8 +307,9 @@ func (s *Site) startBootAgents(sitecon, appsDir string, timings AgentTimings) er
 			// Its own loopback: every node's agent may take the default port.
 			"--metrics-addr", "127.0.0.1:9812",
 			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),
-			// kwok's pods run no process on this machine: nothing to fence.
-			"--no-fence",
+			// The fence is on, as on a device: the leader lets a lost
+			// node's pods go only when that node fences (kwok's pods
+			// run no process here, so it stops nothing).
 			"--log-file", filepath.Join(s.Dir, "logs", "agent-"+n.Name+".log"),
 		}
 		// Where k3s serves its etcd on a server (the stand-in relays it).

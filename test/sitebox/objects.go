@@ -172,8 +172,9 @@ func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error 
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
 			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),
 			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),
-			// kwok's pods run no process on this machine: nothing to fence.
-			"--no-fence",
+			// The fence is on, as on a device: the leader lets a lost
+			// node's pods go only when that node fences (kwok's pods
+			// run no process here, so it stops nothing).
 			"--log-file", filepath.Join(dir, "logs", "agent-"+n.Name+".log")}, appLogs...)...)
 		if err != nil {
 			return err
