@@ -94,6 +94,61 @@ func podsOn(t *testing.T, site *sitebox.TestSite, name, node string, replicas in
 	}
 }
 
+// publishEtcdMembers publishes etcd's member list as node-a's agent does,
+// observed through node-a's member, until the test ends (then the list is
+// deleted): quorum is counted from that list only, and a server's drain
+// or remove is refused without it (issue 36 A). Kept fresh throughout, so
+// that the re-checks before the drain and before the removal read a list
+// in time. Called before the snapshot starts, so its first read has it.
+func publishEtcdMembers(t *testing.T, site *sitebox.TestSite) {
+	t.Helper()
+	local, ok := site.EtcdMemberOf("node-a")
+	if !ok {
+		t.Fatal("sitebox runs no etcd member for node-a")
+	}
+	cms := site.Clients(t).Core.CoreV1().ConfigMaps(kube.AppNamespace)
+	publisher := &kube.EtcdPublisher{Access: kube.EtcdAccess{Endpoint: local.ClientURL()}, Node: "node-a",
+		Client: site.Clients(t).Core, ObserveEvery: 500 * time.Millisecond, PublishEvery: 2 * time.Second}
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		publisher.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		// Stopped first: a publish after the delete would leave a list
+		// that goes stale behind the next test.
+		stop()
+		<-stopped
+		_ = cms.Delete(context.Background(), kube.EtcdMembersConfigMapName, metav1.DeleteOptions{})
+	})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := cms.Get(ctx, kube.EtcdMembersConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		views, _, _ := kube.EtcdViews(kube.Data{Nodes: nodesNow(t, site), ConfigMaps: []*corev1.ConfigMap{cm}}, time.Now())
+		return len(views) > 0 && views[0].ObservedBy == "node-a", nil
+	})
+	if err != nil {
+		t.Fatalf("node-a's etcd member list was not published within 30s: %v", err)
+	}
+}
+
+// nodesNow lists the Nodes from the API server.
+func nodesNow(t *testing.T, site *sitebox.TestSite) []*corev1.Node {
+	t.Helper()
+	list, err := site.Clients(t).Core.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*corev1.Node
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out
+}
+
 // uncordonOnCleanup takes node back into service after the test.
 func uncordonOnCleanup(t *testing.T, site *sitebox.TestSite, node string) {
 	t.Cleanup(func() {
@@ -112,6 +167,8 @@ func TestDrainProgressFromEvictionGoroutines(t *testing.T) {
 	site.WaitSettled(t, 90*time.Second)
 	podsOn(t, site, "race-pods", "node-c", 6)
 	uncordonOnCleanup(t, site, "node-c")
+	// node-c is a server: its drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	snap := startSnapshot(t, site)
 	r, path := testRecorder(t)
 	opts := DrainOptions{GracePeriod: PodsOwnGracePeriod, Timeout: 2 * time.Minute}
@@ -171,6 +228,10 @@ func TestRemoveRechecksQuorumAfterTheDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pdbs.Delete(context.Background(), "held-pod", metav1.DeleteOptions{}) })
+	// Published throughout: the re-check after the drain counts node-b
+	// lost on the list then current, not on a list gone stale (which would
+	// stop the removal too, for quorum unknown).
+	publishEtcdMembers(t, site)
 
 	snap := startSnapshot(t, site)
 	r, path := testRecorder(t)
@@ -178,6 +239,9 @@ func TestRemoveRechecksQuorumAfterTheDrain(t *testing.T) {
 	p, err := CheckDrain(ctx, snap, ActionRemove, "node-c", "", opts)
 	if err == nil && p.Refused() {
 		t.Fatalf("with three healthy servers, removing node-c is not refused: %q", p.Refusals)
+	}
+	if !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.HasPrefix(n, "etcd members as etcd lists them") }) {
+		t.Fatalf("the removal was not judged on etcd's own member list: notes %q", p.Notes)
 	}
 	// Confirmed with --force: node-c is Ready, and two servers are left.
 	d, err := NewDrain(r.Open(ActionRemove, "node-c"), snap, p, err, opts)
@@ -228,7 +292,11 @@ func TestRemoveRechecksQuorumAfterTheDrain(t *testing.T) {
 	mu.Lock()
 	told := strings.Join(lines, "\n")
 	mu.Unlock()
-	if err == nil || !strings.Contains(err.Error(), "node-b: NotReady") || !strings.Contains(err.Error(), "removing node-c leaves 1 of the 2 needed") {
+	// node-b's member as the list has it: "node-b: NotReady", or with
+	// etcd's own word first once node-a's member has seen it go
+	// ("node-b: etcd: ..., NotReady").
+	if err == nil || !strings.Contains(err.Error(), "node-b: ") || !strings.Contains(err.Error(), "NotReady") ||
+		!strings.Contains(err.Error(), "removing node-c leaves 1 of the 2 needed") || strings.Contains(err.Error(), "quorum is unknown") {
 		t.Fatalf("the removal must stop, saying node-b was lost and the arithmetic: %v\n%s", err, told)
 	}
 	t.Logf("stopped: %v", err)

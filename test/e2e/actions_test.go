@@ -230,6 +230,9 @@ func TestDrainRecheckedAfterConfirmation(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
 	cs := clientset(t, site)
+	// node-b is a server: without etcd's member list its drain is refused
+	// before the question is asked.
+	publishEtcdMembers(t, site)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	c := startCommand(t, "drain", "node-b", "--force", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
 	c.waitScreen(30*time.Second, "the question", func(s string) bool { return strings.Contains(s, `Type "node-b" to go on`) })
@@ -264,6 +267,8 @@ func TestDrainWithPDB(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 	const ns, name, node = "default", "pdb-web", "node-c"
+	// node-c is a server: its drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	labels := map[string]string{"app": name}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

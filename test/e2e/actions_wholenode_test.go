@@ -272,8 +272,11 @@ func TestRemoveRefusedStoppedOnlyCopy(t *testing.T) {
 // Issue 10 item 4: with two etcd members left (node-c out of the member
 // list, as after its removal), taking either down loses quorum, and the
 // refusal says the arithmetic. The shared site's etcd keeps its three
-// members for the other tests, so this is the preflight's fallback: no
-// published member list, the Nodes' etcd role label counted, and said.
+// members for the other tests, so the list published is etcd's own less
+// node-c's member, as the servers' agents would publish it then. Before
+// it is published, quorum is unknown: refused, and the Nodes' etcd
+// labels, though they name the same two servers, are said and not
+// counted (issue 36 A).
 func TestDrainQuorumTwoMembers(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
@@ -299,12 +302,26 @@ func TestDrainQuorumTwoMembers(t *testing.T) {
 	label(nil)
 	t.Cleanup(func() { label(n.Labels[kube.LabelEtcd]) })
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+
+	// No member list published: quorum unknown, whatever the labels say.
 	out, err := act(t, site, auditLog, "drain", "node-a", "--dry-run")
+	if err == nil || !strings.Contains(out, "REFUSED  etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list is not published") {
+		t.Fatalf("drain --dry-run with no member list published was not refused for quorum unknown: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "the Nodes' etcd role label names node-a, node-b: not counted") || strings.Contains(out, "2 etcd members") {
+		t.Fatalf("the preflight counted the Nodes' labels, or did not say it left them out:\n%s", out)
+	}
+
+	// etcd's own list, less node-c's member.
+	publishEtcdMembers(t, site, func(v *kube.EtcdView) {
+		v.Members = slices.DeleteFunc(v.Members, func(m kube.EtcdMemberStatus) bool { return strings.HasPrefix(m.Name, "node-c") })
+	})
+	out, err = act(t, site, auditLog, "drain", "node-a", "--dry-run")
 	if err == nil || !strings.Contains(out, "REFUSED  2 etcd members, all healthy; draining node-a leaves 1 of the 2 needed") {
 		t.Fatalf("drain --dry-run with two etcd members was not refused with the arithmetic: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "etcd members counted from the Nodes' etcd role label instead") {
-		t.Fatalf("the preflight counted the Nodes' labels without saying so:\n%s", out)
+	if !strings.Contains(out, "etcd members as etcd lists them (observed by node-") {
+		t.Fatalf("the preflight did not say it counted etcd's own list:\n%s", out)
 	}
 	out, err = act(t, site, auditLog, "node", "remove", "node-b", "--dry-run")
 	if err == nil || !strings.Contains(out, "REFUSED  2 etcd members, all healthy; removing node-b leaves 1 of the 2 needed") {
@@ -358,6 +375,8 @@ func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
 		}
 	})
 	waitPods(t, cs, ns, metav1.ListOptions{LabelSelector: "app=" + name}, 30*time.Second, "the held pod Ready on node-b", onlyPodReadyOn("node-b"))
+	// node-b is a server: its drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

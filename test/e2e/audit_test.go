@@ -71,6 +71,8 @@ func TestDrainIntentAndSIGHUP(t *testing.T) {
 		}
 	})
 	waitPods(t, cs, ns, metav1.ListOptions{LabelSelector: "app=" + name}, 30*time.Second, "the budgeted pod Ready on "+node, onlyPodReadyOn(node))
+	// node-c is a server: its drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	cmd := exec.Command(sitecon, "drain", node, "--yes", "--timeout", "5m", "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)

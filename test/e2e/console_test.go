@@ -132,6 +132,9 @@ func TestConsoleNodeActions(t *testing.T) {
 	ctx := t.Context()
 	singleReplicaVolume(t, site, "vol-console-b", "node-b")
 	t.Cleanup(func() { _, _ = kube.Cordon(context.Background(), cs, "node-c", false) })
+	// node-b and node-c are servers: their drains are judged on etcd's
+	// member list, published before the console reads the cluster.
+	publishEtcdMembers(t, site)
 	auditLog := t.TempDir() + "/audit.jsonl"
 	c := startConsoleNoColor(t, "--kubeconfig", site.Kubeconfig(), "--log-file", t.TempDir()+"/console.log", "--audit-log", auditLog)
 	c.waitScreen(10*time.Second, "overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })

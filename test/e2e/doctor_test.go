@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -123,6 +124,19 @@ func runDoctorWith(t *testing.T, site *sitebox.TestSite, args ...string) (string
 func TestDoctorQuietOnHealthySite(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
+	// No member list published (no agent runs here): quorum is not
+	// checked, never called healthy on the Nodes' labels (issue 36 A).
+	cs := clientset(t, site)
+	if err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Delete(context.Background(), kube.EtcdMembersConfigMapName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	var unlisted verbCounter
+	if f := findings(diagnose(t, site, &unlisted))[doctor.IDEtcdQuorum][""]; !f.NotChecked || f.Severity != doctor.Warn ||
+		!strings.Contains(f.Summary, "quorum not checked: etcd's member list is not published") || !strings.Contains(f.Next, "then try again") {
+		t.Errorf("etcd quorum with no member list published: %+v", f)
+	}
+	// The servers' agents publish it: the site is healthy.
+	publishEtcdMembers(t, site)
 	var verbs verbCounter
 	r := diagnose(t, site, &verbs)
 	verbs.assertReadOnly(t)
@@ -178,18 +192,23 @@ func TestDoctorFindsNodeAndVolumeTrouble(t *testing.T) {
 	}
 	t.Cleanup(func() { clearStatsLeaderLease(t, cs) })
 
+	// Quorum is counted from etcd's member list only, as the servers'
+	// agents publish it; node-a's and node-b's stay in time with node-c
+	// down.
+	publishEtcdMembers(t, site)
 	site.RecoverOnCleanup(t, "node-c")
 	if err := site.Fail("node-c"); err != nil {
 		t.Fatal(err)
 	}
 	var verbs verbCounter
-	r := until(t, 90*time.Second, "the doctor reports node-c NotReady and both volumes", func() (doctor.Report, bool) {
+	r := until(t, 90*time.Second, "the doctor reports node-c NotReady, its etcd member down and both volumes", func() (doctor.Report, bool) {
 		r := diagnose(t, site, &verbs)
 		got := findings(r)
 		_, notReady := got[doctor.IDNodeNotReady]["node-c"]
 		_, degraded := got[doctor.IDVolumeDegraded]["doctor-degraded"]
 		_, faulted := got[doctor.IDVolumeFaulted]["doctor-faulted"]
-		return r, notReady && degraded && faulted
+		memberDown := strings.Contains(got[doctor.IDEtcdQuorum][""].Summary, "1 etcd member down")
+		return r, notReady && degraded && faulted && memberDown
 	}, describeReport)
 	verbs.assertReadOnly(t)
 	got := findings(r)

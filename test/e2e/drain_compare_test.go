@@ -95,6 +95,9 @@ func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
 		})
 	}
 
+	// node-c is a server: sitecon's drains of it are judged on etcd's
+	// member list, kept fresh through the kubectl drains before them.
+	publishEtcdMembers(t, site)
 	kubectl := cmp.Or(os.Getenv("KUBECTL"), filepath.Join(site.BinDir, "kubectl"))
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	drains := []struct {

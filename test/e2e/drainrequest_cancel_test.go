@@ -33,6 +33,8 @@ func TestDrainRequestCancelled(t *testing.T) {
 	const node = "node-c"
 	uncordonAfter(t, site, node)
 	pinnedDeployment(t, cs, "dr-cancel", node)
+	// node-c is a server: its drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	// A budget that allows no disruption: the eviction is refused for as
 	// long as it stands, so the drain is caught mid-way.
 	pdb := &policyv1.PodDisruptionBudget{

@@ -136,6 +136,8 @@ func TestDrainRequestCompletesAndUncordonsAfterBoot(t *testing.T) {
 	uncordonAfter(t, site, node)
 	site.RecoverOnCleanup(t, node)
 	pinnedDeployment(t, cs, "dr-on-c", node)
+	// node-c is a server: its drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	logDir, stateDir := t.TempDir(), t.TempDir()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	sa := drainAgent(t, site, node, logDir, stateDir, auditLog)
@@ -199,6 +201,8 @@ func TestDrainRequestLeavesAHandCordonAlone(t *testing.T) {
 	const node = "node-c"
 	uncordonAfter(t, site, node)
 	site.RecoverOnCleanup(t, node)
+	// node-c is a server: its drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	if _, err := kube.Cordon(context.Background(), cs, node, true); err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +246,9 @@ func TestDrainRequestHeldForTheLastReplica(t *testing.T) {
 	const node = "node-b"
 	uncordonAfter(t, site, node)
 	singleReplicaVolume(t, site, "vol-dr-b", node)
+	// node-b is a server: its drain is judged on etcd's member list, so
+	// that the last replica alone holds it, and once rebuilt, nothing.
+	publishEtcdMembers(t, site)
 	logDir, stateDir := t.TempDir(), t.TempDir()
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	sa := drainAgent(t, site, node, logDir, stateDir, auditLog)
@@ -337,6 +344,8 @@ func TestDrainRequestsAllAtOnce(t *testing.T) {
 			}
 		}
 	}
+	// Both are servers: their drains are judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	agents := map[string]*siteAgent{}
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	for _, n := range nodes {

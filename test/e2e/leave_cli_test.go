@@ -61,7 +61,8 @@ func publishEtcdView(t *testing.T, site *sitebox.TestSite) {
 // Issue 19 §2: `sitecon agent leave` takes the node's work with it. A
 // leave that would lose etcd's quorum is refused and changes nothing (the
 // node not cordoned, no leave request: the agent keeps k3s and the
-// address). Allowed, it cordons and drains the node as a drain does (the
+// address); one that leaves two members needs --force (issue 36 B).
+// Allowed, it cordons and drains the node as a drain does (the
 // app placed there runs elsewhere before anything else happens), removes
 // the node's etcd member, and only then writes the request that makes the
 // agent stop k3s, the containers, and drop the address; recorded before
@@ -153,10 +154,32 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	}, func(v kube.EtcdView) string { return memberSummaryForTest(v) })
 	publishEtcdView(t, site)
 
-	// Allowed: drained first, then the member, then the request.
+	// One of three servers leaving is judged as a removal (issue 36 B):
+	// the two members left no longer tolerate a failure, a warning that
+	// stops a leave without --force and changes nothing.
+	tolerance := "the cluster no longer tolerates a failure"
 	out, err = leave()
+	if err == nil || !strings.Contains(out, "leave node-c refused") || !strings.Contains(out, "WARNING") || !strings.Contains(out, tolerance) {
+		t.Fatalf("a leave to two members was not stopped by its warning: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "REFUSED") {
+		t.Fatalf("a leave to two members was refused, which --force does not take; want a warning:\n%s", out)
+	}
+	if n, err := cs.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{}); err != nil || n.Spec.Unschedulable {
+		t.Fatalf("a leave stopped by its warning cordoned node-c (err %v)", err)
+	}
+	if _, err := os.Stat(request); !os.IsNotExist(err) {
+		t.Fatalf("a leave stopped by its warning wrote its request (%v)", err)
+	}
+
+	// Forced past the warning, with the name typed: drained first, then
+	// the member, then the request.
+	out, err = leave("--force", "--confirm", "node-c")
 	if err != nil {
-		t.Fatalf("leave: %v\n%s", err, out)
+		t.Fatalf("leave --force: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, tolerance) {
+		t.Errorf("the forced leave does not say the warning it went past:\n%s", out)
 	}
 	evicted, removed, written := strings.Index(out, "evicted"), strings.Index(out, "etcd member node-c"), strings.Index(out, "leave request written")
 	if evicted < 0 || removed < evicted || written < removed {

@@ -82,6 +82,8 @@ func TestMaintenanceCancelLeavesTheNodeAsItWas(t *testing.T) {
 	cs := clientset(t, site)
 	const node = "node-c"
 	uncordonAfter(t, site, node)
+	// node-c is a server: its walk's drain is judged on etcd's member list.
+	publishEtcdMembers(t, site)
 	for _, cordonedBefore := range []bool{false, true} {
 		if _, err := kube.Cordon(context.Background(), cs, node, cordonedBefore); err != nil {
 			t.Fatal(err)
@@ -141,6 +143,10 @@ func TestMaintenanceAllOneNodeAtATime(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 	nodes := []string{"node-a", "node-b", "node-c"}
+	// Each is a server: each walk's drain is judged on etcd's member list,
+	// published by every server, so that it stays in time while one of
+	// them is down.
+	publishEtcdMembers(t, site)
 
 	// A node that needs its name typed (a one-copy volume's only replica
 	// on it) is refused by an unattended --all, which cannot type each
@@ -293,6 +299,9 @@ func TestConsoleMaintenanceWalk(t *testing.T) {
 	cs := clientset(t, site)
 	const node = "node-c"
 	uncordonAfter(t, site, node)
+	// node-c is a server: its walk's drain is judged on etcd's member
+	// list, published before the console reads the cluster.
+	publishEtcdMembers(t, site)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)
 	c.waitScreen(30*time.Second, "the overview", func(s string) bool { return strings.Contains(s, "3/3 ready") })
