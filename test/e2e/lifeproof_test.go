@@ -94,7 +94,8 @@ func lifeProber(t *testing.T, site *sitebox.TestSite) func(node string, want app
 
 // The guard end to end on a lost node whose host is still up (its agent
 // and k3s down: the address refuses): the stuck pod is held, and the
-// timeline and Event say so; once the host goes silent the pod is
+// timeline and Event say so; held too while the host is paused (it takes
+// the connection and never answers); once the host goes silent the pod is
 // force-deleted, the verdict naming the silence.
 func TestFailoverHeldWhileTheLostHostIsUp(t *testing.T) {
 	site := sitebox.Shared(t)
@@ -135,6 +136,18 @@ func TestFailoverHeldWhileTheLostHostIsUp(t *testing.T) {
 	}
 	waitEvent(t, cs, kube.AppNamespace, metav1.ListOptions{FieldSelector: "reason=FailoverHeld"}, 15*time.Second,
 		"a FailoverHeld Event naming the evidence", func(e corev1.Event) bool { return strings.Contains(e.Message, "its host is up") })
+
+	// The host pauses (its agent stopped or thrashing): the kernel takes
+	// the connection, nothing answers. Its containers may run: held.
+	if err := site.HostPaused("node-b"); err != nil {
+		t.Fatal(err)
+	}
+	paused := waitAnyTimeline(t, live, 60*time.Second, "hostup-web held while node-b's host is paused", func(e apps.TimelineEvent) bool {
+		return e.App == "hostup-web" && (e.Kind == apps.EventFailover || e.Kind == apps.EventRefusal && strings.Contains(e.Message, "took the connection"))
+	})
+	if paused.Kind != apps.EventRefusal {
+		t.Fatalf("node-b's host takes connections (paused), yet: %q", paused.Message)
+	}
 
 	// The host goes: silence, and the guard lets the pod go, saying why.
 	if err := site.HostDown("node-b"); err != nil {

@@ -283,6 +283,53 @@ func (s *Site) HostUp(node string) error {
 	return s.unsilence(node)
 }
 
+// HostPaused makes a failed node's host take connections and never answer
+// them, as a device whose agent is stopped (SIGSTOP) or thrashing: its
+// kernel completes the handshake, nothing reads; its containers may still
+// run. Held in this process (tests); HostUp or HostDown ends it.
+func (s *Site) HostPaused(node string) error {
+	n, err := s.node(node)
+	if err != nil {
+		return err
+	}
+	if s.running("kwok-" + node) {
+		return fmt.Errorf("node %s is not failed", node)
+	}
+	if s.Bootstrap {
+		return errBootHost
+	}
+	if err := s.unsilence(node); err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(n.IP, strconv.Itoa(config.StatusPort))
+	var l net.Listener
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// The node's agent, dying, may hold the address a moment longer.
+		if l, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // a retry interval, not a wait for a condition
+	}
+	if err != nil {
+		return fmt.Errorf("pause %s's host: %w", node, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	held := &heldSilence{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(held.done)
+		<-ctx.Done()
+		_ = l.Close() // never accepted: the queued connections get no answer
+	}()
+	s.holesMu.Lock()
+	defer s.holesMu.Unlock()
+	if s.holes == nil {
+		s.holes = map[string]*heldSilence{}
+	}
+	s.holes[n.Name] = held
+	return nil
+}
+
 // HostDown takes a failed node's host away again (after HostUp): its
 // address is silent, as a powered-off device's.
 func (s *Site) HostDown(node string) error {
