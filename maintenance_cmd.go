@@ -21,11 +21,15 @@ func newMaintenanceCmd(g *globalFlags) *cobra.Command {
 		Short: "Walk a node through its service: drain, power it off or reboot it, wait for its return and its volumes, uncordon",
 		Long: `Walk NODE through a service, one step at a time:
 
-  1. the preflight of sitecon drain (quorum, the last copy of a volume, pods
-     that cannot move), then the drain, with its progress;
+  1. the preflight of sitecon drain (quorum, counted from etcd's own
+     member list: a server's walk is refused while that list is unknown;
+     the last copy of a volume, pods that cannot move), then the drain,
+     with its progress;
   2. "power it off or reboot it now": the node's state is shown until it
      goes down (or boots);
-  3. until it is back and Ready;
+  3. until it is back: Ready with a new boot ID (Ready again with the
+     same boot ID is a blip, said, not the reboot; only when the node
+     reported no boot ID before does NotReady then Ready count);
   4. until every volume it held a replica of is healthy again (Longhorn's
      rebuilds shown);
   5. uncordon (a node that was cordoned before the walk stays cordoned).

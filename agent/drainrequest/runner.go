@@ -510,7 +510,7 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 		}
 	})
 	if r.Status().CordonedByAgent {
-		r.did(node + " drained: power it off or reboot it; the agent uncordons it once it is back and Ready")
+		r.did(node + " drained: power it off or reboot it; the agent uncordons it once it is back from that boot (Ready with a new boot ID)")
 	} else {
 		r.did(node + " drained; it was cordoned before the request and stays cordoned after its boot")
 	}

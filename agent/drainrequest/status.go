@@ -5,10 +5,12 @@
 // `sitecon drain` runs, cordons, evicts through the drain flow
 // (kube/flow), and publishes where it stands in EVE's states; the
 // requester polls or waits on it. A preflight that refuses (the last
-// healthy replica of a volume, etcd quorum) holds the request: it is
-// retried, and the status says why. What the agent cordoned it uncordons
-// once the node has been down and is Ready again; a node cordoned by hand
-// stays cordoned.
+// healthy replica of a volume, etcd's quorum lost or unknown) holds the
+// request: it is retried, and the status says why. What the agent
+// cordoned it uncordons once the node is back from its boot: Ready with a
+// new boot ID (flow.NodeReturn). NotReady then Ready with the same boot
+// ID is a blip, said, not the boot; only with no boot ID known does it
+// count, as weaker evidence. A node cordoned by hand stays cordoned.
 package drainrequest
 
 import (
