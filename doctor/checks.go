@@ -27,6 +27,7 @@ const (
 	IDMTUMismatch          = "SC-MTU-MISMATCH"
 	IDDuplicateAddress     = "SC-DUPLICATE-ADDRESS"
 	IDPeerPorts            = "SC-PEER-PORTS"
+	IDFenceSettings        = "SC-FENCE-SETTINGS"
 )
 
 // oneServerAtATime ends every next step that restarts k3s on more than
@@ -71,6 +72,8 @@ func Checks() []Check {
 			Next: "remove the entry: kubectl -n eve-kube-app edit configmap sitecon-placement, or migrate the app again", Run: checkOverrides},
 		{ID: IDAppConfigRejected, Area: AreaThisNode, Title: "app configs this node's agent rejects", Deadline: checkDeadline,
 			Next: "fix the named field of the file (or the controller's config); the agent retries by itself", Run: checkAgentConfigErrors},
+		{ID: IDFenceSettings, Area: AreaNodes, Title: "nodes' fence and failover timeout", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "run every node's agent with fencing on and one --failover-timeout (the default, 28s): systemctl cat sitecon-agent", Run: checkFenceSettings},
 		{ID: IDClockSkew, Area: AreaNodes, Title: "nodes' clocks", Deadline: checkDeadline,
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
 		{ID: IDSecondCluster, Area: AreaNetwork, Title: "other clusters on the cluster prefix", Deadline: scanDeadline,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,34 +21,6 @@ import (
 // leader's own timeout: a node started with a longer one would fence after
 // the force-delete, one run --no-fence (or with no agent at all) never.
 
-// FenceSettings are what a node's agent fences with.
-type FenceSettings struct {
-	Fencing         bool
-	FailoverTimeout time.Duration
-}
-
-// String is the annotation's value: "on 28s", or "off 3s".
-func (s FenceSettings) String() string {
-	state := "off"
-	if s.Fencing {
-		state = "on"
-	}
-	return state + " " + s.FailoverTimeout.String()
-}
-
-// ParseFenceSettings reads an annotation's value (String's form).
-func ParseFenceSettings(v string) (FenceSettings, error) {
-	state, timeout, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok || state != "on" && state != "off" {
-		return FenceSettings{}, fmt.Errorf("fence settings %q: want \"on <timeout>\" or \"off <timeout>\"", v)
-	}
-	t, err := time.ParseDuration(timeout)
-	if err != nil || t <= 0 {
-		return FenceSettings{}, fmt.Errorf("fence settings %q: timeout: want a positive duration", v)
-	}
-	return FenceSettings{Fencing: state == "on", FailoverTimeout: t}, nil
-}
-
 // fenceUncertain says why a leader timing with leaderTimeout cannot count
 // on node having fenced before its force-delete ("" when it can): the
 // node's agent never said how it fences, says it does not, or fences with
@@ -58,14 +29,10 @@ func fenceUncertain(node *corev1.Node, leaderTimeout time.Duration) string {
 	if node == nil {
 		return "its Node is not known"
 	}
-	v, ok := node.Annotations[kube.AnnotationFence]
-	if !ok {
-		return fmt.Sprintf("node %s never said that it fences (no sitecon agent there, or an older one)", node.Name)
-	}
-	s, err := ParseFenceSettings(v)
+	s, problem := kube.NodeFenceSettings(node)
 	switch {
-	case err != nil:
-		return fmt.Sprintf("node %s's fence settings cannot be read (%v)", node.Name, err)
+	case problem != "":
+		return problem
 	case !s.Fencing:
 		return fmt.Sprintf("node %s's agent runs without fencing (--no-fence): its containers may run on", node.Name)
 	case s.FailoverTimeout != leaderTimeout:
@@ -82,7 +49,7 @@ func confirmOffAdvice(node string) string {
 // PublishFenceSettings keeps node's kube.AnnotationFence equal to s, from
 // the cluster cache's changes (no polling): written when the Node lacks it
 // or says otherwise, retried at the next change or after a minute.
-func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string, s FenceSettings, log *slog.Logger) {
+func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string, s kube.FenceSettings, log *slog.Logger) {
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
 	want := s.String()

@@ -1,0 +1,56 @@
+package doctor
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// Said before any node is lost: each node whose failover the leader would
+// hold because it does not fence, or fences with another timeout; a node
+// that never said is "not checked", never ok.
+func TestFenceSettingsCheck(t *testing.T) {
+	fenced := func(name, fence string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if fence != "" {
+			n.Annotations = map[string]string{kube.AnnotationFence: fence}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []*corev1.Node
+		want  []string // one finding each, in this order
+	}{
+		{"every node fences with one timeout", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 28s"), fenced("c", "on 28s")}, nil},
+		{"one node runs --no-fence", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "off 28s"), fenced("c", "on 28s")},
+			[]string{"b's agent runs without fencing"}},
+		{"one node with a longer timeout", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 1m0s"), fenced("c", "on 28s")},
+			[]string{"b fences with --failover-timeout 1m0s, the other nodes with 28s"}},
+		{"one node never said", []*corev1.Node{fenced("a", "on 28s"), fenced("b", ""), fenced("c", "on 28s")},
+			[]string{"not checked on b: node b never said that it fences"}},
+		{"one node's settings unreadable", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "perhaps"), fenced("c", "on 28s")},
+			[]string{"not checked on b: node b's fence settings cannot be read"}},
+		{"no node read", nil, []string{"not checked: no node was read"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkFenceSettings(context.Background(), &Env{Data: kube.Data{Nodes: tc.nodes}})
+			if len(got) != len(tc.want) {
+				t.Fatalf("findings %+v, want %d", got, len(tc.want))
+			}
+			for i, f := range got {
+				if !strings.Contains(f.Summary, tc.want[i]) || f.Severity == OK {
+					t.Errorf("finding %d: %s %q, want a problem mentioning %q", i, f.Severity, f.Summary, tc.want[i])
+				}
+				if strings.HasPrefix(f.Summary, "not checked") != f.NotChecked {
+					t.Errorf("finding %d: %q says not checked %v", i, f.Summary, f.NotChecked)
+				}
+			}
+		})
+	}
+}
