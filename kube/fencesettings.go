@@ -37,7 +37,6 @@ func ParseFenceSettings(v string) (FenceSettings, error) {
 	return FenceSettings{Fencing: state == "on", FailoverTimeout: t}, nil
 }
 
-
 // NodeFenceSettings are the fence settings n's agent wrote on it; problem
 // says why there are none to go by ("" when there are).
 func NodeFenceSettings(n *corev1.Node) (s FenceSettings, problem string) {
