@@ -267,36 +267,11 @@ func (w *FenceWatch) saveRecord(rec fenceRecord) {
 	}
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err == nil {
-		err = writeFileAtomic(w.RecordPath, data)
+		err = config.WriteFileAtomic(w.RecordPath, data, 0o644)
 	}
 	if err != nil {
 		w.Log.Error("fence record not written: a restart cut off fences from the one before", "path", w.RecordPath, "err", err)
 	}
-}
-
-// writeFileAtomic writes data to path through a temporary file that is
-// synced and renamed over it: a reader sees the old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // fenceCheckWith is one check: the API server first, then, only when it is
