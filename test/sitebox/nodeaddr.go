@@ -192,17 +192,23 @@ func (s *Site) silence(n Node) error {
 		defer close(held.done)
 		_ = HoldSilent(ctx, addr)
 	}()
+	s.keepHeld(n.Name, held)
+	return nil
+}
+
+// keepHeld records what holds node's address in this process, ending what
+// held it before.
+func (s *Site) keepHeld(node string, held *heldSilence) {
 	s.holesMu.Lock()
 	defer s.holesMu.Unlock()
 	if s.holes == nil {
 		s.holes = map[string]*heldSilence{}
 	}
-	if prev := s.holes[n.Name]; prev != nil {
+	if prev := s.holes[node]; prev != nil {
 		prev.cancel()
 		<-prev.done
 	}
-	s.holes[n.Name] = held
-	return nil
+	s.holes[node] = held
 }
 
 // unsilence gives a node's status address back (its agent may listen
@@ -271,16 +277,26 @@ var errBootHost = errors.New("a bootstrap-mode site's failed node is powered off
 // stay down: its address refuses connections (the kernel's reset), as a
 // device whose k3s stopped but whose containers may still run.
 func (s *Site) HostUp(node string) error {
-	if _, err := s.node(node); err != nil {
+	if _, err := s.failedHost(node); err != nil {
 		return err
 	}
+	return s.unsilence(node)
+}
+
+// failedHost is node, when it is failed and its host can be staged (not a
+// bootstrap-mode node, whose power cut took its namespace).
+func (s *Site) failedHost(node string) (Node, error) {
+	n, err := s.node(node)
+	if err != nil {
+		return Node{}, err
+	}
 	if s.running("kwok-" + node) {
-		return fmt.Errorf("node %s is not failed", node)
+		return Node{}, fmt.Errorf("node %s is not failed", node)
 	}
 	if s.Bootstrap {
-		return errBootHost
+		return Node{}, errBootHost
 	}
-	return s.unsilence(node)
+	return n, nil
 }
 
 // HostPaused makes a failed node's host take connections and never answer
@@ -288,15 +304,9 @@ func (s *Site) HostUp(node string) error {
 // kernel completes the handshake, nothing reads; its containers may still
 // run. Held in this process (tests); HostUp or HostDown ends it.
 func (s *Site) HostPaused(node string) error {
-	n, err := s.node(node)
+	n, err := s.failedHost(node)
 	if err != nil {
 		return err
-	}
-	if s.running("kwok-" + node) {
-		return fmt.Errorf("node %s is not failed", node)
-	}
-	if s.Bootstrap {
-		return errBootHost
 	}
 	if err := s.unsilence(node); err != nil {
 		return err
@@ -321,27 +331,16 @@ func (s *Site) HostPaused(node string) error {
 		<-ctx.Done()
 		_ = l.Close() // never accepted: the queued connections get no answer
 	}()
-	s.holesMu.Lock()
-	defer s.holesMu.Unlock()
-	if s.holes == nil {
-		s.holes = map[string]*heldSilence{}
-	}
-	s.holes[n.Name] = held
+	s.keepHeld(n.Name, held)
 	return nil
 }
 
 // HostDown takes a failed node's host away again (after HostUp): its
 // address is silent, as a powered-off device's.
 func (s *Site) HostDown(node string) error {
-	n, err := s.node(node)
+	n, err := s.failedHost(node)
 	if err != nil {
 		return err
-	}
-	if s.running("kwok-" + node) {
-		return fmt.Errorf("node %s is not failed", node)
-	}
-	if s.Bootstrap {
-		return errBootHost
 	}
 	return s.silence(n)
 }
