@@ -35,6 +35,11 @@ type FenceOptions struct {
 	Stop func(ctx context.Context, podUIDs []string) (workloads.Report, error)
 }
 
+// fenceSourcesEvery is how often the fence watch reads its peers and pods
+// from the cluster cache while the API server answers (and its record
+// follows them).
+const fenceSourcesEvery = 10 * time.Second
+
 // peerContactFresh is how recent a peer's own contact with a ready API
 // server must be for its answer to count as this node's contact with the
 // quorum: one of the peer's checks, its probe, and a second of spare.
@@ -118,11 +123,25 @@ func (w *FenceWatch) Run(ctx context.Context) {
 	var st FenceState
 	tick := time.NewTicker(fenceCheckEvery)
 	defer tick.Stop()
+	// The peers and pods are read from the cache (a whole Data read, all
+	// kinds) every fenceSourcesEvery while the API server answers, and at
+	// every check while it does not: not once a second on a quiet site.
+	var (
+		peers     []*corev1.Node
+		pods      []string
+		podsKnown bool
+		read      time.Time
+		inContact bool
+	)
 	for {
-		peers, pods, podsKnown := w.sources()
+		if read.IsZero() || !inContact || time.Since(read) >= fenceSourcesEvery {
+			peers, pods, podsKnown = w.sources()
+			read = time.Now()
+		}
 		check := fenceCheckWith(ctx, w.APIReady, peers, w.Probe)
 		now := time.Now()
 		check.Mono, check.Wall = now.Sub(start), now
+		inContact = check.APIReachable
 		if check.APIReachable {
 			w.Status.QuorumContact(now)
 		}
