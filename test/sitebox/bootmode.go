@@ -332,16 +332,8 @@ func (s *Site) startBootAgents(sitecon, appsDir string, timings AgentTimings) er
 // the PID file its agent keeps; a PID that no longer names a process of
 // this site is left alone.
 func (s *Site) killK3s(node string) error {
-	pidFile := filepath.Join(s.K3sDataDir(node), "sitecon-k3s.pid")
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
-		return nil
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 0 {
-		return nil
-	}
-	if cmdline, ok := liveCmdline(pid); !ok || !strings.Contains(string(cmdline), s.Dir) {
+	pid := s.k3sPID(node)
+	if pid == 0 {
 		return nil
 	}
 	if !signalExit(pid, syscall.SIGKILL, 5*time.Second) {
@@ -350,13 +342,31 @@ func (s *Site) killK3s(node string) error {
 	return nil
 }
 
+// k3sPID is the PID of a bootstrap-mode node's k3s stand-in, from the PID
+// file its agent keeps; 0 when none runs, or the PID no longer names a
+// process of this site.
+func (s *Site) k3sPID(node string) int {
+	data, err := os.ReadFile(filepath.Join(s.K3sDataDir(node), "sitecon-k3s.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if cmdline, ok := liveCmdline(pid); !ok || !strings.Contains(string(cmdline), s.Dir) {
+		return 0
+	}
+	return pid
+}
+
 // powerOffBoot cuts the power of bootstrap-mode nodes at once: every
 // node's etcd member, k3s, agent and kubelet die by SIGKILL, then each
 // node's network goes with its namespace.
 func (s *Site) powerOffBoot(nodes ...string) error {
 	var errs []error
 	for _, node := range nodes {
-		errs = append(errs, s.kill(etcdProcess(node)), s.killK3s(node), s.kill(agentProcess(node)), s.stopKubeletFront(node, true), s.kill("kwok-"+node))
+		errs = append(errs, s.kill(etcdProcess(node)), s.killK3s(node), s.kill(agentProcess(node)), s.stopKubeletFront(node, true), s.kill("kwok-"+node), s.endRuntime(node))
 	}
 	for _, node := range nodes {
 		errs = append(errs, s.dropNetns(slices.IndexFunc(s.Nodes, func(n Node) bool { return n.Name == node })))
@@ -369,6 +379,11 @@ func (s *Site) powerOffBoot(nodes ...string) error {
 // etcd member, as its bring-up decides). Nothing for a node that runs.
 func (s *Site) powerOnBoot(node string) error {
 	i := slices.IndexFunc(s.Nodes, func(n Node) bool { return n.Name == node })
+	if f, err := s.StagedFaults(); err != nil {
+		return err
+	} else if !netnsExists(s.Netns(node)) && (f.cutGroup(node) != nil || len(f.Paused[node]) > 0) {
+		return fmt.Errorf("node %s is cut off or paused (sitebox heal first): a device booting into a staged fault is not staged here", node)
+	}
 	if err := s.bootNetns(i); err != nil {
 		return err
 	}

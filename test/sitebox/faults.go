@@ -27,7 +27,7 @@ func (s *Site) Fail(node string) error {
 	if s.Bootstrap {
 		return s.powerOffBoot(node)
 	}
-	if err := errors.Join(s.stopKubeletFront(node, false), s.stop("kwok-"+node)); err != nil {
+	if err := errors.Join(s.stopKubeletFront(node, false), s.stop("kwok-"+node), s.endRuntime(node)); err != nil {
 		return err
 	}
 	// The device is lost with all it runs: its etcd member and a sitecon
@@ -107,7 +107,7 @@ func (s *Site) PowerOff(nodes ...string) error {
 		return s.powerOffBoot(nodes...)
 	}
 	for _, node := range nodes {
-		errs = append(errs, s.stopKubeletFront(node, true), s.kill("kwok-"+node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
+		errs = append(errs, s.stopKubeletFront(node, true), s.kill("kwok-"+node), s.endRuntime(node), s.kill(etcdProcess(node)), s.kill(agentProcess(node)))
 	}
 	// Then their addresses go silent, as a powered-off device's.
 	for _, node := range nodes {

@@ -300,6 +300,9 @@ func (s *Site) startKubelet(n Node) error {
 			return err
 		}
 	}
+	if err := s.startRuntime(n); err != nil {
+		return err
+	}
 	return s.startKubeletFront(n)
 }
 

@@ -70,7 +70,7 @@ func (s *Site) processOrder() []string {
 	}
 	order = append(order, "app-chatter", "simulators")
 	for _, n := range s.Nodes {
-		order = append(order, kubeletFrontProcess(n.Name), "kwok-"+n.Name)
+		order = append(order, RuntimeProcess(n.Name), kubeletFrontProcess(n.Name), "kwok-"+n.Name)
 	}
 	order = append(order, controlPlaneProcesses...)
 	for _, m := range s.Etcd {
@@ -94,6 +94,9 @@ func (s *Site) Down() error {
 		if f != nil {
 			errs = append(errs, f.close())
 		}
+		// The pods' processes outlive their runtime simulator, as
+		// containers do: they end with the site.
+		errs = append(errs, s.endRuntime(n.Name))
 	}
 	for _, name := range s.processOrder() {
 		if s.running(name) {

@@ -100,6 +100,10 @@ type Options struct {
 	// command that started the site; empty: they run in this process, for
 	// as long as it runs (tests).
 	KubeletFronts string
+	// Runtime is a sitebox binary that runs each node's container runtime
+	// simulator (runtime.go) as a site process: every pod a node's kubelet
+	// runs gets a real process. Empty: pods run no process.
+	Runtime string
 }
 
 // Node is one simulated node.
@@ -154,6 +158,9 @@ type State struct {
 	// KubeletFronts: the binary that runs the nodes' kubelet fronts as
 	// site processes; empty: they run in the process that started them.
 	KubeletFronts string `json:"kubeletFronts,omitempty"`
+	// Runtime: the binary that runs the nodes' container runtime
+	// simulators (runtime.go); empty: none.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Site is a started (or loaded) sitebox.
@@ -348,6 +355,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		DieWithParent:          opts.DieWithParent,
 		Bootstrap:              opts.Bootstrap,
 		KubeletFronts:          opts.KubeletFronts,
+		Runtime:                opts.Runtime,
 	}}
 	for i := range opts.Nodes {
 		name := NodeName(i)

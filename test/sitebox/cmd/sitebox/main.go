@@ -7,6 +7,7 @@
 //	sitebox recover node-b --dir DIR   start them again (the member rejoins with its data)
 //	sitebox power-off all --dir DIR    a power cut: every node's kubelet, etcd member and agent killed at once, their addresses silent
 //	sitebox power-on node-c node-a ... the devices boot again, in the order given
+//	sitebox cut node-b node-c --dir DIR  (bootstrap mode) cut a group off from the rest and the API server; also drop, pause, resume, heal, faults
 //	sitebox down --dir DIR             stop everything the site started
 package main
 
@@ -48,7 +49,7 @@ func root() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&dir, "dir", envOr("SITEBOX_DIR", ".sitebox"), "site directory (certificates, data, logs, PIDs, kubeconfig); env SITEBOX_DIR")
 
 	var opts sitebox.Options
-	var noSimulators, demo bool
+	var noSimulators, demo, runtime bool
 	var agents, standin string
 	var agentTimings sitebox.AgentTimings
 	up := &cobra.Command{
@@ -74,6 +75,9 @@ func root() *cobra.Command {
 				return err
 			}
 			opts.KubeletFronts = self
+			if runtime {
+				opts.Runtime = self
+			}
 			site, err := sitebox.Up(ctx, opts)
 			if err != nil {
 				return err
@@ -138,6 +142,7 @@ func root() *cobra.Command {
 		},
 	}
 	up.Flags().IntVar(&opts.Nodes, "nodes", 3, "number of simulated nodes (node-a, node-b, ...)")
+	up.Flags().BoolVar(&runtime, "runtime", false, "run a real process (sleep) for every pod a node's kubelet runs, in a cgroup named after the pod, as containerd does: the agents' fence stops them as on a device")
 	up.Flags().StringVar(&opts.BinDir, "bin", "", "control-plane binaries (default: the build cache, env SITEBOX_BIN)")
 	// The defaults are what a device runs: the controller-manager settings
 	// the agent renders for k3s, the kubelet's and the API server's own
@@ -190,17 +195,6 @@ func root() *cobra.Command {
 			}
 			return site.Recover(args[0])
 		},
-	}
-	// Power cuts, staged by hand: "all" is every node of the site.
-	nodesOf := func(site *sitebox.Site, args []string) []string {
-		if len(args) == 1 && args[0] == "all" {
-			var all []string
-			for _, n := range site.Nodes {
-				all = append(all, n.Name)
-			}
-			return all
-		}
-		return args
 	}
 	powerOff := &cobra.Command{
 		Use:   "power-off NODE...|all",
@@ -307,6 +301,7 @@ func root() *cobra.Command {
 	}
 	kubeletFront.Flags().StringVar(&frontNode, "node", "", "the node whose kubelet port to serve")
 	cmd.AddCommand(up, down, fail, recover, powerOff, powerOn, simulate, chatter, silence, kubeletFront)
+	cmd.AddCommand(faultCommands(&dir)...)
 	return cmd
 }
 
@@ -328,4 +323,17 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// nodesOf are the nodes named on a command line; "all" is every node of
+// the site (power cuts, cuts staged by hand).
+func nodesOf(site *sitebox.Site, args []string) []string {
+	if len(args) == 1 && args[0] == "all" {
+		var all []string
+		for _, n := range site.Nodes {
+			all = append(all, n.Name)
+		}
+		return all
+	}
+	return args
 }

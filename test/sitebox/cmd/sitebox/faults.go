@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// faultCommands are the faults a person stages by hand on a bootstrap-mode
+// site, as the fault explorer does (test/sitebox/chaos.go).
+func faultCommands(dir *string) []*cobra.Command {
+	withSite := func(do func(*sitebox.Site, []string) error) func(*cobra.Command, []string) error {
+		return func(_ *cobra.Command, args []string) error {
+			site, err := loadSite(*dir)
+			if err != nil {
+				return err
+			}
+			return do(site, args)
+		}
+	}
+	cut := &cobra.Command{
+		Use:   "cut NODE...",
+		Short: "Cut the nodes off from the others and from the API server; they still reach each other (run again for another group)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: withSite(func(site *sitebox.Site, args []string) error {
+			return site.Cut(nodesOf(site, args))
+		}),
+	}
+	drop := &cobra.Command{
+		Use:   "drop FROM TO",
+		Short: "Lose every packet from node FROM to node TO (one way: TO's packets to FROM still arrive)",
+		Args:  cobra.ExactArgs(2),
+		RunE:  withSite(func(site *sitebox.Site, args []string) error { return site.Drop(args[0], args[1]) }),
+	}
+	var part string
+	pause := &cobra.Command{
+		Use:   "pause NODE",
+		Short: "Freeze a node's agent, kubelet or whole host (SIGSTOP); its addresses still accept connections",
+		Args:  cobra.ExactArgs(1),
+		RunE: withSite(func(site *sitebox.Site, args []string) error {
+			p, err := sitebox.ParsePausePart(part)
+			if err != nil {
+				return err
+			}
+			return site.Pause(args[0], p)
+		}),
+	}
+	pause.Flags().StringVar(&part, "part", "host", "what to freeze: agent, kubelet or host")
+	resume := &cobra.Command{
+		Use:   "resume NODE",
+		Short: "Let a paused part of a node go on",
+		Args:  cobra.ExactArgs(1),
+		RunE: withSite(func(site *sitebox.Site, args []string) error {
+			p, err := sitebox.ParsePausePart(part)
+			if err != nil {
+				return err
+			}
+			return site.Resume(args[0], p)
+		}),
+	}
+	resume.Flags().StringVar(&part, "part", "host", "what to let go on: agent, kubelet or host")
+	heal := &cobra.Command{
+		Use:   "heal",
+		Short: "Undo every cut, drop and pause",
+		Args:  cobra.NoArgs,
+		RunE:  withSite(func(site *sitebox.Site, _ []string) error { return site.Heal() }),
+	}
+	faults := &cobra.Command{
+		Use:   "faults",
+		Short: "Show the cuts, drops and pauses staged",
+		Args:  cobra.NoArgs,
+		RunE: withSite(func(site *sitebox.Site, _ []string) error {
+			f, err := site.StagedFaults()
+			if err != nil {
+				return err
+			}
+			for _, g := range f.Cut {
+				fmt.Printf("cut off: %v\n", g)
+			}
+			for _, d := range f.Drops {
+				fmt.Printf("dropped: %s → %s\n", d.From, d.To)
+			}
+			for n, parts := range f.Paused {
+				fmt.Printf("paused: %s %v\n", n, parts)
+			}
+			return nil
+		}),
+	}
+	killAgent := &cobra.Command{
+		Use:   "kill-agent NODE",
+		Short: "Kill a node's agent (SIGKILL), as a crash does; restart-agent starts it again",
+		Args:  cobra.ExactArgs(1),
+		RunE:  withSite(func(site *sitebox.Site, args []string) error { return site.KillAgent(args[0]) }),
+	}
+	restartAgent := &cobra.Command{
+		Use:   "restart-agent NODE",
+		Short: "Start a killed agent again, as its service manager does (in its namespace, with any cut still in place)",
+		Args:  cobra.ExactArgs(1),
+		RunE:  withSite(func(site *sitebox.Site, args []string) error { return site.RestartAgent(args[0]) }),
+	}
+	var runtimeNode string
+	runtime := &cobra.Command{
+		Use:    "runtime",
+		Short:  "Run a node's container runtime simulator: a real process per pod its kubelet runs (started by up --runtime)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return sitebox.ServeRuntime(ctx, *dir, runtimeNode, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		},
+	}
+	runtime.Flags().StringVar(&runtimeNode, "node", "", "the node whose pods to run")
+	return []*cobra.Command{cut, drop, pause, resume, heal, faults, killAgent, restartAgent, runtime}
+}
