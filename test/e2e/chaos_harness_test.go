@@ -1,0 +1,583 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/test/chaos"
+	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/sitebox"
+)
+
+// The fault explorer's harness (issue 36 §1): a bootstrap-mode site (each
+// node's agent bootstrapping for real in its own namespace, the k3s
+// stand-in running its etcd member, the fence on) with the demo's apps
+// (auto and pinned, VMs and containers, each with a three-replica Longhorn
+// volume) and the container runtime simulator, so that every pod a node
+// runs is a real process. A schedule (test/chaos) is staged step by step
+// with sitebox's faults and sitecon's own commands, while a checker reads
+// the invariants from outside the product: the processes in the nodes'
+// cgroups, the API server, etcd's own member list.
+//
+//  1. no auto app has live processes on two nodes at once;
+//  2. no sitecon action leaves etcd without quorum;
+//  3. one cluster: etcd's cluster ID never changes, and no node's k3s
+//     starts with cluster-init after the first bring-up;
+//  4. no sitecon action takes away a volume's last healthy replica;
+//  5. within chaosHealBound of the last heal every node is Ready, every
+//     app runs exactly once (a live process on one node) and every volume
+//     is healthy;
+//  6. while 1-4 are broken, `sitecon status` does not say the site is
+//     healthy.
+
+// chaosHealBound is invariant 5's bound.
+const chaosHealBound = 3 * time.Minute
+
+// chaosTimings are the agents': apps move 8 s after their node is lost,
+// the guard times 16 s and the fence's bound follows from it.
+var chaosTimings = sitebox.QuickAgentTimings(8 * time.Second)
+
+// chaosSite is a started site for schedules, one after the other.
+type chaosSite struct {
+	site   *sitebox.TestSite
+	cs     kubernetes.Interface
+	lh     lhclientset.Interface
+	nodes  []string
+	auto   []string          // the apps the cluster may move
+	pinned map[string]string // pinned app → its node
+	all    []string
+	// uidApp maps every app pod ever seen to its app: a force-deleted
+	// pod's process may outlive its object.
+	mu     sync.Mutex
+	uidApp map[string]string
+	// clusterID is etcd's, read at the first bring-up.
+	clusterID uint64
+	// initStarts counts each node's k3s starts with cluster-init.
+	initStarts map[string]int
+}
+
+// startChaosSite starts a bootstrap-mode site of n nodes (the first three
+// servers) with the demo apps and the runtime simulator, and waits until
+// it is whole.
+func startChaosSite(t *testing.T, n int) *chaosSite {
+	t.Helper()
+	netns.Skip(t)
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err != nil {
+			t.Skip("no cgroup hierarchy for the runtime simulator")
+		}
+	}
+	bins := buildSiteboxCLI(t)
+	opts := sitebox.TestOptions(t.TempDir())
+	opts.Bootstrap, opts.Nodes = true, n
+	opts.Runtime = filepath.Join(bins, "sitebox")
+	site, err := sitebox.StartTestSite(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Stop)
+	cs := &chaosSite{site: site, cs: clientset(t, site), lh: longhornClient(t, site), pinned: map[string]string{}, uidApp: map[string]string{}, initStarts: map[string]int{}}
+	for _, node := range site.Nodes {
+		cs.nodes = append(cs.nodes, node.Name)
+	}
+	t.Cleanup(func() {
+		var logs []string
+		for _, node := range cs.nodes {
+			logs = append(logs, "agent-"+node, "k3s-"+node, sitebox.RuntimeProcess(node))
+		}
+		logSiteOnFailure(t, site.Dir, logs...)
+	})
+	site.K3sStandin = filepath.Join(bins, "k3sstandin")
+	appsDir := t.TempDir()
+	if err := sitebox.WriteDemoApps(appsDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range sitebox.DemoApps {
+		cs.all = append(cs.all, a.Name)
+		if a.Pinned {
+			cs.pinned[a.Name] = a.Node
+		} else {
+			cs.auto = append(cs.auto, a.Name)
+		}
+	}
+	// Every app pod's UID to its app, from a watch kept all along.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	factory := informers.NewSharedInformerFactoryWithOptions(cs.cs, 0, informers.WithNamespace(kube.AppNamespace))
+	remember := func(o any) {
+		if p, ok := o.(*corev1.Pod); ok {
+			if name := p.Labels[kube.LabelAppName]; name != "" {
+				cs.mu.Lock()
+				cs.uidApp[string(p.UID)] = name
+				cs.mu.Unlock()
+			}
+		}
+	}
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: remember, UpdateFunc: func(_, o any) { remember(o) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+
+	began := time.Now()
+	if err := site.StartAgents(sitecon, appsDir, chaosTimings); err != nil {
+		t.Fatal(err)
+	}
+	until(t, 3*time.Minute, "the chaos site's first bring-up", func() (string, bool) {
+		why := cs.whole(ctx)
+		return why, why == ""
+	}, func(s string) string { return s })
+	t.Logf("chaos site: %d nodes whole %s after the agents started", n, time.Since(began).Round(100*time.Millisecond))
+	id, err := cs.etcdClusterID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.clusterID = id
+	for _, node := range cs.nodes {
+		cs.initStarts[node] = cs.clusterInits(t, node)
+	}
+	return cs
+}
+
+// clusterInits counts node's k3s starts with cluster-init.
+func (c *chaosSite) clusterInits(t *testing.T, node string) int {
+	n := 0
+	for _, s := range standinStarts(t, c.site.K3sDataDir(node)) {
+		if strings.Contains(s.line, "cluster-init") {
+			n++
+		}
+	}
+	return n
+}
+
+// copies are, per app, the nodes where it has a live process now.
+func (c *chaosSite) copies() (map[string][]string, error) {
+	out := map[string][]string{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, node := range c.nodes {
+		procs, err := c.site.RuntimeCopies(node)
+		if err != nil {
+			return nil, err
+		}
+		for uid := range procs {
+			if app := c.uidApp[uid]; app != "" && !slices.Contains(out[app], node) {
+				out[app] = append(out[app], node)
+			}
+		}
+	}
+	return out, nil
+}
+
+// etcdClient reaches the members on the machine's loopback, where they
+// listen whatever the nodes' namespaces do.
+func (c *chaosSite) etcdClient(ctx context.Context) (*clientv3.Client, error) {
+	var endpoints []string
+	for _, m := range c.site.Etcd {
+		endpoints = append(endpoints, m.ClientURL())
+	}
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Context: ctx})
+}
+
+// etcdClusterID is etcd's own cluster ID, from a linearizable member list
+// (it needs a quorum).
+func (c *chaosSite) etcdClusterID(ctx context.Context) (uint64, error) {
+	cli, err := c.etcdClient(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.ClusterId, nil
+}
+
+// etcdQuorate: a linearizable read succeeds, which only a quorum serves.
+func (c *chaosSite) etcdQuorate(ctx context.Context) bool {
+	cli, err := c.etcdClient(ctx)
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = cli.Get(ctx, "/sitecon-chaos-quorum-probe")
+	return err == nil
+}
+
+// volumes are the volumes' robustness, by name; nil when they cannot be
+// read.
+func (c *chaosSite) volumes(ctx context.Context) map[string]string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	list, err := c.lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, v := range list.Items {
+		out[v.Name] = string(v.Status.Robustness)
+	}
+	return out
+}
+
+// whole says what is not yet as invariant 5 wants it; "" when all is.
+func (c *chaosSite) whole(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "nodes: " + err.Error()
+	}
+	if len(nodes.Items) != len(c.nodes) {
+		return fmt.Sprintf("%d nodes, want %d", len(nodes.Items), len(c.nodes))
+	}
+	for i := range nodes.Items {
+		if !kube.NodeIsReady(&nodes.Items[i]) {
+			return "node " + nodes.Items[i].Name + " not Ready"
+		}
+	}
+	copies, err := c.copies()
+	if err != nil {
+		return err.Error()
+	}
+	for _, app := range c.all {
+		where := copies[app]
+		if len(where) != 1 {
+			return fmt.Sprintf("app %s runs on %v, want one node", app, where)
+		}
+		if node, ok := c.pinned[app]; ok && where[0] != node {
+			return fmt.Sprintf("pinned app %s runs on %s, want %s", app, where[0], node)
+		}
+	}
+	vols, err := c.lh.LonghornV1beta2().Volumes(kube.LonghornNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "volumes: " + err.Error()
+	}
+	if len(vols.Items) < len(c.all) {
+		return fmt.Sprintf("%d volumes, want %d", len(vols.Items), len(c.all))
+	}
+	for _, v := range vols.Items {
+		if v.Status.Robustness != "healthy" {
+			return fmt.Sprintf("volume %s is %s (%s)", v.Name, v.Status.Robustness, v.Status.State)
+		}
+	}
+	return ""
+}
+
+// violation is one invariant seen broken.
+type violation struct {
+	invariant int
+	at        time.Duration // since the schedule began
+	step      int           // the step staged last (1-based; 0 before any)
+	what      string
+}
+
+func (v violation) String() string {
+	return fmt.Sprintf("invariant %d at %s (during step %d): %s", v.invariant, v.at.Round(100*time.Millisecond), v.step, v.what)
+}
+
+// chaosRun is one schedule's outcome.
+type chaosRun struct {
+	schedule   chaos.Schedule
+	violations []violation
+	faults     map[chaos.Kind]int
+	actions    map[string]int // "drain ok", "migrate refused", ...
+	heal       time.Duration  // from the last heal to invariant 5
+	healed     bool
+	// ranOn are the nodes each app was seen running on.
+	ranOn map[string][]string
+}
+
+// firstStep is the step during which the first violation was seen.
+func (r chaosRun) firstStep() int {
+	first := 0
+	for _, v := range r.violations {
+		if first == 0 || v.step < first {
+			first = v.step
+		}
+	}
+	return first
+}
+
+// run stages s on the site and checks the invariants all along, then
+// heals everything (every cut, drop and pause undone, every node powered
+// on and uncordoned) and waits for invariant 5.
+func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
+	t.Logf("%s", s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := chaosRun{schedule: s, faults: map[chaos.Kind]int{}, actions: map[string]int{}, ranOn: map[string][]string{}}
+	var mu sync.Mutex
+	began := time.Now()
+	step := 0
+	// faultsSince counts the fault steps staged: an action is judged on
+	// quorum and volumes only when no fault came while it ran.
+	faultsStaged := 0
+	report := func(inv int, what string) {
+		mu.Lock()
+		v := violation{invariant: inv, at: time.Since(began), step: step, what: what}
+		res.violations = append(res.violations, v)
+		mu.Unlock()
+		t.Errorf("VIOLATION %s", v)
+		if inv <= 4 {
+			// Invariant 6: the site is not healthy, and sitecon must not
+			// say it is.
+			out, err := exec.Command(sitecon, "status", "--kubeconfig", c.site.Kubeconfig(), "--timeout", "10s").CombinedOutput()
+			if err == nil {
+				mu.Lock()
+				res.violations = append(res.violations, violation{invariant: 6, at: time.Since(began), step: v.step, what: "sitecon status says healthy (exit 0) while " + v.String() + ":\n" + tail(string(out), 1500)})
+				mu.Unlock()
+				t.Errorf("VIOLATION invariant 6: sitecon status exits 0 while invariant %d is broken", inv)
+			}
+		}
+	}
+
+	// The checker: every 200 ms the processes (1), every 2 s etcd's
+	// cluster ID (3).
+	var checker sync.WaitGroup
+	checker.Add(1)
+	go func() {
+		defer checker.Done()
+		twice := map[string]bool{}
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		lastID := time.Time{}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			copies, err := c.copies()
+			if err != nil {
+				t.Errorf("read the nodes' processes: %v", err)
+				return
+			}
+			mu.Lock()
+			for app, on := range copies {
+				for _, n := range on {
+					if !slices.Contains(res.ranOn[app], n) {
+						res.ranOn[app] = append(res.ranOn[app], n)
+					}
+				}
+			}
+			mu.Unlock()
+			for _, app := range c.auto {
+				on := copies[app]
+				if len(on) > 1 && !twice[app] {
+					report(1, fmt.Sprintf("auto app %s has live processes on %v", app, on))
+				}
+				twice[app] = len(on) > 1
+			}
+			if time.Since(lastID) >= 2*time.Second {
+				lastID = time.Now()
+				if id, err := c.etcdClusterID(ctx); err == nil && id != c.clusterID {
+					report(3, fmt.Sprintf("etcd's cluster ID is %x, was %x", id, c.clusterID))
+				}
+			}
+		}
+	}()
+
+	var actions sync.WaitGroup
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	act := func(kind chaos.Kind, args ...string) {
+		mu.Lock()
+		before := faultsStaged
+		mu.Unlock()
+		quorate, vols := c.etcdQuorate(ctx), c.volumes(ctx)
+		actions.Add(1)
+		go func() {
+			defer actions.Done()
+			args = append(args, "--yes", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit)
+			out, err := exec.CommandContext(ctx, sitecon, args...).CombinedOutput()
+			outcome := "ok"
+			if err != nil {
+				outcome = "refused or failed"
+			}
+			mu.Lock()
+			res.actions[string(kind)+" "+outcome]++
+			quiet := faultsStaged == before
+			mu.Unlock()
+			t.Logf("sitecon %s: %s: %s", strings.Join(args[:2], " "), outcome, tail(strings.TrimSpace(string(out)), 1200))
+			if err != nil || !quiet || ctx.Err() != nil {
+				return
+			}
+			if quorate && !c.etcdQuorate(ctx) {
+				report(2, "etcd lost its quorum with sitecon "+strings.Join(args[:2], " "))
+			}
+			after := c.volumes(ctx)
+			for name, was := range vols {
+				if was != "faulted" && after != nil && after[name] == "faulted" {
+					report(4, fmt.Sprintf("volume %s turned faulted with sitecon %s", name, strings.Join(args[:2], " ")))
+				}
+			}
+		}()
+	}
+
+	for i, st := range s.Steps {
+		mu.Lock()
+		step = i + 1
+		if !st.Kind.Action() {
+			faultsStaged++
+		}
+		mu.Unlock()
+		t.Logf("%s step %d: %s", time.Since(began).Round(100*time.Millisecond), i+1, st)
+		var err error
+		switch st.Kind {
+		case chaos.Cut:
+			err = c.site.Cut(st.Nodes)
+		case chaos.Drop:
+			err = c.site.Drop(st.Nodes[0], st.Nodes[1])
+		case chaos.Pause, chaos.Resume:
+			var part sitebox.PausePart
+			if part, err = sitebox.ParsePausePart(st.Part); err == nil {
+				if st.Kind == chaos.Pause {
+					err = c.site.Pause(st.Nodes[0], part)
+				} else {
+					err = c.site.Resume(st.Nodes[0], part)
+				}
+			}
+		case chaos.PowerOff:
+			err = c.site.PowerOff(st.Nodes...)
+		case chaos.PowerOn:
+			err = c.site.PowerOn(st.Nodes[0])
+		case chaos.RestartAgent:
+			if err = c.site.KillAgent(st.Nodes[0]); err == nil {
+				err = c.site.RestartAgent(st.Nodes[0])
+			}
+		case chaos.Heal:
+			err = c.site.Heal()
+		case chaos.Drain:
+			act(st.Kind, "drain", st.Nodes[0], "--timeout", "60s")
+		case chaos.Uncordon:
+			act(st.Kind, "uncordon", st.Nodes[0])
+		case chaos.Migrate:
+			act(st.Kind, "migrate", st.App, st.Nodes[0], "--timeout", "60s")
+		}
+		if err != nil {
+			// A shrunk schedule may hold a step that no longer applies
+			// (a node powered on that was never off): said, not staged.
+			t.Logf("step %d not staged: %v", i+1, err)
+		} else if !st.Kind.Action() {
+			res.faults[st.Kind]++
+		}
+		select {
+		case <-time.After(st.Hold): // the schedule's own hold, not a wait for a condition
+		case <-ctx.Done():
+		}
+	}
+
+	// The last heal: faults undone, every node on, the actions done, every
+	// node uncordoned (the technician's end of the incident).
+	mu.Lock()
+	step = len(s.Steps) + 1
+	mu.Unlock()
+	healStart := time.Now()
+	if err := c.site.Heal(); err != nil {
+		t.Errorf("heal: %v", err)
+	}
+	for _, n := range c.nodes {
+		if err := c.site.PowerOn(n); err != nil {
+			t.Errorf("power on %s: %v", n, err)
+		}
+	}
+	actions.Wait()
+	for _, n := range c.nodes {
+		_ = exec.Command(sitecon, "uncordon", n, "--yes", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit).Run()
+	}
+	var last string
+	for time.Since(healStart) < chaosHealBound {
+		if last = c.whole(ctx); last == "" {
+			res.healed, res.heal = true, time.Since(healStart)
+			break
+		}
+		time.Sleep(time.Second) // polling the site's state, bounded by chaosHealBound
+	}
+	if !res.healed {
+		report(5, fmt.Sprintf("not whole %s after the last heal: %s", chaosHealBound, last))
+	}
+	for _, n := range c.nodes {
+		if got := c.clusterInits(t, n); got != c.initStarts[n] {
+			report(3, fmt.Sprintf("%s's k3s started with cluster-init %d more times", n, got-c.initStarts[n]))
+		}
+	}
+	cancel()
+	checker.Wait()
+	t.Logf("schedule of seed %d: %d violations, whole %s after the last heal", s.Seed, len(res.violations), res.heal.Round(100*time.Millisecond))
+	return res
+}
+
+// chaosTable is make chaos's summary of runs.
+func chaosTable(runs []chaosRun) string {
+	var b strings.Builder
+	faults, actions := map[string]int{}, map[string]int{}
+	perInvariant := map[int]int{}
+	var heals []time.Duration
+	for _, r := range runs {
+		for k, n := range r.faults {
+			faults[string(k)] += n
+		}
+		for k, n := range r.actions {
+			actions[k] += n
+		}
+		for _, v := range r.violations {
+			perInvariant[v.invariant]++
+		}
+		if r.healed {
+			heals = append(heals, r.heal)
+		}
+	}
+	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, v) }
+	b.WriteString("| | |\n|---|---|\n")
+	row("schedules", fmt.Sprint(len(runs)))
+	row("faults injected", joinCounts(faults))
+	row("actions", joinCounts(actions))
+	for inv := 1; inv <= 6; inv++ {
+		row(fmt.Sprintf("violations of invariant %d", inv), fmt.Sprint(perInvariant[inv]))
+	}
+	slices.Sort(heals)
+	if len(heals) > 0 {
+		row("whole after the last heal, p50 / max", fmt.Sprintf("%s / %s", heals[len(heals)/2].Round(100*time.Millisecond), heals[len(heals)-1].Round(100*time.Millisecond)))
+	}
+	return b.String()
+}
+
+func joinCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
