@@ -127,6 +127,7 @@ type Site struct {
 type model struct {
 	off, cut, cordoned map[string]bool
 	paused             map[string][]string
+	drops              int
 }
 
 func (m *model) up(nodes []string) []string {
@@ -168,6 +169,7 @@ func Generate(seed uint64, site Site) Schedule {
 			choices = append(choices, choice{2, func() Step {
 				from := pick(up)
 				to := pick(slices.DeleteFunc(slices.Clone(up), func(n string) bool { return n == from }))
+				m.drops++
 				return Step{Kind: Drop, Nodes: []string{from, to}}
 			}})
 		}
@@ -229,11 +231,14 @@ func Generate(seed uint64, site Site) Schedule {
 			// An agent restarted while its node is cut off.
 			choices = append(choices, choice{3, func() Step { return Step{Kind: RestartAgent, Nodes: []string{pick(cutUp)}} }})
 		}
-		choices = append(choices, choice{4, func() Step {
-			clear(m.cut)
-			clear(m.paused)
-			return Step{Kind: Heal}
-		}})
+		if len(m.cut) > 0 || len(paused) > 0 || m.drops > 0 {
+			choices = append(choices, choice{4, func() Step {
+				clear(m.cut)
+				clear(m.paused)
+				m.drops = 0
+				return Step{Kind: Heal}
+			}})
+		}
 		var uncordoned, cordoned []string
 		for _, n := range up {
 			if m.cordoned[n] {

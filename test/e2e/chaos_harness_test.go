@@ -15,6 +15,7 @@ import (
 
 	lhclientset "github.com/longhorn/longhorn-manager/k8s/pkg/client/clientset/versioned"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -195,7 +196,9 @@ func (c *chaosSite) etcdClient(ctx context.Context) (*clientv3.Client, error) {
 	for _, m := range c.site.Etcd {
 		endpoints = append(endpoints, m.ClientURL())
 	}
-	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Context: ctx})
+	// Its log (zap's) says nothing the checker does not: a member without
+	// quorum is what the checker looks for.
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Context: ctx, Logger: zap.NewNop()})
 }
 
 // etcdClusterID is etcd's own cluster ID, from a linearizable member list
@@ -509,11 +512,17 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 	for _, n := range c.nodes {
 		_ = exec.Command(sitecon, "uncordon", n, "--yes", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit).Run()
 	}
-	var last string
+	var last, said string
 	for time.Since(healStart) < chaosHealBound {
 		if last = c.whole(ctx); last == "" {
 			res.healed, res.heal = true, time.Since(healStart)
 			break
+		}
+		// What the site waits for, each time it changes: where a slow
+		// heal spends its time.
+		if last != said {
+			t.Logf("%s after the last heal: %s", time.Since(healStart).Round(100*time.Millisecond), last)
+			said = last
 		}
 		time.Sleep(time.Second) // polling the site's state, bounded by chaosHealBound
 	}

@@ -189,6 +189,14 @@ func runSiteNode(confPath, sub, dataDir, nodeIP string) (*siteNode, error) {
 		return nil, err
 	}
 	go host.relay(etcd, conf.Etcd.Client)
+	for _, member := range conf.Etcd.Members {
+		l, err := net.Listen("tcp", member)
+		if err != nil {
+			s.stop()
+			return nil, fmt.Errorf("relay etcd member %s: %w", member, err)
+		}
+		go host.relay(l, member)
+	}
 	return s, nil
 }
 

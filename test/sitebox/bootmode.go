@@ -166,6 +166,9 @@ func (s *Site) writeBootFiles() error {
 		if m, ok := s.EtcdMemberOf(n.Name); ok {
 			conf.Etcd = &sitemode.Etcd{CommandFile: s.cmdFile(etcdProcess(n.Name)), PIDFile: s.pidFile(etcdProcess(n.Name)),
 				LogFile: filepath.Join(s.Dir, "logs", etcdProcess(n.Name)+".log"), Client: strings.TrimPrefix(m.ClientURL(), "http://")}
+			for _, other := range s.Etcd {
+				conf.Etcd.Members = append(conf.Etcd.Members, strings.TrimPrefix(other.ClientURL(), "http://"))
+			}
 		} else if kubeconfig, err = os.ReadFile(s.NodeKubeconfig(n.Name)); err != nil {
 			return err
 		}

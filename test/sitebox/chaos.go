@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -241,9 +242,14 @@ func (s *Site) applyFirewall(node string, f Faults) error {
 				out = append(out, "ip daddr "+m.IP+" drop")
 			}
 		}
-		// The node's own k3s: its API port and etcd, relayed by the
-		// stand-in to the site's, which the cut leaves on the other side.
-		out = append(out, "ip daddr 127.0.0.1 tcp dport { 6443, 2379 } drop")
+		// The node's own k3s: its API port and etcd, and the members'
+		// client ports, relayed by the stand-in to the site's, which the
+		// cut leaves on the other side.
+		ports := []string{"6443", "2379"}
+		for _, m := range s.Etcd {
+			ports = append(ports, strconv.Itoa(m.ClientPort))
+		}
+		out = append(out, "ip daddr 127.0.0.1 tcp dport { "+strings.Join(ports, ", ")+" } drop")
 	}
 	for _, d := range f.Drops {
 		if d.To != node {

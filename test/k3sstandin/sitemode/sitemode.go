@@ -46,6 +46,13 @@ type Etcd struct {
 	// Client is the member's client address, host:port in HostNetns: the
 	// stand-in's 127.0.0.1:2379 relays to it, where k3s serves etcd.
 	Client string `json:"client"`
+	// Members are every member's client address, host:port in HostNetns,
+	// as the member list advertises them: the stand-in listens on each in
+	// the node's namespace too and relays it, as every member's client URL
+	// is reachable from every server on a device's LAN. Without them, a
+	// node's own view of etcd (its agent's observation, a leave's
+	// preflight) finds every other member silent.
+	Members []string `json:"members,omitempty"`
 }
 
 // Read reads a Node from path.
