@@ -158,6 +158,12 @@ type FenceState struct {
 // Fenced says whether the node is fenced now.
 func (s *FenceState) Fenced() bool { return s.fenced }
 
+// ResumeFrom starts the state from a contact ago before its first check,
+// at mono and wall: a restarted watch's last contact, from its record.
+func (s *FenceState) ResumeFrom(ago, mono time.Duration, wall time.Time) {
+	s.started, s.lastContact, s.lastContactWall = true, mono-ago, wall.Add(-ago)
+}
+
 // Observe decides one check: fence once neither the API server nor a peer
 // in contact with it has been reached for bound (counted from the last
 // contact, or from the watch's start), lift on the first contact after.

@@ -298,3 +298,126 @@ func TestFenceRecordFollowsTheCache(t *testing.T) {
 		t.Fatalf("a half-written record was used: %v", pods)
 	}
 }
+
+// Issue 36, found by the fault explorer (TestChaosShortSchedule): an agent
+// restarted while its node is cut off counted the fence bound from its own
+// start, not from the node's last contact with the quorum, so its fence
+// came the restart's time (and its bring-up's) late: after the leader's
+// force-delete, which counts from the node's silence. The last contact is
+// kept in the record on the boot's clock (CLOCK_BOOTTIME and the boot ID,
+// which a restart keeps and a clock step does not move): a watch restarted
+// in the same boot counts from it; one after a reboot (nothing runs any
+// more) counts from its start.
+func TestFenceWatchRestartedCutOffCountsFromTheLastContact(t *testing.T) {
+	const bound = 20 * time.Second
+	boot := func(id string, at time.Duration) func() (string, time.Duration, error) {
+		start := time.Now()
+		return func() (string, time.Duration, error) { return id, at + time.Since(start), nil }
+	}
+	run := func(t *testing.T, rec fenceRecord, clock func() (string, time.Duration, error), apiUp bool) (*FenceWatch, chan []string, context.CancelFunc) {
+		dir := t.TempDir()
+		path := dir + "/" + FenceRecordFile
+		rec.Node, rec.Written = "node-a", &metav1.Time{Time: time.Now()}
+		data, _ := json.Marshal(rec)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stopped := make(chan []string, 100)
+		w := &FenceWatch{Node: "node-a", Bound: bound, RecordPath: path, Status: config.NewLifeStatus(true, DefaultFailoverTimeout), BootClock: clock,
+			APIReady: func(context.Context) error {
+				if apiUp {
+					return nil
+				}
+				return errors.New("i/o timeout")
+			},
+			Peers:    func() []*corev1.Node { return nil },
+			AutoPods: func() ([]string, bool) { return nil, false },
+			Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
+			Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
+				stopped <- uids
+				return workloads.Report{}, nil
+			}}
+		ctx, cancel := context.WithCancel(context.Background())
+		go w.Run(ctx)
+		return w, stopped, cancel
+	}
+
+	t.Run("same boot, last contact longer ago than the bound: fences at once", func(t *testing.T) {
+		rec := fenceRecord{AutoPods: []string{"uid-auto"}, Contact: &fenceContact{BootID: "boot-1", Boot: 70 * time.Second}}
+		_, stopped, cancel := run(t, rec, boot("boot-1", 100*time.Second), false)
+		defer cancel()
+		select {
+		case uids := <-stopped:
+			if !slices.Equal(uids, []string{"uid-auto"}) {
+				t.Fatalf("stopped %v", uids)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the restarted watch did not fence within 5 s though its last contact was 30 s ago (bound 20 s): it counts from its own start")
+		}
+	})
+	t.Run("another boot: counts from its start", func(t *testing.T) {
+		rec := fenceRecord{AutoPods: []string{"uid-auto"}, Contact: &fenceContact{BootID: "boot-0", Boot: 70 * time.Second}}
+		w, stopped, cancel := run(t, rec, boot("boot-1", 100*time.Second), false)
+		defer cancel()
+		select {
+		case uids := <-stopped:
+			t.Fatalf("fenced %v at once from a contact of an earlier boot", uids)
+		case <-time.After(3 * fenceCheckEvery): // three checks: a fence would have come at the first
+		}
+		if r := w.Reason(); r != "" {
+			t.Errorf("reason %q", r)
+		}
+	})
+	t.Run("in contact: the record keeps the contact on the boot's clock", func(t *testing.T) {
+		w, _, cancel := run(t, fenceRecord{}, boot("boot-7", 500*time.Second), true)
+		defer cancel()
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			data, _ := os.ReadFile(w.RecordPath)
+			var rec fenceRecord
+			if json.Unmarshal(data, &rec) == nil && rec.Contact != nil {
+				if rec.Contact.BootID != "boot-7" || rec.Contact.Boot < 500*time.Second || rec.Contact.Boot > 510*time.Second {
+					t.Fatalf("contact %+v, want boot-7 at about 500 s", rec.Contact)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no contact in the record: %s", data)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a file with a deadline
+		}
+	})
+}
+
+// A record written while the pods were not yet known (the peers came
+// first, from the cache's first kinds) is not, after a restart, a record
+// of no pods: the restarted watch would fence and stop nothing while
+// saying, signed, that it fenced.
+func TestFenceRecordOfUnknownPodsIsNotNoPods(t *testing.T) {
+	path := t.TempDir() + "/" + FenceRecordFile
+	peers := []*corev1.Node{peerAt("node-b")}
+	first := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
+		Peers: func() []*corev1.Node { return peers }, AutoPods: func() ([]string, bool) { return nil, false }}
+	first.sources()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the peers were not recorded: %v", err)
+	}
+	restarted := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+	restarted.loadRecord()
+	gotPeers, pods, known := restarted.sources()
+	if known {
+		t.Errorf("pods %v known from a record written before any pod was known", pods)
+	}
+	if len(gotPeers) != 1 {
+		t.Errorf("peers %d, want the recorded node-b", len(gotPeers))
+	}
+	// Once known (none, or some), they are known after a restart.
+	first.AutoPods = func() ([]string, bool) { return []string{}, true }
+	first.sources()
+	again := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+	again.loadRecord()
+	if _, pods, known := again.sources(); !known || len(pods) != 0 {
+		t.Errorf("pods %v known %v, want none, known", pods, known)
+	}
+}

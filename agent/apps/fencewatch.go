@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,20 +85,41 @@ type FenceWatch struct {
 	// by Attach, under mu.
 	Changed  func()
 	Timeline *Timeline
-	Log      *slog.Logger
+	// BootClock reads the boot's ID and clock (default: bootClock).
+	BootClock func() (bootID string, sinceBoot time.Duration, err error)
+	Log       *slog.Logger
 
 	mu         sync.Mutex
 	reason     string
 	record     fenceRecord
 	controller *Controller
+	// contact is the last contact with the quorum on the boot's clock, as
+	// last written to the record (or read from it).
+	contact *fenceContact
 }
 
 // fenceRecord is what the watch needs to fence without the cluster cache.
 type fenceRecord struct {
-	Node     string       `json:"node"`
-	Peers    []fencePeer  `json:"peers"`
-	AutoPods []string     `json:"auto_pods"`
-	Written  *metav1.Time `json:"written,omitempty"`
+	Node     string      `json:"node"`
+	Peers    []fencePeer `json:"peers"`
+	AutoPods []string    `json:"auto_pods"`
+	// PodsKnown: AutoPods are what the cache or the apps part said, not
+	// a record written before either knew (the peers may come first).
+	// Absent in a record of an older agent, which wrote only known pods:
+	// then its Written says so.
+	PodsKnown *bool        `json:"pods_known,omitempty"`
+	Written   *metav1.Time `json:"written,omitempty"`
+	// Contact is this node's last contact with the quorum, as the watch
+	// last wrote it (at most fenceSourcesEvery old while in contact).
+	Contact *fenceContact `json:"contact,omitempty"`
+}
+
+// fenceContact is a moment on the boot's clock: CLOCK_BOOTTIME, which an
+// agent's restart keeps and a step of the wall clock does not move, valid
+// in the boot BootID names only.
+type fenceContact struct {
+	BootID string        `json:"boot_id"`
+	Boot   time.Duration `json:"boot_ns"`
 }
 
 type fencePeer struct {
@@ -121,6 +145,14 @@ func (w *FenceWatch) Run(ctx context.Context) {
 	w.loadRecord()
 	start := time.Now()
 	var st FenceState
+	// A restart in the same boot counts the bound from the node's last
+	// contact, not from its own start: the leader's timer counts from the
+	// node's silence, and the restart (and bring-up) would make the fence
+	// that much late.
+	if ago, ok := w.lastContactAgo(); ok {
+		st.ResumeFrom(ago, 0, start)
+		w.Log.Info("counting the fence bound from this node's last contact with the quorum before the restart", "ago", ago.Round(time.Second), "bound", w.Bound)
+	}
 	tick := time.NewTicker(fenceCheckEvery)
 	defer tick.Stop()
 	// The peers and pods are read from the cache (a whole Data read, all
@@ -144,6 +176,13 @@ func (w *FenceWatch) Run(ctx context.Context) {
 		inContact = check.APIReachable
 		if check.APIReachable {
 			w.Status.QuorumContact(now)
+		}
+		if check.APIReachable || check.PeerInContact {
+			ago := time.Duration(0)
+			if !check.APIReachable {
+				ago = max(check.ContactAgo, 0)
+			}
+			w.noteContact(ago)
 		}
 		wasFenced := st.Fenced()
 		v := st.Observe(check, w.Bound)
@@ -213,7 +252,7 @@ func (w *FenceWatch) sources() (peers []*corev1.Node, pods []string, podsKnown b
 		}
 	}
 	pods, podsKnown = w.AutoPods()
-	rec := fenceRecord{Node: w.Node, AutoPods: slices.Sorted(slices.Values(pods))}
+	rec := fenceRecord{Node: w.Node, AutoPods: slices.Sorted(slices.Values(pods)), PodsKnown: &podsKnown}
 	for _, n := range peers {
 		if addr := internalIP(n); addr != "" {
 			rec.Peers = append(rec.Peers, fencePeer{Name: n.Name, Address: addr})
@@ -221,6 +260,7 @@ func (w *FenceWatch) sources() (peers []*corev1.Node, pods []string, podsKnown b
 	}
 	w.mu.Lock()
 	last := w.record
+	rec.Contact = w.contact
 	w.mu.Unlock()
 	if len(peers) == 0 {
 		rec.Peers = last.Peers
@@ -231,12 +271,21 @@ func (w *FenceWatch) sources() (peers []*corev1.Node, pods []string, podsKnown b
 	}
 	if !podsKnown {
 		rec.AutoPods, pods = last.AutoPods, last.AutoPods
-		podsKnown = last.Written != nil
+		podsKnown = last.podsKnown()
+		rec.PodsKnown = &podsKnown
 	}
-	if !slices.Equal(rec.AutoPods, last.AutoPods) || !slices.Equal(rec.Peers, last.Peers) {
+	if !slices.Equal(rec.AutoPods, last.AutoPods) || !slices.Equal(rec.Peers, last.Peers) || podsKnown != last.podsKnown() {
 		w.saveRecord(rec)
 	}
 	return peers, pods, podsKnown
+}
+
+// podsKnown says whether the record's AutoPods were known when written.
+func (r fenceRecord) podsKnown() bool {
+	if r.PodsKnown != nil {
+		return *r.PodsKnown
+	}
+	return r.Written != nil
 }
 
 func internalIP(n *corev1.Node) string {
@@ -271,8 +320,71 @@ func (w *FenceWatch) loadRecord() {
 		return
 	}
 	w.mu.Lock()
-	w.record = rec
+	w.record, w.contact = rec, rec.Contact
 	w.mu.Unlock()
+}
+
+// bootClock reads this boot's ID and CLOCK_BOOTTIME (the time since boot,
+// suspend included; a step of the wall clock does not move it).
+func bootClock() (string, time.Duration, error) {
+	id, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", 0, err
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return "", 0, err
+	}
+	return strings.TrimSpace(string(id)), time.Duration(ts.Nano()), nil
+}
+
+func (w *FenceWatch) bootClock() func() (string, time.Duration, error) {
+	if w.BootClock != nil {
+		return w.BootClock
+	}
+	return bootClock
+}
+
+// lastContactAgo is how long ago the record's last contact was, when it
+// was in this boot (after a reboot nothing of the node's ran on).
+func (w *FenceWatch) lastContactAgo() (time.Duration, bool) {
+	w.mu.Lock()
+	c := w.contact
+	w.mu.Unlock()
+	if c == nil {
+		return 0, false
+	}
+	id, since, err := w.bootClock()()
+	if err != nil || id != c.BootID || since < c.Boot {
+		return 0, false
+	}
+	return since - c.Boot, true
+}
+
+// noteContact keeps a contact ago before now in the record, at most every
+// fenceSourcesEvery: a restart counts from a contact that much earlier at
+// worst, which fences sooner, never later.
+func (w *FenceWatch) noteContact(ago time.Duration) {
+	id, since, err := w.bootClock()()
+	if err != nil {
+		return
+	}
+	at := since - ago
+	w.mu.Lock()
+	if c := w.contact; c != nil && c.BootID == id && at-c.Boot < fenceSourcesEvery {
+		w.mu.Unlock()
+		return
+	}
+	w.contact = &fenceContact{BootID: id, Boot: at}
+	rec := w.record
+	rec.Contact = w.contact
+	w.mu.Unlock()
+	if rec.Written == nil {
+		// Nothing recorded yet: the contact alone, the pods not known.
+		unknown := false
+		rec.Node, rec.PodsKnown = w.Node, &unknown
+	}
+	w.saveRecord(rec)
 }
 
 // saveRecord writes the record whole (temp, fsync, rename) and keeps it.
