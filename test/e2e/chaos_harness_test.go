@@ -22,6 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/chaos"
 	"github.com/sitecon/sitecon/test/netns"
@@ -261,6 +264,37 @@ func (c *chaosSite) whole(ctx context.Context) string {
 	for i := range nodes.Items {
 		if !kube.NodeIsReady(&nodes.Items[i]) {
 			return "node " + nodes.Items[i].Name + " not Ready"
+		}
+	}
+	// Every agent joined, READY, and seeing every app run: its cache
+	// holds its node's pods (what its fence stops when cut off).
+	for _, n := range c.nodes {
+		st, err := bootAgentState(c.site, n)
+		if err != nil {
+			return n + "'s agent: " + err.Error()
+		}
+		if st.Phase != agent.PhaseJoined {
+			return fmt.Sprintf("%s's agent is %s (%s)", n, st.Phase, st.LastError)
+		}
+		var ns apps.PublishedNode
+		if err := getSocketErr(c.site.AgentSocket(n), localapi.PathNode, &ns); err != nil {
+			return n + "'s agent: " + err.Error()
+		}
+		if ns.Status != apps.PublishedReady {
+			return fmt.Sprintf("%s's agent says %s (%s)", n, ns.Status, ns.Reason)
+		}
+		var seen []apps.PublishedApp
+		if err := getSocketErr(c.site.AgentSocket(n), localapi.PathApps, &seen); err != nil {
+			return n + "'s agent apps: " + err.Error()
+		}
+		running := 0
+		for _, a := range seen {
+			if a.KubeStatus == apps.KubeRunning {
+				running++
+			}
+		}
+		if running < len(c.all) {
+			return fmt.Sprintf("%s's agent sees %d of %d apps running", n, running, len(c.all))
 		}
 	}
 	copies, err := c.copies()
