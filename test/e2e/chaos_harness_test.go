@@ -445,10 +445,13 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 		mu.Lock()
 		before := faultsStaged
 		mu.Unlock()
-		quorate, vols := c.etcdQuorate(ctx), c.volumes(ctx)
 		actions.Add(1)
+		// In its own goroutine, the state before it read first: the
+		// schedule's holds do not wait on those reads (3 s each when the
+		// API server or etcd does not answer).
 		go func() {
 			defer actions.Done()
+			quorate, vols := c.etcdQuorate(ctx), c.volumes(ctx)
 			args = append(args, "--yes", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit)
 			out, err := exec.CommandContext(ctx, sitecon, args...).CombinedOutput()
 			outcome := "ok"

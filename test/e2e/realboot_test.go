@@ -207,7 +207,7 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 		}
 		return string(out)
 	}
-	sb("up", "--bootstrap", "--agents", sitecon, "--no-simulators", "--node-monitor-grace-period", "12s", "--node-lease-duration", "12s")
+	sb("up", "--bootstrap", "--runtime", "--agents", sitecon, "--no-simulators", "--node-monitor-grace-period", "12s", "--node-lease-duration", "12s")
 	downed := false
 	defer func() {
 		if !downed {
@@ -230,9 +230,79 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 		return "", true
 	}
 	until(t, 90*time.Second, "every agent joined after sitebox up --bootstrap", joined, func(s string) string { return s })
+
+	// --runtime: the pods the nodes run are processes, each in its pod's
+	// cgroup.
+	copies := func(node string) map[string][]int {
+		t.Helper()
+		c, err := site.RuntimeCopies(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	until(t, 60*time.Second, "node-a's pods running as processes", func() (int, bool) {
+		n := len(copies("node-a"))
+		return n, n > 0
+	}, func(n int) string { return fmt.Sprintf("%d pods with a process", n) })
+
+	// The faults a person stages by hand: a cut-off pair and a paused
+	// agent, then the heal.
+	state := func(name string) byte {
+		t.Helper()
+		pid := readPIDFile(filepath.Join(dir, "run", name+".pid"))
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		return fields[0][0]
+	}
+	chaosTable := func(node string) string {
+		out, _ := exec.Command("ip", "netns", "exec", site.Netns(node), "nft", "list", "table", "inet", "sitebox_chaos").CombinedOutput()
+		return string(out)
+	}
+	sb("cut", "node-b", "node-c")
+	sb("pause", "node-a", "--part", "agent")
+	if out := sb("faults"); !strings.Contains(out, "cut off: [node-b node-c]") || !strings.Contains(out, "paused: node-a [agent]") {
+		t.Errorf("sitebox faults:\n%s", out)
+	}
+	addr := map[string]string{}
+	for _, n := range site.Nodes {
+		addr[n.Name] = n.IP
+	}
+	for n, other := range map[string]string{"node-b": "node-c", "node-c": "node-b"} {
+		if table := chaosTable(n); !strings.Contains(table, "ip saddr "+addr["node-a"]+" drop") || strings.Contains(table, "ip saddr "+addr[other]+" drop") {
+			t.Errorf("%s's chaos table does not cut it off from node-a alone (%s stays reachable):\n%s", n, other, table)
+		}
+		if st := state("kwok-" + n); st != 'T' {
+			t.Errorf("%s's kubelet runs (state %c) while it is cut off", n, st)
+		}
+	}
+	if st := state("agent-node-a"); st != 'T' {
+		t.Errorf("node-a's agent runs (state %c) while paused", st)
+	}
+	sb("heal")
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		if table := chaosTable(n); strings.Contains(table, "drop") {
+			t.Errorf("%s keeps a chaos table after the heal:\n%s", n, table)
+		}
+	}
+	for _, name := range []string{"kwok-node-b", "kwok-node-c", "agent-node-a"} {
+		if st := state(name); st == 'T' {
+			t.Errorf("%s still stopped after the heal", name)
+		}
+	}
+	until(t, 90*time.Second, "every agent joined again after the heal", joined, func(s string) string { return s })
+
 	sb("power-off", "all")
 	if _, ok := joined(); ok {
 		t.Fatal("the agents answer after power-off all")
+	}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		if c := copies(n); len(c) > 0 {
+			t.Errorf("%s is off, but %d of its pods' processes run", n, len(c))
+		}
 	}
 	sb("power-on", "node-c", "node-b")
 	sb("power-on", "node-a")
@@ -240,6 +310,11 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 
 	sb("down")
 	downed = true
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		if c := copies(n); len(c) > 0 {
+			t.Errorf("sitebox down left %d of %s's pods' processes", len(c), n)
+		}
+	}
 	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
 	if err != nil {
 		t.Fatal(err)

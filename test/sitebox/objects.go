@@ -113,8 +113,8 @@ type AgentTimings struct {
 var ShippedAgentTimings = AgentTimings{MoveAfter: apps.DefaultMoveAfter, FailoverTimeout: apps.DefaultFailoverTimeout}
 
 // QuickAgentTimings are a test's: apps move after moveAfter, and the guard
-// times twice that (the agents run --no-fence, so no fencing bound holds
-// it up).
+// times twice that (the agents' fence bound follows from it,
+// apps.DeriveFenceTimings).
 func QuickAgentTimings(moveAfter time.Duration) AgentTimings {
 	return AgentTimings{MoveAfter: moveAfter, FailoverTimeout: 2 * moveAfter}
 }
