@@ -215,6 +215,8 @@ type Agent struct {
 	// token is since when this node applies its cluster token
 	// (tokenage.go), for the node report; nil with no config applied.
 	token *kube.TokenReport
+	// fence is the current bring-up's fence watch (startFence), under mu.
+	fence *apps.FenceWatch
 	// life is this node's contact with the quorum and its fence, kept by
 	// the fence watch and signed into its proof of life.
 	life *config.LifeStatus

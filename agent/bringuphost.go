@@ -69,6 +69,10 @@ func (h bringUpHost) StartClusterWork(ctx context.Context, snap *kube.Snapshot, 
 	h.a.startClusterWork(ctx, snap, node, nodeUUID, role, lifeKey)
 }
 
+func (h bringUpHost) StartFence(ctx context.Context, node string, lifeKey config.LifeKey) {
+	h.a.startFence(ctx, node, lifeKey)
+}
+
 // dialer dials from this node's network (its namespace in tests).
 func (a *Agent) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return bringup.NetNSDialer(a.opts.InNetNS)

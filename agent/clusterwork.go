@@ -20,6 +20,30 @@ import (
 // connected (bringUpHost.StartClusterWork) and by an agent run against a
 // cluster it did not form (runExternal).
 
+// fenceOptions are the fence watch's (and its settings' publication).
+func (a *Agent) fenceOptions(node string, lifeKey config.LifeKey) apps.Options {
+	opts := a.opts.Apps
+	opts.NodeName, opts.StateDir = node, cmp.Or(opts.StateDir, a.opts.StateDir)
+	opts.Log = a.log.With("component", "fence")
+	opts.LifeKey = lifeKey
+	if opts.ProbeDial == nil {
+		opts.ProbeDial = a.dialer()
+	}
+	return opts
+}
+
+// startFence starts node's fence watch until ctx ends (a bring-up's, or the
+// agent's run against an external cluster), from its durable record until
+// the cache is connected (FenceWatch.Connect).
+func (a *Agent) startFence(ctx context.Context, node string, lifeKey config.LifeKey) *apps.FenceWatch {
+	fence := apps.NewFenceWatch(a.fenceOptions(node, lifeKey), a.life)
+	a.mu.Lock()
+	a.fence = fence
+	a.mu.Unlock()
+	go fence.Run(ctx)
+	return fence
+}
+
 // startClusterWork starts what needs the cluster: the stats-leader election
 // (every node stands), the publication of etcd's member list (servers)
 // and the apps part.
@@ -37,18 +61,18 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	a.mu.Lock()
 	a.snap = snap
 	a.mu.Unlock()
-	// The fence watch first, before the API server has answered once: an
-	// agent restarted while its node is cut off fences too, from its
-	// record of the peers and the pods.
-	fenceOpts := a.opts.Apps
-	fenceOpts.NodeName, fenceOpts.StateDir = node, cmp.Or(fenceOpts.StateDir, a.opts.StateDir)
-	fenceOpts.Log = a.log.With("component", "fence")
-	fenceOpts.LifeKey = lifeKey
-	if fenceOpts.ProbeDial == nil {
-		fenceOpts.ProbeDial = a.dialer()
+	// The fence watch runs from the bring-up's start (startFence), from
+	// its record; from now on it reads the cache. An agent run against a
+	// cluster it did not form starts it here, before the API server has
+	// answered once.
+	a.mu.Lock()
+	fence := a.fence
+	a.mu.Unlock()
+	if fence == nil || fence.Node != node {
+		fence = a.startFence(ctx, node, lifeKey)
 	}
-	fence := apps.NewFenceWatch(fenceOpts, snap, a.life)
-	go fence.Run(ctx)
+	fence.Connect(snap)
+	fenceOpts := a.fenceOptions(node, lifeKey)
 	nodeIdentity, ok := a.nodeIdentity(ctx, snap)
 	if !ok {
 		return

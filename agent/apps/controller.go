@@ -170,14 +170,15 @@ func (opts Options) EffectiveFailoverTimeout() time.Duration {
 }
 
 // withFenceDefaults fills what the fence watch and the failover guard
-// share: the timeout, the API check, the stop and the life probe.
+// share: the timeout, the API check (with a cache; the fence watch makes
+// its own until it is connected), the stop and the life probe.
 func (opts Options) withFenceDefaults(snap *kube.Snapshot) Options {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	opts.FailoverTimeout = opts.EffectiveFailoverTimeout()
-	if opts.Fence.APIReady == nil {
-		opts.Fence.APIReady = apiReady(snap)
+	if opts.Fence.APIReady == nil && snap != nil {
+		opts.Fence.APIReady = snapAPIReady(snap)
 	}
 	if opts.Fence.Stop == nil {
 		opts.Fence.Stop = workloads.StopPods

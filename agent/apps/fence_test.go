@@ -421,3 +421,44 @@ func TestFenceRecordOfUnknownPodsIsNotNoPods(t *testing.T) {
 		t.Errorf("pods %v known %v, want none, known", pods, known)
 	}
 }
+
+// The agent starts the fence watch before its bring-up asks its peers or
+// starts k3s (seconds, while the leader's timer runs): not yet connected
+// to the cluster cache, NewFenceWatch's watch counts the API server as
+// unreachable and fences from its record.
+func TestNewFenceWatchFencesBeforeItIsConnected(t *testing.T) {
+	dir := t.TempDir()
+	id, since, err := bootClock()
+	if err != nil {
+		t.Skipf("no boot clock here: %v", err)
+	}
+	known := true
+	rec := fenceRecord{Node: "node-a", AutoPods: []string{"uid-auto"}, PodsKnown: &known, Written: &metav1.Time{Time: time.Now()},
+		Contact: &fenceContact{BootID: id, Boot: since - time.Minute}}
+	data, _ := json.Marshal(rec)
+	if err := os.WriteFile(dir+"/"+FenceRecordFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan []string, 10)
+	opts := Options{NodeName: "node-a", StateDir: dir, FailoverTimeout: DefaultFailoverTimeout,
+		NodeProbe: func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} }}
+	opts.Fence.Stop = func(_ context.Context, uids []string) (workloads.Report, error) {
+		stopped <- uids
+		return workloads.Report{}, nil
+	}
+	w := NewFenceWatch(opts, config.NewLifeStatus(true, DefaultFailoverTimeout))
+	if err := w.APIReady(context.Background()); err == nil {
+		t.Fatal("the API counts as ready before the watch is connected")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	select {
+	case uids := <-stopped:
+		if !slices.Equal(uids, []string{"uid-auto"}) {
+			t.Fatalf("stopped %v, want the record's pod", uids)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not fenced from the record before being connected, a minute after the last contact")
+	}
+}

@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -96,6 +97,8 @@ type FenceWatch struct {
 	// contact is the last contact with the quorum on the boot's clock, as
 	// last written to the record (or read from it).
 	contact *fenceContact
+	// snap is the cluster cache, once connected (Connect).
+	snap *kube.Snapshot
 }
 
 // fenceRecord is what the watch needs to fence without the cluster cache.
@@ -456,34 +459,66 @@ func peerInContact(life NodeLife) (ago time.Duration, ok bool) {
 	return ago, ok && ago <= peerContactFresh
 }
 
-// NewFenceWatch is the fence watch of the node opts names, over the
-// cluster cache snap, with its durable record in opts.StateDir. Until an
-// apps controller attaches (Attach), the auto pods are every app pod the
-// cache shows on this node once it has synced (no config tells a pinned
-// one), or the record's.
-func NewFenceWatch(opts Options, snap *kube.Snapshot, status *config.LifeStatus) *FenceWatch {
-	opts = opts.withFenceDefaults(snap)
+// NewFenceWatch is the fence watch of the node opts names, with its
+// durable record in opts.StateDir. It runs before the cluster cache
+// exists (the agent starts it first, before its bring-up asks its peers
+// or starts k3s): until Connect, the API server counts as unreachable and
+// the peers and pods are the record's. Once connected, until an apps
+// controller attaches (Attach), the auto pods are every app pod the cache
+// shows on this node once it has synced (no config tells a pinned one).
+func NewFenceWatch(opts Options, status *config.LifeStatus) *FenceWatch {
+	opts = opts.withFenceDefaults(nil)
 	w := &FenceWatch{Node: opts.NodeName, Bound: DeriveFenceTimings(opts.FailoverTimeout).FenceAfter, Disabled: opts.Fence.Disabled,
-		APIReady: opts.Fence.APIReady, Probe: opts.NodeProbe, Stop: opts.Fence.Stop, Status: status, Log: opts.Log,
-		Peers: func() []*corev1.Node {
-			if d, ok := snap.BasicsData(); ok {
-				return d.Nodes
-			}
-			return snap.Data().Nodes
-		}}
+		Probe: opts.NodeProbe, Stop: opts.Fence.Stop, Status: status, Log: opts.Log}
+	apiReady := opts.Fence.APIReady
+	w.APIReady = func(ctx context.Context) error {
+		w.mu.Lock()
+		snap := w.snap
+		w.mu.Unlock()
+		switch {
+		case apiReady != nil:
+			return apiReady(ctx)
+		case snap == nil:
+			return errors.New("not connected to the cluster yet (this agent's bring-up has not linked it)")
+		}
+		return snapAPIReady(snap)(ctx)
+	}
+	w.Peers = func() []*corev1.Node {
+		w.mu.Lock()
+		snap := w.snap
+		w.mu.Unlock()
+		if snap == nil {
+			return nil
+		}
+		if d, ok := snap.BasicsData(); ok {
+			return d.Nodes
+		}
+		return snap.Data().Nodes
+	}
 	if opts.StateDir != "" {
 		w.RecordPath = filepath.Join(opts.StateDir, FenceRecordFile)
 	}
 	w.AutoPods = func() ([]string, bool) {
 		w.mu.Lock()
-		c := w.controller
+		c, snap := w.controller, w.snap
 		w.mu.Unlock()
-		if c != nil {
+		switch {
+		case c != nil:
 			return c.autoPodsHere()
+		case snap == nil:
+			return nil, false
 		}
 		return appPodsHere(snap, opts.NodeName, nil)
 	}
 	return w
+}
+
+// Connect gives the watch the cluster cache, once the bring-up linked it:
+// from then on the API check, the peers and the pods are the cache's.
+func (w *FenceWatch) Connect(snap *kube.Snapshot) {
+	w.mu.Lock()
+	w.snap = snap
+	w.mu.Unlock()
 }
 
 // Attach lets the apps controller c say which pods are auto apps' (its
@@ -530,8 +565,9 @@ func appPodsHere(snap *kube.Snapshot, node string, pinned func(uuid string) bool
 	return out, true
 }
 
-// apiReady is the default FenceOptions.APIReady.
-func apiReady(snap *kube.Snapshot) func(ctx context.Context) error {
+// snapAPIReady is the default API check: GET /readyz through the cache's
+// clients.
+func snapAPIReady(snap *kube.Snapshot) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		return snap.Clients().Core.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	}

@@ -112,6 +112,10 @@ type Host interface {
 	// etcd's member list, the apps part) once the link connected; role is
 	// this bring-up's, lifeKey its cluster's proof-of-life key.
 	StartClusterWork(ctx context.Context, snap *kube.Snapshot, node, nodeUUID string, role k3s.Role, lifeKey config.LifeKey)
+	// StartFence starts the node's fence watch for this bring-up, before
+	// anything that may wait (the peers' answers, k3s's start): an agent
+	// restarted while its node is cut off fences from its record.
+	StartFence(ctx context.Context, node string, lifeKey config.LifeKey)
 }
 
 // Runner runs the agent's bring-ups, one applied config at a time: the
@@ -149,6 +153,9 @@ func (r *Runner) Run(ctx context.Context, v *config.Validated) {
 	// supervisor follows ctx), then the address goes (below).
 	ctx, endBringUp := context.WithCancel(ctx)
 	defer endBringUp()
+	// The fence first: what follows may wait for seconds (the membership
+	// question, k3s's start) while the leader's timer runs.
+	r.host.StartFence(ctx, v.NodeName, LifeKey(v.ClusterID, v.Token, r.log))
 	onRemoved := func(evidence string) {
 		if err := formation.MarkRemoved(removedMarker, formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
 			// Unrecorded, the removal is still acted on now; a restart

@@ -40,10 +40,12 @@ const (
 	Uncordon Kind = "uncordon"
 	// Migrate moves App to Nodes[0].
 	Migrate Kind = "migrate"
+	// ReturnHome moves App back to its designated node.
+	ReturnHome Kind = "return-home"
 )
 
 // Action says whether the step is an operator's action (sitecon's), not a fault.
-func (k Kind) Action() bool { return k == Drain || k == Uncordon || k == Migrate }
+func (k Kind) Action() bool { return k == Drain || k == Uncordon || k == Migrate || k == ReturnHome }
 
 // Step is one step of a schedule.
 type Step struct {
@@ -67,6 +69,8 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %s's %s", s.Nodes[0], s.Part)
 	case Migrate:
 		fmt.Fprintf(&b, " %s to %s", s.App, s.Nodes[0])
+	case ReturnHome:
+		fmt.Fprintf(&b, " %s", s.App)
 	default:
 		if len(s.Nodes) > 0 {
 			b.WriteString(" " + strings.Join(s.Nodes, " "))
@@ -265,6 +269,9 @@ func Generate(seed uint64, site Site) Schedule {
 			choices = append(choices, choice{2, func() Step {
 				return Step{Kind: Migrate, App: pick(site.AutoApps), Nodes: []string{pick(up)}}
 			}})
+		}
+		if len(site.AutoApps) > 0 {
+			choices = append(choices, choice{2, func() Step { return Step{Kind: ReturnHome, App: pick(site.AutoApps)} }})
 		}
 		total := 0
 		for _, c := range choices {

@@ -517,6 +517,8 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			act(st.Kind, "uncordon", st.Nodes[0])
 		case chaos.Migrate:
 			act(st.Kind, "migrate", st.App, st.Nodes[0], "--timeout", "60s")
+		case chaos.ReturnHome:
+			act(st.Kind, "return-home", st.App, "--timeout", "60s")
 		}
 		if err != nil {
 			// A shrunk schedule may hold a step that no longer applies
