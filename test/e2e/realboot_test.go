@@ -315,6 +315,11 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 			t.Errorf("sitebox down left %d of %s's pods' processes", len(c), n)
 		}
 	}
+	if dir, err := site.RuntimeCgroupDir("node-a"); err == nil {
+		if _, err := os.Stat(filepath.Dir(dir)); err == nil {
+			t.Errorf("sitebox down left the site's cgroups (%s)", filepath.Dir(dir))
+		}
+	}
 	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
 	if err != nil {
 		t.Fatal(err)

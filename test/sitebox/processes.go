@@ -106,6 +106,12 @@ func (s *Site) Down() error {
 		}
 		_ = os.Remove(s.pidFile(name))
 	}
+	if s.Runtime != "" {
+		// The site's part of the cgroup tree, emptied above.
+		if base, err := cgroupBase(); err == nil {
+			errs = append(errs, removeCgroupTree(filepath.Join(base, s.netnsPrefix())))
+		}
+	}
 	if s.Bootstrap {
 		// An agent stops its k3s (and that its etcd member) as it ends;
 		// one killed earlier may have left its k3s behind.
