@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,16 +162,34 @@ func firstLine(s string) string {
 }
 
 // buildSiteboxCLI builds the sitebox command and the k3s stand-in into a
-// temporary directory, for a test that drives a site as a user would.
+// directory beside the sitecon binary, once per test binary (each build
+// is some 20 s of a busy machine's CPU), for a test that drives a site as
+// a user would.
 func buildSiteboxCLI(t *testing.T) string {
 	t.Helper()
-	bin := t.TempDir()
-	for pkg, name := range map[string]string{"./test/sitebox/cmd/sitebox": "sitebox", "./test/k3sstandin": "k3sstandin"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", name, err, out)
+	siteboxCLI.Do(func() {
+		bin := filepath.Join(filepath.Dir(sitecon), "sitebox-cli")
+		if siteboxCLI.err = os.MkdirAll(bin, 0o755); siteboxCLI.err != nil {
+			return
 		}
+		for pkg, name := range map[string]string{"./test/sitebox/cmd/sitebox": "sitebox", "./test/k3sstandin": "k3sstandin"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+			cmd.Dir = "../.."
+			if out, err := cmd.CombinedOutput(); err != nil {
+				siteboxCLI.err = fmt.Errorf("build %s: %v\n%s", name, err, out)
+				return
+			}
+		}
+		siteboxCLI.bin = bin
+	})
+	if siteboxCLI.err != nil {
+		t.Fatal(siteboxCLI.err)
 	}
-	return bin
+	return siteboxCLI.bin
+}
+
+var siteboxCLI struct {
+	sync.Once
+	bin string
+	err error
 }
