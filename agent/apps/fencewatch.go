@@ -207,7 +207,10 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			if !wasFenced {
 				w.addEvent(TimelineEvent{Time: now, Kind: EventRefusal, Node: w.Node, Message: v.Reason, Warning: true})
 			}
-			if !wasFenced || len(rep.Killed) > 0 || err != nil || !podsKnown {
+			// Once per cut while nothing changes: a node that knows no
+			// pods yet (a first boot waiting for its seed) says so once,
+			// not every second.
+			if !wasFenced || len(rep.Killed) > 0 || err != nil {
 				w.Log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(pods), "pods known", podsKnown, "killed", len(rep.Killed), "err", err)
 			}
 		case v.Action == FenceLift:
