@@ -28,6 +28,7 @@ import (
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/chaos"
 	"github.com/sitecon/sitecon/test/netns"
+	"github.com/sitecon/sitecon/test/prereq"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -84,11 +85,9 @@ type chaosSite struct {
 func startChaosSite(t *testing.T, n int) *chaosSite {
 	t.Helper()
 	netns.Skip(t)
-	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
-		if _, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err != nil {
-			t.Skip("no cgroup hierarchy for the runtime simulator")
-		}
-	}
+	_, v1 := os.Stat("/sys/fs/cgroup/pids/cgroup.procs")
+	_, v2 := os.Stat("/sys/fs/cgroup/cgroup.procs")
+	prereq.Need(t, v1 == nil || v2 == nil, "the runtime simulator needs a cgroup hierarchy (/sys/fs/cgroup/pids or cgroup v2)")
 	bins := buildSiteboxCLI(t)
 	opts := sitebox.TestOptions(t.TempDir())
 	opts.Bootstrap, opts.Nodes = true, n
