@@ -294,9 +294,14 @@ func ServeRuntime(ctx context.Context, dir, node string, log *slog.Logger) error
 type simPod struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	started  time.Time
 	restarts int
 	nextRun  time.Time
 }
+
+// runtimeBackoffReset is how long a process must have run for its next
+// restart to wait the first back-off again, as a kubelet's.
+const runtimeBackoffReset = 10 * time.Minute
 
 type runtimeSim struct {
 	root string
@@ -372,6 +377,9 @@ func (r *runtimeSim) ensure(uid string, now time.Time) {
 			return // its process is still being reaped
 		}
 		if p.nextRun.IsZero() {
+			if now.Sub(p.started) >= runtimeBackoffReset {
+				p.restarts = 0
+			}
 			backoff := runtimeBackoffFirst << min(p.restarts, 5)
 			p.nextRun = now.Add(min(backoff, runtimeBackoffMax))
 			r.log.Info("container exited: restart after back-off", "pod", uid, "after", backoff)
@@ -408,6 +416,6 @@ func (r *runtimeSim) start(uid string, p *simPod) error {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	p.cmd, p.exited = cmd, exited
+	p.cmd, p.exited, p.started = cmd, exited, time.Now()
 	return nil
 }
