@@ -36,7 +36,7 @@ import (
 // the pod Running and ends it once the pod is being deleted, finished or
 // gone, as a kubelet does while it reaches the API server. A process
 // that dies (a fence killed it) is started again with a kubelet's
-// back-off (10 s, doubling to 5 min). A partition freezes the simulator
+// back-off (10 s, doubling to 5 min, back to 10 s after 10 min of running). A partition freezes the simulator
 // with its kwok (Cut), so a cut-off node's processes run on, as its
 // containers would; a power cut kills the simulator and every process of
 // the node (PowerOff); nothing else ends them.
