@@ -40,8 +40,12 @@ func TestChaosExplore(t *testing.T) {
 		seed = s
 	}
 	c := startChaosSite(t, nodes)
-	site := chaos.Site{Nodes: c.nodes, AutoApps: c.auto, Length: length, MinHold: 2 * time.Second, MaxHold: 25 * time.Second}
 	var done []chaosRun
+	// The table, however the runs end (a site that did not heal ends them).
+	defer func() {
+		t.Logf("make chaos: %d schedules from seed %d, %d nodes, %s each\n%s", len(done), seed, nodes, length, chaosTable(done))
+	}()
+	site := chaos.Site{Nodes: c.nodes, AutoApps: c.auto, Length: length, MinHold: 2 * time.Second, MaxHold: 25 * time.Second}
 	for i := range runs {
 		s := chaos.Generate(seed+uint64(i), site)
 		res := c.run(t, s)
@@ -58,7 +62,6 @@ func TestChaosExplore(t *testing.T) {
 			t.Fatalf("the site did not heal after seed %d: the schedules after it would start from a broken site", s.Seed)
 		}
 	}
-	t.Logf("make chaos: %d schedules from seed %d, %d nodes, %s each\n%s", runs, seed, nodes, length, chaosTable(done))
 }
 
 func envInt(t *testing.T, name string, def int) int {

@@ -380,8 +380,8 @@ func (r *runtimeSim) ensure(uid string, now time.Time) {
 			if now.Sub(p.started) >= runtimeBackoffReset {
 				p.restarts = 0
 			}
-			backoff := runtimeBackoffFirst << min(p.restarts, 5)
-			p.nextRun = now.Add(min(backoff, runtimeBackoffMax))
+			backoff := min(runtimeBackoffFirst<<min(p.restarts, 5), runtimeBackoffMax)
+			p.nextRun = now.Add(backoff)
 			r.log.Info("container exited: restart after back-off", "pod", uid, "after", backoff)
 			return
 		}
