@@ -75,3 +75,14 @@ func envInt(t *testing.T, name string, def int) int {
 	}
 	return n
 }
+
+// firstStep is the step during which the first violation was seen.
+func (r chaosRun) firstStep() int {
+	first := 0
+	for _, v := range r.violations {
+		if first == 0 || v.step < first {
+			first = v.step
+		}
+	}
+	return first
+}

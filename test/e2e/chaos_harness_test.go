@@ -348,17 +348,6 @@ type chaosRun struct {
 	ranOn map[string][]string
 }
 
-// firstStep is the step during which the first violation was seen.
-func (r chaosRun) firstStep() int {
-	first := 0
-	for _, v := range r.violations {
-		if first == 0 || v.step < first {
-			first = v.step
-		}
-	}
-	return first
-}
-
 // run stages s on the site and checks the invariants all along, then
 // heals everything (every cut, drop and pause undone, every node powered
 // on and uncordoned) and waits for invariant 5.
