@@ -346,6 +346,10 @@ type chaosRun struct {
 	healed     bool
 	// ranOn are the nodes each app was seen running on.
 	ranOn map[string][]string
+	// notChecked counts, per invariant, the actions it could not be
+	// checked for (etcd without quorum before, volumes unreadable): said,
+	// never counted as held.
+	notChecked map[int]int
 }
 
 // run stages s on the site and checks the invariants all along, then
@@ -355,7 +359,7 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 	t.Logf("%s", s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res := chaosRun{schedule: s, faults: map[chaos.Kind]int{}, actions: map[string]int{}, ranOn: map[string][]string{}}
+	res := chaosRun{schedule: s, faults: map[chaos.Kind]int{}, actions: map[string]int{}, ranOn: map[string][]string{}, notChecked: map[int]int{}}
 	var mu sync.Mutex
 	began := time.Now()
 	step := 0
@@ -454,13 +458,27 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			if err != nil || !quiet || ctx.Err() != nil {
 				return
 			}
-			if quorate && !c.etcdQuorate(ctx) {
-				report(2, "etcd lost its quorum with sitecon "+strings.Join(args[:2], " "))
+			what := "sitecon " + strings.Join(args[:2], " ")
+			notChecked := func(inv int, why string) {
+				mu.Lock()
+				res.notChecked[inv]++
+				mu.Unlock()
+				t.Logf("invariant %d not checked for %s: %s", inv, what, why)
+			}
+			switch {
+			case !quorate:
+				notChecked(2, "etcd had no quorum before it")
+			case !c.etcdQuorate(ctx):
+				report(2, "etcd lost its quorum with "+what)
 			}
 			after := c.volumes(ctx)
+			if vols == nil || after == nil {
+				notChecked(4, "the volumes could not be read before or after it")
+				return
+			}
 			for name, was := range vols {
-				if was != "faulted" && after != nil && after[name] == "faulted" {
-					report(4, fmt.Sprintf("volume %s turned faulted with sitecon %s", name, strings.Join(args[:2], " ")))
+				if was != "faulted" && after[name] == "faulted" {
+					report(4, fmt.Sprintf("volume %s turned faulted with %s", name, what))
 				}
 			}
 		}()
@@ -571,7 +589,7 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 func chaosTable(runs []chaosRun) string {
 	var b strings.Builder
 	faults, actions := map[string]int{}, map[string]int{}
-	perInvariant := map[int]int{}
+	perInvariant, notChecked := map[int]int{}, map[int]int{}
 	var heals []time.Duration
 	for _, r := range runs {
 		for k, n := range r.faults {
@@ -583,6 +601,9 @@ func chaosTable(runs []chaosRun) string {
 		for _, v := range r.violations {
 			perInvariant[v.invariant]++
 		}
+		for inv, n := range r.notChecked {
+			notChecked[inv] += n
+		}
 		if r.healed {
 			heals = append(heals, r.heal)
 		}
@@ -593,7 +614,11 @@ func chaosTable(runs []chaosRun) string {
 	row("faults injected", joinCounts(faults))
 	row("actions", joinCounts(actions))
 	for inv := 1; inv <= 6; inv++ {
-		row(fmt.Sprintf("violations of invariant %d", inv), fmt.Sprint(perInvariant[inv]))
+		v := fmt.Sprint(perInvariant[inv])
+		if n := notChecked[inv]; n > 0 {
+			v += fmt.Sprintf(" (not checked for %d actions: could not look)", n)
+		}
+		row(fmt.Sprintf("violations of invariant %d", inv), v)
 	}
 	slices.Sort(heals)
 	if len(heals) > 0 {

@@ -87,6 +87,16 @@ var standinBuild struct {
 // buildStandin is the k3s stand-in's binary, built on the first call.
 func buildStandin(t *testing.T) string {
 	t.Helper()
+	bin, err := buildStandinOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// buildStandinOnce builds the stand-in on the first call (buildStandin,
+// buildSiteboxCLI).
+func buildStandinOnce() (string, error) {
 	standinBuild.Do(func() {
 		bin := filepath.Join(filepath.Dir(sitecon), "k3s")
 		out, err := exec.Command("go", "build", "-o", bin, "github.com/sitecon/sitecon/test/k3sstandin").CombinedOutput()
@@ -96,10 +106,7 @@ func buildStandin(t *testing.T) string {
 		}
 		standinBuild.bin = bin
 	})
-	if standinBuild.err != nil {
-		t.Fatal(standinBuild.err)
-	}
-	return standinBuild.bin
+	return standinBuild.bin, standinBuild.err
 }
 
 // standinStart is one line of the k3s stand-in's record of its starts.
