@@ -40,15 +40,13 @@ func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := context.Background()
 	const ns, node = "drain-compare", "node-c"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// Cleanups run last first: uncordoned once the namespace is gone.
 	t.Cleanup(func() {
-		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 		if _, err := kube.Cordon(context.Background(), cs, node, false); err != nil {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})
+	scratchNamespace(t, cs, ns)
 	pinned := corev1.PodSpec{
 		NodeSelector: map[string]string{corev1.LabelHostname: node},
 		Containers:   []corev1.Container{{Name: "c", Image: "registry.local/x:1"}},

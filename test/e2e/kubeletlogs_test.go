@@ -33,10 +33,7 @@ import (
 func logPod(t *testing.T, cs kubernetes.Interface, ns, name, node string, containers ...string) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	scratchNamespace(t, cs, ns)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node}}
 	for _, c := range containers {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c, Image: "registry.local/" + c + ":1"})

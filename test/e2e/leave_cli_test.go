@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/agent/formation"
@@ -174,6 +177,10 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 
 	// Forced past the warning, with the name typed: drained first, then
 	// the member, then the request.
+	// The app's pod on node-c, watched: the request must come after the
+	// drain saw it gone (the replacement elsewhere is the controller's
+	// business, on its own time, and not what the drain waits for).
+	goneSeen := watchPodGone(t, cs, "default", onC, "node-c")
 	out, err = leave("--force", "--confirm", "node-c")
 	if err != nil {
 		t.Fatalf("leave --force: %v\n%s", err, out)
@@ -189,7 +196,7 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	if err != nil || !n.Spec.Unschedulable {
 		t.Errorf("node-c is not cordoned after it left (err %v)", err)
 	}
-	pods := waitPods(t, cs, "default", onC, 60*time.Second, "the app Ready off node-c", func(pods []corev1.Pod) bool {
+	waitPods(t, cs, "default", onC, 60*time.Second, "the app Ready off node-c", func(pods []corev1.Pod) bool {
 		return len(pods) == 1 && pods[0].Spec.NodeName != "node-c" && kube.PodReady(&pods[0])
 	})
 	if names := etcdMemberNames(t, memberA.ClientURL()); slices.ContainsFunc(names, func(s string) bool { return strings.HasPrefix(s, "node-c") }) || len(names) != 2 {
@@ -199,8 +206,12 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	if err != nil || !ok || req.NodeName != "node-c" {
 		t.Errorf("leave request %+v ok=%v err=%v", req, ok, err)
 	}
-	if st, err := os.Stat(request); err == nil && st.ModTime().Before(pods[0].CreationTimestamp.Add(-time.Second)) {
-		t.Errorf("the request (%s) was written before the app's replacement was made (%s)", st.ModTime(), pods[0].CreationTimestamp)
+	// The watch sees a deletion a little after it happens; the request is
+	// written after the drain saw it, so at most that little earlier.
+	if st, err := os.Stat(request); err != nil {
+		t.Errorf("the leave request: %v", err)
+	} else if gone := goneSeen(); gone.IsZero() || st.ModTime().Before(gone.Add(-2*time.Second)) {
+		t.Errorf("the request (%s) was written before the drained pod was gone (seen gone at %s; zero: never)", st.ModTime(), gone)
 	}
 	if got := auditOutcomes(t, auditLog); !strings.HasSuffix(got, "leave:intent leave:done") {
 		t.Errorf("audit %q should end with the leave's intent and outcome", got)
@@ -276,5 +287,34 @@ func TestAgentLeaveRefusedForTheLastCopy(t *testing.T) {
 	}
 	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeRefused || rec.Action != "leave" {
 		t.Errorf("audit record: %+v", rec)
+	}
+}
+
+// watchPodGone watches the pods opts selects in ns and returns what tells
+// when the first of them on node was seen deleted (zero: not yet).
+func watchPodGone(t *testing.T, cs kubernetes.Interface, ns string, opts metav1.ListOptions, node string) func() time.Time {
+	t.Helper()
+	w, err := cs.CoreV1().Pods(ns).Watch(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var gone time.Time
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted && p.Spec.NodeName == node {
+				mu.Lock()
+				if gone.IsZero() {
+					gone = time.Now()
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return gone
 	}
 }

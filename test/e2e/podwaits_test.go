@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -155,4 +156,27 @@ func waitEvent(t *testing.T, cs kubernetes.Interface, ns string, opts metav1.Lis
 		}
 		return b.String()
 	}).found
+}
+
+// scratchNamespace creates ns for one test on the shared site and, when the
+// test ends, deletes it and waits until it is gone: a namespace's pods
+// outlive its deletion for as long as their kubelets take, and a test
+// after this one that drains the same node must not meet them (an emptyDir
+// pod left on node-c stopped the next drain request there).
+func scratchNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns, err)
+			return
+		}
+		until(t, 90*time.Second, "namespace "+ns+" gone with its pods", func() (error, bool) {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return err, apierrors.IsNotFound(err)
+		}, func(err error) string { return fmt.Sprintf("last look: %v", err) })
+	})
 }

@@ -36,10 +36,7 @@ func TestSiteControllersActRightAfterAPIServerRestart(t *testing.T) {
 	apiServerOutage(t, site, 20*time.Second)
 
 	const ns = "controllers-after-restart"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	scratchNamespace(t, cs, ns)
 	labels := map[string]string{"app": "probe"}
 	if _, err := cs.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
@@ -113,10 +110,7 @@ func TestKubeletRestartedBeforeAnOutageRunsNewPodsOnceSettled(t *testing.T) {
 	site.WaitSettled(t, 120*time.Second)
 
 	ns := fmt.Sprintf("kubelet-after-restart-%d", time.Now().Unix())
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	scratchNamespace(t, cs, ns)
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "on-node-b"},
 		Spec:       corev1.PodSpec{NodeName: "node-b", Containers: []corev1.Container{{Name: "c", Image: "registry.local/x:1"}}},
