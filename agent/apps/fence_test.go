@@ -462,3 +462,73 @@ func TestNewFenceWatchFencesBeforeItIsConnected(t *testing.T) {
 		t.Fatal("not fenced from the record before being connected, a minute after the last contact")
 	}
 }
+
+// A fence kills its pods again at every check while cut off, and the
+// kubelet's crash back-off doubles at each kill, up to 5 minutes. Once the
+// fence lifts and the API server answers, the pods it stopped are renewed
+// (their controllers start them afresh), retried while that fails; never
+// while the node is still cut off, and not again once done.
+func TestFenceLiftRenewsThePodsItStopped(t *testing.T) {
+	var apiUp sync.Mutex
+	up := false
+	setAPI := func(v bool) { apiUp.Lock(); up = v; apiUp.Unlock() }
+	stopped := make(chan []string, 100)
+	renewed := make(chan []string, 100)
+	var renewCalls sync.Mutex
+	failFirst := true
+	w := &FenceWatch{Node: "node-a", Bound: 50 * time.Millisecond, Status: config.NewLifeStatus(true, DefaultFailoverTimeout),
+		APIReady: func(context.Context) error {
+			apiUp.Lock()
+			defer apiUp.Unlock()
+			if up {
+				return nil
+			}
+			return errors.New("i/o timeout")
+		},
+		Peers:    func() []*corev1.Node { return nil },
+		AutoPods: func() ([]string, bool) { return []string{"uid-auto"}, true },
+		Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
+		Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
+			stopped <- uids
+			return workloads.Report{}, nil
+		},
+		Renew: func(_ context.Context, uids []string) ([]string, error) {
+			renewed <- uids
+			renewCalls.Lock()
+			defer renewCalls.Unlock()
+			if failFirst {
+				failFirst = false
+				return nil, errors.New("the API server refused")
+			}
+			return uids, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never fenced")
+	}
+	select {
+	case uids := <-renewed:
+		t.Fatalf("renewed %v while still cut off", uids)
+	case <-time.After(3 * fenceCheckEvery): // three checks, each of which would have renewed
+	}
+	setAPI(true)
+	for i, want := range []string{"the first try (refused)", "the retry"} {
+		select {
+		case uids := <-renewed:
+			if !slices.Equal(uids, []string{"uid-auto"}) {
+				t.Fatalf("%s renewed %v, want the pod the fence stopped", want, uids)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no renewal (%d: %s) after the fence lifted", i, want)
+		}
+	}
+	select {
+	case uids := <-renewed:
+		t.Fatalf("renewed %v again, after it was done", uids)
+	case <-time.After(3 * fenceCheckEvery):
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
@@ -37,6 +39,9 @@ type FenceOptions struct {
 	// Stop stops the processes of the pods with these UIDs (default:
 	// workloads.StopPods).
 	Stop func(ctx context.Context, podUIDs []string) (workloads.Report, error)
+	// Renew renews the stopped pods once the fence lifts (default:
+	// delete those with no container running; see FenceWatch.Renew).
+	Renew func(ctx context.Context, podUIDs []string) (done []string, err error)
 }
 
 // fenceSourcesEvery is how often the fence watch reads its peers and pods
@@ -54,7 +59,10 @@ const peerContactFresh = fenceCheckEvery + probeTimeout + time.Second
 // failing that a peer's agent that proves (signed, LifeState) it reached a
 // ready API server within peerContactFresh. Cut off past the bound, it
 // stops this node's auto-migration apps' pods, again at every check while
-// cut off (a kubelet that still runs starts them again).
+// cut off (a kubelet that still runs starts them again). When it lifts,
+// the pods it stopped are renewed (Renew): the kubelet's crash back-off,
+// which each of those kills doubled, would keep the apps down for up to
+// 5 minutes after the cut ended.
 //
 // It runs from the agent's start, before the API server has answered
 // once: an agent restarted while its node is cut off fences too. Until
@@ -75,6 +83,13 @@ type FenceWatch struct {
 	AutoPods func() (uids []string, known bool)
 	Probe    NodeProbe
 	Stop     func(ctx context.Context, podUIDs []string) (workloads.Report, error)
+	// Renew, once the fence lifts and the API server answers, deletes
+	// the pods with these UIDs that the fence stopped and that have not
+	// run again, so that their controllers start them afresh: the
+	// kubelet would start them only after its crash back-off, which every
+	// kill of a long cut doubles up to 5 minutes. It returns the UIDs
+	// dealt with (deleted, gone, or running again). nil: none.
+	Renew func(ctx context.Context, podUIDs []string) (done []string, err error)
 	// Status receives this node's contact and fence, which its proof of
 	// life signs.
 	Status *config.LifeStatus
@@ -167,6 +182,11 @@ func (w *FenceWatch) Run(ctx context.Context) {
 		podsKnown bool
 		read      time.Time
 		inContact bool
+		// stopped are the pods stopped in this cut; renew those left to
+		// renew since the fence lifted (renewSince).
+		stopped    = map[string]bool{}
+		renew      []string
+		renewSince time.Time
 	)
 	for {
 		if read.IsZero() || !inContact || time.Since(read) >= fenceSourcesEvery {
@@ -201,6 +221,10 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			stopCtx, cancel := context.WithTimeout(ctx, fenceStopBudget)
 			rep, err := w.Stop(stopCtx, pods)
 			cancel()
+			for _, uid := range pods {
+				stopped[uid] = true
+			}
+			renew = nil
 			// The node's signed word that it fenced holds only while the
 			// stop itself worked and the pods to stop were known.
 			w.Status.SetFenced(err == nil && podsKnown, now)
@@ -218,6 +242,11 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			w.Status.SetFenced(false, now)
 			w.addEvent(TimelineEvent{Time: now, Kind: EventRefusal, Node: w.Node, Message: v.Reason})
 			w.setReason("")
+			renew, renewSince = slices.Sorted(maps.Keys(stopped)), now
+			clear(stopped)
+		}
+		if len(renew) > 0 && !st.Fenced() && check.APIReachable && w.Renew != nil {
+			renew = w.renewStopped(ctx, renew, now.Sub(renewSince))
 		}
 		select {
 		case <-ctx.Done():
@@ -225,6 +254,66 @@ func (w *FenceWatch) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// renewGiveUp is how long after the fence lifted the watch goes on
+// trying to renew the pods it stopped (an API server that refuses the
+// deletes all along): after that the kubelet's back-off ends it anyway.
+const renewGiveUp = 5 * time.Minute
+
+// renewStopped renews the pods the fence stopped (Renew) and returns
+// those left to renew.
+func (w *FenceWatch) renewStopped(ctx context.Context, uids []string, sinceLift time.Duration) []string {
+	done, err := w.Renew(ctx, uids)
+	left := slices.DeleteFunc(slices.Clone(uids), func(uid string) bool { return slices.Contains(done, uid) })
+	switch {
+	case err != nil && sinceLift >= renewGiveUp:
+		w.Log.Warn("the pods the fence stopped are left to the kubelet's crash back-off: their deletion kept failing", "pods", len(left), "err", err)
+		return nil
+	case err != nil:
+		w.Log.Warn("renewing the pods the fence stopped (retried)", "pods", len(left), "err", err)
+	}
+	return left
+}
+
+// renewStoppedPods is the default Renew: through the cluster cache's
+// clients, each pod still bound to this node, not being deleted and with
+// no container process is deleted, with its UID as precondition (a pod of
+// the same name made since is not touched).
+func (w *FenceWatch) renewStoppedPods(ctx context.Context, uids []string) ([]string, error) {
+	w.mu.Lock()
+	snap := w.snap
+	w.mu.Unlock()
+	if snap == nil {
+		return nil, errors.New("not connected to the cluster yet")
+	}
+	running, err := workloads.RunningPods(uids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pods' processes: %w", err)
+	}
+	byUID := map[string]*corev1.Pod{}
+	for _, p := range snap.Data().Pods {
+		if slices.Contains(uids, string(p.UID)) {
+			byUID[string(p.UID)] = p
+		}
+	}
+	var done []string
+	var errs []error
+	for _, uid := range uids {
+		p := byUID[uid]
+		if p == nil || p.Spec.NodeName != w.Node || p.DeletionTimestamp != nil || running[uid] {
+			done = append(done, uid)
+			continue
+		}
+		err := snap.Clients().Core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(uid)})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
+			continue
+		}
+		done = append(done, uid)
+		w.Log.Info("fence lifted: the pod it stopped is deleted, to start afresh rather than after the kubelet's crash back-off", "pod", p.Name, "app", p.Labels[kube.LabelAppName])
+	}
+	return done, errors.Join(errs...)
 }
 
 func (w *FenceWatch) setReason(why string) {
@@ -500,6 +589,10 @@ func NewFenceWatch(opts Options, status *config.LifeStatus) *FenceWatch {
 	}
 	if opts.StateDir != "" {
 		w.RecordPath = filepath.Join(opts.StateDir, FenceRecordFile)
+	}
+	w.Renew = opts.Fence.Renew
+	if w.Renew == nil {
+		w.Renew = w.renewStoppedPods
 	}
 	w.AutoPods = func() ([]string, bool) {
 		w.mu.Lock()

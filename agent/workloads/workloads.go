@@ -143,6 +143,29 @@ func StopPods(ctx context.Context, podUIDs []string) (Report, error) {
 	return Report{Killed: pids}, waitGone(ctx, pids)
 }
 
+// RunningPods are those of these pod UIDs that have a container process
+// running: a process in the pod's cgroup other than its sandbox's pause,
+// which the kubelet starts again at once while it holds the containers
+// themselves in their crash back-off.
+func RunningPods(podUIDs []string) (map[string]bool, error) {
+	procs, err := readProcs()
+	if err != nil {
+		return nil, err
+	}
+	running := map[string]bool{}
+	for _, p := range procs {
+		if p.pid == os.Getpid() || len(p.argv) == 0 || filepath.Base(p.argv[0]) == "pause" {
+			continue
+		}
+		for _, uid := range podUIDs {
+			if !running[uid] && inPodCgroup(p.cgroups, []string{uid}) {
+				running[uid] = true
+			}
+		}
+	}
+	return running, nil
+}
+
 // inPodCgroup: one of the process's cgroup paths names one of the pods,
 // as the kubelet names them: pod<uid> (cgroupfs driver) or
 // pod<uid with _ for -> (systemd driver).

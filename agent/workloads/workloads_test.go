@@ -239,3 +239,23 @@ func TestStopPodsKillsOnlyTheNamedPods(t *testing.T) {
 		t.Errorf("the pinned pod's process (pid %d) was killed", pinned.cmd.Process.Pid)
 	}
 }
+
+// After a fence, a pod whose containers the kubelet holds in their crash
+// back-off has only its sandbox's pause running: not running. A pod with a
+// container process runs; a pod with nothing runs not.
+func TestRunningPodsCountsContainersNotTheSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (cgroups)")
+	}
+	root := t.TempDir()
+	const withContainer, sandboxOnly, empty = "0c9a1f4e-2a51-4c1e-9d3a-0e8f5a7b9c11", "1c9a1f4e-2a51-4c1e-9d3a-0e8f5a7b9c12", "2c9a1f4e-2a51-4c1e-9d3a-0e8f5a7b9c13"
+	cgroupFor(t, "kubepods/besteffort/pod"+withContainer+"/c1", startAs(t, filepath.Join(root, "app"), "container"))
+	cgroupFor(t, "kubepods/besteffort/pod"+sandboxOnly+"/sandbox", startAs(t, filepath.Join(root, "sandbox", "pause"), "container"))
+	got, err := RunningPods([]string{withContainer, sandboxOnly, empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got[withContainer] || got[sandboxOnly] || got[empty] || len(got) != 1 {
+		t.Errorf("running %v, want only %s (the pause of %s is no container)", got, withContainer, sandboxOnly)
+	}
+}

@@ -120,6 +120,20 @@ func TestFenceStopsAutoAppsWhenCutOff(t *testing.T) {
 	if st := nodeC.agent.Apps().Node(); st.Fence == "" {
 		t.Error("the node's status does not say it fenced itself")
 	}
+
+	// The cut ends: the fence lifts, and the auto app's pod it stopped is
+	// renewed at once: a new pod, not the old one left to the kubelet's
+	// crash back-off (up to 5 minutes after a long cut). The pinned app's
+	// pod, never stopped, stays as it was.
+	autoBefore, pinnedBefore := podOf("fence-auto").UID, podOf("fence-pinned").UID
+	nodeC.counter.lost.Store(false)
+	sel := metav1.ListOptions{LabelSelector: kube.LabelAppUUID + "=" + appConfigs["fence-auto"].UUID}
+	waitPods(t, cs, kube.AppNamespace, sel, 30*time.Second, "the fenced auto app's pod renewed (a new one Ready on node-c)", func(pods []corev1.Pod) bool {
+		return onlyPodReadyOn("node-c")(pods) && pods[0].UID != autoBefore
+	})
+	if now := podOf("fence-pinned").UID; now != pinnedBefore {
+		t.Errorf("the pinned app's pod, which the fence never stopped, was renewed too (%s, was %s)", now, pinnedBefore)
+	}
 }
 
 // Issue 36: a cut-off group of two answers each other. node-b and node-c
