@@ -121,6 +121,7 @@ proof there.`,
 	f.StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")
 	f.StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")
 	f.StringVar(&opts.Workloads.RunDir, "k3s-run-dir", workloads.DefaultDirs.RunDir, "k3s's containerd state: a node that leaves stops the shims serving it and takes down the mounts below it")
+	f.StringVar(&opts.Workloads.PodLogDir, "pod-log-dir", workloads.DefaultDirs.PodLogDir, "the kubelet's pod log directory (NAMESPACE_NAME_UID per pod): a node cut off fences every app pod found there that it does not know as a pinned app's")
 	f.StringVar(&opts.Workloads.KubeletDir, "kubelet-dir", workloads.DefaultDirs.KubeletDir, "the kubelet's directory: a node that leaves takes down the mounts below its pods/ and plugins/")
 	f.StringVar(&opts.K3sLogFile, "k3s-log", DefaultK3sLog, "where k3s's output goes")
 	f.StringVar(&opts.SocketPath, "socket", DefaultAgentSocket, "local API socket (mode 0600)")

@@ -29,6 +29,10 @@ func (a *Agent) fenceOptions(node string, lifeKey config.LifeKey) apps.Options {
 	if opts.ProbeDial == nil {
 		opts.ProbeDial = a.dialer()
 	}
+	if opts.Fence.PodsOnNode == nil {
+		dirs := a.opts.Workloads
+		opts.Fence.PodsOnNode = func() ([]string, error) { return dirs.PodsInNamespace(kube.AppNamespace) }
+	}
 	return opts
 }
 

@@ -217,7 +217,7 @@ func TestFenceWatchFencesFromItsRecordBeforeTheCacheAnswers(t *testing.T) {
 	w := &FenceWatch{Node: "node-a", Bound: 50 * time.Millisecond, RecordPath: path, Status: life,
 		APIReady: func(context.Context) error { return errors.New("connection refused") },
 		Peers:    func() []*corev1.Node { return nil }, // the cache is empty: the API never answered
-		AutoPods: func() ([]string, bool) { return nil, false },
+		AutoPods: func() ([]string, []string, bool) { return nil, nil, false },
 		Probe: func(_ context.Context, n *corev1.Node) NodeLife {
 			mu.Lock()
 			defer mu.Unlock()
@@ -267,8 +267,8 @@ func TestFenceRecordFollowsTheCache(t *testing.T) {
 	peers := []*corev1.Node{peerAt("node-a"), peerAt("node-b"), peerAt("node-c")}
 	pods := []string{"uid-2", "uid-1"}
 	w := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
-		Peers: func() []*corev1.Node { return peers }, AutoPods: func() ([]string, bool) { return pods, true }}
-	gotPeers, gotPods, known := w.sources()
+		Peers: func() []*corev1.Node { return peers }, AutoPods: func() ([]string, []string, bool) { return pods, nil, true }}
+	gotPeers, gotPods, _, known := w.sources()
 	if len(gotPeers) != 2 || !known || len(gotPods) != 2 {
 		t.Fatalf("peers %d, pods %v (known %v): want node-b and node-c, and both pods", len(gotPeers), gotPods, known)
 	}
@@ -282,9 +282,9 @@ func TestFenceRecordFollowsTheCache(t *testing.T) {
 	}
 	// A fresh watch of node-b must not take node-a's record for its own.
 	other := &FenceWatch{Node: "node-b", RecordPath: path, Log: slog.New(slog.DiscardHandler),
-		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, []string, bool) { return nil, nil, false }}
 	other.loadRecord()
-	if _, pods, known := other.sources(); known || len(pods) > 0 {
+	if _, pods, _, known := other.sources(); known || len(pods) > 0 {
 		t.Fatalf("node-b used node-a's record: %v", pods)
 	}
 	// An unreadable record is none.
@@ -292,9 +292,9 @@ func TestFenceRecordFollowsTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
-		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, []string, bool) { return nil, nil, false }}
 	again.loadRecord()
-	if _, pods, known := again.sources(); known || len(pods) > 0 {
+	if _, pods, _, known := again.sources(); known || len(pods) > 0 {
 		t.Fatalf("a half-written record was used: %v", pods)
 	}
 }
@@ -331,7 +331,7 @@ func TestFenceWatchRestartedCutOffCountsFromTheLastContact(t *testing.T) {
 				return errors.New("i/o timeout")
 			},
 			Peers:    func() []*corev1.Node { return nil },
-			AutoPods: func() ([]string, bool) { return nil, false },
+			AutoPods: func() ([]string, []string, bool) { return nil, nil, false },
 			Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
 			Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
 				stopped <- uids
@@ -396,15 +396,15 @@ func TestFenceRecordOfUnknownPodsIsNotNoPods(t *testing.T) {
 	path := t.TempDir() + "/" + FenceRecordFile
 	peers := []*corev1.Node{peerAt("node-b")}
 	first := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
-		Peers: func() []*corev1.Node { return peers }, AutoPods: func() ([]string, bool) { return nil, false }}
+		Peers: func() []*corev1.Node { return peers }, AutoPods: func() ([]string, []string, bool) { return nil, nil, false }}
 	first.sources()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the peers were not recorded: %v", err)
 	}
 	restarted := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
-		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, []string, bool) { return nil, nil, false }}
 	restarted.loadRecord()
-	gotPeers, pods, known := restarted.sources()
+	gotPeers, pods, _, known := restarted.sources()
 	if known {
 		t.Errorf("pods %v known from a record written before any pod was known", pods)
 	}
@@ -412,12 +412,12 @@ func TestFenceRecordOfUnknownPodsIsNotNoPods(t *testing.T) {
 		t.Errorf("peers %d, want the recorded node-b", len(gotPeers))
 	}
 	// Once known (none, or some), they are known after a restart.
-	first.AutoPods = func() ([]string, bool) { return []string{}, true }
+	first.AutoPods = func() ([]string, []string, bool) { return []string{}, nil, true }
 	first.sources()
 	again := &FenceWatch{Node: "node-a", RecordPath: path, Log: slog.New(slog.DiscardHandler),
-		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, bool) { return nil, false }}
+		Peers: func() []*corev1.Node { return nil }, AutoPods: func() ([]string, []string, bool) { return nil, nil, false }}
 	again.loadRecord()
-	if _, pods, known := again.sources(); !known || len(pods) != 0 {
+	if _, pods, _, known := again.sources(); !known || len(pods) != 0 {
 		t.Errorf("pods %v known %v, want none, known", pods, known)
 	}
 }
@@ -486,7 +486,7 @@ func TestFenceLiftRenewsThePodsItStopped(t *testing.T) {
 			return errors.New("i/o timeout")
 		},
 		Peers:    func() []*corev1.Node { return nil },
-		AutoPods: func() ([]string, bool) { return []string{"uid-auto"}, true },
+		AutoPods: func() ([]string, []string, bool) { return []string{"uid-auto"}, nil, true },
 		Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
 		Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
 			stopped <- uids
@@ -531,4 +531,73 @@ func TestFenceLiftRenewsThePodsItStopped(t *testing.T) {
 		t.Fatalf("renewed %v again, after it was done", uids)
 	case <-time.After(3 * fenceCheckEvery):
 	}
+}
+
+// The fence stops every app pod the node's kubelet started that it does
+// not know as a pinned app's, not only the auto pods the cluster or its
+// record named: a restart cut off with a record that missed a pod (written
+// before the pods were known, or not at all on a full disk) still stops
+// it. The fence is signed as done when the node's own list was read, even
+// with the pods unknown; not when neither could be read.
+func TestFenceStopsEveryAppPodNotKnownPinned(t *testing.T) {
+	run := func(t *testing.T, auto, pinned []string, known bool, onNode func() ([]string, error)) ([]string, *config.LifeStatus) {
+		stopped := make(chan []string, 100)
+		life := config.NewLifeStatus(true, DefaultFailoverTimeout)
+		w := &FenceWatch{Node: "node-a", Bound: 50 * time.Millisecond, Status: life,
+			APIReady: func(context.Context) error { return errors.New("i/o timeout") },
+			Peers:    func() []*corev1.Node { return nil },
+			AutoPods: func() ([]string, []string, bool) { return auto, pinned, known },
+			Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
+			Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
+				stopped <- uids
+				return workloads.Report{}, nil
+			},
+			PodsOnNode: onNode}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go w.Run(ctx)
+		select {
+		case uids := <-stopped:
+			slices.Sort(uids)
+			// Signed once the stop returned: the second stop comes after.
+			<-stopped
+			return uids, life
+		case <-time.After(10 * time.Second):
+			t.Fatal("never fenced")
+		}
+		return nil, nil
+	}
+	fenced := func(life *config.LifeStatus) bool {
+		_, ok := life.State(time.Now()).FencedFor()
+		return ok
+	}
+	t.Run("known pods: a pod the cache missed is stopped, the pinned one spared", func(t *testing.T) {
+		got, life := run(t, []string{"uid-auto"}, []string{"uid-pinned"}, true, func() ([]string, error) {
+			return []string{"uid-auto", "uid-new", "uid-pinned"}, nil
+		})
+		if !slices.Equal(got, []string{"uid-auto", "uid-new"}) {
+			t.Errorf("stopped %v, want the auto pod and the one not known (never the pinned)", got)
+		}
+		if !fenced(life) {
+			t.Error("the fence is not signed as done")
+		}
+	})
+	t.Run("pods unknown: every app pod on the node is stopped, and the fence signed", func(t *testing.T) {
+		got, life := run(t, nil, nil, false, func() ([]string, error) { return []string{"uid-1", "uid-2"}, nil })
+		if !slices.Equal(got, []string{"uid-1", "uid-2"}) {
+			t.Errorf("stopped %v, want every app pod the node runs", got)
+		}
+		if !fenced(life) {
+			t.Error("the fence of every app pod the node runs is not signed as done")
+		}
+	})
+	t.Run("pods unknown and the node's list unreadable: not signed", func(t *testing.T) {
+		got, life := run(t, nil, nil, false, func() ([]string, error) { return nil, errors.New("permission denied") })
+		if len(got) != 0 {
+			t.Errorf("stopped %v", got)
+		}
+		if fenced(life) {
+			t.Error("signed as fenced with nothing known to stop")
+		}
+	})
 }

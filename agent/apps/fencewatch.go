@@ -42,6 +42,9 @@ type FenceOptions struct {
 	// Renew renews the stopped pods once the fence lifts (default:
 	// delete those with no container running; see FenceWatch.Renew).
 	Renew func(ctx context.Context, podUIDs []string) (done []string, err error)
+	// PodsOnNode are the app namespace's pods this node's kubelet started,
+	// read from the node alone (nil: none read; see FenceWatch.PodsOnNode).
+	PodsOnNode func() ([]string, error)
 }
 
 // fenceSourcesEvery is how often the fence watch reads its peers and pods
@@ -78,11 +81,19 @@ type FenceWatch struct {
 	// Peers are the other nodes as the cluster cache shows them (nil until
 	// it has them).
 	Peers func() []*corev1.Node
-	// AutoPods are the UIDs of this node's auto apps' pods; known is false
-	// while nobody can tell (the apps part not started, the cache empty).
-	AutoPods func() (uids []string, known bool)
-	Probe    NodeProbe
-	Stop     func(ctx context.Context, podUIDs []string) (workloads.Report, error)
+	// AutoPods are the UIDs of this node's auto apps' pods and of its
+	// pinned apps' pods; known is false while nobody can tell (the apps
+	// part not started, the cache empty).
+	AutoPods func() (auto, pinned []string, known bool)
+	// PodsOnNode are the app namespace's pods this node's kubelet
+	// started, read from the node itself (the kubelet's pod log
+	// directories): the fence stops each of them not known to be a pinned
+	// app's, too, so that a pod the cache or the record missed (an agent
+	// restarted cut off, its record unwritable on a full disk, or written
+	// before the pods were known) is stopped all the same. nil: none.
+	PodsOnNode func() ([]string, error)
+	Probe      NodeProbe
+	Stop       func(ctx context.Context, podUIDs []string) (workloads.Report, error)
 	// Renew, once the fence lifts and the API server answers, deletes
 	// the pods with these UIDs that the fence stopped and that have not
 	// run again, so that their controllers start them afresh: the
@@ -121,6 +132,9 @@ type fenceRecord struct {
 	Node     string      `json:"node"`
 	Peers    []fencePeer `json:"peers"`
 	AutoPods []string    `json:"auto_pods"`
+	// PinnedPods are the pinned apps' pods (and any of no app), which the
+	// fence spares.
+	PinnedPods []string `json:"pinned_pods,omitempty"`
 	// PodsKnown: AutoPods are what the cache or the apps part said, not
 	// a record written before either knew (the peers may come first).
 	// Absent in a record of an older agent, which wrote only known pods:
@@ -179,6 +193,7 @@ func (w *FenceWatch) Run(ctx context.Context) {
 	var (
 		peers     []*corev1.Node
 		pods      []string
+		pinned    []string
 		podsKnown bool
 		read      time.Time
 		inContact bool
@@ -190,7 +205,7 @@ func (w *FenceWatch) Run(ctx context.Context) {
 	)
 	for {
 		if read.IsZero() || !inContact || time.Since(read) >= fenceSourcesEvery {
-			peers, pods, podsKnown = w.sources()
+			peers, pods, pinned, podsKnown = w.sources()
 			read = time.Now()
 		}
 		check := fenceCheckWith(ctx, w.APIReady, peers, w.Probe)
@@ -218,16 +233,18 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			// Said before it is done: whoever sees the pods gone finds
 			// the reason already in the node's status.
 			w.setReason(v.Reason)
+			toStop, unknown, coveredAll := w.podsToStop(pods, pinned)
 			stopCtx, cancel := context.WithTimeout(ctx, fenceStopBudget)
-			rep, err := w.Stop(stopCtx, pods)
+			rep, err := w.Stop(stopCtx, toStop)
 			cancel()
-			for _, uid := range pods {
+			for _, uid := range toStop {
 				stopped[uid] = true
 			}
 			renew = nil
 			// The node's signed word that it fenced holds only while the
-			// stop itself worked and the pods to stop were known.
-			w.Status.SetFenced(err == nil && podsKnown, now)
+			// stop itself worked and the pods to stop were known, from the
+			// cluster or from the node itself.
+			w.Status.SetFenced(err == nil && (podsKnown || coveredAll), now)
 			if !wasFenced {
 				w.addEvent(TimelineEvent{Time: now, Kind: EventRefusal, Node: w.Node, Message: v.Reason, Warning: true})
 			}
@@ -235,7 +252,8 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			// pods yet (a first boot waiting for its seed) says so once,
 			// not every second.
 			if !wasFenced || len(rep.Killed) > 0 || err != nil {
-				w.Log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(pods), "pods known", podsKnown, "killed", len(rep.Killed), "err", err)
+				w.Log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(toStop), "pods known", podsKnown,
+					"not known as a pinned app's", unknown, "killed", len(rep.Killed), "err", err)
 			}
 		case v.Action == FenceLift:
 			w.Log.Info("fence lifted", "reason", v.Reason)
@@ -254,6 +272,29 @@ func (w *FenceWatch) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// podsToStop are the pods a fence stops: the auto apps' pods, and every
+// app pod the kubelet started here (PodsOnNode) that is not known to be a
+// pinned app's. unknown counts the latter; coveredAll says the node's own
+// list was read, so that nothing it runs in the app namespace was missed.
+func (w *FenceWatch) podsToStop(auto, pinned []string) (toStop []string, unknown int, coveredAll bool) {
+	toStop = slices.Clone(auto)
+	if w.PodsOnNode == nil {
+		return toStop, 0, false
+	}
+	onNode, err := w.PodsOnNode()
+	if err != nil {
+		w.Log.Warn("the app pods this node runs could not be read from the node: the fence stops only those the cluster or its record named", "err", err)
+		return toStop, 0, false
+	}
+	for _, uid := range onNode {
+		if !slices.Contains(pinned, uid) && !slices.Contains(toStop, uid) {
+			toStop = append(toStop, uid)
+			unknown++
+		}
+	}
+	return toStop, unknown, true
 }
 
 // renewGiveUp is how long after the fence lifted the watch goes on
@@ -340,14 +381,14 @@ func (w *FenceWatch) addEvent(ev TimelineEvent) {
 // sources are the peers and the auto pods to fence: from the cluster
 // cache and the apps part when they have them (the record follows them),
 // else from the record. podsKnown is false when neither knows the pods.
-func (w *FenceWatch) sources() (peers []*corev1.Node, pods []string, podsKnown bool) {
+func (w *FenceWatch) sources() (peers []*corev1.Node, pods, pinned []string, podsKnown bool) {
 	for _, n := range w.Peers() {
 		if n.Name != w.Node {
 			peers = append(peers, n)
 		}
 	}
-	pods, podsKnown = w.AutoPods()
-	rec := fenceRecord{Node: w.Node, AutoPods: slices.Sorted(slices.Values(pods)), PodsKnown: &podsKnown}
+	pods, pinned, podsKnown = w.AutoPods()
+	rec := fenceRecord{Node: w.Node, AutoPods: slices.Sorted(slices.Values(pods)), PinnedPods: slices.Sorted(slices.Values(pinned)), PodsKnown: &podsKnown}
 	for _, n := range peers {
 		if addr := internalIP(n); addr != "" {
 			rec.Peers = append(rec.Peers, fencePeer{Name: n.Name, Address: addr})
@@ -366,13 +407,14 @@ func (w *FenceWatch) sources() (peers []*corev1.Node, pods []string, podsKnown b
 	}
 	if !podsKnown {
 		rec.AutoPods, pods = last.AutoPods, last.AutoPods
+		rec.PinnedPods, pinned = last.PinnedPods, last.PinnedPods
 		podsKnown = last.podsKnown()
 		rec.PodsKnown = &podsKnown
 	}
-	if !slices.Equal(rec.AutoPods, last.AutoPods) || !slices.Equal(rec.Peers, last.Peers) || podsKnown != last.podsKnown() {
+	if !slices.Equal(rec.AutoPods, last.AutoPods) || !slices.Equal(rec.PinnedPods, last.PinnedPods) || !slices.Equal(rec.Peers, last.Peers) || podsKnown != last.podsKnown() {
 		w.saveRecord(rec)
 	}
-	return peers, pods, podsKnown
+	return peers, pods, pinned, podsKnown
 }
 
 // podsKnown says whether the record's AutoPods were known when written.
@@ -594,7 +636,8 @@ func NewFenceWatch(opts Options, status *config.LifeStatus) *FenceWatch {
 	if w.Renew == nil {
 		w.Renew = w.renewStoppedPods
 	}
-	w.AutoPods = func() ([]string, bool) {
+	w.PodsOnNode = opts.Fence.PodsOnNode
+	w.AutoPods = func() ([]string, []string, bool) {
 		w.mu.Lock()
 		c, snap := w.controller, w.snap
 		w.mu.Unlock()
@@ -602,7 +645,7 @@ func NewFenceWatch(opts Options, status *config.LifeStatus) *FenceWatch {
 		case c != nil:
 			return c.autoPodsHere()
 		case snap == nil:
-			return nil, false
+			return nil, nil, false
 		}
 		return appPodsHere(snap, opts.NodeName, nil)
 	}
@@ -627,10 +670,10 @@ func (w *FenceWatch) Attach(c *Controller) {
 }
 
 // autoPodsHere are the UIDs of the pods on this node, as last seen, of
-// apps that migrate (pinned apps' pods stay: nobody else will run them).
-// An app pod whose app this node has no config for is stopped too: it
-// cannot be shown pinned, and the majority side may move it.
-func (c *Controller) autoPodsHere() ([]string, bool) {
+// apps that migrate, and of the pinned apps (whose pods stay: nobody else
+// will run them). An app pod whose app this node has no config for is
+// stopped too: it cannot be shown pinned, and the majority side may move it.
+func (c *Controller) autoPodsHere() ([]string, []string, bool) {
 	c.mu.Lock()
 	set := c.set
 	c.mu.Unlock()
@@ -640,25 +683,28 @@ func (c *Controller) autoPodsHere() ([]string, bool) {
 	})
 }
 
-// appPodsHere are the UIDs of the app pods on node but the pinned ones;
-// known is false until the cache has synced once (an empty list before
-// then is not the cluster's).
-func appPodsHere(snap *kube.Snapshot, node string, pinned func(uuid string) bool) ([]string, bool) {
+// appPodsHere are the UIDs of the app pods on node, the pinned apps' (and
+// any pod of no app, which nothing moves) apart; known is false until the cache has synced once (an empty list
+// before then is not the cluster's).
+func appPodsHere(snap *kube.Snapshot, node string, isPinned func(uuid string) bool) (auto, pinned []string, known bool) {
 	if !snap.Synced() {
-		return nil, false
+		return nil, nil, false
 	}
-	out := []string{}
+	auto = []string{}
 	for _, p := range snap.Data().Pods {
 		if p.Namespace != kube.AppNamespace || p.Spec.NodeName != node {
 			continue
 		}
 		uuid := p.Labels[kube.LabelAppUUID]
-		if uuid == "" || pinned != nil && pinned(uuid) {
-			continue
+		switch {
+		case uuid == "" || isPinned != nil && isPinned(uuid):
+			// Spared: a pinned app's, or no app's (nothing moves it).
+			pinned = append(pinned, string(p.UID))
+		default:
+			auto = append(auto, string(p.UID))
 		}
-		out = append(out, string(p.UID))
 	}
-	return out, true
+	return auto, pinned, true
 }
 
 // snapAPIReady is the default API check: GET /readyz through the cache's

@@ -36,10 +36,14 @@ type Dirs struct {
 	KubeletDir string
 	// NetnsDir holds the pods' network namespaces (cni-*).
 	NetnsDir string
+	// PodLogDir is where the kubelet keeps each pod's container logs, in
+	// a directory named NAMESPACE_NAME_UID: what pods this node runs, and
+	// whose, read from the node alone.
+	PodLogDir string
 }
 
 // DefaultDirs are k3s's own, as k3s-killall.sh names them.
-var DefaultDirs = Dirs{DataDir: "/var/lib/rancher/k3s", RunDir: "/run/k3s", KubeletDir: "/var/lib/kubelet", NetnsDir: "/run/netns"}
+var DefaultDirs = Dirs{DataDir: "/var/lib/rancher/k3s", RunDir: "/run/k3s", KubeletDir: "/var/lib/kubelet", NetnsDir: "/run/netns", PodLogDir: "/var/log/pods"}
 
 // WithDefaults fills the empty fields from DefaultDirs.
 func (d Dirs) WithDefaults() Dirs {
@@ -55,7 +59,34 @@ func (d Dirs) WithDefaults() Dirs {
 	if d.NetnsDir == "" {
 		d.NetnsDir = DefaultDirs.NetnsDir
 	}
+	if d.PodLogDir == "" {
+		d.PodLogDir = DefaultDirs.PodLogDir
+	}
 	return d
+}
+
+// PodsInNamespace are the UIDs of the pods in namespace that the kubelet
+// has started on this node, as its pod log directories name them
+// (NAMESPACE_NAME_UID; a namespace and a pod name hold no underscore).
+// It needs no API server: a node cut off, its agent restarted, reads it.
+// A directory outlives its pod until the kubelet collects it: a UID here
+// may have no process any more. No directory at all: none started.
+func (d Dirs) PodsInNamespace(namespace string) ([]string, error) {
+	entries, err := os.ReadDir(d.WithDefaults().PodLogDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var uids []string
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "_")
+		if e.IsDir() && len(parts) == 3 && parts[0] == namespace && parts[2] != "" {
+			uids = append(uids, parts[2])
+		}
+	}
+	return uids, nil
 }
 
 // Report says what a stop did.

@@ -1,5 +1,6 @@
 // Package chaos makes the fault explorer's schedules: from a seed, a
-// sequence of faults (cuts, one-way loss, pauses, power, agent restarts)
+// sequence of faults (cuts, one-way loss, pauses, power, agent restarts,
+// full disks)
 // and operator actions (drain, uncordon, migrate) with a hold after each,
 // that replays exactly; and shrinks a failing schedule to the fewest
 // steps that still fail. It knows nothing of a site: the e2e explorer
@@ -32,7 +33,9 @@ const (
 	// RestartAgent kills Nodes[0]'s agent and starts it again (a crash),
 	// cut off or not.
 	RestartAgent Kind = "restart-agent"
-	// Heal undoes every cut, drop and pause.
+	// FillDisk fills Nodes[0]'s agent state disk.
+	FillDisk Kind = "fill-disk"
+	// Heal undoes every cut, drop, pause and full disk.
 	Heal Kind = "heal"
 
 	// The operator's actions, through sitecon's own commands.
@@ -129,9 +132,9 @@ type Site struct {
 // model is what the steps so far have done, so that each next step is one
 // that can be taken: a node powered on is off, a part resumed is paused.
 type model struct {
-	off, cut, cordoned map[string]bool
-	paused             map[string][]string
-	drops              int
+	off, cut, cordoned, full map[string]bool
+	paused                   map[string][]string
+	drops                    int
 }
 
 func (m *model) up(nodes []string) []string {
@@ -142,7 +145,7 @@ func (m *model) up(nodes []string) []string {
 // the same schedule.
 func Generate(seed uint64, site Site) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x5173c0))
-	m := &model{off: map[string]bool{}, cut: map[string]bool{}, cordoned: map[string]bool{}, paused: map[string][]string{}}
+	m := &model{off: map[string]bool{}, cut: map[string]bool{}, cordoned: map[string]bool{}, full: map[string]bool{}, paused: map[string][]string{}}
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }
 	subset := func(from []string, max int) []string {
 		s := slices.Clone(from)
@@ -235,9 +238,19 @@ func Generate(seed uint64, site Site) Schedule {
 			// An agent restarted while its node is cut off.
 			choices = append(choices, choice{3, func() Step { return Step{Kind: RestartAgent, Nodes: []string{pick(cutUp)}} }})
 		}
-		if len(m.cut) > 0 || len(paused) > 0 || m.drops > 0 {
+		// A disk fills on a node that runs or not (it stays full across
+		// a power cycle, until the heal).
+		if notFull := slices.DeleteFunc(slices.Clone(site.Nodes), func(n string) bool { return m.full[n] }); len(notFull) > 0 {
+			choices = append(choices, choice{2, func() Step {
+				n := pick(notFull)
+				m.full[n] = true
+				return Step{Kind: FillDisk, Nodes: []string{n}}
+			}})
+		}
+		if len(m.cut) > 0 || len(paused) > 0 || m.drops > 0 || len(m.full) > 0 {
 			choices = append(choices, choice{4, func() Step {
 				clear(m.cut)
+				clear(m.full)
 				clear(m.paused)
 				m.drops = 0
 				return Step{Kind: Heal}

@@ -32,7 +32,7 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 	kinds := map[Kind]int{}
 	for seed := range uint64(300) {
 		s := Generate(seed, testSite)
-		off, cut, paused := map[string]bool{}, map[string]bool{}, map[string][]string{}
+		off, cut, full, paused := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string][]string{}
 		for i, st := range s.Steps {
 			kinds[st.Kind]++
 			fail := func(why string) { t.Fatalf("seed %d step %d (%s): %s\n%s", seed, i+1, st, why, s) }
@@ -88,9 +88,15 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 				if off[st.Nodes[0]] {
 					fail("agent restarted on a node that is off")
 				}
+			case FillDisk:
+				if full[st.Nodes[0]] {
+					fail(st.Nodes[0] + "'s disk is already full")
+				}
+				full[st.Nodes[0]] = true
 			case Heal:
 				clear(cut)
 				clear(paused)
+				clear(full)
 			case Drop:
 				if st.Nodes[0] == st.Nodes[1] {
 					fail("drop to itself")
@@ -99,7 +105,7 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 		}
 	}
 	// Over 300 seeds every kind comes up.
-	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, Heal, Drain, Uncordon, Migrate, ReturnHome} {
+	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s step in 300 schedules", k)
 		}

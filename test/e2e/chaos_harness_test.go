@@ -92,6 +92,7 @@ func startChaosSite(t *testing.T, n int) *chaosSite {
 	opts := sitebox.TestOptions(t.TempDir())
 	opts.Bootstrap, opts.Nodes = true, n
 	opts.Runtime = filepath.Join(bins, "sitebox")
+	opts.StateDisks = true
 	site, err := sitebox.StartTestSite(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -515,6 +516,8 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			if err = c.site.KillAgent(st.Nodes[0]); err == nil {
 				err = c.site.RestartAgent(st.Nodes[0])
 			}
+		case chaos.FillDisk:
+			err = c.site.FillDisk(st.Nodes[0])
 		case chaos.Heal:
 			err = c.site.Heal()
 		case chaos.Drain:

@@ -10,9 +10,10 @@ import (
 
 // The fault explorer's fixed short schedule, so that its harness cannot
 // rot (make chaos runs the random ones): on a three-server bootstrap-mode
-// site with the demo's apps, node-b (where the auto app plc-gateway and
-// the pinned VM historian run) is cut off from the others and the API
-// server, and its agent restarted while cut off; it fences, and the others
+// site with the demo's apps, node-b's state disk fills, then node-b
+// (where the auto app plc-gateway and the pinned VM historian run) is cut
+// off from the others and the API server, and its agent restarted while
+// cut off, its fence record unwritable since; it fences, and the others
 // start plc-gateway again elsewhere, never while node-b's copy runs. Then
 // node-c's agent is paused and resumed, and a drain of node-a is asked
 // while node-b is still cut off: its preflight must refuse it (two of
@@ -22,6 +23,7 @@ import (
 func TestChaosShortSchedule(t *testing.T) {
 	c := startChaosSite(t, 3)
 	s := chaos.Schedule{Seed: 0, Steps: []chaos.Step{
+		{Kind: chaos.FillDisk, Nodes: []string{"node-b"}, Hold: 2 * time.Second},
 		{Kind: chaos.Cut, Nodes: []string{"node-b"}, Hold: 5 * time.Second},
 		{Kind: chaos.RestartAgent, Nodes: []string{"node-b"}, Hold: 45 * time.Second},
 		{Kind: chaos.Pause, Nodes: []string{"node-c"}, Part: "agent", Hold: 6 * time.Second},

@@ -174,9 +174,9 @@ func scratchNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
 			t.Errorf("delete namespace %s: %v", ns, err)
 			return
 		}
-		until(t, 90*time.Second, "namespace "+ns+" gone with its pods", func() (error, bool) {
+		until(t, 90*time.Second, "namespace "+ns+" gone with its pods", func() (string, bool) {
 			_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-			return err, apierrors.IsNotFound(err)
-		}, func(err error) string { return fmt.Sprintf("last look: %v", err) })
+			return fmt.Sprint(err), apierrors.IsNotFound(err)
+		}, func(last string) string { return "last look: " + last })
 	})
 }

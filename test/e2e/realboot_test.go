@@ -3,12 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,7 +209,7 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 		}
 		return string(out)
 	}
-	sb("up", "--bootstrap", "--runtime", "--agents", sitecon, "--no-simulators", "--node-monitor-grace-period", "12s", "--node-lease-duration", "12s")
+	sb("up", "--bootstrap", "--runtime", "--state-disks", "--agents", sitecon, "--no-simulators", "--node-monitor-grace-period", "12s", "--node-lease-duration", "12s")
 	downed := false
 	defer func() {
 		if !downed {
@@ -264,8 +266,23 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 	}
 	sb("cut", "node-b", "node-c")
 	sb("pause", "node-a", "--part", "agent")
-	if out := sb("faults"); !strings.Contains(out, "cut off: [node-b node-c]") || !strings.Contains(out, "paused: node-a [agent]") {
+	sb("fill-disk", "node-c")
+	if out := sb("faults"); !strings.Contains(out, "cut off: [node-b node-c]") || !strings.Contains(out, "paused: node-a [agent]") || !strings.Contains(out, "disk full: node-c") {
 		t.Errorf("sitebox faults:\n%s", out)
+	}
+	// A full state disk: the agent's next write there fails; node-b's,
+	// a disk of its own, does not.
+	probeWrite := func(node string) error {
+		path := filepath.Join(site.StateDir(node), "sitebox-test-probe")
+		err := os.WriteFile(path, bytes.Repeat([]byte("x"), 8192), 0o600)
+		_ = os.Remove(path)
+		return err
+	}
+	if err := probeWrite("node-c"); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("a write on node-c's full state disk: %v, want ENOSPC", err)
+	}
+	if err := probeWrite("node-b"); err != nil {
+		t.Errorf("a write on node-b's state disk, not full: %v", err)
 	}
 	addr := map[string]string{}
 	for _, n := range site.Nodes {
@@ -287,6 +304,9 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 		if table := chaosTable(n); strings.Contains(table, "drop") {
 			t.Errorf("%s keeps a chaos table after the heal:\n%s", n, table)
 		}
+	}
+	if err := probeWrite("node-c"); err != nil {
+		t.Errorf("a write on node-c's state disk after the heal: %v", err)
 	}
 	for _, name := range []string{"kwok-node-b", "kwok-node-c", "agent-node-a"} {
 		if st := state(name); st == 'T' {
@@ -314,6 +334,9 @@ func TestSiteboxCLIBootstrapMode(t *testing.T) {
 		if c := copies(n); len(c) > 0 {
 			t.Errorf("sitebox down left %d of %s's pods' processes", len(c), n)
 		}
+	}
+	if mounts, err := os.ReadFile("/proc/self/mounts"); err != nil || strings.Contains(string(mounts), site.StateDir("node-a")) {
+		t.Errorf("sitebox down left the state disks mounted (%v)", err)
 	}
 	if dir, err := site.RuntimeCgroupDir("node-a"); err == nil {
 		if _, err := os.Stat(filepath.Dir(dir)); err == nil {

@@ -304,8 +304,9 @@ func (s *Site) startBootAgents(sitecon, appsDir string, timings AgentTimings) er
 			"--k3s-bin", standin, "--k3s-config", filepath.Join(boot, "k3s", "config.yaml"),
 			"--k3s-data-dir", s.K3sDataDir(n.Name), "--k3s-log", filepath.Join(s.Dir, "logs", "k3s-"+n.Name+".log"),
 			"--k3s-run-dir", filepath.Join(boot, "run", "k3s"), "--kubelet-dir", filepath.Join(boot, "kubelet"),
+			"--pod-log-dir", s.PodLogDir(n.Name),
 			"--kubeconfig", filepath.Join(boot, "kubeconfig"),
-			"--apps-dir", appsDir, "--state-dir", filepath.Join(s.Dir, "state", n.Name),
+			"--apps-dir", appsDir, "--state-dir", s.StateDir(n.Name),
 			"--socket", s.AgentSocket(n.Name),
 			// Its own loopback: every node's agent may take the default port.
 			"--metrics-addr", "127.0.0.1:9812",
@@ -322,6 +323,9 @@ func (s *Site) startBootAgents(sitecon, appsDir string, timings AgentTimings) er
 			args = append(args, "--etcd-endpoint=")
 		}
 		if err := s.bootNetns(i); err != nil {
+			return err
+		}
+		if err := s.mountStateDisk(n.Name); err != nil {
 			return err
 		}
 		if err := s.StartProcess(agentProcess(n.Name), "ip", args...); err != nil {

@@ -32,7 +32,9 @@ import (
 //   - Pause: a node's agent, kubelet or whole host frozen (SIGSTOP) while
 //     its addresses still accept connections, as a device thrashing under
 //     memory or I/O pressure; Resume lets it go on.
-//   - Heal: every cut, drop and pause undone.
+//   - FillDisk: a node's agent state disk full (Options.StateDisks), as a
+//     full /persist: every write there fails with ENOSPC.
+//   - Heal: every cut, drop, pause and full disk undone.
 //
 // What is staged is recorded in DIR/run/chaos.json, so that each command
 // applies the whole of it: a heal of a cut leaves a pause in place, and
@@ -46,6 +48,8 @@ type Faults struct {
 	Drops []OneWay `json:"drops,omitempty"`
 	// Paused are the frozen parts of each node.
 	Paused map[string][]PausePart `json:"paused,omitempty"`
+	// FullDisks are the nodes whose state disk is full (disk.go).
+	FullDisks []string `json:"fullDisks,omitempty"`
 }
 
 // OneWay is packets from From to To lost.
@@ -106,7 +110,7 @@ func (f Faults) paused(node string, part PausePart) bool {
 
 // Staged says whether node has any fault staged on it.
 func (f Faults) Staged(node string) bool {
-	if f.cutGroup(node) != nil || len(f.Paused[node]) > 0 {
+	if f.cutGroup(node) != nil || len(f.Paused[node]) > 0 || slices.Contains(f.FullDisks, node) {
 		return true
 	}
 	return slices.ContainsFunc(f.Drops, func(d OneWay) bool { return d.From == node || d.To == node })
@@ -170,7 +174,20 @@ func (s *Site) Resume(node string, part PausePart) error {
 	})
 }
 
-// Heal undoes every cut, drop and pause.
+// FillDisk fills node's agent state disk (see Faults).
+func (s *Site) FillDisk(node string) error {
+	if !s.StateDisks {
+		return errors.New("the site's agents have no state disks of their own to fill (sitebox up --state-disks)")
+	}
+	return s.stage(func(f *Faults) error {
+		if !slices.Contains(f.FullDisks, node) {
+			f.FullDisks = append(f.FullDisks, node)
+		}
+		return nil
+	})
+}
+
+// Heal undoes every cut, drop, pause and full disk.
 func (s *Site) Heal() error {
 	return s.stage(func(f *Faults) error { *f = Faults{}; return nil })
 }
@@ -211,15 +228,22 @@ func (s *Site) faultNodes(f Faults) []string {
 	for n := range f.Paused {
 		nodes = append(nodes, n)
 	}
-	return nodes
+	return append(nodes, f.FullDisks...)
 }
 
-// applyFaults makes every node's firewall table and frozen processes
-// what f says; a node that is off has neither (its namespace is gone):
-// it is left as it is.
+// applyFaults makes every node's firewall table, frozen processes and
+// state disk what f says; a node that is off has no firewall or processes
+// (its namespace is gone): those are left as they are, its disk is not.
 func (s *Site) applyFaults(f Faults) error {
 	var errs []error
 	for _, n := range s.Nodes {
+		if s.StateDisks {
+			if slices.Contains(f.FullDisks, n.Name) {
+				errs = append(errs, s.fillDisk(n.Name))
+			} else {
+				errs = append(errs, s.emptyDisk(n.Name))
+			}
+		}
 		if !netnsExists(s.Netns(n.Name)) {
 			continue
 		}

@@ -118,7 +118,7 @@ func (s *Site) Down() error {
 		for _, n := range s.Nodes {
 			errs = append(errs, s.killK3s(n.Name))
 		}
-		errs = append(errs, s.dropLAN())
+		errs = append(errs, s.dropLAN(), s.unmountStateDisks())
 	}
 	return errors.Join(errs...)
 }

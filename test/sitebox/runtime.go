@@ -253,7 +253,7 @@ func ServeRuntime(ctx context.Context, dir, node string, log *slog.Logger) error
 	if err != nil {
 		return err
 	}
-	r := &runtimeSim{root: root, log: log, pods: map[string]*simPod{}}
+	r := &runtimeSim{root: root, logDir: s.PodLogDir(node), log: log, pods: map[string]*simPod{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
@@ -305,9 +305,16 @@ const runtimeBackoffReset = 10 * time.Minute
 
 type runtimeSim struct {
 	root string
-	log  *slog.Logger
-	pods map[string]*simPod
+	// logDir is the node's pod log directory, where a kubelet makes one
+	// directory per pod it starts (NAMESPACE_NAME_UID), until the pod is
+	// gone: the agent's fence reads it.
+	logDir string
+	log    *slog.Logger
+	pods   map[string]*simPod
 }
+
+// PodLogDir is node's pod log directory (a kubelet's /var/log/pods).
+func (s *Site) PodLogDir(node string) string { return filepath.Join(s.BootDir(node), "pod-logs") }
 
 func (r *runtimeSim) podDir(uid string) string {
 	return filepath.Join(r.root, "kubepods", "besteffort", "pod"+uid)
@@ -315,15 +322,31 @@ func (r *runtimeSim) podDir(uid string) string {
 
 func (r *runtimeSim) reconcile(objs []any, now time.Time) {
 	want := map[string]bool{}
+	logDirs := map[string]bool{}
 	for _, o := range objs {
 		pod, ok := o.(*corev1.Pod)
 		if !ok || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 			continue
 		}
 		want[string(pod.UID)] = true
+		logDirs[pod.Namespace+"_"+pod.Name+"_"+string(pod.UID)] = true
 	}
 	for uid := range want {
 		r.ensure(uid, now)
+	}
+	// The pods' log directories: made for every pod it runs, gone with
+	// the pod.
+	for name := range logDirs {
+		if err := os.MkdirAll(filepath.Join(r.logDir, name, "c1"), 0o755); err != nil {
+			r.log.Warn("make the pod's log directory", "dir", name, "err", err)
+		}
+	}
+	if entries, err := os.ReadDir(r.logDir); err == nil {
+		for _, e := range entries {
+			if !logDirs[e.Name()] {
+				_ = os.RemoveAll(filepath.Join(r.logDir, e.Name()))
+			}
+		}
 	}
 	// Whatever runs here that no pod wants ends: deleted, finished, gone
 	// (or force-deleted while this node was cut off), as a kubelet

@@ -104,6 +104,9 @@ type Options struct {
 	// simulator (runtime.go) as a site process: every pod a node's kubelet
 	// runs gets a real process. Empty: pods run no process.
 	Runtime string
+	// StateDisks: in bootstrap mode, each node's agent state directory is
+	// a small disk of its own (disk.go), which FillDisk fills.
+	StateDisks bool
 }
 
 // Node is one simulated node.
@@ -161,6 +164,8 @@ type State struct {
 	// Runtime: the binary that runs the nodes' container runtime
 	// simulators (runtime.go); empty: none.
 	Runtime string `json:"runtime,omitempty"`
+	// StateDisks: the agents' state directories are disks of their own.
+	StateDisks bool `json:"stateDisks,omitempty"`
 }
 
 // Site is a started (or loaded) sitebox.
@@ -356,6 +361,7 @@ func Up(ctx context.Context, opts Options) (_ *Site, err error) {
 		Bootstrap:              opts.Bootstrap,
 		KubeletFronts:          opts.KubeletFronts,
 		Runtime:                opts.Runtime,
+		StateDisks:             opts.StateDisks && opts.Bootstrap,
 	}}
 	for i := range opts.Nodes {
 		name := NodeName(i)

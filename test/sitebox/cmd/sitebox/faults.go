@@ -65,15 +65,21 @@ func faultCommands(dir *string) []*cobra.Command {
 		}),
 	}
 	resume.Flags().StringVar(&part, "part", "host", "what to let go on: agent, kubelet or host")
+	fillDisk := &cobra.Command{
+		Use:   "fill-disk NODE",
+		Short: "Fill a node's agent state disk, as a full /persist: every write there fails until heal (up --state-disks)",
+		Args:  cobra.ExactArgs(1),
+		RunE:  withSite(func(site *sitebox.Site, args []string) error { return site.FillDisk(args[0]) }),
+	}
 	heal := &cobra.Command{
 		Use:   "heal",
-		Short: "Undo every cut, drop and pause",
+		Short: "Undo every cut, drop, pause and full disk",
 		Args:  cobra.NoArgs,
 		RunE:  withSite(func(site *sitebox.Site, _ []string) error { return site.Heal() }),
 	}
 	faults := &cobra.Command{
 		Use:   "faults",
-		Short: "Show the cuts, drops and pauses staged",
+		Short: "Show the cuts, drops, pauses and full disks staged",
 		Args:  cobra.NoArgs,
 		RunE: withSite(func(site *sitebox.Site, _ []string) error {
 			f, err := site.StagedFaults()
@@ -88,6 +94,9 @@ func faultCommands(dir *string) []*cobra.Command {
 			}
 			for n, parts := range f.Paused {
 				fmt.Printf("paused: %s %v\n", n, parts)
+			}
+			for _, n := range f.FullDisks {
+				fmt.Printf("disk full: %s\n", n)
 			}
 			return nil
 		}),
@@ -117,5 +126,5 @@ func faultCommands(dir *string) []*cobra.Command {
 		},
 	}
 	runtime.Flags().StringVar(&runtimeNode, "node", "", "the node whose pods to run")
-	return []*cobra.Command{cut, drop, pause, resume, heal, faults, killAgent, restartAgent, runtime}
+	return []*cobra.Command{cut, drop, pause, resume, fillDisk, heal, faults, killAgent, restartAgent, runtime}
 }

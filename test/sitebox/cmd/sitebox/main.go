@@ -49,7 +49,7 @@ func root() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&dir, "dir", envOr("SITEBOX_DIR", ".sitebox"), "site directory (certificates, data, logs, PIDs, kubeconfig); env SITEBOX_DIR")
 
 	var opts sitebox.Options
-	var noSimulators, demo, runtime bool
+	var noSimulators, demo, runtime, stateDisks bool
 	var agents, standin string
 	var agentTimings sitebox.AgentTimings
 	up := &cobra.Command{
@@ -78,6 +78,7 @@ func root() *cobra.Command {
 			if runtime {
 				opts.Runtime = self
 			}
+			opts.StateDisks = stateDisks
 			site, err := sitebox.Up(ctx, opts)
 			if err != nil {
 				return err
@@ -142,6 +143,7 @@ func root() *cobra.Command {
 		},
 	}
 	up.Flags().IntVar(&opts.Nodes, "nodes", 3, "number of simulated nodes (node-a, node-b, ...)")
+	up.Flags().BoolVar(&stateDisks, "state-disks", false, "in bootstrap mode, give each node's agent state directory a small disk of its own (an ext4 image on a loop device), which fill-disk fills")
 	up.Flags().BoolVar(&runtime, "runtime", false, "run a real process (sleep) for every pod a node's kubelet runs, in a cgroup named after the pod, as containerd does: the agents' fence stops them as on a device")
 	up.Flags().StringVar(&opts.BinDir, "bin", "", "control-plane binaries (default: the build cache, env SITEBOX_BIN)")
 	// The defaults are what a device runs: the controller-manager settings
