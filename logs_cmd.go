@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -84,11 +83,13 @@ func printLogs(ctx context.Context, cs kubernetes.Interface, out, errOut io.Writ
 	}
 	defer stream.Close()
 	w := bufio.NewWriter(out)
-	r := bufio.NewReaderSize(stream, 64<<10)
+	// Each line bounded, the rest of a longer one dropped and said: an
+	// app's endless line must not grow sitecon.
+	r := kube.NewLogLineReader(stream, kube.MaxLogLineBytes)
 	for {
-		line, err := r.ReadString('\n')
-		if line != "" {
-			if _, werr := fmt.Fprintln(w, ui.Clean(strings.TrimRight(line, "\r\n"))); werr != nil {
+		line, err := r.Next()
+		if len(line.Text) > 0 || line.Dropped > 0 || line.Complete {
+			if _, werr := fmt.Fprintln(w, ui.Clean(line.String())); werr != nil {
 				return werr
 			}
 		}

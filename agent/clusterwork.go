@@ -216,19 +216,30 @@ func (a *Agent) nodeIdentity(ctx context.Context, snap *kube.Snapshot) (nodeIden
 }
 
 // startAppLogs collects the logs of the apps running on this node
-// (--app-logs-dir).
+// (--app-logs-dir). A directory that cannot be opened (a full or failing
+// disk) is tried again, 10 s doubling to 5 min: the collector never gives
+// up for good.
 func (a *Agent) startAppLogs(ctx context.Context, snap *kube.Snapshot, node string) {
 	opts := a.opts.AppLogs
 	opts.Node = node
 	opts.Log = a.log.With("component", "app-logs")
-	collector, err := applogs.New(opts, snap.Clients().Core, snap)
-	if err != nil {
-		a.log.Error("app logs", "err", err)
-		return
-	}
 	go func() {
-		if err := collector.Run(ctx); err != nil {
-			a.log.Error("app logs stopped", "err", err)
+		wait := 10 * time.Second
+		for {
+			collector, err := applogs.New(opts, snap.Clients().Core, snap)
+			if err == nil {
+				if err := collector.Run(ctx); err != nil {
+					a.log.Error("app logs stopped", "err", err)
+				}
+				return
+			}
+			opts.Log.Error("app logs: the directory cannot be opened; trying again", "in", wait, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 5*time.Minute)
 		}
 	}()
 }

@@ -609,3 +609,19 @@ func TestLogsThroughProgram(t *testing.T) {
 	}
 	final.closeLogs()
 }
+
+// A line longer than the console keeps is cut at its bound and says how
+// much of it went; the line after it comes whole.
+func TestLogsLongLineIsCutAndSaysSo(t *testing.T) {
+	src := newPipeSource(plcTarget())
+	l := openAppLogs(t, testContext(80, 24), src)
+	body := l.body(src)
+	stamp := logT0.Format(time.RFC3339Nano) + " "
+	_, _ = io.WriteString(body, stamp+strings.Repeat("x", 3*logsMaxLineBytes)+"\n"+logT0.Add(time.Millisecond).Format(time.RFC3339Nano)+" after\n")
+	l.screenHas("after", "2 lines")
+	first := l.a.logs.buf.Line(0).Text
+	dropped := len(stamp) + 3*logsMaxLineBytes - logsMaxLineBytes
+	if want := strings.Repeat("x", logsMaxLineBytes-len(stamp)) + kube.LogLineCut(int64(dropped)); first != want {
+		t.Errorf("the long line is shown %d bytes long, ending %q; want it cut at the bound, saying %d bytes went", len(first), first[max(0, len(first)-50):], dropped)
+	}
+}

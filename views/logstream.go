@@ -1,16 +1,15 @@
 package views
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"sync"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -144,27 +143,16 @@ func (s *logStream) run() {
 // read delivers body's lines until it ends, dropping those a previous
 // stream delivered already; it returns how many it delivered.
 func (s *logStream) read(body io.Reader) (int, error) {
-	r := bufio.NewReaderSize(body, 32<<10)
+	r := kube.NewLogLineReader(body, logsMaxLineBytes)
 	resuming := !s.last.IsZero()
 	skipAtLast := s.atLast
 	delivered := 0
-	var long []byte // a line longer than the reader's buffer, kept to the cap
 	for {
-		chunk, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(long) < logsMaxLineBytes {
-				long = append(long, chunk[:min(len(chunk), logsMaxLineBytes-len(long))]...)
-			}
-			continue
-		}
-		if len(chunk) == 0 && len(long) == 0 {
+		l, err := r.Next()
+		if len(l.Text) == 0 && l.Dropped == 0 && !l.Complete {
 			return delivered, err
 		}
-		raw := chunk
-		if long != nil {
-			raw = append(long, chunk[:min(len(chunk), max(logsMaxLineBytes-len(long), 0))]...)
-			long = nil
-		}
+		raw := l.Text
 		ts, text := splitTimestamp(bytes.TrimRight(raw, "\r\n"))
 		if resuming && !ts.IsZero() {
 			switch {
@@ -176,10 +164,12 @@ func (s *logStream) read(body io.Reader) (int, error) {
 			}
 			resuming = false
 		}
-		if len(text) > logsMaxLineBytes {
-			text = text[:logsMaxLineBytes]
+		shown := string(text)
+		if l.Dropped > 0 {
+			// Cut at the bound, saying how much went.
+			shown += kube.LogLineCut(l.Dropped)
 		}
-		line := ui.LogLine{Time: ts, Text: ui.Clean(string(text))}
+		line := ui.LogLine{Time: ts, Text: ui.Clean(shown)}
 		if !ts.IsZero() {
 			if ts.Equal(s.last) {
 				s.atLast++

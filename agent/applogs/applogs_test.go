@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -290,5 +292,105 @@ func TestTheRestartGuardComesBackAfterTheGrace(t *testing.T) {
 		if got := nextUnverifiedSince(c.since, later, c.notResumed, c.guard, c.moved); !got.Equal(c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A full disk: the batch that did not fit is taken back whole, so that its
+// retry, once there is room, follows the last whole record, never half of
+// one; the files are 0640 in a 0750 directory. A record an older agent
+// wrote longer than any now written is skipped when read back, and the
+// directory opens.
+func TestAFullDiskLeavesNoHalfRecord(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a small tmpfs for a full disk)")
+	}
+	disk := t.TempDir()
+	if err := unix.Mount("sitecon-test", disk, "tmpfs", 0, "size=512k"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(disk, unix.MNT_DETACH) })
+	dir := filepath.Join(disk, "applogs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An older agent's record of a line kept whole, longer than any read back.
+	old := record(t, Record{PodUID: "u0", Container: "c", Time: time.Now(), Line: strings.Repeat("o", maxRecordBytes)})
+	if err := os.WriteFile(filepath.Join(dir, CurrentFile), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openRotating(dir, 1<<20, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.close() }()
+	if _, err := w.written(); err != nil {
+		t.Fatalf("a record longer than any written now made the directory unreadable: %v", err)
+	}
+	for path, want := range map[string]os.FileMode{dir: 0o750, filepath.Join(dir, CurrentFile): 0o640} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", path, st.Mode().Perm(), err, want)
+		}
+	}
+	filler := filepath.Join(disk, "filler")
+	if err := os.WriteFile(filler, make([]byte, 8<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(i int) []byte {
+		return record(t, Record{PodUID: "u1", Container: "c", Time: time.Unix(int64(i), 0), Line: fmt.Sprintf("%d %s", i, strings.Repeat("z", 3000))})
+	}
+	var failed int
+	for i := 0; ; i++ {
+		if err := w.write(batch(i)); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatal(err)
+			}
+			failed = i
+			break
+		}
+		if i > 1000 {
+			t.Fatal("the disk never filled")
+		}
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.write(batch(failed)); err != nil {
+		t.Fatalf("the retry after room was made: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, CurrentFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	for i, l := range lines[1:] {
+		var r Record
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %d is no whole record (%v): %.80q", i+2, err, l)
+		}
+		if !strings.HasPrefix(r.Line, fmt.Sprint(i, " ")) {
+			t.Fatalf("line %d holds batch %q, want batch %d once, in order", i+2, r.Line[:8], i)
+		}
+	}
+	if len(lines)-1 != failed+1 {
+		t.Errorf("%d batches in the file, want %d", len(lines)-1, failed+1)
+	}
+}
+
+// A record of 5 MiB, as an agent that kept lines whole wrote one, does not
+// stop the collector from opening its directory: it is skipped.
+func TestAHugeOldRecordDoesNotStopTheCollector(t *testing.T) {
+	dir := t.TempDir()
+	huge := record(t, Record{PodUID: "u0", Container: "c", Time: time.Now(), Line: strings.Repeat("h", 5<<20)})
+	after := record(t, Record{PodUID: "u1", Container: "c", Time: time.Unix(7, 0), Line: "after"})
+	if err := os.WriteFile(filepath.Join(dir, CurrentFile), append(huge, after...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Dir: dir, Node: "node-a"}, nil, nil)
+	if err != nil {
+		t.Fatalf("the directory with a 5 MiB record: %v", err)
+	}
+	defer func() { _ = c.out.close() }()
+	if p := c.written["u1_c"]; !p.Time.Equal(time.Unix(7, 0)) {
+		t.Errorf("the record after the huge one was not read back: %+v", p)
 	}
 }

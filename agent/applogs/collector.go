@@ -18,7 +18,6 @@
 package applogs
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -447,14 +446,16 @@ func (c *Collector) copyLines(ctx context.Context, stream io.Reader, t target, p
 	defer close(stop)
 	go func() {
 		defer close(lines)
-		r := bufio.NewReaderSize(stream, 64<<10)
+		// Each line bounded, the rest of a longer one dropped and said: an
+		// app printing an endless line or binary must not grow the agent.
+		r := kube.NewLogLineReader(stream, kube.MaxLogLineBytes)
 		for {
-			line, err := r.ReadString('\n')
+			line, err := r.Next()
 			// A line cut off by the stream's end is read again from the
 			// position next time.
-			if strings.HasSuffix(line, "\n") {
+			if line.Complete {
 				select {
-				case lines <- line:
+				case lines <- line.String():
 				case <-stop:
 					return
 				}
@@ -498,7 +499,7 @@ func (c *Collector) copyLines(ctx context.Context, stream io.Reader, t target, p
 				}
 				return nil
 			}
-			ts, text, ok := splitTimestamp(strings.TrimSuffix(line, "\n"))
+			ts, text, ok := splitTimestamp(line)
 			if !ok {
 				continue
 			}

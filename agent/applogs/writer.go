@@ -1,7 +1,6 @@
 package applogs
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // Record is one line of an app's log as written out: one JSON object per
@@ -56,8 +57,19 @@ type rotatingFile struct {
 	syncs int
 }
 
+// The apps' logs are theirs and the device's log service's: readable by
+// root and the directory's group, no one else.
+const (
+	logDirMode  = 0o750
+	logFileMode = 0o640
+)
+
 func openRotating(dir string, maxBytes int64, maxFiles int) (*rotatingFile, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, logDirMode); err != nil {
+		return nil, err
+	}
+	// A directory an older agent made 0755.
+	if err := os.Chmod(dir, logDirMode); err != nil {
 		return nil, err
 	}
 	w := &rotatingFile{dir: dir, maxBytes: maxBytes, maxFiles: maxFiles, now: time.Now}
@@ -71,8 +83,12 @@ func openRotating(dir string, maxBytes int64, maxFiles int) (*rotatingFile, erro
 // half-written by a crash (everything after the last newline).
 func (w *rotatingFile) open() error {
 	path := filepath.Join(w.dir, CurrentFile)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, logFileMode)
 	if err != nil {
+		return err
+	}
+	if err := f.Chmod(logFileMode); err != nil {
+		f.Close()
 		return err
 	}
 	st, err := f.Stat()
@@ -121,20 +137,34 @@ func lastNewlineEnd(f *os.File, size int64) (int64, error) {
 }
 
 // write appends the batch and syncs it to disk, rotating first when the
-// batch would take the current file past the cap.
+// batch would take the current file past the cap. A write that fails (a
+// full disk) takes back what it wrote of the batch: the retry appends the
+// whole batch after the last whole record, never after half of one.
 func (w *rotatingFile) write(batch []byte) error {
 	if w.size > 0 && w.size+int64(len(batch)) > w.maxBytes {
 		if err := w.rotate(); err != nil {
 			return fmt.Errorf("rotate %s: %w", w.dir, err)
 		}
 	}
-	n, err := w.f.Write(batch)
-	w.size += int64(n)
-	if err != nil {
-		return err
+	_, err := w.f.Write(batch)
+	if err == nil {
+		err = w.f.Sync()
 	}
+	if err != nil {
+		return errors.Join(err, w.takeBack())
+	}
+	w.size += int64(len(batch))
 	w.syncs++
-	return w.f.Sync()
+	return nil
+}
+
+// takeBack cuts the current file back to its last whole batch.
+func (w *rotatingFile) takeBack() error {
+	if err := w.f.Truncate(w.size); err != nil {
+		return fmt.Errorf("cut the half-written batch: %w", err)
+	}
+	_, err := w.f.Seek(w.size, io.SeekStart)
+	return err
 }
 
 func (w *rotatingFile) rotate() error {
@@ -221,11 +251,20 @@ func (w *rotatingFile) written() (map[string]Position, error) {
 	}
 	defer f.Close()
 	out := map[string]Position{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
+	// A record longer than any this agent writes (an older agent wrote
+	// lines whole) is cut here, no JSON, and skipped: never a reason to
+	// give up the directory.
+	lines := kube.NewLogLineReader(f, maxRecordBytes)
+	for {
+		line, err := lines.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		if line.Dropped > 0 || json.Unmarshal(line.Text, &r) != nil {
 			continue
 		}
 		p := Position{PodUID: r.PodUID, Container: r.Container}
@@ -239,8 +278,12 @@ func (w *rotatingFile) written() (map[string]Position, error) {
 		prev.AtTime++
 		out[p.key()] = prev
 	}
-	return out, sc.Err()
+	return out, nil
 }
+
+// maxRecordBytes bounds a record read back: a line of kube.MaxLogLineBytes
+// with every byte escaped, and the record's other fields.
+const maxRecordBytes = 8*kube.MaxLogLineBytes + 4096
 
 // later is the position further on of a saved one and one read back from
 // the written file, for the same container instance.

@@ -1,7 +1,7 @@
 // Package chaos makes the fault explorer's schedules: from a seed, a
 // sequence of faults (cuts, one-way loss, pauses, power, agent restarts,
-// full disks)
-// and operator actions (drain, uncordon, migrate) with a hold after each,
+// full disks) and operator actions (drain, uncordon, migrate, return
+// home, a device's drain request and its reboot), with a hold after each,
 // that replays exactly; and shrinks a failing schedule to the fewest
 // steps that still fail. It knows nothing of a site: the e2e explorer
 // (test/e2e/chaos_test.go) stages the steps with sitebox and checks the
@@ -45,10 +45,19 @@ const (
 	Migrate Kind = "migrate"
 	// ReturnHome moves App back to its designated node.
 	ReturnHome Kind = "return-home"
+	// DrainRequest is a device's drain request to Nodes[0]'s agent (as
+	// EVE's base OS update makes before its reboot), then, drained, the
+	// reboot: power off and on. A request that fails is called off.
+	DrainRequest Kind = "drain-request"
+	// Maintenance walks Nodes[0] (none: every node, --all) through
+	// sitecon maintenance, the node rebooted when the walk asks for it.
+	Maintenance Kind = "maintenance"
 )
 
 // Action says whether the step is an operator's action (sitecon's), not a fault.
-func (k Kind) Action() bool { return k == Drain || k == Uncordon || k == Migrate || k == ReturnHome }
+func (k Kind) Action() bool {
+	return k == Drain || k == Uncordon || k == Migrate || k == ReturnHome || k == DrainRequest || k == Maintenance
+}
 
 // Step is one step of a schedule.
 type Step struct {
@@ -74,6 +83,12 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %s to %s", s.App, s.Nodes[0])
 	case ReturnHome:
 		fmt.Fprintf(&b, " %s", s.App)
+	case Maintenance:
+		if len(s.Nodes) == 0 {
+			b.WriteString(" --all")
+		} else {
+			b.WriteString(" " + s.Nodes[0])
+		}
 	default:
 		if len(s.Nodes) > 0 {
 			b.WriteString(" " + strings.Join(s.Nodes, " "))
@@ -270,6 +285,13 @@ func Generate(seed uint64, site Site) Schedule {
 				m.cordoned[n] = true
 				return Step{Kind: Drain, Nodes: []string{n}}
 			}})
+		}
+		if len(uncordoned) > 1 {
+			// Its reboot is the action's own: the node is on again after.
+			choices = append(choices, choice{2, func() Step { return Step{Kind: DrainRequest, Nodes: []string{pick(uncordoned)}} }})
+			// The walk reboots the node itself and uncordons it at its end.
+			choices = append(choices, choice{2, func() Step { return Step{Kind: Maintenance, Nodes: []string{pick(uncordoned)}} }})
+			choices = append(choices, choice{1, func() Step { return Step{Kind: Maintenance} }})
 		}
 		if len(cordoned) > 0 {
 			choices = append(choices, choice{3, func() Step {

@@ -105,7 +105,7 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 		}
 	}
 	// Over 300 seeds every kind comes up.
-	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome} {
+	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome, DrainRequest, Maintenance} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s step in 300 schedules", k)
 		}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/prereq"
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/test/syncbuf"
 )
 
 // The fault explorer's harness (issue 36 §1): a bootstrap-mode site (each
@@ -434,7 +436,9 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 
 	var actions sync.WaitGroup
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	act := func(kind chaos.Kind, args ...string) {
+	// actWith runs an action (run: its output and whether it failed) and
+	// then checks invariants 2 and 4 across it.
+	actWith := func(kind chaos.Kind, args []string, run func() ([]byte, error)) {
 		mu.Lock()
 		before := faultsStaged
 		mu.Unlock()
@@ -445,8 +449,7 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 		go func() {
 			defer actions.Done()
 			quorate, vols := c.etcdQuorate(ctx), c.volumes(ctx)
-			args = append(args, "--yes", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit)
-			out, err := exec.CommandContext(ctx, sitecon, args...).CombinedOutput()
+			out, err := run()
 			outcome := "ok"
 			if err != nil {
 				outcome = "refused or failed"
@@ -483,6 +486,10 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 				}
 			}
 		}()
+	}
+	act := func(kind chaos.Kind, args ...string) {
+		args = append(args, "--yes", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit)
+		actWith(kind, args, func() ([]byte, error) { return exec.CommandContext(ctx, sitecon, args...).CombinedOutput() })
 	}
 
 	for i, st := range s.Steps {
@@ -528,6 +535,16 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			act(st.Kind, "migrate", st.App, st.Nodes[0], "--timeout", "60s")
 		case chaos.ReturnHome:
 			act(st.Kind, "return-home", st.App, "--timeout", "60s")
+		case chaos.DrainRequest:
+			node := st.Nodes[0]
+			actWith(st.Kind, []string{"drain-request", node}, func() ([]byte, error) { return c.drainRequestAndReboot(ctx, t, node) })
+		case chaos.Maintenance:
+			target := []string{"--all"}
+			if len(st.Nodes) > 0 {
+				target = st.Nodes[:1]
+			}
+			args := append(append([]string{"maintenance"}, target...), "--yes", "--step-timeout", "90s", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit)
+			actWith(st.Kind, args, func() ([]byte, error) { return c.maintenanceWalk(ctx, t, args) })
 		}
 		if err != nil {
 			// A shrunk schedule may hold a step that no longer applies
@@ -644,4 +661,71 @@ func joinCounts(m map[string]int) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// drainRequestAndReboot is a device's drain request and its reboot, as
+// EVE's base OS update makes them: the request to node's agent through its
+// socket, waited for; drained, the node powered off and on again (a new
+// boot ID, which ends the request and its cordon). A request that failed
+// or took too long is called off, as the requester gives up.
+func (c *chaosSite) drainRequestAndReboot(ctx context.Context, t *testing.T, node string) ([]byte, error) {
+	socket := c.site.AgentSocket(node)
+	out, err := exec.CommandContext(ctx, sitecon, "agent", "drain-request", "--socket", socket, "--requester", "chaos", "--reason", "base OS update", "--wait", "--timeout", "90s").CombinedOutput()
+	if err != nil {
+		cancelOut, _ := exec.CommandContext(ctx, sitecon, "agent", "drain-request", "--socket", socket, "--requester", "chaos", "--cancel").CombinedOutput()
+		return append(out, cancelOut...), err
+	}
+	if err := c.site.PowerOff(node); err != nil {
+		return append(out, "reboot: "+err.Error()...), err
+	}
+	select {
+	case <-time.After(5 * time.Second): // the device's reboot, not a wait for a condition
+	case <-ctx.Done():
+	}
+	if err := c.site.PowerOn(node); err != nil {
+		// Cut off or paused meanwhile: it boots at the last heal.
+		t.Logf("drain-request %s: the reboot's power-on waits for the heal: %v", node, err)
+	}
+	return append(out, "rebooted"...), nil
+}
+
+// maintenanceWalk runs sitecon maintenance with args as the technician
+// does: each time the walk says to power a node off or reboot it, the
+// node is rebooted (power off, on 5 s later: a new boot ID).
+func (c *chaosSite) maintenanceWalk(ctx context.Context, t *testing.T, args []string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, sitecon, args...)
+	var out syncbuf.Buffer
+	cmd.Stderr = &out
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	lines := bufio.NewScanner(pipe)
+	for lines.Scan() {
+		line := lines.Text()
+		fmt.Fprintln(&out, line)
+		rest, ok := strings.CutPrefix(line, "step 2/5: power ")
+		if !ok {
+			continue
+		}
+		node, _, _ := strings.Cut(rest, " ")
+		if err := c.site.PowerOff(node); err != nil {
+			fmt.Fprintf(&out, "[explorer] reboot %s: %v\n", node, err)
+			continue
+		}
+		select {
+		case <-time.After(5 * time.Second): // the device's reboot, not a wait for a condition
+		case <-ctx.Done():
+		}
+		if err := c.site.PowerOn(node); err != nil {
+			// Cut off or paused meanwhile: it boots at the last heal.
+			t.Logf("maintenance: %s's power-on waits for the heal: %v", node, err)
+		}
+		fmt.Fprintf(&out, "[explorer] rebooted %s\n", node)
+	}
+	err = cmd.Wait()
+	return []byte(out.String()), err
 }

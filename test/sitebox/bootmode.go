@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/test/k3sstandin/sitemode"
 )
@@ -393,6 +396,12 @@ func (s *Site) powerOnBoot(node string) error {
 	}
 	if err := s.bootNetns(i); err != nil {
 		return err
+	}
+	// A new boot, with an ID of its own, which its kubelet reports.
+	if !s.running("kwok-" + node) {
+		if err := config.WriteFileAtomic(s.bootIDFile(node), []byte(string(uuid.NewUUID())+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := s.startKubelet(s.Nodes[i]); err != nil {
 		return err

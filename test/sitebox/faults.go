@@ -5,6 +5,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -74,21 +77,55 @@ func (s *Site) Recover(node string) error {
 // newBootID gives the Node a new status.nodeInfo.bootID, as a kubelet
 // does after the device's boot.
 func (s *Site) newBootID(node string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.setBootID(ctx, node, string(uuid.NewUUID()))
+}
+
+func (s *Site) setBootID(ctx context.Context, node, id string) error {
 	cs, err := s.coreClient()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
+		if err != nil || n.Status.NodeInfo.BootID == id {
 			return err
 		}
-		n.Status.NodeInfo.BootID = string(uuid.NewUUID())
+		n.Status.NodeInfo.BootID = id
 		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// bootIDFile holds a bootstrap-mode node's boot ID, new at every power-on
+// (powerOnBoot); its kubelet front reports it on the Node.
+func (s *Site) bootIDFile(node string) string { return filepath.Join(s.BootDir(node), "boot_id") }
+
+// reportBootID puts the node's boot ID (bootIDFile) on its Node, as a
+// kubelet does once it reaches the API server after the device's boot:
+// retried until done or until the front ends (the API server may have no
+// quorum while the site powers on). No file: the first boot, whose ID the
+// Node was registered with.
+func (s *Site) reportBootID(node string, done <-chan struct{}) {
+	data, err := os.ReadFile(s.bootIDFile(node))
+	if err != nil {
+		return
+	}
+	id := strings.TrimSpace(string(data))
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := s.setBootID(ctx, node, id)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(2 * time.Second): // the kubelet's retry, not a wait for a condition
+		}
+	}
 }
 
 // PowerOff cuts the power of the named nodes at once, as a site's power

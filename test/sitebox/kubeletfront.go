@@ -135,6 +135,7 @@ func (s *Site) listenKubeletFront(n Node) (*kubeletFront, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          errLog,
 	}
+	go s.reportBootID(n.Name, f.done)
 	go func() {
 		defer close(f.done)
 		defer logFile.Close()
