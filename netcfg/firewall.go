@@ -59,12 +59,20 @@ var ClusterPorts = []PortRange{
 	{Proto: "udp", First: 53, Last: 53, What: "DNS"},
 }
 
+// table is sitecon's table: inet, both families in one, since the
+// cluster ports listen dual-stack (k3s's API and the kubelet, sitecon's
+// /status) and every interface has an IPv6 link-local address.
 func table() *nftables.Table {
+	return &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
+}
+
+// olderTable is the IPv4-only table agents before the inet one wrote.
+func olderTable() *nftables.Table {
 	return &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4}
 }
 
-func tableExists(c *nftables.Conn) (bool, error) {
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+func tableExists(c *nftables.Conn, family nftables.TableFamily) (bool, error) {
+	tables, err := c.ListTablesOfFamily(family)
 	if err != nil {
 		return false, fmt.Errorf("list nftables tables: %w", err)
 	}
@@ -76,10 +84,26 @@ func tableExists(c *nftables.Conn) (bool, error) {
 	return false, nil
 }
 
+// delTables deletes, in c's batch, sitecon's tables that exist.
+func delTables(c *nftables.Conn) error {
+	for _, t := range []*nftables.Table{table(), olderTable()} {
+		exists, err := tableExists(c, t.Family)
+		if err != nil {
+			return err
+		}
+		if exists {
+			c.DelTable(t)
+		}
+	}
+	return nil
+}
+
 // ApplyFirewall (re)writes sitecon's table in one transaction: on the cluster
-// interface, the cluster ports accept traffic from the cluster prefix and
-// drop it from anywhere else. Traffic on other interfaces, and other ports,
-// is left to the host's own rules.
+// interface, the cluster ports accept IPv4 traffic from the cluster prefix
+// and drop it from anywhere else, and drop all IPv6 traffic (the cluster is
+// IPv4; the ports listen dual-stack). Traffic on other interfaces, and
+// other ports, is left to the host's own rules. An older agent's IPv4-only
+// table goes in the same transaction.
 func ApplyFirewall(iface string, cluster netip.Prefix) error {
 	if !cluster.Addr().Is4() {
 		return fmt.Errorf("cluster prefix %s: only IPv4 is supported", cluster)
@@ -91,16 +115,12 @@ func ApplyFirewall(iface string, cluster netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	exists, err := tableExists(c)
-	if err != nil {
+	// Deleting and re-adding in the same batch replaces the table atomically:
+	// there is no moment with the cluster ports unprotected or half-written.
+	if err := delTables(c); err != nil {
 		return err
 	}
 	t := table()
-	// Deleting and re-adding in the same batch replaces the table atomically:
-	// there is no moment with the cluster ports unprotected or half-written.
-	if exists {
-		c.DelTable(t)
-	}
 	c.AddTable(t)
 	accept := nftables.ChainPolicyAccept
 	chain := c.AddChain(&nftables.Chain{
@@ -121,6 +141,9 @@ func ApplyFirewall(iface string, cluster netip.Prefix) error {
 			c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: portRule(iface, network, inside, pr, verdict)})
 		}
 	}
+	for _, pr := range ClusterPorts {
+		c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: ipv6PortRule(iface, pr)})
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("apply firewall table %s: %w", TableName, err)
 	}
@@ -134,11 +157,9 @@ func RemoveFirewall() error {
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	exists, err := tableExists(c)
-	if err != nil || !exists {
+	if err := delTables(c); err != nil {
 		return err
 	}
-	c.DelTable(table())
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("remove firewall table %s: %w", TableName, err)
 	}
@@ -156,17 +177,41 @@ func portRule(iface string, network netip.Prefix, inside bool, pr PortRange, ver
 	if !inside {
 		srcOp = expr.CmpOpNeq
 	}
+	exprs := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+		// IPv4 only: the address's offset is the IPv4 header's.
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+		// ip saddr & mask ==/!= network
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: srcOp, Register: 1, Data: addr[:]},
+	}
+	return append(exprs, portMatch(pr, verdict)...)
+}
+
+// ipv6PortRule drops every IPv6 packet arriving on iface for the range.
+func ipv6PortRule(iface string, pr PortRange) []expr.Any {
+	ifname := make([]byte, unix.IFNAMSIZ)
+	copy(ifname, iface)
+	exprs := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV6}},
+	}
+	return append(exprs, portMatch(pr, expr.VerdictDrop)...)
+}
+
+// portMatch matches the range's protocol and destination ports, counts,
+// and gives the verdict.
+func portMatch(pr PortRange, verdict expr.VerdictKind) []expr.Any {
 	proto := byte(unix.IPPROTO_TCP)
 	if pr.Proto == "udp" {
 		proto = unix.IPPROTO_UDP
 	}
 	exprs := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
-		// ip saddr & mask ==/!= network
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: []byte{0, 0, 0, 0}},
-		&expr.Cmp{Op: srcOp, Register: 1, Data: addr[:]},
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 		// destination port

@@ -118,7 +118,7 @@ func TestFirewallAdmitsOnlyTheClusterPrefix(t *testing.T) {
 	if err := a.Do(func() error { return netcfg.ApplyFirewall(netns.Interface, cluster) }); err != nil {
 		t.Fatal(err)
 	}
-	out, err := a.Exec("nft", "list", "table", "ip", netcfg.TableName)
+	out, err := a.Exec("nft", "list", "table", "inet", netcfg.TableName)
 	if err != nil {
 		t.Fatalf("nft list: %v\n%s", err, out)
 	}
@@ -132,8 +132,8 @@ func TestFirewallAdmitsOnlyTheClusterPrefix(t *testing.T) {
 			t.Errorf("rules lack %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "dport 6443"); n != 2 {
-		t.Errorf("6443 appears in %d rules, want 2 (accept inside, drop outside): re-apply stacked rules?\n%s", n, out)
+	if n := strings.Count(out, "dport 6443"); n != 3 {
+		t.Errorf("6443 appears in %d rules, want 3 (IPv4 accepted inside, dropped outside; IPv6 dropped): re-apply stacked rules?\n%s", n, out)
 	}
 
 	// Something listening on the /status port and on a port sitecon does not own.
@@ -179,7 +179,7 @@ func TestFirewallAdmitsOnlyTheClusterPrefix(t *testing.T) {
 	if err := a.Do(netcfg.RemoveFirewall); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := a.Exec("nft", "list", "table", "ip", netcfg.TableName); err == nil {
+	if out, err := a.Exec("nft", "list", "table", "inet", netcfg.TableName); err == nil {
 		t.Errorf("table still there after removal:\n%s", out)
 	}
 	if err := dial(c, "", a.LANAddr+":12346"); err != nil {
@@ -188,5 +188,80 @@ func TestFirewallAdmitsOnlyTheClusterPrefix(t *testing.T) {
 	// Removing twice is fine.
 	if err := a.Do(netcfg.RemoveFirewall); err != nil {
 		t.Errorf("second removal: %v", err)
+	}
+}
+
+// IPv6 too (issue 37): k3s's API port, the kubelet's and sitecon's listen
+// dual-stack, and a host on the LAN reaches them by the link-local address
+// every interface has. The cluster prefix is IPv4: on the cluster
+// interface every IPv6 packet to a cluster port is dropped; other ports
+// answer as before. One table (inet) holds both families, and a table an
+// older agent wrote (ip family) goes when the new one is applied.
+func TestFirewallFiltersIPv6(t *testing.T) {
+	hosts := netns.NewLAN(t, "a", "c")
+	a, c := hosts[0], hosts[1]
+	for h, addr := range map[*netns.Host]string{a: "fe80::a", c: "fe80::c"} {
+		// nodad: usable at once, not after duplicate address detection.
+		if out, err := h.Exec("ip", "-6", "addr", "add", addr+"/64", "dev", netns.Interface, "nodad"); err != nil {
+			t.Skipf("no IPv6 in the test namespaces: %v\n%s", err, out)
+		}
+	}
+	var listeners []net.Listener
+	t.Cleanup(func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	})
+	// Dual-stack, as k3s's and sitecon's listeners are.
+	for _, addr := range []string{":12346", ":6443", ":2222"} {
+		if err := a.Do(func() error {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			listeners = append(listeners, l)
+			go func() {
+				for {
+					conn, err := l.Accept()
+					if err != nil {
+						return
+					}
+					conn.Close()
+				}
+			}()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := func(port string) string { return "[fe80::a%" + netns.Interface + "]:" + port }
+	if err := dial(c, "", target("12346")); err != nil {
+		t.Fatalf("before the firewall, IPv6 to the /status port: %v", err)
+	}
+	// What an older agent left: the IPv4-only table of the same name.
+	if out, err := a.Exec("nft", "add", "table", "ip", netcfg.TableName); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := a.Do(func() error { return netcfg.ApplyFirewall(netns.Interface, netip.MustParsePrefix("10.244.244.0/28")) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []string{"12346", "6443"} {
+		err := dial(c, "", target(port))
+		var nerr net.Error
+		if err == nil || !errors.As(err, &nerr) || !nerr.Timeout() {
+			t.Errorf("IPv6 from the LAN reached cluster port %s (err = %v), want its packets dropped", port, err)
+		}
+	}
+	if err := dial(c, "", target("2222")); err != nil {
+		t.Errorf("IPv6 to a port sitecon does not own was filtered: %v", err)
+	}
+	if out, err := a.Exec("nft", "list", "table", "ip", netcfg.TableName); err == nil {
+		t.Errorf("the older agent's ip table is still there beside the inet one:\n%s", out)
+	}
+	if err := a.Do(netcfg.RemoveFirewall); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(c, "", target("12346")); err != nil {
+		t.Errorf("after removal IPv6 to the /status port should answer again: %v", err)
 	}
 }

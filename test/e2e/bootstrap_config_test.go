@@ -87,7 +87,7 @@ func TestBootstrapConfigFileHolds(t *testing.T) {
 		if !slices.Contains(have, clusterPrefix) {
 			t.Fatalf("%s took the cluster address off: %v", what, have)
 		}
-		if out, err := host.Exec("nft", "list", "table", "ip", netcfg.TableName); err != nil {
+		if out, err := host.Exec("nft", "list", "table", "inet", netcfg.TableName); err != nil {
 			t.Fatalf("%s took the firewall table away: %v %s", what, err, out)
 		}
 	}

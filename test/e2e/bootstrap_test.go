@@ -254,7 +254,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		if !slices.Contains(have, want) {
 			t.Errorf("%s addresses %v lack %s", n.host.Name, have, want)
 		}
-		if out, err := n.host.Exec("nft", "list", "table", "ip", netcfg.TableName); err != nil || !strings.Contains(out, "10.244.244.0/28 tcp dport 12346") {
+		if out, err := n.host.Exec("nft", "list", "table", "inet", netcfg.TableName); err != nil || !strings.Contains(out, "10.244.244.0/28 tcp dport 12346") {
 			t.Errorf("%s firewall: %v\n%s", n.host.Name, err, out)
 		}
 	}
@@ -285,7 +285,7 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 	if !slices.Equal(have, []netip.Prefix{netip.MustParsePrefix(leaver.host.LANAddr + "/24")}) {
 		t.Errorf("after leaving, %s still has %v", leaver.host.Name, have)
 	}
-	if out, err := leaver.host.Exec("nft", "list", "table", "ip", netcfg.TableName); err == nil {
+	if out, err := leaver.host.Exec("nft", "list", "table", "inet", netcfg.TableName); err == nil {
 		t.Errorf("after leaving the firewall table is still there:\n%s", out)
 	}
 }
