@@ -37,6 +37,12 @@ type ReportServer struct {
 	// difference (zero: config.NodeReportWindow).
 	Now    func() time.Time
 	Window time.Duration
+	// Started is when this agent began answering, on Now's clock: a
+	// request dated before it is refused. The nonces answered are kept in
+	// memory only, and an agent restarted cannot tell whether the one
+	// before it answered such a request (a recorded request replayed
+	// after a restart). Zero: no such bound (tests).
+	Started time.Time
 
 	mu sync.Mutex
 	// seen maps a nonce (hex) to when it may be forgotten: its request's
@@ -46,7 +52,7 @@ type ReportServer struct {
 
 // NodeReportHandler is a ReportServer for node with the cluster key key.
 func NodeReportHandler(key config.LifeKey, node string, report func() kube.NodeReport) *ReportServer {
-	return &ReportServer{Key: key, Node: node, Report: report}
+	return &ReportServer{Key: key, Node: node, Report: report, Started: time.Now()}
 }
 
 // WithNodeReport serves report at config.NodeReportPath beside next's routes.
@@ -75,7 +81,8 @@ func (s *ReportServer) window() time.Duration {
 // else is refused with why: 405 not a GET, 400 a malformed request, 401 a
 // MAC that does not verify with this node's key (the words say "not with
 // this cluster's key"), 403 a time outside the window (the words say by
-// how much the clocks differ), 409 a nonce already answered, 503 no key
+// how much the clocks differ), 409 a nonce already answered or a request
+// made before this agent started, 503 no key
 // here or too many requests in the window.
 func (s *ReportServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -104,6 +111,11 @@ func (s *ReportServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	if err := config.ClockDifference(req.At, now, s.window()); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	if req.At.Before(s.Started) {
+		http.Error(w, "this request was made before this agent started ("+s.Started.UTC().Format(time.RFC3339)+
+			"): it cannot tell whether the agent before it answered it, so it is not answered; ask again", http.StatusConflict)
 		return
 	}
 	if status, why := s.remember(req.Nonce, req.At.Add(s.window()), now); status != 0 {

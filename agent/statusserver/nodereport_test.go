@@ -24,6 +24,7 @@ type reportSite struct {
 	srv    *httptest.Server
 	target netip.AddrPort
 	now    time.Time
+	rs     *ReportServer
 }
 
 func newReportSite(t *testing.T) *reportSite {
@@ -37,6 +38,8 @@ func newReportSite(t *testing.T) *reportSite {
 		return kube.NodeReport{Phase: "joined", LastError: "etcd: no leader", K3s: kube.K3sReport{Supervised: true, Running: true, Starts: 2}}
 	})
 	rs.Now = func() time.Time { return s.now }
+	rs.Started = s.now.Add(-time.Hour)
+	s.rs = rs
 	s.srv = httptest.NewServer(WithNodeReport(http.NotFoundHandler(), rs))
 	t.Cleanup(s.srv.Close)
 	s.target = netip.MustParseAddrPort(strings.TrimPrefix(s.srv.URL, "http://"))
@@ -135,5 +138,32 @@ func TestNodeReportNonceMemoryIsBounded(t *testing.T) {
 	}
 	if len(s.seen) > reportNoncesMax {
 		t.Errorf("%d nonces remembered, bound %d", len(s.seen), reportNoncesMax)
+	}
+}
+
+// A request answered before the agent restarted, replayed after: the new
+// agent remembers no nonce, and refuses every request made before it
+// started; a request made since is answered.
+func TestNodeReportReplayAfterARestartIsRefused(t *testing.T) {
+	s := newReportSite(t)
+	req, err := s.key.NewReportRequest(s.target, s.now.Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body, _ := s.get(t, req.Query()); status != http.StatusOK {
+		t.Fatalf("the request before the restart: %d %s", status, body)
+	}
+	// The agent restarts: a new server, its nonces forgotten.
+	s.rs.mu.Lock()
+	s.rs.seen = nil
+	s.rs.mu.Unlock()
+	s.rs.Started = s.now
+	status, body, proof := s.get(t, req.Query())
+	if status != http.StatusConflict || !strings.Contains(string(body), "before this agent started") || proof != "" {
+		t.Errorf("the request replayed after the restart: %d %q, want 409 saying it was made before the agent started", status, body)
+	}
+	fresh, _ := s.key.NewReportRequest(s.target, s.now.Add(time.Second))
+	if status, body, _ := s.get(t, fresh.Query()); status != http.StatusOK {
+		t.Errorf("a request made after the restart: %d %s", status, body)
 	}
 }
