@@ -135,3 +135,24 @@ func TestAgentRefusesAGCPercentBelowOne(t *testing.T) {
 		}
 	}
 }
+
+// A VM's console off loopback is served only when asked for in words: it
+// has no password. Refused before anything is read from the cluster (no
+// kubeconfig here: the refusal comes first).
+func TestVNCOffLoopbackNeedsExpose(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0", "::", "10.1.2.3"} {
+		_, err := runCLI(t, filepath.Join(t.TempDir(), "audit.jsonl"), "vnc", "hmi", "--address", addr, "--kubeconfig", filepath.Join(t.TempDir(), "none"))
+		if err == nil || !strings.Contains(err.Error(), "--expose") || !strings.Contains(err.Error(), "no password") {
+			t.Errorf("vnc --address %s: %v, want a refusal naming --expose", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1", "::1", "localhost"} {
+		if loopbackAddress(addr) != true {
+			t.Errorf("%s is loopback", addr)
+		}
+	}
+	_, err := runCLI(t, filepath.Join(t.TempDir(), "audit.jsonl"), "vnc", "hmi", "--address", "0.0.0.0", "--expose", "--kubeconfig", filepath.Join(t.TempDir(), "none"))
+	if err == nil || strings.Contains(err.Error(), "--expose") {
+		t.Errorf("vnc --expose: %v, want it to go on (and fail on the missing kubeconfig)", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 func newVNCCmd(g *globalFlags) *cobra.Command {
 	var port int
 	var address string
+	var expose bool
 	cmd := &cobra.Command{
 		Use:   "vnc APP",
 		Short: "Bridge a local port to a VM app's console (VNC) through the API server",
@@ -24,12 +25,19 @@ viewer is bridged to the VM through the API server and KubeVirt (the vnc
 subresource). The app must be a VM with enable_vnc in its config, running.
 One viewer at a time: a second one is turned away with the reason, and so
 is this bridge while another holds the VM's console. Stops on Ctrl-C, and
-when the VM stops.`,
+when the VM stops.
+
+The console has no password of its own: whoever reaches the port gets the
+VM's screen and keyboard. It listens on loopback; any other --address needs
+--expose, and says what it exposes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if g.readOnly {
 				// A viewer types into the VM: that is acting on it.
 				return errors.New("read-only mode (--readonly or SITECON_READONLY): a VNC viewer types into the VM; vnc not run")
+			}
+			if !loopbackAddress(address) && !expose {
+				return fmt.Errorf("--address %s would serve the VM's screen and keyboard, with no password, to anyone who reaches this machine there; give --expose as well to do so, or leave --address at 127.0.0.1", address)
 			}
 			cfg, err := g.restConfig()
 			if err != nil {
@@ -61,6 +69,9 @@ when the VM stops.`,
 				Events: func(e kube.VNCEvent) { fmt.Fprintln(out, e.String()) }}
 			fmt.Fprintf(out, "%s: console of VM %s on %s\npoint a VNC viewer at %s (Ctrl-C to stop)\n",
 				app.Name, app.Object, app.Node, ln.Addr())
+			if !loopbackAddress(address) {
+				fmt.Fprintf(out, "EXPOSED: anyone who reaches %s gets this VM's screen and keyboard, with no password\n", ln.Addr())
+			}
 			stopped := make(chan string, 1)
 			go func() {
 				what, err := kube.WaitVMIStops(ctx, snap.Clients().KubeVirt, app.Namespace, app.Object)
@@ -82,6 +93,16 @@ when the VM stops.`,
 		},
 	}
 	cmd.Flags().IntVar(&port, "port", 0, "local port for the viewer (0: any free port, printed)")
-	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "local address to listen on")
+	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "local address to listen on (off loopback only with --expose)")
+	cmd.Flags().BoolVar(&expose, "expose", false, "let --address be off loopback: the VM's screen and keyboard, with no password, to whoever reaches it")
 	return cmd
+}
+
+// loopbackAddress: address is this machine's own, reachable from it alone.
+func loopbackAddress(address string) bool {
+	if address == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(address)
+	return ip != nil && ip.IsLoopback()
 }
