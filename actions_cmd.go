@@ -56,7 +56,7 @@ func beginAction(cmd *cobra.Command, g *globalFlags, f *actionFlags, name, targe
 	if err != nil {
 		return nil, err
 	}
-	a := &action{cmd: cmd, flags: f, recorder: flow.Recorder{Log: log}}
+	a := &action{cmd: cmd, flags: f, recorder: flow.Recorder{Log: log, DryRun: f.dryRun}}
 	failed := func(err error) error {
 		return a.ended(a.recorder.Open(name, target), audit.OutcomeFailed, err)
 	}

@@ -41,6 +41,10 @@ type Recorder struct {
 	Log *audit.Log
 	// Via is "console" for the console, empty for a command.
 	Via string
+	// DryRun: every record opened is a dry run's (--dry-run): whatever it
+	// ends with is recorded as a dry run, a refusal as what the real
+	// action would meet, never as a refused action.
+	DryRun bool
 }
 
 // NotRead refuses an action planned on a snapshot that has not read the
@@ -52,7 +56,7 @@ const NotRead = "the cluster's state has not been read yet: try again once it ha
 
 // Open starts the record of one action on target; nothing is written yet.
 func (r Recorder) Open(action, target string) *Record {
-	return &Record{log: r.Log, rec: audit.Record{Action: action, Target: target, Via: r.Via}}
+	return &Record{log: r.Log, rec: audit.Record{Action: action, Target: target, Via: r.Via}, dryRun: r.DryRun}
 }
 
 // by is who an on-site change says made it (an override's "by").
@@ -73,6 +77,8 @@ type Record struct {
 	rec   audit.Record
 	entry *audit.Entry
 	ended bool
+	// dryRun: see Recorder.DryRun.
+	dryRun bool
 	// problem is why a record could not be written.
 	problem error
 }
@@ -179,6 +185,10 @@ func (r *Record) Refuse(reasons ...string) error {
 	a := r.Audit()
 	refused := &Refused{Action: a.Action, Target: a.Target, Reasons: reasons, Record: r}
 	r.SetPreflight(reasons)
+	if r.dryRun {
+		// Nothing was asked but a plan: what the real action would meet.
+		return joinProblem(refused, r.End(audit.OutcomeDryRun, fmt.Errorf("would be refused: %w", refused)))
+	}
 	return joinProblem(refused, r.End(audit.OutcomeRefused, refused))
 }
 

@@ -150,3 +150,23 @@ func TestActionsRefusedBeforeTheClusterIsRead(t *testing.T) {
 		t.Errorf("the audit log records %d refusals for an unread cluster, want 3 (migrate, return home, seed):\n%s", got, data)
 	}
 }
+
+// A dry run changes nothing and is recorded as one: a preflight that would
+// refuse the real action is said in the record's error ("would be
+// refused"), never recorded as a refused action, and still returned as a
+// refusal (the command's exit says the real one would not go).
+func TestDryRunIsNeverRecordedAsRefused(t *testing.T) {
+	r, path := testRecorder(t)
+	r.DryRun = true
+	err := r.Open("drain", "node-c").Refuse("node-c holds the only healthy replica of pvc-1")
+	if refused := (*Refused)(nil); !errors.As(err, &refused) {
+		t.Fatalf("the dry run's refusal is not returned as one: %v", err)
+	}
+	if got := audittest.Outcomes(t, path); got != "drain:dry-run" {
+		t.Fatalf("records %q, want the dry run only", got)
+	}
+	recs, _ := audit.Read(path)
+	if !strings.Contains(recs[0].Error, "would be refused") || !strings.Contains(recs[0].Error, "only healthy replica") {
+		t.Errorf("the dry run's record does not say what the real drain would meet: %+v", recs[0])
+	}
+}
