@@ -34,6 +34,8 @@ func checkClocks(ctx context.Context, env *Env) []Finding {
 	}
 	var out []Finding
 	answered := 0
+	// The nodes found in step, each with its skew: the ok's evidence.
+	var inStep []string
 	for _, a := range r.Answers {
 		name := a.Name()
 		switch {
@@ -42,6 +44,7 @@ func checkClocks(ctx context.Context, env *Env) []Finding {
 			skew := a.ClockSkew.Round(100 * time.Millisecond)
 			abs := max(skew, -skew)
 			if abs < ClockSkewWarn {
+				inStep = append(inStep, fmt.Sprintf("%s: %s %s", name, abs, aheadOrBehind(skew)))
 				continue
 			}
 			sev := Warn
@@ -56,9 +59,15 @@ func checkClocks(ctx context.Context, env *Env) []Finding {
 			// Refused for its clock: more than the reports' window apart.
 			out = append(out, Finding{Severity: Error, Subject: name, Summary: name + " refused to report: the clocks differ too much",
 				Evidence: []string{a.Problem}, Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)"})
+		default:
+			// No report, no clock: never counted as in step.
+			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name,
+				Summary:  fmt.Sprintf("clock not checked on %s: its agent gave no report", name),
+				Evidence: nonEmpty(a.Problem),
+				Next:     fmt.Sprintf("on %s: systemctl status sitecon-agent (its report carries the clock)", name)})
 		}
 	}
-	if answered == 0 && len(out) == 0 {
+	if answered == 0 && !slices.ContainsFunc(out, func(f Finding) bool { return !f.NotChecked }) {
 		var why []string
 		for _, a := range r.Answers {
 			if a.Problem != "" {
@@ -67,6 +76,11 @@ func checkClocks(ctx context.Context, env *Env) []Finding {
 		}
 		slices.Sort(why)
 		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no node answered", Evidence: why}}
+	}
+	if len(inStep) > 0 {
+		slices.Sort(inStep)
+		out = append(out, Finding{Severity: OK, Summary: fmt.Sprintf("%d node(s)' clocks within %s of this machine's", len(inStep), ClockSkewWarn),
+			Evidence: append(inStep, "read at "+r.At.UTC().Format(time.RFC3339))})
 	}
 	return out
 }

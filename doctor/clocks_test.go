@@ -24,11 +24,15 @@ func TestClocksCheck(t *testing.T) {
 		want    map[string]Severity // subject → severity; "" the check itself
 	}{
 		{"no config", nil, map[string]Severity{"": Info}},
-		{"in step", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 300*time.Millisecond)}}, map[string]Severity{}},
+		{"in step", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 300*time.Millisecond)}}, map[string]Severity{"": OK}},
+		// Issue 38: node-b failed, the others in step: ok for those
+		// compared, never for node-b, which is not checked.
+		{"one did not answer", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0),
+			{Node: "node-b", Problem: "did not answer within 2s"}, answer("node-c", -200*time.Millisecond)}}, map[string]Severity{"": OK, "node-b": Warn}},
 		{"one ahead, one far behind", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 3*time.Second), answer("node-c", -2*time.Minute)}},
-			map[string]Severity{"node-b": Warn, "node-c": Error}},
+			map[string]Severity{"": OK, "node-b": Warn, "node-c": Error}},
 		{"refused for its clock", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0),
-			{Node: "node-b", Problem: "refused: the clocks differ: this node's clock is 7m12s ahead of the reader's"}}}, map[string]Severity{"node-b": Error}},
+			{Node: "node-b", Problem: "refused: the clocks differ: this node's clock is 7m12s ahead of the reader's"}}}, map[string]Severity{"": OK, "node-b": Error}},
 		{"nobody answered", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{{Node: "node-b", Problem: "did not answer within 2s"}}}, map[string]Severity{"": Info}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -41,6 +45,12 @@ func TestClocksCheck(t *testing.T) {
 				got[f.Subject] = f.Severity
 				if f.Subject != "" && !strings.Contains(f.Summary, f.Subject) {
 					t.Errorf("%+v does not name its node", f)
+				}
+				if f.Severity == OK && (len(f.Evidence) == 0 || !strings.Contains(strings.Join(f.Evidence, " "), "node-a")) {
+					t.Errorf("an ok without the evidence it rests on (each node compared): %+v", f)
+				}
+				if f.Subject == "node-b" && c.name == "one did not answer" && (!f.NotChecked || !strings.Contains(f.Summary, "not checked")) {
+					t.Errorf("the node that did not answer: %+v, want not checked", f)
 				}
 			}
 			if len(got) != len(c.want) {
