@@ -105,20 +105,21 @@ func IsVirtLauncher(p *corev1.Pod) bool {
 	return p.Labels["kubevirt.io"] == "virt-launcher" || strings.HasPrefix(p.Name, VirtLauncherPrefix)
 }
 
-// PickAppPod picks the pod of the app named name (its name or UUID) among
-// pods: a live one before one going away, running before not, newest
-// first. An error names the apps there are.
+// PickAppPod picks the pod of the app named name (its name or UUID, or for
+// a VM app its VMI's name, as the apps screen names it) among pods: a live
+// one before one going away, running before not, newest first. An error
+// names the apps there are.
 func PickAppPod(pods []corev1.Pod, name string) (*corev1.Pod, error) {
 	var matches []*corev1.Pod
 	apps := map[string]bool{}
 	for i := range pods {
 		p := &pods[i]
-		app, uuid, _ := AppOfPod(p)
+		app, uuid, vm := AppOfPod(p)
 		if app == "" {
 			continue
 		}
 		apps[app] = true
-		if app == name || uuid == name {
+		if app == name || uuid == name || vm && p.Labels[LabelVMIName] == name {
 			matches = append(matches, p)
 		}
 	}

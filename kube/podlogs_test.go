@@ -28,6 +28,7 @@ func TestPickAppPod(t *testing.T) {
 	vm := func(name string) map[string]string {
 		l := app(name)
 		l["kubevirt.io"] = "virt-launcher"
+		l[LabelVMIName] = name + "-5b0f7c1evxklh"
 		return l
 	}
 	going := logPod("plc-old", app("plc"), corev1.PodRunning, time.Hour, "main")
@@ -45,6 +46,8 @@ func TestPickAppPod(t *testing.T) {
 		{name: "plc", want: "plc-running"},
 		{name: "uuid-plc", want: "plc-running"},
 		{name: "hmi", want: "virt-launcher-hmi-abcde"},
+		// Issue 38: the apps screen's l names a VM app by its VMI.
+		{name: "hmi-5b0f7c1evxklh", want: "virt-launcher-hmi-abcde"},
 		{name: "bare", want: "bare"},
 		{name: "nope", err: `no pod or app named "nope" (apps: bare, hmi, plc)`},
 	} {
