@@ -3,11 +3,14 @@ package views
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"golang.org/x/term"
 
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/doctor"
@@ -93,7 +96,12 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 		// Reading logs changes nothing: read-only consoles have them too.
 		app.SetLogSource(ctx, PodLogSource(opts.Snap.Clients()))
 	}
-	prog := tea.NewProgram(app, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithFPS(FramesPerSecond))
+	term, closeTerm, err := OpenTerminal(os.Stdout, "/dev/tty")
+	if err != nil {
+		return err
+	}
+	defer closeTerm()
+	prog := tea.NewProgram(app, append(term, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithFPS(FramesPerSecond))...)
 	auditTail := audit.NewTail(opts.AuditPath, 200)
 	go Feed(ctx, opts.Snap, func(ctx context.Context) *AgentSummary {
 		sum := opts.Agent(ctx)
@@ -101,7 +109,7 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 		return sum
 	}, opts.Problem, prog.Send)
 	opts.Log.Info("console started", "readonly", opts.ReadOnly)
-	_, err := prog.Run()
+	_, err = prog.Run()
 	// A signal (the SSH session's SIGHUP) ended the console, maybe with an
 	// action under way: its outcome is recorded before the process goes.
 	app.Abandon(context.Cause(ctx))
@@ -117,3 +125,23 @@ func RunConsole(ctx context.Context, opts ConsoleOptions) error {
 // a minute on a 10,000-pod site, against 0.42 at 30 and 0.32 at 10). At
 // 30 a key's echo waits at most 33 ms for its frame.
 const FramesPerSecond = 30
+
+// OpenTerminal is where the console draws and reads keys: stdout when it
+// is a terminal; else (piped, as in make demo | tee, or redirected) the
+// controlling terminal, tty, opened for both, as terminal programs do
+// (less, top); else an error saying why nothing can be drawn, rather than
+// drawing into the pipe.
+func OpenTerminal(stdout *os.File, tty string) ([]tea.ProgramOption, func(), error) {
+	if term.IsTerminal(int(stdout.Fd())) {
+		return nil, func() {}, nil
+	}
+	f, err := os.OpenFile(tty, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the console needs a terminal: its output is not one (piped or redirected) and %s cannot be opened (%v); sitecon status prints a report a pipe can take", tty, err)
+	}
+	if !term.IsTerminal(int(f.Fd())) {
+		f.Close()
+		return nil, nil, fmt.Errorf("the console needs a terminal: its output is not one (piped or redirected), nor is %s; sitecon status prints a report a pipe can take", tty)
+	}
+	return []tea.ProgramOption{tea.WithOutput(f), tea.WithInput(f)}, func() { f.Close() }, nil
+}
