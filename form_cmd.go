@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -273,7 +274,12 @@ func runFormWizard(cmd *cobra.Command, dir string, force bool, log *audit.Log) e
 	var result *formation.Formed
 	w := newFormWizard(ui.NewContext(lipgloss.DefaultRenderer(), nil, nil), interfaceNames(), dir, force, &result)
 	w.Audit = log
-	if _, err := tea.NewProgram(views.Guarded(w), tea.WithAltScreen(), tea.WithContext(cmd.Context()), tea.WithFPS(views.FramesPerSecond)).Run(); err != nil {
+	term, closeTerm, err := views.OpenTerminal(os.Stdout, "/dev/tty")
+	if err != nil {
+		return err
+	}
+	defer closeTerm()
+	if _, err := tea.NewProgram(views.Guarded(w), append(term, tea.WithAltScreen(), tea.WithContext(cmd.Context()), tea.WithFPS(views.FramesPerSecond))...).Run(); err != nil {
 		return err
 	}
 	if result == nil {
