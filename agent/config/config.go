@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -85,21 +87,141 @@ func (e *ValidationError) Fields() []string {
 }
 
 // Parse decodes a config. Unknown fields are errors: a misspelt field
-// name would otherwise be silently ignored.
+// name would otherwise be silently ignored. Every problem is said at once
+// (a *ValidationError): each unknown field with the known one it most
+// resembles, each field of the wrong type with where it is. JSON that
+// does not parse says the line and column where it stops making sense.
 func Parse(data []byte) (*Config, error) {
+	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var c Config
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("cluster config is not valid JSON for this format: %w", err)
+	if err := dec.Decode(&fields); err != nil {
+		return nil, syntaxProblem(data, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("cluster config: unexpected data after the JSON object")
+		line, col := lineColumn(data, dec.InputOffset())
+		return nil, fmt.Errorf("cluster config: unexpected data after the JSON object at line %d, column %d", line, col)
+	}
+	var c Config
+	known := map[string]reflect.Value{}
+	v := reflect.ValueOf(&c).Elem()
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		known[name] = v.Field(i)
+	}
+	var problems []*FieldError
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		field, ok := known[name]
+		if !ok {
+			p := &FieldError{Field: name, Problem: "unknown field"}
+			if like := closestField(name, slices.Collect(maps.Keys(known))); like != "" {
+				p.Fix = "did you mean " + like + "?"
+			}
+			problems = append(problems, p)
+			continue
+		}
+		if err := json.Unmarshal(fields[name], field.Addr().Interface()); err != nil {
+			p := &FieldError{Field: name, Problem: err.Error()}
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				p.Problem = fmt.Sprintf("is a JSON %s, want %s", typeErr.Value, jsonKind(typeErr.Type))
+			}
+			if at := fieldOffset(data, name); at >= 0 {
+				line, col := lineColumn(data, at)
+				p.Problem += fmt.Sprintf(" (line %d, column %d)", line, col)
+			}
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
 	}
 	if len(c.EncryptedClusterToken) > 0 && string(c.EncryptedClusterToken) == "null" {
 		c.EncryptedClusterToken = nil
 	}
 	return &c, nil
+}
+
+// syntaxProblem says where JSON that does not parse stops making sense.
+func syntaxProblem(data []byte, err error) error {
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		// Offset is just past the character that did not fit.
+		line, col := lineColumn(data, syntax.Offset-1)
+		return fmt.Errorf("cluster config is not valid JSON at line %d, column %d: %v", line, col, syntax)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		line, col := lineColumn(data, int64(len(data)))
+		return fmt.Errorf("cluster config is not valid JSON: it ends at line %d, column %d before the object does (a missing } or \")", line, col)
+	case errors.As(err, &typeErr):
+		return fmt.Errorf("cluster config must be one JSON object ({...}), not a JSON %s", typeErr.Value)
+	}
+	return fmt.Errorf("cluster config is not valid JSON: %w", err)
+}
+
+// lineColumn is offset's line and column (from 1) in data.
+func lineColumn(data []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 0), int64(len(data)))
+	before := data[:offset]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(offset) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return line, col
+}
+
+// fieldOffset is where "name" first appears as a key in data (-1: not
+// found): where a field of the wrong type is.
+func fieldOffset(data []byte, name string) int64 {
+	return int64(bytes.Index(data, []byte(`"`+name+`"`)))
+}
+
+// jsonKind names a Go type as the JSON it takes.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice:
+		return "a list"
+	}
+	return t.String()
+}
+
+// closestField is the known field name nearest to name (a typo's few
+// edits away), "" when none is near.
+func closestField(name string, known []string) string {
+	best, bestDist := "", 4
+	slices.Sort(known)
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (a swap counts 2),
+// as cobra's own "did you mean" measures a mistyped command.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // Load reads and parses a config file.
