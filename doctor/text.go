@@ -33,10 +33,20 @@ func WriteText(w io.Writer, r Report) error {
 		}
 	}
 	counts := map[Severity]int{}
+	unchecked := 0
 	for _, f := range r.Findings {
 		counts[f.Severity]++
+		if notChecked(f) {
+			unchecked++
+		}
 	}
-	fmt.Fprintf(&b, "\n%d error, %d warn, %d info, %d ok; exit status %d", counts[Error], counts[Warn], counts[Info], counts[OK], r.ExitStatus())
+	fmt.Fprintf(&b, "\n%d error, %d warn, %d info, %d ok", counts[Error], counts[Warn], counts[Info], counts[OK])
+	if unchecked > 0 {
+		// Never read as a clean bill: what was not looked at is said
+		// beside what was, and how to get it looked at.
+		fmt.Fprintf(&b, "; %d not checked (each says why; most need this node's cluster config: on a node, or --config FILE)", unchecked)
+	}
+	fmt.Fprintf(&b, "; exit status %d", r.ExitStatus())
 	if r.APIProblem != "" {
 		b.WriteString(" (the cluster API could not be read)")
 	}

@@ -29,6 +29,11 @@ func TestWriteTextPrintsNotCheckedNextSteps(t *testing.T) {
 	if strings.Contains(out, "quiet info step") || strings.Contains(out, "quiet ok step") {
 		t.Errorf("an ok's or a plain info's next step printed:\n%s", out)
 	}
+	// Issue 38: the summary said "0 error, 0 warn, 2 info, 1 ok; exit
+	// status 0" though a check did not run: it says so beside the counts.
+	if !strings.Contains(out, "1 not checked") || !strings.Contains(out, "--config FILE)") {
+		t.Errorf("the summary does not count what was not checked:\n%s", out)
+	}
 	// Scripts tell "unknown" from "fine" by a field, not by words.
 	var j strings.Builder
 	if err := WriteJSON(&j, r); err != nil {

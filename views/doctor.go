@@ -210,11 +210,19 @@ func (s *doctorScreen) status() string {
 	}
 	if r.report != nil {
 		counts := map[doctor.Severity]int{}
+		unchecked := 0
 		for _, f := range r.report.Findings {
 			counts[f.Severity]++
+			if f.NotChecked {
+				unchecked++
+			}
 		}
 		last := fmt.Sprintf("last ran %s, %s ago: %d error, %d warn, %d info, %d ok", clock(r.ranAt, s.now), Age(r.ranAt, s.now, true),
 			counts[doctor.Error], counts[doctor.Warn], counts[doctor.Info], counts[doctor.OK])
+		if unchecked > 0 {
+			// As sitecon doctor's summary says it.
+			last += fmt.Sprintf(", %d not checked", unchecked)
+		}
 		parts = append(parts, last)
 	}
 	return strings.Join(parts, " · ")
