@@ -61,6 +61,34 @@ func kindObject(kind string) string {
 	return "pod"
 }
 
+// checkAppsNotRunning lists the apps placed on a node but not running
+// (not ready), in the words the console's alert and sitecon status use:
+// on a lost node an app is not known to run, an error; otherwise a
+// warning. Those the scheduler has not placed are SC-APP-PENDING's.
+func checkAppsNotRunning(_ context.Context, env *Env) []Finding {
+	st := kube.Derive(env.Data, env.Now)
+	var out []Finding
+	for _, a := range st.Apps {
+		if a.Ready || a.Phase == "Terminating" || a.Unscheduled != nil || a.Phase == "Pending" || a.Node == "" {
+			continue
+		}
+		f := Finding{Severity: Warn, Subject: a.Name, Summary: a.NotRunningLine(),
+			Evidence: []string{fmt.Sprintf("%s app (%s), %s %s on %s, phase %s", a.Kind, a.Mode, kindObject(a.Kind), a.Object, a.Node, a.Phase)}}
+		switch lost := a.NodeLost || st.NodeLost(a.Node); {
+		case lost && a.Mode == kube.AppModePinned:
+			f.Severity = Error
+			f.Evidence = append(f.Evidence, "pinned app "+a.Name+" waits for its node "+a.Node)
+			f.Next = "bring " + a.Node + " back, or migrate it: sitecon migrate " + a.Name + " NODE"
+		case lost:
+			f.Severity = Error
+			f.Evidence = append(f.Evidence, a.Node+" is lost: the failover guard moves the app once the node's copy has stopped (the console's apps screen shows its verdict)")
+			f.Next = "wait for the failover; if it is held, power " + a.Node + " off or confirm it is off"
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // checkAppsPending lists the apps' pods (VM launchers included) that the
 // scheduler has not placed, with its reason: the PodScheduled condition's
 // message ("0/3 nodes are available: ...").

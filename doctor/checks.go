@@ -15,6 +15,7 @@ const (
 	IDSupportBundleLeft    = "SC-SUPPORT-BUNDLE-LEFT"
 	IDAppAway              = "SC-APP-AWAY"
 	IDAppPending           = "SC-APP-PENDING"
+	IDAppNotRunning        = "SC-APP-NOT-RUNNING"
 	IDOverrideStale        = "SC-OVERRIDE-STALE"
 	IDAppConfigRejected    = "SC-APP-CONFIG-REJECTED"
 	IDCertExpiry           = "SC-CERT-EXPIRY"
@@ -68,6 +69,8 @@ func Checks() []Check {
 			Next: "when the designated node is Ready again: sitecon return-home APP", Run: checkAppsAway},
 		{ID: IDAppPending, Area: AreaApps, Title: "apps waiting to be scheduled", Deadline: checkDeadline, NeedsAPI: true,
 			Next: "the scheduler's reason says what is missing: a Ready node, room, or a label", Run: checkAppsPending},
+		{ID: IDAppNotRunning, Area: AreaApps, Title: "apps placed but not running", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "l on the console's apps screen for its log; a lost node's apps move (auto) or wait for it (pinned)", Run: checkAppsNotRunning},
 		{ID: IDOverrideStale, Area: AreaApps, Title: "on-site placement overrides", Deadline: checkDeadline, NeedsAPI: true,
 			Next: "remove the entry: kubectl -n eve-kube-app edit configmap sitecon-placement, or migrate the app again", Run: checkOverrides},
 		{ID: IDAppConfigRejected, Area: AreaThisNode, Title: "app configs this node's agent rejects", Deadline: checkDeadline,

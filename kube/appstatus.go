@@ -2,6 +2,7 @@ package kube
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,6 +257,22 @@ func (a AppStatus) PhaseText() string {
 		return a.Phase + " (" + a.Node + " lost)"
 	}
 	return a.Phase
+}
+
+// NotRunningLine says an app that is not running, as the console's
+// alert, sitecon status and the doctor all say it: on a lost node it is
+// not known to run ("Unknown (node-b lost)").
+func (a AppStatus) NotRunningLine() string {
+	switch {
+	case a.NodeLost:
+		return fmt.Sprintf("app %s (%s) not known to run: %s", a.Name, a.Kind, a.PhaseText())
+	}
+	phase := cmp.Or(a.Phase, "n/a")
+	if a.Node == "" {
+		// Not placed yet: there is no node to name (the reason says why).
+		return fmt.Sprintf("app %s (%s) not running: %s", a.Name, a.Kind, phase)
+	}
+	return fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, phase, a.Node)
 }
 
 // Away reports whether the app runs on another node than the one its

@@ -204,7 +204,9 @@ func volumeAlert(v kube.VolumeStatus, now time.Time, lost func(string) bool) (Al
 // Terminating). Its node's loss, the agent's failover verdict for it and
 // the scheduler's reason say why.
 func appAlert(app kube.AppStatus, s kube.ClusterStatus, agent *AgentSummary, now time.Time) Alert {
-	a := Alert{Since: now, Text: appNotRunning(app), Subject: appSubject(app)}
+	// The doctor's finding of the same app, unless the cases below make
+	// it a pending one.
+	a := Alert{Since: now, Text: appNotRunning(app), Subject: appSubject(app), ID: doctor.IDAppNotRunning}
 	nodeLost := app.NodeLost || (app.Node != "" && s.NodeLost(app.Node))
 	if nodeLost {
 		// Its service is lost with its node, since the node was: said

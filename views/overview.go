@@ -79,19 +79,9 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	return out
 }
 
-// appNotRunning is the alert of an app that is not running: on a lost
-// node it is not known to run ("Unknown (node-b lost)"), as the apps
-// screen says too.
-func appNotRunning(a kube.AppStatus) string {
-	if a.NodeLost {
-		return fmt.Sprintf("app %s (%s) not known to run: %s", a.Name, a.Kind, a.PhaseText())
-	}
-	if a.Node == "" {
-		// Not placed yet: there is no node to name (the reason says why).
-		return fmt.Sprintf("app %s (%s) not running: %s", a.Name, a.Kind, orNA(a.Phase))
-	}
-	return fmt.Sprintf("app %s (%s) not running: %s on %s", a.Name, a.Kind, orNA(a.Phase), a.Node)
-}
+// appNotRunning is the alert of an app that is not running, in the words
+// sitecon status and the doctor use too.
+func appNotRunning(a kube.AppStatus) string { return a.NotRunningLine() }
 
 // overview is the first screen: the site at a glance and its alerts.
 type overview struct {
