@@ -398,3 +398,21 @@ func TestReplaceNodeWaitsForTheClusterRead(t *testing.T) {
 		t.Fatalf(":replace before the cluster is read: dialog %v, message %q; want %q", a.dialog != nil, a.message, flow.NotRead)
 	}
 }
+
+// Issue 38: cordon on a cordoned node asked "Cordon node-c? y to go on".
+// It says there is nothing to do, as sitecon cordon does, and asks nothing;
+// uncordon of it asks.
+func TestCordonOfACordonedNodeAsksNothing(t *testing.T) {
+	a := NewApp(testContext(120, 30))
+	a.SetActions(&Actions{Audit: testAudit(t)})
+	a.Update(FrameMsg(sampleFrame())) // node-c is cordoned there
+	a.openCordon("node-c", true)
+	if a.dialog == nil || a.dialog.state != dialogDone || !strings.Contains(a.View(), "node-c is already cordoned: nothing to do") {
+		t.Fatalf("cordon of a cordoned node:\n%s", a.View())
+	}
+	press(a, "x")
+	a.openCordon("node-c", false)
+	if a.dialog == nil || a.dialog.state != dialogConfirm {
+		t.Fatalf("uncordon of a cordoned node does not ask:\n%s", a.View())
+	}
+}

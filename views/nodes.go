@@ -9,6 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/ui"
 )
@@ -86,6 +87,13 @@ func newNodes(ctx *ui.Context) screen {
 func (a *App) openCordon(node string, cordon bool) {
 	act := flow.Cordon(a.actions.recorder(), a.actions.Snap, node, cordon)
 	d := a.openDialog(flow.CordonName(cordon)+" "+node, act.Record)
+	if i := slices.IndexFunc(a.frame.Status.Nodes, func(n kube.NodeStatus) bool { return n.Name == node }); i >= 0 && a.frame.Status.Nodes[i].Schedulable != cordon {
+		// Nothing to ask: said, and recorded as sitecon cordon records it.
+		d.state = dialogDone
+		d.result = fmt.Sprintf("%s is already %sed: nothing to do", node, flow.CordonName(cordon))
+		d.notRecorded(act.Record.End(audit.OutcomeDone, nil))
+		return
+	}
 	if cordon {
 		d.lines = textLines("New pods will not be scheduled on " + node + "; running pods stay.")
 	} else {
