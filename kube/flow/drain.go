@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/safety"
 )
@@ -44,8 +46,58 @@ func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local st
 			return safety.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil
 		}
 	}
-	return kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{
+	p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{
 		DeleteEmptyDirData: opts.DeleteEmptyDirData, Purpose: purpose, LocalNode: local})
+	if err == nil {
+		p.Notes = append(p.Notes, DrainConsequences(snap.Data(), p)...)
+	}
+	return p, err
+}
+
+// DrainConsequences says what a drain of p.Node does beyond evicting its
+// pods, so that a dialog and the command's preflight say it before the
+// technician agrees: the seed and the cluster's virtual IP it holds, and
+// each app that stops there to start on another node (a VM restarts: it is
+// not live-migrated).
+func DrainConsequences(d kube.Data, p safety.Preflight) []string {
+	st := kube.Derive(d, time.Now())
+	var out []string
+	for _, n := range st.Nodes {
+		if n.Name == p.Node && n.Seed {
+			out = append(out, p.Node+" is the seed: a node that joins, or restarts its k3s, while it is down waits for it (sitecon seed NODE moves it first)")
+		}
+	}
+	if st.VIP.Owner == p.Node && st.VIP.Address != "" {
+		out = append(out, fmt.Sprintf("%s holds the cluster's virtual IP %s: it moves to another server, and clients of the API reconnect", p.Node, st.VIP.Address))
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, pod := range d.Pods {
+		pods[pod.Namespace+"/"+pod.Name] = pod
+	}
+	// A pinned app's pod stops and waits: the preflight warns of it.
+	seen := map[string]bool{}
+	for _, a := range st.Apps {
+		if a.Mode == kube.AppModePinned {
+			seen[a.Name] = true
+		}
+	}
+	for _, ref := range p.Evict {
+		pod := pods[ref]
+		if pod == nil {
+			continue
+		}
+		app, _, vm := kube.AppOfPod(pod)
+		if app == "" || seen[app] {
+			continue
+		}
+		seen[app] = true
+		if vm {
+			out = append(out, "VM app "+app+" stops here and starts again on another node (a restart, not a live migration)")
+		} else {
+			out = append(out, "app "+app+" stops here and starts again on another node")
+		}
+	}
+	return out
 }
 
 // PreflightSummary is a preflight as the audit record keeps it.
