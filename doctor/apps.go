@@ -108,6 +108,12 @@ func checkAppsPending(_ context.Context, env *Env) []Finding {
 				f.Since = since(c.LastTransitionTime.Time)
 				f.Summary = fmt.Sprintf("app %s is Pending for %s: the scheduler finds no node", name, ago(env.Now, c.LastTransitionTime.Time))
 				f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s", c.Reason, c.Message))
+				if env.Now.Sub(c.LastTransitionTime.Time) < kube.UnschedulableAfter {
+					// As the console's alert: seconds into it, the
+					// scheduler tries again; not yet a problem.
+					f.Severity = Info
+					f.Summary += fmt.Sprintf(" (judged after %s: the scheduler tries again)", kube.UnschedulableAfter)
+				}
 			}
 		}
 		if len(f.Evidence) == 0 {

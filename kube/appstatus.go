@@ -259,6 +259,22 @@ func (a AppStatus) PhaseText() string {
 	return a.Phase
 }
 
+// UnschedulableAfter is how long the scheduler may find no node for an
+// app's pod before that is a problem to act on: while a site boots, or a
+// node comes back, pods wait seconds for a Ready node, and the advice to
+// free or uncordon one would be wrong. The console's alert and the doctor
+// judge alike.
+const UnschedulableAfter = 30 * time.Second
+
+// UnschedulableFor is how long the scheduler has found no node for the
+// app (0: it has not said so).
+func (a AppStatus) UnschedulableFor(now time.Time) time.Duration {
+	if a.Unscheduled == nil || a.Unscheduled.Since.IsZero() {
+		return 0
+	}
+	return now.Sub(a.Unscheduled.Since)
+}
+
 // NotRunningLine says an app that is not running, as the console's
 // alert, sitecon status and the doctor all say it: on a lost node it is
 // not known to run ("Unknown (node-b lost)").

@@ -223,6 +223,13 @@ func appAlert(app kube.AppStatus, s kube.ClusterStatus, agent *AgentSummary, now
 	case nodeLost:
 		verdict := failoverVerdict(agent, app.Name)
 		a.Why, a.Next = failoverWords(app.Node, verdict)
+	case app.Unscheduled != nil && app.UnschedulableFor(now) < kube.UnschedulableAfter:
+		// Seconds into it (a site booting, a node coming back): no advice
+		// to act on a reason the scheduler may drop at its next try.
+		a.ID = doctor.IDAppPending
+		a.Since = app.Unscheduled.Since
+		a.Why = "waiting for a node it may use (the scheduler tries again)"
+		a.Next = "wait; if it stays, enter on apps for the reason"
 	case app.Unscheduled != nil:
 		a.ID = doctor.IDAppPending
 		a.Since = app.Unscheduled.Since

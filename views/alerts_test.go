@@ -139,6 +139,15 @@ func TestAlertsSayWhyAndWhatNext(t *testing.T) {
 						Message: "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector."}}}
 			}),
 			[]string{"app plc (container) not running: Pending: scheduler: 0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector → free or uncordon a node it may use [SC-APP-PENDING]"}, nil},
+		// Issue 38: the first frame of a booting site advised freeing a
+		// node for an app the scheduler placed seconds later.
+		{"a Pending app seconds into it: no advice on a reason that passes",
+			site(func(s *kube.ClusterStatus, _ *AgentSummary) {
+				s.Apps = []kube.AppStatus{{Name: "mqtt-broker", Kind: kube.AppKindContainer, Mode: kube.AppModeAuto, Phase: "Pending",
+					Unscheduled: &kube.Condition{Type: "PodScheduled", Status: "False", Reason: "Unschedulable", Since: now.Add(-5 * time.Second),
+						Message: "0/3 nodes are available: 3 node(s) had untolerated taint {node.kubernetes.io/not-ready: }."}}}
+			}),
+			[]string{"app mqtt-broker (container) not running: Pending: waiting for a node it may use (the scheduler tries again) → wait; if it stays, enter on apps for the reason [SC-APP-PENDING]"}, nil},
 		{"a failed app: its log",
 			site(func(s *kube.ClusterStatus, _ *AgentSummary) {
 				s.Apps = []kube.AppStatus{{Name: "plc", Kind: kube.AppKindContainer, Node: "node-a", Phase: "Failed"}}
