@@ -338,13 +338,30 @@ func TestDoctorFindsAppAndStorageTrouble(t *testing.T) {
 	}
 	del("manager", func() error { return deps.Delete(context.Background(), manager, metav1.DeleteOptions{}) })
 
+	// The scheduler's verdict on the pending pod, made a minute old: a
+	// reason younger than kube.UnschedulableAfter is not yet a problem
+	// (a site booting), and this test does not wait the half minute out.
+	until(t, 30*time.Second, "the scheduler's reason on the pending pod, backdated", func() (error, bool) {
+		p, err := pods.Get(ctx, "doctor-pending", metav1.GetOptions{})
+		if err != nil {
+			return err, false
+		}
+		for i, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				p.Status.Conditions[i].LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Minute))
+				_, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				return err, err == nil
+			}
+		}
+		return errors.New("no PodScheduled=False condition yet"), false
+	}, func(err error) string { return fmt.Sprint(err) })
 	var verbs verbCounter
 	r := until(t, 60*time.Second, "the doctor reports the away app running and the pending one's reason", func() (doctor.Report, bool) {
 		r := diagnose(t, site, &verbs)
 		got := findings(r)
 		awayF, ok1 := got[doctor.IDAppAway]["doctor-away"]
 		pendF, ok2 := got[doctor.IDAppPending]["doctor-pending"]
-		return r, ok1 && awayF.Since != nil && ok2 && strings.Contains(strings.Join(pendF.Evidence, " "), "0/3 nodes are available")
+		return r, ok1 && awayF.Since != nil && ok2 && strings.Contains(strings.Join(pendF.Evidence, " "), "0/3 nodes are available") && pendF.Severity == doctor.Warn
 	}, describeReport)
 	verbs.assertReadOnly(t)
 	got := findings(r)
