@@ -233,7 +233,7 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			// Said before it is done: whoever sees the pods gone finds
 			// the reason already in the node's status.
 			w.setReason(v.Reason)
-			toStop, unknown, coveredAll := w.podsToStop(pods, pinned)
+			toStop, unknown, coveredAll, readErr := w.podsToStop(pods, pinned)
 			stopCtx, cancel := context.WithTimeout(ctx, fenceStopBudget)
 			rep, err := w.Stop(stopCtx, toStop)
 			cancel()
@@ -253,7 +253,7 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			// not every second.
 			if !wasFenced || len(rep.Killed) > 0 || err != nil {
 				w.Log.Warn("fenced: cut off from the cluster", "reason", v.Reason, "pods", len(toStop), "pods known", podsKnown,
-					"not known as a pinned app's", unknown, "killed", len(rep.Killed), "err", err)
+					"not known as a pinned app's", unknown, "killed", len(rep.Killed), "err", err, "node's own list", readErr)
 			}
 		case v.Action == FenceLift:
 			w.Log.Info("fence lifted", "reason", v.Reason)
@@ -278,15 +278,16 @@ func (w *FenceWatch) Run(ctx context.Context) {
 // app pod the kubelet started here (PodsOnNode) that is not known to be a
 // pinned app's. unknown counts the latter; coveredAll says the node's own
 // list was read, so that nothing it runs in the app namespace was missed.
-func (w *FenceWatch) podsToStop(auto, pinned []string) (toStop []string, unknown int, coveredAll bool) {
+func (w *FenceWatch) podsToStop(auto, pinned []string) (toStop []string, unknown int, coveredAll bool, readErr error) {
 	toStop = slices.Clone(auto)
 	if w.PodsOnNode == nil {
-		return toStop, 0, false
+		return toStop, 0, false, nil
 	}
 	onNode, err := w.PodsOnNode()
 	if err != nil {
-		w.Log.Warn("the app pods this node runs could not be read from the node: the fence stops only those the cluster or its record named", "err", err)
-		return toStop, 0, false
+		// Said with the fence (once per cut): it stops only the pods the
+		// cluster or its record named.
+		return toStop, 0, false, fmt.Errorf("the app pods this node runs could not be read from the node: %w", err)
 	}
 	for _, uid := range onNode {
 		if !slices.Contains(pinned, uid) && !slices.Contains(toStop, uid) {
@@ -294,8 +295,11 @@ func (w *FenceWatch) podsToStop(auto, pinned []string) (toStop []string, unknown
 			unknown++
 		}
 	}
-	return toStop, unknown, true
+	return toStop, unknown, true, nil
 }
+
+// renewBudget bounds one renewal pass (its reads and deletes).
+const renewBudget = probeTimeout
 
 // renewGiveUp is how long after the fence lifted the watch goes on
 // trying to renew the pods it stopped (an API server that refuses the
@@ -305,7 +309,11 @@ const renewGiveUp = 5 * time.Minute
 // renewStopped renews the pods the fence stopped (Renew) and returns
 // those left to renew.
 func (w *FenceWatch) renewStopped(ctx context.Context, uids []string, sinceLift time.Duration) []string {
-	done, err := w.Renew(ctx, uids)
+	// Bounded: the fence's checks wait on it, and a link that drops again
+	// right after the lift must not hold the next fence up.
+	renewCtx, cancel := context.WithTimeout(ctx, renewBudget)
+	done, err := w.Renew(renewCtx, uids)
+	cancel()
 	left := slices.DeleteFunc(slices.Clone(uids), func(uid string) bool { return slices.Contains(done, uid) })
 	switch {
 	case err != nil && sinceLift >= renewGiveUp:
@@ -318,15 +326,22 @@ func (w *FenceWatch) renewStopped(ctx context.Context, uids []string, sinceLift 
 }
 
 // renewStoppedPods is the default Renew: through the cluster cache's
-// clients, each pod still bound to this node, not being deleted and with
-// no container process is deleted, with its UID as precondition (a pod of
-// the same name made since is not touched).
+// clients, each app pod still bound to this node, not being deleted and
+// with no container process is deleted, with its UID as precondition (a
+// pod of the same name made since is not touched). Only once this node is
+// Ready again, its unreachable taint gone: its kubelet then hears of the
+// deletion and does not start the old container again after its back-off
+// while the replacement starts elsewhere. A pod of no app is left to the
+// kubelet (deleted, nothing would make it again).
 func (w *FenceWatch) renewStoppedPods(ctx context.Context, uids []string) ([]string, error) {
 	w.mu.Lock()
 	snap := w.snap
 	w.mu.Unlock()
 	if snap == nil {
 		return nil, errors.New("not connected to the cluster yet")
+	}
+	if n, ok := snap.Node(w.Node); !ok || !kube.NodeIsReady(n) || unreachableTaint(n) != nil {
+		return nil, errors.New("waiting for this node to be Ready again (its kubelet in contact) before renewing the pods the fence stopped")
 	}
 	running, err := workloads.RunningPods(uids)
 	if err != nil {
@@ -342,7 +357,7 @@ func (w *FenceWatch) renewStoppedPods(ctx context.Context, uids []string) ([]str
 	var errs []error
 	for _, uid := range uids {
 		p := byUID[uid]
-		if p == nil || p.Spec.NodeName != w.Node || p.DeletionTimestamp != nil || running[uid] {
+		if p == nil || p.Spec.NodeName != w.Node || p.DeletionTimestamp != nil || running[uid] || p.Labels[kube.LabelAppUUID] == "" {
 			done = append(done, uid)
 			continue
 		}

@@ -70,12 +70,12 @@ func (d Dirs) WithDefaults() Dirs {
 // (NAMESPACE_NAME_UID; a namespace and a pod name hold no underscore).
 // It needs no API server: a node cut off, its agent restarted, reads it.
 // A directory outlives its pod until the kubelet collects it: a UID here
-// may have no process any more. No directory at all: none started.
+// may have no process any more.
 func (d Dirs) PodsInNamespace(namespace string) ([]string, error) {
+	// No directory is not "no pods": the kubelet makes it at its first
+	// start, so its absence means a directory other than the kubelet's
+	// (--pod-log-dir), and a fence must not sign on what it did not read.
 	entries, err := os.ReadDir(d.WithDefaults().PodLogDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, err
 	}

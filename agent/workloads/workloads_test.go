@@ -262,7 +262,7 @@ func TestRunningPodsCountsContainersNotTheSandbox(t *testing.T) {
 
 // The pods of a namespace on this node, from the kubelet's log
 // directories alone: another namespace's, a stray file and a malformed
-// name are not counted; no directory at all is no pod.
+// name are not counted; no directory at all is an error, not "no pod".
 func TestPodsInNamespaceReadsTheKubeletsLogDirectories(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"eve-kube-app_plc-gateway-5b0f7c1e-7d9c_6b0c1f4e-2a51", "eve-kube-app_virt-launcher-hmi-x_1d2e3f40-5a6b", "kube-system_coredns-1_a3c1e5f7-0b2d", "eve-kube-app_broken"} {
@@ -281,7 +281,9 @@ func TestPodsInNamespaceReadsTheKubeletsLogDirectories(t *testing.T) {
 	if want := []string{"1d2e3f40-5a6b", "6b0c1f4e-2a51"}; !slices.Equal(got, want) {
 		t.Errorf("pods %v, want %v", got, want)
 	}
-	if got, err := (Dirs{PodLogDir: filepath.Join(dir, "none")}).PodsInNamespace("eve-kube-app"); err != nil || len(got) != 0 {
-		t.Errorf("no log directory: %v, %v; want none, no error", got, err)
+	// No directory is no reading (a wrong --pod-log-dir), never "no pods":
+	// the fence must not sign on it.
+	if got, err := (Dirs{PodLogDir: filepath.Join(dir, "none")}).PodsInNamespace("eve-kube-app"); err == nil {
+		t.Errorf("no log directory: %v, no error; want an error", got)
 	}
 }
