@@ -8,8 +8,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/audit"
+	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/ui"
 )
@@ -91,7 +91,7 @@ func (a *App) openCordon(node string, cordon bool) {
 		// Nothing to ask: said, and recorded as sitecon cordon records it.
 		d.state = dialogDone
 		d.result = fmt.Sprintf("%s is already %sed: nothing to do", node, flow.CordonName(cordon))
-		d.notRecorded(act.Record.End(audit.OutcomeDone, nil))
+		d.notRecorded(act.End(audit.OutcomeDone, nil))
 		return
 	}
 	if cordon {

@@ -341,20 +341,20 @@ func TestDoctorFindsAppAndStorageTrouble(t *testing.T) {
 	// The scheduler's verdict on the pending pod, made a minute old: a
 	// reason younger than kube.UnschedulableAfter is not yet a problem
 	// (a site booting), and this test does not wait the half minute out.
-	until(t, 30*time.Second, "the scheduler's reason on the pending pod, backdated", func() (error, bool) {
+	until(t, 30*time.Second, "the scheduler's reason on the pending pod, backdated", func() (string, bool) {
 		p, err := pods.Get(ctx, "doctor-pending", metav1.GetOptions{})
 		if err != nil {
-			return err, false
+			return err.Error(), false
 		}
 		for i, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 				p.Status.Conditions[i].LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Minute))
 				_, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
-				return err, err == nil
+				return fmt.Sprint(err), err == nil
 			}
 		}
-		return errors.New("no PodScheduled=False condition yet"), false
-	}, func(err error) string { return fmt.Sprint(err) })
+		return "no PodScheduled=False condition yet", false
+	}, func(last string) string { return last })
 	var verbs verbCounter
 	r := until(t, 60*time.Second, "the doctor reports the away app running and the pending one's reason", func() (doctor.Report, bool) {
 		r := diagnose(t, site, &verbs)
