@@ -169,6 +169,7 @@ func NewApp(ctx *ui.Context) *App {
 	}
 	a.bundle = &bundleTaker{}
 	a.screens[0].(*overview).bundle = a.bundle
+	a.screens[0].(*overview).doctor = a.doctor
 	a.built = make([]time.Time, len(a.screens))
 	for i, s := range a.screens {
 		a.keys = append(a.keys, a.screenKeys(i, s))

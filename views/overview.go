@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
 )
@@ -91,13 +92,37 @@ type overview struct {
 
 	// bundle is the App's: b takes a support bundle when it can.
 	bundle *bundleTaker
+	// doctor is the App's: a quiet overview points at what its last run
+	// found (nil: none here).
+	doctor *doctorRunner
 }
 
 func newOverview(ctx *ui.Context) screen { return &overview{ctx: ctx} }
 
 func (o *overview) setFrame(f *Frame, now time.Time) { o.frame, o.now = f, now }
-func (o *overview) table() *ui.Table                 { return nil }
-func (o *overview) title() string                    { return "" }
+
+// doctorLine is what the doctor's last run found worse than info, "" when
+// nothing (or no run yet).
+func (o *overview) doctorLine() string {
+	if o.doctor == nil || o.doctor.report == nil {
+		return ""
+	}
+	errs, warns := 0, 0
+	for _, f := range o.doctor.report.Findings {
+		switch f.Severity {
+		case doctor.Error:
+			errs++
+		case doctor.Warn:
+			warns++
+		}
+	}
+	if errs+warns == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the doctor's last run (%s ago) found %d error(s), %d warning(s): 7 shows them", Age(o.doctor.ranAt, o.now, true), errs, warns)
+}
+func (o *overview) table() *ui.Table { return nil }
+func (o *overview) title() string    { return "" }
 func (o *overview) help() screenHelp {
 	return screenHelp{about: "The site at a glance: the cluster, seed, VIP, nodes, this node's agent, the stats leader, and what needs attention.",
 		keys: []binding{o.bundle.binding(o.ctx.Keys.Bundle)}}
@@ -247,6 +272,15 @@ func (o *overview) view(w, h int) string {
 		b.WriteString(st.Muted.Render("  none then; what changed since is unknown") + "\n")
 	case len(alerts) == 0:
 		b.WriteString(st.OK.Render("  none: every node ready, every volume healthy, every app running") + "\n")
+		used++
+		// The doctor checks more than the alerts: what its last run found
+		// is pointed at, never left for the technician to stumble on.
+		if line := o.doctorLine(); line != "" {
+			for _, l := range wrap(line, w-4) {
+				b.WriteString(st.Warn.Render("  "+l) + "\n")
+				used++
+			}
+		}
 	}
 	room := max(h-used, 1)
 	// Each alert is said whole, wrapped under its mark: an alert that does

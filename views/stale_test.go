@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/keymap"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/ui"
@@ -215,5 +216,23 @@ func TestGoldenStaleFrames(t *testing.T) {
 		got := a.View() + "\n"
 		path := filepath.Join("testdata", name+"-stale-80x24.golden")
 		checkGolden(t, path, got)
+	}
+}
+
+// Issue 38: a healthy site's overview said "Alerts none" and never pointed
+// at the doctor's warnings. Once the doctor has run and found something
+// worse than info, the quiet overview says so and where to look; with
+// nothing found, or no run yet, it says nothing more.
+func TestQuietOverviewPointsAtTheDoctorsFindings(t *testing.T) {
+	a := NewApp(testContext(120, 40))
+	a.Update(FrameMsg(FrameFromData(healthySiteData(kube.Health{Connected: true, Since: now.Add(-time.Hour), LastContact: now}), true, nil, "", now)))
+	if v := ansi.Strip(a.View()); !strings.Contains(v, "none: every node ready") || strings.Contains(v, "the doctor's last run") {
+		t.Fatalf("a healthy site before any doctor run:\n%s", v)
+	}
+	a.doctor.report = &doctor.Report{Findings: []doctor.Finding{{ID: doctor.IDClockSkew, Severity: doctor.Warn, Summary: "node-b's clock is 3s ahead"},
+		{ID: doctor.IDEtcdQuorum, Severity: doctor.OK}}}
+	a.doctor.ranAt = now.Add(-2 * time.Minute)
+	if v := ansi.Strip(a.View()); !strings.Contains(v, "the doctor's last run (2m ago) found 0 error(s), 1 warning(s): 7 shows them") {
+		t.Errorf("the quiet overview does not point at the doctor's warning:\n%s", v)
 	}
 }
