@@ -137,7 +137,7 @@ func TestFirewallAdmitsOnlyTheClusterPrefix(t *testing.T) {
 	}
 
 	// Something listening on the /status port and on a port sitecon does not own.
-	acceptOn(t, a, "0.0.0.0:12346", "0.0.0.0:2222")
+	a.AcceptOn(t, "0.0.0.0:12346", "0.0.0.0:2222")
 	if err := dial(b, "10.244.244.2", "10.244.244.1:12346"); err != nil {
 		t.Errorf("a peer inside the cluster prefix cannot reach /status: %v", err)
 	}
@@ -181,7 +181,7 @@ func TestFirewallFiltersIPv6(t *testing.T) {
 		}
 	}
 	// Dual-stack, as k3s's and sitecon's listeners are.
-	acceptOn(t, a, ":12346", ":6443", ":2222")
+	a.AcceptOn(t, ":12346", ":6443", ":2222")
 	target := func(port string) string { return "[fe80::a%" + netns.Interface + "]:" + port }
 	if err := dial(c, "", target("12346")); err != nil {
 		t.Fatalf("before the firewall, IPv6 to the /status port: %v", err)
@@ -211,32 +211,5 @@ func TestFirewallFiltersIPv6(t *testing.T) {
 	}
 	if err := dial(c, "", target("12346")); err != nil {
 		t.Errorf("after removal IPv6 to the /status port should answer again: %v", err)
-	}
-}
-
-// acceptOn listens on each address inside host h and accepts (and closes)
-// every connection, until the test ends.
-func acceptOn(t *testing.T, h *netns.Host, addrs ...string) {
-	t.Helper()
-	for _, addr := range addrs {
-		if err := h.Do(func() error {
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
-			t.Cleanup(func() { l.Close() })
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -206,7 +206,7 @@ func volumeAlert(v kube.VolumeStatus, now time.Time, lost func(string) bool) (Al
 func appAlert(app kube.AppStatus, s kube.ClusterStatus, agent *AgentSummary, now time.Time) Alert {
 	// The doctor's finding of the same app, unless the cases below make
 	// it a pending one.
-	a := Alert{Since: now, Text: appNotRunning(app), Subject: appSubject(app), ID: doctor.IDAppNotRunning}
+	a := Alert{Since: now, Text: app.NotRunningLine(), Subject: appSubject(app), ID: doctor.IDAppNotRunning}
 	nodeLost := app.NodeLost || (app.Node != "" && s.NodeLost(app.Node))
 	if nodeLost {
 		// Its service is lost with its node, since the node was: said

@@ -80,10 +80,6 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	return out
 }
 
-// appNotRunning is the alert of an app that is not running, in the words
-// sitecon status and the doctor use too.
-func appNotRunning(a kube.AppStatus) string { return a.NotRunningLine() }
-
 // overview is the first screen: the site at a glance and its alerts.
 type overview struct {
 	ctx   *ui.Context

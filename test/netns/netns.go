@@ -179,3 +179,30 @@ func (h *Host) PlugSecondPort(iface string) error {
 	}
 	return run("ip", "-n", h.NS, "link", "set", iface, "up")
 }
+
+// AcceptOn listens on each address inside h and accepts (and closes) every
+// connection, until the test ends: a port that answers.
+func (h *Host) AcceptOn(t testing.TB, addrs ...string) {
+	t.Helper()
+	for _, addr := range addrs {
+		if err := h.Do(func() error {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { l.Close() })
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -13,23 +13,7 @@ import (
 // other host.
 func TestTheRootNamespaceCannotReachTheLAN(t *testing.T) {
 	hosts := NewLAN(t, "a", "b")
-	var l net.Listener
-	if err := hosts[1].Do(func() (err error) {
-		l, err = net.Listen("tcp", hosts[1].LANAddr+":7777")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	hosts[1].AcceptOn(t, hosts[1].LANAddr+":7777")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	start := time.Now()
