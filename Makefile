@@ -15,9 +15,11 @@ all: build
 # The version and commit `sitecon version` reports, stamped by the build.
 VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-g$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The package whose variables the build stamps (-ldflags -X).
+VERSION_PKG := github.com/sitecon/sitecon/cmd
 export VERSION COMMIT
 build:
-	$(GO) build -ldflags "-X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)" -o $(BIN)/sitecon .
+	$(GO) build -ldflags "-X $(VERSION_PKG).buildVersion=$(VERSION) -X $(VERSION_PKG).buildCommit=$(COMMIT)" -o $(BIN)/sitecon .
 
 # Static binaries for linux/amd64 and linux/arm64, their Debian packages
 # (nfpm, built once into the cache) and SHA256SUMS, in dist/. make test

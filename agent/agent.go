@@ -27,6 +27,7 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodecheck"
 )
 
@@ -169,7 +170,7 @@ type Options struct {
 	// for the drain preflight's quorum (kube.EtcdPublisher); an empty
 	// endpoint publishes nothing. Default: k3s's own endpoint and client
 	// certificates (kube.K3sEtcdAccess).
-	Etcd kube.EtcdAccess
+	Etcd nodestate.EtcdAccess
 	// AuditLog records the drains the device requests (each attempt, and
 	// the uncordon after the boot); one that cannot be opened refuses
 	// them.
@@ -214,7 +215,7 @@ type Agent struct {
 	snap *kube.Snapshot
 	// token is since when this node applies its cluster token
 	// (tokenage.go), for the node report; nil with no config applied.
-	token *kube.TokenReport
+	token *nodestate.TokenReport
 	// fence is the current bring-up's fence watch (startFence), under mu.
 	fence *apps.FenceWatch
 	// life is this node's contact with the quorum and its fence, kept by
@@ -261,8 +262,8 @@ func New(opts Options) *Agent {
 		opts.Workloads.DataDir = opts.K3sPaths.DataDir
 	}
 	opts.Workloads = opts.Workloads.WithDefaults()
-	if opts.Etcd == (kube.EtcdAccess{}) {
-		opts.Etcd = kube.K3sEtcdAccess(opts.K3sPaths.DataDir)
+	if opts.Etcd == (nodestate.EtcdAccess{}) {
+		opts.Etcd = nodestate.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
 	a := &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir},
 		life: config.NewLifeStatus(!opts.Apps.Fence.Disabled, opts.Apps.EffectiveFailoverTimeout())}

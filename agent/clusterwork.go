@@ -14,6 +14,8 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/access"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // The work that needs the cluster, started by a bring-up once its link
@@ -94,13 +96,13 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	// leader alone: a server cut off from the quorum cannot write, so what
 	// is published comes from the side that holds it.
 	if a.opts.Etcd.Endpoint != "" && role != k3s.RoleAgent && !nodeIdentity {
-		publisher := &kube.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
-			Log: a.log.With("component", "etcd-members"), Observe: func(ctx context.Context) (kube.EtcdView, error) {
+		publisher := &nodestate.EtcdPublisher{Access: a.opts.Etcd, Node: node, Client: snap.Clients().Core,
+			Log: a.log.With("component", "etcd-members"), Observe: func(ctx context.Context) (nodestate.EtcdView, error) {
 				view, err := a.etcdSeen.last(ctx)
 				if err == nil && view.ObservedBy != node {
 					// Observed before this node's name was known: its key
 					// would be another's (or none).
-					return kube.EtcdView{}, errNoEtcdObservation
+					return nodestate.EtcdView{}, errNoEtcdObservation
 				}
 				return view, err
 			}}
@@ -203,12 +205,12 @@ func (a *Agent) runExternal(ctx context.Context) error {
 // comes from the credential, not from this node's config.
 func (a *Agent) nodeIdentity(ctx context.Context, snap *kube.Snapshot) (nodeIdentity, ok bool) {
 	ok = a.retry(ctx, func() bool {
-		user, err := kube.WhoAmI(ctx, snap.Clients().Core)
+		user, err := access.WhoAmI(ctx, snap.Clients().Core)
 		if err != nil {
 			a.log.Debug("identity not known yet", "err", err)
 			return false
 		}
-		_, nodeIdentity = kube.NodeOfIdentity(user)
+		_, nodeIdentity = access.NodeOfIdentity(user)
 		a.log.Info("cluster identity", "user", user.Username, "node identity", nodeIdentity)
 		return true
 	})

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/netcfg"
 )
 
@@ -25,11 +25,11 @@ const DefaultAddressProbeInterval = time.Minute
 const heldAddressProbeWait = time.Second
 
 // networkReport is this node's cluster interface now, with the last probe.
-func (a *Agent) networkReport() *kube.NetworkReport {
+func (a *Agent) networkReport() *nodestate.NetworkReport {
 	a.mu.Lock()
 	v := a.applied
 	a.mu.Unlock()
-	r := &kube.NetworkReport{AddressProbe: a.addressSeen.last()}
+	r := &nodestate.NetworkReport{AddressProbe: a.addressSeen.last()}
 	if v == nil {
 		r.Problem = "no cluster interface: no cluster config applied (or the agent runs with --no-bootstrap)"
 		return r
@@ -48,10 +48,10 @@ func (a *Agent) networkReport() *kube.NetworkReport {
 // addressSeen is the last probe for this node's cluster address.
 type addressSeen struct {
 	mu    sync.Mutex
-	probe *kube.AddressProbe
+	probe *nodestate.AddressProbe
 }
 
-func (s *addressSeen) last() *kube.AddressProbe {
+func (s *addressSeen) last() *nodestate.AddressProbe {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.probe == nil {
@@ -61,7 +61,7 @@ func (s *addressSeen) last() *kube.AddressProbe {
 	return &p
 }
 
-func (s *addressSeen) set(p *kube.AddressProbe) {
+func (s *addressSeen) set(p *nodestate.AddressProbe) {
 	s.mu.Lock()
 	s.probe = p
 	s.mu.Unlock()
@@ -94,14 +94,14 @@ func (a *Agent) observeAddress(ctx context.Context) {
 
 // probeOwnAddress sends one ARP probe from the cluster interface for this
 // node's cluster address; nil when no config is applied.
-func (a *Agent) probeOwnAddress() *kube.AddressProbe {
+func (a *Agent) probeOwnAddress() *nodestate.AddressProbe {
 	a.mu.Lock()
 	v := a.applied
 	a.mu.Unlock()
 	if v == nil || !v.NodeIP.IsValid() {
 		return nil
 	}
-	p := &kube.AddressProbe{Address: v.NodeIP.String(), At: time.Now()}
+	p := &nodestate.AddressProbe{Address: v.NodeIP.String(), At: time.Now()}
 	err := a.opts.InNetNS(func() error { return netcfg.ProbeHeldAddress(v.ClusterInterface, v.NodeIP, heldAddressProbeWait) })
 	var inUse *netcfg.AddressInUseError
 	switch {

@@ -13,7 +13,7 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/doctor"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodereport"
 	"github.com/sitecon/sitecon/test/netns"
 )
@@ -48,7 +48,7 @@ func netTestAgent(h *netns.Host, node string, addr netip.Addr, opts Options) *Ag
 
 // serveReportIn serves report, behind the cluster key, on host's LAN
 // address inside its namespace, as the agent does on its cluster address.
-func serveReportIn(t *testing.T, h *netns.Host, node string, report func() kube.NodeReport) netip.AddrPort {
+func serveReportIn(t *testing.T, h *netns.Host, node string, report func() nodestate.NodeReport) netip.AddrPort {
 	t.Helper()
 	addr := netip.AddrPortFrom(netip.MustParseAddr(h.LANAddr), config.StatusPort)
 	var l net.Listener
@@ -79,7 +79,7 @@ func doctorOver(t *testing.T, from *netns.Host, id string, addrs ...netip.AddrPo
 	for i, a := range addrs {
 		targets[i] = nodereport.Target{Address: a}
 	}
-	env := &doctor.Env{NodeReports: func(ctx context.Context) kube.NodeReports {
+	env := &doctor.Env{NodeReports: func(ctx context.Context) nodestate.NodeReports {
 		return nodereport.Reader{Key: netTestKey(t), Dial: from.DialContext}.Ask(ctx, targets)
 	}}
 	out := map[string]doctor.Finding{}
@@ -104,8 +104,8 @@ func TestDoctorFindsAnMTUMismatchFromTheAgentsReports(t *testing.T) {
 		a := netTestAgent(hosts[i], node, netip.MustParseAddr(hosts[i].LANAddr), Options{})
 		addrs = append(addrs, serveReportIn(t, hosts[i], node, a.nodeReport))
 	}
-	addrs = append(addrs, serveReportIn(t, hosts[3], "node-old", func() kube.NodeReport {
-		return kube.NodeReport{Node: "node-old", Phase: "joined", Version: "v0.9.0"}
+	addrs = append(addrs, serveReportIn(t, hosts[3], "node-old", func() nodestate.NodeReport {
+		return nodestate.NodeReport{Node: "node-old", Phase: "joined", Version: "v0.9.0"}
 	}))
 	got := doctorOver(t, hosts[0], doctor.IDMTUMismatch, addrs...)
 	f, ok := got["node-c"]

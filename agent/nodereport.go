@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodecheck"
 )
 
@@ -20,13 +20,13 @@ import (
 
 // nodeReport is the report now. It never waits: the etcd view is the
 // background observation's.
-func (a *Agent) nodeReport() kube.NodeReport {
+func (a *Agent) nodeReport() nodestate.NodeReport {
 	st := a.State()
-	r := kube.NodeReport{
+	r := nodestate.NodeReport{
 		Node: st.Node, ClusterID: st.ClusterID, Role: string(st.Role), Phase: string(st.Phase), Since: st.Since,
 		Attempts: st.Attempts, LastError: st.LastError, ClusterIP: st.ClusterIP, ClusterIPReady: st.ClusterIPReady,
 		ConfigError: st.ConfigError, ConfigNote: st.ConfigNote, Version: a.opts.Version,
-		K3s: kube.K3sReport{Starts: st.K3sStarts},
+		K3s: nodestate.K3sReport{Starts: st.K3sStarts},
 	}
 	a.mu.Lock()
 	super := a.super
@@ -51,11 +51,11 @@ func (a *Agent) nodeReport() kube.NodeReport {
 		r.Token = &token
 	} else {
 		// Said, so the doctor does not take it for an older agent.
-		r.Token = &kube.TokenReport{Problem: "no cluster config applied (or the agent runs with --no-bootstrap)"}
+		r.Token = &nodestate.TokenReport{Problem: "no cluster config applied (or the agent runs with --no-bootstrap)"}
 	}
 	a.mu.Unlock()
 	if snap != nil {
-		r.Peers = kube.NodePeers(snap.Nodes())
+		r.Peers = nodestate.NodePeers(snap.Nodes())
 	}
 	// The checks that need this node (sitecon doctor gathers them): a
 	// few hundred small local reads and one syscall, no waiting; made
@@ -75,17 +75,17 @@ const nodeChecksFresh = 5 * time.Second
 type nodeChecksSeen struct {
 	mu sync.Mutex
 	at time.Time
-	r  kube.NodeReport // only its node-check sections
+	r  nodestate.NodeReport // only its node-check sections
 }
 
 // fill copies the sections nodecheck.Checker.Fill sets (Storage, Time,
 // Certs): a section added there must be copied here too. The checks run
 // under the lock, so reports asked at once share one round.
-func (c *nodeChecksSeen) fill(r *kube.NodeReport, checks nodecheck.Checker, now time.Time) {
+func (c *nodeChecksSeen) fill(r *nodestate.NodeReport, checks nodecheck.Checker, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.at.IsZero() || now.Sub(c.at) >= nodeChecksFresh || now.Before(c.at) {
-		c.r = kube.NodeReport{}
+		c.r = nodestate.NodeReport{}
 		checks.Fill(&c.r)
 		c.at = now
 	}
@@ -100,7 +100,7 @@ func (c *nodeChecksSeen) fill(r *kube.NodeReport, checks nodecheck.Checker, now 
 	}
 	if c.r.Certs != nil {
 		v := *c.r.Certs
-		v.Files = append([]kube.CertFile(nil), c.r.Certs.Files...)
+		v.Files = append([]nodestate.CertFile(nil), c.r.Certs.Files...)
 		r.Certs = &v
 	}
 }
@@ -111,7 +111,7 @@ func (c *nodeChecksSeen) fill(r *kube.NodeReport, checks nodecheck.Checker, now 
 // needs most exactly then.
 type etcdSeen struct {
 	mu   sync.Mutex
-	view *kube.EtcdView
+	view *nodestate.EtcdView
 	err  error
 }
 
@@ -121,24 +121,24 @@ var errNoEtcdObservation = errors.New("etcd not observed yet")
 // last is the last observation, for the member list's publisher
 // (clusterwork.go): etcd is asked once per interval, by observeEtcd. An
 // observation that failed gives its error, not the view before it.
-func (e *etcdSeen) last(context.Context) (kube.EtcdView, error) {
+func (e *etcdSeen) last(context.Context) (nodestate.EtcdView, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
 	case e.err != nil:
-		return kube.EtcdView{}, e.err
+		return nodestate.EtcdView{}, e.err
 	case e.view == nil:
-		return kube.EtcdView{}, errNoEtcdObservation
+		return nodestate.EtcdView{}, errNoEtcdObservation
 	}
 	return *e.view, nil
 }
 
-func (e *etcdSeen) report() kube.EtcdReport {
+func (e *etcdSeen) report() nodestate.EtcdReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := kube.EtcdReport{View: e.view}
+	r := nodestate.EtcdReport{View: e.view}
 	switch {
-	case errors.Is(e.err, kube.ErrNoEtcdCredentials):
+	case errors.Is(e.err, nodestate.ErrNoEtcdCredentials):
 		r.View, r.Error = nil, "no etcd member here (no etcd client certificate: a worker, or k3s has not run as a server yet)"
 	case e.err != nil:
 		r.Error = e.err.Error()
@@ -153,11 +153,11 @@ func (a *Agent) observeEtcd(ctx context.Context) {
 	if a.opts.Etcd.Endpoint == "" {
 		return
 	}
-	tick := time.NewTicker(kube.EtcdObserveInterval)
+	tick := time.NewTicker(nodestate.EtcdObserveInterval)
 	defer tick.Stop()
 	for {
 		node := a.State().Node
-		view, err := kube.ObserveEtcd(ctx, a.opts.Etcd, node, time.Now)
+		view, err := nodestate.ObserveEtcd(ctx, a.opts.Etcd, node, time.Now)
 		a.etcdSeen.mu.Lock()
 		if err == nil {
 			a.etcdSeen.view = &view

@@ -16,7 +16,7 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/statusserver"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodecheck"
 )
 
@@ -27,14 +27,14 @@ func TestNodeReportCarriesStateNeverTheToken(t *testing.T) {
 	const cluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
 	const password = "0123456789abcdef0123456789abcdef-s3cret"
 	token := config.Secret(config.SecureToken(password, []byte("ca")))
-	a := New(Options{Version: "v1.2.3", Etcd: kube.EtcdAccess{Endpoint: "http://127.0.0.1:1"}, StateDir: t.TempDir()})
+	a := New(Options{Version: "v1.2.3", Etcd: nodestate.EtcdAccess{Endpoint: "http://127.0.0.1:1"}, StateDir: t.TempDir()})
 	a.mu.Lock()
 	a.state = State{Node: "node-b", ClusterID: cluster, Role: k3s.RoleServer, Phase: PhaseJoined, Since: time.Now().Add(-time.Hour),
 		LastError: "etcd: no leader", ClusterIP: "10.244.244.2", ClusterIPReady: true}
 	a.applied = &config.Validated{Config: &config.Config{ClusterID: cluster, NodeName: "node-b"}, Token: token}
 	a.mu.Unlock()
 	a.noteAppliedToken(a.applied)
-	a.etcdSeen.view = &kube.EtcdView{ObservedBy: "node-b", Members: []kube.EtcdMemberStatus{{Name: "node-b-1a2b3c4d", Healthy: true}, {Name: "node-a-5e6f7a8b"}}}
+	a.etcdSeen.view = &nodestate.EtcdView{ObservedBy: "node-b", Members: []nodestate.EtcdMemberStatus{{Name: "node-b-1a2b3c4d", Healthy: true}, {Name: "node-a-5e6f7a8b"}}}
 
 	key := a.lifeKey(cluster, token)
 	srv := httptest.NewServer(statusserver.WithNodeReport(http.NotFoundHandler(), statusserver.NodeReportHandler(key, "node-b", a.nodeReport)))

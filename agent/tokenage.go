@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // The cluster token's age, for sitecon doctor's SC-TOKEN-AGE: nothing in
@@ -55,9 +55,9 @@ var tokenAgeFloor = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // and Since is zero: the age cannot be told), and a record dated in the
 // future or before any record could be (made while the clock was wrong:
 // counted again from now).
-func NoteToken(stateDir, token string, now time.Time) kube.TokenReport {
+func NoteToken(stateDir, token string, now time.Time) nodestate.TokenReport {
 	if now.Before(tokenAgeFloor) {
-		return kube.TokenReport{Source: "this node's clock", Problem: fmt.Sprintf("this node's clock says %s: it is not set, so the token's age cannot be dated", now.UTC().Format(time.RFC3339))}
+		return nodestate.TokenReport{Source: "this node's clock", Problem: fmt.Sprintf("this node's clock says %s: it is not set, so the token's age cannot be dated", now.UTC().Format(time.RFC3339))}
 	}
 	path := filepath.Join(stateDir, tokenSeenName)
 	fp := tokenFingerprint(token)
@@ -74,17 +74,17 @@ func NoteToken(stateDir, token string, now time.Time) kube.TokenReport {
 		case rec.Since.After(now) || rec.Since.Before(tokenAgeFloor):
 			problem = fmt.Sprintf("the token's record was dated %s, made while the clock was wrong: counted again from now", rec.Since.UTC().Format(time.RFC3339))
 		default:
-			return kube.TokenReport{Since: rec.Since, Source: rec.Source}
+			return nodestate.TokenReport{Since: rec.Since, Source: rec.Source}
 		}
 	case !errors.Is(err, os.ErrNotExist):
-		return kube.TokenReport{Since: now, Source: "this agent's start", Problem: fmt.Sprintf("the token's record: %v", err)}
+		return nodestate.TokenReport{Since: now, Source: "this agent's start", Problem: fmt.Sprintf("the token's record: %v", err)}
 	}
 	rec = tokenSeenRecord{Fingerprint: fp, Since: now, Source: "first applied by this node's agent"}
 	out, _ := json.Marshal(rec)
 	if err := config.WriteFileAtomic(path, out, 0o600); err != nil {
-		return kube.TokenReport{Since: rec.Since, Source: rec.Source, Problem: fmt.Sprintf("the token's record: %v", err)}
+		return nodestate.TokenReport{Since: rec.Since, Source: rec.Source, Problem: fmt.Sprintf("the token's record: %v", err)}
 	}
-	return kube.TokenReport{Since: rec.Since, Source: rec.Source, Problem: problem}
+	return nodestate.TokenReport{Since: rec.Since, Source: rec.Source, Problem: problem}
 }
 
 // noteAppliedToken records v's token (NoteToken) for the node report.

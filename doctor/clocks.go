@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // Clock skew thresholds between a node and this machine. etcd warns of a
@@ -94,4 +94,4 @@ func aheadOrBehind(skew time.Duration) string {
 
 // nodeReportsFunc asks every node for its own report (nil: no cluster
 // config to ask with).
-type nodeReportsFunc = func(context.Context) kube.NodeReports
+type nodeReportsFunc = func(context.Context) nodestate.NodeReports

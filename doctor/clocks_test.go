@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // Each node's clock against this machine's, from the agents' own reports:
@@ -15,30 +15,30 @@ import (
 // the check says it did not run; in step, nothing.
 func TestClocksCheck(t *testing.T) {
 	at := time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)
-	answer := func(node string, skew time.Duration) kube.NodeAnswer {
-		return kube.NodeAnswer{Node: node, Answered: true, ClockSkew: skew, Report: &kube.NodeReport{Node: node, Clock: at.Add(skew)}}
+	answer := func(node string, skew time.Duration) nodestate.NodeAnswer {
+		return nodestate.NodeAnswer{Node: node, Answered: true, ClockSkew: skew, Report: &nodestate.NodeReport{Node: node, Clock: at.Add(skew)}}
 	}
 	for _, c := range []struct {
 		name    string
-		reports *kube.NodeReports
+		reports *nodestate.NodeReports
 		want    map[string]Severity // subject → severity; "" the check itself
 	}{
 		{"no config", nil, map[string]Severity{"": Info}},
-		{"in step", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 300*time.Millisecond)}}, map[string]Severity{"": OK}},
+		{"in step", &nodestate.NodeReports{At: at, Answers: []nodestate.NodeAnswer{answer("node-a", 0), answer("node-b", 300*time.Millisecond)}}, map[string]Severity{"": OK}},
 		// Issue 38: node-b failed, the others in step: ok for those
 		// compared, never for node-b, which is not checked.
-		{"one did not answer", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0),
+		{"one did not answer", &nodestate.NodeReports{At: at, Answers: []nodestate.NodeAnswer{answer("node-a", 0),
 			{Node: "node-b", Problem: "did not answer within 2s"}, answer("node-c", -200*time.Millisecond)}}, map[string]Severity{"": OK, "node-b": Warn}},
-		{"one ahead, one far behind", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0), answer("node-b", 3*time.Second), answer("node-c", -2*time.Minute)}},
+		{"one ahead, one far behind", &nodestate.NodeReports{At: at, Answers: []nodestate.NodeAnswer{answer("node-a", 0), answer("node-b", 3*time.Second), answer("node-c", -2*time.Minute)}},
 			map[string]Severity{"": OK, "node-b": Warn, "node-c": Error}},
-		{"refused for its clock", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{answer("node-a", 0),
+		{"refused for its clock", &nodestate.NodeReports{At: at, Answers: []nodestate.NodeAnswer{answer("node-a", 0),
 			{Node: "node-b", Problem: "refused: the clocks differ: this node's clock is 7m12s ahead of the reader's"}}}, map[string]Severity{"": OK, "node-b": Error}},
-		{"nobody answered", &kube.NodeReports{At: at, Answers: []kube.NodeAnswer{{Node: "node-b", Problem: "did not answer within 2s"}}}, map[string]Severity{"": Info}},
+		{"nobody answered", &nodestate.NodeReports{At: at, Answers: []nodestate.NodeAnswer{{Node: "node-b", Problem: "did not answer within 2s"}}}, map[string]Severity{"": Info}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := &Env{}
 			if c.reports != nil {
-				env.NodeReports = func(context.Context) kube.NodeReports { return *c.reports }
+				env.NodeReports = func(context.Context) nodestate.NodeReports { return *c.reports }
 			}
 			got := map[string]Severity{}
 			for _, f := range checkClocks(context.Background(), env) {

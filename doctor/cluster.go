@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -19,9 +20,9 @@ import (
 // (etcdUnknown), never called healthy: the Nodes' etcd role label is no
 // stand-in for it.
 func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
-	q := kube.EtcdQuorumMembers(env.Data, env.Now)
+	q := nodestate.EtcdQuorumMembers(env.Data, env.Now)
 	if !q.FromEtcd {
-		if _, found, _ := kube.EtcdViews(env.Data, env.Now); found || len(q.Labelled) > 0 {
+		if _, found, _ := nodestate.EtcdViews(env.Data, env.Now); found || len(q.Labelled) > 0 {
 			return []Finding{etcdUnknown(q)}
 		}
 		return []Finding{{Severity: Warn, Summary: "no etcd member found", Evidence: []string{q.Source},
@@ -47,10 +48,10 @@ func checkEtcdQuorum(_ context.Context, env *Env) []Finding {
 	needed := safety.Needed(m)
 	spare := healthy - needed
 	leader := ""
-	if views, _, _ := kube.EtcdViews(env.Data, env.Now); len(views) > 0 {
+	if views, _, _ := nodestate.EtcdViews(env.Data, env.Now); len(views) > 0 {
 		for _, mem := range views[0].Members {
 			if mem.Leader {
-				leader = cmp.Or(kube.EtcdMemberNode(mem, env.Data.Nodes), mem.Name)
+				leader = cmp.Or(nodestate.EtcdMemberNode(mem, env.Data.Nodes), mem.Name)
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 func node(name string, ready, cordoned bool, extra ...corev1.NodeCondition) *corev1.Node {
@@ -124,11 +125,11 @@ func TestEtcdQuorumUnknownIsNeverOK(t *testing.T) {
 // withEtcdList publishes in d the member list a healthy etcd gives when
 // its members are the Nodes with the etcd role label (the first leads),
 // as the first Node observed it at that time; edits change it first.
-func withEtcdList(d kube.Data, at time.Time, edits ...func(*kube.EtcdView)) kube.Data {
-	view := kube.EtcdView{ObservedAt: at.UTC(), ObservedBy: d.Nodes[0].Name, Endpoint: "https://127.0.0.1:2379"}
+func withEtcdList(d kube.Data, at time.Time, edits ...func(*nodestate.EtcdView)) kube.Data {
+	view := nodestate.EtcdView{ObservedAt: at.UTC(), ObservedBy: d.Nodes[0].Name, Endpoint: "https://127.0.0.1:2379"}
 	for _, n := range d.Nodes {
 		if kube.IsEtcdMember(n) {
-			view.Members = append(view.Members, kube.EtcdMemberStatus{Name: n.Name, Healthy: true, Leader: len(view.Members) == 0})
+			view.Members = append(view.Members, nodestate.EtcdMemberStatus{Name: n.Name, Healthy: true, Leader: len(view.Members) == 0})
 		}
 	}
 	for _, edit := range edits {
@@ -145,7 +146,7 @@ func withEtcdList(d kube.Data, at time.Time, edits ...func(*kube.EtcdView)) kube
 
 // learnersOnly makes every member of a published list a learner, which
 // etcd's own list never is all of.
-func learnersOnly(v *kube.EtcdView) {
+func learnersOnly(v *nodestate.EtcdView) {
 	for i := range v.Members {
 		v.Members[i].Learner, v.Members[i].Leader = true, false
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // Options say where the doctor looks.
@@ -27,7 +28,7 @@ type Options struct {
 	AgentConfigErrors func(context.Context) (map[string]string, error)
 	// NodeReports asks every node's agent directly (nil: no cluster
 	// config here); the clocks' check reads them.
-	NodeReports func(context.Context) kube.NodeReports
+	NodeReports func(context.Context) nodestate.NodeReports
 	// StatusScan asks the cluster prefix's hosts for /status (nil: no
 	// cluster config here); Dial opens the network checks' connections
 	// (nil: a plain dialer).

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodecheck"
 )
 
@@ -42,7 +42,7 @@ const (
 
 // CertFile is one certificate file and its expiry (nodecheck.ReadCerts
 // reads them, here and in each node's agent).
-type CertFile = kube.CertFile
+type CertFile = nodestate.CertFile
 
 // JudgeCert is the finding for one certificate at now: error when expired
 // or within CertUrgent, warn within CertRenewWindow, ok otherwise.

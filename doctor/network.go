@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // The cluster network's checks (issue 22, lf-edge/eve #5306 and the
@@ -178,7 +179,7 @@ func notOnANode() []Finding {
 // the findings say which nodes could not be checked and why: no answer,
 // a report without a network section (an older agent), or an interface
 // it could not read.
-func reportedNetworks(ctx context.Context, env *Env) (nets map[string]*kube.NetworkReport, skipped []Finding, ran bool) {
+func reportedNetworks(ctx context.Context, env *Env) (nets map[string]*nodestate.NetworkReport, skipped []Finding, ran bool) {
 	if env.NodeReports == nil {
 		return nil, notOnANode(), false
 	}
@@ -186,7 +187,7 @@ func reportedNetworks(ctx context.Context, env *Env) (nets map[string]*kube.Netw
 	if len(r.Answers) == 0 {
 		return nil, []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no node could be asked", Evidence: []string{r.Problem}}}, false
 	}
-	nets = map[string]*kube.NetworkReport{}
+	nets = map[string]*nodestate.NetworkReport{}
 	for _, a := range r.Answers {
 		name := a.Name()
 		switch {
@@ -293,7 +294,7 @@ const staleProbes = 3
 const defaultAddressProbeEvery = time.Minute
 
 // probeEvery is how often p's agent probes.
-func probeEvery(p *kube.AddressProbe) time.Duration {
+func probeEvery(p *nodestate.AddressProbe) time.Duration {
 	if p.Every > 0 {
 		return p.Every
 	}

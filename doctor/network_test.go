@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // The second-cluster check's reading of a scan: an answer for another
@@ -121,8 +122,8 @@ func TestSecondClusterFromOurOwnAddress(t *testing.T) {
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.244.244.2"}}}}
 	env := &Env{Data: kube.Data{Nodes: []*corev1.Node{node}},
 		StatusScan: func(context.Context, DialFunc) StatusScan { return scan },
-		NodeReports: func(context.Context) kube.NodeReports {
-			return kube.NodeReports{Answers: []kube.NodeAnswer{{Node: "c", Answered: true, Report: &kube.NodeReport{Node: "c", ClusterIP: "10.244.244.3"}}}}
+		NodeReports: func(context.Context) nodestate.NodeReports {
+			return nodestate.NodeReports{Answers: []nodestate.NodeAnswer{{Node: "c", Answered: true, Report: &nodestate.NodeReport{Node: "c", ClusterIP: "10.244.244.3"}}}}
 		}}
 	got := checkSecondCluster(context.Background(), env)
 	if len(got) != 2 {
@@ -141,26 +142,26 @@ func TestSecondClusterFromOurOwnAddress(t *testing.T) {
 // answer, reports no network section (older) or could not read its
 // interface is "not checked", never fine.
 func TestMTUReading(t *testing.T) {
-	net := func(node string, mtu int) kube.NodeAnswer {
-		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: mtu}}}
+	net := func(node string, mtu int) nodestate.NodeAnswer {
+		return nodestate.NodeAnswer{Node: node, Answered: true, Report: &nodestate.NodeReport{Node: node, Network: &nodestate.NetworkReport{Interface: "eth1", MTU: mtu}}}
 	}
 	for _, c := range []struct {
 		name    string
-		answers []kube.NodeAnswer
+		answers []nodestate.NodeAnswer
 		want    map[string]Severity
 	}{
-		{"one MTU", []kube.NodeAnswer{net("a", 1500), net("b", 1500), net("c", 1500)}, map[string]Severity{"": OK}},
-		{"odd one", []kube.NodeAnswer{net("a", 1500), net("b", 9000), net("c", 1500)}, map[string]Severity{"b": Error}},
-		{"no majority", []kube.NodeAnswer{net("a", 1500), net("b", 1400)}, map[string]Severity{"a": Error, "b": Error}},
-		{"cannot tell", []kube.NodeAnswer{net("a", 1500),
+		{"one MTU", []nodestate.NodeAnswer{net("a", 1500), net("b", 1500), net("c", 1500)}, map[string]Severity{"": OK}},
+		{"odd one", []nodestate.NodeAnswer{net("a", 1500), net("b", 9000), net("c", 1500)}, map[string]Severity{"b": Error}},
+		{"no majority", []nodestate.NodeAnswer{net("a", 1500), net("b", 1400)}, map[string]Severity{"a": Error, "b": Error}},
+		{"cannot tell", []nodestate.NodeAnswer{net("a", 1500),
 			{Node: "b", Problem: "did not answer within 2s"},
-			{Node: "c", Answered: true, Report: &kube.NodeReport{Node: "c"}},
-			{Node: "d", Answered: true, Report: &kube.NodeReport{Node: "d", Network: &kube.NetworkReport{Interface: "eth9", Problem: "no such interface: eth9"}}}},
+			{Node: "c", Answered: true, Report: &nodestate.NodeReport{Node: "c"}},
+			{Node: "d", Answered: true, Report: &nodestate.NodeReport{Node: "d", Network: &nodestate.NetworkReport{Interface: "eth9", Problem: "no such interface: eth9"}}}},
 			map[string]Severity{"": Info, "b": Warn, "c": Warn, "d": Warn}},
-		{"one node", []kube.NodeAnswer{net("a", 1500)}, map[string]Severity{"": Info}},
+		{"one node", []nodestate.NodeAnswer{net("a", 1500)}, map[string]Severity{"": Info}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := &Env{NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
+			env := &Env{NodeReports: func(context.Context) nodestate.NodeReports { return nodestate.NodeReports{Answers: c.answers} }}
 			got := map[string]Severity{}
 			for _, f := range checkMTU(context.Background(), env) {
 				got[f.Subject] = f.Severity
@@ -189,30 +190,30 @@ func TestMTUReading(t *testing.T) {
 // one that could not be made is "not checked", never fine.
 func TestDuplicateAddressReading(t *testing.T) {
 	at := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
-	probe := func(node string, p *kube.AddressProbe) kube.NodeAnswer {
-		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: 1500, AddressProbe: p}}}
+	probe := func(node string, p *nodestate.AddressProbe) nodestate.NodeAnswer {
+		return nodestate.NodeAnswer{Node: node, Answered: true, Report: &nodestate.NodeReport{Node: node, Network: &nodestate.NetworkReport{Interface: "eth1", MTU: 1500, AddressProbe: p}}}
 	}
 	for _, c := range []struct {
 		name    string
-		answers []kube.NodeAnswer
+		answers []nodestate.NodeAnswer
 		want    map[string]Severity
 	}{
-		{"all alone", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at})},
+		{"all alone", []nodestate.NodeAnswer{probe("a", &nodestate.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", &nodestate.AddressProbe{Address: "10.0.0.2", At: at})},
 			map[string]Severity{"": OK}},
-		{"held twice", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}),
-			probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at, HeldBy: "02:00:00:00:00:09"})}, map[string]Severity{"b": Error}},
-		{"cannot tell", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", nil),
-			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at, Problem: "no link on eth1: no carrier"})},
+		{"held twice", []nodestate.NodeAnswer{probe("a", &nodestate.AddressProbe{Address: "10.0.0.1", At: at}),
+			probe("b", &nodestate.AddressProbe{Address: "10.0.0.2", At: at, HeldBy: "02:00:00:00:00:09"})}, map[string]Severity{"b": Error}},
+		{"cannot tell", []nodestate.NodeAnswer{probe("a", &nodestate.AddressProbe{Address: "10.0.0.1", At: at}), probe("b", nil),
+			probe("c", &nodestate.AddressProbe{Address: "10.0.0.3", At: at, Problem: "no link on eth1: no carrier"})},
 			map[string]Severity{"": OK, "b": Warn, "c": Warn}},
 		// A probe older than three of its agent's intervals says nothing
 		// of now (the agent's prober stuck, or its clock).
-		{"stale", []kube.NodeAnswer{probe("a", &kube.AddressProbe{Address: "10.0.0.1", At: at}),
-			probe("b", &kube.AddressProbe{Address: "10.0.0.2", At: at.Add(-10 * time.Minute), Every: time.Minute}),
-			probe("c", &kube.AddressProbe{Address: "10.0.0.3", At: at.Add(-4 * time.Minute)})},
+		{"stale", []nodestate.NodeAnswer{probe("a", &nodestate.AddressProbe{Address: "10.0.0.1", At: at}),
+			probe("b", &nodestate.AddressProbe{Address: "10.0.0.2", At: at.Add(-10 * time.Minute), Every: time.Minute}),
+			probe("c", &nodestate.AddressProbe{Address: "10.0.0.3", At: at.Add(-4 * time.Minute)})},
 			map[string]Severity{"": OK, "b": Warn, "c": Warn}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := &Env{Now: at.Add(30 * time.Second), NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{Answers: c.answers} }}
+			env := &Env{Now: at.Add(30 * time.Second), NodeReports: func(context.Context) nodestate.NodeReports { return nodestate.NodeReports{Answers: c.answers} }}
 			got := map[string]Severity{}
 			for _, f := range checkDuplicateAddress(context.Background(), env) {
 				got[f.Subject] = f.Severity
@@ -258,11 +259,11 @@ func TestPeersOf(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("from the API: %+v, want %+v", got, want)
 	}
-	env = &Env{APIProblem: "down", NodeReports: func(context.Context) kube.NodeReports {
-		return kube.NodeReports{Answers: []kube.NodeAnswer{
-			{Node: "a", Answered: true, Report: &kube.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1",
-				Peers: []kube.NodePeer{{Name: "b", Address: "10.0.0.2"}, {Name: "c", Address: "10.0.0.3"}}}},
-			{Node: "b", Answered: true, Report: &kube.NodeReport{Node: "b", Role: "server", ClusterIP: "10.0.0.2"}},
+	env = &Env{APIProblem: "down", NodeReports: func(context.Context) nodestate.NodeReports {
+		return nodestate.NodeReports{Answers: []nodestate.NodeAnswer{
+			{Node: "a", Answered: true, Report: &nodestate.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1",
+				Peers: []nodestate.NodePeer{{Name: "b", Address: "10.0.0.2"}, {Name: "c", Address: "10.0.0.3"}}}},
+			{Node: "b", Answered: true, Report: &nodestate.NodeReport{Node: "b", Role: "server", ClusterIP: "10.0.0.2"}},
 			{Node: "c", Problem: "did not answer within 2s"},
 		}}
 	}}
@@ -320,10 +321,10 @@ func TestPeerPortsWhatWasDialled(t *testing.T) {
 
 	dialled = nil
 	env = &Env{Dial: dial, ClusterPorts: ports, LocalNode: func() (LocalNode, error) { return self, nil }, APIProblem: "down",
-		NodeReports: func(context.Context) kube.NodeReports {
-			return kube.NodeReports{Answers: []kube.NodeAnswer{
-				{Node: "a", Answered: true, Report: &kube.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1",
-					Peers: []kube.NodePeer{{Name: "b", Address: "10.0.0.2"}}}},
+		NodeReports: func(context.Context) nodestate.NodeReports {
+			return nodestate.NodeReports{Answers: []nodestate.NodeAnswer{
+				{Node: "a", Answered: true, Report: &nodestate.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1",
+					Peers: []nodestate.NodePeer{{Name: "b", Address: "10.0.0.2"}}}},
 				{Node: "b", Problem: "did not answer within 2s"}}}
 		}}
 	got = checkPeerPorts(context.Background(), env)
@@ -334,11 +335,11 @@ func TestPeerPortsWhatWasDialled(t *testing.T) {
 
 	// A node whose own report gives no usable address (and no other
 	// report names one) is said, not dropped.
-	env.NodeReports = func(context.Context) kube.NodeReports {
-		return kube.NodeReports{Answers: []kube.NodeAnswer{
-			{Node: "a", Answered: true, Report: &kube.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1"}},
-			{Node: "b", Answered: true, Report: &kube.NodeReport{Node: "b", Role: "server", ClusterIP: "10.0.0.2"}},
-			{Node: "e", Answered: true, Report: &kube.NodeReport{Node: "e", Role: "agent"}}}}
+	env.NodeReports = func(context.Context) nodestate.NodeReports {
+		return nodestate.NodeReports{Answers: []nodestate.NodeAnswer{
+			{Node: "a", Answered: true, Report: &nodestate.NodeReport{Node: "a", Role: "seed", ClusterIP: "10.0.0.1"}},
+			{Node: "b", Answered: true, Report: &nodestate.NodeReport{Node: "b", Role: "server", ClusterIP: "10.0.0.2"}},
+			{Node: "e", Answered: true, Report: &nodestate.NodeReport{Node: "e", Role: "agent"}}}}
 	}
 	got = checkPeerPorts(context.Background(), env)
 	if !slices.ContainsFunc(got, func(f Finding) bool {

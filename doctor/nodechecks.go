@@ -9,11 +9,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // The checks that need the node itself: each node's agent makes them for
-// its own report (package nodecheck, kube/nodechecks.go) and the doctor
+// its own report (package nodecheck, kube/nodestate/nodechecks.go) and the doctor
 // reads every node's report, asked with the cluster config's key, as the
 // clocks' check does; they run with the cluster API down too. A node whose
 // agent gave no report, or whose agent predates the check, gets a finding
@@ -22,8 +22,8 @@ import (
 // eachNodeReport runs judge on every node's report that carries the
 // check's section (has). what names the check in the findings of the
 // nodes it could not run on.
-func eachNodeReport(ctx context.Context, env *Env, what string, has func(*kube.NodeReport) bool,
-	judge func(node string, r *kube.NodeReport) []Finding) []Finding {
+func eachNodeReport(ctx context.Context, env *Env, what string, has func(*nodestate.NodeReport) bool,
+	judge func(node string, r *nodestate.NodeReport) []Finding) []Finding {
 	if env.NodeReports == nil {
 		return []Finding{{NotChecked: true, Severity: Info, Summary: "not checked: no cluster config on this machine to ask the nodes with",
 			Next: "on a node, or with --config FILE"}}
@@ -72,10 +72,10 @@ func onceNodeReports(ask nodeReportsFunc) nodeReportsFunc {
 	}
 	var (
 		once sync.Once
-		got  kube.NodeReports
+		got  nodestate.NodeReports
 		done = make(chan struct{})
 	)
-	return func(ctx context.Context) kube.NodeReports {
+	return func(ctx context.Context) nodestate.NodeReports {
 		go once.Do(func() {
 			got = ask(context.WithoutCancel(ctx))
 			close(done)
@@ -84,7 +84,7 @@ func onceNodeReports(ask nodeReportsFunc) nodeReportsFunc {
 		case <-done:
 			return got
 		case <-ctx.Done():
-			return kube.NodeReports{At: time.Now(), Problem: "the nodes' reports did not arrive in time: " + ctx.Err().Error()}
+			return nodestate.NodeReports{At: time.Now(), Problem: "the nodes' reports did not arrive in time: " + ctx.Err().Error()}
 		}
 	}
 }
@@ -93,29 +93,29 @@ func onceNodeReports(ask nodeReportsFunc) nodeReportsFunc {
 // do on the node.
 var longhornPrereqs = []struct {
 	name string
-	get  func(*kube.StorageReport) kube.Prereq
+	get  func(*nodestate.StorageReport) nodestate.Prereq
 	sev  Severity
 	// missing says what is wrong; next what to do (%s: the node).
 	missing, next string
 }{
-	{"iscsid", func(s *kube.StorageReport) kube.Prereq { return s.Iscsid }, Error,
+	{"iscsid", func(s *nodestate.StorageReport) nodestate.Prereq { return s.Iscsid }, Error,
 		"iscsid is not running: Longhorn cannot attach volumes there",
 		"on %s: systemctl enable --now iscsid (package open-iscsi)"},
-	{"iscsi_tcp", func(s *kube.StorageReport) kube.Prereq { return s.IscsiTCP }, Warn,
+	{"iscsi_tcp", func(s *nodestate.StorageReport) nodestate.Prereq { return s.IscsiTCP }, Warn,
 		"the iscsi_tcp module is not loaded",
 		"on %s: modprobe iscsi_tcp, and name it in /etc/modules-load.d/iscsi_tcp.conf to load it at boot"},
-	{"multipathd", func(s *kube.StorageReport) kube.Prereq { return s.Multipathd }, Warn,
+	{"multipathd", func(s *nodestate.StorageReport) nodestate.Prereq { return s.Multipathd }, Warn,
 		"multipathd may claim Longhorn's devices: volumes then fail to mount",
 		`on %s: add blacklist { devnode "^sd[a-z0-9]+" } to /etc/multipath.conf, then systemctl restart multipathd`},
-	{"NFS client", func(s *kube.StorageReport) kube.Prereq { return s.NFSClient }, Warn,
+	{"NFS client", func(s *nodestate.StorageReport) nodestate.Prereq { return s.NFSClient }, Warn,
 		"no NFS client: Longhorn's RWX volumes cannot be mounted there",
 		"on %s: install the NFS client (nfs-common or nfs-utils: mount.nfs)"},
 }
 
 // checkLonghornPrereqs reads each node's Longhorn prerequisites.
 func checkLonghornPrereqs(ctx context.Context, env *Env) []Finding {
-	return eachNodeReport(ctx, env, "Longhorn's prerequisites", func(r *kube.NodeReport) bool { return r.Storage != nil },
-		func(node string, r *kube.NodeReport) []Finding {
+	return eachNodeReport(ctx, env, "Longhorn's prerequisites", func(r *nodestate.NodeReport) bool { return r.Storage != nil },
+		func(node string, r *nodestate.NodeReport) []Finding {
 			var out []Finding
 			for _, p := range longhornPrereqs {
 				got := p.get(r.Storage)
@@ -136,8 +136,8 @@ func checkLonghornPrereqs(ctx context.Context, env *Env) []Finding {
 // checkNodeCerts judges every node's k3s certificates, as its agent read
 // them in its own k3s data dir (JudgeCert, as for this machine's).
 func checkNodeCerts(ctx context.Context, env *Env) []Finding {
-	return eachNodeReport(ctx, env, "k3s certificates", func(r *kube.NodeReport) bool { return r.Certs != nil },
-		func(node string, r *kube.NodeReport) []Finding {
+	return eachNodeReport(ctx, env, "k3s certificates", func(r *nodestate.NodeReport) bool { return r.Certs != nil },
+		func(node string, r *nodestate.NodeReport) []Finding {
 			c := r.Certs
 			switch {
 			case c.Problem != "" && len(c.Files) == 0:
@@ -166,8 +166,8 @@ func checkNodeCerts(ctx context.Context, env *Env) []Finding {
 // synchronised (SC-CLOCK-SKEW compares the clocks themselves: nodes
 // can agree and all be wrong, or one can be right by chance today).
 func checkTimeSync(ctx context.Context, env *Env) []Finding {
-	return eachNodeReport(ctx, env, "time synchronisation", func(r *kube.NodeReport) bool { return r.Time != nil },
-		func(node string, r *kube.NodeReport) []Finding {
+	return eachNodeReport(ctx, env, "time synchronisation", func(r *nodestate.NodeReport) bool { return r.Time != nil },
+		func(node string, r *nodestate.NodeReport) []Finding {
 			t := r.Time
 			switch {
 			case t.Problem != "":
@@ -183,7 +183,7 @@ func checkTimeSync(ctx context.Context, env *Env) []Finding {
 }
 
 // timexText says the kernel's answer as adjtimex gave it.
-func timexText(t kube.TimeReport) string {
+func timexText(t nodestate.TimeReport) string {
 	var flags []string
 	if t.Status&unix.STA_UNSYNC != 0 {
 		flags = append(flags, "STA_UNSYNC set")
@@ -217,8 +217,8 @@ const tokenFutureSlack = 5 * time.Minute
 // agent's record; nothing else records when a token was made), and warns
 // of one older than tokenMaxAge.
 func checkTokenAge(ctx context.Context, env *Env) []Finding {
-	return eachNodeReport(ctx, env, "the cluster token's age", func(r *kube.NodeReport) bool { return r.Token != nil },
-		func(node string, r *kube.NodeReport) []Finding {
+	return eachNodeReport(ctx, env, "the cluster token's age", func(r *nodestate.NodeReport) bool { return r.Token != nil },
+		func(node string, r *nodestate.NodeReport) []Finding {
 			t := r.Token
 			age := env.Now.Sub(t.Since)
 			days := int(max(age, 0) / (24 * time.Hour))

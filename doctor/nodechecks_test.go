@@ -10,19 +10,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/test/testcert"
 )
 
 // healthyReport is a node's report with every node-side check met.
-func healthyReport(node string, now time.Time) *kube.NodeReport {
-	ok := kube.Prereq{OK: true, Evidence: "there"}
-	return &kube.NodeReport{Node: node, Version: "v1.4.0",
-		Storage: &kube.StorageReport{Iscsid: ok, IscsiTCP: ok, Multipathd: ok, NFSClient: ok},
-		Time:    &kube.TimeReport{Synchronized: true, MaxError: 20 * time.Millisecond},
-		Certs: &kube.CertsReport{DataDir: "/var/lib/rancher/k3s", Found: true,
-			Files: []kube.CertFile{{Path: "/var/lib/rancher/k3s/server/tls/client-admin.crt", Subject: "system:admin", NotAfter: now.Add(300 * 24 * time.Hour)}}},
-		Token: &kube.TokenReport{Since: now.Add(-30 * 24 * time.Hour), Source: "first applied by this node's agent"}}
+func healthyReport(node string, now time.Time) *nodestate.NodeReport {
+	ok := nodestate.Prereq{OK: true, Evidence: "there"}
+	return &nodestate.NodeReport{Node: node, Version: "v1.4.0",
+		Storage: &nodestate.StorageReport{Iscsid: ok, IscsiTCP: ok, Multipathd: ok, NFSClient: ok},
+		Time:    &nodestate.TimeReport{Synchronized: true, MaxError: 20 * time.Millisecond},
+		Certs: &nodestate.CertsReport{DataDir: "/var/lib/rancher/k3s", Found: true,
+			Files: []nodestate.CertFile{{Path: "/var/lib/rancher/k3s/server/tls/client-admin.crt", Subject: "system:admin", NotAfter: now.Add(300 * 24 * time.Hour)}}},
+		Token: &nodestate.TokenReport{Since: now.Add(-30 * 24 * time.Hour), Source: "first applied by this node's agent"}}
 }
 
 // Each node-side check per node: quiet when every node's report is
@@ -32,11 +32,11 @@ func healthyReport(node string, now time.Time) *kube.NodeReport {
 // says it did not run.
 func TestNodeSideChecks(t *testing.T) {
 	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
-	answered := func(r *kube.NodeReport) kube.NodeAnswer {
-		return kube.NodeAnswer{Node: r.Node, Address: "10.244.244.9:12346", Answered: true, Report: r}
+	answered := func(r *nodestate.NodeReport) nodestate.NodeAnswer {
+		return nodestate.NodeAnswer{Node: r.Node, Address: "10.244.244.9:12346", Answered: true, Report: r}
 	}
-	silent := kube.NodeAnswer{Node: "node-d", Address: "10.244.244.4:12346", Problem: "did not answer within 2s"}
-	older := answered(&kube.NodeReport{Node: "node-c", Version: "v1.2.0"})
+	silent := nodestate.NodeAnswer{Node: "node-d", Address: "10.244.244.4:12346", Problem: "did not answer within 2s"}
+	older := answered(&nodestate.NodeReport{Node: "node-c", Version: "v1.2.0"})
 	checks := map[string]func(context.Context, *Env) []Finding{
 		IDLonghornPrereq: checkLonghornPrereqs, IDNodeCertExpiry: checkNodeCerts, IDTimeUnsynced: checkTimeSync,
 	}
@@ -47,28 +47,30 @@ func TestNodeSideChecks(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		answers []kube.NodeAnswer // nil: no config
-		change  func(r *kube.NodeReport)
+		answers []nodestate.NodeAnswer // nil: no config
+		change  func(r *nodestate.NodeReport)
 		want    map[string][]want // id → findings
 	}{
-		{"healthy", []kube.NodeAnswer{answered(healthyReport("node-a", now)), answered(healthyReport("node-b", now))}, nil,
+		{"healthy", []nodestate.NodeAnswer{answered(healthyReport("node-a", now)), answered(healthyReport("node-b", now))}, nil,
 			map[string][]want{}},
-		{"iscsid missing", nil, func(r *kube.NodeReport) { r.Storage.Iscsid = kube.Prereq{Evidence: "no process named iscsid in /proc"} },
+		{"iscsid missing", nil, func(r *nodestate.NodeReport) {
+			r.Storage.Iscsid = nodestate.Prereq{Evidence: "no process named iscsid in /proc"}
+		},
 			map[string][]want{IDLonghornPrereq: {{Error, "node-b", "iscsid is not running"}}}},
-		{"multipathd trap and no NFS", nil, func(r *kube.NodeReport) {
-			r.Storage.Multipathd = kube.Prereq{Evidence: "multipathd runs with no /etc/multipath.conf"}
-			r.Storage.NFSClient = kube.Prereq{Evidence: "no mount.nfs"}
-			r.Storage.IscsiTCP = kube.Prereq{Problem: "permission denied"}
+		{"multipathd trap and no NFS", nil, func(r *nodestate.NodeReport) {
+			r.Storage.Multipathd = nodestate.Prereq{Evidence: "multipathd runs with no /etc/multipath.conf"}
+			r.Storage.NFSClient = nodestate.Prereq{Evidence: "no mount.nfs"}
+			r.Storage.IscsiTCP = nodestate.Prereq{Problem: "permission denied"}
 		}, map[string][]want{IDLonghornPrereq: {{Warn, "node-b", "multipathd may claim"}, {Warn, "node-b", "no NFS client"}, {Warn, "node-b", "iscsi_tcp not checked"}}}},
-		{"certificate in 20 days", nil, func(r *kube.NodeReport) {
-			r.Certs.Files = append(r.Certs.Files, kube.CertFile{Path: "/var/lib/rancher/k3s/agent/client-kubelet.crt", NotAfter: now.Add(20*24*time.Hour + time.Hour)})
+		{"certificate in 20 days", nil, func(r *nodestate.NodeReport) {
+			r.Certs.Files = append(r.Certs.Files, nodestate.CertFile{Path: "/var/lib/rancher/k3s/agent/client-kubelet.crt", NotAfter: now.Add(20*24*time.Hour + time.Hour)})
 		}, map[string][]want{IDNodeCertExpiry: {{Error, "node-b:/var/lib/rancher/k3s/agent/client-kubelet.crt", "node-b: certificate client-kubelet.crt expires in 20 days"}}}},
-		{"no k3s data", nil, func(r *kube.NodeReport) { r.Certs = &kube.CertsReport{DataDir: "/var/lib/rancher/k3s"} },
+		{"no k3s data", nil, func(r *nodestate.NodeReport) { r.Certs = &nodestate.CertsReport{DataDir: "/var/lib/rancher/k3s"} },
 			map[string][]want{IDNodeCertExpiry: {{Info, "node-b", "no k3s certificates"}}}},
-		{"time not synchronised", nil, func(r *kube.NodeReport) {
-			r.Time = &kube.TimeReport{Status: unix.STA_UNSYNC, State: unix.TIME_ERROR, MaxError: 16 * time.Second, EstError: 16 * time.Second}
+		{"time not synchronised", nil, func(r *nodestate.NodeReport) {
+			r.Time = &nodestate.TimeReport{Status: unix.STA_UNSYNC, State: unix.TIME_ERROR, MaxError: 16 * time.Second, EstError: 16 * time.Second}
 		}, map[string][]want{IDTimeUnsynced: {{Warn, "node-b", "node-b's clock is not synchronised"}}}},
-		{"one silent, one older", []kube.NodeAnswer{answered(healthyReport("node-a", now)), older, silent}, nil,
+		{"one silent, one older", []nodestate.NodeAnswer{answered(healthyReport("node-a", now)), older, silent}, nil,
 			map[string][]want{
 				IDLonghornPrereq: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
 				IDNodeCertExpiry: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
@@ -80,9 +82,9 @@ func TestNodeSideChecks(t *testing.T) {
 			if answers == nil {
 				b := healthyReport("node-b", now)
 				c.change(b)
-				answers = []kube.NodeAnswer{answered(healthyReport("node-a", now)), answered(b)}
+				answers = []nodestate.NodeAnswer{answered(healthyReport("node-a", now)), answered(b)}
 			}
-			env := &Env{Now: now, NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{At: now, Answers: answers} }}
+			env := &Env{Now: now, NodeReports: func(context.Context) nodestate.NodeReports { return nodestate.NodeReports{At: now, Answers: answers} }}
 			for id, check := range checks {
 				got := check(context.Background(), env)
 				w := c.want[id]
@@ -120,9 +122,9 @@ func TestNodeSideChecks(t *testing.T) {
 func TestRunAsksTheNodesOnce(t *testing.T) {
 	var asked atomic.Int32
 	now := time.Now()
-	env := &Env{APIProblem: "no cluster config", NodeReports: func(context.Context) kube.NodeReports {
+	env := &Env{APIProblem: "no cluster config", NodeReports: func(context.Context) nodestate.NodeReports {
 		asked.Add(1)
-		return kube.NodeReports{At: now, Answers: []kube.NodeAnswer{{Node: "node-a", Answered: true, Report: healthyReport("node-a", now)}}}
+		return nodestate.NodeReports{At: now, Answers: []nodestate.NodeAnswer{{Node: "node-a", Answered: true, Report: healthyReport("node-a", now)}}}
 	}}
 	r := Run(context.Background(), Checks(), env)
 	if n := asked.Load(); n != 1 {
@@ -141,25 +143,25 @@ func TestRunAsksTheNodesOnce(t *testing.T) {
 func TestRestartsOneServerAtATime(t *testing.T) {
 	const rule = "one server at a time; wait until SC-ETCD-QUORUM is ok before the next"
 	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
-	expiring := func(node string) kube.NodeAnswer {
+	expiring := func(node string) nodestate.NodeAnswer {
 		r := healthyReport(node, now)
-		r.Certs.Files = append(r.Certs.Files, kube.CertFile{Path: "/var/lib/rancher/k3s/agent/client-kubelet.crt", NotAfter: now.Add(20 * 24 * time.Hour)})
-		return kube.NodeAnswer{Node: node, Answered: true, Report: r}
+		r.Certs.Files = append(r.Certs.Files, nodestate.CertFile{Path: "/var/lib/rancher/k3s/agent/client-kubelet.crt", NotAfter: now.Add(20 * 24 * time.Hour)})
+		return nodestate.NodeAnswer{Node: node, Answered: true, Report: r}
 	}
-	mtu := func(node string, m int) kube.NodeAnswer {
-		return kube.NodeAnswer{Node: node, Answered: true, Report: &kube.NodeReport{Node: node, Network: &kube.NetworkReport{Interface: "eth1", MTU: m}}}
+	mtu := func(node string, m int) nodestate.NodeAnswer {
+		return nodestate.NodeAnswer{Node: node, Answered: true, Report: &nodestate.NodeReport{Node: node, Network: &nodestate.NetworkReport{Interface: "eth1", MTU: m}}}
 	}
 	for id, c := range map[string]struct {
 		check   func(context.Context, *Env) []Finding
-		answers []kube.NodeAnswer
+		answers []nodestate.NodeAnswer
 	}{
-		IDNodeCertExpiry: {checkNodeCerts, []kube.NodeAnswer{expiring("node-a"), expiring("node-b")}},
-		IDMTUMismatch:    {checkMTU, []kube.NodeAnswer{mtu("node-a", 1500), mtu("node-b", 1400)}},
+		IDNodeCertExpiry: {checkNodeCerts, []nodestate.NodeAnswer{expiring("node-a"), expiring("node-b")}},
+		IDMTUMismatch:    {checkMTU, []nodestate.NodeAnswer{mtu("node-a", 1500), mtu("node-b", 1400)}},
 		// This node's own: the technician runs the doctor on each server
 		// in turn, and each says to restart.
 		IDCertExpiry: {checkCerts, nil},
 	} {
-		env := &Env{Now: now, NodeReports: func(context.Context) kube.NodeReports { return kube.NodeReports{At: now, Answers: c.answers} }}
+		env := &Env{Now: now, NodeReports: func(context.Context) nodestate.NodeReports { return nodestate.NodeReports{At: now, Answers: c.answers} }}
 		if id == IDCertExpiry {
 			env.K3sDataDir = t.TempDir()
 			testcert.Write(t, filepath.Join(env.K3sDataDir, "server", "tls", "client-admin.crt"), now.Add(20*24*time.Hour))
@@ -186,20 +188,20 @@ func TestRestartsOneServerAtATime(t *testing.T) {
 // bound); not checked for a silent node or an older agent, never "fine".
 func TestTokenAge(t *testing.T) {
 	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
-	report := func(node string, tr *kube.TokenReport) kube.NodeAnswer {
+	report := func(node string, tr *nodestate.TokenReport) nodestate.NodeAnswer {
 		r := healthyReport(node, now)
 		r.Token = tr
-		return kube.NodeAnswer{Node: node, Address: "10.244.244.9:12346", Answered: true, Report: r}
+		return nodestate.NodeAnswer{Node: node, Address: "10.244.244.9:12346", Answered: true, Report: r}
 	}
 	since := func(days int) time.Time { return now.Add(-time.Duration(days) * 24 * time.Hour) }
-	env := &Env{Now: now, NodeReports: func(context.Context) kube.NodeReports {
-		return kube.NodeReports{At: now, Answers: []kube.NodeAnswer{
-			report("node-a", &kube.TokenReport{Since: since(30), Source: "first applied by this node's agent"}),
-			report("node-b", &kube.TokenReport{Since: since(400), Source: "k3s's server/token file"}),
-			report("node-c", &kube.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: permission denied"}),
+	env := &Env{Now: now, NodeReports: func(context.Context) nodestate.NodeReports {
+		return nodestate.NodeReports{At: now, Answers: []nodestate.NodeAnswer{
+			report("node-a", &nodestate.TokenReport{Since: since(30), Source: "first applied by this node's agent"}),
+			report("node-b", &nodestate.TokenReport{Since: since(400), Source: "k3s's server/token file"}),
+			report("node-c", &nodestate.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: permission denied"}),
 			report("node-d", nil),
-			report("node-f", &kube.TokenReport{Problem: "no cluster config applied (or the agent runs with --no-bootstrap)"}),
-			report("node-g", &kube.TokenReport{Since: now.Add(48 * time.Hour), Source: "first applied by this node's agent"}),
+			report("node-f", &nodestate.TokenReport{Problem: "no cluster config applied (or the agent runs with --no-bootstrap)"}),
+			report("node-g", &nodestate.TokenReport{Since: now.Add(48 * time.Hour), Source: "first applied by this node's agent"}),
 			{Node: "node-e", Address: "10.244.244.5:12346", Problem: "did not answer within 2s"},
 		}}
 	}}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // A "not checked" finding's next step says how to get the check run: the
@@ -52,21 +52,21 @@ func TestWriteTextPrintsNotCheckedNextSteps(t *testing.T) {
 // cannot judge are reached.
 func TestNotCheckedFindingsAreMarked(t *testing.T) {
 	now := time.Date(2026, 11, 26, 7, 0, 0, 0, time.UTC)
-	failedReads := &kube.NodeReport{Node: "node-c", Version: "v1.4.0",
-		Storage: &kube.StorageReport{Iscsid: kube.Prereq{Problem: "permission denied"}, IscsiTCP: kube.Prereq{OK: true},
-			Multipathd: kube.Prereq{OK: true}, NFSClient: kube.Prereq{OK: true}},
-		Time:    &kube.TimeReport{Problem: "adjtimex: operation not permitted"},
-		Certs:   &kube.CertsReport{DataDir: "/var/lib/rancher/k3s", Problem: "permission denied"},
-		Token:   &kube.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: read-only file system"},
-		Network: &kube.NetworkReport{Problem: "no cluster interface: no cluster config applied"}}
+	failedReads := &nodestate.NodeReport{Node: "node-c", Version: "v1.4.0",
+		Storage: &nodestate.StorageReport{Iscsid: nodestate.Prereq{Problem: "permission denied"}, IscsiTCP: nodestate.Prereq{OK: true},
+			Multipathd: nodestate.Prereq{OK: true}, NFSClient: nodestate.Prereq{OK: true}},
+		Time:    &nodestate.TimeReport{Problem: "adjtimex: operation not permitted"},
+		Certs:   &nodestate.CertsReport{DataDir: "/var/lib/rancher/k3s", Problem: "permission denied"},
+		Token:   &nodestate.TokenReport{Since: now, Source: "this agent's start", Problem: "the token's record: read-only file system"},
+		Network: &nodestate.NetworkReport{Problem: "no cluster interface: no cluster config applied"}}
 	future := healthyReport("node-e", now)
-	future.Token = &kube.TokenReport{Since: now.Add(time.Hour), Source: "first applied by this node's agent"}
-	env := &Env{Now: now, APIProblem: "no kubeconfig", NodeReports: func(context.Context) kube.NodeReports {
-		return kube.NodeReports{At: now, Answers: []kube.NodeAnswer{
+	future.Token = &nodestate.TokenReport{Since: now.Add(time.Hour), Source: "first applied by this node's agent"}
+	env := &Env{Now: now, APIProblem: "no kubeconfig", NodeReports: func(context.Context) nodestate.NodeReports {
+		return nodestate.NodeReports{At: now, Answers: []nodestate.NodeAnswer{
 			{Node: "node-a", Address: "10.244.244.1:12346", Answered: true, Report: healthyReport("node-a", now)},
 			{Node: "node-b", Address: "10.244.244.2:12346", Problem: "did not answer within 2s"},
 			{Node: "node-c", Address: "10.244.244.3:12346", Answered: true, Report: failedReads},
-			{Node: "node-d", Address: "10.244.244.4:12346", Answered: true, Report: &kube.NodeReport{Node: "node-d", Version: "v0.9.0"}},
+			{Node: "node-d", Address: "10.244.244.4:12346", Answered: true, Report: &nodestate.NodeReport{Node: "node-d", Version: "v0.9.0"}},
 			{Node: "node-e", Address: "10.244.244.5:12346", Answered: true, Report: future},
 		}}
 	}}

@@ -127,7 +127,7 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(vmi.Spec.Affinity),
 				Started: vmiStarted(vmi),
 				VNCPort: vncPort(vmi.Annotations), HostPorts: hostPorts(vmi.Annotations),
-				Name:      appName(vmi.Labels, vmi.Name),
+				Name:      AppName(vmi.Labels, vmi.Name),
 				UUID:      vmi.Labels[LabelAppUUID],
 				Namespace: vmi.Namespace,
 				Kind:      AppKindVM,
@@ -154,7 +154,7 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 				Mode: mode, DesignatedNode: designated, LastMove: lastMove(d, key), Requires: nodeRequirements(p.Spec.Affinity),
 				HostPorts:   hostPorts(p.Annotations),
 				Started:     podStarted(p),
-				Name:        appName(p.Labels, p.Name),
+				Name:        AppName(p.Labels, p.Name),
 				UUID:        p.Labels[LabelAppUUID],
 				Namespace:   p.Namespace,
 				Kind:        AppKindContainer,
@@ -183,7 +183,7 @@ func appStatuses(d Data, nodeLost func(node string) bool) []AppStatus {
 		if c := strings.Compare(a.key, b.key); c != 0 {
 			return c
 		}
-		return cmp.Or(compareBool(a.leaving, b.leaving), compareBool(!a.Ready, !b.Ready),
+		return cmp.Or(FalseFirst(a.leaving, b.leaving), FalseFirst(!a.Ready, !b.Ready),
 			b.rankTime.Compare(a.rankTime), strings.Compare(a.Object, b.Object))
 	})
 	sameApp := func(a, b *candidate) bool { return a.key == b.key && a.Namespace == b.Namespace }
@@ -233,9 +233,13 @@ func unscheduled(p *corev1.Pod) *Condition {
 	return nil
 }
 
-// asReported takes every app as its object reports it (the drain
-// preflight judges the apps on the node it drains as they say they are).
+// asReported takes every app as its object reports it.
 func asReported(string) bool { return false }
+
+// AppsAsReported gives one row per app, each as its object reports it:
+// the drain preflight judges the apps on the node it drains as they say
+// they are, not as the model's view of lost nodes would have them.
+func AppsAsReported(d Data) []AppStatus { return appStatuses(d, asReported) }
 
 // AppPhaseUnknown is the phase of an app on a lost node.
 const AppPhaseUnknown = "Unknown"
@@ -323,7 +327,7 @@ func AwayApps(apps []AppStatus) []AppStatus {
 	slices.SortStableFunc(out, func(x, y AppStatus) int {
 		tx, ty := x.AwaySince(), y.AwaySince()
 		if tx.IsZero() != ty.IsZero() {
-			return compareBool(tx.IsZero(), ty.IsZero())
+			return FalseFirst(tx.IsZero(), ty.IsZero())
 		}
 		return cmp.Or(tx.Compare(ty), strings.Compare(x.Name, y.Name))
 	})
@@ -356,8 +360,8 @@ func vmiStarted(vmi *kvv1.VirtualMachineInstance) *time.Time {
 	return &t
 }
 
-// compareBool orders false before true.
-func compareBool(a, b bool) int {
+// FalseFirst orders false before true.
+func FalseFirst(a, b bool) int {
 	switch {
 	case a == b:
 		return 0
@@ -411,7 +415,8 @@ func AppKey(labels map[string]string, object string) string {
 	return object
 }
 
-func appName(labels map[string]string, fallback string) string {
+// AppName is an app's name: its name label, else fallback (the object's).
+func AppName(labels map[string]string, fallback string) string {
 	if n := labels[LabelAppName]; n != "" {
 		return n
 	}

@@ -71,7 +71,7 @@ func TestClientsReadBuiltinsAsProtobufAndCRDsAsJSON(t *testing.T) {
 	rec := &contentTypes{got: map[string][]string{}}
 	cfg := rest.CopyConfig(site.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
-	snap := startSnapshot(t, cfg)
+	snap := sitebox.StartSnapshot(t, cfg)
 
 	for _, path := range []string{"/api/v1/pods", "/api/v1/nodes"} {
 		got := rec.of(path)
@@ -124,7 +124,7 @@ func TestClientsReadBuiltinsAsProtobufAndCRDsAsJSON(t *testing.T) {
 func TestSnapshotCacheDropsManagedFieldsAndKeepsWhatIsShown(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.Volume(t, "vol-trim", sitebox.VolumeOptions{Replicas: 3, UsedOn: "node-b"})
-	snap := startSnapshot(t, site.Config)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	clients := site.Clients(t)
 	ctx := t.Context()
 

@@ -86,8 +86,8 @@ func EnsureClusterConfigMap(ctx context.Context, cs kubernetes.Interface, rec Cl
 	})
 }
 
-// removeFromNodeList takes node off the ConfigMap's node list, if there.
-func removeFromNodeList(ctx context.Context, cs kubernetes.Interface, node string) error {
+// RemoveFromNodeList takes node off the ConfigMap's node list, if there.
+func RemoveFromNodeList(ctx context.Context, cs kubernetes.Interface, node string) error {
 	cms := cs.CoreV1().ConfigMaps(AppNamespace)
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cm, err := cms.Get(ctx, ClusterConfigMapName, metav1.GetOptions{})

@@ -1,5 +1,12 @@
-// Package kube owns all cluster access: the clients, the informer-backed Snapshot
-// the console and the agent read, and the model derived from it.
+// Package kube is the cluster's read side that every face shares: the
+// clients, the names of sitecon's objects, the informer-backed Snapshot the
+// console, `sitecon status`, the doctor and the agent read, and the model
+// derived from it (nodes, apps, volumes, alerts). What changes the cluster
+// is in kube/change and kube/flow; the node identities' access policy in
+// kube/access; log and VNC streams in kube/streams; node reports and etcd's
+// members in kube/nodestate.
+//
+// It imports only kube/safety (the pure rules).
 package kube
 
 import (

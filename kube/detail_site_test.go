@@ -21,7 +21,7 @@ import (
 // node controller puts on a cordoned node.
 func TestStatusCarriesTheSchedulersReasonAndTheCordon(t *testing.T) {
 	site := sitebox.Shared(t)
-	snap := startSnapshot(t, site.Config)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	admin, err := kubernetes.NewForConfig(site.Config)
 	if err != nil {
 		t.Fatal(err)

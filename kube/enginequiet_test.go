@@ -49,7 +49,7 @@ func TestEngineRebuilds(t *testing.T) {
 func TestSnapshotEngineWritesWakeReadersOnlyForRebuilds(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.Volume(t, "vol-engine", sitebox.VolumeOptions{Replicas: 3})
-	snap := startSnapshot(t, site.Config)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	engines := site.Clients(t).Longhorn.LonghornV1beta2().Engines(kube.LonghornNamespace)
 	ctx := t.Context()
 

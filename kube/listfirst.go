@@ -57,7 +57,7 @@ func newListFirstInformer[L runtime.Object](obj runtime.Object,
 	return cache.NewSharedIndexInformer(listFirst{lw}, obj, 0, cache.Indexers{})
 }
 
-// newLonghornInformers is a Longhorn informer factory over
+// NewLonghornInformers is a Longhorn informer factory over
 // LonghornNamespace, trimmed (TrimForCache), whose informers of kinds
 // (of *lhv1beta2.Volume, *lhv1beta2.Replica, *lhv1beta2.Engine) read their
 // first state with a LIST (listFirst). Only those kinds are made: the
@@ -65,7 +65,7 @@ func newListFirstInformer[L runtime.Object](obj runtime.Object,
 // for the engines, the busiest of them. They are made before anyone asks
 // the factory for them, so every Informer() and Lister() of those kinds
 // gives these; another kind asked for later is the factory's own.
-func newLonghornInformers(c lhclientset.Interface, kinds ...runtime.Object) lhinformers.SharedInformerFactory {
+func NewLonghornInformers(c lhclientset.Interface, kinds ...runtime.Object) lhinformers.SharedInformerFactory {
 	f := lhinformers.NewSharedInformerFactoryWithOptions(c, 0, lhinformers.WithNamespace(LonghornNamespace), lhinformers.WithTransform(TrimForCache))
 	lh := c.LonghornV1beta2()
 	for _, kind := range kinds {

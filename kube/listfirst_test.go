@@ -74,7 +74,7 @@ func TestSnapshotListsTheJSONKindsFirst(t *testing.T) {
 	log := &requestLog{}
 	cfg := rest.CopyConfig(site.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
-	startSnapshot(t, cfg)
+	sitebox.StartSnapshot(t, cfg)
 
 	kinds := jsonKinds
 	listedThenWatched := func(requests []string, kind string) bool {

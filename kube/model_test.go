@@ -10,68 +10,24 @@ import (
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sitecon/sitecon/kube/kubetest"
 )
-
-var t0 = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
-
-func node(name, ip string, ready corev1.ConditionStatus, since time.Time, labels map[string]string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Status: corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(since), Message: "kubelet stopped posting"}},
-			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}},
-			Capacity:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
-			Allocatable: corev1.ResourceList{
-				corev1.ResourceMemory:           resource.MustParse("7Gi"),
-				corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
-			},
-			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.34.4+k3s1"},
-		},
-	}
-}
-
-func pod(ns, name, nodeName string, phase corev1.PodPhase, ready bool) *corev1.Pod {
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       corev1.PodSpec{NodeName: nodeName},
-		Status:     corev1.PodStatus{Phase: phase, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
-	}
-}
-
-func replica(name, volume, nodeName, failedAt, healthyAt string, state lhv1beta2.InstanceState) *lhv1beta2.Replica {
-	r := &lhv1beta2.Replica{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	r.Spec.VolumeName, r.Spec.NodeID = volume, nodeName
-	r.Spec.FailedAt, r.Spec.HealthyAt = failedAt, healthyAt
-	r.Status.CurrentState = state
-	return r
-}
-
-var serverLabels = map[string]string{
-	"node-role.kubernetes.io/control-plane": "true",
-	"node-role.kubernetes.io/etcd":          "true",
-	"node-role.kubernetes.io/master":        "true",
-	LabelNodeUUID:                           "0d1c2b3a-0000-4000-8000-000000000001",
-}
 
 func TestDeriveNodes(t *testing.T) {
 	d := Data{
 		Nodes: []*corev1.Node{
-			node("node-b", "10.244.244.2", corev1.ConditionUnknown, t0.Add(-time.Minute), serverLabels),
-			node("node-a", "10.244.244.1", corev1.ConditionTrue, t0.Add(-time.Hour), serverLabels),
-			node("worker", "10.244.244.5", corev1.ConditionFalse, t0, nil),
+			kubetest.Node("node-b", "10.244.244.2", corev1.ConditionUnknown, kubetest.T0.Add(-time.Minute), kubetest.ServerLabels),
+			kubetest.Node("node-a", "10.244.244.1", corev1.ConditionTrue, kubetest.T0.Add(-time.Hour), kubetest.ServerLabels),
+			kubetest.Node("worker", "10.244.244.5", corev1.ConditionFalse, kubetest.T0, nil),
 		},
 		Pods: []*corev1.Pod{
-			pod("kube-system", "coredns", "node-a", corev1.PodRunning, true),
-			pod("kube-system", "done", "node-a", corev1.PodSucceeded, false),
-			pod("default", "x", "node-b", corev1.PodRunning, true),
+			kubetest.Pod("kube-system", "coredns", "node-a", corev1.PodRunning, true),
+			kubetest.Pod("kube-system", "done", "node-a", corev1.PodSucceeded, false),
+			kubetest.Pod("default", "x", "node-b", corev1.PodRunning, true),
 		},
 		ConfigMaps: []*corev1.ConfigMap{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: AppNamespace, Name: ClusterConfigMapName},
@@ -79,11 +35,11 @@ func TestDeriveNodes(t *testing.T) {
 		}},
 		Leases: []*coordinationv1.Lease{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: VIPLeaseNamespace, Name: VIPLeaseName},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-a"), AcquireTime: &metav1.MicroTime{Time: t0.Add(-time.Hour)}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-a"), AcquireTime: &metav1.MicroTime{Time: kubetest.T0.Add(-time.Hour)}},
 		}},
 	}
 	d.Nodes[2].Spec.Unschedulable = true
-	st := Derive(d, t0)
+	st := Derive(d, kubetest.T0)
 
 	if st.NodesReady != 1 || st.NodesTotal != 3 {
 		t.Errorf("ready %d/%d, want 1/3", st.NodesReady, st.NodesTotal)
@@ -96,9 +52,9 @@ func TestDeriveNodes(t *testing.T) {
 		pods         int
 		since        time.Time
 	}{
-		{"node-a", NodeReady, true, true, true, "[control-plane etcd master]", 1, t0.Add(-time.Hour)},
-		{"node-b", NodeUnknown, false, false, true, "[control-plane etcd master]", 1, t0.Add(-time.Minute)},
-		{"worker", NodeNotReady, false, false, false, "[agent]", 0, t0},
+		{"node-a", NodeReady, true, true, true, "[control-plane etcd master]", 1, kubetest.T0.Add(-time.Hour)},
+		{"node-b", NodeUnknown, false, false, true, "[control-plane etcd master]", 1, kubetest.T0.Add(-time.Minute)},
+		{"worker", NodeNotReady, false, false, false, "[agent]", 0, kubetest.T0},
 	}
 	for i, w := range want {
 		n := st.Nodes[i]
@@ -113,7 +69,7 @@ func TestDeriveNodes(t *testing.T) {
 	if st.Cluster != (ClusterIdentity{Name: "site1", UUID: "7f3e2a10", SeedAddress: "10.244.244.1", SeedNode: "node-a"}) {
 		t.Errorf("cluster = %+v", st.Cluster)
 	}
-	if st.VIP.Address != "10.244.244.14" || st.VIP.Owner != "node-a" || st.VIP.Since == nil || !st.VIP.Since.Equal(t0.Add(-time.Hour)) {
+	if st.VIP.Address != "10.244.244.14" || st.VIP.Owner != "node-a" || st.VIP.Since == nil || !st.VIP.Since.Equal(kubetest.T0.Add(-time.Hour)) {
 		t.Errorf("vip = %+v", st.VIP)
 	}
 	if st.Resources.MemoryCapacity != 3*8<<30 || st.Resources.MemoryAllocatable != 3*7<<30 {
@@ -122,23 +78,23 @@ func TestDeriveNodes(t *testing.T) {
 }
 
 func TestDeriveNoClusterConfigMapOrLease(t *testing.T) {
-	st := Derive(Data{Nodes: []*corev1.Node{node("n", "1.2.3.4", corev1.ConditionTrue, t0, nil)}}, t0)
+	st := Derive(Data{Nodes: []*corev1.Node{kubetest.Node("n", "1.2.3.4", corev1.ConditionTrue, kubetest.T0, nil)}}, kubetest.T0)
 	if st.Cluster != (ClusterIdentity{}) || st.VIP.Owner != "" || st.VIP.Since != nil || st.Nodes[0].Seed {
 		t.Errorf("without formation data nothing should be invented: cluster %+v vip %+v", st.Cluster, st.VIP)
 	}
 }
 
 func TestNamespaceHealth(t *testing.T) {
-	terminating := pod("kube-system", "old", "node-a", corev1.PodRunning, true)
-	terminating.DeletionTimestamp = &metav1.Time{Time: t0}
+	terminating := kubetest.Pod("kube-system", "old", "node-a", corev1.PodRunning, true)
+	terminating.DeletionTimestamp = &metav1.Time{Time: kubetest.T0}
 	pods := []*corev1.Pod{
-		pod("kube-system", "a", "node-a", corev1.PodRunning, true),
-		pod("kube-system", "b", "node-a", corev1.PodPending, false),
-		pod("kube-system", "c", "node-a", corev1.PodFailed, false),
-		pod("kube-system", "job", "node-a", corev1.PodSucceeded, false),
+		kubetest.Pod("kube-system", "a", "node-a", corev1.PodRunning, true),
+		kubetest.Pod("kube-system", "b", "node-a", corev1.PodPending, false),
+		kubetest.Pod("kube-system", "c", "node-a", corev1.PodFailed, false),
+		kubetest.Pod("kube-system", "job", "node-a", corev1.PodSucceeded, false),
 		terminating,
-		pod("longhorn-system", "m", "node-b", corev1.PodRunning, false),
-		pod("elsewhere", "z", "node-a", corev1.PodRunning, true),
+		kubetest.Pod("longhorn-system", "m", "node-b", corev1.PodRunning, false),
+		kubetest.Pod("elsewhere", "z", "node-a", corev1.PodRunning, true),
 	}
 	got := namespaceHealth(pods)
 	want := map[string]NamespaceHealth{
@@ -171,7 +127,7 @@ func TestReplicaState(t *testing.T) {
 		{"", "2026-11-22T03:00:00Z", lhv1beta2.InstanceStateStopped, ReplicaStopped},
 	}
 	for _, c := range cases {
-		if got := ReplicaState(replica("r", "v", "n", c.failedAt, c.healthyAt, c.state)); got != c.want {
+		if got := ReplicaState(kubetest.Replica("r", "v", "n", c.failedAt, c.healthyAt, c.state)); got != c.want {
 			t.Errorf("failedAt=%q healthyAt=%q state=%s: got %s, want %s", c.failedAt, c.healthyAt, c.state, got, c.want)
 		}
 	}
@@ -184,7 +140,7 @@ func TestDeriveVolumes(t *testing.T) {
 		v.Status.State, v.Status.Robustness, v.Status.LastDegradedAt = lhv1beta2.VolumeStateAttached, robustness, lastDegraded
 		return v
 	}
-	tracked := t0.Add(-10 * time.Minute)
+	tracked := kubetest.T0.Add(-10 * time.Minute)
 	d := Data{
 		HasLonghorn: true,
 		Volumes: []*lhv1beta2.Volume{
@@ -194,9 +150,9 @@ func TestDeriveVolumes(t *testing.T) {
 			vol("vol-blank", "", ""),
 		},
 		Replicas: []*lhv1beta2.Replica{
-			replica("r3", "vol-degraded", "node-c", "", "", lhv1beta2.InstanceStateRunning), // rebuilding
-			replica("r1", "vol-degraded", "node-a", "", "x", lhv1beta2.InstanceStateRunning),
-			replica("r2", "vol-degraded", "node-b", "2026-11-15T03:00:00Z", "x", lhv1beta2.InstanceStateError),
+			kubetest.Replica("r3", "vol-degraded", "node-c", "", "", lhv1beta2.InstanceStateRunning), // rebuilding
+			kubetest.Replica("r1", "vol-degraded", "node-a", "", "x", lhv1beta2.InstanceStateRunning),
+			kubetest.Replica("r2", "vol-degraded", "node-b", "2026-11-15T03:00:00Z", "x", lhv1beta2.InstanceStateError),
 		},
 		Engines: []*lhv1beta2.Engine{{Status: lhv1beta2.EngineStatus{
 			CurrentReplicaAddressMap: map[string]string{"r1": "tcp://10.42.0.5:10000", "r3": "tcp://10.42.2.5:10000"},
@@ -208,7 +164,7 @@ func TestDeriveVolumes(t *testing.T) {
 			"vol-new": {Robustness: lhv1beta2.VolumeRobustnessDegraded, Since: Since{Time: tracked, Exact: true}},
 		},
 	}
-	st := Derive(d, t0)
+	st := Derive(d, kubetest.T0)
 	byName := map[string]VolumeStatus{}
 	for _, v := range st.Volumes {
 		byName[v.Name] = v
@@ -220,11 +176,11 @@ func TestDeriveVolumes(t *testing.T) {
 	if v := byName["vol-degraded"]; !v.Since.Equal(time.Date(2026, 11, 15, 3, 0, 0, 0, time.UTC)) || !v.SinceExact {
 		t.Errorf("degraded since = %s exact %v, want lastDegradedAt", v.Since, v.SinceExact)
 	}
-	if v := byName["vol-new"]; !v.Since.Equal(t0) || !v.SinceExact {
+	if v := byName["vol-new"]; !v.Since.Equal(kubetest.T0) || !v.SinceExact {
 		t.Errorf("a transition not yet recorded is happening now: %+v", v)
 	}
-	untracked := Derive(Data{Volumes: []*lhv1beta2.Volume{vol("vol-x", lhv1beta2.VolumeRobustnessHealthy, "")}}, t0).Volumes[0]
-	if !untracked.Since.Equal(t0) || untracked.SinceExact {
+	untracked := Derive(Data{Volumes: []*lhv1beta2.Volume{vol("vol-x", lhv1beta2.VolumeRobustnessHealthy, "")}}, kubetest.T0).Volumes[0]
+	if !untracked.Since.Equal(kubetest.T0) || untracked.SinceExact {
 		t.Errorf("an untracked healthy volume's since must be a lower bound: %+v", untracked)
 	}
 	if v := byName["vol-blank"]; v.Robustness != "unknown" {
@@ -244,19 +200,19 @@ func TestDeriveVolumes(t *testing.T) {
 }
 
 func TestDeriveApps(t *testing.T) {
-	launcher := pod(AppNamespace, "virt-launcher-hmi-abcde", "node-a", corev1.PodRunning, true)
-	container := pod(AppNamespace, "plc-gateway-7d9f-x2", "node-b", corev1.PodRunning, true)
+	launcher := kubetest.Pod(AppNamespace, "virt-launcher-hmi-abcde", "node-a", corev1.PodRunning, true)
+	container := kubetest.Pod(AppNamespace, "plc-gateway-7d9f-x2", "node-b", corev1.PodRunning, true)
 	container.Labels = map[string]string{LabelAppName: "plc-gateway", LabelAppUUID: "5b0f"}
-	gone := pod(AppNamespace, "plc-gateway-7d9f-old", "node-c", corev1.PodRunning, true)
+	gone := kubetest.Pod(AppNamespace, "plc-gateway-7d9f-old", "node-c", corev1.PodRunning, true)
 	gone.Labels = container.Labels
-	gone.DeletionTimestamp = &metav1.Time{Time: t0}
+	gone.DeletionTimestamp = &metav1.Time{Time: kubetest.T0}
 	vmi := &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: AppNamespace, Name: "hmi-xyz", Labels: map[string]string{LabelAppName: "hmi"}}}
 	vmi.Status.Phase, vmi.Status.NodeName = kvv1.Running, "node-a"
 	d := Data{
-		Pods: []*corev1.Pod{launcher, container, gone, pod("kube-system", "coredns", "node-a", corev1.PodRunning, true)},
+		Pods: []*corev1.Pod{launcher, container, gone, kubetest.Pod("kube-system", "coredns", "node-a", corev1.PodRunning, true)},
 		VMIs: []*kvv1.VirtualMachineInstance{vmi},
 	}
-	apps := Derive(d, t0).Apps
+	apps := Derive(d, kubetest.T0).Apps
 	want := []AppStatus{
 		{Name: "hmi", Namespace: AppNamespace, Kind: AppKindVM, Node: "node-a", Phase: "Running", Ready: true, Object: "hmi-xyz"},
 		// One row per app: the live pod is where it runs, the old one
@@ -280,7 +236,7 @@ func TestNodeRoles(t *testing.T) {
 		want   string
 		server bool
 	}{
-		{serverLabels, "[control-plane etcd master]", true},
+		{kubetest.ServerLabels, "[control-plane etcd master]", true},
 		{map[string]string{LabelEdgeworker: "true"}, "[edgeworker]", false},
 		{map[string]string{"node-role.kubernetes.io/master": "true"}, "[master]", true},
 		{nil, "[agent]", false},
@@ -296,22 +252,22 @@ func TestNodeRoles(t *testing.T) {
 func BenchmarkDerive(b *testing.B) {
 	d := Data{HasLonghorn: true}
 	for i := range 3 {
-		d.Nodes = append(d.Nodes, node(fmt.Sprintf("node-%d", i), fmt.Sprintf("10.0.0.%d", i), corev1.ConditionTrue, t0, serverLabels))
+		d.Nodes = append(d.Nodes, kubetest.Node(fmt.Sprintf("node-%d", i), fmt.Sprintf("10.0.0.%d", i), corev1.ConditionTrue, kubetest.T0, kubetest.ServerLabels))
 	}
 	for i := range 1000 {
-		d.Pods = append(d.Pods, pod(Namespaces[i%len(Namespaces)], fmt.Sprintf("p%d", i), fmt.Sprintf("node-%d", i%3), corev1.PodRunning, i%7 != 0))
+		d.Pods = append(d.Pods, kubetest.Pod(Namespaces[i%len(Namespaces)], fmt.Sprintf("p%d", i), fmt.Sprintf("node-%d", i%3), corev1.PodRunning, i%7 != 0))
 	}
 	for i := range 200 {
 		v := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vol-%d", i)}}
 		v.Status.Robustness = lhv1beta2.VolumeRobustnessHealthy
 		d.Volumes = append(d.Volumes, v)
 		for j := range 3 {
-			d.Replicas = append(d.Replicas, replica(fmt.Sprintf("r-%d-%d", i, j), v.Name, fmt.Sprintf("node-%d", j), "", "x", lhv1beta2.InstanceStateRunning))
+			d.Replicas = append(d.Replicas, kubetest.Replica(fmt.Sprintf("r-%d-%d", i, j), v.Name, fmt.Sprintf("node-%d", j), "", "x", lhv1beta2.InstanceStateRunning))
 		}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		Derive(d, t0)
+		Derive(d, kubetest.T0)
 	}
 }
 
@@ -334,10 +290,10 @@ func TestKubeletSkew(t *testing.T) {
 		}
 	}
 	// The node fixture's kubelet is v1.34.4+k3s1: newer than a v1.30 server.
-	if skew := Derive(Data{ServerVersion: "v1.30.0", Nodes: []*corev1.Node{node("edge", "x", corev1.ConditionTrue, t0, nil)}}, t0).Nodes[0].VersionSkew; skew == "" {
+	if skew := Derive(Data{ServerVersion: "v1.30.0", Nodes: []*corev1.Node{kubetest.Node("edge", "x", corev1.ConditionTrue, kubetest.T0, nil)}}, kubetest.T0).Nodes[0].VersionSkew; skew == "" {
 		t.Errorf("a v1.34 kubelet under a v1.30 API server: want a skew problem, got none")
 	}
-	if skew := Derive(Data{ServerVersion: "v1.34.4+k3s1", Nodes: []*corev1.Node{node("edge", "x", corev1.ConditionTrue, t0, nil)}}, t0).Nodes[0].VersionSkew; skew != "" {
+	if skew := Derive(Data{ServerVersion: "v1.34.4+k3s1", Nodes: []*corev1.Node{kubetest.Node("edge", "x", corev1.ConditionTrue, kubetest.T0, nil)}}, kubetest.T0).Nodes[0].VersionSkew; skew != "" {
 		t.Errorf("same version: %q", skew)
 	}
 }
@@ -345,22 +301,22 @@ func TestKubeletSkew(t *testing.T) {
 // An app on a node that is not Ready is not known to run, whatever its
 // pod last said (issue 22): one rule, in the model, for every reader.
 func TestDeriveAppOnLostNode(t *testing.T) {
-	onLost := pod(AppNamespace, "plc-1", "node-b", corev1.PodRunning, false)
+	onLost := kubetest.Pod(AppNamespace, "plc-1", "node-b", corev1.PodRunning, false)
 	onLost.Labels = map[string]string{LabelAppName: "plc"}
-	leaving := pod(AppNamespace, "hmi-old", "node-b", corev1.PodRunning, false)
+	leaving := kubetest.Pod(AppNamespace, "hmi-old", "node-b", corev1.PodRunning, false)
 	leaving.Labels = map[string]string{LabelAppName: "hmi"}
-	leaving.DeletionTimestamp = &metav1.Time{Time: t0}
-	live := pod(AppNamespace, "hmi-new", "node-a", corev1.PodRunning, true)
+	leaving.DeletionTimestamp = &metav1.Time{Time: kubetest.T0}
+	live := kubetest.Pod(AppNamespace, "hmi-new", "node-a", corev1.PodRunning, true)
 	live.Labels = leaving.Labels
-	notReady := pod(AppNamespace, "historian-1", "node-c", corev1.PodRunning, false)
+	notReady := kubetest.Pod(AppNamespace, "historian-1", "node-c", corev1.PodRunning, false)
 	notReady.Labels = map[string]string{LabelAppName: "historian"}
 	d := Data{
-		Nodes: []*corev1.Node{node("node-a", "10.0.0.1", corev1.ConditionTrue, t0, nil), node("node-b", "10.0.0.2", corev1.ConditionUnknown, t0, nil),
-			node("node-c", "10.0.0.3", corev1.ConditionFalse, t0, nil)},
+		Nodes: []*corev1.Node{kubetest.Node("node-a", "10.0.0.1", corev1.ConditionTrue, kubetest.T0, nil), kubetest.Node("node-b", "10.0.0.2", corev1.ConditionUnknown, kubetest.T0, nil),
+			kubetest.Node("node-c", "10.0.0.3", corev1.ConditionFalse, kubetest.T0, nil)},
 		Pods: []*corev1.Pod{onLost, leaving, live, notReady},
 	}
 	got := map[string]AppStatus{}
-	for _, a := range Derive(d, t0).Apps {
+	for _, a := range Derive(d, kubetest.T0).Apps {
 		got[a.Name] = a
 	}
 	if a := got["plc"]; !a.NodeLost || a.Ready || a.Phase != AppPhaseUnknown || a.ReportedPhase != "Running" || a.PhaseText() != "Unknown (node-b lost)" {
@@ -382,14 +338,14 @@ func TestDeriveStale(t *testing.T) {
 		health Health
 		want   *Staleness
 	}{
-		{"live", Health{Connected: true, Since: t0, LastContact: t0}, nil},
+		{"live", Health{Connected: true, Since: kubetest.T0, LastContact: kubetest.T0}, nil},
 		{"never asked", Health{}, nil},
-		{"down after contact", Health{Since: t0, LastContact: t0.Add(-10 * time.Second), LastError: "refused"},
-			&Staleness{Since: t0, AsOf: t0.Add(-10 * time.Second), Reason: "refused"}},
-		{"never reached", Health{Since: t0, LastError: "refused"}, &Staleness{Since: t0, AsOf: t0, Reason: "refused"}},
+		{"down after contact", Health{Since: kubetest.T0, LastContact: kubetest.T0.Add(-10 * time.Second), LastError: "refused"},
+			&Staleness{Since: kubetest.T0, AsOf: kubetest.T0.Add(-10 * time.Second), Reason: "refused"}},
+		{"never reached", Health{Since: kubetest.T0, LastError: "refused"}, &Staleness{Since: kubetest.T0, AsOf: kubetest.T0, Reason: "refused"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Derive(Data{Health: c.health}, t0.Add(time.Minute)).Stale; !reflect.DeepEqual(got, c.want) {
+			if got := Derive(Data{Health: c.health}, kubetest.T0.Add(time.Minute)).Stale; !reflect.DeepEqual(got, c.want) {
 				t.Errorf("Stale = %+v, want %+v", got, c.want)
 			}
 		})
@@ -401,26 +357,26 @@ func TestDeriveStale(t *testing.T) {
 // launcher pod, is not placed are in the status: the console's details
 // and alerts read them there.
 func TestDeriveNodeDetailAndUnscheduled(t *testing.T) {
-	cordoned := node("node-c", "10.244.244.3", corev1.ConditionTrue, t0.Add(-time.Hour), serverLabels)
+	cordoned := kubetest.Node("node-c", "10.244.244.3", corev1.ConditionTrue, kubetest.T0.Add(-time.Hour), kubetest.ServerLabels)
 	cordoned.Spec.Unschedulable = true
-	cordoned.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: t0.Add(-2 * time.Hour)}}}
+	cordoned.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: kubetest.T0.Add(-2 * time.Hour)}}}
 	cordoned.Status.Conditions = append(cordoned.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure"})
-	leaving := pod("default", "web", "node-c", corev1.PodRunning, true)
-	leaving.DeletionTimestamp = &metav1.Time{Time: t0}
+	leaving := kubetest.Pod("default", "web", "node-c", corev1.PodRunning, true)
+	leaving.DeletionTimestamp = &metav1.Time{Time: kubetest.T0}
 	notPlaced := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
-		Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.", LastTransitionTime: metav1.NewTime(t0.Add(-time.Minute))}
-	container := pod(AppNamespace, "historian-0", "", corev1.PodPending, false)
+		Message: "0/3 nodes are available: 3 kubetest.Node(s) didn't match Pod's node affinity/selector.", LastTransitionTime: metav1.NewTime(kubetest.T0.Add(-time.Minute))}
+	container := kubetest.Pod(AppNamespace, "historian-0", "", corev1.PodPending, false)
 	container.Labels = map[string]string{LabelAppName: "historian"}
 	container.Status.Conditions = append(container.Status.Conditions, notPlaced)
 	vmi := &kvv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: AppNamespace, Name: "hmi", UID: "vmi-uid-1", Labels: map[string]string{LabelAppName: "hmi"}}}
 	vmi.Status.Phase = kvv1.Scheduling
-	launcher := pod(AppNamespace, "virt-launcher-hmi-abcde", "", corev1.PodPending, false)
+	launcher := kubetest.Pod(AppNamespace, "virt-launcher-hmi-abcde", "", corev1.PodPending, false)
 	launcher.Labels = map[string]string{labelVirtCreatedBy: "vmi-uid-1"}
 	launcher.Status.Conditions = append(launcher.Status.Conditions, notPlaced)
-	st := Derive(Data{Nodes: []*corev1.Node{cordoned}, Pods: []*corev1.Pod{leaving, container, launcher}, VMIs: []*kvv1.VirtualMachineInstance{vmi}}, t0)
+	st := Derive(Data{Nodes: []*corev1.Node{cordoned}, Pods: []*corev1.Pod{leaving, container, launcher}, VMIs: []*kvv1.VirtualMachineInstance{vmi}}, kubetest.T0)
 
 	n := st.Nodes[0]
-	if n.CordonedSince == nil || !n.CordonedSince.Equal(t0.Add(-2*time.Hour)) || n.PodsLeaving != 1 {
+	if n.CordonedSince == nil || !n.CordonedSince.Equal(kubetest.T0.Add(-2*time.Hour)) || n.PodsLeaving != 1 {
 		t.Errorf("cordoned since %v, pods leaving %d; want 2h ago and 1", n.CordonedSince, n.PodsLeaving)
 	}
 	if fmt.Sprint(n.Taints) != "[node.kubernetes.io/unschedulable:NoSchedule]" {
@@ -429,7 +385,7 @@ func TestDeriveNodeDetailAndUnscheduled(t *testing.T) {
 	if len(n.Conditions) != 2 || n.Conditions[1] != (Condition{Type: "DiskPressure", Status: "False", Reason: "KubeletHasNoDiskPressure"}) {
 		t.Errorf("conditions = %+v", n.Conditions)
 	}
-	want := Condition{Type: "PodScheduled", Status: "False", Reason: "Unschedulable", Message: notPlaced.Message, Since: t0.Add(-time.Minute)}
+	want := Condition{Type: "PodScheduled", Status: "False", Reason: "Unschedulable", Message: notPlaced.Message, Since: kubetest.T0.Add(-time.Minute)}
 	if len(st.Apps) != 2 {
 		t.Fatalf("apps = %+v", st.Apps)
 	}

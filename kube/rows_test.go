@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube/kubetest"
 )
 
 // The rows a PodRowCache and an EventRowCache keep across reads are the
@@ -29,7 +31,7 @@ func TestRowCachesFollowChanges(t *testing.T) {
 		return &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Namespace: AppNamespace, Name: fmt.Sprintf("ev-%03d", i)},
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: fmt.Sprintf("pod-%03d", i%7)},
-			Count:          int32(count), LastTimestamp: metav1.NewTime(t0.Add(time.Duration(i%13+count) * time.Second)),
+			Count:          int32(count), LastTimestamp: metav1.NewTime(kubetest.T0.Add(time.Duration(i%13+count) * time.Second)),
 		}
 	}
 	pods, events := map[int]*corev1.Pod{}, map[int]*corev1.Event{}

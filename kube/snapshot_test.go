@@ -24,23 +24,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(sitebox.RunMain(m)) }
 
-func startSnapshot(t *testing.T, cfg *rest.Config) *kube.Snapshot {
-	t.Helper()
-	snap, err := kube.NewSnapshot(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	snap.Start(ctx)
-	syncCtx, cancelSync := context.WithTimeout(ctx, 20*time.Second)
-	defer cancelSync()
-	if err := snap.WaitForSync(syncCtx); err != nil {
-		t.Fatal(err)
-	}
-	return snap
-}
-
 // waitFor waits on the snapshot's change notifications until cond holds.
 func waitFor(t *testing.T, snap *kube.Snapshot, within time.Duration, what string, cond func(kube.ClusterStatus) bool) kube.ClusterStatus {
 	t.Helper()
@@ -76,7 +59,7 @@ func TestSnapshotWatchesWithoutPolling(t *testing.T) {
 	counter := &requestLog{}
 	cfg := rest.CopyConfig(site.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
-	snap := startSnapshot(t, cfg)
+	snap := sitebox.StartSnapshot(t, cfg)
 
 	st := snap.Status()
 	if !st.Longhorn || !st.KubeVirt {
@@ -155,7 +138,7 @@ func TestSnapshotWatchesWithoutPolling(t *testing.T) {
 // exact since.
 func TestSnapshotTracksRobustnessTransitions(t *testing.T) {
 	site := sitebox.Shared(t)
-	snap := startSnapshot(t, site.Config)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	// In use on node-c (Longhorn attaches only a volume in use); node-a fails.
 	site.Volume(t, "vol-track", sitebox.VolumeOptions{Replicas: 3, UsedOn: "node-c"})
 	waitFor(t, snap, 20*time.Second, "vol-track healthy", func(st kube.ClusterStatus) bool {
@@ -190,7 +173,7 @@ func TestSnapshotTracksRobustnessTransitions(t *testing.T) {
 	}
 
 	// A fresh snapshot never saw the transition: its since is a lower bound.
-	fresh := startSnapshot(t, site.Config)
+	fresh := sitebox.StartSnapshot(t, site.Config)
 	if v := volume(fresh.Status(), "vol-track"); v.SinceExact {
 		t.Errorf("a snapshot started after the transition claims an exact since: %+v", v)
 	}
@@ -201,7 +184,7 @@ func TestSnapshotTracksRobustnessTransitions(t *testing.T) {
 func TestSnapshotSurvivesAPIServerRestart(t *testing.T) {
 	site := sitebox.Shared(t)
 	began := time.Now()
-	snap := startSnapshot(t, site.Config)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	before := snap.Status()
 	if !before.API.Connected || before.Stale != nil {
 		t.Fatalf("health after sync = %+v (stale %+v), want connected", before.API, before.Stale)
@@ -294,7 +277,7 @@ func TestSnapshotWithoutEventsNeverReadsThem(t *testing.T) {
 		}
 	}
 	// And the default snapshot does read them: the check above can fail.
-	full := startSnapshot(t, site.Config)
+	full := sitebox.StartSnapshot(t, site.Config)
 	if len(full.Data().Events) == 0 {
 		t.Error("the default snapshot holds no Events on a site that has logged its start")
 	}
@@ -312,7 +295,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestSnapshotStaleWhenEtcdLosesQuorum(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
-	snap := startSnapshot(t, site.Config)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	before := snap.Status()
 	// Unthrottled: a client-side rate limit is not the API server failing.
 	cfg := rest.CopyConfig(site.Config)
@@ -386,7 +369,7 @@ func TestSnapshotStaleWhenEtcdLosesQuorum(t *testing.T) {
 // derivation of the snapshot.
 func TestSnapshotVolumesKeptAcrossReadsFollowChanges(t *testing.T) {
 	site := sitebox.Shared(t)
-	snap := startSnapshot(t, site.Config)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex

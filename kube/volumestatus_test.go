@@ -11,6 +11,8 @@ import (
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/kube/kubetest"
 )
 
 // TestVolumeStatusCacheFollowsReads derives the volumes of successive
@@ -31,7 +33,7 @@ func TestVolumeStatusCacheFollowsReads(t *testing.T) {
 		d.Volumes = append(d.Volumes, v)
 		d.Robustness[v.Name] = RobustnessMark{Robustness: v.Status.Robustness, Since: Since{Time: now.Add(-time.Hour), Exact: true}}
 		for j := range 2 {
-			d.Replicas = append(d.Replicas, replica(fmt.Sprintf("%s-r-%d", v.Name, j), v.Name, fmt.Sprintf("node-%c", 'a'+j), "", healthyAt, lhv1beta2.InstanceStateRunning))
+			d.Replicas = append(d.Replicas, kubetest.Replica(fmt.Sprintf("%s-r-%d", v.Name, j), v.Name, fmt.Sprintf("node-%c", 'a'+j), "", healthyAt, lhv1beta2.InstanceStateRunning))
 		}
 		e := &lhv1beta2.Engine{ObjectMeta: metav1.ObjectMeta{Name: v.Name + "-e"}}
 		e.Spec.VolumeName = v.Name
@@ -73,7 +75,7 @@ func TestVolumeStatusCacheFollowsReads(t *testing.T) {
 			d.Replicas[i] = r
 		}},
 		{"a rebuilding replica added on a third node", func() {
-			d.Replicas = append(d.Replicas, replica("vol-2-r-2", "vol-2", "node-c", "", "", lhv1beta2.InstanceStateRunning))
+			d.Replicas = append(d.Replicas, kubetest.Replica("vol-2-r-2", "vol-2", "node-c", "", "", lhv1beta2.InstanceStateRunning))
 		}},
 		{"its engine reports the rebuild's progress", func() {
 			i, e := engineOf("vol-2")
@@ -100,7 +102,7 @@ func TestVolumeStatusCacheFollowsReads(t *testing.T) {
 		}},
 		{"time passes with that volume unrecorded", func() { now = now.Add(time.Second) }},
 		{"a replica of a volume the read does not list", func() {
-			d.Replicas = append(d.Replicas, replica("vol-9-r-0", "vol-9", "node-a", "", healthyAt, lhv1beta2.InstanceStateRunning))
+			d.Replicas = append(d.Replicas, kubetest.Replica("vol-9-r-0", "vol-9", "node-a", "", healthyAt, lhv1beta2.InstanceStateRunning))
 		}},
 		{"that volume listed", func() {
 			v := &lhv1beta2.Volume{ObjectMeta: metav1.ObjectMeta{Name: "vol-9"}}

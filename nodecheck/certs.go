@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // certDirs are the directories under k3s's data dir that hold the
@@ -21,7 +21,7 @@ var certDirs = []string{filepath.Join("server", "tls"), "agent"}
 // directories; each file's expiry is the earliest of the certificates in
 // it (k3s's client certificates carry their CA after them). A directory
 // that is missing is skipped; found reports whether any was there.
-func ReadCerts(dataDir string) (certs []kube.CertFile, found bool, err error) {
+func ReadCerts(dataDir string) (certs []nodestate.CertFile, found bool, err error) {
 	for _, d := range certDirs {
 		root := filepath.Join(dataDir, d)
 		if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
@@ -49,8 +49,8 @@ func ReadCerts(dataDir string) (certs []kube.CertFile, found bool, err error) {
 
 // readCert reads one file: the subject is the first certificate's (the
 // leaf), the expiry the earliest of all.
-func readCert(path string) kube.CertFile {
-	c := kube.CertFile{Path: path}
+func readCert(path string) nodestate.CertFile {
+	c := nodestate.CertFile{Path: path}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		c.Problem = err.Error()
@@ -84,8 +84,8 @@ func readCert(path string) kube.CertFile {
 }
 
 // Certs is the report of dataDir's certificates.
-func Certs(dataDir string) kube.CertsReport {
-	r := kube.CertsReport{DataDir: dataDir}
+func Certs(dataDir string) nodestate.CertsReport {
+	r := nodestate.CertsReport{DataDir: dataDir}
 	if dataDir == "" {
 		r.Problem = "no k3s data dir given to the agent"
 		return r
@@ -96,7 +96,7 @@ func Certs(dataDir string) kube.CertsReport {
 	}
 	// The report has a size bound: the files that cannot be read and
 	// those that expire first are kept, the rest counted.
-	slices.SortStableFunc(files, func(a, b kube.CertFile) int {
+	slices.SortStableFunc(files, func(a, b nodestate.CertFile) int {
 		if (a.Problem != "") != (b.Problem != "") {
 			if a.Problem != "" {
 				return -1

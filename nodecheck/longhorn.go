@@ -9,20 +9,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // Longhorn reads Longhorn's prerequisites on h: iscsid running, iscsi_tcp
 // loaded, multipathd not claiming Longhorn's devices, an NFS client.
-func Longhorn(h Host) kube.StorageReport {
+func Longhorn(h Host) nodestate.StorageReport {
 	procs, procErr := processNames(h.Proc)
-	var r kube.StorageReport
+	var r nodestate.StorageReport
 	// iscsid: Longhorn's engine logs in to its iSCSI target through it.
 	switch {
 	case procErr != nil:
 		r.Iscsid.Problem = procErr.Error()
 	case procs["iscsid"] > 0:
-		r.Iscsid = kube.Prereq{OK: true, Evidence: "iscsid runs (" + h.Proc + ")"}
+		r.Iscsid = nodestate.Prereq{OK: true, Evidence: "iscsid runs (" + h.Proc + ")"}
 	default:
 		r.Iscsid.Evidence = "no process named iscsid in " + h.Proc
 	}
@@ -55,30 +55,30 @@ func processNames(proc string) (map[string]int, error) {
 
 // moduleLoaded: a module loaded or built in has its directory under
 // /sys/module.
-func moduleLoaded(sys, name string) kube.Prereq {
+func moduleLoaded(sys, name string) nodestate.Prereq {
 	dir := filepath.Join(sys, "module", name)
 	_, err := os.Stat(dir)
 	switch {
 	case err == nil:
-		return kube.Prereq{OK: true, Evidence: dir + " is there"}
+		return nodestate.Prereq{OK: true, Evidence: dir + " is there"}
 	case errors.Is(err, fs.ErrNotExist):
-		return kube.Prereq{Evidence: "the " + name + " module is not loaded (no " + dir + ")"}
+		return nodestate.Prereq{Evidence: "the " + name + " module is not loaded (no " + dir + ")"}
 	}
-	return kube.Prereq{Problem: err.Error()}
+	return nodestate.Prereq{Problem: err.Error()}
 }
 
 // nfsClient: Longhorn mounts an RWX volume's share with the node's
 // mount.nfs (or mount.nfs4).
-func nfsClient(dirs []string) kube.Prereq {
+func nfsClient(dirs []string) nodestate.Prereq {
 	var looked []string
 	for _, d := range dirs {
 		for _, name := range []string{"mount.nfs", "mount.nfs4"} {
 			p := filepath.Join(d, name)
 			if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode().Perm()&0o111 != 0 {
-				return kube.Prereq{OK: true, Evidence: p + " is there"}
+				return nodestate.Prereq{OK: true, Evidence: p + " is there"}
 			}
 		}
 		looked = append(looked, d)
 	}
-	return kube.Prereq{Evidence: "no mount.nfs or mount.nfs4 in " + strings.Join(looked, ", ")}
+	return nodestate.Prereq{Evidence: "no mount.nfs or mount.nfs4 in " + strings.Join(looked, ", ")}
 }

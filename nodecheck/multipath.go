@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // Longhorn's volumes appear on a node as SCSI disks (/dev/sdX) whose
@@ -30,12 +30,12 @@ var longhornDevnodes = []string{"sdb", "sdc", "sdz", "sdaa"}
 
 // multipathd: not running, or running with Longhorn's devices
 // blacklisted in /etc/multipath.conf or /etc/multipath/conf.d/*.conf.
-func multipathd(h Host, procs map[string]int, procErr error) kube.Prereq {
+func multipathd(h Host, procs map[string]int, procErr error) nodestate.Prereq {
 	if procErr != nil {
-		return kube.Prereq{Problem: procErr.Error()}
+		return nodestate.Prereq{Problem: procErr.Error()}
 	}
 	if procs["multipathd"] == 0 {
-		return kube.Prereq{OK: true, Evidence: "multipathd does not run"}
+		return nodestate.Prereq{OK: true, Evidence: "multipathd does not run"}
 	}
 	files := []string{filepath.Join(h.Etc, "multipath.conf")}
 	// A drop-in directory that cannot be read may hold the blacklist:
@@ -43,7 +43,7 @@ func multipathd(h Host, procs map[string]int, procErr error) kube.Prereq {
 	confD := filepath.Join(h.Etc, "multipath", "conf.d")
 	entries, err := os.ReadDir(confD)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return kube.Prereq{Problem: fmt.Sprintf("multipathd runs, and its drop-in directory could not be read: %v", err)}
+		return nodestate.Prereq{Problem: fmt.Sprintf("multipathd runs, and its drop-in directory could not be read: %v", err)}
 	}
 	var dropIns []string
 	for _, e := range entries {
@@ -61,18 +61,18 @@ func multipathd(h Host, procs map[string]int, procErr error) kube.Prereq {
 			continue
 		}
 		if err != nil {
-			return kube.Prereq{Problem: fmt.Sprintf("multipathd runs, and its config could not be read: %v", err)}
+			return nodestate.Prereq{Problem: fmt.Sprintf("multipathd runs, and its config could not be read: %v", err)}
 		}
 		read = append(read, f)
 		conf.parse(string(data))
 	}
 	if len(read) == 0 {
-		return kube.Prereq{Evidence: "multipathd runs with no " + files[0] + ": it claims every SCSI disk, Longhorn's too"}
+		return nodestate.Prereq{Evidence: "multipathd runs with no " + files[0] + ": it claims every SCSI disk, Longhorn's too"}
 	}
 	if why, ok := conf.blacklistsLonghorn(); ok {
-		return kube.Prereq{OK: true, Evidence: "multipathd runs; " + why + " (" + strings.Join(read, ", ") + ")"}
+		return nodestate.Prereq{OK: true, Evidence: "multipathd runs; " + why + " (" + strings.Join(read, ", ") + ")"}
 	}
-	return kube.Prereq{Evidence: "multipathd runs and " + strings.Join(read, ", ") + " does not blacklist Longhorn's devices (/dev/sd*, vendor IET)"}
+	return nodestate.Prereq{Evidence: "multipathd runs and " + strings.Join(read, ", ") + " does not blacklist Longhorn's devices (/dev/sd*, vendor IET)"}
 }
 
 // multipathConf is what matters of multipath.conf: the blacklist and its

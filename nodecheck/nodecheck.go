@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // Host is where the node's state is read: the host's /proc, /sys, /etc
@@ -51,7 +51,7 @@ func (c Checker) host() Host {
 }
 
 // Fill sets r's node-side sections.
-func (c Checker) Fill(r *kube.NodeReport) {
+func (c Checker) Fill(r *nodestate.NodeReport) {
 	storage := Longhorn(c.host())
 	certs := Certs(c.K3sDataDir)
 	adj := c.Adjtimex

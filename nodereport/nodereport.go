@@ -26,7 +26,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // DefaultDeadline bounds each node's answer: an agent on the LAN answers
@@ -59,7 +59,7 @@ type Reader struct {
 
 // Ask asks the agents at addrs with key, each within deadline (zero:
 // DefaultDeadline): the reading of a caller that has addresses and a key.
-func Ask(ctx context.Context, key config.LifeKey, addrs []netip.AddrPort, deadline time.Duration) kube.NodeReports {
+func Ask(ctx context.Context, key config.LifeKey, addrs []netip.AddrPort, deadline time.Duration) nodestate.NodeReports {
 	targets := make([]Target, len(addrs))
 	for i, a := range addrs {
 		targets[i] = Target{Address: a}
@@ -72,12 +72,12 @@ func Ask(ctx context.Context, key config.LifeKey, addrs []netip.AddrPort, deadli
 // it), then the nodes the answering agents last saw that were not asked
 // yet (each agent's report lists its peers), ordered by node name and
 // address, named nodes first. Targets at the same address are asked once.
-func (r Reader) Ask(ctx context.Context, targets []Target) kube.NodeReports {
+func (r Reader) Ask(ctx context.Context, targets []Target) nodestate.NodeReports {
 	now := r.Now
 	if now == nil {
 		now = time.Now
 	}
-	out := kube.NodeReports{At: now()}
+	out := nodestate.NodeReports{At: now()}
 	if !r.Key.Valid() {
 		out.Problem = "no cluster key to ask the nodes with (the cluster config's token)"
 		return out
@@ -127,13 +127,13 @@ func (r Reader) Ask(ctx context.Context, targets []Target) kube.NodeReports {
 		}
 	}
 	// Named nodes first, by name; then what answered at an address alone.
-	named := func(a kube.NodeAnswer) int {
+	named := func(a nodestate.NodeAnswer) int {
 		if a.Node != "" || a.Report != nil {
 			return 0
 		}
 		return 1
 	}
-	slices.SortFunc(out.Answers, func(a, b kube.NodeAnswer) int {
+	slices.SortFunc(out.Answers, func(a, b nodestate.NodeAnswer) int {
 		if c := named(a) - named(b); c != 0 {
 			return c
 		}
@@ -147,7 +147,7 @@ func (r Reader) Ask(ctx context.Context, targets []Target) kube.NodeReports {
 
 // asked is one address's outcome in a round.
 type asked struct {
-	answer kube.NodeAnswer
+	answer nodestate.NodeAnswer
 	// silent: nothing answered; scan: asked only in case a node is there.
 	silent, scan bool
 }
@@ -180,9 +180,9 @@ func (r Reader) round(ctx context.Context, client *http.Client, targets []Target
 
 // askOne asks one agent; silent says nothing answered at all (no
 // connection), which hides a scanned address.
-func (r Reader) askOne(ctx context.Context, client *http.Client, t Target, deadline time.Duration, now func() time.Time) (answer kube.NodeAnswer, silent bool) {
-	answer = kube.NodeAnswer{Address: t.Address.String(), Node: t.Node}
-	fail := func(format string, args ...any) (kube.NodeAnswer, bool) {
+func (r Reader) askOne(ctx context.Context, client *http.Client, t Target, deadline time.Duration, now func() time.Time) (answer nodestate.NodeAnswer, silent bool) {
+	answer = nodestate.NodeAnswer{Address: t.Address.String(), Node: t.Node}
+	fail := func(format string, args ...any) (nodestate.NodeAnswer, bool) {
 		answer.Problem = fmt.Sprintf(format, args...)
 		return answer, false
 	}
@@ -227,7 +227,7 @@ func (r Reader) askOne(ctx context.Context, client *http.Client, t Target, deadl
 	default:
 		return fail("answered %s: %s", resp.Status, words)
 	}
-	var report kube.NodeReport
+	var report nodestate.NodeReport
 	if err := json.Unmarshal(body, &report); err != nil {
 		return fail("answered, but not a report: %v", err)
 	}

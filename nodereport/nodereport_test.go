@@ -13,7 +13,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/statusserver"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 const cluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
@@ -30,8 +30,8 @@ func lifeKey(t *testing.T, token string) config.LifeKey {
 // agentAt serves node's report with key, through wrap (nil: as it is).
 func agentAt(t *testing.T, key config.LifeKey, node string, clock time.Duration, wrap func(http.Handler) http.Handler) netip.AddrPort {
 	t.Helper()
-	rs := statusserver.NodeReportHandler(key, node, func() kube.NodeReport {
-		return kube.NodeReport{Phase: "joined", K3s: kube.K3sReport{Supervised: true, Running: true}}
+	rs := statusserver.NodeReportHandler(key, node, func() nodestate.NodeReport {
+		return nodestate.NodeReport{Phase: "joined", K3s: nodestate.K3sReport{Supervised: true, Running: true}}
 	})
 	rs.Now = func() time.Time { return time.Now().Add(clock) }
 	h := statusserver.WithNodeReport(http.NotFoundHandler(), rs)
@@ -91,7 +91,7 @@ func TestAskEveryNodeEachOnItsOwn(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("the round took %s, each node's deadline 500ms", took)
 	}
-	byAddr := map[netip.AddrPort]kube.NodeAnswer{}
+	byAddr := map[netip.AddrPort]nodestate.NodeAnswer{}
 	for _, a := range got.Answers {
 		byAddr[netip.MustParseAddrPort(a.Address)] = a
 	}
@@ -126,8 +126,8 @@ func TestAskEveryNodeEachOnItsOwn(t *testing.T) {
 // not answer is listed by name even where only a scan asked.
 func TestAskFindsTheNodesTheOthersSaw(t *testing.T) {
 	key := lifeKey(t, "s3cret-password")
-	rs := statusserver.NodeReportHandler(key, "node-a", func() kube.NodeReport {
-		return kube.NodeReport{Phase: "joined", Peers: []kube.NodePeer{{Name: "node-a"}, {Name: "node-y", Address: "127.100.250.7"}, {Name: "node-z", Address: "127.100.250.8"}}}
+	rs := statusserver.NodeReportHandler(key, "node-a", func() nodestate.NodeReport {
+		return nodestate.NodeReport{Phase: "joined", Peers: []nodestate.NodePeer{{Name: "node-a"}, {Name: "node-y", Address: "127.100.250.7"}, {Name: "node-z", Address: "127.100.250.8"}}}
 	})
 	srv := httptest.NewServer(statusserver.WithNodeReport(http.NotFoundHandler(), rs))
 	defer srv.Close()

@@ -36,7 +36,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 # No -trimpath: the same compile flags as `make build`, so a dist after a
 # build (or make test's install test) compiles nothing twice.
-ldflags="-s -w -X main.buildVersion=$version -X main.buildCommit=$commit"
+ldflags="-s -w -X github.com/sitecon/sitecon/cmd.buildVersion=$version -X github.com/sitecon/sitecon/cmd.buildCommit=$commit"
 for arch in $arches; do
 	# CGO off: one static binary that runs on any device's libc (or none).
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $go build -ldflags "$ldflags" -o "$out/sitecon-linux-$arch" .

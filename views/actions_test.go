@@ -14,6 +14,7 @@ import (
 
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/ui"
@@ -111,7 +112,7 @@ func TestDrainRefusedAtRecheck(t *testing.T) {
 	}
 	reason := "node-b holds the only healthy replica of pvc-3f2a"
 	a.dialog.action.Change = func(context.Context, func(string)) error {
-		return &kube.PlanChangedError{Node: "node-b", Reasons: []string{reason}}
+		return &change.PlanChangedError{Node: "node-b", Reasons: []string{reason}}
 	}
 	run(a, press(a, "y"))
 	v := a.View()

@@ -24,7 +24,9 @@ import (
 	"github.com/sitecon/sitecon/keymap"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/flow"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/kube/safety"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -504,7 +506,7 @@ func TestWriteScreenshotFrames(t *testing.T) {
 	// The overview while the cluster API does not answer: stale, never
 	// green, and what each node's agent reports of itself.
 	a = NewApp(colour(100, 24))
-	a.SetNodeReports(context.Background(), func(context.Context, []kube.NodeStatus) kube.NodeReports { return siteReports(now) })
+	a.SetNodeReports(context.Background(), func(context.Context, []kube.NodeStatus) nodestate.NodeReports { return siteReports(now) })
 	_, cmd := a.Update(FrameMsg(staleFrame()))
 	runReportCmds(a, cmd)
 	write("11-overview-api-down", a)
@@ -525,7 +527,7 @@ func TestWriteScreenshotFrames(t *testing.T) {
 		t.Fatalf("v on hmi opened no bridge:\n%s", a.View())
 	}
 	a.Update(cmd()) // the bridge's first word: where it listens
-	a.dialog.progress = append(a.dialog.progress, kube.VNCEvent{Kind: kube.VNCViewerConnected, Viewer: "127.0.0.1:51512"}.String())
+	a.dialog.progress = append(a.dialog.progress, streams.VNCEvent{Kind: streams.VNCViewerConnected, Viewer: "127.0.0.1:51512"}.String())
 	write("12-vnc", a)
 	// The maintenance walk of node-b under way, in the steps the flow
 	// reports (kube/flow/maintenance.go).

@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/flow"
 	"github.com/sitecon/sitecon/kube/safety"
 	"github.com/sitecon/sitecon/ui"
@@ -252,7 +253,7 @@ func (d *dialog) onTask(msg tea.Msg) tea.Cmd {
 	case ui.TaskDoneMsg:
 		d.state = dialogDone
 		err := withoutNotRecorded(msg.Err)
-		switch changed := (*kube.PlanChangedError)(nil); {
+		switch changed := (*change.PlanChangedError)(nil); {
 		case errors.As(err, &changed):
 			d.lines = append(d.lines, dialogLine{lineText, "The cluster changed since you confirmed:"})
 			for _, r := range changed.Reasons {

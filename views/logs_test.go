@@ -20,7 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -386,7 +386,7 @@ func TestLogsWrapAndTimestamps(t *testing.T) {
 func TestLogsContainerPicker(t *testing.T) {
 	launcher := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "eve-kube-app", Name: "virt-launcher-hmi-x2kq9", Labels: map[string]string{"kubevirt.io": "virt-launcher"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "compute"}, {Name: "guest-console-log"}}}}
-	resolved, err := kube.LogTargetOf(launcher, "")
+	resolved, err := streams.LogTargetOf(launcher, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +621,7 @@ func TestLogsLongLineIsCutAndSaysSo(t *testing.T) {
 	l.screenHas("after", "2 lines")
 	first := l.a.logs.buf.Line(0).Text
 	dropped := len(stamp) + 3*logsMaxLineBytes - logsMaxLineBytes
-	if want := strings.Repeat("x", logsMaxLineBytes-len(stamp)) + kube.LogLineCut(int64(dropped)); first != want {
+	if want := strings.Repeat("x", logsMaxLineBytes-len(stamp)) + streams.LogLineCut(int64(dropped)); first != want {
 		t.Errorf("the long line is shown %d bytes long, ending %q; want it cut at the bound, saying %d bytes went", len(first), first[max(0, len(first)-50):], dropped)
 	}
 }

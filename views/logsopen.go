@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 // LogOptions are the options of one log request.
@@ -51,21 +52,21 @@ func PodLogSource(clients *kube.Clients) *LogSource {
 	cs := clients.Core
 	return &LogSource{
 		Resolve: func(ctx context.Context, namespace, name string, _ bool) (LogTarget, error) {
-			t, err := kube.ResolveLogTarget(ctx, cs, namespace, name, "")
+			t, err := streams.ResolveLogTarget(ctx, cs, namespace, name, "")
 			if err != nil {
 				return LogTarget{}, err
 			}
 			return LogTarget{Namespace: t.Namespace, Pod: t.Pod, Containers: t.Containers, Container: t.Container}, nil
 		},
 		Open: func(ctx context.Context, namespace, pod, container string, opts LogOptions) (io.ReadCloser, error) {
-			o := kube.LogOptions{Follow: opts.Follow, Timestamps: opts.Timestamps}
+			o := streams.LogOptions{Follow: opts.Follow, Timestamps: opts.Timestamps}
 			if opts.TailLines > 0 {
 				o.Tail = &opts.TailLines
 			}
 			if !opts.SinceTime.IsZero() {
 				o.SinceTime = &opts.SinceTime
 			}
-			return kube.OpenLogStream(ctx, cs, kube.LogTarget{Namespace: namespace, Pod: pod, Container: container}, o)
+			return streams.OpenLogStream(ctx, cs, streams.LogTarget{Namespace: namespace, Pod: pod, Container: container}, o)
 		},
 	}
 }

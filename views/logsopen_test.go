@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -39,7 +40,7 @@ func TestResolveLogTargetOnSitebox(t *testing.T) {
 	}
 	pod("plc-gateway-1", nil, map[string]string{"kubectl.kubernetes.io/default-container": "plc"}, "sidecar", "plc")
 	launcher := func(vm string) map[string]string {
-		return map[string]string{"kubevirt.io": "virt-launcher", kube.LabelVMIName: vm, kube.LabelAppName: vm}
+		return map[string]string{"kubevirt.io": "virt-launcher", streams.LabelVMIName: vm, kube.LabelAppName: vm}
 	}
 	pod("virt-launcher-hmi-x2kq9", launcher("hmi"), nil, "compute", "guest-console-log")
 	// Another VM whose name starts the same: not hmi's.

@@ -9,7 +9,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -143,7 +143,7 @@ func (s *logStream) run() {
 // read delivers body's lines until it ends, dropping those a previous
 // stream delivered already; it returns how many it delivered.
 func (s *logStream) read(body io.Reader) (int, error) {
-	r := kube.NewLogLineReader(body, logsMaxLineBytes)
+	r := streams.NewLogLineReader(body, logsMaxLineBytes)
 	resuming := !s.last.IsZero()
 	skipAtLast := s.atLast
 	delivered := 0
@@ -167,7 +167,7 @@ func (s *logStream) read(body io.Reader) (int, error) {
 		shown := string(text)
 		if l.Dropped > 0 {
 			// Cut at the bound, saying how much went.
-			shown += kube.LogLineCut(l.Dropped)
+			shown += streams.LogLineCut(l.Dropped)
 		}
 		line := ui.LogLine{Time: ts, Text: ui.Clean(shown)}
 		if !ts.IsZero() {

@@ -12,21 +12,22 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // siteReports is what three nodes say while etcd has no quorum and the
 // API server is down: node-a and node-b answer, node-c does not.
-func siteReports(at time.Time) kube.NodeReports {
-	view := &kube.EtcdView{ObservedBy: "node-a", Members: []kube.EtcdMemberStatus{
+func siteReports(at time.Time) nodestate.NodeReports {
+	view := &nodestate.EtcdView{ObservedBy: "node-a", Members: []nodestate.EtcdMemberStatus{
 		{Name: "node-a-1a2b3c4d", Error: "no leader"}, {Name: "node-b-5e6f7a8b", Error: "no answer from http://10.244.244.2:2379 within 3s"},
 		{Name: "node-c-9c0d1e2f", Error: "no answer from http://10.244.244.3:2379 within 3s"}}}
 	since := at.Add(-2 * time.Hour)
-	report := func(node, ip, lastErr string) *kube.NodeReport {
-		return &kube.NodeReport{Node: node, Role: "server", Phase: "joined", Since: at.Add(-48 * time.Hour), LastError: lastErr,
-			ClusterIP: ip, ClusterIPReady: true, K3s: kube.K3sReport{Supervised: true, Running: true, RunningSince: &since, Starts: 1},
-			Etcd: kube.EtcdReport{View: view}, Clock: at}
+	report := func(node, ip, lastErr string) *nodestate.NodeReport {
+		return &nodestate.NodeReport{Node: node, Role: "server", Phase: "joined", Since: at.Add(-48 * time.Hour), LastError: lastErr,
+			ClusterIP: ip, ClusterIPReady: true, K3s: nodestate.K3sReport{Supervised: true, Running: true, RunningSince: &since, Starts: 1},
+			Etcd: nodestate.EtcdReport{View: view}, Clock: at}
 	}
-	return kube.NodeReports{At: at, Answers: []kube.NodeAnswer{
+	return nodestate.NodeReports{At: at, Answers: []nodestate.NodeAnswer{
 		{Address: "10.244.244.1:12346", Node: "node-a", Answered: true, Report: report("node-a", "10.244.244.1", "")},
 		{Address: "10.244.244.2:12346", Node: "node-b", Answered: true, Report: report("node-b", "10.244.244.2", "etcd: no leader"), ClockSkew: 2 * time.Second},
 		{Address: "10.244.244.3:12346", Node: "node-c", Problem: "did not answer within 2s"},
@@ -53,7 +54,7 @@ func runReportCmds(a *App, cmd tea.Cmd) {
 
 // staleAppWithReports is the console at w×h on a stale frame, the nodes
 // asked through gather.
-func staleAppWithReports(w, h int, gather func(context.Context, []kube.NodeStatus) kube.NodeReports) *App {
+func staleAppWithReports(w, h int, gather func(context.Context, []kube.NodeStatus) nodestate.NodeReports) *App {
 	a := NewApp(testContext(w, h))
 	a.SetNodeReports(context.Background(), gather)
 	_, cmd := a.Update(FrameMsg(staleFrame()))
@@ -68,7 +69,7 @@ func staleAppWithReports(w, h int, gather func(context.Context, []kube.NodeStatu
 // seconds; once the API answers, the reports go and no more are asked.
 func TestOverviewShowsNodeReportsWhileAPIDown(t *testing.T) {
 	var asked [][]kube.NodeStatus
-	gather := func(_ context.Context, known []kube.NodeStatus) kube.NodeReports {
+	gather := func(_ context.Context, known []kube.NodeStatus) nodestate.NodeReports {
 		asked = append(asked, known)
 		return siteReports(now)
 	}
@@ -124,7 +125,7 @@ func TestOverviewSaysNodeReportsNeedConfig(t *testing.T) {
 // 100x30 (go test ./views -run Golden -update rewrites them).
 func TestGoldenNodeReportFrames(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {100, 30}} {
-		a := staleAppWithReports(size[0], size[1], func(context.Context, []kube.NodeStatus) kube.NodeReports { return siteReports(now) })
+		a := staleAppWithReports(size[0], size[1], func(context.Context, []kube.NodeStatus) nodestate.NodeReports { return siteReports(now) })
 		got := a.View() + "\n"
 		path := filepath.Join("testdata", "overview-nodereports-"+strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")+".golden")
 		checkGolden(t, path, got)
@@ -141,7 +142,7 @@ func TestNodeReportsFitWithTheAPIServerUnreachable(t *testing.T) {
 	f := staleFrame()
 	f.Status.Stale.Reason = "cannot reach the API server at https://127.0.0.1:46527: dial tcp 127.0.0.1:46527: connect: connection refused"
 	a := NewApp(testContext(80, 24))
-	a.SetNodeReports(context.Background(), func(context.Context, []kube.NodeStatus) kube.NodeReports { return siteReports(now) })
+	a.SetNodeReports(context.Background(), func(context.Context, []kube.NodeStatus) nodestate.NodeReports { return siteReports(now) })
 	_, cmd := a.Update(FrameMsg(f))
 	runReportCmds(a, cmd)
 	text := plainText(a.View())

@@ -15,6 +15,7 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -40,7 +41,7 @@ type ConsoleOptions struct {
 	// NodeReports asks every node's agent for its own report, given the
 	// nodes last seen (their names and addresses); nil where this device
 	// holds no cluster config. Asked while the cluster API does not answer.
-	NodeReports func(ctx context.Context, known []kube.NodeStatus) kube.NodeReports
+	NodeReports func(ctx context.Context, known []kube.NodeStatus) nodestate.NodeReports
 	// FormWizard builds the :form wizard.
 	FormWizard func(*ui.Context) *FormWizard
 	// Bundle takes a support bundle and says where it went and what is

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -77,7 +78,7 @@ func staleBanner(s *kube.Staleness, now time.Time, onOverview bool) string {
 // cluster API is down, why, and what to check, wrapped to width. reports
 // are the nodes' own reports: once some node answered, they are what to
 // check (whether k3s runs, whether etcd has quorum), and the hint goes.
-func apiDownLines(s *kube.Staleness, reports *kube.NodeReports, now time.Time, width int) []string {
+func apiDownLines(s *kube.Staleness, reports *nodestate.NodeReports, now time.Time, width int) []string {
 	text := "The cluster API is down (no answer for " + Age(s.Since, now, true) + "): this is the site as of " +
 		Age(s.AsOf, now, true) + " ago, and what changed since is unknown."
 	lines := wrap(text, width)
@@ -119,7 +120,7 @@ const (
 // nodeReportCells are one answer's cells, cleaned (a report is a peer's
 // words: nothing raw reaches the terminal). A node that gave no report
 // has its name, "no" and why: the problem spans the rest of the row.
-func nodeReportCells(a kube.NodeAnswer, now time.Time) (cells []string, problem string) {
+func nodeReportCells(a nodestate.NodeAnswer, now time.Time) (cells []string, problem string) {
 	if !a.Answered || a.Report == nil {
 		return []string{ui.Clean(a.Name()), "no"}, ui.Clean(a.Problem + " (" + a.Address + ")")
 	}
@@ -161,7 +162,7 @@ func orNone(s string) string {
 // at most width cells wide (0: as wide as it takes). When it does not
 // fit, the address goes first, then the last error and etcd's view are
 // cut, each with "…"; a node that did not answer says why on its row.
-func NodeReportLines(r kube.NodeReports, now time.Time, width int) []string {
+func NodeReportLines(r nodestate.NodeReports, now time.Time, width int) []string {
 	if r.Problem != "" {
 		return []string{ui.Clean(r.Problem)}
 	}
@@ -253,13 +254,13 @@ func NodeReportLines(r kube.NodeReports, now time.Time, width int) []string {
 // NodeReportsOutput is `sitecon status -o json|yaml` while the cluster
 // API does not answer: why, and what each node reports.
 type NodeReportsOutput struct {
-	APIDown     string           `json:"apiDown"`
-	NodeReports kube.NodeReports `json:"nodeReports"`
+	APIDown     string                `json:"apiDown"`
+	NodeReports nodestate.NodeReports `json:"nodeReports"`
 }
 
 // WriteNodeReports prints what each node reports while the cluster API
 // is down, in the given format: for a table, the title and the table.
-func WriteNodeReports(w io.Writer, r kube.NodeReports, apiDown string, now time.Time, f Format) error {
+func WriteNodeReports(w io.Writer, r nodestate.NodeReports, apiDown string, now time.Time, f Format) error {
 	switch f {
 	case FormatJSON:
 		var buf bytes.Buffer
@@ -290,7 +291,7 @@ func WriteNodeReports(w io.Writer, r kube.NodeReports, apiDown string, now time.
 }
 
 // NodeReportsMsg is a round of node reports, asked in the background.
-type NodeReportsMsg kube.NodeReports
+type NodeReportsMsg nodestate.NodeReports
 
 // nodeReportsEvery is how often the nodes are asked again while the
 // cluster API does not answer.
@@ -301,29 +302,29 @@ const nodeReportsEvery = 5 * time.Second
 // it stops asking, and forgets the reports, once the cluster answers.
 type nodeReportsAsker struct {
 	ctx    context.Context
-	gather func(ctx context.Context, known []kube.NodeStatus) kube.NodeReports
+	gather func(ctx context.Context, known []kube.NodeStatus) nodestate.NodeReports
 	// asking: a round is out; next is when the next may start.
 	asking bool
 	next   time.Time
-	last   *kube.NodeReports
+	last   *nodestate.NodeReports
 }
 
 // SetNodeReports lets the console ask every node's agent for its report
 // while the cluster API does not answer (nil: it cannot: no cluster
 // config; the overview says so).
-func (a *App) SetNodeReports(ctx context.Context, gather func(ctx context.Context, known []kube.NodeStatus) kube.NodeReports) {
+func (a *App) SetNodeReports(ctx context.Context, gather func(ctx context.Context, known []kube.NodeStatus) nodestate.NodeReports) {
 	a.reports = nodeReportsAsker{ctx: ctx, gather: gather}
 }
 
 // current is the reports to draw with f: the last round's while f is
 // stale, none once the cluster answers.
-func (r *nodeReportsAsker) current(f *Frame) *kube.NodeReports {
+func (r *nodeReportsAsker) current(f *Frame) *nodestate.NodeReports {
 	if stale(f) == nil {
 		r.last, r.next = nil, time.Time{}
 		return nil
 	}
 	if r.gather == nil {
-		return &kube.NodeReports{Problem: "what each node reports needs this node's cluster config: start the console on a device with --config FILE"}
+		return &nodestate.NodeReports{Problem: "what each node reports needs this node's cluster config: start the console on a device with --config FILE"}
 	}
 	return r.last
 }
@@ -342,7 +343,7 @@ func (r *nodeReportsAsker) ask(f *Frame, now time.Time) tea.Cmd {
 }
 
 // got takes a round's reports.
-func (r *nodeReportsAsker) got(reports kube.NodeReports, now time.Time) {
+func (r *nodeReportsAsker) got(reports nodestate.NodeReports, now time.Time) {
 	r.asking, r.next = false, now.Add(nodeReportsEvery)
 	r.last = &reports
 }
@@ -350,7 +351,7 @@ func (r *nodeReportsAsker) got(reports kube.NodeReports, now time.Time) {
 // nodeReportsLines are the overview's lines on what each node reports
 // while the cluster API is down, at most room lines of width cells: the
 // title, then the table (or why there is none yet).
-func nodeReportsLines(r *kube.NodeReports, now time.Time, width, room int) []string {
+func nodeReportsLines(r *nodestate.NodeReports, now time.Time, width, room int) []string {
 	out := []string{NodeReportsTitle}
 	switch {
 	case r == nil:

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -112,7 +113,7 @@ type StatusReport struct {
 	Problems []string `json:"problems"`
 	// NodeReports is what each node's agent reported, asked directly,
 	// when the cluster was read but then stopped answering (Stale).
-	NodeReports *kube.NodeReports `json:"nodeReports,omitempty"`
+	NodeReports *nodestate.NodeReports `json:"nodeReports,omitempty"`
 }
 
 // NewStatusReport is the report of a cluster status and this node's agent,

@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/ui"
 )
 
@@ -26,7 +27,7 @@ func (a *App) openVNC(rowID string) tea.Cmd {
 		}
 	}
 	d := a.openDialog("VNC console of "+app.Name, nil)
-	if _, err := kube.VNCTargetFor([]kube.AppStatus{app}, app.Name); err != nil {
+	if _, err := streams.VNCTargetFor([]kube.AppStatus{app}, app.Name); err != nil {
 		d.state, d.failed = dialogDone, true
 		d.lines = refusedLines(err.Error())
 		d.result = "no console bridge opened"
@@ -47,13 +48,13 @@ func (a *App) openVNC(rowID string) tea.Cmd {
 		defer cancel()
 		stopped := make(chan string, 1)
 		go func() {
-			if what, err := kube.WaitVMIStops(ctx, snap.Clients().KubeVirt, app.Namespace, app.Object); err == nil {
+			if what, err := streams.WaitVMIStops(ctx, snap.Clients().KubeVirt, app.Namespace, app.Object); err == nil {
 				stopped <- what
 				cancel()
 			}
 		}()
-		bridge := &kube.VNCBridge{Config: snap.Clients().Config, Namespace: app.Namespace, VMI: app.Object,
-			Events: func(e kube.VNCEvent) { progress(e.String()) }}
+		bridge := &streams.VNCBridge{Config: snap.Clients().Config, Namespace: app.Namespace, VMI: app.Object,
+			Events: func(e streams.VNCEvent) { progress(e.String()) }}
 		if err := bridge.Serve(ctx, ln); err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 func TestPositionAdmitsEachLineOnce(t *testing.T) {
@@ -203,7 +203,7 @@ func TestFollowOfAnotherInstanceIsNotWritten(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = c.out.close() }()
-			tg := target{LogTarget: kube.LogTarget{App: "a", Pod: "p", Container: "main"}, PodUID: "uid-1"}
+			tg := target{LogTarget: streams.LogTarget{App: "a", Pod: "p", Container: "main"}, PodUID: "uid-1"}
 			pos := Position{PodUID: "uid-1", Container: "main", Time: t0, AtTime: 1}
 			var pod *corev1.Pod
 			guard := &instanceGuard{pods: make(chan *corev1.Pod), pod: &pod, verify: tc.verify}
@@ -236,7 +236,7 @@ func TestFollowEndsWhenThePodReportsARestart(t *testing.T) {
 	defer func() { _ = c.out.close() }()
 	stream, feed := io.Pipe()
 	defer feed.Close()
-	tg := target{LogTarget: kube.LogTarget{App: "a", Pod: "p", Container: "main"}, PodUID: "uid-1"}
+	tg := target{LogTarget: streams.LogTarget{App: "a", Pod: "p", Container: "main"}, PodUID: "uid-1"}
 	pos := Position{PodUID: "uid-1", Container: "main", RestartCount: 2}
 	pods := make(chan *corev1.Pod, 1)
 	var latest *corev1.Pod

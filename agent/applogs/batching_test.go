@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 // A chatty app's lines arrive one at a time. Each used to be written,
@@ -28,7 +28,7 @@ func TestLinesArrivingOneByOneAreSyncedOncePerInterval(t *testing.T) {
 	}
 	defer func() { _ = c.out.close() }()
 	stream, feed := io.Pipe()
-	tg := target{LogTarget: kube.LogTarget{App: "chatty", AppUUID: "u-1", Pod: "chatty-0", Container: "main"}, PodUID: "uid-1"}
+	tg := target{LogTarget: streams.LogTarget{App: "chatty", AppUUID: "u-1", Pod: "chatty-0", Container: "main"}, PodUID: "uid-1"}
 	pos := Position{PodUID: tg.PodUID, Container: tg.Container}
 	done := make(chan error, 1)
 	go func() { done <- c.copyLines(context.Background(), stream, tg, &pos, time.Hour, nil) }()
@@ -76,7 +76,7 @@ func TestAnEndlessLineDoesNotGrowTheCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.out.close() }()
-	tg := target{LogTarget: kube.LogTarget{App: "noisy", AppUUID: "u-2", Pod: "noisy-0", Container: "main"}, PodUID: "uid-2"}
+	tg := target{LogTarget: streams.LogTarget{App: "noisy", AppUUID: "u-2", Pod: "noisy-0", Container: "main"}, PodUID: "uid-2"}
 	pos := Position{PodUID: tg.PodUID, Container: tg.Container}
 	start := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
 	stamp := func(i int) string { return start.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano) + " " }
@@ -108,8 +108,8 @@ func TestAnEndlessLineDoesNotGrowTheCollector(t *testing.T) {
 	if len(got) != 2 || got[1].Line != "after" {
 		t.Fatalf("%d records written, want the long line's and the next one's", len(got))
 	}
-	cut := len(stamp(0)) + kube.MaxLogLineBytes
-	if want := strings.Repeat("x", kube.MaxLogLineBytes-len(stamp(0))) + kube.LogLineCut(long+int64(len(stamp(0)))-int64(kube.MaxLogLineBytes)); got[0].Line != want {
+	cut := len(stamp(0)) + streams.MaxLogLineBytes
+	if want := strings.Repeat("x", streams.MaxLogLineBytes-len(stamp(0))) + streams.LogLineCut(long+int64(len(stamp(0)))-int64(streams.MaxLogLineBytes)); got[0].Line != want {
 		t.Errorf("the long line was written %d bytes long (ends %q), want cut at %d with what was dropped", len(got[0].Line), got[0].Line[max(0, len(got[0].Line)-60):], cut)
 	}
 }

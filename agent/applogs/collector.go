@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 // Pods is where the collector learns of pods: the agent's snapshot.
@@ -114,7 +115,7 @@ func New(opts Options, client kubernetes.Interface, pods Pods) (*Collector, erro
 
 // target is one container whose log this node collects.
 type target struct {
-	kube.LogTarget
+	streams.LogTarget
 	PodUID string
 }
 
@@ -127,7 +128,7 @@ func Targets(pods []*corev1.Pod, node string) map[string]target {
 		if p.Spec.NodeName != node || p.Namespace != kube.AppNamespace || p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
 			continue
 		}
-		t, err := kube.LogTargetOf(p, "")
+		t, err := streams.LogTargetOf(p, "")
 		if err != nil || t.App == "" {
 			continue
 		}
@@ -281,7 +282,7 @@ func (c *Collector) follow(ctx context.Context, t target, pods <-chan *corev1.Po
 				}
 				pos = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container, RestartCount: now - 1}
 			}
-			if err := c.copyStream(ctx, t, &pos, kube.LogOptions{Previous: true, Timestamps: true, SinceTime: pos.SinceTime()}, nil); err != nil && ctx.Err() == nil {
+			if err := c.copyStream(ctx, t, &pos, streams.LogOptions{Previous: true, Timestamps: true, SinceTime: pos.SinceTime()}, nil); err != nil && ctx.Err() == nil {
 				log.Warn("app logs: the previous instance's log", "err", err)
 			}
 			pos = Position{PodUID: t.PodUID, Pod: t.Pod, Namespace: t.Namespace, Container: t.Container, RestartCount: now}
@@ -299,7 +300,7 @@ func (c *Collector) follow(ctx context.Context, t target, pods <-chan *corev1.Po
 			log.Warn("app logs: the kubelet's log does not hold the last line written and the pod reports no restart; reading on from what it holds (lines between may be lost)", "since", pos.Time, "restarts", pos.RestartCount)
 		}
 		resumedFrom := pos.Time
-		err := c.copyStream(ctx, t, &pos, kube.LogOptions{Follow: true, Timestamps: true, SinceTime: pos.SinceTime()}, guard)
+		err := c.copyStream(ctx, t, &pos, streams.LogOptions{Follow: true, Timestamps: true, SinceTime: pos.SinceTime()}, guard)
 		if ctx.Err() != nil {
 			return
 		}
@@ -348,8 +349,8 @@ func (c *Collector) startPosition(t target) (Position, error) {
 func (c *Collector) savePosition(p Position) error { return c.pos.save(p) }
 
 // copyStream writes one stream's new lines out (copyLines).
-func (c *Collector) copyStream(ctx context.Context, t target, pos *Position, o kube.LogOptions, guard *instanceGuard) error {
-	stream, err := kube.OpenLogStream(ctx, c.client, t.LogTarget, o)
+func (c *Collector) copyStream(ctx context.Context, t target, pos *Position, o streams.LogOptions, guard *instanceGuard) error {
+	stream, err := streams.OpenLogStream(ctx, c.client, t.LogTarget, o)
 	if err != nil {
 		return err
 	}
@@ -448,7 +449,7 @@ func (c *Collector) copyLines(ctx context.Context, stream io.Reader, t target, p
 		defer close(lines)
 		// Each line bounded, the rest of a longer one dropped and said: an
 		// app printing an endless line or binary must not grow the agent.
-		r := kube.NewLogLineReader(stream, kube.MaxLogLineBytes)
+		r := streams.NewLogLineReader(stream, streams.MaxLogLineBytes)
 		for {
 			line, err := r.Next()
 			// A line cut off by the stream's end is read again from the

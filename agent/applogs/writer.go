@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 // Record is one line of an app's log as written out: one JSON object per
@@ -254,7 +254,7 @@ func (w *rotatingFile) written() (map[string]Position, error) {
 	// A record longer than any this agent writes (an older agent wrote
 	// lines whole) is cut here, no JSON, and skipped: never a reason to
 	// give up the directory.
-	lines := kube.NewLogLineReader(f, maxRecordBytes)
+	lines := streams.NewLogLineReader(f, maxRecordBytes)
 	for {
 		line, err := lines.Next()
 		if errors.Is(err, io.EOF) {
@@ -283,7 +283,7 @@ func (w *rotatingFile) written() (map[string]Position, error) {
 
 // maxRecordBytes bounds a record read back: a line of kube.MaxLogLineBytes
 // with every byte escaped, and the record's other fields.
-const maxRecordBytes = 8*kube.MaxLogLineBytes + 4096
+const maxRecordBytes = 8*streams.MaxLogLineBytes + 4096
 
 // later is the position further on of a saved one and one read back from
 // the written file, for the same container instance.

@@ -2,22 +2,16 @@ package apps
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
@@ -126,41 +120,6 @@ type FenceWatch struct {
 	// snap is the cluster cache, once connected (Connect).
 	snap *kube.Snapshot
 }
-
-// fenceRecord is what the watch needs to fence without the cluster cache.
-type fenceRecord struct {
-	Node     string      `json:"node"`
-	Peers    []fencePeer `json:"peers"`
-	AutoPods []string    `json:"auto_pods"`
-	// PinnedPods are the pinned apps' pods (and any of no app), which the
-	// fence spares.
-	PinnedPods []string `json:"pinned_pods,omitempty"`
-	// PodsKnown: AutoPods are what the cache or the apps part said, not
-	// a record written before either knew (the peers may come first).
-	// Absent in a record of an older agent, which wrote only known pods:
-	// then its Written says so.
-	PodsKnown *bool        `json:"pods_known,omitempty"`
-	Written   *metav1.Time `json:"written,omitempty"`
-	// Contact is this node's last contact with the quorum, as the watch
-	// last wrote it (at most fenceSourcesEvery old while in contact).
-	Contact *fenceContact `json:"contact,omitempty"`
-}
-
-// fenceContact is a moment on the boot's clock: CLOCK_BOOTTIME, which an
-// agent's restart keeps and a step of the wall clock does not move, valid
-// in the boot BootID names only.
-type fenceContact struct {
-	BootID string        `json:"boot_id"`
-	Boot   time.Duration `json:"boot_ns"`
-}
-
-type fencePeer struct {
-	Name    string `json:"name"`
-	Address string `json:"address"`
-}
-
-// FenceRecordFile is the fence watch's record in the agent's state directory.
-const FenceRecordFile = "fence.json"
 
 // Reason is why the watch stopped the auto apps' workloads ("": it did not).
 func (w *FenceWatch) Reason() string {
@@ -298,80 +257,6 @@ func (w *FenceWatch) podsToStop(auto, pinned []string) (toStop []string, unknown
 	return toStop, unknown, true, nil
 }
 
-// renewBudget bounds one renewal pass (its reads and deletes).
-const renewBudget = probeTimeout
-
-// renewGiveUp is how long after the fence lifted the watch goes on
-// trying to renew the pods it stopped (an API server that refuses the
-// deletes all along): after that the kubelet's back-off ends it anyway.
-const renewGiveUp = 5 * time.Minute
-
-// renewStopped renews the pods the fence stopped (Renew) and returns
-// those left to renew.
-func (w *FenceWatch) renewStopped(ctx context.Context, uids []string, sinceLift time.Duration) []string {
-	// Bounded: the fence's checks wait on it, and a link that drops again
-	// right after the lift must not hold the next fence up.
-	renewCtx, cancel := context.WithTimeout(ctx, renewBudget)
-	done, err := w.Renew(renewCtx, uids)
-	cancel()
-	left := slices.DeleteFunc(slices.Clone(uids), func(uid string) bool { return slices.Contains(done, uid) })
-	switch {
-	case err != nil && sinceLift >= renewGiveUp:
-		w.Log.Warn("the pods the fence stopped are left to the kubelet's crash back-off: their deletion kept failing", "pods", len(left), "err", err)
-		return nil
-	case err != nil:
-		w.Log.Warn("renewing the pods the fence stopped (retried)", "pods", len(left), "err", err)
-	}
-	return left
-}
-
-// renewStoppedPods is the default Renew: through the cluster cache's
-// clients, each app pod still bound to this node, not being deleted and
-// with no container process is deleted, with its UID as precondition (a
-// pod of the same name made since is not touched). Only once this node is
-// Ready again, its unreachable taint gone: its kubelet then hears of the
-// deletion and does not start the old container again after its back-off
-// while the replacement starts elsewhere. A pod of no app is left to the
-// kubelet (deleted, nothing would make it again).
-func (w *FenceWatch) renewStoppedPods(ctx context.Context, uids []string) ([]string, error) {
-	w.mu.Lock()
-	snap := w.snap
-	w.mu.Unlock()
-	if snap == nil {
-		return nil, errors.New("not connected to the cluster yet")
-	}
-	if n, ok := snap.Node(w.Node); !ok || !kube.NodeIsReady(n) || unreachableTaint(n) != nil {
-		return nil, errors.New("waiting for this node to be Ready again (its kubelet in contact) before renewing the pods the fence stopped")
-	}
-	running, err := workloads.RunningPods(uids)
-	if err != nil {
-		return nil, fmt.Errorf("reading the pods' processes: %w", err)
-	}
-	byUID := map[string]*corev1.Pod{}
-	for _, p := range snap.Data().Pods {
-		if slices.Contains(uids, string(p.UID)) {
-			byUID[string(p.UID)] = p
-		}
-	}
-	var done []string
-	var errs []error
-	for _, uid := range uids {
-		p := byUID[uid]
-		if p == nil || p.Spec.NodeName != w.Node || p.DeletionTimestamp != nil || running[uid] || p.Labels[kube.LabelAppUUID] == "" {
-			done = append(done, uid)
-			continue
-		}
-		err := snap.Clients().Core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(uid)})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
-			continue
-		}
-		done = append(done, uid)
-		w.Log.Info("fence lifted: the pod it stopped is deleted, to start afresh rather than after the kubelet's crash back-off", "pod", p.Name, "app", p.Labels[kube.LabelAppName])
-	}
-	return done, errors.Join(errs...)
-}
-
 func (w *FenceWatch) setReason(why string) {
 	w.mu.Lock()
 	changed := w.reason != why
@@ -432,14 +317,6 @@ func (w *FenceWatch) sources() (peers []*corev1.Node, pods, pinned []string, pod
 	return peers, pods, pinned, podsKnown
 }
 
-// podsKnown says whether the record's AutoPods were known when written.
-func (r fenceRecord) podsKnown() bool {
-	if r.PodsKnown != nil {
-		return *r.PodsKnown
-	}
-	return r.Written != nil
-}
-
 func internalIP(n *corev1.Node) string {
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
@@ -447,114 +324,6 @@ func internalIP(n *corev1.Node) string {
 		}
 	}
 	return ""
-}
-
-// loadRecord reads the record a previous run left; an unreadable one is
-// said and treated as none (the cache writes a new one once it answers).
-func (w *FenceWatch) loadRecord() {
-	if w.RecordPath == "" {
-		w.Log.Warn("no state directory: an agent restarted while this node is cut off cannot fence before the API server answers")
-		return
-	}
-	data, err := os.ReadFile(w.RecordPath)
-	if os.IsNotExist(err) {
-		return
-	}
-	var rec fenceRecord
-	if err == nil {
-		err = json.Unmarshal(data, &rec)
-	}
-	if err == nil && rec.Node != w.Node {
-		err = fmt.Errorf("it is node %q's, not %s's", rec.Node, w.Node)
-	}
-	if err != nil {
-		w.Log.Error("fence record unreadable: until the cluster answers, this node knows no peers and no pods to fence", "path", w.RecordPath, "err", err)
-		return
-	}
-	w.mu.Lock()
-	w.record, w.contact = rec, rec.Contact
-	w.mu.Unlock()
-}
-
-// bootClock reads this boot's ID and CLOCK_BOOTTIME (the time since boot,
-// suspend included; a step of the wall clock does not move it).
-func bootClock() (string, time.Duration, error) {
-	id, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "", 0, err
-	}
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return "", 0, err
-	}
-	return strings.TrimSpace(string(id)), time.Duration(ts.Nano()), nil
-}
-
-func (w *FenceWatch) bootClock() func() (string, time.Duration, error) {
-	if w.BootClock != nil {
-		return w.BootClock
-	}
-	return bootClock
-}
-
-// lastContactAgo is how long ago the record's last contact was, when it
-// was in this boot (after a reboot nothing of the node's ran on).
-func (w *FenceWatch) lastContactAgo() (time.Duration, bool) {
-	w.mu.Lock()
-	c := w.contact
-	w.mu.Unlock()
-	if c == nil {
-		return 0, false
-	}
-	id, since, err := w.bootClock()()
-	if err != nil || id != c.BootID || since < c.Boot {
-		return 0, false
-	}
-	return since - c.Boot, true
-}
-
-// noteContact keeps a contact ago before now in the record, at most every
-// fenceSourcesEvery: a restart counts from a contact that much earlier at
-// worst, which fences sooner, never later.
-func (w *FenceWatch) noteContact(ago time.Duration) {
-	id, since, err := w.bootClock()()
-	if err != nil {
-		return
-	}
-	at := since - ago
-	w.mu.Lock()
-	if c := w.contact; c != nil && c.BootID == id && at-c.Boot < fenceSourcesEvery {
-		w.mu.Unlock()
-		return
-	}
-	w.contact = &fenceContact{BootID: id, Boot: at}
-	rec := w.record
-	rec.Contact = w.contact
-	w.mu.Unlock()
-	if rec.Written == nil {
-		// Nothing recorded yet: the contact alone, the pods not known.
-		unknown := false
-		rec.Node, rec.PodsKnown = w.Node, &unknown
-	}
-	w.saveRecord(rec)
-}
-
-// saveRecord writes the record whole (temp, fsync, rename) and keeps it.
-func (w *FenceWatch) saveRecord(rec fenceRecord) {
-	rec.Written = &metav1.Time{Time: time.Now()}
-	w.mu.Lock()
-	w.record = rec
-	w.mu.Unlock()
-	if w.RecordPath == "" {
-		return
-	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err == nil {
-		err = config.WriteFileAtomic(w.RecordPath, data, 0o644)
-	}
-	if err != nil {
-		w.Log.Error("fence record not written: a restart cut off fences from the one before", "path", w.RecordPath, "err", err)
-	}
 }
 
 // fenceCheckWith is one check: the API server first, then, only when it is

@@ -36,6 +36,7 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/netcfg"
 )
 
@@ -58,7 +59,7 @@ type Options struct {
 	Kubeconfig string
 	// Etcd reaches this node's etcd member, read when a peer asks whether
 	// it is still a member.
-	Etcd kube.EtcdAccess
+	Etcd nodestate.EtcdAccess
 	// InNetNS runs host-network work (addresses, firewall, listening,
 	// dialling, starting k3s).
 	InNetNS func(func() error) error
@@ -74,7 +75,7 @@ type Options struct {
 	LinkWait time.Duration
 	// Report is this node's own report, served behind the cluster key
 	// beside /status (nil: none served).
-	Report func() kube.NodeReport
+	Report func() nodestate.NodeReport
 	// Life is this node's fence state, signed into its proof of life.
 	Life *config.LifeStatus
 	Log  *slog.Logger

@@ -16,6 +16,7 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/access"
 )
 
 // clusterLink is this node's link to its cluster once k3s runs: it
@@ -203,9 +204,9 @@ func (r *Runner) recordCluster(ctx context.Context, snap *kube.Snapshot, v *conf
 func (r *Runner) GrantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
 	warned := false
 	r.host.Retry(ctx, func() bool {
-		err := kube.EnsureAgentAccess(ctx, snap.Clients().Core)
+		err := access.EnsureAgentAccess(ctx, snap.Clients().Core)
 		switch {
-		case errors.Is(err, kube.ErrNodePolicy) && !warned:
+		case errors.Is(err, access.ErrNodePolicy) && !warned:
 			// Said once, loudly: the grant stands, the confinement not.
 			warned = true
 			r.log.Warn("workers' agents reach the cluster, but their writes are not confined to their own nodes", "err", err)
@@ -214,7 +215,7 @@ func (r *Runner) GrantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
 			r.log.Debug("agent access for workers not granted yet", "err", err)
 			return false
 		}
-		r.log.Info("agent access for worker nodes in place", "clusterrole", kube.AgentRoleName, "group", kube.NodesGroup, "policy", kube.NodePolicyName)
+		r.log.Info("agent access for worker nodes in place", "clusterrole", kube.AgentRoleName, "group", access.NodesGroup, "policy", kube.NodePolicyName)
 		return true
 	})
 }

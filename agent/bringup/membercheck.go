@@ -14,12 +14,13 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // judgeMembership reads, with the link's clients, what JudgeMembership
 // needs: nothing from the caches, each object read now, so that a peer
 // without quorum cannot answer from what it saw before.
-func (m *clusterLink) judgeMembership(ctx context.Context, clusterID string, etcd kube.EtcdAccess, node, uuid string) (config.Verdict, string) {
+func (m *clusterLink) judgeMembership(ctx context.Context, clusterID string, etcd nodestate.EtcdAccess, node, uuid string) (config.Verdict, string) {
 	m.mu.Lock()
 	snap := m.snap
 	m.mu.Unlock()
@@ -46,7 +47,7 @@ func (m *clusterLink) judgeMembership(ctx context.Context, clusterID string, etc
 			}
 			if etcd.Endpoint == "" {
 				in.EtcdErr = errors.New("no etcd endpoint")
-			} else if view, err := kube.ObserveEtcd(ctx, etcd, m.node, time.Now); err != nil {
+			} else if view, err := nodestate.ObserveEtcd(ctx, etcd, m.node, time.Now); err != nil {
 				in.EtcdErr = err
 			} else {
 				for _, member := range view.Members {

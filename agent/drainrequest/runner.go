@@ -15,6 +15,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/flow"
 )
 
@@ -488,7 +489,7 @@ func (r *Runner) attempt(ctx context.Context, snap *kube.Snapshot, rec *flow.Rec
 			err = &cordonError{err}
 		}
 		why = []string{err.Error()}
-		if changed := (*kube.PlanChangedError)(nil); errors.As(err, &changed) {
+		if changed := (*change.PlanChangedError)(nil); errors.As(err, &changed) {
 			why = slices.Clone(changed.Reasons)
 			if cordonedNow {
 				// The cluster changed between the preflight and the drain

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 // This node's own report (config.NodeReportPath), for the console and
@@ -32,7 +32,7 @@ type ReportServer struct {
 	Node string
 	// Report is what the agent knows now; it must not block (a background
 	// value for anything slow, such as etcd's member list).
-	Report func() kube.NodeReport
+	Report func() nodestate.NodeReport
 	// Now is this node's clock (nil: time.Now); Window the clocks' allowed
 	// difference (zero: config.NodeReportWindow).
 	Now    func() time.Time
@@ -51,7 +51,7 @@ type ReportServer struct {
 }
 
 // NodeReportHandler is a ReportServer for node with the cluster key key.
-func NodeReportHandler(key config.LifeKey, node string, report func() kube.NodeReport) *ReportServer {
+func NodeReportHandler(key config.LifeKey, node string, report func() nodestate.NodeReport) *ReportServer {
 	return &ReportServer{Key: key, Node: node, Report: report, Started: time.Now()}
 }
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 )
 
 const reportCluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
@@ -34,8 +34,8 @@ func newReportSite(t *testing.T) *reportSite {
 		t.Fatal(err)
 	}
 	s := &reportSite{key: key, now: time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)}
-	rs := NodeReportHandler(key, "node-b", func() kube.NodeReport {
-		return kube.NodeReport{Phase: "joined", LastError: "etcd: no leader", K3s: kube.K3sReport{Supervised: true, Running: true, Starts: 2}}
+	rs := NodeReportHandler(key, "node-b", func() nodestate.NodeReport {
+		return nodestate.NodeReport{Phase: "joined", LastError: "etcd: no leader", K3s: nodestate.K3sReport{Supervised: true, Running: true, Starts: 2}}
 	})
 	rs.Now = func() time.Time { return s.now }
 	rs.Started = s.now.Add(-time.Hour)
@@ -75,7 +75,7 @@ func TestNodeReportServerRefusesWhatIsNotTheClusters(t *testing.T) {
 	if err := s.key.VerifyReport("node-b", req.Nonce, body, proof); err != nil {
 		t.Fatalf("the answer does not verify: %v", err)
 	}
-	var report kube.NodeReport
+	var report nodestate.NodeReport
 	if err := json.Unmarshal(body, &report); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 // DefaultBindAddress is where a device's remote-console service looks.
@@ -187,8 +188,8 @@ func (b *Bridges) reconcile(ctx context.Context) (failed bool) {
 		rctx, cancel := context.WithCancel(ctx)
 		r := &running{target: t, addr: addr, cancel: cancel, done: make(chan struct{})}
 		log := b.opts.Log.With("vmi", t.Namespace+"/"+t.VMI, "addr", addr)
-		bridge := &kube.VNCBridge{Config: b.src.Clients().Config, Namespace: t.Namespace, VMI: t.VMI,
-			Events: func(e kube.VNCEvent) { log.Info("vnc: " + e.String()) }}
+		bridge := &streams.VNCBridge{Config: b.src.Clients().Config, Namespace: t.Namespace, VMI: t.VMI,
+			Events: func(e streams.VNCEvent) { log.Info("vnc: " + e.String()) }}
 		go func() {
 			defer close(r.done)
 			if err := bridge.Serve(rctx, ln); err != nil {

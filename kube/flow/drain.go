@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/safety"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 // ActionDrain is a drain's action name, as recorded.
@@ -46,7 +48,7 @@ func CheckDrain(ctx context.Context, snap *kube.Snapshot, action, node, local st
 			return safety.Preflight{Node: node, Purpose: purpose, LocalNode: local, Refusals: []string{why}}, nil
 		}
 	}
-	p, err := kube.CheckDrain(ctx, snap.Clients(), snap.Data(), node, kube.DrainOptions{
+	p, err := change.CheckDrain(ctx, snap.Clients(), snap.Data(), node, change.DrainOptions{
 		DeleteEmptyDirData: opts.DeleteEmptyDirData, Purpose: purpose, LocalNode: local})
 	if err == nil {
 		p.Notes = append(p.Notes, DrainConsequences(snap.Data(), p)...)
@@ -86,7 +88,7 @@ func DrainConsequences(d kube.Data, p safety.Preflight) []string {
 		if pod == nil {
 			continue
 		}
-		app, _, vm := kube.AppOfPod(pod)
+		app, _, vm := streams.AppOfPod(pod)
 		if app == "" || seen[app] {
 			continue
 		}
@@ -154,21 +156,21 @@ func (d *Drain) TypedName() string {
 
 func (d *Drain) drain(ctx context.Context, snap *kube.Snapshot, progress func(string)) error {
 	node, evicted := d.Preflight.Node, 0
-	err := kube.DrainAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight, kube.DrainOptions{
+	err := change.DrainAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight, change.DrainOptions{
 		GracePeriod: d.Options.GracePeriod, Timeout: d.Options.Timeout, DeleteEmptyDirData: d.Options.DeleteEmptyDirData,
-		Progress: func(s kube.DrainStep) {
+		Progress: func(s change.DrainStep) {
 			if s.Phase == "evicted" {
 				evicted++
 			}
 			progress(strings.TrimRight(fmt.Sprintf("%-9s %s %s", s.Phase, s.Pod, s.Message), " "))
 		},
 	})
-	if changed := (*kube.PlanChangedError)(nil); errors.As(err, &changed) {
+	if changed := (*change.PlanChangedError)(nil); errors.As(err, &changed) {
 		return err
 	}
 	detail := fmt.Sprintf("evicted %d of %d pod(s)", evicted, len(d.Preflight.Evict))
 	d.SetDetail(detail)
-	if stopped := (*kube.DrainStoppedError)(nil); errors.As(err, &stopped) {
+	if stopped := (*change.DrainStoppedError)(nil); errors.As(err, &stopped) {
 		return stopped
 	}
 	switch {

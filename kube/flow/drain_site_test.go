@@ -22,30 +22,14 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/audit/audittest"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
 // The drains here run against sitebox's real API server; the pure tests of
 // this package boot nothing (sitebox.Shared starts the site on first use).
 func TestMain(m *testing.M) { os.Exit(sitebox.RunMain(m)) }
-
-// startSnapshot is the snapshot a face starts before it plans a drain.
-func startSnapshot(t *testing.T, site *sitebox.TestSite) *kube.Snapshot {
-	t.Helper()
-	snap, err := kube.NewSnapshot(site.Config, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	snap.Start(ctx)
-	syncCtx, cancelSync := context.WithTimeout(ctx, 20*time.Second)
-	defer cancelSync()
-	if err := snap.WaitForSync(syncCtx); err != nil {
-		t.Fatal(err)
-	}
-	return snap
-}
 
 // podsOn runs replicas pods of a ReplicaSet named name on node (a node
 // selector: once the node is cordoned, their replacements stay Pending)
@@ -107,7 +91,7 @@ func publishEtcdMembers(t *testing.T, site *sitebox.TestSite) {
 		t.Fatal("sitebox runs no etcd member for node-a")
 	}
 	cms := site.Clients(t).Core.CoreV1().ConfigMaps(kube.AppNamespace)
-	publisher := &kube.EtcdPublisher{Access: kube.EtcdAccess{Endpoint: local.ClientURL()}, Node: "node-a",
+	publisher := &nodestate.EtcdPublisher{Access: nodestate.EtcdAccess{Endpoint: local.ClientURL()}, Node: "node-a",
 		Client: site.Clients(t).Core, ObserveEvery: 500 * time.Millisecond, PublishEvery: 2 * time.Second}
 	ctx, stop := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
@@ -127,7 +111,7 @@ func publishEtcdMembers(t *testing.T, site *sitebox.TestSite) {
 		if err != nil {
 			return false, nil
 		}
-		views, _, _ := kube.EtcdViews(kube.Data{Nodes: nodesNow(t, site), ConfigMaps: []*corev1.ConfigMap{cm}}, time.Now())
+		views, _, _ := nodestate.EtcdViews(kube.Data{Nodes: nodesNow(t, site), ConfigMaps: []*corev1.ConfigMap{cm}}, time.Now())
 		return len(views) > 0 && views[0].ObservedBy == "node-a", nil
 	})
 	if err != nil {
@@ -152,7 +136,7 @@ func nodesNow(t *testing.T, site *sitebox.TestSite) []*corev1.Node {
 // uncordonOnCleanup takes node back into service after the test.
 func uncordonOnCleanup(t *testing.T, site *sitebox.TestSite, node string) {
 	t.Cleanup(func() {
-		if _, err := kube.Cordon(context.Background(), site.Clients(t).Core, node, false); err != nil {
+		if _, err := change.Cordon(context.Background(), site.Clients(t).Core, node, false); err != nil {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})
@@ -169,7 +153,7 @@ func TestDrainProgressFromEvictionGoroutines(t *testing.T) {
 	uncordonOnCleanup(t, site, "node-c")
 	// node-c is a server: its drain is judged on etcd's member list.
 	publishEtcdMembers(t, site)
-	snap := startSnapshot(t, site)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	r, path := testRecorder(t)
 	opts := DrainOptions{GracePeriod: PodsOwnGracePeriod, Timeout: 2 * time.Minute}
 	p, err := CheckDrain(context.Background(), snap, ActionDrain, "node-c", "", opts)
@@ -233,7 +217,7 @@ func TestRemoveRechecksQuorumAfterTheDrain(t *testing.T) {
 	// stop the removal too, for quorum unknown).
 	publishEtcdMembers(t, site)
 
-	snap := startSnapshot(t, site)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	r, path := testRecorder(t)
 	opts := DrainOptions{GracePeriod: PodsOwnGracePeriod, Timeout: 3 * time.Minute}
 	p, err := CheckDrain(ctx, snap, ActionRemove, "node-c", "", opts)

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -48,7 +49,7 @@ func NewRequestedDrain(rec *Record, snap *kube.Snapshot, p safety.Preflight, opt
 		if err := steps.Before(n.Spec.Unschedulable); err != nil {
 			return fmt.Errorf("before the cordon of %s: %w; nothing was changed", p.Node, err)
 		}
-		if _, err := kube.Cordon(ctx, core, p.Node, true); err != nil {
+		if _, err := change.Cordon(ctx, core, p.Node, true); err != nil {
 			err = fmt.Errorf("cordon %s: %w", p.Node, err)
 			steps.After(err)
 			return err

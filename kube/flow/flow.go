@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/audit"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 )
 
 // Defaults every face shares: a drain or a move waits this long, whoever
@@ -260,7 +260,7 @@ func (a *Action) Run(ctx context.Context, progress func(string)) error {
 	}
 	err := a.Change(ctx, progress)
 	outcome := Outcome(ctx, err)
-	switch changed := (*kube.PlanChangedError)(nil); {
+	switch changed := (*change.PlanChangedError)(nil); {
 	case errors.As(err, &changed):
 		a.SetPreflight(changed.Reasons)
 	case outcome == audit.OutcomeInterrupted && !errors.Is(err, context.Cause(ctx)):
@@ -274,7 +274,7 @@ func (a *Action) Run(ctx context.Context, progress func(string)) error {
 // changed), a stop asked for is a cancel, one caused by anything else (a
 // signal) an interruption.
 func Outcome(ctx context.Context, err error) string {
-	changed := (*kube.PlanChangedError)(nil)
+	changed := (*change.PlanChangedError)(nil)
 	switch {
 	case err == nil:
 		return audit.OutcomeDone

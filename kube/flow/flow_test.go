@@ -14,6 +14,7 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/audit/audittest"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 )
 
 func testRecorder(t *testing.T) (Recorder, string) {
@@ -95,7 +96,7 @@ func TestOutcome(t *testing.T) {
 	}{
 		{context.Background(), nil, audit.OutcomeDone},
 		{context.Background(), errors.New("boom"), audit.OutcomeFailed},
-		{context.Background(), &kube.PlanChangedError{Node: "node-b", Reasons: []string{"x"}}, audit.OutcomeRefused},
+		{context.Background(), &change.PlanChangedError{Node: "node-b", Reasons: []string{"x"}}, audit.OutcomeRefused},
 		{cancelled, context.Canceled, audit.OutcomeCancelled},
 		{interrupted, context.Canceled, audit.OutcomeInterrupted},
 		{context.Background(), context.Canceled, audit.OutcomeCancelled},

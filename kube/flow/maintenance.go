@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -76,7 +77,7 @@ func (m *Maintenance) walk(ctx context.Context, snap *kube.Snapshot, progress fu
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if _, err := kube.Cordon(rctx, core, node, false); err != nil {
+		if _, err := change.Cordon(rctx, core, node, false); err != nil {
 			return fmt.Errorf("%w; and %s could not be uncordoned (sitecon uncordon %s): %v", cause, node, node, err)
 		}
 		progress(node + " uncordoned: left as it was")
@@ -100,7 +101,7 @@ func (m *Maintenance) walk(ctx context.Context, snap *kube.Snapshot, progress fu
 		progress(node + " stays cordoned: it was cordoned before the walk")
 		return nil
 	}
-	if _, err := kube.Cordon(ctx, core, node, false); err != nil {
+	if _, err := change.Cordon(ctx, core, node, false); err != nil {
 		return fmt.Errorf("uncordon %s: %w", node, err)
 	}
 	// What comes next reads the snapshot, not the API server: --all's

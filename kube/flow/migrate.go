@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -109,7 +110,7 @@ func planMove(ctx context.Context, rec *Record, r Recorder, snap *kube.Snapshot,
 	if n.Labels[kube.LabelNodeUUID] == "" {
 		return nil, rec.Refuse(fmt.Sprintf("%s has no %s label: its agent could not know it is the app's node", req.Target, kube.LabelNodeUUID))
 	}
-	config, err := kube.ReadAppConfigRef(ctx, snap.Clients(), app.UUID)
+	config, err := change.ReadAppConfigRef(ctx, snap.Clients(), app.UUID)
 	if err != nil {
 		return nil, rec.Refuse(err.Error())
 	}
@@ -144,7 +145,7 @@ func (m *Migrate) From() string { return OrNone(m.App.Node) }
 
 func (m *Migrate) move(ctx context.Context, snap *kube.Snapshot, progress func(string)) error {
 	name, target := m.App.Name, m.Target
-	if err := kube.WriteOverride(ctx, snap.Clients().Core, m.App.UUID, m.Override); err != nil {
+	if err := change.WriteOverride(ctx, snap.Clients().Core, m.App.UUID, m.Override); err != nil {
 		return err
 	}
 	progress(fmt.Sprintf("override written; waiting for %s to run on %s", name, target))
@@ -164,7 +165,7 @@ func (m *Migrate) restart(ctx context.Context, snap *kube.Snapshot, progress fun
 		progress(m.Done)
 		return nil
 	}
-	if err := kube.RestartApp(ctx, snap.Clients(), snap.Data(), app); err != nil {
+	if err := change.RestartApp(ctx, snap.Clients(), snap.Data(), app); err != nil {
 		return err
 	}
 	progress(fmt.Sprintf("%s stopped; waiting for %s to start on %s", m.restartWhat(app), name, target))
@@ -175,13 +176,13 @@ func (m *Migrate) restart(ctx context.Context, snap *kube.Snapshot, progress fun
 // when it does not.
 func (m *Migrate) follow(ctx context.Context, snap *kube.Snapshot, progress func(string), after string) error {
 	name, target := m.App.Name, m.Target
-	last, err := kube.WaitAppOn(ctx, snap, m.App.UUID, target, m.Timeout, func(where string) { progress(name + ": " + where) })
+	last, err := change.WaitAppOn(ctx, snap, m.App.UUID, target, m.Timeout, func(where string) { progress(name + ": " + where) })
 	switch {
 	case err == nil:
 		m.Done = name + " runs on " + target
 		progress(m.Done)
 		return nil
-	case errors.Is(err, kube.ErrNotMovedYet):
+	case errors.Is(err, change.ErrNotMovedYet):
 		return fmt.Errorf("%s did not run on %s within %s (last seen: %s); %s", name, target, m.Timeout, OrNone(last), after)
 	}
 	if !m.Restart {

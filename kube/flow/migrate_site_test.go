@@ -17,6 +17,7 @@ import (
 
 	"github.com/sitecon/sitecon/audit/audittest"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -36,7 +37,7 @@ func awayApp(t *testing.T, site *sitebox.TestSite, name, home, away string) stri
 		if n == away {
 			continue
 		}
-		if _, err := kube.Cordon(ctx, cs, n, true); err != nil {
+		if _, err := change.Cordon(ctx, cs, n, true); err != nil {
 			t.Fatal(err)
 		}
 		uncordonOnCleanup(t, site, n)
@@ -73,7 +74,7 @@ func awayApp(t *testing.T, site *sitebox.TestSite, name, home, away string) stri
 	runningOn(t, site, uuid, away)
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		if n != away {
-			if _, err := kube.Cordon(ctx, cs, n, false); err != nil {
+			if _, err := change.Cordon(ctx, cs, n, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -117,7 +118,7 @@ func TestMigrateToTheNodeItsLayoutDesignates(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
 	uuid := awayApp(t, site, "away-home", "node-b", "node-a")
-	snap := startSnapshot(t, site)
+	snap := sitebox.StartSnapshot(t, site.Config)
 	r, path := testRecorder(t)
 	m, err := PlanMigrate(context.Background(), r, snap, MigrateRequest{App: uuid, Target: "node-b", Timeout: 60 * time.Second, Reason: "test"})
 	if err != nil {

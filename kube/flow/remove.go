@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 )
 
 // ActionRemove is a node removal's action name, as recorded. A removal is
@@ -18,7 +19,7 @@ const ActionRemove = "remove-node"
 func (d *Drain) remove(ctx context.Context, snap *kube.Snapshot, progress func(string)) error {
 	node := d.Preflight.Node
 	progress("re-checking quorum, the volumes' copies and the seed before removing " + node)
-	if err := kube.RemoveAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight); err != nil {
+	if err := change.RemoveAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight); err != nil {
 		return err
 	}
 	progress(node + " removed from the cluster")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -50,7 +51,7 @@ func PlanReturnHome(ctx context.Context, r Recorder, snap *kube.Snapshot, req Re
 	if !ok {
 		return nil, rec.Refuse(fmt.Sprintf("no app %q (apps: %s)", req.App, kube.AppNames(all)))
 	}
-	v := safety.ReturnHome(kube.ReturnHomeCheck(d, app))
+	v := safety.ReturnHome(change.ReturnHomeCheck(d, app))
 	rec.SetTarget(app.Name + " → " + OrNone(v.Home))
 	rh := &ReturnHome{Record: rec, Verdict: v}
 	switch {
@@ -113,9 +114,9 @@ func (rh *ReturnHome) recheck(snap *kube.Snapshot) error {
 	d := snap.Data()
 	app, ok := kube.FindApp(kube.Derive(d, time.Now()).Apps, rh.Move.App.UUID)
 	if !ok {
-		return &kube.PlanChangedError{Node: rh.Verdict.Home, Reasons: []string{rh.Verdict.App + " is no longer in the cluster"}}
+		return &change.PlanChangedError{Node: rh.Verdict.Home, Reasons: []string{rh.Verdict.App + " is no longer in the cluster"}}
 	}
-	now := safety.ReturnHome(kube.ReturnHomeCheck(d, app))
+	now := safety.ReturnHome(change.ReturnHomeCheck(d, app))
 	reasons := slices.Clone(now.Refusals)
 	// Warnings accepted (typed) cover the same kind of warning told again
 	// (a failed replica now rebuilding); warnings where none were are new.
@@ -128,7 +129,7 @@ func (rh *ReturnHome) recheck(snap *kube.Snapshot) error {
 		reasons = append(reasons, fmt.Sprintf("its designated node is %s now, not %s", OrNone(now.Home), rh.Verdict.Home))
 	}
 	if len(reasons) > 0 {
-		return &kube.PlanChangedError{Node: rh.Verdict.Home, Reasons: reasons}
+		return &change.PlanChangedError{Node: rh.Verdict.Home, Reasons: reasons}
 	}
 	return nil
 }

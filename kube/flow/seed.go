@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -30,7 +31,7 @@ func PlanSeed(r Recorder, snap *kube.Snapshot, node string) (*Seed, error) {
 	}
 	s := &Seed{Action: Action{Record: rec}, Node: node, From: kube.Derive(d, time.Now()).Cluster.SeedAddress}
 	s.Change = func(ctx context.Context, progress func(string)) error {
-		ip, err := kube.SetSeed(ctx, snap.Clients().Core, d, node)
+		ip, err := change.SetSeed(ctx, snap.Clients().Core, d, node)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/kube/safety"
 )
 
@@ -81,8 +83,8 @@ func site() kube.Data {
 }
 
 // withVolume adds a volume and its replicas to the site.
-func withVolume(v *lhv1beta2.Volume, reps ...*lhv1beta2.Replica) func(*kube.DrainCheck) {
-	return func(c *kube.DrainCheck) {
+func withVolume(v *lhv1beta2.Volume, reps ...*lhv1beta2.Replica) func(*change.DrainCheck) {
+	return func(c *change.DrainCheck) {
 		c.Data.Volumes = append(c.Data.Volumes, v)
 		c.Data.Replicas = append(c.Data.Replicas, reps...)
 	}
@@ -90,7 +92,7 @@ func withVolume(v *lhv1beta2.Volume, reps ...*lhv1beta2.Replica) func(*kube.Drai
 
 type preflightCase struct {
 	node     string
-	edits    []func(*kube.DrainCheck)
+	edits    []func(*change.DrainCheck)
 	refusals []string // each must appear in a refusal
 	warnings []string // each must appear in a warning
 	notes    []string // each must appear in a note
@@ -104,7 +106,7 @@ type preflightCase struct {
 
 func runPreflight(t *testing.T, tc preflightCase) safety.Preflight {
 	t.Helper()
-	c := kube.DrainCheck{Node: tc.node, Data: site()}
+	c := change.DrainCheck{Node: tc.node, Data: site()}
 	for _, edit := range tc.edits {
 		edit(&c)
 	}
@@ -148,81 +150,81 @@ func TestDrainCountsReplicasThatHoldData(t *testing.T) {
 	deleting := mkReplica("d-c", "vol-d", "node-c", lhv1beta2.InstanceStateRunning, stamp(0), "")
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
 	for name, tc := range map[string]preflightCase{
-		"a stopped app's only copy is on the node": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a stopped app's only copy is on the node": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(detached("vol-stopped"), mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), "")),
 		}, warnings: []string{"node-b holds the only up-to-date copy of vol-stopped (eve-kube-app/vol-stopped-claim)"}},
-		"a stopped copy elsewhere is a copy": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a stopped copy elsewhere is a copy": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(detached("vol-stopped"),
 				mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), ""),
 				mkReplica("st-c", "vol-stopped", "node-c", lhv1beta2.InstanceStateStopped, stamp(0), "")),
 		}, clean: true},
-		"a stopped copy elsewhere keeps a running volume's data": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a stopped copy elsewhere keeps a running volume's data": {node: "node-b", edits: []func(*change.DrainCheck){
 			// The other replica's instance is stopped for a moment (its
 			// instance manager restarting): its data is current.
 			withVolume(mkVolume("vol-1", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded),
 				mkReplica("one-b", "vol-1", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
 				mkReplica("one-c", "vol-1", "node-c", lhv1beta2.InstanceStateStopped, stamp(0), "")),
 		}, clean: true},
-		"a replica elsewhere that was never healthy holds nothing": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a replica elsewhere that was never healthy holds nothing": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(mkVolume("vol-rb", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded),
 				mkReplica("rb-b", "vol-rb", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
 				mkReplica("rb-c", "vol-rb", "node-c", lhv1beta2.InstanceStateRunning, "", "")),
 		}, refusals: []string{"node-b holds the only healthy replica of vol-rb"}},
-		"a failed replica elsewhere is stale while a good one lives": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a failed replica elsewhere is stale while a good one lives": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(mkVolume("vol-f", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessDegraded),
 				mkReplica("f-b", "vol-f", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
 				mkReplica("f-c", "vol-f", "node-c", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour))),
 		}, refusals: []string{"node-b holds the only healthy replica of vol-f"}},
-		"all failed: the latest to fail is the copy Longhorn salvages": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"all failed: the latest to fail is the copy Longhorn salvages": {node: "node-b", edits: []func(*change.DrainCheck){
 			// node-c's replica failed an hour before node-b's: node-b's
 			// holds the hour of writes in between.
 			withVolume(mkVolume("vol-salv", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessFaulted),
 				mkReplica("sv-b", "vol-salv", "node-b", lhv1beta2.InstanceStateError, stamp(0), stamp(2*time.Hour)),
 				mkReplica("sv-c", "vol-salv", "node-c", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour))),
 		}, warnings: []string{"node-b holds the only up-to-date copy of vol-salv"}},
-		"all failed together: either copy can be salvaged": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"all failed together: either copy can be salvaged": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(mkVolume("vol-salv", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessFaulted),
 				mkReplica("sv-b", "vol-salv", "node-b", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour)),
 				mkReplica("sv-c", "vol-salv", "node-c", lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour+30*time.Second))),
 		}, clean: true},
-		"a copy on a NotReady node is no copy to count on": {node: "node-b", edits: []func(*kube.DrainCheck){
-			func(c *kube.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode("node-x", false, workers)) },
+		"a copy on a NotReady node is no copy to count on": {node: "node-b", edits: []func(*change.DrainCheck){
+			func(c *change.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode("node-x", false, workers)) },
 			withVolume(mkVolume("vol-x", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
 				mkReplica("x-b", "vol-x", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
 				// Longhorn has not marked it failed yet: it still says running.
 				mkReplica("x-x", "vol-x", "node-x", lhv1beta2.InstanceStateRunning, stamp(0), "")),
 		}, refusals: []string{"node-b holds the only healthy replica of vol-x"}},
-		"a copy on a cordoned (draining) node is no home to count on": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a copy on a cordoned (draining) node is no home to count on": {node: "node-b", edits: []func(*change.DrainCheck){
 			// Every node asked for a drain at once (a whole-site power-down):
 			// node-c is cordoned on its way down too.
-			func(c *kube.DrainCheck) { c.Data.Nodes[2] = cordoned(c.Data.Nodes[2]) },
+			func(c *change.DrainCheck) { c.Data.Nodes[2] = cordoned(c.Data.Nodes[2]) },
 			withVolume(mkVolume("vol-k", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
 				mkReplica("k-b", "vol-k", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
 				mkReplica("k-c", "vol-k", "node-c", lhv1beta2.InstanceStateRunning, stamp(0), "")),
 		}, refusals: []string{"node-b holds the only healthy replica of vol-k"},
 			notes: []string{"vol-k (eve-kube-app/vol-k-claim): the copy on node-c is cordoned (draining or out of service) does not count"}},
-		"a copy on a node that is gone is no copy": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a copy on a node that is gone is no copy": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(mkVolume("vol-g", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
 				mkReplica("g-b", "vol-g", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""),
 				mkReplica("g-z", "vol-g", "node-removed", lhv1beta2.InstanceStateRunning, stamp(0), "")),
 		}, refusals: []string{"node-b holds the only healthy replica of vol-g"}},
-		"a copy being deleted is no copy": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a copy being deleted is no copy": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(mkVolume("vol-d", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
 				mkReplica("d-b", "vol-d", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""), deleting),
 		}, refusals: []string{"node-b holds the only healthy replica of vol-d"}},
-		"a never-healthy replica here holds nothing to lose": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"a never-healthy replica here holds nothing to lose": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(mkVolume("vol-new", lhv1beta2.VolumeStateDetached, lhv1beta2.VolumeRobustnessUnknown),
 				mkReplica("n-b", "vol-new", "node-b", lhv1beta2.InstanceStateStopped, "", "")),
 		}, clean: true},
-		"Longhorn copies a stopped volume off first too": {node: "node-b", edits: []func(*kube.DrainCheck){
+		"Longhorn copies a stopped volume off first too": {node: "node-b", edits: []func(*change.DrainCheck){
 			withVolume(detached("vol-stopped"), mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), "")),
-			func(c *kube.DrainCheck) { c.LonghornPolicy = "block-for-eviction" },
+			func(c *change.DrainCheck) { c.LonghornPolicy = "block-for-eviction" },
 		}, warnings: []string{"node-b holds the only up-to-date copy of vol-stopped", "Longhorn (block-for-eviction) copies it off first"}},
-		"under always-allow nothing but this check guards the replicas": {node: "node-b", edits: []func(*kube.DrainCheck){
-			func(c *kube.DrainCheck) { c.LonghornPolicy = "always-allow" },
+		"under always-allow nothing but this check guards the replicas": {node: "node-b", edits: []func(*change.DrainCheck){
+			func(c *change.DrainCheck) { c.LonghornPolicy = "always-allow" },
 		}, warnings: []string{"always-allow"}},
-		"always-allow says nothing for a node without replicas": {node: "node-w", edits: []func(*kube.DrainCheck){
-			func(c *kube.DrainCheck) { c.LonghornPolicy = "always-allow" },
+		"always-allow says nothing for a node without replicas": {node: "node-w", edits: []func(*change.DrainCheck){
+			func(c *change.DrainCheck) { c.LonghornPolicy = "always-allow" },
 		}, clean: true},
 	} {
 		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
@@ -231,8 +233,8 @@ func TestDrainCountsReplicasThatHoldData(t *testing.T) {
 
 // Issue 10 item 4: quorum is arithmetic over the etcd members.
 func TestDrainQuorumArithmetic(t *testing.T) {
-	dropNode := func(name string) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) {
+	dropNode := func(name string) func(*change.DrainCheck) {
+		return func(c *change.DrainCheck) {
 			for i, n := range c.Data.Nodes {
 				if n.Name == name {
 					c.Data.Nodes = append(c.Data.Nodes[:i:i], c.Data.Nodes[i+1:]...)
@@ -241,24 +243,24 @@ func TestDrainQuorumArithmetic(t *testing.T) {
 			}
 		}
 	}
-	addServer := func(name string, ready bool) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode(name, ready, servers)) }
+	addServer := func(name string, ready bool) func(*change.DrainCheck) {
+		return func(c *change.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode(name, ready, servers)) }
 	}
 	for name, tc := range map[string]preflightCase{
-		"two members left: either one down loses quorum": {node: "node-a", edits: []func(*kube.DrainCheck){dropNode("node-c")},
+		"two members left: either one down loses quorum": {node: "node-a", edits: []func(*change.DrainCheck){dropNode("node-c")},
 			refusals: []string{"2 etcd members, all healthy; draining node-a leaves 1 of the 2 needed"}},
 		"three members: one out leaves exactly a quorum": {node: "node-a", clean: true,
 			notes: []string{"3 etcd members, all healthy; draining node-a leaves 2 of the 2 needed: one more failure loses quorum"}},
 		"five members, one down: a drain still leaves a quorum": {node: "node-a", clean: true,
-			edits: []func(*kube.DrainCheck){addServer("node-d", true), addServer("node-e", false)}},
+			edits: []func(*change.DrainCheck){addServer("node-d", true), addServer("node-e", false)}},
 		"five members, two down: a drain would lose quorum": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){addServer("node-d", false), addServer("node-e", false)},
+			edits:    []func(*change.DrainCheck){addServer("node-d", false), addServer("node-e", false)},
 			refusals: []string{"5 etcd members, 2 unhealthy (node-d: NotReady, node-e: NotReady); draining node-a leaves 2 of the 3 needed"}},
 		"a cordoned member is not counted healthy": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){func(c *kube.DrainCheck) { c.Data.Nodes[1].Spec.Unschedulable = true }},
+			edits:    []func(*change.DrainCheck){func(c *change.DrainCheck) { c.Data.Nodes[1].Spec.Unschedulable = true }},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-b: cordoned); draining node-a leaves 1 of the 2 needed"}},
 		"a worker's drain does not touch etcd": {node: "node-w", clean: true,
-			edits: []func(*kube.DrainCheck){dropNode("node-c")}},
+			edits: []func(*change.DrainCheck){dropNode("node-c")}},
 	} {
 		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
 	}
@@ -277,7 +279,7 @@ func healthyMember(node string) etcdMember { return etcdMember{node: node, healt
 // etcdOfNodes publishes, unless a list is published already, the list a
 // healthy etcd gives on a site whose etcd members are the Nodes with the
 // etcd role label, as the first of them observed it a second ago.
-func etcdOfNodes(c *kube.DrainCheck) {
+func etcdOfNodes(c *change.DrainCheck) {
 	for _, cm := range c.Data.ConfigMaps {
 		if cm.Name == kube.EtcdMembersConfigMapName {
 			return
@@ -296,13 +298,13 @@ func etcdOfNodes(c *kube.DrainCheck) {
 
 // published adds observer's view of etcd, observed age ago (negative: dated
 // in the future), under its own key of the sitecon-etcd-members ConfigMap.
-func published(observer string, age time.Duration, members ...etcdMember) func(*kube.DrainCheck) {
+func published(observer string, age time.Duration, members ...etcdMember) func(*change.DrainCheck) {
 	return publishedAs(observer, observer, age, members...)
 }
 
 // publishedAs adds a view under key that claims to be observedBy's.
-func publishedAs(key, observedBy string, age time.Duration, members ...etcdMember) func(*kube.DrainCheck) {
-	return func(c *kube.DrainCheck) {
+func publishedAs(key, observedBy string, age time.Duration, members ...etcdMember) func(*change.DrainCheck) {
+	return func(c *change.DrainCheck) {
 		var list []string
 		for i, m := range members {
 			// k3s names a member after its node with a random suffix.
@@ -332,8 +334,8 @@ func publishedAs(key, observedBy string, age time.Duration, members ...etcdMembe
 func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
 	type member = etcdMember
 	healthy := healthyMember
-	notReady := func(name string) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) {
+	notReady := func(name string) func(*change.DrainCheck) {
+		return func(c *change.DrainCheck) {
 			for i, n := range c.Data.Nodes {
 				if n.Name == name {
 					c.Data.Nodes[i] = mkNode(name, false, n.Labels)
@@ -343,22 +345,22 @@ func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
 	}
 	for name, tc := range map[string]preflightCase{
 		"etcd says a member is unhealthy that the Nodes do not show": {node: "node-a",
-			edits: []func(*kube.DrainCheck){published("node-a", 5*time.Second,
+			edits: []func(*change.DrainCheck){published("node-a", 5*time.Second,
 				healthy("node-a"), healthy("node-b"), member{node: "node-c", err: "context deadline exceeded"})},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-c: etcd: context deadline exceeded); draining node-a leaves 1 of the 2 needed"},
 			notes:    []string{"etcd members as etcd lists them (observed by node-a 5s ago)"}},
 		"etcd lists two members: the third Node's label does not make it one": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){published("node-b", 5*time.Second, healthy("node-a"), healthy("node-b"))},
+			edits:    []func(*change.DrainCheck){published("node-b", 5*time.Second, healthy("node-a"), healthy("node-b"))},
 			refusals: []string{"2 etcd members, all healthy; draining node-a leaves 1 of the 2 needed"}},
 		"a learner does not vote": {node: "node-a", clean: true,
-			edits: []func(*kube.DrainCheck){published("node-a", 5*time.Second,
+			edits: []func(*change.DrainCheck){published("node-a", 5*time.Second,
 				healthy("node-a"), healthy("node-b"), healthy("node-c"), member{node: "node-w", healthy: true, learner: true})},
 			notes: []string{"3 etcd members, all healthy; draining node-a leaves 2 of the 2 needed", "node-w is a learner (joining; it does not vote yet)"}},
 		"a member healthy in etcd on a NotReady node is not counted on": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){published("node-a", 5*time.Second, healthy("node-a"), healthy("node-b"), healthy("node-c")), notReady("node-c")},
+			edits:    []func(*change.DrainCheck){published("node-a", 5*time.Second, healthy("node-a"), healthy("node-b"), healthy("node-c")), notReady("node-c")},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); draining node-a leaves 1 of the 2 needed"}},
 		"a stale list: refused, with what was read and when": {node: "node-a",
-			edits: []func(*kube.DrainCheck){published("node-a", 10*time.Minute,
+			edits: []func(*change.DrainCheck){published("node-a", 10*time.Minute,
 				healthy("node-a"), healthy("node-b"), member{node: "node-c", err: "context deadline exceeded"})},
 			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list is stale: its freshest entry was observed by node-a at ",
 				"10m0s ago by this clock (more than the 1m30s allowed)", "check the servers' agents (sitecon status) and the nodes' clocks, then try again"},
@@ -367,7 +369,7 @@ func TestDrainQuorumFromEtcdMemberList(t *testing.T) {
 			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list is not published (no ConfigMap eve-kube-app/sitecon-etcd-members)",
 				"check that they run (sitecon status), then try again"}},
 		"the freshest observation counts": {node: "node-a",
-			edits: []func(*kube.DrainCheck){
+			edits: []func(*change.DrainCheck){
 				published("node-b", 50*time.Second, healthy("node-a"), healthy("node-b"), healthy("node-c")),
 				published("node-c", 2*time.Second, healthy("node-a"), member{node: "node-b", err: "etcdserver: no leader"}, healthy("node-c")),
 			},
@@ -388,33 +390,33 @@ func TestDrainQuorumTrustsOnlyCurrentServers(t *testing.T) {
 	const lost = "3 etcd members, 1 unhealthy (node-c: etcd: context deadline exceeded); draining node-a leaves 1 of the 2 needed"
 	for name, tc := range map[string]preflightCase{
 		"an entry dated an hour ahead does not win": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){honest, published("node-b", -time.Hour, allHealthy...)},
+			edits:    []func(*change.DrainCheck){honest, published("node-b", -time.Hour, allHealthy...)},
 			refusals: []string{lost},
 			notes: []string{"etcd members as etcd lists them (observed by node-a 5s ago)",
 				"entry node-b ignored: dated 59m5", "ahead of this clock, more than the 30s clock skew allowed"}},
 		"a clock a little ahead is within the skew": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){published("node-b", -10*time.Second, healthyMember("node-a"), healthyMember("node-b"), cDown)},
+			edits:    []func(*change.DrainCheck){published("node-b", -10*time.Second, healthyMember("node-a"), healthyMember("node-b"), cDown)},
 			refusals: []string{lost},
 			notes:    []string{"etcd members as etcd lists them (observed by node-b 0s ago)"}},
 		"a worker's entry does not count": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){honest, published("node-w", time.Second, allHealthy...)},
+			edits:    []func(*change.DrainCheck){honest, published("node-w", time.Second, allHealthy...)},
 			refusals: []string{lost},
 			notes:    []string{"entry node-w ignored: node-w is not a server (no node-role.kubernetes.io/etcd label)"}},
 		"an entry from a node not in the cluster does not count": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){honest, published("node-x", time.Second, allHealthy...)},
+			edits:    []func(*change.DrainCheck){honest, published("node-x", time.Second, allHealthy...)},
 			refusals: []string{lost},
 			notes:    []string{"entry node-x ignored: node-x is not a node of the cluster"}},
 		"an entry under one key claiming another observer does not count": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){honest, publishedAs("node-w", "node-b", time.Second, allHealthy...)},
+			edits:    []func(*change.DrainCheck){honest, publishedAs("node-w", "node-b", time.Second, allHealthy...)},
 			refusals: []string{lost},
 			notes:    []string{`entry node-w ignored: it says it was observed by "node-b"`}},
 		"only untrusted entries: refused, each said": {node: "node-a",
-			edits: []func(*kube.DrainCheck){published("node-w", time.Second, allHealthy...), published("node-b", -time.Hour, allHealthy...)},
+			edits: []func(*change.DrainCheck){published("node-w", time.Second, allHealthy...), published("node-b", -time.Hour, allHealthy...)},
 			refusals: []string{"etcd's member list in eve-kube-app/sitecon-etcd-members has no entry a current server wrote",
 				"entry node-b ignored: dated", "entry node-w ignored: node-w is not a server",
 				"check the nodes' clocks"}},
 		"a member no Node stands for is not counted on": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){published("node-a", 5*time.Second, append(allHealthy, healthyMember("node-gone"))...)},
+			edits:    []func(*change.DrainCheck){published("node-a", 5*time.Second, append(allHealthy, healthyMember("node-gone"))...)},
 			refusals: []string{"4 etcd members, 1 unhealthy (node-gone-1a2b3c50: no Node in the cluster stands for this member); draining node-a leaves 2 of the 3 needed"}},
 	} {
 		t.Run(name, func(t *testing.T) { runPreflight(t, tc) })
@@ -428,35 +430,35 @@ func TestDrainQuorumTrustsOnlyCurrentServers(t *testing.T) {
 // that cannot be counted on leaves quorum unknown, and whatever needs
 // quorum is refused with what was read, when, and what to do.
 func TestDrainRefusesAnUnknownQuorum(t *testing.T) {
-	purpose := func(p safety.Purpose) func(*kube.DrainCheck) { return func(c *kube.DrainCheck) { c.Purpose = p } }
+	purpose := func(p safety.Purpose) func(*change.DrainCheck) { return func(c *change.DrainCheck) { c.Purpose = p } }
 	// node-d was just removed: its Node is gone, its member not yet.
 	withD := []etcdMember{healthyMember("node-a"), healthyMember("node-b"), healthyMember("node-c"), healthyMember("node-d")}
-	controlPlaneOnly := func(c *kube.DrainCheck) {
+	controlPlaneOnly := func(c *change.DrainCheck) {
 		c.Data.Nodes = append(c.Data.Nodes, mkNode("node-s", true, map[string]string{"node-role.kubernetes.io/control-plane": "true"}))
 	}
 	for name, tc := range map[string]preflightCase{
 		"a clock a minute ahead does not switch to the labels": {node: "node-a",
-			edits: []func(*kube.DrainCheck){published("node-b", -time.Minute, withD...)},
+			edits: []func(*change.DrainCheck){published("node-b", -time.Minute, withD...)},
 			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list in eve-kube-app/sitecon-etcd-members has no entry a current server wrote",
 				"entry node-b ignored: dated", "ahead of this clock", "check the nodes' clocks (sitecon doctor), then try again"},
 			notes: []string{"the Nodes' etcd role label names node-a, node-b, node-c: not counted (it misses a member without a Node, as right after a node remove)"}},
 		"the same list in time counts the member without a Node": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){published("node-b", 5*time.Second, withD...)},
+			edits:    []func(*change.DrainCheck){published("node-b", 5*time.Second, withD...)},
 			refusals: []string{"4 etcd members, 1 unhealthy (node-d-1a2b3c50: no Node in the cluster stands for this member); draining node-a leaves 2 of the 3 needed"}},
 		"a remove on a stale list": {node: "node-c",
-			edits: []func(*kube.DrainCheck){purpose(safety.PurposeRemove), published("node-a", 10*time.Minute, withD...),
-				func(c *kube.DrainCheck) { c.Data.Nodes[2] = mkNode("node-c", false, servers) }},
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeRemove), published("node-a", 10*time.Minute, withD...),
+				func(c *change.DrainCheck) { c.Data.Nodes[2] = mkNode("node-c", false, servers) }},
 			refusals: []string{"etcd's quorum is unknown, so removing node-c cannot be judged: etcd's member list is stale"}},
 		"a replace with no list": {node: "node-c", unpublished: true,
-			edits: []func(*kube.DrainCheck){purpose(safety.PurposeReplace),
-				func(c *kube.DrainCheck) { c.Data.Nodes[2] = mkNode("node-c", false, servers) }},
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeReplace),
+				func(c *change.DrainCheck) { c.Data.Nodes[2] = mkNode("node-c", false, servers) }},
 			refusals: []string{"etcd's quorum is unknown, so replacing node-c cannot be judged: etcd's member list is not published"}},
 		"a list that names no voting member is not etcd's": {node: "node-a",
-			edits: []func(*kube.DrainCheck){published("node-a", time.Second, etcdMember{node: "node-a", healthy: true, learner: true})},
+			edits: []func(*change.DrainCheck){published("node-a", time.Second, etcdMember{node: "node-a", healthy: true, learner: true})},
 			refusals: []string{"etcd's quorum is unknown, so draining node-a cannot be judged: etcd's member list as node-a observed it",
 				"lists no voting member", "wait for a fresh list, then try again"}},
 		"a server without the etcd label may still run a member": {node: "node-s", unpublished: true,
-			edits:    []func(*kube.DrainCheck){controlPlaneOnly},
+			edits:    []func(*change.DrainCheck){controlPlaneOnly},
 			refusals: []string{"etcd's quorum is unknown, so draining node-s cannot be judged"}},
 		"a worker's drain needs no quorum": {node: "node-w", unpublished: true, clean: true},
 	} {
@@ -469,9 +471,9 @@ func TestDrainRefusesAnUnknownQuorum(t *testing.T) {
 func TestReconfirmStopsOnAQuorumGoneUnknown(t *testing.T) {
 	all := []etcdMember{healthyMember("node-a"), healthyMember("node-b"), healthyMember("node-c")}
 	confirmed := runPreflight(t, preflightCase{node: "node-a", clean: true,
-		edits: []func(*kube.DrainCheck){published("node-b", time.Second, all...)}})
+		edits: []func(*change.DrainCheck){published("node-b", time.Second, all...)}})
 	now := runPreflight(t, preflightCase{node: "node-a",
-		edits:    []func(*kube.DrainCheck){published("node-b", 5*time.Minute, all...)},
+		edits:    []func(*change.DrainCheck){published("node-b", 5*time.Minute, all...)},
 		refusals: []string{"etcd's quorum is unknown"}})
 	if reasons := safety.Reconfirm(confirmed, now); len(reasons) == 0 {
 		t.Fatalf("the re-check let a drain run on a stale member list: %q", now.Notes)
@@ -483,7 +485,7 @@ func TestReconfirmStopsOnAQuorumGoneUnknown(t *testing.T) {
 // for etcd's members and call that healthy.
 func TestEtcdQuorumMembersCountsNoLabelsForEtcd(t *testing.T) {
 	all := []etcdMember{healthyMember("node-a"), healthyMember("node-b"), healthyMember("node-c")}
-	for name, edits := range map[string][]func(*kube.DrainCheck){
+	for name, edits := range map[string][]func(*change.DrainCheck){
 		"not published":        nil,
 		"stale":                {published("node-a", 10*time.Minute, all...)},
 		"dated a minute ahead": {published("node-a", -time.Minute, all...)},
@@ -491,11 +493,11 @@ func TestEtcdQuorumMembersCountsNoLabelsForEtcd(t *testing.T) {
 		"no voting member":     {published("node-a", time.Second)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := kube.DrainCheck{Data: site()}
+			c := change.DrainCheck{Data: site()}
 			for _, edit := range edits {
 				edit(&c)
 			}
-			q := kube.EtcdQuorumMembers(c.Data, time.Now())
+			q := nodestate.EtcdQuorumMembers(c.Data, time.Now())
 			if q.FromEtcd || len(q.Members) > 0 {
 				t.Fatalf("an untrustworthy list counted %d members (from etcd: %v): %s", len(q.Members), q.FromEtcd, q.Source)
 			}
@@ -509,9 +511,9 @@ func TestEtcdQuorumMembersCountsNoLabelsForEtcd(t *testing.T) {
 // Issue 10 item 4 and issue 11 item 3 for remove and replace: the node's
 // disks and its etcd membership go for good.
 func TestRemovePreflight(t *testing.T) {
-	purpose := func(p safety.Purpose) func(*kube.DrainCheck) { return func(c *kube.DrainCheck) { c.Purpose = p } }
-	notReady := func(name string) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) {
+	purpose := func(p safety.Purpose) func(*change.DrainCheck) { return func(c *change.DrainCheck) { c.Purpose = p } }
+	notReady := func(name string) func(*change.DrainCheck) {
+		return func(c *change.DrainCheck) {
 			for i, n := range c.Data.Nodes {
 				if n.Name == name {
 					c.Data.Nodes[i] = mkNode(name, false, n.Labels)
@@ -519,8 +521,8 @@ func TestRemovePreflight(t *testing.T) {
 			}
 		}
 	}
-	only := func(names ...string) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) {
+	only := func(names ...string) func(*change.DrainCheck) {
+		return func(c *change.DrainCheck) {
 			var keep []*corev1.Node
 			for _, n := range c.Data.Nodes {
 				if slices.Contains(names, n.Name) {
@@ -535,38 +537,38 @@ func TestRemovePreflight(t *testing.T) {
 		mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), ""))
 	for name, tc := range map[string]preflightCase{
 		"a stopped app's only copy is not discarded": {node: "node-b",
-			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-b"), stoppedOnlyOnB},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-b"), stoppedOnlyOnB},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "removing node-b would discard it"},
 			warnings: []string{"after removing node-b: 2 etcd members"}},
 		"nor by a replace": {node: "node-b",
-			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeReplace), notReady("node-b"), stoppedOnlyOnB},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeReplace), notReady("node-b"), stoppedOnlyOnB},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "replacing node-b would discard it"}},
 		"nor when Longhorn would copy it off in a drain": {node: "node-b",
-			edits: []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-b"), stoppedOnlyOnB,
-				func(c *kube.DrainCheck) { c.LonghornPolicy = "block-for-eviction" }},
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-b"), stoppedOnlyOnB,
+				func(c *change.DrainCheck) { c.LonghornPolicy = "block-for-eviction" }},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped"},
 			warnings: []string{"after removing node-b: 2 etcd members"}},
 		"a dead server out of three: allowed, said out loud": {node: "node-c",
-			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c")},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c")},
 			warnings: []string{"after removing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to)"}},
 		"a replace restores the count: a note": {node: "node-c",
-			edits: []func(*kube.DrainCheck){purpose(safety.PurposeReplace), notReady("node-c")}, clean: true,
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeReplace), notReady("node-c")}, clean: true,
 			notes: []string{"after replacing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to) until the new node has joined"}},
 		"a live server while another is down loses quorum": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c")},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c")},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); removing node-a leaves 1 of the 2 needed"},
 			warnings: []string{"node-a is Ready"}},
 		"the last server": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), only("node-a", "node-w"), notReady("node-a")},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove), only("node-a", "node-w"), notReady("node-a")},
 			refusals: []string{"node-a is the last server: removing it ends the cluster"}},
 		"the node this runs on": {node: "node-c",
-			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c"), func(c *kube.DrainCheck) { c.LocalNode = "node-c" }},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-c"), func(c *change.DrainCheck) { c.LocalNode = "node-c" }},
 			refusals: []string{"node-c is the node this runs on"}, warnings: []string{"no longer tolerates a failure"}},
 		"a Ready node needs --force": {node: "node-w",
-			edits:    []func(*kube.DrainCheck){purpose(safety.PurposeRemove)},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove)},
 			warnings: []string{"node-w is Ready (the device is alive): removing a live node needs --force"}},
 		"a dead worker goes without a word": {node: "node-w",
-			edits: []func(*kube.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w")}, clean: true},
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w")}, clean: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := runPreflight(t, tc)
@@ -586,9 +588,9 @@ func TestRemovePreflight(t *testing.T) {
 // device (the node it runs on, a Ready node) does not apply: a leaving
 // node is both.
 func TestLeavePreflight(t *testing.T) {
-	leave := func(c *kube.DrainCheck) { c.Purpose, c.LocalNode = safety.PurposeOf("leave"), c.Node }
-	notReady := func(name string) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) {
+	leave := func(c *change.DrainCheck) { c.Purpose, c.LocalNode = safety.PurposeOf("leave"), c.Node }
+	notReady := func(name string) func(*change.DrainCheck) {
+		return func(c *change.DrainCheck) {
 			for i, n := range c.Data.Nodes {
 				if n.Name == name {
 					c.Data.Nodes[i] = mkNode(name, false, n.Labels)
@@ -596,9 +598,9 @@ func TestLeavePreflight(t *testing.T) {
 			}
 		}
 	}
-	fourth := func(c *kube.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode("node-d", true, servers)) }
-	only := func(names ...string) func(*kube.DrainCheck) {
-		return func(c *kube.DrainCheck) {
+	fourth := func(c *change.DrainCheck) { c.Data.Nodes = append(c.Data.Nodes, mkNode("node-d", true, servers)) }
+	only := func(names ...string) func(*change.DrainCheck) {
+		return func(c *change.DrainCheck) {
 			c.Data.Nodes = slices.DeleteFunc(c.Data.Nodes, func(n *corev1.Node) bool { return !slices.Contains(names, n.Name) })
 			c.Data.Volumes, c.Data.Replicas = nil, nil
 		}
@@ -607,32 +609,32 @@ func TestLeavePreflight(t *testing.T) {
 		mkReplica("st-b", "vol-stopped", "node-b", lhv1beta2.InstanceStateStopped, stamp(0), ""))
 	for name, tc := range map[string]preflightCase{
 		"one of three servers leaving: the cluster no longer tolerates a failure": {node: "node-c",
-			edits:    []func(*kube.DrainCheck){leave},
+			edits:    []func(*change.DrainCheck){leave},
 			warnings: []string{"after removing node-c: 2 etcd members, 2 healthy, quorum needs 2: the cluster no longer tolerates a failure (it takes three servers to)"}},
 		"a detached volume's only copy is refused, not taken along": {node: "node-b",
-			edits:    []func(*kube.DrainCheck){leave, fourth, stoppedOnlyOnB},
+			edits:    []func(*change.DrainCheck){leave, fourth, stoppedOnlyOnB},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped (eve-kube-app/vol-stopped-claim): replica stopped, volume detached; removing node-b would discard it"}},
 		"nor when Longhorn would copy it off in a drain": {node: "node-b",
-			edits: []func(*kube.DrainCheck){leave, fourth, stoppedOnlyOnB,
-				func(c *kube.DrainCheck) { c.LonghornPolicy = "block-for-eviction" }},
+			edits: []func(*change.DrainCheck){leave, fourth, stoppedOnlyOnB,
+				func(c *change.DrainCheck) { c.LonghornPolicy = "block-for-eviction" }},
 			refusals: []string{"node-b holds the only up-to-date copy of vol-stopped", "removing node-b would discard it"}},
 		"an attached volume's only copy is refused": {node: "node-b",
-			edits: []func(*kube.DrainCheck){leave, fourth, withVolume(mkVolume("vol-1", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
+			edits: []func(*change.DrainCheck){leave, fourth, withVolume(mkVolume("vol-1", lhv1beta2.VolumeStateAttached, lhv1beta2.VolumeRobustnessHealthy),
 				mkReplica("one-b", "vol-1", "node-b", lhv1beta2.InstanceStateRunning, stamp(0), ""))},
 			refusals: []string{"node-b holds the only healthy replica of vol-1", "removing node-b would discard it"}},
 		"a leave that loses quorum says the arithmetic": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){leave, notReady("node-c")},
+			edits:    []func(*change.DrainCheck){leave, notReady("node-c")},
 			refusals: []string{"3 etcd members, 1 unhealthy (node-c: NotReady); removing node-a leaves 1 of the 2 needed"}},
 		"the last server does not leave": {node: "node-a",
-			edits:    []func(*kube.DrainCheck){leave, only("node-a", "node-w")},
+			edits:    []func(*change.DrainCheck){leave, only("node-a", "node-w")},
 			refusals: []string{"node-a is the last server: removing it ends the cluster"}},
 		"nor on an unknown member list": {node: "node-c", unpublished: true,
-			edits:    []func(*kube.DrainCheck){leave, fourth},
+			edits:    []func(*change.DrainCheck){leave, fourth},
 			refusals: []string{"etcd's quorum is unknown, so removing node-c cannot be judged"}},
 		"the node it runs on, Ready, leaves with a spare": {node: "node-c", clean: true,
-			edits: []func(*kube.DrainCheck){leave, fourth}},
+			edits: []func(*change.DrainCheck){leave, fourth}},
 		"a worker leaves without a word": {node: "node-w", clean: true,
-			edits: []func(*kube.DrainCheck){leave}},
+			edits: []func(*change.DrainCheck){leave}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := runPreflight(t, tc)
@@ -657,7 +659,7 @@ func TestDrainHazards(t *testing.T) {
 		return mkReplica(name, "vol-1", node, lhv1beta2.InstanceStateError, stamp(0), stamp(time.Hour))
 	}
 	start := []*lhv1beta2.Replica{healthy("r-b", "node-b"), healthy("r-a", "node-a"), healthy("r-c", "node-c")}
-	before := kube.CopiesElsewhere("node-b", vol(lhv1beta2.VolumeRobustnessHealthy), start)
+	before := change.CopiesElsewhere("node-b", vol(lhv1beta2.VolumeRobustnessHealthy), start)
 	if before["vol-1"] != 2 {
 		t.Fatalf("CopiesElsewhere = %v, want vol-1: 2", before)
 	}
@@ -674,7 +676,7 @@ func TestDrainHazards(t *testing.T) {
 		"faulted":                        {vol(lhv1beta2.VolumeRobustnessFaulted), start, "vol-1 (eve-kube-app/vol-1-claim) turned faulted"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := strings.Join(kube.DrainHazards("node-b", before, tc.volumes, tc.replicas), "; ")
+			got := strings.Join(change.DrainHazards("node-b", before, tc.volumes, tc.replicas), "; ")
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Fatalf("DrainHazards = %q, want %q", got, tc.want)
 			}

@@ -29,6 +29,8 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -313,8 +315,8 @@ func TestDrainQuorumTwoMembers(t *testing.T) {
 	}
 
 	// etcd's own list, less node-c's member.
-	publishEtcdMembers(t, site, func(v *kube.EtcdView) {
-		v.Members = slices.DeleteFunc(v.Members, func(m kube.EtcdMemberStatus) bool { return strings.HasPrefix(m.Name, "node-c") })
+	publishEtcdMembers(t, site, func(v *nodestate.EtcdView) {
+		v.Members = slices.DeleteFunc(v.Members, func(m nodestate.EtcdMemberStatus) bool { return strings.HasPrefix(m.Name, "node-c") })
 	})
 	out, err = act(t, site, auditLog, "drain", "node-a", "--dry-run")
 	if err == nil || !strings.Contains(out, "REFUSED  2 etcd members, all healthy; draining node-a leaves 1 of the 2 needed") {
@@ -370,7 +372,7 @@ func TestDrainStopsWhenACopyElsewhereFails(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		_ = cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		if _, err := kube.Cordon(ctx, cs, "node-b", false); err != nil {
+		if _, err := change.Cordon(ctx, cs, "node-b", false); err != nil {
 			t.Errorf("uncordon node-b: %v", err)
 		}
 	})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/applogs"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -67,7 +68,7 @@ func TestAgentCollectsAppLogsAcrossAKill(t *testing.T) {
 	ctx := context.Background()
 	const node = "node-a"
 	app := appPod(t, cs, "collect-5d8f-k2", "collect", node, false, "main", "sidecar")
-	vm := appPod(t, cs, "virt-launcher-collectvm-q7x", "collectvm", node, true, "compute", kube.GuestConsoleLogContainer)
+	vm := appPod(t, cs, "virt-launcher-collectvm-q7x", "collectvm", node, true, "compute", streams.GuestConsoleLogContainer)
 	// On another node: not this agent's.
 	appPod(t, cs, "elsewhere-1", "elsewhere", "node-b", false, "main")
 	if err := site.AppendContainerLog(ctx, kube.AppNamespace, "elsewhere-1", "main", "not mine"); err != nil {
@@ -84,7 +85,7 @@ func TestAgentCollectsAppLogsAcrossAKill(t *testing.T) {
 	// kubelet always serves the container's own file).
 	const perContainer = 240
 	writes := []struct{ pod, container string }{
-		{app.Name, "main"}, {app.Name, "sidecar"}, {vm.Name, kube.GuestConsoleLogContainer},
+		{app.Name, "main"}, {app.Name, "sidecar"}, {vm.Name, streams.GuestConsoleLogContainer},
 	}
 	burst := func(container string, from int) []string {
 		var lines []string

@@ -16,6 +16,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -187,7 +188,7 @@ func TestAppsOverrideKeptByOlderConfig(t *testing.T) {
 	agents, all, oldFile := startOlderConfigAgents(t, site, v2, v1)
 	waitAgents(t, all, v2.DisplayName, 60*time.Second, "running on node-c", runningOn("node-c"))
 
-	if err := kube.WriteOverride(ctx, cs, v2.UUID, kube.PlacementOverride{Node: "node-a", NodeUUID: sitebox.NodeUUID("node-a"),
+	if err := change.WriteOverride(ctx, cs, v2.UUID, kube.PlacementOverride{Node: "node-a", NodeUUID: sitebox.NodeUUID("node-a"),
 		By: "e2e", At: time.Now().UTC(), ConfigDNId: v2.DesignatedNodeID, ConfigVersion: 2, Reason: "on-site move"}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -59,7 +60,7 @@ func TestOverrideToUnfitNodeRefused(t *testing.T) {
 	waitAgents(t, all, app.DisplayName, 60*time.Second, "running on node-b", runningOn("node-b"))
 
 	// node-c lacks the label the app needs.
-	if err := kube.WriteOverride(ctx, cs, app.UUID, kube.PlacementOverride{Node: "node-c", NodeUUID: sitebox.NodeUUID("node-c"),
+	if err := change.WriteOverride(ctx, cs, app.UUID, kube.PlacementOverride{Node: "node-c", NodeUUID: sitebox.NodeUUID("node-c"),
 		By: "e2e", At: time.Now(), ConfigDNId: app.DesignatedNodeID, Reason: "hand-written"}); err != nil {
 		t.Fatal(err)
 	}

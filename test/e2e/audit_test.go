@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/audit"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/test/syncbuf"
 )
@@ -66,7 +66,7 @@ func TestDrainIntentAndSIGHUP(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		_ = cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		if _, err := kube.Cordon(ctx, cs, node, false); err != nil {
+		if _, err := change.Cordon(ctx, cs, node, false); err != nil {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/access"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
@@ -90,7 +91,7 @@ func TestBootstrapWorkerJoins(t *testing.T) {
 		return ls, ls.Leader == "node-a" && !ls.IsLeader
 	}, func(ls apps.LeaderState) string { return fmt.Sprintf("its leader state: %+v", ls) })
 	binding, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
-	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "Group" || binding.Subjects[0].Name != kube.NodesGroup {
+	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "Group" || binding.Subjects[0].Name != access.NodesGroup {
 		t.Fatalf("the agent's grant to the nodes' identities: %+v %v", binding, err)
 	}
 	// The worker's agent kept out of the cluster-wide state: the record

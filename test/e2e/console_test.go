@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/charmbracelet/lipgloss"
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
@@ -131,7 +131,7 @@ func TestConsoleNodeActions(t *testing.T) {
 	cs := clientset(t, site)
 	ctx := t.Context()
 	singleReplicaVolume(t, site, "vol-console-b", "node-b")
-	t.Cleanup(func() { _, _ = kube.Cordon(context.Background(), cs, "node-c", false) })
+	t.Cleanup(func() { _, _ = change.Cordon(context.Background(), cs, "node-c", false) })
 	// node-b and node-c are servers: their drains are judged on etcd's
 	// member list, published before the console reads the cluster.
 	publishEtcdMembers(t, site)

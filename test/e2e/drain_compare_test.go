@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -42,7 +43,7 @@ func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
 	const ns, node = "drain-compare", "node-c"
 	// Cleanups run last first: uncordoned once the namespace is gone.
 	t.Cleanup(func() {
-		if _, err := kube.Cordon(context.Background(), cs, node, false); err != nil {
+		if _, err := change.Cordon(context.Background(), cs, node, false); err != nil {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})
@@ -125,7 +126,7 @@ func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
 		if len(got.deleted) > 0 {
 			t.Errorf("%s deleted %v without the eviction API", d.who, got.deleted)
 		}
-		if _, err := kube.Cordon(ctx, cs, node, false); err != nil {
+		if _, err := change.Cordon(ctx, cs, node, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,7 +203,7 @@ func TestDrainEvictsWhatKubectlEvicts(t *testing.T) {
 		if err != nil || now.UID != guarded.UID || now.DeletionTimestamp != nil {
 			t.Errorf("%s: the guarded pod %s is gone or going (%v)", d.who, guarded.Name, err)
 		}
-		if _, err := kube.Cordon(ctx, cs, node, false); err != nil {
+		if _, err := change.Cordon(ctx, cs, node, false); err != nil {
 			t.Fatal(err)
 		}
 	}

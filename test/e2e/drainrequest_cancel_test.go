@@ -17,7 +17,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/drainrequest"
 	"github.com/sitecon/sitecon/audit"
-	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -131,7 +131,7 @@ func TestDrainRequestCancelled(t *testing.T) {
 
 	// 3. A node cordoned by hand stays cordoned: the agent takes back
 	// only its own cordon.
-	if _, err := kube.Cordon(context.Background(), cs, node, true); err != nil {
+	if _, err := change.Cordon(context.Background(), cs, node, true); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := runSiteconFor(t, 2*time.Minute, "agent", "drain-request", "--socket", sa.socket, "--wait", "--timeout", "90s"); err != nil {

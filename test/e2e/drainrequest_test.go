@@ -25,6 +25,7 @@ import (
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -203,7 +204,7 @@ func TestDrainRequestLeavesAHandCordonAlone(t *testing.T) {
 	site.RecoverOnCleanup(t, node)
 	// node-c is a server: its drain is judged on etcd's member list.
 	publishEtcdMembers(t, site)
-	if _, err := kube.Cordon(context.Background(), cs, node, true); err != nil {
+	if _, err := change.Cordon(context.Background(), cs, node, true); err != nil {
 		t.Fatal(err)
 	}
 	logDir, stateDir := t.TempDir(), t.TempDir()
@@ -302,7 +303,7 @@ func TestDrainRequestHeldForTheLastReplica(t *testing.T) {
 // uncordonAfter takes node back into service when the test ends.
 func uncordonAfter(t *testing.T, site *sitebox.TestSite, node string) {
 	t.Cleanup(func() {
-		if _, err := kube.Cordon(context.Background(), site.Clients(t).Core, node, false); err != nil {
+		if _, err := change.Cordon(context.Background(), site.Clients(t).Core, node, false); err != nil {
 			t.Errorf("uncordon %s: %v", node, err)
 		}
 	})

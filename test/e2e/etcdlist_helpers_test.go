@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -26,18 +27,18 @@ import (
 // none. It returns once the list counts, as a preflight reads it. Each
 // edit changes every observation before it is published (a member list
 // other than the site's real one).
-func publishEtcdMembers(t *testing.T, site *sitebox.TestSite, edits ...func(*kube.EtcdView)) {
+func publishEtcdMembers(t *testing.T, site *sitebox.TestSite, edits ...func(*nodestate.EtcdView)) {
 	t.Helper()
 	cs := clientset(t, site)
 	cms := cs.CoreV1().ConfigMaps(kube.AppNamespace)
 	ctx, stop := context.WithCancel(context.Background())
 	var running sync.WaitGroup
 	for _, m := range site.Etcd {
-		access := kube.EtcdAccess{Endpoint: m.ClientURL()}
-		publisher := &kube.EtcdPublisher{Access: access, Node: m.Node, Client: cs,
+		access := nodestate.EtcdAccess{Endpoint: m.ClientURL()}
+		publisher := &nodestate.EtcdPublisher{Access: access, Node: m.Node, Client: cs,
 			ObserveEvery: time.Second, PublishEvery: 10 * time.Second,
-			Observe: func(ctx context.Context) (kube.EtcdView, error) {
-				v, err := kube.ObserveEtcd(ctx, access, m.Node, time.Now)
+			Observe: func(ctx context.Context) (nodestate.EtcdView, error) {
+				v, err := nodestate.ObserveEtcd(ctx, access, m.Node, time.Now)
 				if err != nil {
 					return v, err
 				}
@@ -68,7 +69,7 @@ func publishEtcdMembers(t *testing.T, site *sitebox.TestSite, edits ...func(*kub
 		for i := range nodes.Items {
 			d.Nodes = append(d.Nodes, &nodes.Items[i])
 		}
-		q := kube.EtcdQuorumMembers(d, time.Now())
+		q := nodestate.EtcdQuorumMembers(d, time.Now())
 		return fmt.Sprintf("%s (%d members)", q.Source, len(q.Members)), q.FromEtcd
 	}, func(last string) string { return "last: " + last })
 }

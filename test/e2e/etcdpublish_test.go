@@ -12,6 +12,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -36,7 +37,7 @@ func TestAgentPublishesTheEtcdMembersItObserves(t *testing.T) {
 	}
 	a := startAgentWith(t, site, "node-b", "", t.TempDir(), func(o *agent.Options) {
 		startSiteAgentTimings(o)
-		o.Etcd = kube.EtcdAccess{Endpoint: member.ClientURL()}
+		o.Etcd = nodestate.EtcdAccess{Endpoint: member.ClientURL()}
 	})
 	t.Cleanup(func() { a.stop(); drop() })
 	until(t, 60*time.Second, "node-b's agent publishes etcd's three members", func() (string, bool) {
@@ -44,7 +45,7 @@ func TestAgentPublishesTheEtcdMembersItObserves(t *testing.T) {
 		if err != nil {
 			return err.Error(), false
 		}
-		var view kube.EtcdView
+		var view nodestate.EtcdView
 		if err := json.Unmarshal([]byte(cm.Data["node-b"]), &view); err != nil {
 			return fmt.Sprintf("node-b's key: %v (%d keys)", err, len(cm.Data)), false
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/access"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -223,7 +224,7 @@ func TestFailoverReleaseOnlyByServers(t *testing.T) {
 	site := sitebox.Shared(t)
 	cs := clientset(t, site)
 	_, errRole := cs.RbacV1().ClusterRoles().Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{})
-	if err := kube.EnsureAgentAccess(t.Context(), cs); err != nil {
+	if err := access.EnsureAgentAccess(t.Context(), cs); err != nil {
 		t.Fatal(err)
 	}
 	if errRole != nil {
@@ -232,7 +233,7 @@ func TestFailoverReleaseOnlyByServers(t *testing.T) {
 	}
 	for verb, allowed := range map[string]bool{"get": true, "list": true, "delete": false} {
 		review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: kube.NodeUser("node-c"), Groups: []string{kube.NodesGroup, "system:authenticated"},
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: access.NodeUser("node-c"), Groups: []string{access.NodesGroup, "system:authenticated"},
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "storage.k8s.io", Resource: "volumeattachments", Verb: verb}},
 		}, metav1.CreateOptions{})
 		if err != nil {

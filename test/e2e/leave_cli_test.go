@@ -22,6 +22,7 @@ import (
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -52,11 +53,11 @@ func etcdMemberNames(t *testing.T, endpoint string) []string {
 func publishEtcdView(t *testing.T, site *sitebox.TestSite) {
 	t.Helper()
 	m, _ := site.EtcdMemberOf("node-a")
-	view, err := kube.ObserveEtcd(context.Background(), kube.EtcdAccess{Endpoint: m.ClientURL()}, "node-a", time.Now)
+	view, err := nodestate.ObserveEtcd(context.Background(), nodestate.EtcdAccess{Endpoint: m.ClientURL()}, "node-a", time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kube.PublishEtcdView(context.Background(), clientset(t, site), view); err != nil {
+	if err := nodestate.PublishEtcdView(context.Background(), clientset(t, site), view); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -145,8 +146,8 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	if err := site.StartEtcdMember("node-b"); err != nil {
 		t.Fatal(err)
 	}
-	until(t, 30*time.Second, "node-b's etcd member healthy again", func() (kube.EtcdView, bool) {
-		v, err := kube.ObserveEtcd(ctx, kube.EtcdAccess{Endpoint: memberA.ClientURL()}, "node-a", time.Now)
+	until(t, 30*time.Second, "node-b's etcd member healthy again", func() (nodestate.EtcdView, bool) {
+		v, err := nodestate.ObserveEtcd(ctx, nodestate.EtcdAccess{Endpoint: memberA.ClientURL()}, "node-a", time.Now)
 		healthy := 0
 		for _, m := range v.Members {
 			if m.Healthy {
@@ -154,7 +155,7 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 			}
 		}
 		return v, err == nil && healthy == 3
-	}, func(v kube.EtcdView) string { return memberSummaryForTest(v) })
+	}, func(v nodestate.EtcdView) string { return memberSummaryForTest(v) })
 	publishEtcdView(t, site)
 
 	// One of three servers leaving is judged as a removal (issue 36 B):
@@ -218,7 +219,7 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	}
 }
 
-func memberSummaryForTest(v kube.EtcdView) string {
+func memberSummaryForTest(v nodestate.EtcdView) string {
 	var b strings.Builder
 	for _, m := range v.Members {
 		b.WriteString(m.Name)

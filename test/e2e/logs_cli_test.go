@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -25,7 +26,7 @@ func appPod(t *testing.T, cs kubernetes.Interface, name, app, node string, vm bo
 	labels := map[string]string{kube.LabelAppName: app, kube.LabelAppUUID: "0000aaaa-0000-4000-8000-" + strings.Repeat("0", 12-len(app)) + app}
 	if vm {
 		labels["kubevirt.io"] = "virt-launcher"
-		labels[kube.LabelVMIName] = app
+		labels[streams.LabelVMIName] = app
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.PodSpec{NodeName: node}}
 	for _, c := range containers {
@@ -80,8 +81,8 @@ func TestLogsCommand(t *testing.T) {
 	}
 
 	// A VM app: its serial console log, said so.
-	appPod(t, cs, "virt-launcher-logvm-abcde", "logvm", "node-b", true, "compute", kube.GuestConsoleLogContainer)
-	if err := site.AppendContainerLog(ctx, kube.AppNamespace, "virt-launcher-logvm-abcde", kube.GuestConsoleLogContainer, "login:"); err != nil {
+	appPod(t, cs, "virt-launcher-logvm-abcde", "logvm", "node-b", true, "compute", streams.GuestConsoleLogContainer)
+	if err := site.AppendContainerLog(ctx, kube.AppNamespace, "virt-launcher-logvm-abcde", streams.GuestConsoleLogContainer, "login:"); err != nil {
 		t.Fatal(err)
 	}
 	if err := site.AppendContainerLog(ctx, kube.AppNamespace, "virt-launcher-logvm-abcde", "compute", "virt-launcher noise"); err != nil {

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 // deviceConfig is where sitecon reads a device's own cluster config when
-// no --config is given (DefaultConfigDir in form_cmd.go).
+// no --config is given (DefaultConfigDir in cmd/form_cmd.go).
 const deviceConfig = "/persist/sitecon/cluster.json"
 
 func run(m *testing.M) int {

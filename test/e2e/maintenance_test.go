@@ -20,6 +20,7 @@ import (
 
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/test/syncbuf"
 )
@@ -85,7 +86,7 @@ func TestMaintenanceCancelLeavesTheNodeAsItWas(t *testing.T) {
 	// node-c is a server: its walk's drain is judged on etcd's member list.
 	publishEtcdMembers(t, site)
 	for _, cordonedBefore := range []bool{false, true} {
-		if _, err := kube.Cordon(context.Background(), cs, node, cordonedBefore); err != nil {
+		if _, err := change.Cordon(context.Background(), cs, node, cordonedBefore); err != nil {
 			t.Fatal(err)
 		}
 		auditLog := filepath.Join(t.TempDir(), "audit.jsonl")

@@ -15,6 +15,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodereport"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/views"
@@ -70,7 +71,7 @@ func startAPIDownSite(t *testing.T) *apiDownSite {
 		}
 		s.agents[node] = startAgentWith(t, site, node, "", logDir, func(o *agent.Options) {
 			startSiteAgentTimings(o)
-			o.Etcd = kube.EtcdAccess{Endpoint: member.ClientURL()}
+			o.Etcd = nodestate.EtcdAccess{Endpoint: member.ClientURL()}
 			o.Version = "e2e-" + node
 		})
 	}
@@ -98,7 +99,7 @@ func startAPIDownSite(t *testing.T) *apiDownSite {
 		}
 		addrs = append(addrs, netip.MustParseAddrPort(addr))
 	}
-	until(t, 60*time.Second, "every agent's report with etcd 3/3 healthy and its peers", func() (kube.NodeReports, bool) {
+	until(t, 60*time.Second, "every agent's report with etcd 3/3 healthy and its peers", func() (nodestate.NodeReports, bool) {
 		r := nodereport.Ask(context.Background(), key, addrs, 0)
 		if len(r.Answers) != 3 {
 			return r, false
@@ -109,7 +110,7 @@ func startAPIDownSite(t *testing.T) *apiDownSite {
 			}
 		}
 		return r, true
-	}, func(r kube.NodeReports) string { b, _ := json.MarshalIndent(r, "", "  "); return string(b) })
+	}, func(r nodestate.NodeReports) string { b, _ := json.MarshalIndent(r, "", "  "); return string(b) })
 	return s
 }
 
@@ -142,13 +143,13 @@ func (s *apiDownSite) statusJSON(t *testing.T) (views.NodeReportsOutput, string)
 }
 
 // answerOf is node's answer in r.
-func answerOf(r kube.NodeReports, node string) (kube.NodeAnswer, bool) {
+func answerOf(r nodestate.NodeReports, node string) (nodestate.NodeAnswer, bool) {
 	for _, a := range r.Answers {
 		if a.Name() == node {
 			return a, true
 		}
 	}
-	return kube.NodeAnswer{}, false
+	return nodestate.NodeAnswer{}, false
 }
 
 // Issue 22: with etcd without quorum and the API server stopped, sitecon
@@ -161,7 +162,7 @@ func TestStatusShowsEachNodesOwnReportWhenTheAPIIsDown(t *testing.T) {
 	s.stopAPI(t)
 
 	// The agents observe etcd every 10s: wait for node-a's view without quorum.
-	got := until(t, 60*time.Second, "every node's own report, node-a's etcd without quorum", func() (kube.NodeReports, bool) {
+	got := until(t, 60*time.Second, "every node's own report, node-a's etcd without quorum", func() (nodestate.NodeReports, bool) {
 		out, _ := s.statusJSON(t)
 		a, ok := answerOf(out.NodeReports, "node-a")
 		if !ok || !a.Answered || !strings.Contains(a.Report.Etcd.Text(), "no quorum") {
@@ -173,7 +174,7 @@ func TestStatusShowsEachNodesOwnReportWhenTheAPIIsDown(t *testing.T) {
 			}
 		}
 		return out.NodeReports, true
-	}, func(r kube.NodeReports) string { b, _ := json.MarshalIndent(r, "", "  "); return string(b) })
+	}, func(r nodestate.NodeReports) string { b, _ := json.MarshalIndent(r, "", "  "); return string(b) })
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		a, _ := answerOf(got, node)
 		if a.Report.Version != "e2e-"+node || a.Report.Phase == "" {
@@ -203,7 +204,7 @@ func TestStatusShowsEachNodesOwnReportWhenTheAPIIsDown(t *testing.T) {
 	none := filepath.Join(t.TempDir(), "none")
 	files, _, bundleOut, _ := takeBundle(t, "--kubeconfig", s.site.Kubeconfig(), "--config", s.config,
 		"--api-timeout", "3s", "--state-dir", none, "--agent-log", none, "--k3s-log", none, "--k3s-data-dir", none)
-	var inBundle kube.NodeReports
+	var inBundle nodestate.NodeReports
 	if err := json.Unmarshal(files["cluster/node-reports.json"], &inBundle); err != nil {
 		t.Errorf("the bundle's node reports: %v; printed:\n%s", err, bundleOut)
 	}

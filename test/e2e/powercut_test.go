@@ -32,6 +32,7 @@ import (
 	"github.com/sitecon/sitecon/agent/k3s"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/change"
 	"github.com/sitecon/sitecon/netcfg"
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/sitebox"
@@ -426,7 +427,7 @@ func TestRemovedServerHoldsAfterRestart(t *testing.T) {
 	}, func(netip.Addr) string { return fmt.Sprintf("state %+v", removed.agent.State()) })
 
 	// A technician removes node-r on a live member.
-	if err := kube.RemoveNode(t.Context(), cs, "node-r"); err != nil {
+	if err := change.RemoveNode(t.Context(), cs, "node-r"); err != nil {
 		t.Fatal(err)
 	}
 	st := waitState(t, removed, 30*time.Second, "holds: removed from its cluster", func(st agent.State) bool {

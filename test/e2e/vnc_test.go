@@ -27,6 +27,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/access"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/test/syncbuf"
 )
@@ -505,7 +506,7 @@ func TestWorkerIdentityOpensVMConsole(t *testing.T) {
 	admin := clientset(t, site)
 	removeAgentAccess(admin)
 	t.Cleanup(func() { removeAgentAccess(admin) })
-	if err := kube.EnsureAgentAccess(t.Context(), admin); err != nil {
+	if err := access.EnsureAgentAccess(t.Context(), admin); err != nil {
 		t.Fatal(err)
 	}
 	vncVMI(t, site, "vnc-worker", 5908, true)

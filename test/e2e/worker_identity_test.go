@@ -22,6 +22,7 @@ import (
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/access"
 	"github.com/sitecon/sitecon/test/sitebox"
 )
 
@@ -55,12 +56,12 @@ func TestWorkerIdentityRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a server's agent grants once it has joined.
-	if err := kube.EnsureAgentAccess(ctx, admin); err != nil {
+	if err := access.EnsureAgentAccess(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
 	binding, err := admin.RbacV1().ClusterRoleBindings().Get(ctx, kube.AgentRoleName, metav1.GetOptions{})
-	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != rbacv1.GroupKind || binding.Subjects[0].Name != kube.NodesGroup {
-		t.Fatalf("the agents' grant after an upgrade: %+v %v, want the group %s alone", binding, err, kube.NodesGroup)
+	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != rbacv1.GroupKind || binding.Subjects[0].Name != access.NodesGroup {
+		t.Fatalf("the agents' grant after an upgrade: %+v %v, want the group %s alone", binding, err, access.NodesGroup)
 	}
 	const workerNode = "node-c"
 	workerCfg := workerIdentity(t, site, workerNode)

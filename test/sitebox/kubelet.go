@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/streams"
 )
 
 // Each node's kwok serves the kubelet API (container logs; exec, attach
@@ -292,12 +293,12 @@ func (s *Site) RunAppChatter(ctx context.Context, cs kubernetes.Interface, every
 			if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 				continue
 			}
-			app, _, vm := kube.AppOfPod(p)
+			app, _, vm := streams.AppOfPod(p)
 			if app == "" {
 				continue
 			}
 			for _, c := range p.Spec.Containers {
-				if vm && c.Name != kube.GuestConsoleLogContainer {
+				if vm && c.Name != streams.GuestConsoleLogContainer {
 					continue
 				}
 				line := chatterLine(app, vm, n, every)

@@ -497,3 +497,22 @@ func (ts *TestSite) waitControllersLive(t testing.TB, within time.Duration) {
 
 // kubeletProbeLabel marks waitKubeletsLive's probe pods.
 const kubeletProbeLabel = "sitebox.sitecon.io/kubelet-probe"
+
+// StartSnapshot starts the cluster cache a face starts (kube.Snapshot) on
+// cfg, waits until its informers have synced, and stops it when t ends.
+func StartSnapshot(t testing.TB, cfg *rest.Config) *kube.Snapshot {
+	t.Helper()
+	snap, err := kube.NewSnapshot(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	snap.Start(ctx)
+	syncCtx, cancelSync := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelSync()
+	if err := snap.WaitForSync(syncCtx); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}

@@ -1,0 +1,165 @@
+package apps
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sitecon/sitecon/agent/config"
+)
+
+// fenceRecord is what the watch needs to fence without the cluster cache.
+type fenceRecord struct {
+	Node     string      `json:"node"`
+	Peers    []fencePeer `json:"peers"`
+	AutoPods []string    `json:"auto_pods"`
+	// PinnedPods are the pinned apps' pods (and any of no app), which the
+	// fence spares.
+	PinnedPods []string `json:"pinned_pods,omitempty"`
+	// PodsKnown: AutoPods are what the cache or the apps part said, not
+	// a record written before either knew (the peers may come first).
+	// Absent in a record of an older agent, which wrote only known pods:
+	// then its Written says so.
+	PodsKnown *bool        `json:"pods_known,omitempty"`
+	Written   *metav1.Time `json:"written,omitempty"`
+	// Contact is this node's last contact with the quorum, as the watch
+	// last wrote it (at most fenceSourcesEvery old while in contact).
+	Contact *fenceContact `json:"contact,omitempty"`
+}
+
+// fenceContact is a moment on the boot's clock: CLOCK_BOOTTIME, which an
+// agent's restart keeps and a step of the wall clock does not move, valid
+// in the boot BootID names only.
+type fenceContact struct {
+	BootID string        `json:"boot_id"`
+	Boot   time.Duration `json:"boot_ns"`
+}
+
+type fencePeer struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}
+
+// FenceRecordFile is the fence watch's record in the agent's state directory.
+const FenceRecordFile = "fence.json"
+
+// podsKnown says whether the record's AutoPods were known when written.
+func (r fenceRecord) podsKnown() bool {
+	if r.PodsKnown != nil {
+		return *r.PodsKnown
+	}
+	return r.Written != nil
+}
+
+// loadRecord reads the record a previous run left; an unreadable one is
+// said and treated as none (the cache writes a new one once it answers).
+func (w *FenceWatch) loadRecord() {
+	if w.RecordPath == "" {
+		w.Log.Warn("no state directory: an agent restarted while this node is cut off cannot fence before the API server answers")
+		return
+	}
+	data, err := os.ReadFile(w.RecordPath)
+	if os.IsNotExist(err) {
+		return
+	}
+	var rec fenceRecord
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err == nil && rec.Node != w.Node {
+		err = fmt.Errorf("it is node %q's, not %s's", rec.Node, w.Node)
+	}
+	if err != nil {
+		w.Log.Error("fence record unreadable: until the cluster answers, this node knows no peers and no pods to fence", "path", w.RecordPath, "err", err)
+		return
+	}
+	w.mu.Lock()
+	w.record, w.contact = rec, rec.Contact
+	w.mu.Unlock()
+}
+
+// bootClock reads this boot's ID and CLOCK_BOOTTIME (the time since boot,
+// suspend included; a step of the wall clock does not move it).
+func bootClock() (string, time.Duration, error) {
+	id, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", 0, err
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return "", 0, err
+	}
+	return strings.TrimSpace(string(id)), time.Duration(ts.Nano()), nil
+}
+
+func (w *FenceWatch) bootClock() func() (string, time.Duration, error) {
+	if w.BootClock != nil {
+		return w.BootClock
+	}
+	return bootClock
+}
+
+// lastContactAgo is how long ago the record's last contact was, when it
+// was in this boot (after a reboot nothing of the node's ran on).
+func (w *FenceWatch) lastContactAgo() (time.Duration, bool) {
+	w.mu.Lock()
+	c := w.contact
+	w.mu.Unlock()
+	if c == nil {
+		return 0, false
+	}
+	id, since, err := w.bootClock()()
+	if err != nil || id != c.BootID || since < c.Boot {
+		return 0, false
+	}
+	return since - c.Boot, true
+}
+
+// noteContact keeps a contact ago before now in the record, at most every
+// fenceSourcesEvery: a restart counts from a contact that much earlier at
+// worst, which fences sooner, never later.
+func (w *FenceWatch) noteContact(ago time.Duration) {
+	id, since, err := w.bootClock()()
+	if err != nil {
+		return
+	}
+	at := since - ago
+	w.mu.Lock()
+	if c := w.contact; c != nil && c.BootID == id && at-c.Boot < fenceSourcesEvery {
+		w.mu.Unlock()
+		return
+	}
+	w.contact = &fenceContact{BootID: id, Boot: at}
+	rec := w.record
+	rec.Contact = w.contact
+	w.mu.Unlock()
+	if rec.Written == nil {
+		// Nothing recorded yet: the contact alone, the pods not known.
+		unknown := false
+		rec.Node, rec.PodsKnown = w.Node, &unknown
+	}
+	w.saveRecord(rec)
+}
+
+// saveRecord writes the record whole (temp, fsync, rename) and keeps it.
+func (w *FenceWatch) saveRecord(rec fenceRecord) {
+	rec.Written = &metav1.Time{Time: time.Now()}
+	w.mu.Lock()
+	w.record = rec
+	w.mu.Unlock()
+	if w.RecordPath == "" {
+		return
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err == nil {
+		err = config.WriteFileAtomic(w.RecordPath, data, 0o644)
+	}
+	if err != nil {
+		w.Log.Error("fence record not written: a restart cut off fences from the one before", "path", w.RecordPath, "err", err)
+	}
+}

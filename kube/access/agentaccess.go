@@ -1,0 +1,264 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	admissionapply "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
+	rbacapply "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// Who the agents are and what each may do.
+//
+// Every node's agent reaches the cluster with a credential only that node
+// holds, and the cluster decides by the credential, never by what a node
+// says of itself (its config, or a label its kubelet could set):
+//
+//   - A server's agent uses k3s's admin kubeconfig (K3sKubeconfig), which
+//     only a server has: it carries the etcd data and the cluster's CA keys,
+//     so it is trusted with the cluster anyway. It alone writes the
+//     cluster-wide state: the etcd member list, the cluster record, the
+//     placement overrides, the stats-leader Lease (only servers stand), a
+//     force-delete of a pod on a lost node and the release of its volume
+//     attachments.
+//   - A worker's agent uses its node's own identity, the kubelet client
+//     certificate k3s issues each node (<data-dir>/agent/kubelet.kubeconfig:
+//     user system:node:<name>, group system:nodes; see NodeUser). The
+//     servers grant that group what a worker's agent needs (AgentRules,
+//     AgentLayoutRules) and no more: it reads what the agent watches, lays
+//     out in the app namespace the apps it is the designated node of, and
+//     writes no ConfigMap, no Lease, no VolumeAttachment.
+//   - The ValidatingAdmissionPolicy NodePolicyName narrows the group's
+//     writes to its own node, as NodeRestriction does for kubelets (k3s
+//     enables NodeRestriction; the policy does not rely on it): a node
+//     deletes only pods bound to itself; lays out only workloads whose
+//     node affinity names itself and that ask for no privilege on the host
+//     (privileged or added capabilities, host namespaces or paths; for a
+//     VM, the host's disks or devices); creates only sitecon's Longhorn
+//     classes, as named; writes no sitecon ConfigMap even if some other
+//     grant allowed it; and neither changes the node-uuid label of its Node
+//     (apps are designated by it, and NodeRestriction lets a kubelet set
+//     such labels) nor deletes its Node to register again under another.
+//
+// Until a server has granted it, a worker's agent reads nothing and retries.
+// The k3s controller identity (system:k3s-controller), which every node
+// shares and which the agents used before, is granted nothing.
+
+// NodesGroup is the group of every node's own identity.
+const NodesGroup = "system:nodes"
+
+// nodeUserPrefix starts a node identity's user name: system:node:<name>.
+const nodeUserPrefix = "system:node:"
+
+// NodeUser is the user name of node's own identity.
+func NodeUser(node string) string { return nodeUserPrefix + node }
+
+// NodeOfIdentity is the node an identity belongs to: its name and true for
+// a node's own identity (system:node:<name> in group system:nodes), false
+// for any other (a server's admin credential).
+func NodeOfIdentity(user authenticationv1.UserInfo) (string, bool) {
+	name, ok := strings.CutPrefix(user.Username, nodeUserPrefix)
+	if !ok || name == "" {
+		return "", false
+	}
+	for _, g := range user.Groups {
+		if g == NodesGroup {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// WhoAmI is the identity the API server sees behind cs (a SelfSubjectReview,
+// which every authenticated user may make).
+func WhoAmI(ctx context.Context, cs kubernetes.Interface) (authenticationv1.UserInfo, error) {
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return authenticationv1.UserInfo{}, fmt.Errorf("who am I: %w", err)
+	}
+	return r.Status.UserInfo, nil
+}
+
+// ErrNodePolicy: the node policy could not be put in force (an API server
+// without ValidatingAdmissionPolicy, GA since Kubernetes 1.30), although
+// the grants are in place: the workers' agents run, their writes in the
+// app namespace not confined to their own nodes.
+var ErrNodePolicy = errors.New("the node policy " + kube.NodePolicyName + " is not in force")
+
+// AgentRules is what a worker's agent may do cluster-wide: watch what the
+// snapshot watches, record Events, and lay out sitecon's Longhorn storage
+// classes (NodePolicyName checks them).
+var AgentRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "configmaps", "persistentvolumeclaims", "persistentvolumes", "namespaces"},
+		Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstances", "virtualmachineinstancereplicasets"},
+		Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"longhorn.io"}, Resources: []string{"volumes", "replicas", "engines", "settings", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"get", "list", "watch"}},
+	// The consoles of the VM apps on its node, which it serves to the
+	// device (agent/vncbridge).
+	{APIGroups: []string{"subresources.kubevirt.io"}, Resources: []string{"virtualmachineinstances/vnc"}, Verbs: []string{"get"}},
+}
+
+// AgentLayoutRules is what a worker's agent may write in the app namespace:
+// the workloads and claims of the apps and volumes it is the designated
+// node of, and the removal of a workload that has no place there any more
+// (the agent never deletes a claim: a volume's data outlives its app).
+var AgentLayoutRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"create", "update", "patch"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "update", "patch", "delete"}},
+	{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstances", "virtualmachineinstancereplicasets"},
+		Verbs: []string{"create", "update", "patch", "delete"}},
+}
+
+// nodePolicyValidations are the checks of NodePolicyName, in CEL over the
+// request. variables.node is the requesting node's name; variables.podSpec
+// the pod (or VMI) spec of a workload.
+var nodePolicyValidations = []struct{ expr, msg string }{
+	{`request.resource.resource != 'configmaps' || request.namespace != '` + kube.AppNamespace + `' || !request.name.startsWith('sitecon-')`,
+		"a node's identity writes no sitecon ConfigMap (cluster-wide state is written by servers)"},
+	{`request.resource.resource != 'pods' || (oldObject != null && has(oldObject.spec.nodeName) && oldObject.spec.nodeName == variables.node)`,
+		"a node's identity deletes only pods bound to its own node"},
+	{`request.resource.resource != 'nodes' || request.operation != 'DELETE'`,
+		"a node's identity deletes no Node (a node re-registering could claim another node's UUID)"},
+	{`request.resource.resource != 'nodes' || request.operation != 'UPDATE' || ` +
+		`(has(oldObject.metadata.labels) && '` + kube.LabelNodeUUID + `' in oldObject.metadata.labels) == (has(object.metadata.labels) && '` + kube.LabelNodeUUID + `' in object.metadata.labels) && ` +
+		`(!has(object.metadata.labels) || !('` + kube.LabelNodeUUID + `' in object.metadata.labels) || object.metadata.labels['` + kube.LabelNodeUUID + `'] == oldObject.metadata.labels['` + kube.LabelNodeUUID + `'])`,
+		"a node's identity does not change its Node's " + kube.LabelNodeUUID + " label (apps are designated to nodes by it)"},
+	{`request.resource.resource != 'storageclasses' || (has(object.parameters) && 'numberOfReplicas' in object.parameters && object.metadata.name == 'sitecon-longhorn-r' + object.parameters.numberOfReplicas)`,
+		"a node's identity creates only sitecon's Longhorn classes, as named"},
+	{`!variables.workload || (!has(variables.podSpec.nodeName) || variables.podSpec.nodeName == variables.node) && ` +
+		`(!has(variables.podSpec.nodeSelector) || !('kubernetes.io/hostname' in variables.podSpec.nodeSelector) || variables.podSpec.nodeSelector['kubernetes.io/hostname'] == variables.node)`,
+		"a node's identity lays out workloads for its own node only"},
+	{`!variables.workload || !has(variables.podSpec.affinity) || !has(variables.podSpec.affinity.nodeAffinity) || ` +
+		`!has(variables.podSpec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) || ` +
+		`variables.podSpec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.all(t, ` +
+		`(!has(t.matchExpressions) || t.matchExpressions.all(e, e.key != 'kubernetes.io/hostname' || (e.operator == 'In' && has(e.values) && e.values.all(v, v == variables.node)))) && ` +
+		`(!has(t.matchFields) || t.matchFields.all(f, f.key != 'metadata.name' || (f.operator == 'In' && has(f.values) && f.values.all(v, v == variables.node)))))`,
+		"a node's identity lays out workloads for its own node only"},
+	{`!variables.workload || !has(variables.podSpec.affinity) || !has(variables.podSpec.affinity.nodeAffinity) || ` +
+		`!has(variables.podSpec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution) || ` +
+		`variables.podSpec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.all(p, ` +
+		`(!has(p.preference.matchExpressions) || p.preference.matchExpressions.all(e, e.key != 'kubernetes.io/hostname' || (e.operator == 'In' && has(e.values) && e.values.all(v, v == variables.node)))) && ` +
+		`(!has(p.preference.matchFields) || p.preference.matchFields.all(f, f.key != 'metadata.name' || (f.operator == 'In' && has(f.values) && f.values.all(v, v == variables.node)))))`,
+		"a node's identity lays out workloads for its own node only"},
+	{`!variables.workload || has(variables.podSpec.affinity) && has(variables.podSpec.affinity.nodeAffinity) && (` +
+		`has(variables.podSpec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && ` +
+		`variables.podSpec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t, has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == 'kubernetes.io/hostname')) || ` +
+		`has(variables.podSpec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution) && ` +
+		`variables.podSpec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.exists(p, has(p.preference.matchExpressions) && p.preference.matchExpressions.exists(e, e.key == 'kubernetes.io/hostname')))`,
+		"a node's identity lays out only workloads that name its node (the app's designated node)"},
+	{`!variables.workload || request.resource.resource != 'deployments' || ` +
+		`!(has(variables.podSpec.hostNetwork) && variables.podSpec.hostNetwork) && !(has(variables.podSpec.hostPID) && variables.podSpec.hostPID) && ` +
+		`!(has(variables.podSpec.hostIPC) && variables.podSpec.hostIPC) && ` +
+		`(!has(variables.podSpec.volumes) || variables.podSpec.volumes.all(v, !has(v.hostPath))) && ` +
+		`variables.podSpec.containers.all(c, !has(c.securityContext) || (!has(c.securityContext.privileged) || !c.securityContext.privileged) && ` +
+		`(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || size(c.securityContext.capabilities.add) == 0)) && ` +
+		`(!has(variables.podSpec.initContainers) || variables.podSpec.initContainers.all(c, !has(c.securityContext) || (!has(c.securityContext.privileged) || !c.securityContext.privileged) && ` +
+		`(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || size(c.securityContext.capabilities.add) == 0)))`,
+		"a node's identity lays out no workload with privileges on the host (privileged, added capabilities, host namespaces or paths)"},
+	{`!variables.workload || request.resource.resource == 'deployments' || ` +
+		`(!has(variables.podSpec.volumes) || variables.podSpec.volumes.all(v, !has(v.hostDisk))) && ` +
+		`(!has(variables.podSpec.domain) || !has(variables.podSpec.domain.devices) || ` +
+		`!has(variables.podSpec.domain.devices.hostDevices) && !has(variables.podSpec.domain.devices.gpus))`,
+		"a node's identity lays out no VM with the host's disks or devices"},
+}
+
+// EnsureAgentAccess grants the nodes' own identities what a worker's agent
+// needs (ClusterRole and Role AgentRoleName, bound to NodesGroup), puts the
+// policy NodePolicyName in force, and takes back the grant earlier versions
+// gave the shared k3s controller identity. Server-side apply makes it
+// idempotent and puts drifted rules right. A server's agent calls it.
+func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
+	labels := map[string]string{"app.kubernetes.io/managed-by": "sitecon"}
+	opts := metav1.ApplyOptions{FieldManager: "sitecon", Force: true}
+	nodes := rbacapply.Subject().WithAPIGroup(rbacv1.GroupName).WithKind(rbacv1.GroupKind).WithName(NodesGroup)
+
+	role := rbacapply.ClusterRole(kube.AgentRoleName).WithLabels(labels)
+	for _, r := range AgentRules {
+		role.WithRules(rbacapply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...))
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Apply(ctx, role, opts); err != nil {
+		return fmt.Errorf("agent ClusterRole: %w", err)
+	}
+	// The subjects are replaced as a whole: the k3s controller identity
+	// an earlier version bound here loses the grant.
+	binding := rbacapply.ClusterRoleBinding(kube.AgentRoleName).WithLabels(labels).
+		WithRoleRef(rbacapply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(kube.AgentRoleName)).
+		WithSubjects(nodes)
+	if _, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, binding, opts); err != nil {
+		return fmt.Errorf("agent ClusterRoleBinding: %w", err)
+	}
+	layout := rbacapply.Role(kube.AgentRoleName, kube.AppNamespace).WithLabels(labels)
+	for _, r := range AgentLayoutRules {
+		layout.WithRules(rbacapply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...))
+	}
+	if _, err := cs.RbacV1().Roles(kube.AppNamespace).Apply(ctx, layout, opts); err != nil {
+		return fmt.Errorf("agent Role: %w", err)
+	}
+	layoutBinding := rbacapply.RoleBinding(kube.AgentRoleName, kube.AppNamespace).WithLabels(labels).
+		WithRoleRef(rbacapply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(kube.AgentRoleName)).
+		WithSubjects(nodes)
+	if _, err := cs.RbacV1().RoleBindings(kube.AppNamespace).Apply(ctx, layoutBinding, opts); err != nil {
+		return fmt.Errorf("agent RoleBinding: %w", err)
+	}
+	if err := ensureNodePolicy(ctx, cs, labels, opts); err != nil {
+		return fmt.Errorf("%w: %w", ErrNodePolicy, err)
+	}
+	return nil
+}
+
+func ensureNodePolicy(ctx context.Context, cs kubernetes.Interface, labels map[string]string, opts metav1.ApplyOptions) error {
+	write := []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}
+	rule := func(group string, ops []admissionv1.OperationType, resources ...string) *admissionapply.NamedRuleWithOperationsApplyConfiguration {
+		return admissionapply.NamedRuleWithOperations().WithAPIGroups(group).WithAPIVersions("*").
+			WithOperations(ops...).WithResources(resources...)
+	}
+	spec := admissionapply.ValidatingAdmissionPolicySpec().
+		WithFailurePolicy(admissionv1.Fail).
+		WithMatchConstraints(admissionapply.MatchResources().WithResourceRules(
+			rule("", []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "configmaps"),
+			rule("", []admissionv1.OperationType{admissionv1.Delete}, "pods"),
+			rule("", []admissionv1.OperationType{admissionv1.Update, admissionv1.Delete}, "nodes"),
+			rule("apps", write, "deployments"),
+			rule("kubevirt.io", write, "virtualmachineinstances", "virtualmachineinstancereplicasets"),
+			rule("storage.k8s.io", write, "storageclasses"),
+		)).
+		WithMatchConditions(admissionapply.MatchCondition().WithName("node-identity").
+			WithExpression(`'`+NodesGroup+`' in request.userInfo.groups`)).
+		WithVariables(
+			admissionapply.Variable().WithName("node").WithExpression(
+				`request.userInfo.username.startsWith('`+nodeUserPrefix+`') ? request.userInfo.username.substring(`+fmt.Sprint(len(nodeUserPrefix))+`) : ''`),
+			admissionapply.Variable().WithName("workload").WithExpression(
+				`request.resource.resource in ['deployments', 'virtualmachineinstances', 'virtualmachineinstancereplicasets']`),
+			admissionapply.Variable().WithName("podSpec").WithExpression(
+				`request.resource.resource == 'virtualmachineinstances' ? object.spec : object.spec.template.spec`),
+		)
+	for _, v := range nodePolicyValidations {
+		spec.WithValidations(admissionapply.Validation().WithExpression(v.expr).WithMessage(v.msg))
+	}
+	policy := admissionapply.ValidatingAdmissionPolicy(kube.NodePolicyName).WithLabels(labels).WithSpec(spec)
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy, opts); err != nil {
+		return fmt.Errorf("node policy: %w", err)
+	}
+	binding := admissionapply.ValidatingAdmissionPolicyBinding(kube.NodePolicyName).WithLabels(labels).
+		WithSpec(admissionapply.ValidatingAdmissionPolicyBindingSpec().WithPolicyName(kube.NodePolicyName).
+			WithValidationActions(admissionv1.Deny))
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, binding, opts); err != nil {
+		return fmt.Errorf("node policy binding: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package access
+
+import (
+	"errors"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/sitecon/sitecon/kube"
+)
+
+// A node's own identity is told from a server's credential by what the
+// API server authenticated, user and group together: a user name alone
+// (a token file could name any user) or the group alone is not a node.
+func TestNodeOfIdentity(t *testing.T) {
+	for name, tc := range map[string]struct {
+		user     authenticationv1.UserInfo
+		wantNode string
+		wantOK   bool
+	}{
+		"a worker's node identity":      {authenticationv1.UserInfo{Username: "system:node:node-d", Groups: []string{"system:nodes", "system:authenticated"}}, "node-d", true},
+		"k3s's admin (a server)":        {authenticationv1.UserInfo{Username: "system:admin", Groups: []string{"system:masters", "system:authenticated"}}, "", false},
+		"the shared k3s controller":     {authenticationv1.UserInfo{Username: "system:k3s-controller", Groups: []string{"system:authenticated"}}, "", false},
+		"node name without the group":   {authenticationv1.UserInfo{Username: "system:node:node-d", Groups: []string{"system:authenticated"}}, "", false},
+		"the group without a node name": {authenticationv1.UserInfo{Username: "someone", Groups: []string{"system:nodes"}}, "", false},
+		"an empty node name":            {authenticationv1.UserInfo{Username: "system:node:", Groups: []string{"system:nodes"}}, "", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			node, ok := NodeOfIdentity(tc.user)
+			if node != tc.wantNode || ok != tc.wantOK {
+				t.Errorf("NodeOfIdentity(%+v) = %q, %v; want %q, %v", tc.user, node, ok, tc.wantNode, tc.wantOK)
+			}
+		})
+	}
+	if got := NodeUser("node-d"); got != "system:node:node-d" {
+		t.Errorf("NodeUser = %q", got)
+	}
+}
+
+// The grant to the nodes' identities carries no write of cluster-wide
+// state: no ConfigMap, Lease, VolumeAttachment, pod, Node, volume or RBAC
+// write, cluster-wide or in the app namespace, and no claim is deleted.
+func TestAgentRulesWriteNoClusterState(t *testing.T) {
+	writes := map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true, "*": true}
+	clusterState := map[string]bool{"configmaps": true, "leases": true, "volumeattachments": true, "pods": true, "nodes": true, "*": true,
+		"persistentvolumes": true, "storageclasses": true,
+		"clusterroles": true, "clusterrolebindings": true, "roles": true, "rolebindings": true,
+		"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true}
+	for set, rules := range map[string][]rbacv1.PolicyRule{"AgentRules": AgentRules, "AgentLayoutRules": AgentLayoutRules} {
+		for _, r := range rules {
+			for _, res := range r.Resources {
+				for _, verb := range r.Verbs {
+					if res == "persistentvolumeclaims" && (verb == "delete" || verb == "deletecollection" || verb == "*") {
+						t.Errorf("%s lets a node's identity %s claims", set, verb)
+					}
+					// Sitecon's Longhorn classes are laid out by the node
+					// that needs one; the node policy checks them.
+					if writes[verb] && clusterState[res] && !(res == "storageclasses" && (verb == "create" || verb == "patch")) {
+						t.Errorf("%s lets a node's identity %s %s", set, verb, res)
+					}
+				}
+			}
+		}
+	}
+}
+
+// An API server that cannot take the node policy (no
+// ValidatingAdmissionPolicy before Kubernetes 1.30: a real one of this
+// project's version always can, hence the fake) still gets the grants,
+// and the caller learns the confinement is missing.
+func TestEnsureAgentAccessWithoutPolicyAPI(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("patch", "validatingadmissionpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}, kube.NodePolicyName)
+	})
+	err := EnsureAgentAccess(t.Context(), cs)
+	if !errors.Is(err, ErrNodePolicy) {
+		t.Fatalf("EnsureAgentAccess = %v, want ErrNodePolicy", err)
+	}
+	binding, err := cs.RbacV1().ClusterRoleBindings().Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{})
+	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Name != NodesGroup {
+		t.Errorf("the grant without the policy: %+v %v", binding, err)
+	}
+}
