@@ -66,6 +66,9 @@ type Table struct {
 	// cell (0: all empty).
 	dropped []bool
 	content []int
+	// onScreen: which columns the last drawing showed (nil: not drawn
+	// yet, all count); s sorts only by those.
+	onScreen []bool
 }
 
 // NewTable makes an empty table.
@@ -96,13 +99,20 @@ func (t *Table) SetFilter(f string) {
 // Filter is the current filter.
 func (t *Table) Filter() string { return t.filter }
 
-// CycleSort sorts by the next column; after the last column, back to the
-// natural order.
+// CycleSort sorts by the next column on screen; after the last, back to
+// the natural order. A column hidden at this width is skipped: a sort by
+// what the technician cannot see would reorder the rows for no reason
+// they could read.
 func (t *Table) CycleSort() {
 	selected := t.SelectedID()
-	t.sortCol++
-	if t.sortCol >= len(t.Columns) {
-		t.sortCol = -1
+	for {
+		t.sortCol++
+		if t.sortCol >= len(t.Columns) {
+			t.sortCol = -1
+		}
+		if t.sortCol < 0 || t.sortCol >= len(t.onScreen) || t.onScreen[t.sortCol] {
+			break
+		}
 	}
 	t.refresh(selected)
 }
@@ -341,6 +351,12 @@ func (m *renderMemo) render(style *lipgloss.Style, text string) string {
 // minimum Width; below that the last columns are cut.
 func (t *Table) widths(width int) []int {
 	w := make([]int, len(t.Columns))
+	defer func() {
+		t.onScreen = t.onScreen[:0]
+		for _, x := range w {
+			t.onScreen = append(t.onScreen, x > 0)
+		}
+	}()
 	floor := make([]int, len(t.Columns))
 	t.dropped, t.content = t.dropped[:0], t.content[:0]
 	for i, c := range t.Columns {

@@ -173,3 +173,29 @@ func TestTableDropsColumnsAndShowsTheCursorRow(t *testing.T) {
 		t.Errorf("at 160 columns everything fits in the rows:\n%s", wide)
 	}
 }
+
+// s sorts only by the columns on screen: a column hidden at this width
+// (HideBelow) or left out (Drop) is skipped, or the technician would sort
+// by what they cannot see, with nothing on screen to say so.
+func TestTableSortSkipsHiddenColumns(t *testing.T) {
+	tb := testTable([]Column{{Title: "NAME", Width: 6}, {Title: "VERSION", Width: 8, HideBelow: 90}, {Title: "IP", Width: 6}, {Title: "NOTE", Width: 30, Drop: 1}})
+	tb.SetRows([]Row{rowOf("a", "node-a", "v1.34.4+k3s1", "10.0.0.1", strings.Repeat("n", 30))})
+	tb.View(40, 3)
+	var seen []string
+	for range 4 {
+		tb.CycleSort()
+		seen = append(seen, tb.SortColumn())
+	}
+	if got := strings.Join(seen, ","); got != "NAME,IP,,NAME" {
+		t.Errorf("at 40 columns s went through %q, want NAME,IP,(natural order),NAME: VERSION and NOTE are not shown", got)
+	}
+	tb.View(120, 3)
+	seen = seen[:0]
+	for range 5 {
+		tb.CycleSort()
+		seen = append(seen, tb.SortColumn())
+	}
+	if got := strings.Join(seen, ","); got != "VERSION,IP,NOTE,,NAME" {
+		t.Errorf("at 120 columns s went through %q, want every column", got)
+	}
+}

@@ -171,14 +171,14 @@ func volumeAlert(v kube.VolumeStatus, now time.Time, lost func(string) bool) (Al
 	switch v.Robustness {
 	case kube.RobustnessFaulted:
 		a.Bad, a.ID = true, doctor.IDVolumeFaulted
-		a.Text = fmt.Sprintf("volume %s faulted for %s", v.Label(), Age(v.Since, now, v.SinceExact))
+		a.Text = fmt.Sprintf("volume %s faulted%s", v.Label(), heldFor(v.Since, now, v.SinceExact))
 		if a.Why == "" {
 			a.Why = "no replica holds usable data"
 		}
 		a.Next = "its app cannot run: bring its replicas' nodes back; sitecon doctor"
 	case kube.RobustnessDegraded:
 		a.Bad, a.ID = now.Sub(v.Since) >= time.Hour, doctor.IDVolumeDegraded
-		a.Text = fmt.Sprintf("volume %s degraded for %s (%d of %d replicas not healthy)", v.Label(), Age(v.Since, now, v.SinceExact),
+		a.Text = fmt.Sprintf("volume %s degraded%s (%d of %d replicas not healthy)", v.Label(), heldFor(v.Since, now, v.SinceExact),
 			len(v.Replicas)-len(healthy), len(v.Replicas))
 		switch {
 		case len(healthy) == 1:

@@ -14,6 +14,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 	corev1 "k8s.io/api/core/v1"
@@ -604,5 +605,28 @@ func TestOverviewShowsTheBasicsWhileTheClusterIsRead(t *testing.T) {
 	a.Update(runes("1"))
 	if v := a.View(); strings.Contains(v, "reading the cluster") {
 		t.Errorf("a synced frame's overview still says the cluster is being read:\n%s", v)
+	}
+}
+
+// At 80 columns the footer shows whole keys and always `? help`, which
+// lists the ones left out: a key cut mid-word (`a add nod…`) or a footer
+// without `? help` leaves the technician no way to find the rest.
+func TestFooterAt80ColumnsShowsWholeKeysAndHelp(t *testing.T) {
+	for i, name := range keymap.ScreenNames {
+		for _, detail := range []bool{false, true} {
+			a := newTestApp(80, 24)
+			press(a, fmt.Sprint(i+1))
+			if detail {
+				press(a, "enter")
+			}
+			lines := strings.Split(ansi.Strip(a.View()), "\n")
+			footer := lines[len(lines)-1]
+			if !strings.Contains(footer, "? help") || strings.Contains(footer, "…") {
+				t.Errorf("%s (detail %v): footer %q: want whole keys and ? help", name, detail, footer)
+			}
+			if ansi.StringWidth(footer) > 80 {
+				t.Errorf("%s: footer wider than the terminal: %q", name, footer)
+			}
+		}
 	}
 }

@@ -2,8 +2,10 @@ package views
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/sitecon/sitecon/keymap"
@@ -172,7 +174,7 @@ func (a *App) footer(w int) string {
 		return ui.Fit(st.Warn.Render(ui.Clean(a.message)), w)
 	}
 	if a.dialog != nil {
-		return ui.Fit(a.help.ShortHelpView(a.dialog.footerKeys(a.guard.Armed())), w)
+		return ui.Fit(a.fitKeys(a.dialog.footerKeys(a.guard.Armed()), w), w)
 	}
 	var extra []string
 	if a.logs != nil {
@@ -190,9 +192,35 @@ func (a *App) footer(w int) string {
 	if a.ctx.ReadOnly {
 		extra = append(extra, "read-only")
 	}
-	line := a.help.ShortHelpView(a.shortHelp())
+	var prefix string
 	if len(extra) > 0 {
-		line = st.Warn.Render(strings.Join(extra, " · ")) + "  " + line
+		prefix = st.Warn.Render(strings.Join(extra, " · ")) + "  "
 	}
-	return ui.Fit(line, w)
+	return ui.Fit(prefix+a.fitKeys(a.shortHelp(), w-lipgloss.Width(prefix)), w)
+}
+
+// fitKeys is the footer's keys in room cells: whole entries only, in their
+// order, as many as fit, and `? help` always among them when it is one
+// of them, since it lists the ones left out. A cut entry (`a add nod…`)
+// or a footer without `? help` leaves a narrow terminal's technician no
+// way to find the rest.
+func (a *App) fitKeys(keys []key.Binding, room int) string {
+	h := a.help
+	h.Width = 0 // measured here, never cut by the help model
+	if lipgloss.Width(h.ShortHelpView(keys)) <= room {
+		return h.ShortHelpView(keys)
+	}
+	help := a.ctx.Keys.Help
+	isHelp := func(b key.Binding) bool { return slices.Equal(b.Keys(), help.Keys()) }
+	var chosen []key.Binding
+	for i, b := range keys {
+		try := append(slices.Clone(chosen), b)
+		if !isHelp(b) && slices.ContainsFunc(keys[i+1:], isHelp) {
+			try = append(try, help) // room kept for the help key still to come
+		}
+		if lipgloss.Width(h.ShortHelpView(try)) <= room {
+			chosen = append(chosen, b)
+		}
+	}
+	return h.ShortHelpView(chosen)
 }

@@ -382,7 +382,7 @@ func volumeDetail(ctx *ui.Context) func(f *Frame, id string, now time.Time, widt
 			state += " on " + v.Node
 		}
 		t.row("State", state)
-		t.row("Robustness", stateText(f, v.Robustness)+" for "+Age(v.Since, now, v.SinceExact))
+		t.row("Robustness", stateText(f, v.Robustness)+heldFor(v.Since, now, v.SinceExact))
 		t.row("Size", Bytes(v.Size)+" ("+Bytes(v.ActualSize)+" used)")
 		if v.PVC != "" {
 			t.row("Claim", v.PVC)

@@ -214,7 +214,9 @@ func writeAgent(p func(string, ...any), a *AgentSummary, now time.Time) {
 }
 
 // Age formats how long ago t was, the way kubectl does ("5m", "3d4h"); a
-// lower bound is marked with ">".
+// lower bound is marked with ">". A lower bound under minLowerBound says
+// nothing worth a figure (a one-shot `sitecon status` began watching a
+// moment ago, so every healthy volume would read ">0s"): AgeUnknown.
 func Age(t time.Time, now time.Time, exact bool) string {
 	if t.IsZero() {
 		return "n/a"
@@ -223,12 +225,34 @@ func Age(t time.Time, now time.Time, exact bool) string {
 	if d < 0 {
 		d = 0
 	}
+	if !exact && d < minLowerBound {
+		return AgeUnknown
+	}
 	s := duration.HumanDuration(d)
 	if !exact {
 		s = ">" + s
 	}
 	return s
 }
+
+// heldFor is how long a state has held, for a sentence: " for 5m", " for
+// over 5m" (a lower bound), or nothing when that is unknown.
+func heldFor(since, now time.Time, exact bool) string {
+	a := Age(since, now, exact)
+	switch {
+	case a == AgeUnknown || a == "n/a":
+		return ""
+	case strings.HasPrefix(a, ">"):
+		return " for over " + a[1:]
+	}
+	return " for " + a
+}
+
+// AgeUnknown is an age sitecon cannot tell, as kubectl prints one.
+const AgeUnknown = "<unknown>"
+
+// minLowerBound is the shortest lower bound Age shows as a figure.
+const minLowerBound = time.Minute
 
 // Bytes formats a byte count in binary units ("10Gi").
 func Bytes(n int64) string {

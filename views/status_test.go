@@ -142,6 +142,14 @@ func TestAgeAndBytes(t *testing.T) {
 	if got := Age(now.Add(-5*time.Minute), now, false); got != ">5m" {
 		t.Errorf("lower-bound age = %q", got)
 	}
+	// A lower bound of seconds says nothing (a one-shot `sitecon status`
+	// started watching a moment ago): unknown, as kubectl writes it.
+	if got := Age(now.Add(-2*time.Second), now, false); got != AgeUnknown {
+		t.Errorf("a lower bound of 2s = %q, want %q", got, AgeUnknown)
+	}
+	if got := Age(now.Add(-2*time.Second), now, true); got != "2s" {
+		t.Errorf("an exact age of 2s = %q", got)
+	}
 	if got := Age(time.Time{}, now, true); got != "n/a" {
 		t.Errorf("zero age = %q", got)
 	}
