@@ -23,30 +23,44 @@ import (
 // agent must not start k3s (k3s would hand that host the cluster token and
 // trust its CA): it holds with the reason and keeps checking.
 func TestBootstrapJoinerRefusesAnImpostorSeed(t *testing.T) {
+	refusesImpostorSeed(t, false)
+}
+
+// refusesImpostorSeed starts node-b's agent, a first join or (member) a
+// server with its formed marker but no k3s data, against an impostor at
+// the seed's address, and wants it refused before k3s starts, the
+// seed's address named.
+func refusesImpostorSeed(t *testing.T, member bool) {
 	netns.Skip(t)
 	site := sitebox.Shared(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	standin := buildStandin(t)
 	hosts := netns.NewLAN(t, "imp", "b")
-	impostor := hosts[0]
 	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
 		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seedIP := plan.Nodes[0].JoinServerIP
-	impostorAt(t, impostor, seedIP, plan.ClusterID)
+	impostorAt(t, hosts[0], seedIP, plan.ClusterID)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	joiner := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], nil, nil)
-	st := waitState(t, joiner, 20*time.Second, "impostor refused", func(st agent.State) bool {
+	who, within := "node-b", 20*time.Second
+	var records func(configPath string)
+	if member {
+		// Its formed marker, no etcd data and no CA under its k3s data.
+		who, within = "node-b, a member without its CA,", 30*time.Second
+		records = hasBeenMember(t, plan.ClusterID, "node-b", false)
+	}
+	joiner := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], records, nil)
+	st := waitState(t, joiner, within, "impostor refused", func(st agent.State) bool {
 		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "cannot be verified") && st.Attempts >= 3
 	})
 	if st.K3sStarts != 0 || len(joiner.starts(t)) != 0 {
-		t.Fatalf("node-b started k3s against an impostor at the seed's address: %+v", st)
+		t.Fatalf("%s started k3s against an impostor at the seed's address: %+v", who, st)
 	}
 	if !strings.Contains(st.LastError, seedIP) {
 		t.Errorf("the reason does not name the seed's address %s: %s", seedIP, st.LastError)
@@ -90,32 +104,5 @@ func impostorAt(t *testing.T, impostor *netns.Host, seedIP, clusterID string) {
 // first join does: its seed's CA verified first. An impostor at the seed's
 // address is refused; k3s is not started with a token that checks no CA.
 func TestMemberWithoutItsCAVerifiesTheSeed(t *testing.T) {
-	netns.Skip(t)
-	site := sitebox.Shared(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	standin := buildStandin(t)
-	hosts := netns.NewLAN(t, "imp", "b")
-	plan, err := formation.Plan(formation.FormRequest{ClusterName: "site1", Interface: netns.Interface,
-		Nodes: []formation.FormNode{{Name: "node-a"}, {Name: "node-b"}, {Name: "node-c"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedIP := plan.Nodes[0].JoinServerIP
-	impostorAt(t, hosts[0], seedIP, plan.ClusterID)
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	// Its formed marker, no etcd data and no CA under its k3s data.
-	member := startNodeAgent(t, ctx, &wg, site.Kubeconfig(), standin, hosts[1], plan.Nodes[1], hasBeenMember(t, plan.ClusterID, "node-b", false), nil)
-	st := waitState(t, member, 30*time.Second, "impostor refused", func(st agent.State) bool {
-		return st.Phase == agent.PhaseError && strings.Contains(st.LastError, "cannot be verified") && st.Attempts >= 3
-	})
-	if st.K3sStarts != 0 || len(member.starts(t)) != 0 {
-		t.Fatalf("node-b, a member without its CA, started k3s against an impostor at the seed's address: %+v", st)
-	}
-	if !strings.Contains(st.LastError, seedIP) {
-		t.Errorf("the reason does not name the seed's address %s: %s", seedIP, st.LastError)
-	}
+	refusesImpostorSeed(t, true)
 }
