@@ -31,8 +31,8 @@ the cluster network (another cluster on the prefix, the nodes' MTUs, a
 duplicate of a node's cluster address, the peers' cluster ports); with the
 cluster config (--config), every node's own report: its clock, its time
 sync, Longhorn's prerequisites and its k3s certificates.
-Each finding has an id (see the README's Findings table), its evidence and the
-next step.
+Each finding has an id (see the Findings table in docs/DOCTOR.md), its
+evidence and the next step.
 
 Exit status, as sitecon status's: 0 nothing worse than info, 1 a warning or
 an error (something needs attention), 2 the cluster API could not be read (its

@@ -2,7 +2,7 @@ package doctor
 
 import "time"
 
-// The checks' ids. Each has a row in the README's "Findings" table.
+// The checks' ids. Each has a row in docs/DOCTOR.md's "Findings" table.
 const (
 	IDEtcdQuorum           = "SC-ETCD-QUORUM"
 	IDNodeNotReady         = "SC-NODE-NOT-READY"

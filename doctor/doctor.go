@@ -8,7 +8,7 @@
 //
 // A check that cannot run in its deadline, or at all, says so and why in
 // a finding of its own: nothing passes by not running. Each id has a row
-// in the README's "Findings" table (what it means, what to do).
+// in docs/DOCTOR.md's "Findings" table (what it means, what to do).
 package doctor
 
 import (
@@ -71,7 +71,7 @@ var areaOrder = []string{AreaCluster, AreaControlPlane, AreaNodes, AreaNetwork, 
 
 // Finding is one thing a check found (or that it found nothing).
 type Finding struct {
-	// ID is the check's stable id (SC-VOL-DEGRADED); the README's
+	// ID is the check's stable id (SC-VOL-DEGRADED); docs/DOCTOR.md's
 	// Findings table has a row for each.
 	ID       string   `json:"id"`
 	Area     string   `json:"area"`

@@ -16,7 +16,7 @@ import (
 // Every alert says what is wrong (Text), why in a few words (Why) and what
 // to do next (Next), from what the console already has: the cluster
 // status and this node's agent. Where `sitecon doctor` has a finding for
-// the same condition, its id goes with the alert (ID), so the README's
+// the same condition, its id goes with the alert (ID), so docs/DOCTOR.md's
 // Findings table explains it at length. The functions here are pure:
 // status in, words out.
 

@@ -120,7 +120,7 @@ func newDoctor(ctx *ui.Context, runner *doctorRunner) screen {
 	cols := []ui.Column{{Title: "SEV", Width: 5}, {Title: "ID", Width: 24}, {Title: "SUBJECT", Width: 14, GivesWay: true},
 		{Title: "FINDING", Width: 20, Flex: true}}
 	about := screenHelp{
-		about: "What sitecon doctor finds, worst first: each finding's id (the README's Findings table explains it), severity, subject and summary; enter shows its evidence and next step. " +
+		about: "What sitecon doctor finds, worst first: each finding's id (docs/DOCTOR.md's Findings table explains it), severity, subject and summary; enter shows its evidence and next step. " +
 			"It runs the doctor's read-only checks in the background, each within its own deadline, when the screen is first shown and again on r; with the cluster API down it says so and still checks this node and what each node reports.",
 	}
 	s := &doctorScreen{tableScreen: &tableScreen{ctx: ctx, t: ui.NewTable(ctx, cols), about: about}, runner: runner}
@@ -188,7 +188,7 @@ func findingLines(ctx *ui.Context, f doctor.Finding, now time.Time, width int) [
 	case f.Severity < doctor.Warn:
 		t.item("none needed")
 	default:
-		t.item("none given: see the README's Findings table for " + f.ID)
+		t.item("none given: see docs/DOCTOR.md's Findings table for " + f.ID)
 	}
 	return t.lines
 }

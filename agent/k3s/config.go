@@ -154,7 +154,7 @@ func Render(v *config.Validated, paths Paths, etcdDataPresent bool) Config {
 		// Any server's controller-manager may hold the lead: each runs
 		// with the timings a node's loss is failed over in.
 		for _, d := range []*yamlDoc{main, redactedMain} {
-			d.comment("# How soon a lost node's apps run elsewhere, and why a blink of the link moves nothing: sitecon's README, \"Failover budget\".")
+			d.comment("# How soon a lost node's apps run elsewhere, and why a blink of the link moves nothing: sitecon's docs/APPS.md, \"Failover budget\".")
 			d.list("kube-controller-manager-arg", controllerManagerArgs())
 		}
 	}

@@ -8,7 +8,8 @@ import (
 // The kube-controller-manager settings every server's k3s runs with
 // (kube-controller-manager-arg): they bound the first steps from a node's
 // loss to its apps running elsewhere. The whole path, step by step, is
-// agent.FailoverBudget (and the README's failover table).
+// agent.FailoverBudget (and the failover table in docs/APPS.md, "Failover
+// budget").
 const (
 	// NodeMonitorGracePeriod is how long a node's heartbeats may stop
 	// before the node lifecycle controller marks it Unknown and taints it

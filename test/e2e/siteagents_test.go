@@ -51,7 +51,7 @@ func startSiteAgent(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 }
 
 // startSiteAgentTimings are the tests' speed-ups over the shipped defaults
-// (see the README).
+// (see docs/SITEBOX.md, where the tests run faster than the field).
 func startSiteAgentTimings(o *agent.Options) {
 	o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 	o.Apps.Placement = apps.PlacementOptions{MoveAfter: 3 * time.Second}
