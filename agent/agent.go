@@ -273,6 +273,7 @@ func New(opts Options) *Agent {
 		K3sBackoffMin: opts.K3sBackoffMin, Workloads: opts.Workloads, Kubeconfig: opts.Kubeconfig, Etcd: opts.Etcd,
 		InNetNS: opts.InNetNS, JoinUnverifiedCA: opts.JoinUnverifiedCA, MembershipTimeout: opts.MembershipTimeout,
 		LinkWait: opts.LinkWait, Log: opts.Log, Report: a.nodeReport, Life: a.life,
+		FailoverTimeout: opts.Apps.EffectiveFailoverTimeout(),
 	}, bringUpHost{a})
 	return a
 }

@@ -39,20 +39,35 @@ func checkFenceSettings(_ context.Context, env *Env) []Finding {
 			timeouts[s.FailoverTimeout]++
 		}
 	}
-	// The cluster's timeout is the one most fencing nodes run with (the
+	// The cluster's timeout is its record's, which the stats leader times
+	// by; a record without one: the one most fencing nodes run with (the
 	// longest among equals: the safer guess of what the leader runs).
-	var common time.Duration
-	for _, t := range slices.Sorted(maps.Keys(timeouts)) {
-		if timeouts[t] >= timeouts[common] {
-			common = t
+	common, published, problem := kube.ClusterFailoverTimeout(env.Data)
+	if problem != "" {
+		out = append(out, Finding{Severity: Warn, NotChecked: true, Summary: "not checked against the cluster's failover timeout: " + problem + "; the leader times by its own --failover-timeout",
+			Next: "put the cluster's timeout back: kubectl -n " + kube.AppNamespace + " edit configmap " + kube.ClusterConfigMapName + " (" + kube.ClusterKeyFailoverTimeout + ": 28s)"})
+	}
+	if !published {
+		for _, t := range slices.Sorted(maps.Keys(timeouts)) {
+			if timeouts[t] >= timeouts[common] {
+				common = t
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(settings)) {
-		if s := settings[name]; s.FailoverTimeout != common {
+		s := settings[name]
+		switch {
+		case s.FailoverTimeout == common:
+		case published:
+			out = append(out, Finding{Severity: Warn, Subject: name,
+				Summary: fmt.Sprintf("%s fences with --failover-timeout %s, not the cluster's %s: a failover of its apps is held, as its fence could come after the leader's force-delete",
+					name, s.FailoverTimeout, common),
+				Evidence: []string{kube.AnnotationFence + ": " + s.String(), kube.ClusterConfigMapName + " " + kube.ClusterKeyFailoverTimeout + ": " + common.String()}})
+		default:
 			out = append(out, Finding{Severity: Warn, Subject: name,
 				Summary: fmt.Sprintf("%s fences with --failover-timeout %s, the other nodes with %s: a leader with another timeout than a lost node's holds its failover",
 					name, s.FailoverTimeout, common),
-				Evidence: []string{kube.AnnotationFence + ": " + s.String()}})
+				Evidence: []string{kube.AnnotationFence + ": " + s.String(), "the cluster record publishes no " + kube.ClusterKeyFailoverTimeout}})
 		}
 	}
 	return out

@@ -22,24 +22,36 @@ func TestFenceSettingsCheck(t *testing.T) {
 		}
 		return n
 	}
+	record := func(timeout string) []*corev1.ConfigMap {
+		return []*corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: kube.AppNamespace, Name: kube.ClusterConfigMapName},
+			Data: map[string]string{kube.ClusterKeyFailoverTimeout: timeout}}}
+	}
 	for _, tc := range []struct {
-		name  string
-		nodes []*corev1.Node
-		want  []string // one finding each, in this order
+		name   string
+		nodes  []*corev1.Node
+		record []*corev1.ConfigMap
+		want   []string // one finding each, in this order
 	}{
-		{"every node fences with one timeout", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 28s"), fenced("c", "on 28s")}, nil},
-		{"one node runs --no-fence", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "off 28s"), fenced("c", "on 28s")},
+		{"every node fences with one timeout", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 28s"), fenced("c", "on 28s")}, nil, nil},
+		{"one node runs --no-fence", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "off 28s"), fenced("c", "on 28s")}, nil,
 			[]string{"b's agent runs without fencing"}},
-		{"one node with a longer timeout", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 1m0s"), fenced("c", "on 28s")},
+		{"one node with a longer timeout", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 1m0s"), fenced("c", "on 28s")}, nil,
 			[]string{"b fences with --failover-timeout 1m0s, the other nodes with 28s"}},
-		{"one node never said", []*corev1.Node{fenced("a", "on 28s"), fenced("b", ""), fenced("c", "on 28s")},
+		{"one node never said", []*corev1.Node{fenced("a", "on 28s"), fenced("b", ""), fenced("c", "on 28s")}, nil,
 			[]string{"not checked on b: node b never said that it fences"}},
-		{"one node's settings unreadable", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "perhaps"), fenced("c", "on 28s")},
+		{"one node's settings unreadable", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "perhaps"), fenced("c", "on 28s")}, nil,
 			[]string{"not checked on b: node b's fence settings cannot be read"}},
-		{"no node read", nil, []string{"not checked: no node was read"}},
+		{"no node read", nil, nil, []string{"not checked: no node was read"}},
+		// The cluster record's timeout is the cluster's, even when most
+		// nodes run another: the leader times by the record's.
+		{"most nodes differ from the cluster's", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 1m0s"), fenced("c", "on 1m0s")}, record("28s"),
+			[]string{"b fences with --failover-timeout 1m0s, not the cluster's 28s", "c fences with --failover-timeout 1m0s, not the cluster's 28s"}},
+		{"every node runs the cluster's", []*corev1.Node{fenced("a", "on 1m0s"), fenced("b", "on 1m0s")}, record("1m0s"), nil},
+		{"the cluster's unreadable", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 28s")}, record("soon"),
+			[]string{"not checked against the cluster's failover timeout: " + kube.ClusterConfigMapName + "'s " + kube.ClusterKeyFailoverTimeout + " \"soon\" is not a positive duration"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := checkFenceSettings(context.Background(), &Env{Data: kube.Data{Nodes: tc.nodes}})
+			got := checkFenceSettings(context.Background(), &Env{Data: kube.Data{Nodes: tc.nodes, ConfigMaps: tc.record}})
 			if len(got) != len(tc.want) {
 				t.Fatalf("findings %+v, want %d", got, len(tc.want))
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,9 @@ type ClusterRecord struct {
 	// SeedNode is set by the seed itself (the node whose address is the
 	// join address), empty on every other node.
 	SeedNode string
+	// FailoverTimeout is this node's --failover-timeout: the cluster's
+	// when the record has none yet (ClusterKeyFailoverTimeout).
+	FailoverTimeout time.Duration
 }
 
 // ErrForeignClusterRecord: the ConfigMap describes another cluster.
@@ -49,6 +53,9 @@ func EnsureClusterConfigMap(ctx context.Context, cs kubernetes.Interface, rec Cl
 			if rec.SeedNode != "" {
 				data[ClusterKeySeedNode] = rec.SeedNode
 			}
+			if rec.FailoverTimeout > 0 {
+				data[ClusterKeyFailoverTimeout] = rec.FailoverTimeout.String()
+			}
 			_, err = cms.Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: ClusterConfigMapName, Namespace: AppNamespace},
 				Data:       data,
@@ -63,7 +70,10 @@ func EnsureClusterConfigMap(ctx context.Context, cs kubernetes.Interface, rec Cl
 		}
 		nodes := splitNodeList(cm.Data[ClusterKeyNodes])
 		fillSeed := rec.SeedNode != "" && cm.Data[ClusterKeySeedNode] == "" && cm.Data[ClusterKeyJoinServerIP] == rec.JoinServerIP
-		if slices.Contains(nodes, node) && !fillSeed && cm.Data[ClusterKeyID] != "" {
+		// A record from before the key: the first member to see it gives
+		// it its own; one there already is never changed by an agent.
+		fillTimeout := rec.FailoverTimeout > 0 && cm.Data[ClusterKeyFailoverTimeout] == ""
+		if slices.Contains(nodes, node) && !fillSeed && !fillTimeout && cm.Data[ClusterKeyID] != "" {
 			return nil
 		}
 		cm = cm.DeepCopy()
@@ -78,6 +88,9 @@ func EnsureClusterConfigMap(ctx context.Context, cs kubernetes.Interface, rec Cl
 		}
 		if fillSeed {
 			cm.Data[ClusterKeySeedNode] = rec.SeedNode
+		}
+		if fillTimeout {
+			cm.Data[ClusterKeyFailoverTimeout] = rec.FailoverTimeout.String()
 		}
 		// Update carries the resourceVersion read: two members joining at
 		// once conflict and retry instead of one losing the other's name.
@@ -107,6 +120,28 @@ func RemoveFromNodeList(ctx context.Context, cs kubernetes.Interface, node strin
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "sitecon"})
 		return err
 	})
+}
+
+// ClusterFailoverTimeout is the cluster's failover timeout as its record
+// publishes it (ClusterKeyFailoverTimeout), read from d; ok is false when
+// the record or the key is missing, and problem says why a value there
+// cannot be used ("" when it can, or when there is none).
+func ClusterFailoverTimeout(d Data) (timeout time.Duration, ok bool, problem string) {
+	for _, cm := range d.ConfigMaps {
+		if cm.Namespace != AppNamespace || cm.Name != ClusterConfigMapName {
+			continue
+		}
+		raw, ok := cm.Data[ClusterKeyFailoverTimeout]
+		if !ok {
+			return 0, false, ""
+		}
+		t, err := time.ParseDuration(strings.TrimSpace(raw))
+		if err != nil || t <= 0 {
+			return 0, false, fmt.Sprintf("%s's %s %q is not a positive duration", ClusterConfigMapName, ClusterKeyFailoverTimeout, raw)
+		}
+		return t, true, ""
+	}
+	return 0, false, ""
 }
 
 func splitNodeList(list string) []string {

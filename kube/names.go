@@ -51,6 +51,12 @@ const (
 	ClusterKeySeedNode = "seed_node"
 	// ClusterKeyNodes lists the cluster's nodes (comma-separated).
 	ClusterKeyNodes = "nodes"
+	// ClusterKeyFailoverTimeout is the cluster's one failover timeout
+	// ("28s"): the stats leader times a lost node's pods by it, and a
+	// node whose agent fences with another is held and reported. The
+	// first member writes its own --failover-timeout; no agent changes it
+	// after that.
+	ClusterKeyFailoverTimeout = "failover_timeout"
 )
 
 // Labels sitecon reads on Kubernetes objects.

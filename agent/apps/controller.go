@@ -119,6 +119,8 @@ type Controller struct {
 	// stuck is the stats leader's own record of each pod stuck on a lost
 	// node, by UID; pruned with the pods (and cleared when not leading).
 	stuck map[types.UID]*stuckPod
+	// timeoutWarned is the last failover-timeout warning logged.
+	timeoutWarned string
 	// releaseChecked are the VolumeAttachments left on lost nodes that the
 	// leader looked at and did not release, by UID; podsOnLost the app
 	// pods on lost nodes at the last pass, and releasesListed when the
@@ -184,7 +186,9 @@ func (opts Options) withFenceDefaults(snap *kube.Snapshot) Options {
 		opts.Fence.Stop = workloads.StopPods
 	}
 	if opts.NodeProbe == nil {
-		opts.NodeProbe = LifeProbe{Key: opts.LifeKey, Dial: opts.ProbeDial, FailoverTimeout: opts.FailoverTimeout}.Node
+		// The timeout a fence counts with is compared where the cluster's
+		// is known: the failover pass (FencedWithin).
+		opts.NodeProbe = LifeProbe{Key: opts.LifeKey, Dial: opts.ProbeDial}.Node
 	}
 	return opts
 }

@@ -23,6 +23,39 @@ import (
 // the verdicts: a force-delete, then the release of the volumes the
 // evidence vouched for.
 
+// clusterFailoverTimeout is the cluster's one failover timeout: the
+// cluster record's (kube.ClusterKeyFailoverTimeout), which every agent
+// reads alike, else this leader's own --failover-timeout (a record from
+// before the key, or a site whose record has none). A node whose agent
+// fences with another is held (fenceUncertain, FencedWithin); a leader
+// whose own differs says so once, and times by the cluster's.
+func (c *Controller) clusterFailoverTimeout(d kube.Data) time.Duration {
+	t, ok, problem := kube.ClusterFailoverTimeout(d)
+	switch {
+	case problem != "":
+		c.warnTimeoutOnce("the cluster's failover timeout cannot be read: this leader times by its own --failover-timeout", "problem", problem, "own", c.opts.FailoverTimeout)
+	case !ok:
+		return c.opts.FailoverTimeout
+	case t < MinFailoverTimeout && !c.opts.Fence.Disabled:
+		c.warnTimeoutOnce("the cluster's failover timeout is shorter than a fence needs: this leader times by its own --failover-timeout", "cluster", t, "own", c.opts.FailoverTimeout)
+	default:
+		if t != c.opts.FailoverTimeout {
+			c.warnTimeoutOnce("this node's --failover-timeout is not the cluster's: the leader times by the cluster's, and this node's own pods are held if it is lost", "cluster", t, "own", c.opts.FailoverTimeout)
+		}
+		return t
+	}
+	return c.opts.FailoverTimeout
+}
+
+// warnTimeoutOnce logs a failover-timeout warning once per message.
+func (c *Controller) warnTimeoutOnce(msg string, args ...any) {
+	if c.timeoutWarned == msg {
+		return
+	}
+	c.timeoutWarned = msg
+	c.log.Warn(msg, args...)
+}
+
 // failover judges app pods on lost nodes (leader only): it times them from
 // the first sighting and force-deletes them once evicted.
 // It returns when the next verdict could change (0: none pending).
@@ -35,6 +68,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 	}
 	live := map[types.UID]bool{}
 	probed := map[string]NodeLife{} // one probe per node per pass
+	timeout := c.clusterFailoverTimeout(d)
 	for uuid, o := range observed {
 		app, ok := set.Apps[uuid]
 		if !ok {
@@ -68,7 +102,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 				if wait := failoverRecheck - now.Sub(sp.lifeChecked); sp.lifeChecked.IsZero() || wait <= 0 {
 					life, ok := probed[node.Name]
 					if !ok {
-						life = c.opts.NodeProbe(ctx, node)
+						life = FencedWithin(c.opts.NodeProbe(ctx, node), timeout)
 						probed[node.Name] = life
 					}
 					sp.observeLife(life.Alive, now)
@@ -77,7 +111,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 					soon(wait)
 				}
 			}
-			in := FailoverInput{App: app, Pod: pod, Node: node, FirstSeen: sp.timerStart(), Now: now, Timeout: c.opts.FailoverTimeout}
+			in := FailoverInput{App: app, Pod: pod, Node: node, FirstSeen: sp.timerStart(), Now: now, Timeout: timeout}
 			v := DecideFailover(in)
 			if v.NeedEvidence {
 				if wait := failoverRecheck - now.Sub(sp.checked); !sp.checked.IsZero() && wait > 0 {
@@ -86,7 +120,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 					v = sp.verdict
 					soon(wait)
 				} else {
-					in.Evidence = c.failoverEvidence(ctx, pod, node, probed)
+					in.Evidence = c.failoverEvidence(ctx, pod, node, probed, timeout)
 					sp.observeLife(in.Evidence.Alive, now)
 					in.FirstSeen = sp.timerStart()
 					v = DecideFailover(in)
@@ -100,7 +134,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 			switch v.Action {
 			case FailoverWait:
 				if pod.DeletionTimestamp != nil {
-					soon(sp.timerStart().Add(c.opts.FailoverTimeout).Sub(now))
+					soon(sp.timerStart().Add(timeout).Sub(now))
 				} // else its eviction is a change that wakes a pass
 				continue
 			case FailoverForceDelete:
@@ -246,7 +280,7 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 		}
 		stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: va.Name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: node.Name,
 			Volumes: []corev1.Volume{{Name: claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
-		ev := c.failoverEvidence(ctx, stub, node, probed)
+		ev := c.failoverEvidence(ctx, stub, node, probed, c.clusterFailoverTimeout(d))
 		release, why := DecideRelease(va, node, claim, pods, ev)
 		app := strings.Join(appsOf[claim], ", ")
 		if !release {
@@ -282,13 +316,13 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 
 // failoverEvidence probes the lost node (once per pass) and, only when it
 // is silent, reads the pod's claims afresh from the API server.
-func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife) *FailoverEvidence {
+func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife, timeout time.Duration) *FailoverEvidence {
 	life, ok := probed[node.Name]
 	if !ok {
-		life = c.opts.NodeProbe(ctx, node)
+		life = FencedWithin(c.opts.NodeProbe(ctx, node), timeout)
 		probed[node.Name] = life
 	}
-	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence, LeaderTimeout: c.opts.FailoverTimeout}
+	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence, LeaderTimeout: timeout}
 	if !life.Alive {
 		ev.Volumes = ReadFailoverEvidence(ctx, c.snap.Clients(), pod)
 		nodes, err := ReadReplicaNodes(ctx, c.snap.Clients(), ev.Volumes)

@@ -50,7 +50,8 @@ const probeTimeout = 3 * time.Second
 type LifeProbe struct {
 	Key config.LifeKey
 	// FailoverTimeout is the cluster's: a node's word that it fenced counts
-	// only when its own timeout is the same (0: not compared).
+	// only when its own timeout is the same (0: not compared here; the
+	// apps controller compares with the cluster record's, FencedWithin).
 	FailoverTimeout time.Duration
 	// Dial opens the probe's connections (nil: a plain dialer). The agent
 	// passes its own; tests check every address dialled.
@@ -154,6 +155,19 @@ func (p LifeProbe) Probe(ctx context.Context, addr, node string) NodeLife {
 		life.Alive, life.Evidence = false, LifeFenced
 		life.Detail = fmt.Sprintf("its agent proved at %s that it runs and has fenced: its auto apps' workloads stopped %s ago", addr, fencedFor.Round(time.Second))
 	}
+	return life
+}
+
+// FencedWithin is life judged against the cluster's failover timeout: a
+// node's signed word that it fenced counts only when it fenced with that
+// timeout (its fence came before the leader's force-delete); otherwise it
+// is a proven sign of life, as LifeProbe says with FailoverTimeout set.
+func FencedWithin(life NodeLife, clusterTimeout time.Duration) NodeLife {
+	if life.Evidence != LifeFenced || life.State == nil || clusterTimeout <= 0 || life.State.FailoverTimeout() == clusterTimeout {
+		return life
+	}
+	life.Alive, life.Evidence = true, LifeProven
+	life.Detail += fmt.Sprintf("; but it fenced with a failover timeout of %s, not the cluster's %s", life.State.FailoverTimeout(), clusterTimeout)
 	return life
 }
 

@@ -78,7 +78,10 @@ type Options struct {
 	Report func() nodestate.NodeReport
 	// Life is this node's fence state, signed into its proof of life.
 	Life *config.LifeStatus
-	Log  *slog.Logger
+	// FailoverTimeout is this agent's --failover-timeout, written into the
+	// cluster record as the cluster's when the record has none.
+	FailoverTimeout time.Duration
+	Log             *slog.Logger
 }
 
 // Host is the agent a bring-up runs in: where it reports what it does, what

@@ -176,7 +176,7 @@ func (m *clusterLink) waitJoined(ctx context.Context, joined func()) {
 // retries until the API answers; a ConfigMap of another cluster is reported
 // and left alone.
 func (r *Runner) recordCluster(ctx context.Context, snap *kube.Snapshot, v *config.Validated) {
-	rec := kube.ClusterRecord{Name: v.ClusterName, ID: v.ClusterID, JoinServerIP: v.JoinIP.String()}
+	rec := kube.ClusterRecord{Name: v.ClusterName, ID: v.ClusterID, JoinServerIP: v.JoinIP.String(), FailoverTimeout: r.opts.FailoverTimeout}
 	if v.IsSeed {
 		rec.SeedNode = v.NodeName
 	}

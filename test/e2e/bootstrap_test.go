@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sitecon/sitecon/agent"
+	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
@@ -228,9 +229,11 @@ func TestBootstrapThreeAgentsInNamespaces(t *testing.T) {
 		slices.Sort(nodes)
 		return cm.Data, slices.Equal(nodes, []string{"node-a", "node-b", "node-c"})
 	})
+	// The cluster's one failover timeout: the first member's.
+	timeout := (apps.Options{}).EffectiveFailoverTimeout().String()
 	if !all || record[kube.ClusterKeyID] != plan.ClusterID || record[kube.ClusterKeyJoinServerIP] != "10.244.244.1" ||
-		record[kube.ClusterKeySeedNode] != "node-a" || record[kube.ClusterKeyName] != "site1" {
-		t.Errorf("cluster record written by the agents = %v (want cluster %s, seed node-a at 10.244.244.1, nodes a-c)", record, plan.ClusterID)
+		record[kube.ClusterKeySeedNode] != "node-a" || record[kube.ClusterKeyName] != "site1" || record[kube.ClusterKeyFailoverTimeout] != timeout {
+		t.Errorf("cluster record written by the agents = %v (want cluster %s, seed node-a at 10.244.244.1, nodes a-c, failover timeout %s)", record, plan.ClusterID, timeout)
 	}
 	if info, err := os.Stat(joiners[0].socket); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode: %v %v", info, err)
