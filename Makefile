@@ -51,16 +51,20 @@ lint:
 	  mv $(GOLANGCI_LINT).partial-$$$$ $(GOLANGCI_LINT); }
 	$(GOLANGCI_LINT) run ./...
 
-# Unit tests, fuzzing for a bounded time, and the end-to-end tests against a
-# real control plane. Packages run one at a time: each e2e package starts its own site.
-test: lint controlplane fuzz race
-	$(GO) test -count=1 -p 1 -timeout 70m ./...
+# Unit tests, fuzzing for a bounded time, the race step and the end-to-end
+# tests against a real control plane, in parallel streams (test/suite.sh):
+# the e2e package in E2E_SHARDS shards, each with its own site, beside the
+# rest. It ends with one report: every failure's output, each package's
+# time and the 20 slowest tests (test/testtimes).
+E2E_SHARDS ?= 3
+test: lint controlplane
+	GO=$(GO) E2E_SHARDS=$(E2E_SHARDS) FUZZTIME=$(FUZZTIME) RACE_PKGS="$(RACE_PKGS)" FUZZ_TARGETS="$(FUZZ_TARGETS)" test/suite.sh
 
 # The packages whose code runs goroutines (kubectl's drain helper calls
 # back from its evictions' goroutines; the agent's reconcilers, the local
 # API, the console's task runner, the CLI) and whose tests need no e2e site, under
 # the race detector. It needs cgo (gcc): everything else builds without.
-RACE_PKGS := ./ ./agent/ ./agent/apps/ ./agent/applogs/ ./agent/drainrequest/ ./agent/localapi/ ./agent/vncbridge/ ./agent/workloads/ ./audit/ ./kube/flow/ ./ui/ ./views/
+RACE_PKGS := ./cmd/ ./agent/ ./agent/apps/ ./agent/applogs/ ./agent/drainrequest/ ./agent/localapi/ ./agent/vncbridge/ ./agent/workloads/ ./audit/ ./kube/flow/ ./ui/ ./views/
 race: controlplane
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 

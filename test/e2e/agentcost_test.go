@@ -28,12 +28,11 @@ func TestAgentsCollectAtTheirGCPercent(t *testing.T) {
 		// no --gc-percent: the GOGC stands (TestAgentCollectsAtItsGCPercent).
 		want = gogc
 	}
-	// StartAgents serves node i's metrics on 127.0.0.1:9812+i.
 	client := &http.Client{Timeout: 2 * time.Second}
 	gogc := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\S+)$`)
 	rss := regexp.MustCompile(`(?m)^process_resident_memory_bytes (\S+)$`)
-	for i, n := range site.Nodes {
-		url := fmt.Sprintf("http://127.0.0.1:%d/metrics", 9812+i)
+	for _, n := range site.Nodes {
+		url := "http://" + n.MetricsAddr() + "/metrics"
 		until(t, 30*time.Second, n.Name+"'s agent serves its collector's target and memory on "+url, func() (string, bool) {
 			resp, err := client.Get(url)
 			if err != nil {

@@ -16,6 +16,9 @@ import (
 
 var sitecon string // path of the sitecon binary under test
 
+// binDir is where this process's tests build their helper binaries.
+var binDir string
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -33,12 +36,20 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "this machine holds a device's cluster config (%s): the end-to-end tests would read it and send to its cluster network; run them on a machine without one\n", deviceConfig)
 		return 1
 	}
+	// This process's own directory for the binaries its tests build (the
+	// k3s stand-in, the sitebox CLI): shards run side by side.
 	dir, err := os.MkdirTemp("", "sitecon-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	binDir = dir
+	// make test builds sitecon once for all its shards (test/suite.sh).
+	if bin := os.Getenv("SITECON_E2E_BIN"); bin != "" {
+		sitecon = bin
+		return sitebox.RunMain(m)
+	}
 	sitecon = filepath.Join(dir, "sitecon")
 	build := exec.Command("go", "build", "-o", sitecon, "github.com/sitecon/sitecon")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

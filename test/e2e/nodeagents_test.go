@@ -98,7 +98,7 @@ func buildStandin(t *testing.T) string {
 // buildSiteboxCLI).
 func buildStandinOnce() (string, error) {
 	standinBuild.Do(func() {
-		bin := filepath.Join(filepath.Dir(sitecon), "k3s")
+		bin := filepath.Join(binDir, "k3s")
 		out, err := exec.Command("go", "build", "-o", bin, "github.com/sitecon/sitecon/test/k3sstandin").CombinedOutput()
 		if err != nil {
 			standinBuild.err = fmt.Errorf("build k3s stand-in: %v\n%s", err, out)

@@ -168,7 +168,7 @@ func firstLine(s string) string {
 func buildSiteboxCLI(t *testing.T) string {
 	t.Helper()
 	siteboxCLI.Do(func() {
-		bin := filepath.Join(filepath.Dir(sitecon), "sitebox-cli")
+		bin := filepath.Join(binDir, "sitebox-cli")
 		if siteboxCLI.err = os.MkdirAll(bin, 0o755); siteboxCLI.err != nil {
 			return
 		}

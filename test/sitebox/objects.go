@@ -125,7 +125,7 @@ func QuickAgentTimings(moveAfter time.Duration) AgentTimings {
 // etcd's member list published from each server's own member, apps from
 // appsDir, sockets
 // DIR/run/agent-NODE.sock, state under DIR/state/NODE, metrics on
-// 127.0.0.1:9812 and up, /status and the proof of life on the node's
+// the node's own address (Node.MetricsAddr), /status and the proof of life on the node's
 // address (StatusAddr), with the failover timings given.
 //
 // On a bootstrap-mode site (Options.Bootstrap) each agent bootstraps for
@@ -146,7 +146,7 @@ func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error 
 	if err != nil {
 		return err
 	}
-	for i, n := range s.Nodes {
+	for _, n := range s.Nodes {
 		// As on a device: a server's agent holds the admin kubeconfig and
 		// reads etcd's member list from its node's own member (plain http
 		// here); a worker's has only its node's own identity.
@@ -170,7 +170,7 @@ func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error 
 			// of a device: the simulated nodes share this machine's.
 			"--vnc-address", n.IP,
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
-			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", 9812+i),
+			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", n.MetricsAddr(),
 			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),
 			// The fence is on, as on a device: the leader lets a lost
 			// node's pods go only when that node fences (kwok's pods

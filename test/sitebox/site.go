@@ -12,8 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,9 +219,18 @@ func DefaultBinDir() string {
 }
 
 // MaxNodes is the most simulated nodes a site runs: the largest
-// scale is 30, and each node takes one address of 127.188.245.0/24 and
-// one metrics port from 9812.
+// scale is 30, and each node takes one address of the site's /24.
 const MaxNodes = 64
+
+// AgentMetricsPort is the port a site agent serves its metrics on, on its
+// node's own address: sites side by side (tests run in parallel) never
+// share one, as they would share 127.0.0.1's.
+const AgentMetricsPort = 9812
+
+// MetricsAddr is where the node's site agent serves its metrics.
+func (n Node) MetricsAddr() string {
+	return net.JoinHostPort(n.IP, strconv.Itoa(AgentMetricsPort))
+}
 
 // NodeName is the name of the i-th simulated node: node-a to node-z, then
 // node-aa, node-ab, ... (the order the names sort in is not the nodes').
