@@ -30,8 +30,13 @@ func (a *Agent) networkReport() *nodestate.NetworkReport {
 	v := a.applied
 	a.mu.Unlock()
 	r := &nodestate.NetworkReport{AddressProbe: a.addressSeen.last()}
+	if a.opts.NoBootstrap {
+		r.Unmanaged = true
+		r.Problem = "no cluster interface of its own: the agent runs with --no-bootstrap"
+		return r
+	}
 	if v == nil {
-		r.Problem = "no cluster interface: no cluster config applied (or the agent runs with --no-bootstrap)"
+		r.Problem = "no cluster interface: no cluster config applied"
 		return r
 	}
 	r.Interface = v.ClusterInterface

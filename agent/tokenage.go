@@ -23,7 +23,7 @@ import (
 // a hash could be searched for.
 
 // tokenSeenName is the record's file in the state directory.
-const tokenSeenName = "token-seen.json"
+const tokenSeenName = config.TokenSeenFile
 
 type tokenSeenRecord struct {
 	// Fingerprint is the SHA-256 of tokenFingerprintLabel and the token.

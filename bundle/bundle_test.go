@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 func TestRedactorScrubs(t *testing.T) {
@@ -291,5 +293,34 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Issue 37: the state directory's token record holds a SHA-256 of the
+// cluster token, which a bundle that leaves the site must not carry (a
+// fast hash lets the token be tried offline). Its dates stay: they say
+// since when the node applies its token.
+func TestBundleLeavesTheTokenFingerprintOut(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	must(t, os.MkdirAll(state, 0o700))
+	const fp = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	must(t, os.WriteFile(filepath.Join(state, config.TokenSeenFile),
+		[]byte(`{"fingerprint":"`+fp+`","since":"2026-11-01T00:00:00Z","source":"first applied by this node's agent"}`), 0o600))
+	items, _ := Collect(context.Background(), localSources(Local{StateDir: state, AuditLog: filepath.Join(dir, "audit.jsonl")}, time.Second))
+	found := false
+	for _, it := range items {
+		if strings.Contains(string(it.Data), fp) {
+			t.Errorf("%s carries the token's fingerprint: %s", it.Name, it.Data)
+		}
+		if it.Name == "local/state/"+config.TokenSeenFile {
+			found = true
+			if !strings.Contains(string(it.Data), "2026-11-01T00:00:00Z") {
+				t.Errorf("the record's date is gone: %s", it.Data)
+			}
+		}
+	}
+	if !found {
+		t.Error("the token record is not in the bundle at all: its dates are a support engineer's evidence")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // DefaultTailBytes is how much of each log's end a bundle takes.
@@ -139,10 +141,31 @@ func readDir(dir, prefix string) ([]Item, []Missing, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(dir, path)
+		if rel == config.TokenSeenFile {
+			if data, err = withoutFingerprint(data); err != nil {
+				missing = append(missing, Missing{Item: path, Why: err.Error()})
+				return nil
+			}
+		}
 		items = append(items, Item{Name: filepath.ToSlash(filepath.Join(prefix, rel)), Source: path, Data: data})
 		return nil
 	})
 	return items, missing, err
+}
+
+// withoutFingerprint is the agent's token record without its SHA-256 of
+// the cluster token: a fast hash lets anyone holding the bundle try
+// tokens offline. Its dates stay (since when the node applies its token).
+// A record that does not parse is left out whole.
+func withoutFingerprint(data []byte) ([]byte, error) {
+	var rec map[string]any
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("left out: it does not parse (%v), so the token's fingerprint could not be taken out", err)
+	}
+	if _, ok := rec["fingerprint"]; ok {
+		rec["fingerprint"] = "(left out of the bundle)"
+	}
+	return json.MarshalIndent(rec, "", "  ")
 }
 
 // TokenFiles are where this machine may keep the cluster token: k3s's

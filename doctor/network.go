@@ -222,6 +222,10 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 	mtus := map[string]int{}
 	count := map[int]int{}
 	for name, n := range nets {
+		if n.Unmanaged {
+			out = append(out, unmanagedNetwork(name, n))
+			continue
+		}
 		if n.Problem != "" || n.MTU <= 0 {
 			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent could not read its cluster interface",
 				Evidence: nonEmpty(n.Problem), Next: "on " + name + ": ip link show, and the cluster interface in its cluster config"})
@@ -235,7 +239,9 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 		// the ones that might differ.
 		var unknown []string
 		for _, f := range out {
-			unknown = append(unknown, f.Subject)
+			if f.Severity > Info {
+				unknown = append(unknown, f.Subject)
+			}
 		}
 		slices.Sort(unknown)
 		f := Finding{NotChecked: true, Severity: Info, Summary: fmt.Sprintf("not checked: nothing to compare, %d node's MTU known", len(mtus))}
@@ -305,6 +311,15 @@ func probeEvery(p *nodestate.AddressProbe) time.Duration {
 // cluster address (from its cluster interface, sender 0.0.0.0 as RFC 5227
 // probes): another device that answers holds the same address, and the
 // traffic for that node goes to either at random.
+// unmanagedNetwork is the network checks' word on a node whose agent
+// configures no cluster interface (--no-bootstrap): not checked, and no
+// warning either, since there is nothing of sitecon's there to be wrong.
+func unmanagedNetwork(name string, n *nodestate.NetworkReport) Finding {
+	return Finding{NotChecked: true, Severity: Info, Subject: name,
+		Summary:  "not checked for " + name + ": its agent runs without bootstrap and configures no cluster interface",
+		Evidence: nonEmpty(n.Problem)}
+}
+
 func checkDuplicateAddress(ctx context.Context, env *Env) []Finding {
 	nets, out, ran := reportedNetworks(ctx, env)
 	if !ran {
@@ -314,6 +329,8 @@ func checkDuplicateAddress(ctx context.Context, env *Env) []Finding {
 	for _, name := range slices.Sorted(maps.Keys(nets)) {
 		p := nets[name].AddressProbe
 		switch {
+		case nets[name].Unmanaged:
+			out = append(out, unmanagedNetwork(name, nets[name]))
 		case p == nil:
 			out = append(out, Finding{NotChecked: true, Severity: Warn, Subject: name, Summary: "not checked for " + name + ": its agent has not probed its cluster address yet",
 				Evidence: nonEmpty(nets[name].Problem), Next: "on " + name + ": wait a minute for its agent's first probe, then run the doctor again; if it persists, systemctl status sitecon-agent"})

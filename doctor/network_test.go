@@ -159,6 +159,9 @@ func TestMTUReading(t *testing.T) {
 			{Node: "d", Answered: true, Report: &nodestate.NodeReport{Node: "d", Network: &nodestate.NetworkReport{Interface: "eth9", Problem: "no such interface: eth9"}}}},
 			map[string]Severity{"": Info, "b": Warn, "c": Warn, "d": Warn}},
 		{"one node", []nodestate.NodeAnswer{net("a", 1500)}, map[string]Severity{"": Info}},
+		// Issue 38: an agent run without bootstrap (sitebox, the demo)
+		// configures no cluster interface: not checked, but no warning.
+		{"agents without bootstrap", []nodestate.NodeAnswer{unmanaged("a"), unmanaged("b")}, map[string]Severity{"": Info, "a": Info, "b": Info}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := &Env{NodeReports: func(context.Context) nodestate.NodeReports { return nodestate.NodeReports{Answers: c.answers} }}
@@ -185,6 +188,12 @@ func TestMTUReading(t *testing.T) {
 	}
 }
 
+// unmanaged is the answer of an agent run with --no-bootstrap.
+func unmanaged(node string) nodestate.NodeAnswer {
+	return nodestate.NodeAnswer{Node: node, Answered: true, Report: &nodestate.NodeReport{Node: node,
+		Network: &nodestate.NetworkReport{Unmanaged: true, Problem: "no cluster interface of its own: the agent runs with --no-bootstrap"}}}
+}
+
 // The duplicate-address check's reading of each agent's last probe:
 // another holder is an error naming its hardware address; no probe yet or
 // one that could not be made is "not checked", never fine.
@@ -207,6 +216,7 @@ func TestDuplicateAddressReading(t *testing.T) {
 			map[string]Severity{"": OK, "b": Warn, "c": Warn}},
 		// A probe older than three of its agent's intervals says nothing
 		// of now (the agent's prober stuck, or its clock).
+		{"agents without bootstrap", []nodestate.NodeAnswer{unmanaged("a"), unmanaged("b")}, map[string]Severity{"a": Info, "b": Info}},
 		{"stale", []nodestate.NodeAnswer{probe("a", &nodestate.AddressProbe{Address: "10.0.0.1", At: at}),
 			probe("b", &nodestate.AddressProbe{Address: "10.0.0.2", At: at.Add(-10 * time.Minute), Every: time.Minute}),
 			probe("c", &nodestate.AddressProbe{Address: "10.0.0.3", At: at.Add(-4 * time.Minute)})},

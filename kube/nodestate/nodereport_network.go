@@ -14,6 +14,11 @@ type NetworkReport struct {
 	// Problem is why the interface could not be read (no cluster config
 	// applied, the interface missing).
 	Problem string `json:"problem,omitempty"`
+	// Unmanaged: the agent runs without bootstrap (--no-bootstrap) and
+	// configures no cluster interface: there is nothing of its own for
+	// the network checks to read (a sitebox node, a host whose network
+	// sitecon does not manage), which is no fault of the node.
+	Unmanaged bool `json:"unmanaged,omitempty"`
 	// AddressProbe is the agent's last ARP probe for its own cluster
 	// address; nil before the first.
 	AddressProbe *AddressProbe `json:"addressProbe,omitempty"`
