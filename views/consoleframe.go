@@ -207,18 +207,39 @@ func (a *App) footer(w int) string {
 func (a *App) fitKeys(keys []key.Binding, room int) string {
 	h := a.help
 	h.Width = 0 // measured here, never cut by the help model
-	if lipgloss.Width(h.ShortHelpView(keys)) <= room {
-		return h.ShortHelpView(keys)
+	all := h.ShortHelpView(keys)
+	if lipgloss.Width(all) <= room {
+		return all
 	}
-	help := a.ctx.Keys.Help
-	isHelp := func(b key.Binding) bool { return slices.Equal(b.Keys(), help.Keys()) }
+	// Each entry's width once (a frame at 80 columns comes here every
+	// time), and the separator's between two.
+	sep := lipgloss.Width(h.Styles.ShortSeparator.Inline(true).Render(h.ShortSeparator))
+	width := make([]int, len(keys))
+	helpAt := -1
+	for i, b := range keys {
+		width[i] = lipgloss.Width(h.ShortHelpView([]key.Binding{b}))
+		if helpAt < 0 && slices.Equal(b.Keys(), a.ctx.Keys.Help.Keys()) && width[i] > 0 {
+			helpAt = i
+		}
+	}
+	total, shown := 0, 0 // the line's width so far, and its entries
+	grow := func(w int) int {
+		if shown == 0 {
+			return w
+		}
+		return total + sep + w
+	}
 	var chosen []key.Binding
 	for i, b := range keys {
-		try := append(slices.Clone(chosen), b)
-		if !isHelp(b) && slices.ContainsFunc(keys[i+1:], isHelp) {
-			try = append(try, help) // room kept for the help key still to come
+		if width[i] == 0 {
+			continue // disabled: the help model draws nothing for it
 		}
-		if lipgloss.Width(h.ShortHelpView(try)) <= room {
+		next := grow(width[i])
+		if helpAt > i {
+			next += sep + width[helpAt] // room kept for the help key still to come
+		}
+		if next <= room {
+			total, shown = grow(width[i]), shown+1
 			chosen = append(chosen, b)
 		}
 	}
