@@ -244,7 +244,11 @@ func checkMTU(ctx context.Context, env *Env) []Finding {
 			}
 		}
 		slices.Sort(unknown)
-		f := Finding{NotChecked: true, Severity: Info, Summary: fmt.Sprintf("not checked: nothing to compare, %d node's MTU known", len(mtus))}
+		known := "no node's MTU is known"
+		if len(mtus) == 1 {
+			known = "one node's MTU is known"
+		}
+		f := Finding{NotChecked: true, Severity: Info, Summary: "not checked: nothing to compare, " + known}
 		if len(unknown) > 0 {
 			f.Summary += "; not reported by " + strings.Join(unknown, ", ")
 		}

@@ -172,6 +172,10 @@ func TestMTUReading(t *testing.T) {
 				if f.Subject == "" && f.Severity != OK && !strings.Contains(f.Summary, "nothing to compare") {
 					t.Errorf("%+v: want \"nothing to compare\"", f)
 				}
+				// Words that read: never "0 node's MTU known".
+				if want := map[string]string{"one node": "one node's MTU is known", "agents without bootstrap": "no node's MTU is known"}[c.name]; f.Subject == "" && want != "" && !strings.Contains(f.Summary, want) {
+					t.Errorf("%q, want it to say %q", f.Summary, want)
+				}
 				if f.Subject == "" && len(c.answers) == 4 && !strings.Contains(f.Summary, "b, c, d") {
 					t.Errorf("%q does not name the nodes whose MTU is not known", f.Summary)
 				}

@@ -452,6 +452,10 @@ func (a *App) logsKeys() []binding {
 			}},
 		{key: key.NewBinding(key.WithKeys(k.Back.Keys()...), key.WithHelp(k.Back.Help().Key, "cancel")), long: "close the container list",
 			section: sectionScreen, applies: picking, run: do(func(v *logsView) { v.picking = false })},
+		// esc clears an applied filter before it leaves, as on the tables.
+		{key: key.NewBinding(key.WithKeys(k.Back.Keys()...), key.WithHelp(k.Back.Help().Key, "clear filter")), long: "clear the filter",
+			section: sectionScreen, footer: footerScreen, applies: func() bool { return reading() && v().filterText() != "" },
+			run: do(func(v *logsView) { v.setFilter("") })},
 		{key: k.Back, long: "back to the screen the logs were opened from", section: sectionScreen, footer: footerScreen,
 			run: do(func(*logsView) { a.closeLogs() })},
 		{key: k.Filter, long: "filter: /text keeps the lines with text, /!text those without", section: sectionScreen, footer: footerFilter, applies: reading,

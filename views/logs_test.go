@@ -339,6 +339,18 @@ func TestLogsFilterAndInverseFilter(t *testing.T) {
 	if v := ansi.Strip(l.a.View()); !strings.Contains(v, "ERROR disk 33") || !strings.Contains(v, "info 32 ok") || strings.Contains(v, "filter /") {
 		t.Errorf("esc in the filter line should clear it:\n%s", v)
 	}
+	// An applied filter: esc clears it first, as on the tables, and only
+	// the next esc leaves the logs.
+	l.keys("/", "e", "r", "r", "o", "r", "enter")
+	l.screenHas("filter /error")
+	l.keys("esc")
+	if v := ansi.Strip(l.a.View()); l.a.logs == nil || strings.Contains(v, "filter /") || !strings.Contains(v, "info 32 ok") {
+		t.Fatalf("esc with a filter applied should clear it and stay in the logs:\n%s", v)
+	}
+	l.keys("esc")
+	if l.a.logs != nil {
+		t.Errorf("a second esc should leave the logs:\n%s", ansi.Strip(l.a.View()))
+	}
 }
 
 // Long lines are cut at the width, or wrapped with w; t puts the kubelet's
