@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,16 +21,21 @@ import (
 // Findings table explains it at length. The functions here are pure:
 // status in, words out.
 
-// Line is the alert as the overview and `sitecon status` say it: "fact:
-// why → next [ID]".
-func (a Alert) Line() string {
+// Line is the alert as the overview says it: "fact: why → next [ID]".
+func (a Alert) Line() string { return a.line(a.Next) }
+
+// CLILine is the alert as `sitecon status` says it: the next step in the
+// command line's words, never a console key.
+func (a Alert) CLILine() string { return a.line(cmp.Or(a.NextCLI, a.Next)) }
+
+func (a Alert) line(next string) string {
 	var b strings.Builder
 	b.WriteString(a.Text)
 	if a.Why != "" {
 		b.WriteString(": " + a.Why)
 	}
-	if a.Next != "" {
-		b.WriteString(" → " + a.Next)
+	if next != "" {
+		b.WriteString(" → " + next)
 	}
 	if a.ID != "" {
 		b.WriteString(" [" + a.ID + "]")
@@ -75,7 +81,7 @@ func cordonAlert(n kube.NodeStatus, agent *AgentSummary, now time.Time) (Alert, 
 	}
 	a := Alert{Since: now, ID: doctor.IDNodeCordoned, Subject: nodeSubject(n.Name), Text: "node " + n.Name + " cordoned",
 		Why:  "Ready, no drain under way",
-		Next: "maintenance over? u on nodes (sitecon uncordon " + n.Name + ")"}
+		Next: "maintenance over? u on nodes (sitecon uncordon " + n.Name + ")", NextCLI: "maintenance over? sitecon uncordon " + n.Name}
 	if n.CordonedSince != nil {
 		a.Since = *n.CordonedSince
 		a.Text += " for " + Age(*n.CordonedSince, now, true)
@@ -220,9 +226,13 @@ func appAlert(app kube.AppStatus, s kube.ClusterStatus, agent *AgentSummary, now
 	case nodeLost && app.Mode == kube.AppModePinned:
 		a.Why = "pinned app " + app.Name + " waits for its node " + app.Node
 		a.Next = "bring " + app.Node + " back, or m (migrate) on apps"
+		a.NextCLI = "bring " + app.Node + " back, or sitecon migrate " + app.Name + " NODE"
 	case nodeLost:
 		verdict := failoverVerdict(agent, app.Name)
 		a.Why, a.Next = failoverWords(app.Node, verdict)
+		if strings.Contains(a.Next, "events screen") {
+			a.NextCLI = strings.Replace(a.Next, "events screen shows", "sitecon agent status shows", 1)
+		}
 	case app.Unscheduled != nil && app.UnschedulableFor(now) < kube.UnschedulableAfter:
 		// Seconds into it (a site booting, a node coming back): no advice
 		// to act on a reason the scheduler may drop at its next try.
@@ -230,6 +240,7 @@ func appAlert(app kube.AppStatus, s kube.ClusterStatus, agent *AgentSummary, now
 		a.Since = app.Unscheduled.Since
 		a.Why = "waiting for a node it may use (the scheduler tries again)"
 		a.Next = "wait; if it stays, enter on apps for the reason"
+		a.NextCLI = "wait; if it stays, sitecon doctor gives the reason"
 	case app.Unscheduled != nil:
 		a.ID = doctor.IDAppPending
 		a.Since = app.Unscheduled.Since
@@ -239,15 +250,17 @@ func appAlert(app kube.AppStatus, s kube.ClusterStatus, agent *AgentSummary, now
 		a.ID = doctor.IDAppPending
 		a.Why = "not placed on a node yet"
 		a.Next = "wait; if it stays, enter on apps for the reason"
+		a.NextCLI = "wait; if it stays, sitecon doctor gives the reason"
 	case app.Phase == "Failed":
 		a.Why = "it failed on " + app.Node
-		a.Next = "l on apps for its log"
+		a.Next, a.NextCLI = "l on apps for its log", "sitecon logs "+app.Name
 	case app.Phase == "Running":
 		a.Why = "it runs but is not ready"
-		a.Next = "l on apps for its log"
+		a.Next, a.NextCLI = "l on apps for its log", "sitecon logs "+app.Name
 	default:
 		a.Why = "starting on " + app.Node
 		a.Next = "wait; if it stays " + app.Phase + ", l on apps for its log"
+		a.NextCLI = "wait; if it stays " + app.Phase + ", sitecon logs " + app.Name
 	}
 	return a
 }

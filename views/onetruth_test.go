@@ -134,3 +134,38 @@ func lines(alerts []Alert) string {
 	slices.Sort(out)
 	return strings.Join(out, ", ")
 }
+
+// Issue 38: `sitecon status` prints the same alerts as the overview, but
+// a command line has no screens: its next steps are commands, never a
+// console key ("l on apps", "u on nodes", "the events screen").
+func TestStatusAlertsNameNoConsoleKeys(t *testing.T) {
+	now := kubetest.T0
+	d := troubledSite(now)
+	st := kube.Derive(d, now)
+	st.Namespaces = append(st.Namespaces, kube.NamespaceHealth{Name: "shop", Failed: 2})
+	frames := []Frame{{Status: st}, alertsFrame()}
+	consoleWords := []string{" on apps", " on nodes", "screen", "enter on", "l on ", "u on "}
+	seen := 0
+	for _, f := range frames {
+		for _, a := range Alerts(&f, now) {
+			cli := a.CLILine()
+			for _, w := range consoleWords {
+				if strings.Contains(cli, w) {
+					t.Errorf("status says %q: it names a console key (%q)", cli, w)
+				}
+			}
+			if a.NextCLI != "" {
+				seen++
+			}
+		}
+	}
+	if seen < 5 {
+		t.Errorf("only %d alerts have a command-line next step: the fixture no longer covers the console-key cases", seen)
+	}
+	r := NewStatusReport(st, nil, now)
+	for _, p := range r.Problems {
+		if strings.Contains(p, " on apps") || strings.Contains(p, "screen") {
+			t.Errorf("sitecon status's problems name a console key: %q", p)
+		}
+	}
+}

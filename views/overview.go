@@ -16,12 +16,16 @@ import (
 // (Why) and what to do next (Next), with the id of `sitecon doctor`'s
 // finding for it (ID) when it has one (views/alerts.go).
 type Alert struct {
-	Bad   bool // false: a warning
-	Text  string
-	Why   string
-	Next  string
-	ID    string
-	Since time.Time
+	Bad  bool // false: a warning
+	Text string
+	Why  string
+	Next string
+	// NextCLI is the next step in the command line's words, where Next
+	// names a console key ("l on apps"): `sitecon status` has no screens.
+	// Empty: Next says it for both.
+	NextCLI string
+	ID      string
+	Since   time.Time
 	// Subject is what the alert is about ("node/node-b", "volume/vol-x",
 	// "app/eve-kube-app/hmi-x"): its detail lists it. "" for the site.
 	Subject string
@@ -57,7 +61,8 @@ func Alerts(f *Frame, now time.Time) []Alert {
 	for _, ns := range s.Namespaces {
 		if ns.Failed > 0 {
 			out = append(out, Alert{Since: now, Text: fmt.Sprintf("%s: %d pod(s) failed", ns.Name, ns.Failed),
-				Next: "3 on the pods screen, enter on " + ns.Name + ", l for a pod's log"})
+				Next:    "3 on the pods screen, enter on " + ns.Name + ", l for a pod's log",
+				NextCLI: "kubectl -n " + ns.Name + " get pods, then sitecon logs POD -n " + ns.Name})
 		}
 	}
 	for _, a := range s.Apps {

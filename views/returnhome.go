@@ -37,11 +37,13 @@ func awayAlert(away []kube.AppStatus, now time.Time) Alert {
 		noun = "app"
 	}
 	a := Alert{Since: since, ID: doctor.IDAppAway, Text: fmt.Sprintf("%d %s away from home (%s)", len(away), noun, where),
-		Next: "once their designated nodes are Ready: H on the apps screen (each in turn), or sitecon return-home --all"}
+		Next:    "once their designated nodes are Ready: H on the apps screen (each in turn), or sitecon return-home --all",
+		NextCLI: "once their designated nodes are Ready: sitecon return-home --all"}
 	if len(away) == 1 {
 		a.Subject = appSubject(first)
 		a.Why = "designated " + first.DesignatedNode
 		a.Next = "once " + first.DesignatedNode + " is Ready: h on the apps screen, or sitecon return-home " + first.Name
+		a.NextCLI = "once " + first.DesignatedNode + " is Ready: sitecon return-home " + first.Name
 	}
 	return a
 }

@@ -121,7 +121,7 @@ type StatusReport struct {
 func NewStatusReport(st kube.ClusterStatus, agent *AgentSummary, now time.Time) StatusReport {
 	r := StatusReport{ClusterStatus: st, Agent: agent, Problems: []string{}}
 	for _, a := range Alerts(&Frame{Status: st, Synced: true}, now) {
-		r.Problems = append(r.Problems, a.Line())
+		r.Problems = append(r.Problems, a.CLILine())
 	}
 	return r
 }
