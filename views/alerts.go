@@ -100,21 +100,28 @@ func maintenanceUnderWay(agent *AgentSummary, node string) bool {
 	})
 }
 
-// leaderAlert is the alert of a stats leader on a lost node: cluster-wide
-// stats stop until another agent takes the lease (doctor's
-// SC-STATS-LEADER-LOST). A lease run out on a Ready node is said on the
-// overview's Stats leader row, as before: no agent running the apps part
-// is how a site without them looks.
+// leaderAlert is the alert of a stats leader that is lost: its node is
+// not Ready, is no node of the cluster, or its lease ran out (its agent
+// stopped renewing it), the doctor's SC-STATS-LEADER-LOST cases alike.
+// Cluster-wide stats stop until another agent leads.
 func leaderAlert(s kube.ClusterStatus, now time.Time) (Alert, bool) {
 	l := s.StatsLeader
-	i := slices.IndexFunc(s.Nodes, func(n kube.NodeStatus) bool { return n.Name == l.Holder })
-	if l.Holder == "" || i < 0 || s.Nodes[i].Ready {
+	if l.Holder == "" {
 		return Alert{}, false
 	}
 	a := Alert{Since: now, ID: doctor.IDStatsLeaderLost, Subject: nodeSubject(l.Holder),
-		Text: "stats leader " + l.Holder + " is on a lost node",
 		Why:  "cluster stats stop until another agent leads",
 		Next: "wait for its lease to run out; if no agent takes it, check the agents"}
+	switch i := slices.IndexFunc(s.Nodes, func(n kube.NodeStatus) bool { return n.Name == l.Holder }); {
+	case i < 0:
+		a.Text = "stats leader " + l.Holder + " is no node of the cluster"
+	case !s.Nodes[i].Ready:
+		a.Text = "stats leader " + l.Holder + " is on a lost node"
+	case l.Expired:
+		a.Text = "stats leader " + l.Holder + " stopped renewing its lease"
+	default:
+		return Alert{}, false
+	}
 	if l.Since != nil {
 		a.Since = *l.Since
 	}

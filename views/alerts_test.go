@@ -82,11 +82,18 @@ func TestAlertsSayWhyAndWhatNext(t *testing.T) {
 				s.StatsLeader = kube.LeaseHolder{Holder: "node-b", Expired: true}
 			}),
 			[]string{"stats leader node-b is on a lost node: its lease ran out and no other agent took it → check the agents on the Ready nodes (systemctl status sitecon-agent) [SC-STATS-LEADER-LOST]"}, nil},
-		{"a lease run out on a Ready node is the overview's row, not an alert (a site without agents)",
+		// Issue 38: the doctor warns of it (SC-STATS-LEADER-LOST), and
+		// the leader runs the failover guard: no leader, no failover.
+		{"a lease run out on a Ready node: its agent stopped, and no other leads",
 			site(func(s *kube.ClusterStatus, _ *AgentSummary) {
 				s.StatsLeader = kube.LeaseHolder{Holder: "node-a", Expired: true}
 			}),
-			nil, []string{"stats leader"}},
+			[]string{"stats leader node-a stopped renewing its lease: its lease ran out and no other agent took it → check the agents on the Ready nodes (systemctl status sitecon-agent) [SC-STATS-LEADER-LOST]"}, nil},
+		{"a holder that is no node of the cluster",
+			site(func(s *kube.ClusterStatus, _ *AgentSummary) {
+				s.StatsLeader = kube.LeaseHolder{Holder: "node-gone"}
+			}),
+			[]string{"stats leader node-gone is no node of the cluster: cluster stats stop until another agent leads → wait for its lease to run out; if no agent takes it, check the agents [SC-STATS-LEADER-LOST]"}, nil},
 		{"a stats leader on a Ready node is no alert",
 			site(func(s *kube.ClusterStatus, _ *AgentSummary) { s.StatsLeader = kube.LeaseHolder{Holder: "node-a"} }),
 			nil, []string{"stats leader"}},

@@ -75,7 +75,17 @@ func troubledSite(now time.Time) kube.Data {
 // doctor says ok (or the other way) leaves the technician to pick one.
 func TestOverviewAndDoctorFindTheSameProblems(t *testing.T) {
 	now := kubetest.T0
-	d := troubledSite(now)
+	t.Run("a node lost with the stats leader", func(t *testing.T) { sameProblems(t, troubledSite(now), now) })
+	// The leader's node is Ready, its agent stopped: its lease ran out.
+	expired := troubledSite(now)
+	expired.Leases[0] = expired.Leases[0].DeepCopy()
+	expired.Leases[0].Spec.HolderIdentity = ptr.To("node-a")
+	t.Run("the stats leader's lease ran out on a Ready node", func(t *testing.T) { sameProblems(t, expired, now) })
+}
+
+// sameProblems checks that the overview and the doctor find the same
+// problems in d.
+func sameProblems(t *testing.T, d kube.Data, now time.Time) {
 	st := kube.Derive(d, now)
 	alerts := Alerts(&Frame{Status: st}, now)
 	report := doctor.Run(context.Background(), doctor.Checks(), &doctor.Env{Data: d, Now: now})

@@ -140,6 +140,9 @@ func TestDoctorQuietOnHealthySite(t *testing.T) {
 	// the agents earlier tests ran on this site left theirs, whatever
 	// timeout each ran with.)
 	publishEtcdMembers(t, site)
+	// No agent runs here: no stats leader (an earlier test's agents may
+	// have left their lease, run out, which is a lost leader).
+	clearStatsLeaderLease(t, cs)
 	shipped := kube.FenceSettings{Fencing: true, FailoverTimeout: (apps.Options{}).EffectiveFailoverTimeout()}.String()
 	for _, n := range site.Nodes {
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kube.AnnotationFence, shipped)
