@@ -273,9 +273,19 @@ func New(opts Options) *Agent {
 		K3sBackoffMin: opts.K3sBackoffMin, Workloads: opts.Workloads, Kubeconfig: opts.Kubeconfig, Etcd: opts.Etcd,
 		InNetNS: opts.InNetNS, JoinUnverifiedCA: opts.JoinUnverifiedCA, MembershipTimeout: opts.MembershipTimeout,
 		LinkWait: opts.LinkWait, Log: opts.Log, Report: a.nodeReport, Life: a.life,
-		FailoverTimeout: opts.Apps.EffectiveFailoverTimeout(),
+		FailoverTimeout: publishedTimeout(opts.Apps),
 	}, bringUpHost{a})
 	return a
+}
+
+// publishedTimeout is the failover timeout this agent offers as the
+// cluster's when the record has none: its own, unless it runs without
+// fencing (then none: a timeout no fence derives from is no cluster's).
+func publishedTimeout(o apps.Options) time.Duration {
+	if o.Fence.Disabled {
+		return 0
+	}
+	return o.EffectiveFailoverTimeout()
 }
 
 // records are the agent's records, in its state directory.

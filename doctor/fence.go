@@ -43,16 +43,22 @@ func checkFenceSettings(_ context.Context, env *Env) []Finding {
 	// by; a record without one: the one most fencing nodes run with (the
 	// longest among equals: the safer guess of what the leader runs).
 	common, published, problem := kube.ClusterFailoverTimeout(env.Data)
-	if problem != "" {
-		out = append(out, Finding{Severity: Warn, NotChecked: true, Summary: "not checked against the cluster's failover timeout: " + problem + "; the leader times by its own --failover-timeout",
-			Next: "put the cluster's timeout back: kubectl -n " + kube.AppNamespace + " edit configmap " + kube.ClusterConfigMapName + " (" + kube.ClusterKeyFailoverTimeout + ": 28s)"})
-	}
 	if !published {
 		for _, t := range slices.Sorted(maps.Keys(timeouts)) {
 			if timeouts[t] >= timeouts[common] {
 				common = t
 			}
 		}
+	}
+	if problem != "" {
+		// The leader then times by its own flag: most nodes' is the
+		// value to put back.
+		fix := common
+		if fix == 0 {
+			fix = 28 * time.Second
+		}
+		out = append(out, Finding{Severity: Warn, NotChecked: true, Summary: "not checked against the cluster's failover timeout: " + problem + "; the leader times by its own --failover-timeout",
+			Next: "put the cluster's timeout back, the one the nodes run: kubectl -n " + kube.AppNamespace + " edit configmap " + kube.ClusterConfigMapName + " (" + kube.ClusterKeyFailoverTimeout + ": " + fix.String() + ")"})
 	}
 	for _, name := range slices.Sorted(maps.Keys(settings)) {
 		s := settings[name]

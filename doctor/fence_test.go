@@ -47,6 +47,10 @@ func TestFenceSettingsCheck(t *testing.T) {
 		{"most nodes differ from the cluster's", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 1m0s"), fenced("c", "on 1m0s")}, record("28s"),
 			[]string{"b fences with --failover-timeout 1m0s, not the cluster's 28s", "c fences with --failover-timeout 1m0s, not the cluster's 28s"}},
 		{"every node runs the cluster's", []*corev1.Node{fenced("a", "on 1m0s"), fenced("b", "on 1m0s")}, record("1m0s"), nil},
+		// A value too short for any fence is not the cluster's: the leader
+		// times by its own then, and the nodes are judged by most nodes'.
+		{"the cluster's too short", []*corev1.Node{fenced("a", "on 1m0s"), fenced("b", "on 1m0s")}, record("5s"),
+			[]string{"not checked against the cluster's failover timeout: " + kube.ClusterConfigMapName + "'s " + kube.ClusterKeyFailoverTimeout + " 5s is shorter than a fence needs"}},
 		{"the cluster's unreadable", []*corev1.Node{fenced("a", "on 28s"), fenced("b", "on 28s")}, record("soon"),
 			[]string{"not checked against the cluster's failover timeout: " + kube.ClusterConfigMapName + "'s " + kube.ClusterKeyFailoverTimeout + " \"soon\" is not a positive duration"}},
 	} {
@@ -56,6 +60,9 @@ func TestFenceSettingsCheck(t *testing.T) {
 				t.Fatalf("findings %+v, want %d", got, len(tc.want))
 			}
 			for i, f := range got {
+				if tc.name == "the cluster's too short" && !strings.Contains(f.Next, kube.ClusterKeyFailoverTimeout+": 1m0s") {
+					t.Errorf("the fix offered is %q: want the value the nodes run, 1m0s", f.Next)
+				}
 				if !strings.Contains(f.Summary, tc.want[i]) || f.Severity == OK {
 					t.Errorf("finding %d: %s %q, want a problem mentioning %q", i, f.Severity, f.Summary, tc.want[i])
 				}

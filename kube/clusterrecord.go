@@ -122,6 +122,11 @@ func RemoveFromNodeList(ctx context.Context, cs kubernetes.Interface, node strin
 	})
 }
 
+// MinFailoverTimeout is the shortest failover timeout a fence can come
+// before (agent/apps derives the fence bound from it): a record's value
+// under it is not usable, and an agent raises its own to it.
+const MinFailoverTimeout = 16 * time.Second
+
 // ClusterFailoverTimeout is the cluster's failover timeout as its record
 // publishes it (ClusterKeyFailoverTimeout), read from d; ok is false when
 // the record or the key is missing, and problem says why a value there
@@ -136,8 +141,11 @@ func ClusterFailoverTimeout(d Data) (timeout time.Duration, ok bool, problem str
 			return 0, false, ""
 		}
 		t, err := time.ParseDuration(strings.TrimSpace(raw))
-		if err != nil || t <= 0 {
+		switch {
+		case err != nil || t <= 0:
 			return 0, false, fmt.Sprintf("%s's %s %q is not a positive duration", ClusterConfigMapName, ClusterKeyFailoverTimeout, raw)
+		case t < MinFailoverTimeout:
+			return 0, false, fmt.Sprintf("%s's %s %s is shorter than a fence needs (%s)", ClusterConfigMapName, ClusterKeyFailoverTimeout, t, MinFailoverTimeout)
 		}
 		return t, true, ""
 	}

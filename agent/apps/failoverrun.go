@@ -36,8 +36,6 @@ func (c *Controller) clusterFailoverTimeout(d kube.Data) time.Duration {
 		c.warnTimeoutOnce("the cluster's failover timeout cannot be read: this leader times by its own --failover-timeout", "problem", problem, "own", c.opts.FailoverTimeout)
 	case !ok:
 		return c.opts.FailoverTimeout
-	case t < MinFailoverTimeout && !c.opts.Fence.Disabled:
-		c.warnTimeoutOnce("the cluster's failover timeout is shorter than a fence needs: this leader times by its own --failover-timeout", "cluster", t, "own", c.opts.FailoverTimeout)
 	default:
 		if t != c.opts.FailoverTimeout {
 			c.warnTimeoutOnce("this node's --failover-timeout is not the cluster's: the leader times by the cluster's, and this node's own pods are held if it is lost", "cluster", t, "own", c.opts.FailoverTimeout)

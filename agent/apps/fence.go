@@ -3,6 +3,8 @@ package apps
 import (
 	"fmt"
 	"time"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // Self-fencing: a node cut off from the others stops its auto-migration
@@ -38,8 +40,8 @@ const (
 	MinFenceAfter = 5 * time.Second
 	// MinFailoverTimeout is the shortest failover timeout that leaves
 	// MinFenceAfter under DeriveFenceTimings' margin; a shorter one is
-	// raised to it.
-	MinFailoverTimeout = 16 * time.Second
+	// raised to it (kube's, which the cluster record's value is read by).
+	MinFailoverTimeout = kube.MinFailoverTimeout
 )
 
 // DeriveFenceTimings is the one place both sides take their timing from:

@@ -40,8 +40,7 @@ import (
 //   - The ValidatingAdmissionPolicy NodePolicyName narrows the group's
 //     writes to its own node, as NodeRestriction does for kubelets (k3s
 //     enables NodeRestriction; the policy does not rely on it): a node
-//     deletes only pods bound to itself, and only workloads laid out for
-//     itself (their node affinity names it); lays out only workloads whose
+//     deletes only pods bound to itself; lays out only workloads whose
 //     node affinity names itself and that ask for no privilege on the host
 //     (privileged or added capabilities, host namespaces or paths; for a
 //     VM, the host's disks or devices); creates only sitecon's Longhorn
@@ -118,7 +117,6 @@ var AgentRules = []rbacv1.PolicyRule{
 // the workloads and claims of the apps and volumes it is the designated
 // node of, and the removal of a workload that has no place there any more
 // (the agent never deletes a claim: a volume's data outlives its app).
-// NodePolicyName narrows the removal to workloads laid out for its node.
 var AgentLayoutRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"create", "update", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "update", "patch", "delete"}},
@@ -172,14 +170,6 @@ var nodePolicyValidations = []struct{ expr, msg string }{
 		`(!has(variables.podSpec.initContainers) || variables.podSpec.initContainers.all(c, !has(c.securityContext) || (!has(c.securityContext.privileged) || !c.securityContext.privileged) && ` +
 		`(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || size(c.securityContext.capabilities.add) == 0)))`,
 		"a node's identity lays out no workload with privileges on the host (privileged, added capabilities, host namespaces or paths)"},
-	{`!variables.removal || has(variables.oldPodSpec.affinity) && has(variables.oldPodSpec.affinity.nodeAffinity) && (` +
-		`has(variables.oldPodSpec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && ` +
-		`variables.oldPodSpec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t, has(t.matchExpressions) && ` +
-		`t.matchExpressions.exists(e, e.key == 'kubernetes.io/hostname' && has(e.values) && variables.node in e.values)) || ` +
-		`has(variables.oldPodSpec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution) && ` +
-		`variables.oldPodSpec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.exists(p, has(p.preference.matchExpressions) && ` +
-		`p.preference.matchExpressions.exists(e, e.key == 'kubernetes.io/hostname' && has(e.values) && variables.node in e.values)))`,
-		"a node's identity removes only workloads laid out for its own node (another node's app is that node's, or a server's, to remove)"},
 	{`!variables.workload || request.resource.resource == 'deployments' || ` +
 		`(!has(variables.podSpec.volumes) || variables.podSpec.volumes.all(v, !has(v.hostDisk))) && ` +
 		`(!has(variables.podSpec.domain) || !has(variables.podSpec.domain.devices) || ` +
@@ -233,7 +223,6 @@ func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 
 func ensureNodePolicy(ctx context.Context, cs kubernetes.Interface, labels map[string]string, opts metav1.ApplyOptions) error {
 	write := []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}
-	writeOrDelete := []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}
 	rule := func(group string, ops []admissionv1.OperationType, resources ...string) *admissionapply.NamedRuleWithOperationsApplyConfiguration {
 		return admissionapply.NamedRuleWithOperations().WithAPIGroups(group).WithAPIVersions("*").
 			WithOperations(ops...).WithResources(resources...)
@@ -244,8 +233,8 @@ func ensureNodePolicy(ctx context.Context, cs kubernetes.Interface, labels map[s
 			rule("", []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "configmaps"),
 			rule("", []admissionv1.OperationType{admissionv1.Delete}, "pods"),
 			rule("", []admissionv1.OperationType{admissionv1.Update, admissionv1.Delete}, "nodes"),
-			rule("apps", writeOrDelete, "deployments"),
-			rule("kubevirt.io", writeOrDelete, "virtualmachineinstances", "virtualmachineinstancereplicasets"),
+			rule("apps", write, "deployments"),
+			rule("kubevirt.io", write, "virtualmachineinstances", "virtualmachineinstancereplicasets"),
 			rule("storage.k8s.io", write, "storageclasses"),
 		)).
 		WithMatchConditions(admissionapply.MatchCondition().WithName("node-identity").
@@ -254,14 +243,9 @@ func ensureNodePolicy(ctx context.Context, cs kubernetes.Interface, labels map[s
 			admissionapply.Variable().WithName("node").WithExpression(
 				`request.userInfo.username.startsWith('`+nodeUserPrefix+`') ? request.userInfo.username.substring(`+fmt.Sprint(len(nodeUserPrefix))+`) : ''`),
 			admissionapply.Variable().WithName("workload").WithExpression(
-				`request.operation != 'DELETE' && request.resource.resource in ['deployments', 'virtualmachineinstances', 'virtualmachineinstancereplicasets']`),
+				`request.resource.resource in ['deployments', 'virtualmachineinstances', 'virtualmachineinstancereplicasets']`),
 			admissionapply.Variable().WithName("podSpec").WithExpression(
 				`request.resource.resource == 'virtualmachineinstances' ? object.spec : object.spec.template.spec`),
-			// A workload's removal: judged by the workload as it is.
-			admissionapply.Variable().WithName("removal").WithExpression(
-				`request.operation == 'DELETE' && request.resource.resource in ['deployments', 'virtualmachineinstances', 'virtualmachineinstancereplicasets']`),
-			admissionapply.Variable().WithName("oldPodSpec").WithExpression(
-				`request.resource.resource == 'virtualmachineinstances' ? oldObject.spec : oldObject.spec.template.spec`),
 		)
 	for _, v := range nodePolicyValidations {
 		spec.WithValidations(admissionapply.Validation().WithExpression(v.expr).WithMessage(v.msg))

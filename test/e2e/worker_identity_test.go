@@ -160,38 +160,7 @@ func TestWorkerIdentityRefused(t *testing.T) {
 		}
 	}
 
-	// Issue 37: another node's workload is not removed either: a worker's
-	// identity may delete a workload only when it is laid out for its own
-	// node (the orphan remover's, for an app its node laid out). A layout
-	// of its own node's is removed.
-	for _, tc := range []struct {
-		l   apps.Layout
-		own bool
-	}{
-		{layoutOf(t, "identity-del-auto-a", apps.KindContainer, apps.AffinityPreferred, "node-a"), false},
-		{layoutOf(t, "identity-del-vm-a", apps.KindVM, apps.AffinityPreferred, "node-a"), false},
-		{layoutOf(t, "identity-del-pinned-vm-a", apps.KindVM, apps.AffinityRequired, "node-a"), false},
-		{layoutOf(t, "identity-del-own", apps.KindContainer, apps.AffinityPreferred, workerNode), true},
-	} {
-		l := tc.l
-		if err := applyLayout(ctx, adminDyn, l, false); err != nil {
-			t.Fatalf("lay out %s %s as a server: %v", l.GVR.Resource, l.Name(), err)
-		}
-		t.Cleanup(func() {
-			_ = adminDyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(context.Background(), l.Name(), metav1.DeleteOptions{})
-		})
-		err := workerDyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(ctx, l.Name(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		if own := tc.own; own && err != nil {
-			t.Errorf("the worker's identity may not remove %s %s, laid out for its own node: %v", l.GVR.Resource, l.Name(), err)
-		} else if !own && !refusedByPolicy(err) {
-			t.Errorf("the worker's identity removed %s %s, laid out for node-a (err %v), want refused by %s", l.GVR.Resource, l.Name(), err, kube.NodePolicyName)
-		}
-		if err := adminDyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(ctx, l.Name(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-			t.Errorf("the server's identity may not remove %s %s: %v", l.GVR.Resource, l.Name(), err)
-		}
-	}
-
-	// Nor all at once: a collection's removal is not granted at all.
+	// No collection of workloads is removed at once: not granted at all.
 	for _, gvr := range []schema.GroupVersionResource{{Group: "apps", Version: "v1", Resource: "deployments"},
 		{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}} {
 		err := workerDyn.Resource(gvr).Namespace(kube.AppNamespace).DeleteCollection(ctx, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}, metav1.ListOptions{})
