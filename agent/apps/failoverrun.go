@@ -205,6 +205,7 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 		}
 	}
 	anyLost := slices.ContainsFunc(slices.Collect(maps.Values(nodes)), func(n *corev1.Node) bool { return unreachableTaint(n) != nil })
+	timeout := c.clusterFailoverTimeout(d) // once a pass, as failover reads it
 	podLeft := false
 	for uid := range c.podsOnLost {
 		podLeft = podLeft || !podsOnLost[uid]
@@ -278,7 +279,7 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 		}
 		stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: va.Name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: node.Name,
 			Volumes: []corev1.Volume{{Name: claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
-		ev := c.failoverEvidence(ctx, stub, node, probed, c.clusterFailoverTimeout(d))
+		ev := c.failoverEvidence(ctx, stub, node, probed, timeout)
 		release, why := DecideRelease(va, node, claim, pods, ev)
 		app := strings.Join(appsOf[claim], ", ")
 		if !release {
