@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/kube"
 )
 
 // fenceRecord is what the watch needs to fence without the cluster cache.
@@ -30,6 +31,12 @@ type fenceRecord struct {
 	// Contact is this node's last contact with the quorum, as the watch
 	// last wrote it (at most fenceSourcesEvery old while in contact).
 	Contact *fenceContact `json:"contact,omitempty"`
+	// NodeSays is the fence settings this node's Node carried when last
+	// seen (kube.AnnotationFence; "": none), which the leader judges the
+	// node's silence by. An agent restarted with other settings while cut
+	// off cannot publish them: until its Node says them, it fences by the
+	// stricter of the two (FenceWatch.effective).
+	NodeSays string `json:"node_says,omitempty"`
 }
 
 // fenceContact is a moment on the boot's clock: CLOCK_BOOTTIME, which an
@@ -162,4 +169,60 @@ func (w *FenceWatch) saveRecord(rec fenceRecord) {
 	if err != nil {
 		w.Log.Error("fence record not written: a restart cut off fences from the one before", "path", w.RecordPath, "err", err)
 	}
+}
+
+// effective is what the watch fences by now: its own bound and Disabled,
+// unless the record says the Node carries settings that fence sooner
+// (nodeSays is then those settings, else ""). The leader judges the
+// node's silence by what its Node says; an agent restarted with a longer
+// timeout or --no-fence keeps to those until its Node says its own.
+func (w *FenceWatch) effective() (bound time.Duration, disabled bool, nodeSays string) {
+	w.mu.Lock()
+	says := w.record.NodeSays
+	w.mu.Unlock()
+	bound, disabled = w.Bound, w.Disabled
+	s, err := kube.ParseFenceSettings(says)
+	if says == "" || err != nil || !s.Fencing {
+		return bound, disabled, ""
+	}
+	if nodeBound := DeriveFenceTimings(s.FailoverTimeout).FenceAfter; disabled || nodeBound < bound {
+		return nodeBound, false, says
+	}
+	return bound, disabled, ""
+}
+
+// followNodeSays says, in the log and in the signed proof of life, that
+// the watch fences by its Node's settings (nodeSays) instead of its own,
+// or ("") by its own again.
+func (w *FenceWatch) followNodeSays(nodeSays string, bound time.Duration, disabled bool) {
+	if nodeSays == "" {
+		w.Log.Info("fencing by this agent's own settings: its Node says them", "bound", bound, "fencing", !disabled)
+		w.Status.FenceBy(nil)
+		return
+	}
+	w.Log.Warn("fencing by the settings this node's Node still says, not this agent's own, until they are published: the leader judges this node's silence by them",
+		"node says", nodeSays, "bound", bound, "own bound", w.Bound, "own fencing", !w.Disabled)
+	if s, err := kube.ParseFenceSettings(nodeSays); err == nil {
+		w.Status.FenceBy(&config.FenceBy{Fencing: s.Fencing, FailoverTimeout: s.FailoverTimeout})
+	}
+}
+
+// NodeSays records the fence settings this node's Node carries now
+// (kube.AnnotationFence; "" for none), as PublishFenceSettings reads
+// them: the record keeps them for a restart while cut off.
+func (w *FenceWatch) NodeSays(v string) {
+	w.mu.Lock()
+	if w.record.NodeSays == v {
+		w.mu.Unlock()
+		return
+	}
+	rec := w.record
+	w.mu.Unlock()
+	rec.NodeSays = v
+	if rec.Node == "" {
+		// Nothing recorded yet: the Node's settings alone, the pods not known.
+		unknown := false
+		rec.Node, rec.PodsKnown = w.Node, &unknown
+	}
+	w.saveRecord(rec)
 }

@@ -48,8 +48,10 @@ func confirmOffAdvice(node string) string {
 
 // PublishFenceSettings keeps node's kube.AnnotationFence equal to s, from
 // the cluster cache's changes (no polling): written when the Node lacks it
-// or says otherwise, retried at the next change or after a minute.
-func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string, s kube.FenceSettings, log *slog.Logger) {
+// or says otherwise, retried at the next change or after a minute. seen
+// (if not nil) receives what the Node says, as read or as written: the
+// fence watch fences by it while it is stricter than s (FenceWatch.NodeSays).
+func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string, s kube.FenceSettings, seen func(nodeSays string), log *slog.Logger) {
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
 	want := s.String()
@@ -57,13 +59,20 @@ func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string,
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	for {
-		if n, ok := snap.Node(node); ok && n.Annotations[kube.AnnotationFence] != want {
-			_, err := snap.Clients().Core.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon-agent"})
-			if err != nil {
-				log.Warn("fence settings not published on this node's Node: the leader holds the failover of its pods", "settings", want, "err", err)
-				retry.Reset(time.Minute)
-			} else {
-				log.Info("fence settings published", "settings", want)
+		if n, ok := snap.Node(node); ok {
+			says := n.Annotations[kube.AnnotationFence]
+			if says != want {
+				written, err := snap.Clients().Core.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon-agent"})
+				if err != nil {
+					log.Warn("fence settings not published on this node's Node: the leader holds the failover of its pods", "settings", want, "err", err)
+					retry.Reset(time.Minute)
+				} else {
+					says = written.Annotations[kube.AnnotationFence]
+					log.Info("fence settings published", "settings", want)
+				}
+			}
+			if seen != nil {
+				seen(says)
 			}
 		}
 		select {

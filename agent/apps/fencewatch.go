@@ -161,6 +161,9 @@ func (w *FenceWatch) Run(ctx context.Context) {
 		stopped    = map[string]bool{}
 		renew      []string
 		renewSince time.Time
+		// said is the Node's settings the watch last fenced by
+		// (effective), "" while its own.
+		said string
 	)
 	for {
 		if read.IsZero() || !inContact || time.Since(read) >= fenceSourcesEvery {
@@ -182,9 +185,14 @@ func (w *FenceWatch) Run(ctx context.Context) {
 			w.noteContact(ago)
 		}
 		wasFenced := st.Fenced()
-		v := st.Observe(check, w.Bound)
+		bound, disabled, nodeSays := w.effective()
+		if nodeSays != said {
+			said = nodeSays
+			w.followNodeSays(nodeSays, bound, disabled)
+		}
+		v := st.Observe(check, bound)
 		switch {
-		case v.Action == FenceStop && w.Disabled:
+		case v.Action == FenceStop && disabled:
 			if !wasFenced {
 				w.Log.Warn("cut off from the cluster, but this agent runs without fencing: its auto apps keep running, and the leader holds their failover", "reason", v.Reason)
 			}
@@ -296,7 +304,7 @@ func (w *FenceWatch) sources() (peers []*corev1.Node, pods, pinned []string, pod
 	}
 	w.mu.Lock()
 	last := w.record
-	rec.Contact = w.contact
+	rec.Contact, rec.NodeSays = w.contact, last.NodeSays
 	w.mu.Unlock()
 	if len(peers) == 0 {
 		rec.Peers = last.Peers

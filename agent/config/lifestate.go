@@ -79,6 +79,7 @@ type LifeStatus struct {
 	mu         sync.Mutex
 	fencing    bool
 	timeout    time.Duration
+	fenceBy    *FenceBy // nil: fencing and timeout
 	lastQuorum time.Time // zero: not since the start
 	fencedAt   time.Time // zero: not fenced
 }
@@ -87,6 +88,25 @@ type LifeStatus struct {
 // --no-fence) with the given failover timeout.
 func NewLifeStatus(fencing bool, failoverTimeout time.Duration) *LifeStatus {
 	return &LifeStatus{fencing: fencing, timeout: failoverTimeout}
+}
+
+// FenceBy are fence settings the watch follows instead of its agent's
+// own: the ones its Node still says, while they fence sooner.
+type FenceBy struct {
+	Fencing         bool
+	FailoverTimeout time.Duration
+}
+
+// FenceBy records that the fence watch fences by by instead of the
+// agent's own settings (nil: by its own again), so that the proof of life
+// signs what the node fences with.
+func (s *LifeStatus) FenceBy(by *FenceBy) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.fenceBy = by
+	s.mu.Unlock()
 }
 
 // QuorumContact records that the API server answered ready at now (a
@@ -124,6 +144,10 @@ func (s *LifeStatus) State(now time.Time) LifeState {
 		}
 		return max(now.Sub(t), 0).Milliseconds()
 	}
+	fencing, timeout := s.fencing, s.timeout
+	if s.fenceBy != nil {
+		fencing, timeout = s.fenceBy.Fencing, s.fenceBy.FailoverTimeout
+	}
 	return LifeState{QuorumContactAgoMs: age(s.lastQuorum), FencedForMs: age(s.fencedAt),
-		Fencing: s.fencing, FailoverTimeoutMs: s.timeout.Milliseconds()}
+		Fencing: fencing, FailoverTimeoutMs: timeout.Milliseconds()}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,6 +88,19 @@ func TestFenceStopsAutoAppsWhenCutOff(t *testing.T) {
 	}
 	auto := podWorkload(t, string(podOf("fence-auto").UID))
 	pinned := podWorkload(t, string(podOf("fence-pinned").UID))
+	// The fence record keeps what node-c's Node says of its fence, which
+	// the leader judges its silence by: a restart cut off with other
+	// settings fences by the stricter (TestFenceWatchRestartedCutOffFencesByWhatItsNodeSays).
+	want := kube.FenceSettings{Fencing: true, FailoverTimeout: failoverTimeout}.String()
+	record := filepath.Join(logDir, "node-c-state", apps.FenceRecordFile)
+	until(t, 30*time.Second, "node-c's fence record keeps what its Node says", func() (string, bool) {
+		data, _ := os.ReadFile(record)
+		var rec struct {
+			NodeSays string `json:"node_says"`
+		}
+		_ = json.Unmarshal(data, &rec)
+		return rec.NodeSays, rec.NodeSays == want
+	}, func(says string) string { return fmt.Sprintf("the record says %q, want %q", says, want) })
 	bothRun := func() error {
 		for name, cmd := range map[string]*exec.Cmd{"the auto app's": auto, "the pinned app's": pinned} {
 			if !running(cmd.Process.Pid) {
