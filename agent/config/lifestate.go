@@ -79,7 +79,7 @@ type LifeStatus struct {
 	mu         sync.Mutex
 	fencing    bool
 	timeout    time.Duration
-	fenceBy    *FenceBy // nil: fencing and timeout
+	fenceBy    *FenceBy  // nil: fencing and timeout
 	lastQuorum time.Time // zero: not since the start
 	fencedAt   time.Time // zero: not fenced
 }
