@@ -119,6 +119,10 @@ type Controller struct {
 	// stuck is the stats leader's own record of each pod stuck on a lost
 	// node, by UID; pruned with the pods (and cleared when not leading).
 	stuck map[types.UID]*stuckPod
+	// nodeSilence is, for each lost node this leader probed, its first
+	// silent probe since the node's last sign of life (monotonic): a
+	// release of its volumes counts the silence from there (probeNode).
+	nodeSilence map[string]time.Time
 	// timeoutWarned is the last failover-timeout warning logged.
 	timeoutWarned string
 	// releaseChecked are the VolumeAttachments left on lost nodes that the
@@ -234,6 +238,7 @@ func New(opts Options, snap *kube.Snapshot) (*Controller, error) {
 		lastRunning:     map[string]string{},
 		nodeReady:       map[string]bool{},
 		stuck:           map[types.UID]*stuckPod{},
+		nodeSilence:     map[string]time.Time{},
 		releaseChecked:  map[types.UID]releaseCheck{},
 		lostSeen:        map[string]bool{},
 		overrideRefused: map[string]string{},

@@ -89,6 +89,11 @@ type FailoverEvidence struct {
 	// LeaderTimeout is the leader's own failover timeout: silence shows
 	// that the node's copy stopped only when the node fences with it.
 	LeaderTimeout time.Duration
+	// SilentFor is how long this leader has found the node silent, from
+	// its first silent probe since the node's last sign of life: a
+	// release needs the whole LeaderTimeout of it (or the node's signed
+	// word that it fenced), as a force-delete does.
+	SilentFor time.Duration
 	// ReplicaNodes are the Nodes the claims' replicas are on, by name,
 	// read from the API server with them (absent: no such Node). A
 	// replica counts only on a live node.
@@ -289,6 +294,13 @@ func DecideRelease(va *storagev1.VolumeAttachment, node *corev1.Node, claim stri
 	}
 	if why := oldCopyStopped(node, ev.LeaderTimeout, ev); why != "" {
 		return false, fmt.Sprintf("not releasing volume %s: %s", pv, why)
+	}
+	if ev.Life != LifeFenced && ev.SilentFor < ev.LeaderTimeout {
+		// Its pod went before the node's silence ran the timer (deleted
+		// by hand, or by a leader that timed less): the node may not
+		// have fenced yet, and a volume let go would run the app twice.
+		return false, fmt.Sprintf("not releasing volume %s: lost node %s silent for %s of %s, the time it takes to fence; its pod went before that",
+			pv, node.Name, ev.SilentFor.Round(time.Second), ev.LeaderTimeout)
 	}
 	i := slices.IndexFunc(ev.Volumes, func(v ClaimVolume) bool { return v.Claim == claim })
 	if i < 0 {

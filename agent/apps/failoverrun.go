@@ -98,11 +98,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 			// (timerStart). A pinned app's pod is never moved: no probe.
 			if !app.Pinned() {
 				if wait := failoverRecheck - now.Sub(sp.lifeChecked); sp.lifeChecked.IsZero() || wait <= 0 {
-					life, ok := probed[node.Name]
-					if !ok {
-						life = FencedWithin(c.opts.NodeProbe(ctx, node), timeout)
-						probed[node.Name] = life
-					}
+					life := c.probeNode(ctx, node, probed, timeout, now)
 					sp.observeLife(life.Alive, now)
 					soon(failoverRecheck)
 				} else {
@@ -118,7 +114,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 					v = sp.verdict
 					soon(wait)
 				} else {
-					in.Evidence = c.failoverEvidence(ctx, pod, node, probed, timeout)
+					in.Evidence = c.failoverEvidence(ctx, pod, node, probed, timeout, now)
 					sp.observeLife(in.Evidence.Alive, now)
 					in.FirstSeen = sp.timerStart()
 					v = DecideFailover(in)
@@ -211,6 +207,7 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 		podLeft = podLeft || !podsOnLost[uid]
 	}
 	c.podsOnLost = podsOnLost
+	maps.DeleteFunc(c.nodeSilence, func(name string, _ time.Time) bool { return unreachableTaint(nodes[name]) == nil })
 	if !anyLost {
 		clear(c.releaseChecked)
 		c.releasesListed = time.Time{}
@@ -279,7 +276,7 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 		}
 		stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: va.Name, Namespace: kube.AppNamespace}, Spec: corev1.PodSpec{NodeName: node.Name,
 			Volumes: []corev1.Volume{{Name: claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
-		ev := c.failoverEvidence(ctx, stub, node, probed, timeout)
+		ev := c.failoverEvidence(ctx, stub, node, probed, timeout, now)
 		release, why := DecideRelease(va, node, claim, pods, ev)
 		app := strings.Join(appsOf[claim], ", ")
 		if !release {
@@ -315,13 +312,12 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 
 // failoverEvidence probes the lost node (once per pass) and, only when it
 // is silent, reads the pod's claims afresh from the API server.
-func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife, timeout time.Duration) *FailoverEvidence {
-	life, ok := probed[node.Name]
-	if !ok {
-		life = FencedWithin(c.opts.NodeProbe(ctx, node), timeout)
-		probed[node.Name] = life
-	}
+func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife, timeout time.Duration, now time.Time) *FailoverEvidence {
+	life := c.probeNode(ctx, node, probed, timeout, now)
 	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence, LeaderTimeout: timeout}
+	if since, ok := c.nodeSilence[node.Name]; ok && !life.Alive {
+		ev.SilentFor = now.Sub(since)
+	}
 	if !life.Alive {
 		ev.Volumes = ReadFailoverEvidence(ctx, c.snap.Clients(), pod)
 		nodes, err := ReadReplicaNodes(ctx, c.snap.Clients(), ev.Volumes)
@@ -335,6 +331,25 @@ func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node
 		ev.ReplicaNodes = nodes
 	}
 	return ev
+}
+
+// probeNode probes the lost node once per pass (probed) and keeps the
+// start of its silence (nodeSilence): any sign of life ends it, the
+// first silent probe after one starts it.
+func (c *Controller) probeNode(ctx context.Context, node *corev1.Node, probed map[string]NodeLife, timeout time.Duration, now time.Time) NodeLife {
+	if life, ok := probed[node.Name]; ok {
+		return life
+	}
+	life := FencedWithin(c.opts.NodeProbe(ctx, node), timeout)
+	probed[node.Name] = life
+	_, silent := c.nodeSilence[node.Name]
+	switch {
+	case life.Alive:
+		delete(c.nodeSilence, node.Name)
+	case !silent:
+		c.nodeSilence[node.Name] = now
+	}
+	return life
 }
 
 // observeLife records what a probe of the pod's node found at now: the

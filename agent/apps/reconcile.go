@@ -298,6 +298,7 @@ func (c *Controller) watchNADs() (bool, error) {
 func (c *Controller) failoverIfLeader(ctx context.Context, obs observation, states []PublishedApp) time.Duration {
 	if !c.opts.Leader().IsLeader {
 		clear(c.stuck)
+		clear(c.nodeSilence)
 		clear(c.releaseChecked)
 		c.releasesListed = time.Time{}
 		return 0

@@ -46,7 +46,7 @@ func TestDecideRelease(t *testing.T) {
 		return cv
 	}
 	silent := func(cv ClaimVolume) *FailoverEvidence {
-		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: i/o timeout", Volumes: []ClaimVolume{cv}, ReplicaNodes: live, LeaderTimeout: 28 * time.Second}
+		return &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: i/o timeout", Volumes: []ClaimVolume{cv}, ReplicaNodes: live, LeaderTimeout: 28 * time.Second, SilentFor: 28 * time.Second}
 	}
 	mounting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plc-0", Namespace: "eve-kube-app"}, Spec: corev1.PodSpec{NodeName: "node-b",
 		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
@@ -72,11 +72,17 @@ func TestDecideRelease(t *testing.T) {
 		// with the leader's timeout.
 		"the node silent, but it runs without fencing": {va: va, node: lostWith("off 28s"), ev: silent(read("pvc-data", "node-b", "node-a")), mention: "runs without fencing"},
 		"the node silent, but it fences later":         {va: va, node: lostWith("on 1m0s"), ev: silent(read("pvc-data", "node-b", "node-a")), mention: "fences with --failover-timeout 1m0s"},
+		// Silence counts for the whole timer, as before a force-delete: a
+		// pod force-deleted early (by hand) leaves its volume attached
+		// until the node has been silent that long.
+		"the pod went early: the node silent for less than the timer": {va: va, node: lost, pods: []*corev1.Pod{other},
+			ev:      &FailoverEvidence{Probe: "GET 10.0.0.2:12346/status: i/o timeout", Volumes: []ClaimVolume{read("pvc-data", "node-b", "node-a")}, ReplicaNodes: live, LeaderTimeout: 28 * time.Second, SilentFor: 3 * time.Second},
+			mention: "silent for 3s of 28s"},
 		// Its own signed word that it fenced lets the volume go.
 		"the node says, signed, that it fenced": {va: va, node: lostWith("off 28s"), pods: []*corev1.Pod{other},
 			ev: func() *FailoverEvidence {
 				ev := silent(read("pvc-data", "node-b", "node-a"))
-				ev.Life = LifeFenced
+				ev.Life, ev.SilentFor = LifeFenced, 0 // its word alone, no silence
 				return ev
 			}(),
 			release: true, mention: "up-to-date replica on a live node"},

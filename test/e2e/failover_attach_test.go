@@ -287,16 +287,21 @@ func volumeAttachmentOf(t *testing.T, cs kubernetes.Interface, pv, node string) 
 // lead, or died, between the two) must not leave the volume on the lost
 // node for the attach/detach controller's 6 minutes: whoever leads finds
 // the VolumeAttachment left behind by a pod that is gone and releases it
-// on fresh evidence. Here the old leader's force-delete is played by the
-// test (the agents' own failover timeout is an hour, so no live agent
-// decided it or remembers it), and a live agent must still release the
-// volume and the app come up elsewhere.
+// on fresh evidence. Here the force-delete is played by the test, early
+// (an old leader's, or a person's, before the agents' own timer ran out),
+// so no live agent decided it or remembers it. The live leader times the
+// node's silence itself: it holds the volume until the node has been
+// silent for the whole failover timeout (it may not have fenced before),
+// then releases it, and the app comes up elsewhere.
 func TestFailoverReleaseSurvivesALeaderChange(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
 	cs, dyn, lh := clientset(t, site), dynClient(t, site), longhornClient(t, site)
 	appsDir, logDir := t.TempDir(), t.TempDir()
 	b := sitebox.NodeUUID("node-b")
+	// Long enough that the force-delete below comes well before the
+	// agents' own timer would.
+	const releaseTimeout = 30 * time.Second
 	vol := apps.VolumeConfig{UUID: "e4000000-0000-4000-8000-00000000001a", Name: "rel-data", DesignatedNodeID: b, Size: "1Gi", ReplicaCount: 3}
 	app := apps.AppConfig{UUID: "e4000000-0000-4000-8000-000000000011", DisplayName: "rel-app", Activate: true, Kind: apps.KindContainer,
 		Image: "registry.local/rel:1", DesignatedNodeID: b, Affinity: apps.AffinityPreferred, VolumeRefs: []string{vol.UUID}}
@@ -307,7 +312,7 @@ func TestFailoverReleaseSurvivesALeaderChange(t *testing.T) {
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		agents[n] = startAgentWith(t, site, n, appsDir, logDir, func(o *agent.Options) {
 			startSiteAgentTimings(o)
-			o.Apps.FailoverTimeout = time.Hour // no live agent force-deletes it itself
+			o.Apps.FailoverTimeout = releaseTimeout
 		})
 	}
 	t.Cleanup(func() {
@@ -334,13 +339,21 @@ func TestFailoverReleaseSurvivesALeaderChange(t *testing.T) {
 	if va := volumeAttachmentOf(t, cs, pv, "node-b"); va == nil {
 		t.Fatalf("no VolumeAttachment of %s on node-b to release", pv)
 	}
-	// The old leader's force-delete, then it is gone before releasing.
+	// A force-delete before the timer ran out, and nobody releases after it.
 	if err := cs.CoreV1().Pods(kube.AppNamespace).Delete(t.Context(), stuck[i].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	waitAnyTimeline(t, live, 30*time.Second, "the volume left on node-b released by whoever leads", func(e apps.TimelineEvent) bool {
+	deleted := time.Now()
+	waitAnyTimeline(t, live, 30*time.Second, "the volume held on node-b while its silence is shorter than the timer", func(e apps.TimelineEvent) bool {
+		return e.App == app.DisplayName && e.Kind == apps.EventRefusal && strings.Contains(e.Message, "silent for") && strings.Contains(e.Message, pv)
+	})
+	if va := volumeAttachmentOf(t, cs, pv, "node-b"); va == nil || va.DeletionTimestamp != nil {
+		t.Fatalf("the VolumeAttachment of %s on node-b went before node-b was silent for %s", pv, releaseTimeout)
+	}
+	waitAnyTimeline(t, live, releaseTimeout+30*time.Second, "the volume left on node-b released by whoever leads", func(e apps.TimelineEvent) bool {
 		return e.App == app.DisplayName && e.Kind == apps.EventFailover && strings.Contains(e.Message, "VolumeAttachment") && strings.Contains(e.Message, pv)
 	})
+	t.Logf("released %s after the early force-delete", time.Since(deleted).Round(time.Second))
 	view := waitAgents(t, live, app.DisplayName, 60*time.Second, "running on node-a or node-c", func(v agentView) bool {
 		return runningOn("node-a")(v) || runningOn("node-c")(v)
 	})
