@@ -67,6 +67,10 @@ type Step struct {
 	Part string `json:"part,omitempty"`
 	// App is what Migrate moves.
 	App string `json:"app,omitempty"`
+	// Flags are added to the agent's command by RestartAgent (its fence
+	// settings changed while its node is cut off: a longer
+	// --failover-timeout, or --no-fence), for good.
+	Flags []string `json:"flags,omitempty"`
 	// Hold is how long the schedule waits after the step.
 	Hold time.Duration `json:"hold"`
 }
@@ -83,6 +87,11 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %s to %s", s.App, s.Nodes[0])
 	case ReturnHome:
 		fmt.Fprintf(&b, " %s", s.App)
+	case RestartAgent:
+		b.WriteString(" " + s.Nodes[0])
+		if len(s.Flags) > 0 {
+			b.WriteString(" with " + strings.Join(s.Flags, " "))
+		}
 	case Maintenance:
 		if len(s.Nodes) == 0 {
 			b.WriteString(" --all")
@@ -251,7 +260,18 @@ func Generate(seed uint64, site Site) Schedule {
 		}
 		if len(cutUp) > 0 {
 			// An agent restarted while its node is cut off.
-			choices = append(choices, choice{3, func() Step { return Step{Kind: RestartAgent, Nodes: []string{pick(cutUp)}} }})
+			// Now and then with other fence settings (a longer timeout,
+			// or none), which it cannot publish while cut off.
+			choices = append(choices, choice{3, func() Step {
+				st := Step{Kind: RestartAgent, Nodes: []string{pick(cutUp)}}
+				switch rng.IntN(4) {
+				case 0:
+					st.Flags = []string{"--failover-timeout", "1m0s"}
+				case 1:
+					st.Flags = []string{"--no-fence"}
+				}
+				return st
+			}})
 		}
 		// A disk fills on a node that runs or not (it stays full across
 		// a power cycle, until the heal).

@@ -88,6 +88,9 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 				if off[st.Nodes[0]] {
 					fail("agent restarted on a node that is off")
 				}
+				if len(st.Flags) > 0 {
+					kinds["restart-agent with other fence settings"]++
+				}
 			case FillDisk:
 				if full[st.Nodes[0]] {
 					fail(st.Nodes[0] + "'s disk is already full")
@@ -105,7 +108,7 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 		}
 	}
 	// Over 300 seeds every kind comes up.
-	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome, DrainRequest, Maintenance} {
+	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, "restart-agent with other fence settings", FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome, DrainRequest, Maintenance} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s step in 300 schedules", k)
 		}

@@ -521,7 +521,7 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			err = c.site.PowerOn(st.Nodes[0])
 		case chaos.RestartAgent:
 			if err = c.site.KillAgent(st.Nodes[0]); err == nil {
-				err = c.site.RestartAgent(st.Nodes[0])
+				err = c.site.RestartAgentWith(st.Nodes[0], st.Flags...)
 			}
 		case chaos.FillDisk:
 			err = c.site.FillDisk(st.Nodes[0])
@@ -552,6 +552,9 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			t.Logf("step %d not staged: %v", i+1, err)
 		} else if !st.Kind.Action() {
 			res.faults[st.Kind]++
+			if st.Kind == chaos.RestartAgent && len(st.Flags) > 0 {
+				res.faults["restart-agent with "+chaos.Kind(strings.Join(st.Flags, " "))]++
+			}
 		}
 		select {
 		case <-time.After(st.Hold): // the schedule's own hold, not a wait for a condition

@@ -3,6 +3,7 @@ package sitebox
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // Fail stops the named node's kwok: its heartbeats stop, and the real
@@ -206,6 +209,35 @@ func (s *Site) RestartAgent(node string) error {
 		return err
 	}
 	return s.restart(agentProcess(node))
+}
+
+// RestartAgentWith starts a killed agent again with flags added to its
+// command (a new --failover-timeout, --no-fence: its last value wins), as
+// a technician's changed service file does; later restarts and power-ons
+// keep them. Nothing for an agent that runs.
+func (s *Site) RestartAgentWith(node string, flags ...string) error {
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	name := agentProcess(node)
+	if s.running(name) {
+		return nil
+	}
+	if len(flags) > 0 {
+		data, err := os.ReadFile(s.cmdFile(name))
+		if err != nil {
+			return fmt.Errorf("%s's agent: its command: %w", node, err)
+		}
+		var argv []string
+		if err := json.Unmarshal(data, &argv); err != nil || len(argv) == 0 {
+			return fmt.Errorf("%s: unreadable command in %s", name, s.cmdFile(name))
+		}
+		data, _ = json.Marshal(append(argv, flags...))
+		if err := config.WriteFileAtomic(s.cmdFile(name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return s.restart(name)
 }
 
 // StopEtcdMember stops only the node's etcd member (SIGKILL): the node

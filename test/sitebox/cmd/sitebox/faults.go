@@ -108,10 +108,16 @@ func faultCommands(dir *string) []*cobra.Command {
 		RunE:  withSite(func(site *sitebox.Site, args []string) error { return site.KillAgent(args[0]) }),
 	}
 	restartAgent := &cobra.Command{
-		Use:   "restart-agent NODE",
+		Use:   "restart-agent NODE [-- AGENT-FLAGS...]",
 		Short: "Start a killed agent again, as its service manager does (in its namespace, with any cut still in place)",
-		Args:  cobra.ExactArgs(1),
-		RunE:  withSite(func(site *sitebox.Site, args []string) error { return site.RestartAgent(args[0]) }),
+		Long: `Start a killed agent again, as its service manager does (in its namespace, with any cut still in place).
+Flags after -- are added to its command for this start and every later one
+(a technician's changed service file), e.g. -- --failover-timeout 1m0s, or -- --no-fence.`,
+		Example: "  sitebox kill-agent node-b && sitebox restart-agent node-b -- --failover-timeout 1m0s",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: withSite(func(site *sitebox.Site, args []string) error {
+			return site.RestartAgentWith(args[0], args[1:]...)
+		}),
 	}
 	var runtimeNode string
 	runtime := &cobra.Command{
