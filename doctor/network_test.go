@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -360,5 +361,54 @@ func TestPeerPortsWhatWasDialled(t *testing.T) {
 		return f.Subject == "e" && f.Severity == Warn && strings.Contains(f.Summary, "not checked for e: its report gives no cluster address")
 	}) {
 		t.Errorf("a report without an address: %+v, want a Warn 'not checked for e'", got)
+	}
+}
+
+// A peer whose agent runs without bootstrap (sitebox's simulated nodes, a
+// cluster sitecon did not form) runs no k3s of sitecon's and has no
+// firewall of its: its ports are not dialled, and the check says why at
+// info (as the MTU and duplicate-address checks do), not an error.
+func TestPeerPortsOfAPeerWithoutBootstrap(t *testing.T) {
+	node := func(name, ip string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-role.kubernetes.io/control-plane": "true"}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+	}
+	var mu sync.Mutex
+	var dialled []string
+	refuse := func(_ context.Context, _, addr string) (net.Conn, error) {
+		mu.Lock()
+		dialled = append(dialled, addr)
+		mu.Unlock()
+		return nil, syscall.ECONNREFUSED
+	}
+	self := LocalNode{Name: "a", Address: "10.0.0.1", Network: netip.MustParsePrefix("10.0.0.0/24")}
+	env := &Env{Dial: refuse, ClusterPorts: []ClusterPort{{Port: 6443, ServersOnly: true, What: "API server"}, {Port: 10250, What: "kubelet"}},
+		LocalNode: func() (LocalNode, error) { return self, nil },
+		Data:      kube.Data{Nodes: []*corev1.Node{node("a", "10.0.0.1"), node("b", "10.0.0.2"), node("c", "10.0.0.3")}},
+		NodeReports: func(context.Context) nodestate.NodeReports {
+			return nodestate.NodeReports{Answers: []nodestate.NodeAnswer{
+				{Node: "b", Answered: true, Report: &nodestate.NodeReport{Node: "b", Network: &nodestate.NetworkReport{Unmanaged: true}}},
+				{Node: "c", Answered: true, Report: &nodestate.NodeReport{Node: "c", Network: &nodestate.NetworkReport{MTU: 1500}}}}}
+		}}
+	got := checkPeerPorts(context.Background(), env)
+	for _, a := range dialled {
+		if strings.HasPrefix(a, "10.0.0.2:") {
+			t.Errorf("dialled %s: node b's agent runs without bootstrap", a)
+		}
+	}
+	var sawB, sawC bool
+	for _, f := range got {
+		switch f.Subject {
+		case "b":
+			sawB = true
+			if f.Severity != Info || !f.NotChecked || !strings.Contains(f.Summary, "without bootstrap") {
+				t.Errorf("b: %s %q, want info: not checked, its agent runs without bootstrap", f.Severity, f.Summary)
+			}
+		case "c":
+			sawC = sawC || f.Severity == Error // a managed peer that refuses is still an error
+		}
+	}
+	if !sawB || !sawC {
+		t.Errorf("findings %+v: want b said at info and c's refusal an error", got)
 	}
 }

@@ -79,7 +79,13 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 			Next: "on " + s.name + ": systemctl status sitecon-agent (it and its kubelet give the node's address)"})
 	}
 	var peers []peer
+	unmanaged := unmanagedNodes(ctx, env)
 	for _, p := range known {
+		if unmanaged[p.name] {
+			out = append(out, Finding{NotChecked: true, Severity: Info, Subject: p.name,
+				Summary: "not checked for " + p.name + ": its agent runs without bootstrap; the k3s there and its ports are not sitecon's"})
+			continue
+		}
 		if a, err := netip.ParseAddr(p.address); err == nil && self.Network.Contains(a.Unmap()) {
 			peers = append(peers, p)
 			continue
@@ -90,6 +96,9 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 			Next:     "check " + p.name + "'s cluster interface and address (a node's address outside the cluster prefix is misconfigured, or not one of ours)"})
 	}
 	if len(peers) == 0 {
+		if len(out) > 0 {
+			return out // each node said why it was not dialled
+		}
 		return append(out, Finding{NotChecked: true, Severity: Info, Summary: "not checked: no peer known inside the cluster prefix (" + source + ")"})
 	}
 	dial := env.Dial
@@ -168,6 +177,22 @@ func checkPeerPorts(ctx context.Context, env *Env) []Finding {
 		}
 		evidence := append(fine, partly...)
 		out = append(out, Finding{NotChecked: len(partly) > 0, Severity: OK, Summary: summary, Evidence: append(evidence, "peers from "+source, udpNote)})
+	}
+	return out
+}
+
+// unmanagedNodes are the nodes whose agents report that they run without
+// bootstrap (NetworkReport.Unmanaged): sitecon runs no k3s there, nor its
+// firewall. Nodes that did not answer are not among them.
+func unmanagedNodes(ctx context.Context, env *Env) map[string]bool {
+	out := map[string]bool{}
+	if env.NodeReports == nil {
+		return out
+	}
+	for _, a := range env.NodeReports(ctx).Answers {
+		if a.Answered && a.Report != nil && a.Report.Network != nil && a.Report.Network.Unmanaged {
+			out[a.Name()] = true
+		}
 	}
 	return out
 }
