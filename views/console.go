@@ -93,6 +93,7 @@ type App struct {
 	input   textinput.Model
 	help    help.Model
 	full    bool // full help shown
+	helpTop int  // its first line shown, when it does not fit
 	message string
 	// actions acts on the cluster; dialog is the action in progress.
 	actions *Actions
@@ -347,8 +348,12 @@ func (a *App) handleKey(msg tea.KeyMsg) tea.Cmd {
 		return cmd
 	}
 	if a.full {
-		// Any key leaves the help screen; q still quits.
-		a.full = false
+		// The scrolling keys scroll it; any other leaves the help
+		// screen; q still quits.
+		if a.scrollHelp(msg) {
+			return nil
+		}
+		a.full, a.helpTop = false, 0
 		if key.Matches(msg, k.Quit) {
 			return tea.Quit
 		}

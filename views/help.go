@@ -1,7 +1,11 @@
 package views
 
 import (
+	"fmt"
+	"slices"
 	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -52,11 +56,69 @@ func (a *App) sections() []helpSection {
 	return out
 }
 
-// fullHelp draws the help of the current screen: what it shows, its
-// actions full width (their descriptions wrapped), then the other sections
-// side by side in as many columns as the width holds. What the height does
-// not hold is cut with a line that says so.
+// fullHelp draws the help of the current screen (helpLines), from line
+// helpTop when the height does not hold it all, with a line that says
+// where it is and how to scroll.
 func (a *App) fullHelp(w, h int) string {
+	st := a.ctx.Styles
+	lines := a.helpLines(w)
+	foot := st.Muted.Render("any key to go back")
+	if room := max(h-2, 1); len(lines) > room {
+		top := a.helpTopIn(len(lines), room)
+		shown := room - 1
+		where := fmt.Sprintf("lines %d-%d of %d: j/k ↓/↑ pgdn/pgup space to scroll", top+1, min(top+shown, len(lines)), len(lines))
+		lines = append(slices.Clone(lines[top:min(top+shown, len(lines))]), st.Muted.Render("… "+where))
+		foot = st.Muted.Render("any other key to go back")
+	}
+	lines = append(lines, "", foot)
+	for i, l := range lines {
+		lines[i] = ui.Fit(l, w)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// helpTopIn is helpTop kept within a help of n lines shown room-1 at a
+// time (the last line says where it is).
+func (a *App) helpTopIn(n, room int) int {
+	return max(min(a.helpTop, n-(room-1)), 0)
+}
+
+// scrollHelp moves the help by by lines (clamped), for the keys that
+// scroll it; false for any other key, which leaves it.
+func (a *App) scrollHelp(msg tea.KeyMsg) bool {
+	w, h := a.ctx.Width, a.ctx.Height
+	room := max(h-2, 1)
+	n := len(a.helpLines(w))
+	page := max(room-2, 1)
+	by := 0
+	switch msg.String() {
+	case "j", "down":
+		by = 1
+	case "k", "up":
+		by = -1
+	case "pgdown", " ", "f", "ctrl+f":
+		by = page
+	case "pgup", "b", "ctrl+b":
+		by = -page
+	case "g", "home":
+		by = -n
+	case "G", "end":
+		by = n
+	default:
+		return false
+	}
+	if n <= room {
+		return false // all of it shown: any key goes back, as the help says
+	}
+	a.helpTop = a.helpTopIn(n, room)
+	a.helpTop = max(min(a.helpTop+by, n-(room-1)), 0)
+	return true
+}
+
+// helpLines are the help of the current screen: what it shows, its
+// actions full width (their descriptions wrapped), then the other
+// sections side by side in as many columns as the width holds.
+func (a *App) helpLines(w int) []string {
 	st := a.ctx.Styles
 	about, title := a.screens[a.current].help().about, a.Screen()+" screen"
 	if a.logs != nil {
@@ -134,13 +196,5 @@ func (a *App) fullHelp(w, h int) string {
 			lines = append(lines, strings.TrimRight(strings.Join(parts, strings.Repeat(" ", gap)), " "))
 		}
 	}
-	foot := st.Muted.Render("any key to go back")
-	if room := max(h-2, 1); len(lines) > room {
-		lines = append(lines[:room-1], st.Muted.Render("… (a taller terminal shows the rest)"))
-	}
-	lines = append(lines, "", foot)
-	for i, l := range lines {
-		lines[i] = ui.Fit(l, w)
-	}
-	return strings.Join(lines, "\n")
+	return lines
 }

@@ -72,3 +72,49 @@ func TestHelpReadOnlyOffersNoActions(t *testing.T) {
 		t.Errorf("read-only help offers actions:\n%s", v)
 	}
 }
+
+// At 80×24, a device's console, the help of the busiest screen does not
+// fit: it scrolls (j/k, the arrows, pgdn/pgup, space) so that every line
+// a tall terminal shows can be read, says where it is, and any other key
+// still leaves it.
+func TestHelpScrollsAt80x24(t *testing.T) {
+	tall := newTestApp(80, 200)
+	tall.SetActions(&Actions{})
+	press(tall, "2", "?")
+	want := map[string]bool{}
+	for _, l := range strings.Split(ansi.Strip(tall.View()), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, "go back") {
+			want[l] = true
+		}
+	}
+	a := newTestApp(80, 24)
+	a.SetActions(&Actions{})
+	press(a, "2", "?")
+	seen := map[string]bool{}
+	for range 40 {
+		v := ansi.Strip(a.View())
+		if n := len(strings.Split(v, "\n")); n > 24 {
+			t.Fatalf("the help is %d lines at 80x24", n)
+		}
+		for _, l := range strings.Split(v, "\n") {
+			seen[strings.TrimSpace(l)] = true
+		}
+		press(a, "j")
+		if a.Screen() != "nodes" || !a.full {
+			t.Fatal("j left the help: it should scroll it")
+		}
+	}
+	for l := range want {
+		if !seen[l] {
+			t.Errorf("scrolling the help at 80x24 never shows %q", l)
+		}
+	}
+	press(a, "pgup", "pgup", "pgup", "pgup", "pgup")
+	if v := ansi.Strip(a.View()); !strings.Contains(v, "sitecon — nodes screen") {
+		t.Errorf("pgup back to the top does not show the title:\n%s", v)
+	}
+	press(a, "x")
+	if a.full {
+		t.Error("another key should leave the help")
+	}
+}
