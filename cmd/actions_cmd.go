@@ -453,6 +453,10 @@ restarts join through NODE. A running k3s is not restarted.`,
 			if err != nil {
 				return a.done(err)
 			}
+			if seed.Already {
+				fmt.Fprintln(a.out(), flow.SeedAlready(args[0], seed.From))
+				return a.done(seed.End(audit.OutcomeDone, nil))
+			}
 			if f.dryRun {
 				fmt.Fprintf(a.out(), "would make %s the seed (join_server_ip %s → its address)\n", args[0], seed.From)
 				return a.done(seed.DryRun())

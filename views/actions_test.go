@@ -417,3 +417,16 @@ func TestCordonOfACordonedNodeAsksNothing(t *testing.T) {
 		t.Fatalf("uncordon of a cordoned node does not ask:\n%s", a.View())
 	}
 }
+
+// Issue 38: the seed change has the preflight, confirm and outcome of
+// every other action. Making the seed the seed asks nothing and says so
+// (recorded, as cordon's no-op is).
+func TestSeedOfTheSeedAsksNothing(t *testing.T) {
+	a := NewApp(testContext(120, 30))
+	a.SetActions(&Actions{Audit: testAudit(t)})
+	a.Update(FrameMsg(sampleFrame())) // node-a is the seed there
+	a.openSeed("node-a")
+	if a.dialog == nil || a.dialog.state != dialogDone || !strings.Contains(a.View(), "node-a is the seed already (join_server_ip 10.244.244.1): nothing to do") {
+		t.Fatalf("seed of the seed:\n%s", a.View())
+	}
+}

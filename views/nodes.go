@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -104,13 +105,23 @@ func (a *App) openCordon(node string, cordon bool) {
 
 // openSeed asks to make node the seed the others join through.
 func (a *App) openSeed(node string) {
+	if i := slices.IndexFunc(a.frame.Status.Nodes, func(n kube.NodeStatus) bool { return n.Name == node }); i >= 0 && a.frame.Status.Nodes[i].Seed {
+		// Nothing to ask: said, and recorded as sitecon seed records it.
+		rec := a.actions.recorder().Open("seed", node)
+		d := a.openDialog("make "+node+" the seed", rec)
+		d.state = dialogDone
+		d.result = flow.SeedAlready(node, a.frame.Status.Cluster.SeedAddress)
+		d.notRecorded(rec.End(audit.OutcomeDone, nil))
+		return
+	}
 	seed, err := flow.PlanSeed(a.actions.recorder(), a.actions.Snap, node)
 	if err != nil {
 		a.openDialog("make "+node+" the seed", nil).refused(err, true)
 		return
 	}
 	d := a.openDialog("make "+node+" the seed", seed.Record)
-	d.lines = textLines("Every node's k3s config will join through "+node+" from its next start.", "A running k3s is not restarted.")
+	d.lines = textLines(fmt.Sprintf("The cluster's join address (join_server_ip) goes from %s to %s's address: every node's k3s config will join through %s from its next start.", cmp.Or(seed.From, "none"), node, node),
+		"A running k3s is not restarted, and nothing moves: the seed is only the address joiners and restarting nodes ask first.")
 	d.state, d.action = dialogConfirm, &seed.Action
 }
 

@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sitecon/sitecon/kube"
@@ -16,6 +17,17 @@ type Seed struct {
 	Node string
 	// From is the join address in effect before.
 	From string
+	// Already: node is the seed now (its address is the join address):
+	// nothing to change.
+	Already bool
+}
+
+// SeedAlready says that node is the seed already, at address.
+func SeedAlready(node, address string) string {
+	if address == "" {
+		return node + " is the seed already: nothing to do"
+	}
+	return fmt.Sprintf("%s is the seed already (join_server_ip %s): nothing to do", node, address)
 }
 
 // PlanSeed checks that node may become the seed (Ready, an etcd member);
@@ -29,7 +41,10 @@ func PlanSeed(r Recorder, snap *kube.Snapshot, node string) (*Seed, error) {
 	if err := safety.SeedCheck(kube.NodeFacts(d.Nodes), node); err != nil {
 		return nil, rec.Refuse(err.Error())
 	}
-	s := &Seed{Action: Action{Record: rec}, Node: node, From: kube.Derive(d, time.Now()).Cluster.SeedAddress}
+	st := kube.Derive(d, time.Now())
+	s := &Seed{Action: Action{Record: rec}, Node: node, From: st.Cluster.SeedAddress}
+	// As the nodes screen marks the seed: its address is the join address.
+	s.Already = slices.ContainsFunc(st.Nodes, func(n kube.NodeStatus) bool { return n.Name == node && n.Seed })
 	s.Change = func(ctx context.Context, progress func(string)) error {
 		ip, err := change.SetSeed(ctx, snap.Clients().Core, d, node)
 		if err != nil {

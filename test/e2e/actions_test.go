@@ -495,6 +495,10 @@ func TestSeedChange(t *testing.T) {
 	if rec := lastAudit(t, auditLog); rec.Outcome != audit.OutcomeDone || !strings.Contains(rec.Detail, siteAddr(site, 1)+" → "+siteAddr(site, 2)) {
 		t.Fatalf("audit record: %+v", rec)
 	}
+	// Again: nothing to change, said so, asked nothing (no --yes).
+	if out, err := act(t, site, auditLog, "seed", "node-b"); err != nil || !strings.Contains(out, "node-b is the seed already (join_server_ip "+siteAddr(site, 2)+"): nothing to do") {
+		t.Fatalf("seed node-b again: %v\n%s", err, out)
+	}
 	// Each node keeps the change on its disk: a restart with the cluster
 	// out of reach (the old seed dead) still joins through node-b.
 	for _, r := range files {
