@@ -53,7 +53,7 @@ func TestDesiredLayouts(t *testing.T) {
 		{UUID: here, DNIdNode: "node-a"}, {UUID: inactive, DNIdNode: "node-a"}, {UUID: elsewhere, DNIdNode: "node-b"},
 		{UUID: notInClust, DNIdNode: ""}, {UUID: noVolume, DNIdNode: "node-a"},
 	}
-	desired, appErr, _ := desiredLayouts(set, decisions, states, nodeA, PlacementOptions{}, passthroughView{})
+	desired, appErr, _ := desiredLayouts(set, decisions, states, nodeA, ownClaims(nodeA), PlacementOptions{}, passthroughView{})
 
 	ns := kube.AppNamespace
 	want := []string{
@@ -73,4 +73,10 @@ func TestDesiredLayouts(t *testing.T) {
 	if len(appErr) != 1 || !strings.Contains(appErr[noVolume], "no config") {
 		t.Fatalf("app errors: %v, want one for the app whose volume has no config", appErr)
 	}
+}
+
+// ownClaims: the claims of the volumes node is the designated node of, as
+// a server's agent lays them out when it does not lead.
+func ownClaims(node string) func(VolumeConfig) bool {
+	return func(v VolumeConfig) bool { return DecideVolume(v, node).Create }
 }

@@ -177,7 +177,7 @@ func TestDesiredLayoutsPassthrough(t *testing.T) {
 	decisions := map[string]AppDecision{gw: {Place: true}, second: {Place: true}, plain: {Place: true}}
 	states := []PublishedApp{{UUID: gw, DNIdNode: "node-a"}, {UUID: second, DNIdNode: "node-a"}, {UUID: plain, DNIdNode: "node-a"}}
 
-	desired, appErr, refused := desiredLayouts(set, decisions, states, nodeA, PlacementOptions{}, passthroughView{served: true})
+	desired, appErr, refused := desiredLayouts(set, decisions, states, nodeA, ownClaims(nodeA), PlacementOptions{}, passthroughView{served: true})
 	ns := kube.AppNamespace
 	want := []string{layoutKey(GVRDeployment, ns, WorkloadName(set.Apps[gw])), layoutKey(GVRDeployment, ns, WorkloadName(set.Apps[plain])), layoutKey(GVRNAD, ns, "host-eth1")}
 	if got := slices.Sorted(maps.Keys(desired)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
@@ -187,7 +187,7 @@ func TestDesiredLayoutsPassthrough(t *testing.T) {
 		t.Fatalf("app errors %v, refused %v", appErr, refused)
 	}
 
-	desired, appErr, _ = desiredLayouts(set, decisions, states, nodeA, PlacementOptions{}, passthroughView{})
+	desired, appErr, _ = desiredLayouts(set, decisions, states, nodeA, ownClaims(nodeA), PlacementOptions{}, passthroughView{})
 	if got := slices.Collect(maps.Keys(desired)); len(got) != 1 || got[0] != want[1] {
 		t.Fatalf("without the attachment API: desired %v, want only %s", got, want[1])
 	}

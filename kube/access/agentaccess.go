@@ -36,7 +36,9 @@ import (
 //     servers grant that group what a worker's agent needs (AgentRules,
 //     AgentLayoutRules) and no more: it reads what the agent watches, lays
 //     out in the app namespace the apps it is the designated node of, and
-//     writes no ConfigMap, no Lease, no VolumeAttachment.
+//     writes no ConfigMap, no Lease, no VolumeAttachment, no claim (the
+//     leading server makes its volumes' claims: NodeRestriction admits
+//     none from a node).
 //   - The ValidatingAdmissionPolicy NodePolicyName narrows the group's
 //     writes to its own node, as NodeRestriction does for kubelets (k3s
 //     enables NodeRestriction; the policy does not rely on it): a node
@@ -114,11 +116,13 @@ var AgentRules = []rbacv1.PolicyRule{
 }
 
 // AgentLayoutRules is what a worker's agent may write in the app namespace:
-// the workloads and claims of the apps and volumes it is the designated
-// node of, and the removal of a workload that has no place there any more
-// (the agent never deletes a claim: a volume's data outlives its app).
+// the workloads of the apps it is the designated node of, and the removal
+// of a workload that has no place there any more. No claim: Kubernetes'
+// NodeRestriction admits none from a node's identity (only a claim's
+// status), so the stats leader, a server, makes a worker's volumes'
+// claims (apps.Controller's claimMaker); and the agent never deletes one
+// (a volume's data outlives its app).
 var AgentLayoutRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"create", "update", "patch"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "update", "patch", "delete"}},
 	{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstances", "virtualmachineinstancereplicasets"},
 		Verbs: []string{"create", "update", "patch", "delete"}},

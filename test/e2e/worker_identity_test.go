@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -378,10 +379,16 @@ func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
 	// holder of an earlier test may have left (30 s at shipped timings).
 	clearStatsLeaderLease(t, cs)
 
+	// node-c a worker, as its node identity says: no server role.
+	actAsWorker(t, cs, "node-c")
 	appsDir, logDir := t.TempDir(), t.TempDir()
+	// Its app has a volume: Kubernetes' NodeRestriction admits no claim
+	// from a node's identity, so the leading server makes it.
+	vol := apps.VolumeConfig{UUID: "e5000000-0000-4000-8000-0000000000c2", Name: "worker-own-data", DesignatedNodeID: sitebox.NodeUUID("node-c"), Size: "1Gi", ReplicaCount: 1}
 	app := apps.AppConfig{UUID: "e5000000-0000-4000-8000-0000000000c1", DisplayName: "worker-own-app", Activate: true, Kind: apps.KindContainer,
-		Image: "registry.local/logger:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityRequired}
+		Image: "registry.local/logger:1", DesignatedNodeID: sitebox.NodeUUID("node-c"), Affinity: apps.AffinityRequired, VolumeRefs: []string{vol.UUID}}
 	writeJSON(t, appsDir+"/apps/worker-own-app.json", app)
+	writeJSON(t, appsDir+"/volumes/worker-own-data.json", vol)
 	workerCfg := workerIdentity(t, site, "node-c")
 	agents := map[string]*siteAgent{
 		"node-c": startAgentWith(t, site, "node-c", appsDir, logDir, func(o *agent.Options) {
@@ -393,8 +400,12 @@ func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
 	all := []*siteAgent{agents["node-a"], agents["node-c"]}
 	t.Cleanup(func() {
 		cleanupApps(t, cs, dynClient(t, site), agents, appsDir, map[string]apps.AppConfig{"worker-own-app": app})
+		_ = cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Delete(context.Background(), apps.ClaimName(vol), metav1.DeleteOptions{})
 	})
 	waitAgents(t, all, app.DisplayName, 60*time.Second, "running on node-c", runningOn("node-c"))
+	if pvc, err := cs.CoreV1().PersistentVolumeClaims(kube.AppNamespace).Get(t.Context(), apps.ClaimName(vol), metav1.GetOptions{}); err != nil || pvc.Annotations[apps.AnnotationLaidOutBy] != "node-a" {
+		t.Errorf("the worker's volume's claim was not laid out by the leading server node-a: %v %v", pvc.GetAnnotations(), err)
+	}
 	d, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(t.Context(), apps.WorkloadName(app), metav1.GetOptions{})
 	if err != nil || d.Annotations[apps.AnnotationLaidOutBy] != "node-c" {
 		t.Errorf("the app's workload was not laid out by node-c's agent: %v %v", d.GetAnnotations(), err)
@@ -407,4 +418,28 @@ func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
 	}, func(ls [2]apps.LeaderState) string {
 		return fmt.Sprintf("node-a's and node-c's leader states: %+v", ls)
 	})
+}
+
+// actAsWorker takes the server roles off node's Node until the test ends:
+// a worker, as the shared site (three servers) has none.
+func actAsWorker(t *testing.T, cs kubernetes.Interface, node string) {
+	t.Helper()
+	roles := []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master", kube.LabelEtcd}
+	set := func(value *string) {
+		t.Helper()
+		labels := map[string]any{}
+		for _, r := range roles {
+			if value == nil {
+				labels[r] = nil
+			} else {
+				labels[r] = *value
+			}
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		if _, err := cs.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%s's roles: %v", node, err)
+		}
+	}
+	set(nil)
+	t.Cleanup(func() { set(ptr.To("true")) })
 }
