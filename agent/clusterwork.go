@@ -112,6 +112,9 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 		go leader.Follow(ctx, snap)
 	} else {
 		go func() { _ = leader.Run(ctx) }()
+		// Each node's identity opens its own VMs' consoles only: the
+		// leader keeps the grants by name.
+		go grantConsolesWhileLeading(ctx, snap, leader.State, &access.ConsoleGrants{Client: snap.Clients().Core, Log: a.log.With("component", "vm-consoles")})
 	}
 	// A bring-up grants once its node has joined (bringup.Runner.Run); an agent run
 	// with a server's credential against a cluster it did not form
@@ -244,4 +247,32 @@ func (a *Agent) startAppLogs(ctx context.Context, snap *kube.Snapshot, node stri
 			wait = min(2*wait, 5*time.Minute)
 		}
 	}()
+}
+
+// grantConsolesWhileLeading keeps the nodes' VM console grants
+// (access.ConsoleGrants) from the cache's changes while this node leads,
+// retrying a failed write after a while; it forgets them when it stops
+// leading, so that it reads them afresh if it leads again.
+func grantConsolesWhileLeading(ctx context.Context, snap *kube.Snapshot, leads func() apps.LeaderState, grants *access.ConsoleGrants) {
+	changes, unsubscribe := snap.Subscribe()
+	defer unsubscribe()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		switch {
+		case !leads().IsLeader:
+			grants.Forget()
+		case snap.Synced():
+			if err := grants.Sync(ctx, snap.VMIs()); err != nil {
+				grants.Log.Warn("VM console grants not kept: a node may not open its own VMs' consoles, or still open one gone", "err", err)
+				retry.Reset(30 * time.Second)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-retry.C:
+		}
+	}
 }

@@ -110,9 +110,7 @@ var AgentRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"longhorn.io"}, Resources: []string{"volumes", "replicas", "engines", "settings", "nodes"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"get", "list", "watch"}},
-	// The consoles of the VM apps on its node, which it serves to the
-	// device (agent/vncbridge).
-	{APIGroups: []string{"subresources.kubevirt.io"}, Resources: []string{"virtualmachineinstances/vnc"}, Verbs: []string{"get"}},
+	// No VM console here: each node's, by name (GrantNodeConsoles).
 }
 
 // AgentLayoutRules is what a worker's agent may write in the app namespace:

@@ -136,7 +136,7 @@ var permissionMatrix = []permissionCell{
 	{asController, "create", "an Event", refused, ""},
 	// VM consoles: the agent's bridge serves its node's VMs.
 	{asWorker, "get", "the console of a VMI on its node", allowed, ""},
-	{asWorker, "get", "the console of a VMI on another node", allowed, "a node's identity opens every VM's console: the grant is cluster-wide, and admission does not see a CONNECT to the subresource"},
+	{asWorker, "get", "the console of a VMI on another node", refused, ""},
 	{asController, "get", "the console of a VMI on another node", refused, ""},
 	// An app, and a host on the LAN: nothing of sitecon's.
 	{asApp, "patch", "the cluster record", refused, ""},
@@ -439,6 +439,12 @@ func matrixObjects(t *testing.T, ctx context.Context, site *sitebox.TestSite, ad
 			workloads[kind.key+" for "+where] = l
 		}
 	}
+	// Each node opens its own VMs' consoles, by name, as the stats leader
+	// grants them (access.ConsoleGrants).
+	if err := access.GrantNodeConsoles(ctx, admin, own, []string{workloads["a VMI for its node"].Name()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = access.GrantNodeConsoles(context.Background(), admin, own, nil) })
 	objects := map[string]matrixObject{
 		"the cluster record": {gvr: cmGVR, namespace: ns, name: kube.ClusterConfigMapName},
 		"a ConfigMap": {gvr: cmGVR, namespace: ns, name: "matrix-plain", fresh: func() *unstructured.Unstructured {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +26,7 @@ import (
 	kvv1 "kubevirt.io/api/core/v1"
 	kvcorev1 "kubevirt.io/client-go/kubevirt/typed/core/v1"
 
+	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/access"
@@ -495,8 +497,10 @@ func TestAgentServesVMConsoleWhereTheVMRuns(t *testing.T) {
 	servedOnlyOn("node-b")
 }
 
-// A worker's agent opens the consoles of the VMs on its node with its
-// node's own identity (kube.AgentRules grants virtualmachineinstances/vnc).
+// A node's agent opens the consoles of the VMs on its node with its
+// node's own identity, and no other node's: the stats leader grants each
+// node its own VMIs' consoles by name (access.ConsoleGrants), and takes
+// the grant back when the VM goes.
 func TestWorkerIdentityOpensVMConsole(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
@@ -509,17 +513,45 @@ func TestWorkerIdentityOpensVMConsole(t *testing.T) {
 	if err := access.EnsureAgentAccess(t.Context(), admin); err != nil {
 		t.Fatal(err)
 	}
+	clearStatsLeaderLease(t, admin)
+	logDir := t.TempDir()
+	leader := startAgentWith(t, site, "node-a", t.TempDir(), logDir, func(o *agent.Options) {
+		o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	})
+	t.Cleanup(leader.stop)
 	vncVMI(t, site, "vnc-worker", 5908, true)
-	worker := workerIdentity(t, site, "node-c")
-	until(t, 20*time.Second, "the worker's identity opens the VM's console", func() (string, bool) {
-		c, err := vncThroughAPIServer(worker, "vnc-worker", true)
+	vmi, err := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Get(t.Context(), "vnc-worker", metav1.GetOptions{})
+	if err != nil || vmi.Status.NodeName == "" {
+		t.Fatalf("VMI vnc-worker's node: %v %v", vmi.Status.NodeName, err)
+	}
+	here := vmi.Status.NodeName
+	other := "node-a"
+	if here == other {
+		other = "node-b"
+	}
+	open := func(node string) (string, error) {
+		c, err := vncThroughAPIServer(workerIdentity(t, site, node), "vnc-worker", true)
 		if err != nil {
-			return err.Error(), false
+			return "", err
 		}
 		defer c.Close()
-		name, err := rfbHandshake(c)
+		return rfbHandshake(c)
+	}
+	until(t, 20*time.Second, here+"'s identity opens the console of the VM it runs", func() (string, bool) {
+		name, err := open(here)
 		return fmt.Sprintf("%q, %v", name, err), err == nil && name == "vnc-worker"
 	}, func(s string) string { return s })
+	if _, err := open(other); err == nil || !strings.Contains(err.Error(), "forbidden") && !strings.Contains(err.Error(), "403") {
+		t.Errorf("%s's identity opened the console of a VM on %s (err %v), want Forbidden", other, here, err)
+	}
+	// The VM goes: so does the grant (a Role naming no VMI would grant all).
+	if err := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Delete(t.Context(), "vnc-worker", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(t, 20*time.Second, here+"'s console grant taken back with its last VM", func() (error, bool) {
+		_, err := admin.RbacV1().Roles(kube.AppNamespace).Get(t.Context(), access.ConsoleRoleName(here), metav1.GetOptions{})
+		return err, apierrors.IsNotFound(err)
+	}, func(err error) string { return fmt.Sprintf("the Role: %v", err) })
 }
 
 // v on the apps screen: the console bridges the selected VM's console to
