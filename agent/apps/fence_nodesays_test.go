@@ -3,15 +3,11 @@ package apps
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/sitecon/sitecon/agent/config"
-	"github.com/sitecon/sitecon/agent/workloads"
 )
 
 // The leader judges a lost node's silence by the fence settings its Node
@@ -38,18 +34,9 @@ func TestFenceWatchRestartedCutOffFencesByWhatItsNodeSays(t *testing.T) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		stopped := make(chan []string, 100)
 		life := config.NewLifeStatus(!disabled, ownTimeout)
-		w := &FenceWatch{Node: "node-a", Bound: DeriveFenceTimings(ownTimeout).FenceAfter, Disabled: disabled,
-			RecordPath: path, Status: life, BootClock: boot(),
-			APIReady: func(context.Context) error { return errors.New("i/o timeout") },
-			Peers:    func() []*corev1.Node { return nil },
-			AutoPods: func() ([]string, []string, bool) { return nil, nil, false },
-			Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
-			Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
-				stopped <- uids
-				return workloads.Report{}, nil
-			}}
+		w, stopped := recordOnlyWatch(path, life, boot(), false)
+		w.Bound, w.Disabled = DeriveFenceTimings(ownTimeout).FenceAfter, disabled
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
 		go w.Run(ctx)

@@ -322,21 +322,8 @@ func TestFenceWatchRestartedCutOffCountsFromTheLastContact(t *testing.T) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		stopped := make(chan []string, 100)
-		w := &FenceWatch{Node: "node-a", Bound: bound, RecordPath: path, Status: config.NewLifeStatus(true, DefaultFailoverTimeout), BootClock: clock,
-			APIReady: func(context.Context) error {
-				if apiUp {
-					return nil
-				}
-				return errors.New("i/o timeout")
-			},
-			Peers:    func() []*corev1.Node { return nil },
-			AutoPods: func() ([]string, []string, bool) { return nil, nil, false },
-			Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
-			Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
-				stopped <- uids
-				return workloads.Report{}, nil
-			}}
+		w, stopped := recordOnlyWatch(path, config.NewLifeStatus(true, DefaultFailoverTimeout), clock, apiUp)
+		w.Bound = bound
 		ctx, cancel := context.WithCancel(context.Background())
 		go w.Run(ctx)
 		return w, stopped, cancel
@@ -600,4 +587,26 @@ func TestFenceStopsEveryAppPodNotKnownPinned(t *testing.T) {
 			t.Error("signed as fenced with nothing known to stop")
 		}
 	})
+}
+
+// recordOnlyWatch is node-a's fence watch as an agent restarted with the
+// cache empty has it: its record at path, no peer answering, the API
+// server up or not; what it stops is sent on stopped.
+func recordOnlyWatch(path string, status *config.LifeStatus, clock func() (string, time.Duration, error), apiUp bool) (w *FenceWatch, stopped chan []string) {
+	stopped = make(chan []string, 100)
+	w = &FenceWatch{Node: "node-a", RecordPath: path, Status: status, BootClock: clock,
+		APIReady: func(context.Context) error {
+			if apiUp {
+				return nil
+			}
+			return errors.New("i/o timeout")
+		},
+		Peers:    func() []*corev1.Node { return nil },
+		AutoPods: func() ([]string, []string, bool) { return nil, nil, false },
+		Probe:    func(context.Context, *corev1.Node) NodeLife { return NodeLife{Evidence: LifeSilent} },
+		Stop: func(_ context.Context, uids []string) (workloads.Report, error) {
+			stopped <- uids
+			return workloads.Report{}, nil
+		}}
+	return w, stopped
 }

@@ -245,6 +245,18 @@ func TestFailoverReleaseOnlyByServers(t *testing.T) {
 	}
 }
 
+// grantAgentAccessAfresh grants the nodes' identities what a server's agent
+// grants (access.EnsureAgentAccess), from nothing, and takes it back when
+// the test ends: each test that needs the grant starts from the same.
+func grantAgentAccessAfresh(t *testing.T, admin kubernetes.Interface) {
+	t.Helper()
+	removeAgentAccess(admin)
+	t.Cleanup(func() { removeAgentAccess(admin) })
+	if err := access.EnsureAgentAccess(t.Context(), admin); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // removeAgentAccess takes back what kube.EnsureAgentAccess granted.
 func removeAgentAccess(cs kubernetes.Interface) {
 	ctx := context.Background()

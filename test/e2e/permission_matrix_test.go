@@ -172,11 +172,7 @@ func TestPermissionMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removeAgentAccess(admin)
-	t.Cleanup(func() { removeAgentAccess(admin) })
-	if err := access.EnsureAgentAccess(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
+	grantAgentAccessAfresh(t, admin)
 	controllerCfg, err := kube.LoadRESTConfig(site.K3sControllerKubeconfig(), "")
 	if err != nil {
 		t.Fatal(err)

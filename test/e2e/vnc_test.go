@@ -508,11 +508,7 @@ func TestWorkerIdentityOpensVMConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := clientset(t, site)
-	removeAgentAccess(admin)
-	t.Cleanup(func() { removeAgentAccess(admin) })
-	if err := access.EnsureAgentAccess(t.Context(), admin); err != nil {
-		t.Fatal(err)
-	}
+	grantAgentAccessAfresh(t, admin)
 	clearStatsLeaderLease(t, admin)
 	logDir := t.TempDir()
 	leader := startAgentWith(t, site, "node-a", t.TempDir(), logDir, func(o *agent.Options) {
