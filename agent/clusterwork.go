@@ -86,7 +86,7 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	// Every node says how it fences, on its own Node: the leader lets a
 	// lost node's pods go only when that node fences with its timeout.
 	go apps.PublishFenceSettings(ctx, snap, node, kube.FenceSettings{Fencing: !fenceOpts.Fence.Disabled,
-		FailoverTimeout: fenceOpts.EffectiveFailoverTimeout()}, fence.NodeSays, a.log.With("component", "fence"))
+		FailoverTimeout: fenceOpts.EffectiveFailoverTimeout()}, fence, a.log.With("component", "fence"))
 	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
 	a.mu.Lock()

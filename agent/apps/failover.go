@@ -94,6 +94,8 @@ type FailoverEvidence struct {
 	// release needs the whole LeaderTimeout of it (or the node's signed
 	// word that it fenced), as a force-delete does.
 	SilentFor time.Duration
+	// ProbedAt is when the probe began (NodeLife.At).
+	ProbedAt time.Time
 	// ReplicaNodes are the Nodes the claims' replicas are on, by name,
 	// read from the API server with them (absent: no such Node). A
 	// replica counts only on a live node.

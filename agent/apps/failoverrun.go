@@ -98,8 +98,8 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 			// (timerStart). A pinned app's pod is never moved: no probe.
 			if !app.Pinned() {
 				if wait := failoverRecheck - now.Sub(sp.lifeChecked); sp.lifeChecked.IsZero() || wait <= 0 {
-					life := c.probeNode(ctx, node, probed, timeout, now)
-					sp.observeLife(life.Alive, now)
+					life := c.probeNode(ctx, node, probed, timeout)
+					sp.observeLife(life.Alive, life.At)
 					soon(failoverRecheck)
 				} else {
 					soon(wait)
@@ -115,7 +115,7 @@ func (c *Controller) failover(ctx context.Context, set AppSet, observed map[stri
 					soon(wait)
 				} else {
 					in.Evidence = c.failoverEvidence(ctx, pod, node, probed, timeout, now)
-					sp.observeLife(in.Evidence.Alive, now)
+					sp.observeLife(in.Evidence.Alive, in.Evidence.ProbedAt)
 					in.FirstSeen = sp.timerStart()
 					v = DecideFailover(in)
 					sp.checked, sp.verdict = time.Time{}, v
@@ -313,8 +313,8 @@ func (c *Controller) releaseLeftBehind(ctx context.Context, set AppSet, nodes ma
 // failoverEvidence probes the lost node (once per pass) and, only when it
 // is silent, reads the pod's claims afresh from the API server.
 func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node *corev1.Node, probed map[string]NodeLife, timeout time.Duration, now time.Time) *FailoverEvidence {
-	life := c.probeNode(ctx, node, probed, timeout, now)
-	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence, LeaderTimeout: timeout}
+	life := c.probeNode(ctx, node, probed, timeout)
+	ev := &FailoverEvidence{Alive: life.Alive, Probe: life.Detail, Life: life.Evidence, LeaderTimeout: timeout, ProbedAt: life.At}
 	if since, ok := c.nodeSilence[node.Name]; ok && !life.Alive {
 		ev.SilentFor = now.Sub(since)
 	}
@@ -335,19 +335,23 @@ func (c *Controller) failoverEvidence(ctx context.Context, pod *corev1.Pod, node
 
 // probeNode probes the lost node once per pass (probed) and keeps the
 // start of its silence (nodeSilence): any sign of life ends it, the
-// first silent probe after one starts it.
-func (c *Controller) probeNode(ctx context.Context, node *corev1.Node, probed map[string]NodeLife, timeout time.Duration, now time.Time) NodeLife {
+// first silent probe after one starts it, counted from when that probe
+// began (NodeLife.At): not from the pass's start, which may be seconds
+// earlier, before the node was cut off.
+func (c *Controller) probeNode(ctx context.Context, node *corev1.Node, probed map[string]NodeLife, timeout time.Duration) NodeLife {
 	if life, ok := probed[node.Name]; ok {
 		return life
 	}
+	at := time.Now()
 	life := FencedWithin(c.opts.NodeProbe(ctx, node), timeout)
+	life.At = at
 	probed[node.Name] = life
 	_, silent := c.nodeSilence[node.Name]
 	switch {
 	case life.Alive:
 		delete(c.nodeSilence, node.Name)
 	case !silent:
-		c.nodeSilence[node.Name] = now
+		c.nodeSilence[node.Name] = at
 	}
 	return life
 }

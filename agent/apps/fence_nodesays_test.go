@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -91,4 +92,48 @@ func TestFenceWatchRestartedCutOffFencesByWhatItsNodeSays(t *testing.T) {
 			t.Errorf("fences with bound %s, disabled %v; want its own: disabled", bound, disabled)
 		}
 	})
+}
+
+// Before its Node is made to say settings that fence sooner, the record
+// says them: a crash or a full disk between the two never leaves the
+// record looser than the Node. One that fences later is recorded once
+// the Node says it. A record that cannot be written holds back a
+// stricter publication.
+func TestFenceRecordSaysAStricterPublicationFirst(t *testing.T) {
+	dir := t.TempDir()
+	w, _ := recordOnlyWatch(dir+"/"+FenceRecordFile, config.NewLifeStatus(true, DefaultFailoverTimeout), nil, false)
+	w.Log = slog.New(slog.DiscardHandler)
+	onDisk := func() string {
+		data, _ := os.ReadFile(w.RecordPath)
+		var rec fenceRecord
+		_ = json.Unmarshal(data, &rec)
+		return rec.NodeSays
+	}
+	w.NodeSays("off 28s")
+	if !w.WillPublish("on 28s") || onDisk() != "on 28s" {
+		t.Fatalf("before publishing \"on 28s\" over \"off 28s\" the record says %q", onDisk())
+	}
+	if !w.WillPublish("on 1m0s") || onDisk() != "on 28s" {
+		t.Fatalf("before publishing a later fence the record says %q, want the stricter \"on 28s\" kept until the Node says it", onDisk())
+	}
+	w.NodeSays("on 1m0s")
+	if onDisk() != "on 1m0s" {
+		t.Fatalf("once the Node says \"on 1m0s\" the record says %q", onDisk())
+	}
+	// The record's directory made unwritable: a stricter publication is
+	// held back, a looser one is not.
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = os.Chmod(dir, 0o700) }()
+	if os.Geteuid() == 0 {
+		// root writes anyway: a path that cannot be a file instead.
+		w.RecordPath = dir + "/" + FenceRecordFile + "/x"
+	}
+	if w.WillPublish("on 16s") {
+		t.Error("a stricter publication went ahead though its record could not be written")
+	}
+	if !w.WillPublish("off 1m0s") {
+		t.Error("a looser publication was held back: the record already says a stricter one")
+	}
 }

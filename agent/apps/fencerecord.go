@@ -153,22 +153,37 @@ func (w *FenceWatch) noteContact(ago time.Duration) {
 	w.saveRecord(rec)
 }
 
-// saveRecord writes the record whole (temp, fsync, rename) and keeps it.
+// saveRecord keeps rec as the record and writes it whole (temp, fsync,
+// rename). Its NodeSays is the watch's own (setNodeSays alone changes
+// it): a writer's older copy never rolls it back.
 func (w *FenceWatch) saveRecord(rec fenceRecord) {
 	rec.Written = &metav1.Time{Time: time.Now()}
 	w.mu.Lock()
+	rec.NodeSays = w.record.NodeSays
 	w.record = rec
 	w.mu.Unlock()
-	if w.RecordPath == "" {
-		return
+	if err := w.flushRecord(); err != nil {
+		w.Log.Error("fence record not written: a restart cut off fences from the one before", "path", w.RecordPath, "err", err)
 	}
+}
+
+// flushRecord writes the record as it is now. One write at a time, each
+// of the latest record: the file never ends with an older one than the
+// memory's.
+func (w *FenceWatch) flushRecord() error {
+	if w.RecordPath == "" {
+		return nil
+	}
+	w.writeMu.Lock()
+	defer w.writeMu.Unlock()
+	w.mu.Lock()
+	rec := w.record
+	w.mu.Unlock()
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err == nil {
 		err = config.WriteFileAtomic(w.RecordPath, data, 0o644)
 	}
-	if err != nil {
-		w.Log.Error("fence record not written: a restart cut off fences from the one before", "path", w.RecordPath, "err", err)
-	}
+	return err
 }
 
 // effective is what the watch fences by now: its own bound and Disabled,
@@ -211,18 +226,67 @@ func (w *FenceWatch) followNodeSays(nodeSays string, bound time.Duration, disabl
 // (kube.AnnotationFence; "" for none), as PublishFenceSettings reads
 // them: the record keeps them for a restart while cut off.
 func (w *FenceWatch) NodeSays(v string) {
-	w.mu.Lock()
-	if w.record.NodeSays == v {
-		w.mu.Unlock()
-		return
+	if err := w.setNodeSays(v); err != nil {
+		w.Log.Error("fence record not written: a restart cut off fences by what the record said the Node says", "path", w.RecordPath, "err", err)
 	}
-	rec := w.record
+}
+
+// WillPublish is called before this node's Node is made to say v: the
+// record says the stricter of v and what it said, written before the
+// Node says it, so that no crash or full disk leaves a record looser than
+// the Node (which the leader judges by). false: it could not be written,
+// and v is stricter: the Node must not say it yet.
+func (w *FenceWatch) WillPublish(v string) bool {
+	w.mu.Lock()
+	was := w.record.NodeSays
 	w.mu.Unlock()
-	rec.NodeSays = v
-	if rec.Node == "" {
+	s := stricterSettings(was, v)
+	if s == was {
+		return true
+	}
+	if err := w.setNodeSays(s); err != nil {
+		w.Log.Error("fence settings not published: the record of them could not be written first", "settings", v, "path", w.RecordPath, "err", err)
+		return false
+	}
+	return true
+}
+
+// setNodeSays sets the record's NodeSays and writes the record.
+func (w *FenceWatch) setNodeSays(v string) error {
+	w.mu.Lock()
+	if w.record.NodeSays == v && w.record.Written != nil {
+		w.mu.Unlock()
+		return nil
+	}
+	w.record.NodeSays = v
+	if w.record.Node == "" {
 		// Nothing recorded yet: the Node's settings alone, the pods not known.
 		unknown := false
-		rec.Node, rec.PodsKnown = w.Node, &unknown
+		w.record.Node, w.record.PodsKnown = w.Node, &unknown
 	}
-	w.saveRecord(rec)
+	w.record.Written = &metav1.Time{Time: time.Now()}
+	w.mu.Unlock()
+	return w.flushRecord()
+}
+
+// stricterSettings is whichever of two fence settings (kube.AnnotationFence
+// values; "" or unreadable: none) fences sooner: one that fences beats one
+// that does not, then the shorter bound.
+func stricterSettings(a, b string) string {
+	bound := func(v string) (time.Duration, bool) {
+		s, err := kube.ParseFenceSettings(v)
+		if v == "" || err != nil || !s.Fencing {
+			return 0, false
+		}
+		return DeriveFenceTimings(s.FailoverTimeout).FenceAfter, true
+	}
+	ab, aFences := bound(a)
+	bb, bFences := bound(b)
+	switch {
+	case aFences && (!bFences || ab <= bb):
+		return a
+	case bFences:
+		return b
+	}
+	return b
 }

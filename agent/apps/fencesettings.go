@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -46,12 +47,23 @@ func confirmOffAdvice(node string) string {
 	return fmt.Sprintf("power the device off, or, once it is off, confirm it: kubectl taint node %s node.kubernetes.io/out-of-service=nodeshutdown:NoExecute", node)
 }
 
+// FenceSettingsRecord is where the fence watch keeps what its Node says
+// (FenceWatch): WillPublish before the Node is made to say more, NodeSays
+// with what it says.
+type FenceSettingsRecord interface {
+	WillPublish(want string) bool
+	NodeSays(v string)
+}
+
+var errNotRecorded = errors.New("the fence record could not be written first")
+
 // PublishFenceSettings keeps node's kube.AnnotationFence equal to s, from
 // the cluster cache's changes (no polling): written when the Node lacks it
-// or says otherwise, retried at the next change or after a minute. seen
-// (if not nil) receives what the Node says, as read or as written: the
-// fence watch fences by it while it is stricter than s (FenceWatch.NodeSays).
-func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string, s kube.FenceSettings, seen func(nodeSays string), log *slog.Logger) {
+// or says otherwise, retried at the next change or after a minute. record
+// (if not nil) is told before the Node is made to say more, and what it
+// says, as read or as written: the fence watch fences by that while it is
+// stricter than s (FenceWatch.NodeSays).
+func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string, s kube.FenceSettings, record FenceSettingsRecord, log *slog.Logger) {
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
 	want := s.String()
@@ -62,7 +74,11 @@ func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string,
 		if n, ok := snap.Node(node); ok {
 			says := n.Annotations[kube.AnnotationFence]
 			if says != want {
-				written, err := snap.Clients().Core.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon-agent"})
+				var written *corev1.Node
+				err := errNotRecorded
+				if record == nil || record.WillPublish(want) {
+					written, err = snap.Clients().Core.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sitecon-agent"})
+				}
 				if err != nil {
 					log.Warn("fence settings not published on this node's Node: the leader holds the failover of its pods", "settings", want, "err", err)
 					retry.Reset(time.Minute)
@@ -71,8 +87,8 @@ func PublishFenceSettings(ctx context.Context, snap *kube.Snapshot, node string,
 					log.Info("fence settings published", "settings", want)
 				}
 			}
-			if seen != nil {
-				seen(says)
+			if record != nil {
+				record.NodeSays(says)
 			}
 		}
 		select {

@@ -110,7 +110,9 @@ type FenceWatch struct {
 	BootClock func() (bootID string, sinceBoot time.Duration, err error)
 	Log       *slog.Logger
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// writeMu orders the record's writes (flushRecord).
+	writeMu    sync.Mutex
 	reason     string
 	record     fenceRecord
 	controller *Controller
@@ -304,7 +306,7 @@ func (w *FenceWatch) sources() (peers []*corev1.Node, pods, pinned []string, pod
 	}
 	w.mu.Lock()
 	last := w.record
-	rec.Contact, rec.NodeSays = w.contact, last.NodeSays
+	rec.Contact = w.contact
 	w.mu.Unlock()
 	if len(peers) == 0 {
 		rec.Peers = last.Peers

@@ -34,6 +34,10 @@ type NodeLife struct {
 	// State is the node's agent's signed word about its fence (nil: no
 	// proof, or an answer that said nothing of it).
 	State *config.LifeState
+	// At is when the probe began (set by the failover guard): a silence
+	// it found started no later than that, and counting from it never
+	// counts more silence than there was.
+	At time.Time
 }
 
 // NodeProbe looks for a sign of life from a node on the cluster network.
