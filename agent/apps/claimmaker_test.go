@@ -39,7 +39,7 @@ func TestClaimMaker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Controller{opts: Options{NodeIdentity: tc.nodeIdentity, Leader: func() LeaderState { return LeaderState{IsLeader: tc.leads} }}}
-			if got := c.claimMaker(obs)(tc.volume); got != tc.want {
+			if got := c.claimWriter(obs)(tc.volume.DesignatedNodeID); got != tc.want {
 				t.Errorf("makes the claim: %v, want %v", got, tc.want)
 			}
 		})

@@ -8,12 +8,12 @@ import (
 // workload of each active app it is the effective DNId of (and whose
 // designated node is in the cluster), the attachment of each host port
 // those apps pass through, the claim of each volume it is the designated
-// node of (makesClaim: see Controller.claimMaker), and the Longhorn storage
+// node of (writesClaimsOf: see Controller.claimWriter), and the Longhorn storage
 // class of each replica count those claims use. An app that cannot be laid out is left out, its error
 // returned by app UUID to stand in its state; what is left out is what the
 // orphan reconciler may remove. portRefused are the apps left out because
 // a host port they ask for went to another app (AssignPorts), by UUID.
-func desiredLayouts(set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, makesClaim func(VolumeConfig) bool, opts PlacementOptions, ports passthroughView) (desired map[string]Layout, appErr, portRefused map[string]string) {
+func desiredLayouts(set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, writesClaimsOf func(dnid string) bool, opts PlacementOptions, ports passthroughView) (desired map[string]Layout, appErr, portRefused map[string]string) {
 	desired = map[string]Layout{}
 	appErr = map[string]string{}
 	hosts := designatedNodes(states)
@@ -50,7 +50,7 @@ func desiredLayouts(set AppSet, decisions map[string]AppDecision, states []Publi
 	}
 	var classes []int
 	for _, v := range set.Volumes {
-		if !makesClaim(v) {
+		if !writesClaimsOf(v.DesignatedNodeID) {
 			continue
 		}
 		l, err := LayoutVolume(v)

@@ -76,7 +76,7 @@ func TestDesiredLayouts(t *testing.T) {
 }
 
 // ownClaims: the claims of the volumes node is the designated node of, as
-// a server's agent lays them out when it does not lead.
-func ownClaims(node string) func(VolumeConfig) bool {
-	return func(v VolumeConfig) bool { return DecideVolume(v, node).Create }
+// a server's agent writes them when it does not lead.
+func ownClaims(node string) func(dnid string) bool {
+	return func(dnid string) bool { return strings.EqualFold(dnid, node) }
 }

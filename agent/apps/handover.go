@@ -32,9 +32,10 @@ type handover struct {
 // the same. A layout from a newer config than this node's keeps its
 // stamps; an app deactivated or gone is the orphan remover's.
 //
-// The same for the claims it laid out of a volume whose config now
-// designates another node.
-func handovers(workloads, claims []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string) []handover {
+// The same for the claims it writes (writesClaimsOf: its own, or on the
+// stats leader a worker's, which a worker cannot write) of a volume whose
+// config now designates another node.
+func handovers(workloads, claims []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string, writesClaimsOf func(dnid string) bool) []handover {
 	var out []handover
 	add := func(p placedObject, stamps map[string]string) {
 		ann := p.Object.GetAnnotations()
@@ -58,11 +59,12 @@ func handovers(workloads, claims []placedObject, set AppSet, decisions map[strin
 		add(p, configStamps(app))
 	}
 	for _, p := range claims {
-		if p.Object.GetAnnotations()[AnnotationDNId] != myUUID {
+		dnid := p.Object.GetAnnotations()[AnnotationDNId]
+		if dnid == "" || !writesClaimsOf(dnid) {
 			continue
 		}
 		v, ok := set.Volumes[p.Object.GetLabels()[LabelVolumeUUID]]
-		if !ok || DecideVolume(v, myUUID).Create {
+		if !ok || strings.EqualFold(v.DesignatedNodeID, dnid) {
 			continue
 		}
 		add(p, volumeStamps(v))
@@ -72,8 +74,8 @@ func handovers(workloads, claims []placedObject, set AppSet, decisions map[strin
 
 // handOver records on each of this pass's handovers the config this node
 // holds now, and only those annotations.
-func (fx placeEffects) handOver(ctx context.Context, workloads, claims []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string, now time.Time) {
-	for _, h := range handovers(workloads, claims, set, decisions, myUUID) {
+func (fx placeEffects) handOver(ctx context.Context, workloads, claims []placedObject, set AppSet, decisions map[string]AppDecision, myUUID string, writesClaimsOf func(dnid string) bool, now time.Time) {
+	for _, h := range handovers(workloads, claims, set, decisions, myUUID, writesClaimsOf) {
 		obj := h.Object
 		ann := map[string]any{}
 		for k, v := range h.stamps {

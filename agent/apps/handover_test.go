@@ -53,7 +53,7 @@ func TestHandovers(t *testing.T) {
 			if tc.inConfig {
 				set.Apps[app.UUID] = tc.config
 			}
-			got := handovers([]placedObject{tc.live}, nil, set, map[string]AppDecision{app.UUID: {Place: tc.places}}, nodeA)
+			got := handovers([]placedObject{tc.live}, nil, set, map[string]AppDecision{app.UUID: {Place: tc.places}}, nodeA, ownClaims(nodeA))
 			if (len(got) == 1) != tc.want {
 				t.Fatalf("handovers: %d, want one: %v", len(got), tc.want)
 			}
@@ -80,9 +80,23 @@ func TestHandovers(t *testing.T) {
 		"a volume moved to another node: re-stamped": {v: volMoved, want: true},
 		"a volume still designating this node":       {v: vol},
 	} {
-		got := handovers(nil, []placedObject{claimOnA}, AppSet{Volumes: map[string]VolumeConfig{volID: tc.v}}, nil, nodeA)
+		got := handovers(nil, []placedObject{claimOnA}, AppSet{Volumes: map[string]VolumeConfig{volID: tc.v}}, nil, nodeA, ownClaims(nodeA))
 		if (len(got) == 1) != tc.want || (tc.want && got[0].stamps[AnnotationConfigHash] != configHash(volMoved)) {
 			t.Fatalf("%s: handovers %v, want one: %v", name, got, tc.want)
+		}
+	}
+	// A worker's claim (node-a a worker here): the worker cannot write it
+	// (NodeRestriction), the stats leader writes and hands it over.
+	for name, tc := range map[string]struct {
+		writes func(string) bool
+		want   bool
+	}{
+		"the worker itself, on its node's identity": {writes: func(string) bool { return false }},
+		"the stats leader, a server":                {writes: ownClaims(nodeA), want: true},
+	} {
+		got := handovers(nil, []placedObject{claimOnA}, AppSet{Volumes: map[string]VolumeConfig{volID: volMoved}}, nil, "33333333-3333-4333-8333-333333333333", tc.writes)
+		if (len(got) == 1) != tc.want {
+			t.Errorf("a worker's moved claim handed over by %s: %v, want %v", name, got, tc.want)
 		}
 	}
 

@@ -25,14 +25,14 @@ import (
 // (orphanRemover), recording on what another node places now the config
 // this node holds (handovers). What placement finds wrong lands in the app states. It
 // returns when to retry a write held or refused (0: nothing to retry).
-func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, makesClaim func(VolumeConfig) bool, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
+func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, writesClaimsOf func(dnid string) bool, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
 	synced := c.placed.synced()
 	c.pass.waitingForCache(!synced)
 	if !synced || myUUID == "" {
 		return 0
 	}
 	ports := passthroughView{served: c.placed.servesNADs(), holders: livePorts(c.placed.workloads())}
-	desired, appErr, portRefused := desiredLayouts(set, decisions, states, myUUID, makesClaim, c.opts.Placement, ports)
+	desired, appErr, portRefused := desiredLayouts(set, decisions, states, myUUID, writesClaimsOf, c.opts.Placement, ports)
 	c.notePortRefusals(set, portRefused, now)
 	hosts := designatedNodes(states)
 	writeErr, retry := c.writer.write(ctx, c.placed, desired, hosts, vmis, now)
@@ -55,7 +55,7 @@ func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string
 	for _, obj := range c.placed.list(GVRPVC) {
 		claims = append(claims, placedObject{GVR: GVRPVC, Object: obj})
 	}
-	c.effects.handOver(ctx, c.placed.workloads(), claims, set, decisions, myUUID, now)
+	c.effects.handOver(ctx, c.placed.workloads(), claims, set, decisions, myUUID, writesClaimsOf, now)
 	for i := range states {
 		if msg, ok := appErr[states[i].UUID]; ok {
 			states[i].Error = msg

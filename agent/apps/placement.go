@@ -286,8 +286,10 @@ func LayoutVolume(v VolumeConfig) (Layout, error) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	// Only the designated node lays a claim out: the config it came from
-	// tells two nodes' disagreeing volume configs apart (DecideLayoutWrite).
+	// The designated node lays a claim out, or for a worker (which
+	// NodeRestriction does not let) the stats leader, stamped as the
+	// designated node's all the same: the config it came from tells two
+	// nodes' disagreeing volume configs apart (DecideLayoutWrite).
 	stamps := volumeStamps(v)
 	stamps[AnnotationDNId] = v.DesignatedNodeID
 	return finish(GVRPVC, pvc, stamps)

@@ -259,7 +259,7 @@ func (c *Controller) act(ctx context.Context, obs observation, verdicts appVerdi
 	ctx, cancel := context.WithTimeout(ctx, actTimeout)
 	defer cancel()
 	next := time.Duration(0)
-	if retry := c.place(ctx, obs.set, verdicts.decisions, verdicts.states, obs.myUUID, c.claimMaker(obs), obs.nodeIsReady, obs.data.VMIs, obs.now); retry > 0 {
+	if retry := c.place(ctx, obs.set, verdicts.decisions, verdicts.states, obs.myUUID, c.claimWriter(obs), obs.nodeIsReady, obs.data.VMIs, obs.now); retry > 0 {
 		next = retry
 	}
 	for _, uuid := range verdicts.staleOverrides {
@@ -306,22 +306,22 @@ func (c *Controller) failoverIfLeader(ctx context.Context, obs observation, stat
 	return c.failover(ctx, obs.set, obs.apps, obs.nodes, obs.data, states, obs.now)
 }
 
-// claimMaker says which volumes' claims this node lays out. Its own (it
-// is their designated node), unless it reaches the cluster with its
-// node's own identity: Kubernetes' NodeRestriction admits no claim from a
-// node (only a claim's status), so a worker cannot make its volumes'
-// claims. The stats leader, a server, makes those: the claims of the
-// volumes designated to a node without the server role. Both write the
-// same layout (its designated node stamped as the layout's), so where
-// both can, as on a site whose agents all hold admin credentials, the
-// second finds it written and writes nothing.
-func (c *Controller) claimMaker(obs observation) func(VolumeConfig) bool {
+// claimWriter says whose volumes' claims this node writes (lays out, and
+// hands over when the volume moves), by designated node UUID. Its own,
+// unless it reaches the cluster with its node's own identity: Kubernetes'
+// NodeRestriction admits no claim from a node (only a claim's status), so
+// a worker cannot write its volumes' claims. The stats leader, a server,
+// writes those: the claims of the volumes designated to a node without the
+// server role. Both write the same layout (its designated node stamped as
+// the layout's), so where both can, as on a site whose agents all hold
+// admin credentials, the second finds it written and writes nothing.
+func (c *Controller) claimWriter(obs observation) func(dnid string) bool {
 	leads := !c.opts.NodeIdentity && c.opts.Leader().IsLeader
-	return func(v VolumeConfig) bool {
-		if DecideVolume(v, obs.myUUID).Create {
+	return func(dnid string) bool {
+		if strings.EqualFold(dnid, obs.myUUID) {
 			return !c.opts.NodeIdentity
 		}
-		n := obs.nodes[obs.nodeByUUID[strings.ToLower(v.DesignatedNodeID)]]
+		n := obs.nodes[obs.nodeByUUID[strings.ToLower(dnid)]]
 		return leads && n != nil && !kube.IsServer(n)
 	}
 }
