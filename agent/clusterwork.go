@@ -258,11 +258,22 @@ func grantConsolesWhileLeading(ctx context.Context, snap *kube.Snapshot, leads f
 	defer unsubscribe()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	// Leadership is this agent's own state, not the cache's: looked at
+	// every few seconds (no API request), so that a new leader grants
+	// without waiting for a change.
+	leadership := time.NewTicker(5 * time.Second)
+	defer leadership.Stop()
 	for {
 		switch {
 		case !leads().IsLeader:
 			grants.Forget()
-		case snap.Synced():
+		case !snap.Synced():
+		case !snap.WatchesVMIs():
+			// No VMI watched (KubeVirt came after the cache started): an
+			// empty list is not the cluster's, and would take back every
+			// grant. The agent's restart watches them.
+		default:
+			// Writes only what changed (nothing, on a quiet site).
 			if err := grants.Sync(ctx, snap.VMIs()); err != nil {
 				grants.Log.Warn("VM console grants not kept: a node may not open its own VMs' consoles, or still open one gone", "err", err)
 				retry.Reset(30 * time.Second)
@@ -273,6 +284,7 @@ func grantConsolesWhileLeading(ctx context.Context, snap *kube.Snapshot, leads f
 			return
 		case <-changes:
 		case <-retry.C:
+		case <-leadership.C:
 		}
 	}
 }

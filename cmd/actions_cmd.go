@@ -455,6 +455,9 @@ restarts join through NODE. A running k3s is not restarted.`,
 			}
 			if seed.Already {
 				fmt.Fprintln(a.out(), flow.SeedAlready(args[0], seed.From))
+				if f.dryRun {
+					return a.done(seed.DryRun())
+				}
 				return a.done(seed.End(audit.OutcomeDone, nil))
 			}
 			if f.dryRun {

@@ -308,6 +308,11 @@ func (s *Snapshot) Pods() []*corev1.Pod {
 	return s.shownPods()
 }
 
+// WatchesVMIs says whether the cache watches VMIs (KubeVirt was served
+// when it started): without, VMIs is empty though the cluster may have
+// some.
+func (s *Snapshot) WatchesVMIs() bool { return s.vmis != nil }
+
 // VMIs reads the VMI cache alone (read only); nil until synced or
 // without KubeVirt.
 func (s *Snapshot) VMIs() []*kvv1.VirtualMachineInstance {

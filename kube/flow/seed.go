@@ -38,13 +38,16 @@ func PlanSeed(r Recorder, snap *kube.Snapshot, node string) (*Seed, error) {
 		return nil, rec.Refuse(NotRead)
 	}
 	d := snap.Data()
-	if err := safety.SeedCheck(kube.NodeFacts(d.Nodes), node); err != nil {
-		return nil, rec.Refuse(err.Error())
-	}
 	st := kube.Derive(d, time.Now())
 	s := &Seed{Action: Action{Record: rec}, Node: node, From: st.Cluster.SeedAddress}
 	// As the nodes screen marks the seed: its address is the join address.
-	s.Already = slices.ContainsFunc(st.Nodes, func(n kube.NodeStatus) bool { return n.Name == node && n.Seed })
+	// Nothing to change then, Ready or not: said before any check.
+	if s.Already = slices.ContainsFunc(st.Nodes, func(n kube.NodeStatus) bool { return n.Name == node && n.Seed }); s.Already {
+		return s, nil
+	}
+	if err := safety.SeedCheck(kube.NodeFacts(d.Nodes), node); err != nil {
+		return nil, rec.Refuse(err.Error())
+	}
 	s.Change = func(ctx context.Context, progress func(string)) error {
 		ip, err := change.SetSeed(ctx, snap.Clients().Core, d, node)
 		if err != nil {
