@@ -191,6 +191,13 @@ type Agent struct {
 	// bringUp runs one bring-up per applied config (Run).
 	bringUp *bringup.Runner
 
+	// writers are the goroutines that write in the state directories (the
+	// fence watch and its publisher, the apps part, the app logs): Run
+	// returns only once they have ended, so that nothing of this agent
+	// writes there after it (a restart, or a test removing the directory,
+	// would race a write).
+	writers sync.WaitGroup
+
 	mu      sync.Mutex
 	state   State
 	applied *config.Validated
@@ -354,6 +361,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	// The writers end with Run's context, also when Run returns early.
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		a.writers.Wait()
+	}()
 	// Writes a kill cut off left their temporary files (k3s's config's
 	// hold the token); with the lock held nothing of this agent writes yet.
 	dirs := []string{a.opts.StateDir, a.opts.Apps.StateDir}

@@ -46,7 +46,7 @@ func (a *Agent) startFence(ctx context.Context, node string, lifeKey config.Life
 	a.mu.Lock()
 	a.fence = fence
 	a.mu.Unlock()
-	go fence.Run(ctx)
+	a.writers.Go(func() { fence.Run(ctx) })
 	return fence
 }
 
@@ -85,8 +85,10 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	}
 	// Every node says how it fences, on its own Node: the leader lets a
 	// lost node's pods go only when that node fences with its timeout.
-	go apps.PublishFenceSettings(ctx, snap, node, kube.FenceSettings{Fencing: !fenceOpts.Fence.Disabled,
-		FailoverTimeout: fenceOpts.EffectiveFailoverTimeout()}, fence, a.log.With("component", "fence"))
+	a.writers.Go(func() {
+		apps.PublishFenceSettings(ctx, snap, node, kube.FenceSettings{Fencing: !fenceOpts.Fence.Disabled,
+			FailoverTimeout: fenceOpts.EffectiveFailoverTimeout()}, fence, a.log.With("component", "fence"))
+	})
 	leader := &apps.StatsLeader{Client: snap.Clients().Core, Identity: node, Durations: a.opts.LeaderDurations,
 		Log: a.log.With("component", "stats-leader"), ReleaseOnCancel: true}
 	a.mu.Lock()
@@ -161,11 +163,11 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	a.mu.Lock()
 	a.apps = appsPart
 	a.mu.Unlock()
-	go func() {
+	a.writers.Go(func() {
 		if err := appsPart.Run(ctx); err != nil {
 			a.log.Error("apps agent stopped", "err", err)
 		}
-	}()
+	})
 }
 
 // runExternal runs the apps part against a cluster the agent did not form.
@@ -228,7 +230,7 @@ func (a *Agent) startAppLogs(ctx context.Context, snap *kube.Snapshot, node stri
 	opts := a.opts.AppLogs
 	opts.Node = node
 	opts.Log = a.log.With("component", "app-logs")
-	go func() {
+	a.writers.Go(func() {
 		wait := 10 * time.Second
 		for {
 			collector, err := applogs.New(opts, snap.Clients().Core, snap)
@@ -246,7 +248,7 @@ func (a *Agent) startAppLogs(ctx context.Context, snap *kube.Snapshot, node stri
 			}
 			wait = min(2*wait, 5*time.Minute)
 		}
-	}()
+	})
 }
 
 // grantConsolesWhileLeading keeps the nodes' VM console grants

@@ -82,6 +82,9 @@ var permissionMatrix = []permissionCell{
 	// Nodes: its own labels (its kubelet's), never its UUID; no Node removed.
 	{asWorker, "patch", "its Node", allowed, ""},
 	{asWorker, "patch", "its Node's UUID label", byNode, ""},
+	{asWorker, "patch", "its Node's schedulability", allowed, ""},
+	{asWorker, "get", "a DaemonSet", allowed, ""},
+	{asWorker, "update", "a DaemonSet", refused, ""},
 	{asWorker, "patch", "another Node", refused, ""},
 	{asWorker, "delete", "its Node", refused, ""},
 	{asServer, "patch", "another Node", allowed, ""},
@@ -364,6 +367,7 @@ func matrixObjects(t *testing.T, ctx context.Context, site *sitebox.TestSite, ad
 	leaseGVR, pvcGVR := gvr("coordination.k8s.io", "v1", "leases"), gvr("", "v1", "persistentvolumeclaims")
 	vaGVR, scGVR, evGVR := gvr("storage.k8s.io", "v1", "volumeattachments"), gvr("storage.k8s.io", "v1", "storageclasses"), gvr("", "v1", "events")
 	vncGVR := gvr("subresources.kubevirt.io", "v1", "virtualmachineinstances")
+	dsGVR := gvr("apps", "v1", "daemonsets")
 
 	// What exists for the verbs other than create: made real, removed after.
 	made := func(g schema.GroupVersionResource, obj *unstructured.Unstructured) {
@@ -416,6 +420,12 @@ func matrixObjects(t *testing.T, ctx context.Context, site *sitebox.TestSite, ad
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "matrix-pod-own"}, Reason: "Matrix", Message: "the permission matrix", Type: "Normal"})
 	}
 	made(evGVR, event("matrix-event"))
+	made(dsGVR, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": "matrix-ds", "namespace": ns},
+		"spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "matrix-ds"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "matrix-ds"}},
+				"spec": map[string]any{"nodeSelector": map[string]any{"kubernetes.io/hostname": "no-such-node"},
+					"containers": []any{map[string]any{"name": "c", "image": "registry.local/idle:1"}}}}}}})
 
 	// Workloads as the agent lays them out, for each node.
 	workloads := map[string]apps.Layout{}
@@ -454,6 +464,8 @@ func matrixObjects(t *testing.T, ctx context.Context, site *sitebox.TestSite, ad
 		"its Node":                             {gvr: nodeGVR, name: own},
 		"its Node's UUID label":                {gvr: nodeGVR, name: own, patch: fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, kube.LabelNodeUUID, sitebox.NodeUUID(other))},
 		"another Node":                         {gvr: nodeGVR, name: other},
+		"its Node's schedulability":            {gvr: nodeGVR, name: own, patch: `{"spec":{"unschedulable":true}}`},
+		"a DaemonSet":                          {gvr: dsGVR, namespace: ns, name: "matrix-ds"},
 		"the stats-leader Lease": {gvr: leaseGVR, namespace: ns, name: kube.StatsLeaderLeaseName, fresh: func() *unstructured.Unstructured {
 			return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": map[string]any{"name": "matrix-lease", "namespace": ns}}}
 		}},
