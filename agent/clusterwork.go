@@ -125,9 +125,9 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	if role == "" && !nodeIdentity {
 		go a.bringUp.GrantAgentAccess(ctx, snap)
 	}
-	// Drain requests run with any credential that may cordon and evict
-	// (the node's own may not: a worker's requests are then refused by
-	// the API server, and said so).
+	// Drain requests run with the agent's credential: a worker's own
+	// node's identity may cordon its Node, read the DaemonSets whose pods
+	// a drain leaves, and evict its pods (TestWorkerDrainRequestWithItsNodeIdentity).
 	go a.drains.Run(ctx, snap, node)
 	if a.opts.ConfigPath != "" {
 		go formation.RemoveBundlesOnceJoined(ctx, snap, formation.JoinBundlesDir(a.opts.ConfigPath), a.log)

@@ -399,3 +399,41 @@ func TestDrainRequestsAllAtOnce(t *testing.T) {
 		t.Errorf("the drained node %s is not cordoned", v.complete)
 	}
 }
+
+// A worker's drain request, its agent on its node's own identity (as on a
+// device): the drain cordons its Node, reads the DaemonSets whose pods it
+// leaves and evicts the others, all as its node may. The chaos explorer
+// found every worker's request failing on the DaemonSets it could not read.
+func TestWorkerDrainRequestWithItsNodeIdentity(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	cs := clientset(t, site)
+	const node = "node-c"
+	actAsWorker(t, cs, node)
+	grantAgentAccessAfresh(t, cs)
+	uncordonAfter(t, site, node)
+	pinnedDeployment(t, cs, "dr-worker-on-c", node)
+	logDir := t.TempDir()
+	sa := startAgentWith(t, site, node, t.TempDir(), logDir, func(o *agent.Options) {
+		startSiteAgentTimings(o)
+		o.RESTConfig = workerIdentity(t, site, node)
+		o.Apps.StateDir, o.AuditLog = t.TempDir(), filepath.Join(t.TempDir(), "audit.jsonl")
+		o.DrainAttempts, o.DrainRetryInterval = 1000, time.Second
+	})
+	t.Cleanup(sa.stop)
+	defer logAgentsOnFailure(t, logDir, node)
+	waitDrainState(t, sa, 30*time.Second, drainrequest.NotRequested, nil)
+	out, err := runSiteconFor(t, 2*time.Minute, "agent", "drain-request", "--socket", sa.socket,
+		"--requester", "baseosmgr", "--reason", "base OS update", "--wait", "--timeout", "90s")
+	if err != nil || !strings.Contains(out, "drain request: complete") {
+		t.Fatalf("a worker's drain-request --wait: %v\n%s", err, out)
+	}
+	if !cordonedNow(t, cs, node) {
+		t.Fatalf("%s is not cordoned after its complete drain request", node)
+	}
+	for _, p := range listPods(cs, "default", metav1.ListOptions{LabelSelector: "app=dr-worker-on-c"}).items {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+			t.Fatalf("the worker's complete drain left its pod %s", p.Name)
+		}
+	}
+}

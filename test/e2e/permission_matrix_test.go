@@ -331,6 +331,9 @@ func doMatrixVerb(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Inte
 		}
 		_, err := res.Patch(ctx, o.name, types.MergePatchType, []byte(p), metav1.PatchOptions{DryRun: dry})
 		return err
+	case "get":
+		_, err := res.Get(ctx, o.name, metav1.GetOptions{})
+		return err
 	case "delete":
 		return res.Delete(ctx, o.name, metav1.DeleteOptions{DryRun: dry})
 	case "deletecollection":
