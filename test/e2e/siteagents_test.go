@@ -118,6 +118,9 @@ func runSiteAgent(t testing.TB, node, logDir string, logFile *os.File, counter *
 			t.Errorf("agent %s: %v", node, err)
 		}
 	}()
+	// Stopped, at the latest, before the test's directories are removed:
+	// an agent running on would write into them as they go.
+	t.Cleanup(sa.stop)
 	return sa
 }
 
