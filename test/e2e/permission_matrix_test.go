@@ -253,7 +253,7 @@ func TestPermissionMatrix(t *testing.T) {
 	// seconds: a cell each must answer by them before any is judged (an
 	// answer from before would be the old rules').
 	for _, c := range []permissionCell{{asWorker, "create", "a Deployment for its node", allowed, ""}, {asWorker, "create", "a Deployment for another node", byNode, ""}} {
-		until(t, 20*time.Second, fmt.Sprintf("%s %s %s: %s (the rules in force)", c.who, c.verb, c.object, c.want), func() (error, bool) {
+		_ = until(t, 20*time.Second, fmt.Sprintf("%s %s %s: %s (the rules in force)", c.who, c.verb, c.object, c.want), func() (error, bool) {
 			got, err := answer(c)
 			return err, got == c.want
 		}, func(err error) string { return fmt.Sprintf("last answer: %v", err) })

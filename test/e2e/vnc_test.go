@@ -544,7 +544,7 @@ func TestWorkerIdentityOpensVMConsole(t *testing.T) {
 	if err := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).Delete(t.Context(), "vnc-worker", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	until(t, 20*time.Second, here+"'s console grant taken back with its last VM", func() (error, bool) {
+	_ = until(t, 20*time.Second, here+"'s console grant taken back with its last VM", func() (error, bool) {
 		_, err := admin.RbacV1().Roles(kube.AppNamespace).Get(t.Context(), access.ConsoleRoleName(here), metav1.GetOptions{})
 		return err, apierrors.IsNotFound(err)
 	}, func(err error) string { return fmt.Sprintf("the Role: %v", err) })
