@@ -46,6 +46,7 @@ func TestChurnLeavesNoGrowth(t *testing.T) {
 	for _, n := range nodes {
 		agents[n] = startSiteAgent(t, site, n, t.TempDir(), logDir)
 	}
+	stopAgentsWithTest(t, agents)
 	t.Cleanup(func() { logAgentsOnFailure(t, logDir, nodes...) })
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig(), "--audit-log", auditLog)

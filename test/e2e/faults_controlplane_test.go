@@ -33,6 +33,7 @@ func TestControlPlaneFaultsWhileConsoleAndAgentsRun(t *testing.T) {
 	for _, n := range nodes {
 		agents[n] = startSiteAgent(t, site, n, t.TempDir(), logDir)
 	}
+	stopAgentsWithTest(t, agents)
 	t.Cleanup(func() { logAgentsOnFailure(t, logDir, nodes...) })
 	c := startConsole(t, "--kubeconfig", site.Kubeconfig())
 

@@ -118,10 +118,19 @@ func runSiteAgent(t testing.TB, node, logDir string, logFile *os.File, counter *
 			t.Errorf("agent %s: %v", node, err)
 		}
 	}()
-	// Stopped, at the latest, before the test's directories are removed:
-	// an agent running on would write into them as they go.
-	t.Cleanup(sa.stop)
 	return sa
+}
+
+// stopAgentsWithTest stops agents when t ends, before the directories t
+// made for them are removed (an agent running on writes into them as they
+// go). An agent started in a subtest is the caller's to stop: later
+// subtests may use it.
+func stopAgentsWithTest(t testing.TB, agents map[string]*siteAgent) {
+	t.Cleanup(func() {
+		for _, a := range agents {
+			a.stop()
+		}
+	})
 }
 
 func (s *siteAgent) stop() {
