@@ -282,11 +282,8 @@ func stricterSettings(a, b string) string {
 	}
 	ab, aFences := bound(a)
 	bb, bFences := bound(b)
-	switch {
-	case aFences && (!bFences || ab <= bb):
+	if aFences && (!bFences || ab <= bb) {
 		return a
-	case bFences:
-		return b
 	}
 	return b
 }
