@@ -125,11 +125,15 @@ func (a *App) helpLines(w int) []string {
 		about, title = logsAbout, "logs"
 	}
 	lines := []string{st.Title.Render("sitecon — " + title)}
+	// wrapWords, not ansi.Wordwrap: that breaks at hyphens (node-b's)
+	// and may leave a line a cell too wide, which the frame then cuts.
 	if about != "" {
-		lines = append(lines, strings.Split(ansi.Wordwrap(about, w, ""), "\n")...)
+		lines = append(lines, wrapWords(about, w)...)
 	}
 	if a.hint != "" {
-		lines = append(lines, strings.Split(ansi.Wordwrap(st.Warn.Render(ui.Clean(a.hint)), w, ""), "\n")...)
+		for _, l := range wrapWords(ui.Clean(a.hint), w) {
+			lines = append(lines, st.Warn.Render(l))
+		}
 	}
 	sections := a.sections()
 	keyWidth := func(s helpSection) int {
@@ -145,7 +149,7 @@ func (a *App) helpLines(w int) []string {
 		kw := keyWidth(s)
 		lines = append(lines, "", st.Section.Render(s.title))
 		for _, l := range s.lines {
-			desc := strings.Split(ansi.Wordwrap(l[1], max(w-kw-2, 10), ""), "\n")
+			desc := wrapWords(l[1], w-kw-2)
 			lines = append(lines, st.Key.Render(ui.Fit(l[0], kw))+"  "+desc[0])
 			for _, more := range desc[1:] {
 				lines = append(lines, strings.Repeat(" ", kw+2)+more)

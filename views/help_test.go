@@ -118,3 +118,35 @@ func TestHelpScrollsAt80x24(t *testing.T) {
 		t.Error("another key should leave the help")
 	}
 }
+
+// The help wraps what it says (the screen's about, the demo's hint, an
+// action's description) within the width, at spaces: the demo's hint at
+// 80 columns was broken at node-b's hyphen and its first line cut with an
+// ellipsis.
+func TestHelpWrapsWithinTheWidthAtSpaces(t *testing.T) {
+	const hint = "In another terminal: bin/sitebox fail node-b --dir .sitebox   (and: recover node-b)"
+	for _, w := range []int{60, 80, 83, 100} {
+		a := newTestApp(w, 200)
+		a.SetActions(&Actions{})
+		a.SetHint(hint)
+		press(a, "2", "?")
+		lines := strings.Split(ansi.Strip(a.View()), "\n")
+		for _, l := range lines {
+			if ansi.StringWidth(l) > w {
+				t.Errorf("at %d columns a help line is %d wide: %q", w, ansi.StringWidth(l), l)
+			}
+			if strings.Contains(l, "…") {
+				t.Errorf("at %d columns a help line is cut: %q", w, l)
+			}
+		}
+		whole := false
+		for _, l := range lines {
+			for _, word := range strings.Fields(l) {
+				whole = whole || word == "node-b)"
+			}
+		}
+		if !whole {
+			t.Errorf("at %d columns the hint's node-b is broken at its hyphen:\n%s", w, strings.Join(lines, "\n"))
+		}
+	}
+}
