@@ -29,6 +29,7 @@ const (
 	IDDuplicateAddress     = "SC-DUPLICATE-ADDRESS"
 	IDPeerPorts            = "SC-PEER-PORTS"
 	IDFenceSettings        = "SC-FENCE-SETTINGS"
+	IDNodePolicy           = "SC-NODE-POLICY"
 )
 
 // oneServerAtATime ends every next step that restarts k3s on more than
@@ -77,6 +78,8 @@ func Checks() []Check {
 			Next: "fix the named field of the file (or the controller's config); the agent retries by itself", Run: checkAgentConfigErrors},
 		{ID: IDFenceSettings, Area: AreaNodes, Title: "nodes' fence and failover timeout", Deadline: checkDeadline, NeedsAPI: true,
 			Next: "run every node's agent with fencing on and one --failover-timeout (the default, 28s): systemctl cat sitecon-agent", Run: checkFenceSettings},
+		{ID: IDNodePolicy, Area: AreaControlPlane, Title: "the policies that keep a node's identity to its own node and apps", Deadline: checkDeadline, NeedsAPI: true,
+			Next: "restart a server's agent (systemctl restart sitecon-agent): it puts them in force at start", Run: checkNodePolicies},
 		{ID: IDClockSkew, Area: AreaNodes, Title: "nodes' clocks", Deadline: checkDeadline,
 			Next: "synchronise the nodes' time (timedatectl status; an NTP server every node reaches)", Run: checkClocks},
 		{ID: IDSecondCluster, Area: AreaNetwork, Title: "other clusters on the cluster prefix", Deadline: scanDeadline,

@@ -85,6 +85,12 @@ const (
 	// AnnotationConfigVersion on an app's workload is the version of the
 	// app config it was laid out from; an override records it.
 	AnnotationConfigVersion = "sitecon.io/config-version"
+	// AnnotationConfigHash on an app's workload is the hash of the app
+	// config it was laid out from.
+	AnnotationConfigHash = "sitecon.io/config-hash"
+	// AnnotationDNId on an app's workload is the UUID of the node that
+	// laid it out: that node removes it when its app goes away.
+	AnnotationDNId = "sitecon.io/dnid"
 	// AnnotationVNCPort on a VM app's VMI is the port of its VNC console.
 	AnnotationVNCPort = "sitecon.io/vnc-port"
 	// AnnotationNetworks is Multus's list of the attachments a pod (a VM's
@@ -108,4 +114,12 @@ const (
 	// NodePolicyName names the ValidatingAdmissionPolicy (and its binding) that
 	// keeps a node's writes to its own node.
 	NodePolicyName = "sitecon-node-restriction"
+	// NodeAppsPolicyName names the ValidatingAdmissionPolicy (and its
+	// binding) that keeps a node's writes of workloads to the apps the
+	// servers record it the designated node of (DesignationsConfigMapName).
+	NodeAppsPolicyName = "sitecon-node-apps"
+	// DesignationsConfigMapName names the ConfigMap in the app namespace in
+	// which the stats leader, a server, records which node lays out each
+	// app: NodeAppsPolicyName's parameter. No node's identity writes it.
+	DesignationsConfigMapName = "sitecon-designations"
 )

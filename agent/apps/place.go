@@ -23,9 +23,11 @@ import (
 // writing it (layoutWriter), restarting the pinned VMs KubeVirt leaves
 // failed (failedPinnedVMIs), removing what no longer has a place here
 // (orphanRemover), recording on what another node places now the config
-// this node holds (handovers). What placement finds wrong lands in the app states. It
+// this node holds (handovers). An agent with its node's identity writes
+// only the workloads the record of designations names it for
+// (awaitingRecord). What placement finds wrong lands in the app states. It
 // returns when to retry a write held or refused (0: nothing to retry).
-func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []PublishedApp, myUUID string, writesClaimsOf func(dnid string) bool, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
+func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string]AppDecision, states []PublishedApp, record map[string]string, myUUID string, writesClaimsOf func(dnid string) bool, nodeReady func(string) bool, vmis []*kvv1.VirtualMachineInstance, now time.Time) time.Duration {
 	synced := c.placed.synced()
 	c.pass.waitingForCache(!synced)
 	if !synced || myUUID == "" {
@@ -33,6 +35,9 @@ func (c *Controller) place(ctx context.Context, set AppSet, decisions map[string
 	}
 	ports := passthroughView{served: c.placed.servesNADs(), holders: livePorts(c.placed.workloads())}
 	desired, appErr, portRefused := desiredLayouts(set, decisions, states, myUUID, writesClaimsOf, c.opts.Placement, ports)
+	if c.opts.NodeIdentity {
+		awaitingRecord(desired, record, c.opts.NodeName, appErr)
+	}
 	c.notePortRefusals(set, portRefused, now)
 	hosts := designatedNodes(states)
 	writeErr, retry := c.writer.write(ctx, c.placed, desired, hosts, vmis, now)

@@ -39,7 +39,7 @@ const (
 	AnnotationSpecHash = "sitecon.io/spec-hash"
 	// AnnotationDNId is the node UUID that laid the object out; only that
 	// node removes it when its app goes away.
-	AnnotationDNId = "sitecon.io/dnid"
+	AnnotationDNId = kube.AnnotationDNId
 	// AnnotationConfigDNId is the app's designated_node_id in its config,
 	// which an on-site override must name to hold (see PlacementOverride).
 	AnnotationConfigDNId = kube.AnnotationConfigDNId
@@ -49,7 +49,7 @@ const (
 	// AnnotationConfigHash is the hash of the app config an object was
 	// laid out from: two configs with one version number (or none) that
 	// say different things tell apart by it.
-	AnnotationConfigHash = "sitecon.io/config-hash"
+	AnnotationConfigHash = kube.AnnotationConfigHash
 	// AnnotationLaidOutBy is the name of the node whose agent last wrote
 	// the object, and AnnotationLaidOutAt when, by that node's clock: for
 	// people reading the object. No agent compares another node's clock

@@ -259,7 +259,11 @@ func (c *Controller) act(ctx context.Context, obs observation, verdicts appVerdi
 	ctx, cancel := context.WithTimeout(ctx, actTimeout)
 	defer cancel()
 	next := time.Duration(0)
-	if retry := c.place(ctx, obs.set, verdicts.decisions, verdicts.states, obs.myUUID, c.claimWriter(obs), obs.nodeIsReady, obs.data.VMIs, obs.now); retry > 0 {
+	// The record first: the workers' layouts wait on it.
+	if c.recordDesignations(ctx, obs, verdicts.states) {
+		next = applyRetry
+	}
+	if retry := c.place(ctx, obs.set, verdicts.decisions, verdicts.states, recordIn(obs.data), obs.myUUID, c.claimWriter(obs), obs.nodeIsReady, obs.data.VMIs, obs.now); retry > 0 {
 		next = retry
 	}
 	for _, uuid := range verdicts.staleOverrides {

@@ -50,6 +50,8 @@ import (
 //     grant allowed it; and neither changes the node-uuid label of its Node
 //     (apps are designated by it, and NodeRestriction lets a kubelet set
 //     such labels) nor deletes its Node to register again under another.
+//   - The ValidatingAdmissionPolicy NodeAppsPolicyName narrows its layouts
+//     to its own apps, as the servers record them (designations.go).
 //
 // Until a server has granted it, a worker's agent reads nothing and retries.
 // The k3s controller identity (system:k3s-controller), which every node
@@ -222,6 +224,9 @@ func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 		return fmt.Errorf("agent RoleBinding: %w", err)
 	}
 	if err := ensureNodePolicy(ctx, cs, labels, opts); err != nil {
+		return fmt.Errorf("%w: %w", ErrNodePolicy, err)
+	}
+	if err := ensureNodeAppsPolicy(ctx, cs, labels, opts); err != nil {
 		return fmt.Errorf("%w: %w", ErrNodePolicy, err)
 	}
 	return nil

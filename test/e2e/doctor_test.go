@@ -143,6 +143,8 @@ func TestDoctorQuietOnHealthySite(t *testing.T) {
 	// No agent runs here: no stats leader (an earlier test's agents may
 	// have left their lease, run out, which is a lost leader).
 	clearStatsLeaderLease(t, cs)
+	// The node policies in force, as a server's agent puts them.
+	grantAgentAccessAfresh(t, cs)
 	shipped := kube.FenceSettings{Fencing: true, FailoverTimeout: (apps.Options{}).EffectiveFailoverTimeout()}.String()
 	for _, n := range site.Nodes {
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kube.AnnotationFence, shipped)
@@ -477,4 +479,33 @@ current-context: c
 	if len(got[doctor.IDCertExpiry]) != 1 {
 		t.Errorf("certificate findings %v, want one", got[doctor.IDCertExpiry])
 	}
+}
+
+// The doctor says whether a worker's identity is kept to its own node and
+// apps: both node policies in force and the record of designations there
+// (ok); a policy missing is an error while a worker is in the cluster,
+// naming what is missing (docs/SECURITY.md, gap 7).
+func TestDoctorSaysTheNodePolicies(t *testing.T) {
+	site := sitebox.Shared(t)
+	cs := clientset(t, site)
+	grantAgentAccessAfresh(t, cs)
+	var verbs verbCounter
+	if fs := findings(diagnose(t, site, &verbs))[doctor.IDNodePolicy]; len(fs) != 1 || fs[""].Severity != doctor.OK {
+		t.Errorf("%s with the policies in force: %+v, want one ok", doctor.IDNodePolicy, fs)
+	}
+	// The node policy's binding removed (it has no parameter: the apps
+	// policy's and the record are not removed here, see
+	// removeAgentAccess; TestNodePoliciesMissing holds those cases).
+	actAsWorker(t, cs, "node-c")
+	if err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(t.Context(), kube.NodePolicyName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fs := findings(diagnose(t, site, &verbs))[doctor.IDNodePolicy]
+	if f := fs[kube.NodePolicyName]; f.Severity != doctor.Error || !strings.Contains(f.Summary, "node-c") {
+		t.Errorf("%s with %s's binding missing and node-c a worker: %+v, want an error naming the worker", doctor.IDNodePolicy, kube.NodePolicyName, f)
+	}
+	if f, ok := fs[kube.NodeAppsPolicyName]; ok {
+		t.Errorf("%s: the apps policy in force was reported: %+v", doctor.IDNodePolicy, f)
+	}
+	verbs.assertReadOnly(t)
 }

@@ -32,7 +32,7 @@ import (
 const (
 	allowed = "allowed" // authorised and admitted
 	refused = "refused" // Forbidden: not granted, or refused by Kubernetes' own NodeRestriction
-	byNode  = "policy"  // refused by the node policy
+	byNode  = "policy"  // refused by a node policy (kube.NodePolicyName, kube.NodeAppsPolicyName)
 )
 
 // permissionCell is one cell of the permission matrix: who, doing what to
@@ -100,18 +100,36 @@ var permissionMatrix = []permissionCell{
 	{asWorker, "update", "a Deployment for another node", byNode, ""},
 	{asWorker, "patch", "a Deployment for another node", byNode, ""},
 	{asWorker, "delete", "a Deployment for its node", allowed, ""},
-	{asWorker, "delete", "a Deployment for another node", allowed, "a node's identity removes any app's workload: the policy cannot tell whose app it is without the designation as a parameter"},
+	{asWorker, "delete", "a Deployment for another node", byNode, ""},
+	// Whose app: the servers' record (kube.DesignationsConfigMapName)
+	// names each app's node, and a node writes only its own apps.
+	{asWorker, "patch", "a Deployment for another node, re-pointed to its node", byNode, ""},
+	{asWorker, "create", "a Deployment for its node, of an app recorded as another node's", byNode, ""},
+	{asWorker, "create", "a Deployment for its node, of an app recorded nowhere", byNode, ""},
+	{asWorker, "create", "a Deployment for its node, with another app's claim", byNode, ""},
+	{asWorker, "create", "a Deployment for its node, selecting another app's pods", byNode, ""},
+	{asWorker, "create", "a Deployment for its node, named for another app", byNode, ""},
+	{asWorker, "create", "a Deployment for its node, with a volume cloned from another app's claim", byNode, ""},
+	{asWorker, "create", "a VMI for its node, with a disk over another app's claim", byNode, ""},
+	{asWorker, "create", "a VMI replica set for its node, selecting another app's VMIs", byNode, ""},
+	{asWorker, "patch", "the config stamps on a Deployment it laid out, of an app now another node's", allowed, ""},
+	{asWorker, "patch", "a Deployment it laid out, of an app now another node's", byNode, ""},
+	{asWorker, "delete", "a Deployment it laid out, of an app now another node's", byNode, ""},
+	{asWorker, "delete", "a Deployment it laid out, of an app laid out no more", allowed, ""},
+	{asWorker, "delete", "a Deployment another node laid out, of an app laid out no more", byNode, ""},
+	{asWorker, "patch", "the record of designations", refused, ""},
+	{asServer, "patch", "a Deployment for another node, re-pointed to its node", allowed, ""},
 	{asWorker, "deletecollection", "the Deployments", refused, ""},
 	{asWorker, "create", "a VMI for its node", allowed, ""},
 	{asWorker, "create", "a VMI for another node", byNode, ""},
 	{asWorker, "update", "a VMI for another node", byNode, ""},
 	{asWorker, "patch", "a VMI for another node", byNode, ""},
-	{asWorker, "delete", "a VMI for another node", allowed, "a node's identity removes any app's workload (as for Deployments)"},
+	{asWorker, "delete", "a VMI for another node", byNode, ""},
 	{asWorker, "create", "a VMI replica set for its node", allowed, ""},
 	{asWorker, "create", "a VMI replica set for another node", byNode, ""},
 	{asWorker, "update", "a VMI replica set for another node", byNode, ""},
 	{asWorker, "patch", "a VMI replica set for another node", byNode, ""},
-	{asWorker, "delete", "a VMI replica set for another node", allowed, "a node's identity removes any app's workload (as for Deployments)"},
+	{asWorker, "delete", "a VMI replica set for another node", byNode, ""},
 	{asController, "create", "a Deployment for its node", refused, ""},
 	{asServer, "create", "a Deployment for another node", allowed, ""},
 	{asServer, "delete", "a Deployment for another node", allowed, ""},
@@ -278,7 +296,7 @@ func judge(err error, subresource bool) string {
 	switch {
 	case err == nil, apierrors.IsNotFound(err), apierrors.IsAlreadyExists(err):
 		return allowed
-	case (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), kube.NodePolicyName):
+	case refusedByPolicy(err):
 		return byNode
 	case apierrors.IsForbidden(err):
 		return refused
@@ -448,6 +466,83 @@ func matrixObjects(t *testing.T, ctx context.Context, site *sitebox.TestSite, ad
 			workloads[kind.key+" for "+where] = l
 		}
 	}
+	// Whose app each is, as the stats leader records it: the workloads
+	// above their nodes'; and the cases of the record below.
+	record := map[string]apps.Layout{}
+	for key, l := range workloads {
+		node := own
+		if strings.HasSuffix(key, "another node") {
+			node = other
+		}
+		record[node+"/"+key] = l
+	}
+	// Laid out by own (its UUID stamped) for an app recorded as other's
+	// now, and for an app recorded nowhere (deactivated); laid out by
+	// other for an app recorded nowhere.
+	handedOver := layoutOf(t, "matrix-handed-over", apps.KindContainer, apps.AffinityRequired, own)
+	goneOwn := layoutOf(t, "matrix-gone-own", apps.KindContainer, apps.AffinityRequired, own)
+	goneOther := layoutOf(t, "matrix-gone-other", apps.KindContainer, apps.AffinityRequired, other)
+	recordedElsewhere := layoutOf(t, "matrix-recorded-elsewhere", apps.KindContainer, apps.AffinityRequired, own)
+	unrecorded := layoutOf(t, "matrix-unrecorded", apps.KindContainer, apps.AffinityRequired, own)
+	for _, l := range []apps.Layout{handedOver, goneOwn, goneOther} {
+		if err := applyLayout(ctx, adminDyn, l, false); err != nil {
+			t.Fatalf("lay out %s: %v", l.Name(), err)
+		}
+		t.Cleanup(func() {
+			_ = adminDyn.Resource(l.GVR).Namespace(l.Namespace()).Delete(context.Background(), l.Name(), metav1.DeleteOptions{})
+		})
+	}
+	record[other+"/handed-over"] = handedOver
+	record[other+"/recorded-elsewhere"] = recordedElsewhere
+	ownApp := workloads["a Deployment for its node"].Object.GetLabels()[kube.LabelAppUUID]
+	recordDesignations(t, admin, record, map[string][]string{"matrix-claim": {"another-app"}, "matrix-own-claim": {ownApp}})
+	withClaim := func(claim string) *unstructured.Unstructured {
+		o := workloads["a Deployment for its node"].Object.DeepCopy()
+		o.SetName("claim-" + workloads["a Deployment for its node"].Name())
+		if err := unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "data", "persistentVolumeClaim": map[string]any{"claimName": claim}}},
+			"spec", "template", "spec", "volumes"); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	if _, err := adminDyn.Resource(apps.GVRDeployment).Namespace(ns).Create(ctx, withClaim("matrix-own-claim"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("a Deployment with its own claim, as the admin: %v", err)
+	}
+	// Its own app's workload whose selector (and template) is another
+	// app's: it would adopt that app's unowned pods or VMIs.
+	selecting := func(l apps.Layout, app string) *unstructured.Unstructured {
+		o := l.Object.DeepCopy()
+		o.SetName("selecting-" + l.Name())
+		for _, path := range [][]string{{"spec", "selector", "matchLabels"}, {"spec", "template", "metadata", "labels"}} {
+			if err := unstructured.SetNestedField(o.Object, app, append(path, kube.LabelAppUUID)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return o
+	}
+	otherApp := workloads["a Deployment for another node"].Object.GetLabels()[kube.LabelAppUUID]
+	squatting := func() *unstructured.Unstructured {
+		o := workloads["a Deployment for its node"].Object.DeepCopy()
+		o.SetName("matrix-squat-" + otherApp[:8])
+		return o
+	}
+	// Volumes that reach another app's claim other than by mounting it.
+	withVolume := func(l apps.Layout, path []string, volume map[string]any) *unstructured.Unstructured {
+		o := l.Object.DeepCopy()
+		o.SetName("volume-" + l.Name())
+		vols, _, _ := unstructured.NestedSlice(o.Object, path...)
+		if err := unstructured.SetNestedSlice(o.Object, append(vols, volume), path...); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	cloned := map[string]any{"name": "cloned", "ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{
+		"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}},
+		"dataSource": map[string]any{"kind": "PersistentVolumeClaim", "name": "matrix-claim"}}}}}
+	overlay := map[string]any{"name": "overlay", "ephemeral": map[string]any{"persistentVolumeClaim": map[string]any{"claimName": "matrix-claim"}}}
+	repoint := fmt.Sprintf(`{"spec":{"template":{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/hostname","operator":"In","values":[%q]}]}]}}}}}}}`, own)
+	named := func(l apps.Layout) *unstructured.Unstructured { return l.Object.DeepCopy() }
+
 	// Each node opens its own VMs' consoles, by name, as the stats leader
 	// grants them (access.ConsoleGrants).
 	if err := access.GrantNodeConsoles(ctx, admin, own, []string{workloads["a VMI for its node"].Name()}); err != nil {
@@ -481,11 +576,34 @@ func matrixObjects(t *testing.T, ctx context.Context, site *sitebox.TestSite, ad
 		"the console of a VMI on another node": {gvr: vncGVR, subresource: "vnc", namespace: ns, name: workloads["a VMI for another node"].Name()},
 		"the Deployments":                      {gvr: apps.GVRDeployment, namespace: ns},
 		"a privileged Deployment for its node": {gvr: apps.GVRDeployment, namespace: ns, fresh: func() *unstructured.Unstructured { return privileged(t, workloads["a Deployment for its node"]) }},
+		"a Deployment for another node, re-pointed to its node":           {gvr: apps.GVRDeployment, namespace: ns, name: workloads["a Deployment for another node"].Name(), patch: repoint},
+		"a Deployment for its node, of an app recorded as another node's": {gvr: apps.GVRDeployment, namespace: ns, fresh: func() *unstructured.Unstructured { return named(recordedElsewhere) }},
+		"a Deployment for its node, of an app recorded nowhere":           {gvr: apps.GVRDeployment, namespace: ns, fresh: func() *unstructured.Unstructured { return named(unrecorded) }},
+		"a Deployment for its node, with another app's claim":             {gvr: apps.GVRDeployment, namespace: ns, fresh: func() *unstructured.Unstructured { return withClaim("matrix-claim") }},
+		"a Deployment for its node, named for another app":                {gvr: apps.GVRDeployment, namespace: ns, fresh: squatting},
+		"a Deployment for its node, with a volume cloned from another app's claim": {gvr: apps.GVRDeployment, namespace: ns, fresh: func() *unstructured.Unstructured {
+			return withVolume(workloads["a Deployment for its node"], []string{"spec", "template", "spec", "volumes"}, cloned)
+		}},
+		"a VMI for its node, with a disk over another app's claim": {gvr: apps.GVRVMI, namespace: ns, fresh: func() *unstructured.Unstructured {
+			return withVolume(workloads["a VMI for its node"], []string{"spec", "volumes"}, overlay)
+		}},
+		"a Deployment for its node, selecting another app's pods": {gvr: apps.GVRDeployment, namespace: ns, fresh: func() *unstructured.Unstructured {
+			return selecting(workloads["a Deployment for its node"], otherApp)
+		}},
+		"a VMI replica set for its node, selecting another app's VMIs": {gvr: apps.GVRVMIRS, namespace: ns, fresh: func() *unstructured.Unstructured {
+			return selecting(workloads["a VMI replica set for its node"], workloads["a VMI for another node"].Object.GetLabels()[kube.LabelAppUUID])
+		}},
+		"the config stamps on a Deployment it laid out, of an app now another node's": {gvr: apps.GVRDeployment, namespace: ns, name: handedOver.Name(),
+			patch: fmt.Sprintf(`{"metadata":{"annotations":{%q:"0123456789abcdef",%q:"7"}}}`, kube.AnnotationConfigHash, kube.AnnotationConfigVersion)},
+		"a Deployment it laid out, of an app now another node's":         {gvr: apps.GVRDeployment, namespace: ns, name: handedOver.Name()},
+		"a Deployment it laid out, of an app laid out no more":           {gvr: apps.GVRDeployment, namespace: ns, name: goneOwn.Name()},
+		"a Deployment another node laid out, of an app laid out no more": {gvr: apps.GVRDeployment, namespace: ns, name: goneOther.Name()},
+		"the record of designations":                                     {gvr: cmGVR, namespace: ns, name: kube.DesignationsConfigMapName},
 	}
 	for key, l := range workloads {
 		fresh := func() *unstructured.Unstructured {
 			o := l.Object.DeepCopy()
-			o.SetName(l.Name() + "-new")
+			o.SetName("new-" + l.Name()) // its app's UUID ends a workload's name
 			return o
 		}
 		objects[key] = matrixObject{gvr: l.GVR, namespace: l.Namespace(), name: l.Name(), fresh: fresh}
@@ -496,7 +614,7 @@ func matrixObjects(t *testing.T, ctx context.Context, site *sitebox.TestSite, ad
 // privileged is l's Deployment, its container privileged, as a new object.
 func privileged(t *testing.T, l apps.Layout) *unstructured.Unstructured {
 	o := l.Object.DeepCopy()
-	o.SetName(l.Name() + "-privileged")
+	o.SetName("privileged-" + l.Name())
 	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 	containers[0].(map[string]any)["securityContext"] = map[string]any{"privileged": true}
 	if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {

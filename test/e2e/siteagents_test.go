@@ -106,13 +106,50 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 	return runSiteAgent(t, node, logDir, logFile, counter, opts)
 }
 
+// liveAgents are the in-process agents running, with the top-level test
+// that started each: an agent a finished test left running leads (as
+// "node-a" beside the next test's node-a) and writes the cluster-wide
+// state from its own config, which the next test then fights.
+var liveAgents = struct {
+	sync.Mutex
+	by map[*siteAgent]string
+}{by: map[*siteAgent]string{}}
+
+// stopAgentsLeftRunning fails t for each agent an earlier top-level test
+// left running, and stops it.
+func stopAgentsLeftRunning(t testing.TB) {
+	t.Helper()
+	mine := strings.SplitN(t.Name(), "/", 2)[0]
+	liveAgents.Lock()
+	var left []*siteAgent
+	for sa, test := range liveAgents.by {
+		if test != mine {
+			t.Errorf("an agent for %s that %s started still runs: a test stops the agents it starts (stopAgentsWithTest)", sa.node, test)
+			left = append(left, sa)
+		}
+	}
+	liveAgents.Unlock()
+	for _, sa := range left {
+		sa.stop()
+	}
+}
+
 // runSiteAgent runs an in-process agent until the test stops or loses it.
 func runSiteAgent(t testing.TB, node, logDir string, logFile *os.File, counter *requestCounter, opts agent.Options) *siteAgent {
+	stopAgentsLeftRunning(t)
 	a := agent.New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	sa := &siteAgent{node: node, agent: a, counter: counter, cancel: cancel, done: make(chan struct{}), socket: filepath.Join(logDir, node+".sock")}
+	liveAgents.Lock()
+	liveAgents.by[sa] = strings.SplitN(t.Name(), "/", 2)[0]
+	liveAgents.Unlock()
 	go func() {
 		defer close(sa.done)
+		defer func() {
+			liveAgents.Lock()
+			delete(liveAgents.by, sa)
+			liveAgents.Unlock()
+		}()
 		defer logFile.Close()
 		if err := a.Run(ctx); err != nil {
 			t.Errorf("agent %s: %v", node, err)

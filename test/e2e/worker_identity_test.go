@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -259,13 +261,20 @@ func TestWorkerIdentityRefused(t *testing.T) {
 		t.Errorf("the worker's identity cannot list VolumeAttachments: %v", err)
 	}
 
-	// Layouts: its own app on itself, yes; privileged, no.
-	for _, l := range []apps.Layout{
+	// Layouts: its own app on itself, yes (the servers record it as the
+	// app's node); privileged, no.
+	own := []apps.Layout{
 		appLayout(t, "identity-test-c", workerNode),
 		layoutOf(t, "identity-test-auto-c", apps.KindContainer, apps.AffinityPreferred, workerNode),
 		layoutOf(t, "identity-test-vm-c", apps.KindVM, apps.AffinityPreferred, workerNode),
 		layoutOf(t, "identity-test-pinned-vm-c", apps.KindVM, apps.AffinityRequired, workerNode),
-	} {
+	}
+	record := map[string]apps.Layout{}
+	for _, l := range own {
+		record[workerNode+"/"+l.Name()] = l
+	}
+	recordDesignations(t, admin, record, nil)
+	for _, l := range own {
 		if err := applyLayout(ctx, workerDyn, l, true); err != nil {
 			t.Errorf("the worker's identity may not lay out %s %s on itself: %v", l.GVR.Resource, l.Name(), err)
 		}
@@ -327,9 +336,30 @@ func workerIdentity(t *testing.T, site *sitebox.TestSite, node string) *rest.Con
 	return cfg
 }
 
-// refusedByPolicy: the API server refused the request by the node policy.
+// refusedByPolicy: the API server refused the request by one of the node
+// policies (kube.NodePolicyName, kube.NodeAppsPolicyName).
 func refusedByPolicy(err error) bool {
-	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), kube.NodePolicyName)
+	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) &&
+		(strings.Contains(err.Error(), kube.NodePolicyName) || strings.Contains(err.Error(), kube.NodeAppsPolicyName))
+}
+
+// recordDesignations writes the record of whose apps are whose, as the
+// stats leader does (kube.WriteDesignations): the node of each app of
+// layouts, by the app UUID on it; every site node by its UUID; claims'
+// apps. The record goes when the test ends.
+func recordDesignations(t *testing.T, cs kubernetes.Interface, layouts map[string]apps.Layout, claims map[string][]string) {
+	t.Helper()
+	d := kube.Designations{Apps: map[string]string{}, Nodes: map[string]string{}, Claims: claims}
+	for node, l := range layouts {
+		d.Apps[l.Object.GetLabels()[kube.LabelAppUUID]] = strings.SplitN(node, "/", 2)[0]
+	}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		d.Nodes[strings.ToLower(sitebox.NodeUUID(n))] = n
+	}
+	if err := kube.WriteDesignations(t.Context(), cs, d); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resetDesignations(cs) })
 }
 
 // layoutOf is the workload the agent lays out for an app of that kind and
@@ -392,6 +422,7 @@ func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
 	workerCfg := workerIdentity(t, site, "node-c")
 	agents := map[string]*siteAgent{
 		"node-c": startAgentWith(t, site, "node-c", appsDir, logDir, func(o *agent.Options) {
+			startSiteAgentTimings(o)
 			o.RESTConfig = workerCfg
 			o.LeaderDurations = apps.LeaderDurations{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 		}),
@@ -418,6 +449,32 @@ func TestWorkerAgentWithItsNodeIdentity(t *testing.T) {
 	}, func(ls [2]apps.LeaderState) string {
 		return fmt.Sprintf("node-a's and node-c's leader states: %+v", ls)
 	})
+	// The leader recorded node-c as the app's node, which is what let
+	// node-c's identity lay it out.
+	if record, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(t.Context(), kube.DesignationsConfigMapName, metav1.GetOptions{}); err != nil {
+		t.Errorf("the record of designations: %v", err)
+	} else if kube.RecordedNode(record.Data, app.UUID) != "node-c" {
+		t.Errorf("the record of designations does not name node-c for the app: %v", record.Data)
+	}
+	// A record changed by hand (no node may) is written again by the
+	// leader.
+	resetDesignations(cs)
+	_ = until(t, 15*time.Second, "the leader wrote the emptied record again", func() (error, bool) {
+		record, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Get(t.Context(), kube.DesignationsConfigMapName, metav1.GetOptions{})
+		return err, err == nil && kube.RecordedNode(record.Data, app.UUID) == "node-c"
+	}, func(err error) string { return fmt.Sprintf("last read: %v", err) })
+	// The app leaves the config: the leader's record drops it, and node-c,
+	// which laid it out, removes it with its own identity.
+	if err := os.Remove(appsDir + "/apps/worker-own-app.json"); err != nil {
+		t.Fatal(err)
+	}
+	_ = until(t, 30*time.Second, "node-c removed the workload of the app gone from the config", func() (error, bool) {
+		_, err := cs.AppsV1().Deployments(kube.AppNamespace).Get(t.Context(), apps.WorkloadName(app), metav1.GetOptions{})
+		return err, apierrors.IsNotFound(err)
+	}, func(err error) string {
+		st, _ := agents["node-c"].app(app.DisplayName)
+		return fmt.Sprintf("the Deployment: %v; node-c's state of the app: %+v", err, st)
+	})
 }
 
 // actAsWorker takes the server roles off node's Node until the test ends:
@@ -442,4 +499,46 @@ func actAsWorker(t *testing.T, cs kubernetes.Interface, node string) {
 	}
 	set(nil)
 	t.Cleanup(func() { set(ptr.To("true")) })
+}
+
+// The record of designations exists as soon as the apps policy does
+// (empty: a worker lays out nothing until the leader fills it), and the
+// policy never holds up a server's write. Its binding lets a request
+// through when the record cannot be found: the API server resolves a
+// binding's parameter before it looks at who asks, so the first version,
+// which refused then, refused the admin's layouts too (seen failing).
+func TestRecordOfDesignationsHoldsNoServer(t *testing.T) {
+	site := sitebox.Shared(t)
+	ctx := t.Context()
+	admin := clientset(t, site)
+	grantAgentAccessAfresh(t, admin)
+	record, err := admin.CoreV1().ConfigMaps(kube.AppNamespace).Get(ctx, kube.DesignationsConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the record after the grant: %v", err)
+	}
+	for key := range record.Data {
+		if strings.HasPrefix(key, kube.DesignationAppPrefix) {
+			t.Fatalf("the record after the grant names apps: %v", record.Data)
+		}
+	}
+	workerDyn, err := dynamic.NewForConfig(workerIdentity(t, site, "node-c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminDyn := dynClient(t, site)
+	own := appLayout(t, "record-test-c", "node-c")
+	_ = until(t, 20*time.Second, "the worker's own layout refused while the record names no app", func() (error, bool) {
+		err := applyLayout(ctx, workerDyn, own, true)
+		return err, refusedByPolicy(err)
+	}, func(err error) string { return fmt.Sprintf("the apply answered: %v", err) })
+	for _, l := range []apps.Layout{own, layoutOf(t, "record-test-vm-a", apps.KindVM, apps.AffinityPreferred, "node-a")} {
+		if err := applyLayout(ctx, adminDyn, l, true); err != nil {
+			t.Errorf("the server's identity may not lay out %s: %v", l.Name(), err)
+		}
+	}
+	b, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, kube.NodeAppsPolicyName, metav1.GetOptions{})
+	if err != nil || b.Spec.ParamRef == nil || b.Spec.ParamRef.ParameterNotFoundAction == nil ||
+		*b.Spec.ParamRef.ParameterNotFoundAction != admissionv1.AllowAction {
+		t.Errorf("the apps policy's binding: %+v %v, want a record not found to let the request through", b, err)
+	}
 }
