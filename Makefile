@@ -98,11 +98,13 @@ faults: controlplane
 # guarantees" checked all along from outside the product. CHAOS_SEED
 # replays a schedule (with CHAOS_RUNS=1); a failure prints its seed and the
 # shortest schedule that still fails. Ends with the table docs/BENCHMARKS.md
-# holds. make test runs one fixed short schedule (TestChaosShortSchedule).
+# holds. make test runs one fixed short schedule (TestChaosShortSchedule);
+# make chaos also runs the fixed schedules of node remove and leave where
+# they are most dangerous (TestChaosLeaveAndRemove, ~9 min).
 CHAOS_RUNS ?= 20
 chaos: controlplane
 	@echo "machine: $$(nproc) cores, $$(free -g | awk '/^Mem:/ {print $$2}') GiB; $$(date -u '+%Y-%m-%d %H:%M UTC'); load $$(cut -d' ' -f1-3 /proc/loadavg)"
-	CHAOS_RUNS=$(CHAOS_RUNS) $(GO) test -tags chaos -count=1 -v -timeout 180m -run '^TestChaosExplore$$' ./test/e2e/
+	CHAOS_RUNS=$(CHAOS_RUNS) $(GO) test -tags chaos -count=1 -v -timeout 180m -run '^(TestChaosExplore|TestChaosLeaveAndRemove)$$' ./test/e2e/
 
 bench: controlplane
 	$(GO) test -run '^$$' -bench . -benchmem ./...

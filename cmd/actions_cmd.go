@@ -166,16 +166,20 @@ func (a *action) run(f *flow.Action) error {
 }
 
 func printPreflight(w io.Writer, p safety.Preflight) {
-	what := "draining"
-	switch p.Purpose {
-	case safety.PurposeRemove:
-		what = "removing"
-	case safety.PurposeReplace:
-		what = "replacing"
-	}
 	// The verdict quotes the cluster (names, the published etcd member
 	// list's errors): cleaned before it is printed (safety rule 7).
-	fmt.Fprintf(w, "preflight for %s %s:\n", what, ui.Clean(p.Node))
+	node := ui.Clean(p.Node)
+	switch p.Purpose {
+	case safety.PurposeRemove:
+		fmt.Fprintf(w, "preflight for removing %s:\n", node)
+	case safety.PurposeReplace:
+		fmt.Fprintf(w, "preflight for replacing %s:\n", node)
+	case safety.PurposeLeave:
+		// Judged as a removal the node does to itself, and said so.
+		fmt.Fprintf(w, "preflight for %s leaving its cluster:\n", node)
+	default:
+		fmt.Fprintf(w, "preflight for draining %s:\n", node)
+	}
 	for _, r := range p.Refusals {
 		fmt.Fprintf(w, "  REFUSED  %s\n", ui.Clean(r))
 	}
@@ -354,8 +358,11 @@ list. The node name must be typed. Refused: the last server, the node this
 runs on, the seed in effect (move it first: sitecon seed), a removal that
 leaves etcd without quorum, and a node holding the only up-to-date copy of
 a volume (copy it off first). A node still Ready needs --force, and so does
-leaving the cluster unable to take a failure (fewer than three servers). To
-replace the device, see 'sitecon node replace'.`,
+leaving the cluster unable to take a failure (fewer than three servers), and
+a node not Ready that still has pods of apps that move: deleting the node
+deletes them at once and their apps start elsewhere, while the device may be
+cut off or paused, still running them (power it off and let the failover
+move them first). To replace the device, see 'sitecon node replace'.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := beginAction(cmd, g, f, flow.ActionRemove, args[0])

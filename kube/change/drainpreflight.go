@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
@@ -82,9 +83,23 @@ func (c DrainCheck) Facts() safety.DrainFacts {
 		Volumes: c.Data.Volumes, Replicas: c.Data.Replicas,
 		LonghornPolicy: c.LonghornPolicy, Purpose: c.Purpose, LocalNode: c.LocalNode,
 	}
+	pinned := map[string]bool{}
 	for _, a := range c.Apps {
 		f.Apps = append(f.Apps, safety.App{Name: a.Name, Node: a.Node, Pinned: a.Mode == kube.AppModePinned, Ready: a.Ready})
+		pinned[a.Name] = a.Mode == kube.AppModePinned
 	}
+	// Every app pod bound to the node, the evicted ones too: a pod
+	// evicted from a node that does not answer is deleted only in the API
+	// server, its copy on the device runs on.
+	for _, pod := range c.Data.Pods {
+		app := pod.Labels[kube.LabelAppName]
+		if pod.Spec.NodeName != c.Node || pod.Namespace != kube.AppNamespace || app == "" || pinned[app] ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		f.MovablePods = append(f.MovablePods, safety.AppPod{Pod: pod.Namespace + "/" + pod.Name, App: app})
+	}
+	slices.SortFunc(f.MovablePods, func(a, b safety.AppPod) int { return strings.Compare(a.Pod, b.Pod) })
 	for _, pod := range c.Evict {
 		f.Evict = append(f.Evict, pod.Namespace+"/"+pod.Name)
 	}

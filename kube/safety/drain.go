@@ -54,6 +54,17 @@ func (p Purpose) removes() bool {
 	return p == PurposeRemove || p == PurposeReplace || p == PurposeLeave
 }
 
+// infinitive is what the technician does again once it is safe.
+func (p Purpose) infinitive() string {
+	switch p {
+	case PurposeReplace:
+		return "replace it"
+	case PurposeDrain:
+		return "drain it"
+	}
+	return "remove it"
+}
+
 func (p Purpose) verb() string {
 	switch p {
 	case PurposeRemove, PurposeLeave:
@@ -76,6 +87,10 @@ type DrainFacts struct {
 	Volumes  []*lhv1beta2.Volume
 	Replicas []*lhv1beta2.Replica
 	Apps     []App
+	// MovablePods are the pods bound to the node of apps that may run
+	// elsewhere (not pinned), not finished: evicted or not, each may have
+	// a copy running on the device until it is known to have stopped.
+	MovablePods []AppPod
 	// Evict are the pods the drain would evict, namespace/name.
 	Evict []string
 	// Excluded says why the drain filters refuse pods (unmanaged, local
@@ -120,6 +135,11 @@ func nodeNames(nodes []Node) string {
 type App struct {
 	Name, Node    string
 	Pinned, Ready bool
+}
+
+// AppPod is a pod of an app, namespace/name.
+type AppPod struct {
+	Pod, App string
 }
 
 // Preflight is the drain's verdict before anything changes. Refusals stop
@@ -230,6 +250,18 @@ func quorumChecks(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
 	}
 	if target.Ready {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is Ready (the device is alive): %s a live node needs --force and its name typed; to service it, drain it instead", c.Node, purpose.verb()))
+	} else if len(c.MovablePods) > 0 {
+		// Deleting the Node deletes its pods at once (Kubernetes' pod
+		// garbage collector), and their apps start elsewhere: a
+		// force-delete with no evidence that the old copies stopped
+		// (safety rule 6). Not Ready says only that the kubelet is not
+		// heard from; the device may be cut off or paused, its apps
+		// running. Once it has fenced or fallen silent, the failover
+		// moves them and no such pod is left.
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is not Ready, but pods of apps that move are still bound to it and nothing shows yet that their copies there stopped (the device may be cut off or paused, still running them): %s it now starts them elsewhere beside those copies. Power the device off and wait for the failover to move them (once it has fenced or fallen silent), then %s; --force only if you know the device is off", c.Node, purpose.verb(), purpose.infinitive()))
+		for _, ap := range c.MovablePods {
+			p.Notes = append(p.Notes, fmt.Sprintf("app %s's pod %s is bound to %s", ap.App, ap.Pod, c.Node))
+		}
 	}
 }
 

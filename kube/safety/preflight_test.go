@@ -508,6 +508,21 @@ func TestEtcdQuorumMembersCountsNoLabelsForEtcd(t *testing.T) {
 	}
 }
 
+// appPod puts a pod of app on node (its app pinned or not, in phase)
+// into the check's data, and the app into its apps.
+func appPod(app, node string, pinned bool, phase corev1.PodPhase) func(*change.DrainCheck) {
+	return func(c *change.DrainCheck) {
+		mode := kube.AppModeAuto
+		if pinned {
+			mode = kube.AppModePinned
+		}
+		c.Apps = append(c.Apps, kube.AppStatus{Name: app, Node: node, Mode: mode})
+		c.Data.Pods = append(c.Data.Pods, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: app + "-pod", Namespace: kube.AppNamespace, Labels: map[string]string{kube.LabelAppName: app}},
+			Spec:       corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}})
+	}
+}
+
 // Issue 10 item 4 and issue 11 item 3 for remove and replace: the node's
 // disks and its etcd membership go for good.
 func TestRemovePreflight(t *testing.T) {
@@ -568,7 +583,20 @@ func TestRemovePreflight(t *testing.T) {
 			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove)},
 			warnings: []string{"node-w is Ready (the device is alive): removing a live node needs --force"}},
 		"a dead worker goes without a word": {node: "node-w",
-			edits: []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w")}, clean: true},
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w"), appPod("plc-io", "node-w", true, corev1.PodRunning),
+				appPod("old-job", "node-w", false, corev1.PodSucceeded), appPod("plc-gateway", "node-a", false, corev1.PodRunning)}, clean: true},
+		// Issue 36 (found by the explorer): deleting a Node deletes its
+		// pods at once, and a worker not Ready may be cut off or paused,
+		// its app still running: the removal started it elsewhere beside
+		// that copy. Evicted (a deletion the device never heard of) or not.
+		"a worker not Ready with an app that moves still bound to it": {node: "node-w",
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w"), appPod("plc-gateway", "node-w", false, corev1.PodRunning)},
+			warnings: []string{"node-w is not Ready, but pods of apps that move are still bound to it", "Power the device off", "--force only if you know the device is off"},
+			notes:    []string{"app plc-gateway's pod eve-kube-app/plc-gateway-pod is bound to node-w"}},
+		"nor by a replace, evicted or not": {node: "node-w",
+			edits: []func(*change.DrainCheck){purpose(safety.PurposeReplace), notReady("node-w"), appPod("plc-gateway", "node-w", false, corev1.PodRunning),
+				func(c *change.DrainCheck) { c.Data.Pods[len(c.Data.Pods)-1].DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
+			warnings: []string{"replacing it now starts them elsewhere beside those copies"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := runPreflight(t, tc)

@@ -1,7 +1,8 @@
 // Package chaos makes the fault explorer's schedules: from a seed, a
 // sequence of faults (cuts, one-way loss, pauses, power, agent restarts,
 // full disks) and operator actions (drain, uncordon, migrate, return
-// home, a device's drain request and its reboot), with a hold after each,
+// home, a device's drain request and its reboot, the maintenance walk,
+// node remove, leave), with a hold after each,
 // that replays exactly; and shrinks a failing schedule to the fewest
 // steps that still fail. It knows nothing of a site: the e2e explorer
 // (test/e2e/chaos_test.go) stages the steps with sitebox and checks the
@@ -52,11 +53,18 @@ const (
 	// Maintenance walks Nodes[0] (none: every node, --all) through
 	// sitecon maintenance, the node rebooted when the walk asks for it.
 	Maintenance Kind = "maintenance"
+	// Remove is sitecon node remove of Nodes[0] from another node, without
+	// --force: a live node, or one whose going leaves the cluster unable to
+	// take a failure (one of three servers), is refused.
+	Remove Kind = "remove"
+	// Leave is sitecon agent leave run on Nodes[0] itself, in its
+	// namespace as on the device, without --force.
+	Leave Kind = "leave"
 )
 
 // Action says whether the step is an operator's action (sitecon's), not a fault.
 func (k Kind) Action() bool {
-	return k == Drain || k == Uncordon || k == Migrate || k == ReturnHome || k == DrainRequest || k == Maintenance
+	return k == Drain || k == Uncordon || k == Migrate || k == ReturnHome || k == DrainRequest || k == Maintenance || k == Remove || k == Leave
 }
 
 // Step is one step of a schedule.
@@ -327,6 +335,14 @@ func Generate(seed uint64, site Site) Schedule {
 		}
 		if len(site.AutoApps) > 0 {
 			choices = append(choices, choice{2, func() Step { return Step{Kind: ReturnHome, App: pick(site.AutoApps)} }})
+		}
+		// Any node, in whatever state: what the preflight lets through (a
+		// node not Ready whose going keeps quorum and the copies) is out
+		// until the last heal, which brings it back as a device joined
+		// again; the rest must be refused and change nothing.
+		choices = append(choices, choice{2, func() Step { return Step{Kind: Remove, Nodes: []string{pick(site.Nodes)}} }})
+		if len(up) > 0 {
+			choices = append(choices, choice{2, func() Step { return Step{Kind: Leave, Nodes: []string{pick(up)}} }})
 		}
 		total := 0
 		for _, c := range choices {

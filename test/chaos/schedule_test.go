@@ -108,7 +108,7 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 		}
 	}
 	// Over 300 seeds every kind comes up.
-	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, "restart-agent with other fence settings", FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome, DrainRequest, Maintenance} {
+	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, "restart-agent with other fence settings", FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome, DrainRequest, Maintenance, Remove, Leave} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s step in 300 schedules", k)
 		}

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/test/chaos"
@@ -79,6 +81,10 @@ type chaosSite struct {
 	clusterID uint64
 	// initStarts counts each node's k3s starts with cluster-init.
 	initStarts map[string]int
+	// inNodeKubeconfig is the site's admin kubeconfig as a command run in
+	// a node's namespace reaches the API server: through the node's k3s
+	// on 127.0.0.1:6443, as on a device.
+	inNodeKubeconfig string
 }
 
 // startChaosSite starts a bootstrap-mode site of n nodes (the first three
@@ -112,6 +118,15 @@ func startChaosSite(t *testing.T, n int) *chaosSite {
 		logSiteOnFailure(t, site.Dir, logs...)
 	})
 	site.K3sStandin = filepath.Join(bins, "k3sstandin")
+	admin, err := os.ReadFile(site.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.inNodeKubeconfig = filepath.Join(t.TempDir(), "in-node.kubeconfig")
+	inNode := strings.Replace(string(admin), fmt.Sprintf("https://127.0.0.1:%d", site.APIPort), "https://127.0.0.1:6443", 1)
+	if err := os.WriteFile(cs.inNodeKubeconfig, []byte(inNode), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	appsDir := t.TempDir()
 	if err := sitebox.WriteDemoApps(appsDir); err != nil {
 		t.Fatal(err)
@@ -458,11 +473,16 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			res.actions[string(kind)+" "+outcome]++
 			quiet := faultsStaged == before
 			mu.Unlock()
-			t.Logf("sitecon %s: %s: %s", strings.Join(args[:2], " "), outcome, tail(strings.TrimSpace(string(out)), 1200))
+			// What it was: its command and its object ("node remove node-d").
+			named := args[:2]
+			if kind == chaos.Remove || kind == chaos.Leave {
+				named = args[:3]
+			}
+			t.Logf("sitecon %s: %s: %s", strings.Join(named, " "), outcome, tail(strings.TrimSpace(string(out)), 1200))
 			if err != nil || !quiet || ctx.Err() != nil {
 				return
 			}
-			what := "sitecon " + strings.Join(args[:2], " ")
+			what := "sitecon " + strings.Join(named, " ")
 			notChecked := func(inv int, why string) {
 				mu.Lock()
 				res.notChecked[inv]++
@@ -545,6 +565,12 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			}
 			args := append(append([]string{"maintenance"}, target...), "--yes", "--step-timeout", "90s", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit)
 			actWith(st.Kind, args, func() ([]byte, error) { return c.maintenanceWalk(ctx, t, args) })
+		case chaos.Remove:
+			// The name typed, as every removal asks; --force not given.
+			act(st.Kind, "node", "remove", st.Nodes[0], "--confirm", st.Nodes[0], "--timeout", "60s")
+		case chaos.Leave:
+			node := st.Nodes[0]
+			actWith(st.Kind, []string{"agent", "leave", node}, func() ([]byte, error) { return c.leave(ctx, node, audit) })
 		}
 		if err != nil {
 			// A shrunk schedule may hold a step that no longer applies
@@ -577,6 +603,11 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 		}
 	}
 	actions.Wait()
+	for _, n := range c.nodes {
+		if err := c.joinAgain(ctx, t, n); err != nil {
+			t.Errorf("%s joining again: %v", n, err)
+		}
+	}
 	for _, n := range c.nodes {
 		_ = exec.Command(sitecon, "uncordon", n, "--yes", "--kubeconfig", c.site.Kubeconfig(), "--audit-log", audit).Run()
 	}
@@ -690,6 +721,56 @@ func (c *chaosSite) drainRequestAndReboot(ctx context.Context, t *testing.T, nod
 		t.Logf("drain-request %s: the reboot's power-on waits for the heal: %v", node, err)
 	}
 	return append(out, "rebooted"...), nil
+}
+
+// leave runs sitecon agent leave on node itself, in its namespace as on
+// the device: its own config, state directory, agent socket and k3s data
+// (a server's etcd member through its k3s), the cluster read through its
+// k3s. Without --force: a leave the preflight only warns about is
+// stopped, as one it refuses.
+func (c *chaosSite) leave(ctx context.Context, node, audit string) ([]byte, error) {
+	args := []string{"netns", "exec", c.site.Netns(node), sitecon, "agent", "leave",
+		"--config", c.site.ClusterConfig(node), "--state-dir", c.site.StateDir(node),
+		"--agent-socket", c.site.AgentSocket(node), "--k3s-data-dir", c.site.K3sDataDir(node),
+		"--etcd-endpoint", "http://127.0.0.1:2379", "--kubeconfig", c.inNodeKubeconfig,
+		"--audit-log", audit, "--timeout", "60s", "--yes"}
+	return exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+}
+
+// joinAgain brings node back after the schedule took it out of the
+// cluster, as the technician does once the incident is over: a node that
+// left is let join again (its leave request removed: its agent joins at
+// its next poll); a node removed is joined anew as the same device: its
+// power cut (the device wiped), its records of the old membership gone,
+// its Node registered again by its kubelet, then booted. Nothing for a
+// node that is a member.
+func (c *chaosSite) joinAgain(ctx context.Context, t *testing.T, node string) error {
+	records := formation.Records{Dir: c.site.StateDir(node)}
+	if _, err := os.Stat(records.LeaveRequestFile()); err == nil {
+		t.Logf("%s left: its leave request removed, it joins again", node)
+		if err := os.Remove(records.LeaveRequestFile()); err != nil {
+			return err
+		}
+	}
+	getCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.cs.CoreV1().Nodes().Get(getCtx, node, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	t.Logf("%s was removed: joined anew", node)
+	if err := c.site.PowerOff(node); err != nil {
+		return err
+	}
+	for _, f := range []string{records.RemovedMarkerFile(), records.LeaveRequestFile()} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	if err := c.site.RegisterNode(ctx, node); err != nil {
+		return err
+	}
+	return c.site.PowerOn(node)
 }
 
 // maintenanceWalk runs sitecon maintenance with args as the technician

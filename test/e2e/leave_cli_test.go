@@ -169,6 +169,10 @@ func TestAgentLeaveDrainsThenRemovesTheMember(t *testing.T) {
 	if strings.Contains(out, "REFUSED") {
 		t.Fatalf("a leave to two members was refused, which --force does not take; want a warning:\n%s", out)
 	}
+	// Judged as a leave, and said so: not "preflight for draining".
+	if !strings.Contains(out, "preflight for node-c leaving its cluster:") {
+		t.Errorf("the leave's preflight does not say it is judged as a leave:\n%s", out)
+	}
 	if n, err := cs.CoreV1().Nodes().Get(ctx, "node-c", metav1.GetOptions{}); err != nil || n.Spec.Unschedulable {
 		t.Fatalf("a leave stopped by its warning cordoned node-c (err %v)", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/retry"
@@ -289,4 +290,22 @@ func (s *Site) signalKwok(node string, sig syscall.Signal) error {
 		return fmt.Errorf("node %s is failed: no kubelet to signal", node)
 	}
 	return syscall.Kill(pid, sig)
+}
+
+// RegisterNode creates node's Node object again, as the kubelet of a
+// device joined anew (after sitecon node remove) registers it at its
+// start; nothing when it is there.
+func (s *Site) RegisterNode(ctx context.Context, node string) error {
+	n, err := s.node(node)
+	if err != nil {
+		return err
+	}
+	cs, err := s.coreClient()
+	if err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, s.nodeObject(n), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register node %s: %w", node, err)
+	}
+	return nil
 }
