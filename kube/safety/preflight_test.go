@@ -590,12 +590,14 @@ func TestRemovePreflight(t *testing.T) {
 		// its app still running: the removal started it elsewhere beside
 		// that copy. Evicted (a deletion the device never heard of) or not.
 		"a worker not Ready with an app that moves still bound to it": {node: "node-w",
-			edits: []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w"), appPod("plc-gateway", "node-w", false, corev1.PodRunning)},
+			edits:    []func(*change.DrainCheck){purpose(safety.PurposeRemove), notReady("node-w"), appPod("plc-gateway", "node-w", false, corev1.PodRunning)},
 			warnings: []string{"node-w is not Ready, but pods of apps that move are still bound to it", "Power the device off", "--force only if you know the device is off"},
 			notes:    []string{"app plc-gateway's pod eve-kube-app/plc-gateway-pod is bound to node-w"}},
 		"nor by a replace, evicted or not": {node: "node-w",
 			edits: []func(*change.DrainCheck){purpose(safety.PurposeReplace), notReady("node-w"), appPod("plc-gateway", "node-w", false, corev1.PodRunning),
-				func(c *change.DrainCheck) { c.Data.Pods[len(c.Data.Pods)-1].DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
+				func(c *change.DrainCheck) {
+					c.Data.Pods[len(c.Data.Pods)-1].DeletionTimestamp = &metav1.Time{Time: time.Now()}
+				}},
 			warnings: []string{"replacing it now starts them elsewhere beside those copies"}},
 	} {
 		t.Run(name, func(t *testing.T) {
