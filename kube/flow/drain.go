@@ -155,12 +155,17 @@ func (d *Drain) TypedName() string {
 }
 
 func (d *Drain) drain(ctx context.Context, snap *kube.Snapshot, progress func(string)) error {
-	node, evicted := d.Preflight.Node, 0
+	node, asked, evicted, failed := d.Preflight.Node, 0, 0, 0
 	err := change.DrainAsConfirmed(ctx, snap.Clients(), snap.Data(), d.Preflight, change.DrainOptions{
 		GracePeriod: d.Options.GracePeriod, Timeout: d.Options.Timeout, DeleteEmptyDirData: d.Options.DeleteEmptyDirData,
 		Progress: func(s change.DrainStep) {
-			if s.Phase == "evicted" {
+			switch s.Phase {
+			case "evicting":
+				asked++
+			case "evicted":
 				evicted++
+			case "failed":
+				failed++
 			}
 			progress(strings.TrimRight(fmt.Sprintf("%-9s %s %s", s.Phase, s.Pod, s.Message), " "))
 		},
@@ -169,6 +174,12 @@ func (d *Drain) drain(ctx context.Context, snap *kube.Snapshot, progress func(st
 		return err
 	}
 	detail := fmt.Sprintf("evicted %d of %d pod(s)", evicted, len(d.Preflight.Evict))
+	if unconfirmed := asked - evicted - failed; unconfirmed > 0 && err == nil {
+		// A node not Ready: the drain does not wait for what its kubelet
+		// will never confirm (change.Drain); "evicted 0 of 4" alone reads
+		// as if nothing was done.
+		detail += fmt.Sprintf(", %d more asked to go and not confirmed gone (the node's kubelet does not answer)", unconfirmed)
+	}
 	d.SetDetail(detail)
 	if stopped := (*change.DrainStoppedError)(nil); errors.As(err, &stopped) {
 		return stopped

@@ -168,6 +168,10 @@ func TestRemoveLostNode(t *testing.T) {
 	if err != nil || !strings.Contains(out, "node-lost removed") {
 		t.Fatalf("removing a lost node: %v (after %s)\n%s", err, time.Since(start).Round(time.Second), out)
 	}
+	// What was done, said as it is: evicted, not confirmed gone.
+	if !strings.Contains(out, "more asked to go and not confirmed gone") {
+		t.Errorf("the drain of a lost node does not say its eviction was asked and not confirmed:\n%s", out)
+	}
 	if _, err := cs.CoreV1().Nodes().Get(ctx, "node-lost", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node-lost still there: %v", err)
 	}
