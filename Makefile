@@ -100,11 +100,13 @@ faults: controlplane
 # shortest schedule that still fails. Ends with the table docs/BENCHMARKS.md
 # holds. make test runs one fixed short schedule (TestChaosShortSchedule);
 # make chaos also runs the fixed schedules of node remove and leave where
-# they are most dangerous (TestChaosLeaveAndRemove, ~9 min).
+# they are most dangerous (TestChaosLeaveAndRemove, ~6 min) and of an app
+# without a volume on a paused host or kubelet
+# (TestChaosAppWithoutVolumeOnAPausedHost, ~4 min).
 CHAOS_RUNS ?= 20
 chaos: controlplane
 	@echo "machine: $$(nproc) cores, $$(free -g | awk '/^Mem:/ {print $$2}') GiB; $$(date -u '+%Y-%m-%d %H:%M UTC'); load $$(cut -d' ' -f1-3 /proc/loadavg)"
-	CHAOS_RUNS=$(CHAOS_RUNS) $(GO) test -tags chaos -count=1 -v -timeout 180m -run '^(TestChaosExplore|TestChaosLeaveAndRemove)$$' ./test/e2e/
+	CHAOS_RUNS=$(CHAOS_RUNS) $(GO) test -tags chaos -count=1 -v -timeout 180m -run '^(TestChaosExplore|TestChaosLeaveAndRemove|TestChaosAppWithoutVolumeOnAPausedHost)$$' ./test/e2e/
 
 bench: controlplane
 	$(GO) test -run '^$$' -bench . -benchmem ./...

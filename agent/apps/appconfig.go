@@ -71,6 +71,15 @@ type AppResources struct {
 // Pinned says the app must stay on its designated node.
 func (a AppConfig) Pinned() bool { return a.Affinity == AffinityRequired }
 
+// MovedByTheFailoverAlone says that nothing but the failover guard holds
+// the app's replacement while a copy may still run on a lost node: an
+// auto app with no volume. With a volume, the replacement Kubernetes makes
+// when the taint evicts the old pod waits for the volume, which the guard
+// releases only on evidence that the old copy stopped; without one it
+// would start at once. So such an app's pods tolerate a lost node for
+// good, and the guard itself deletes the old pod, on the same evidence.
+func (a AppConfig) MovedByTheFailoverAlone() bool { return !a.Pinned() && len(a.VolumeRefs) == 0 }
+
 // VolumeConfig is one volume, with EVE API field names.
 type VolumeConfig struct {
 	UUID             string `json:"uuid"`

@@ -334,6 +334,23 @@ func TestLayoutApp(t *testing.T) {
 	if len(tolerations) != 2 || tolerations[0].(map[string]any)["tolerationSeconds"] != int64(DefaultMoveAfter/time.Second) {
 		t.Fatalf("auto app tolerations: %v", tolerations)
 	}
+	// An auto app no volume holds is never evicted: nothing would hold
+	// its replacement while the old copy may run (MovedByTheFailoverAlone).
+	bare := testApp()
+	bare.VolumeRefs = nil
+	noVolume, err := LayoutApp(bare, nodeA, "node-a", vols, PlacementOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tolerations, _, _ = unstructured.NestedSlice(noVolume.Object.Object, "spec", "template", "spec", "tolerations")
+	if len(tolerations) != 2 {
+		t.Fatalf("auto app without a volume: tolerations %v, want the two taints", tolerations)
+	}
+	for _, tol := range tolerations {
+		if secs, set := tol.(map[string]any)["tolerationSeconds"]; set {
+			t.Errorf("auto app without a volume tolerates a lost node for %v s only: its replacement would start beside the old copy", secs)
+		}
+	}
 	again, _ := LayoutApp(testApp(), nodeA, "node-a", vols, PlacementOptions{})
 	if again.Hash() != auto.Hash() || auto.Hash() == "" {
 		t.Fatal("the same app hashes differently: every pass would write")

@@ -141,7 +141,8 @@ func unreachableTaint(node *corev1.Node) *corev1.Taint {
 }
 
 // DecideFailover judges one pod of an app on an unreachable node. The pod
-// is force-deleted only once it is terminating (the taint evicted it), this
+// is force-deleted only once it is terminating (the taint evicted it; an
+// app no volume holds is never evicted, MovedByTheFailoverAlone), this
 // leader has seen it on the unreachable node for the timeout by its own
 // clock, the node gives no sign of life, and
 // a fresh read shows every claim the pod mounts with an up-to-date copy on
@@ -156,10 +157,12 @@ func DecideFailover(in FailoverInput) FailoverVerdict {
 		return FailoverVerdict{Action: FailoverPinned, Since: since,
 			Reason: fmt.Sprintf("pinned app %s is on lost node %s; it stays until the node returns", in.App.DisplayName, node)}
 	}
-	if pod.DeletionTimestamp == nil {
+	if pod.DeletionTimestamp == nil && !in.App.MovedByTheFailoverAlone() {
 		// The timer runs from the first sighting on the lost node, in the
 		// shadow of the pod's toleration (--move-after); the pod itself
-		// goes only once the taint evicted it and its replacement exists.
+		// goes only once the taint evicted it and its replacement exists,
+		// waiting for the volume. An app no volume holds is never
+		// evicted: the guard deletes its pod itself, on the same rule.
 		return FailoverVerdict{Action: FailoverWait, Since: since,
 			Reason: fmt.Sprintf("pod %s on lost node %s not evicted yet (it tolerates the node's loss for a while); the timer runs since the first sighting", pod.Name, node)}
 	}

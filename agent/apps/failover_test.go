@@ -79,6 +79,12 @@ func TestDecideFailover(t *testing.T) {
 	}
 	pinned := testApp()
 	pinned.Affinity = AffinityRequired
+	// noVolume is an auto app that no volume holds: its pods tolerate a
+	// lost node for good, and the guard deletes them itself.
+	noVolume := testApp()
+	noVolume.VolumeRefs = nil
+	noVolumePod := podOn()
+	noVolumePod.DeletionTimestamp = nil
 	expired := now.Add(-2 * time.Minute) // first seen by this leader two minutes ago
 
 	for name, tc := range map[string]struct {
@@ -183,6 +189,16 @@ func TestDecideFailover(t *testing.T) {
 			FailoverWait, "not evicted yet"},
 		"pinned": {FailoverInput{App: pinned, Pod: pod, Node: lost, FirstSeen: expired, Evidence: silent(safe)},
 			FailoverPinned, "stays"},
+		// Issue 36: nothing else holds the replacement of an app without a
+		// volume, so the taint never evicts its pod and the guard's own
+		// rule moves it: the timer, then silence or the node's word.
+		"no volume: not evicted, the timer out, node silent": {FailoverInput{App: noVolume, Pod: noVolumePod, Node: lost, FirstSeen: expired, Evidence: silent()},
+			FailoverForceDelete, "no sign of life"},
+		"no volume: not evicted, the timer not out": {FailoverInput{App: noVolume, Pod: noVolumePod, Node: lost, FirstSeen: now.Add(-30 * time.Second), Evidence: silent()},
+			FailoverWait, "for 30s of 1m0s"},
+		"no volume: a paused host holds it": {FailoverInput{App: noVolume, Pod: noVolumePod, Node: lost, FirstSeen: expired,
+			Evidence: &FailoverEvidence{Alive: true, Life: LifeStranger, Probe: "10.0.0.2:12346 took the connection but gave no proof of life for node-b (context deadline exceeded): its host is up", ReplicaNodes: replicaNodes}},
+			FailoverHold, "shows a sign of life"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.in.Now, tc.in.Timeout = now, time.Minute

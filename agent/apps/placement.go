@@ -314,10 +314,15 @@ func LayoutApp(app AppConfig, dnid, dnidNode string, volumes map[string]VolumeCo
 	affinity := appAffinity(app, dnidNode)
 	var tolerations []corev1.Toleration
 	if !app.Pinned() {
-		secs := int64(opts.MoveAfter / time.Second)
+		// Evicted after --move-after, or never (the failover guard moves
+		// an app that no volume holds: MovedByTheFailoverAlone).
+		secs := ptr.To(int64(opts.MoveAfter / time.Second))
+		if app.MovedByTheFailoverAlone() {
+			secs = nil
+		}
 		for _, taint := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
 			tolerations = append(tolerations, corev1.Toleration{Key: taint, Operator: corev1.TolerationOpExists,
-				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(secs)})
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: secs})
 		}
 	}
 	requests := corev1.ResourceList{}

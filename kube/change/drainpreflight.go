@@ -97,7 +97,8 @@ func (c DrainCheck) Facts() safety.DrainFacts {
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		f.MovablePods = append(f.MovablePods, safety.AppPod{Pod: pod.Namespace + "/" + pod.Name, App: app})
+		held := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil })
+		f.MovablePods = append(f.MovablePods, safety.AppPod{Pod: pod.Namespace + "/" + pod.Name, App: app, HeldByAVolume: held})
 	}
 	slices.SortFunc(f.MovablePods, func(a, b safety.AppPod) int { return strings.Compare(a.Pod, b.Pod) })
 	for _, pod := range c.Evict {

@@ -140,6 +140,9 @@ type App struct {
 // AppPod is a pod of an app, namespace/name.
 type AppPod struct {
 	Pod, App string
+	// HeldByAVolume: the pod mounts a claim, whose attachment holds the
+	// replacement until the failover releases it.
+	HeldByAVolume bool
 }
 
 // Preflight is the drain's verdict before anything changes. Refusals stop
@@ -206,6 +209,7 @@ func DrainPreflight(c DrainFacts) Preflight {
 		return p
 	}
 	quorumChecks(&p, c, target, purpose)
+	copiesMayRunChecks(&p, c, target, purpose)
 	copyChecks(&p, c, purpose)
 	p.Refusals = append(p.Refusals, c.Excluded...)
 	for _, a := range c.Apps {
@@ -250,18 +254,33 @@ func quorumChecks(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
 	}
 	if target.Ready {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is Ready (the device is alive): %s a live node needs --force and its name typed; to service it, drain it instead", c.Node, purpose.verb()))
-	} else if len(c.MovablePods) > 0 {
-		// Deleting the Node deletes its pods at once (Kubernetes' pod
-		// garbage collector), and their apps start elsewhere: a
-		// force-delete with no evidence that the old copies stopped
-		// (safety rule 6). Not Ready says only that the kubelet is not
-		// heard from; the device may be cut off or paused, its apps
-		// running. Once it has fenced or fallen silent, the failover
-		// moves them and no such pod is left.
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%s is not Ready, but pods of apps that move are still bound to it and nothing shows yet that their copies there stopped (the device may be cut off or paused, still running them): %s it now starts them elsewhere beside those copies. Power the device off and wait for the failover to move them (once it has fenced or fallen silent), then %s; --force only if you know the device is off", c.Node, purpose.verb(), purpose.infinitive()))
-		for _, ap := range c.MovablePods {
-			p.Notes = append(p.Notes, fmt.Sprintf("app %s's pod %s is bound to %s", ap.App, ap.Pod, c.Node))
+	}
+}
+
+// copiesMayRunChecks: a node not Ready may be cut off or paused, its apps
+// still running; only the failover's evidence says they stopped (safety
+// rule 6). Deleting the Node (remove, replace) deletes its pods at once
+// (Kubernetes' pod garbage collector), and their apps start elsewhere.
+// A drain's evictions start the replacements at once too, and only a
+// volume holds one (the failover releases it on the evidence): a drain
+// warns for the apps no volume holds. Once the device has fenced or
+// fallen silent, the failover moves them and no such pod is left.
+func copiesMayRunChecks(p *Preflight, c DrainFacts, target *Node, purpose Purpose) {
+	if target.Ready || purpose == PurposeLeave {
+		return
+	}
+	var pods []AppPod
+	for _, ap := range c.MovablePods {
+		if purpose.removes() || !ap.HeldByAVolume {
+			pods = append(pods, ap)
 		}
+	}
+	if len(pods) == 0 {
+		return
+	}
+	p.Warnings = append(p.Warnings, fmt.Sprintf("%s is not Ready, but pods of apps that move are still bound to it and nothing shows yet that their copies there stopped (the device may be cut off or paused, still running them): %s it now starts them elsewhere beside those copies. Power the device off and wait for the failover to move them (once it has fenced or fallen silent), then %s; --force only if you know the device is off", c.Node, purpose.verb(), purpose.infinitive()))
+	for _, ap := range pods {
+		p.Notes = append(p.Notes, fmt.Sprintf("app %s's pod %s is bound to %s", ap.App, ap.Pod, c.Node))
 	}
 }
 

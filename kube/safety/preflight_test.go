@@ -599,6 +599,17 @@ func TestRemovePreflight(t *testing.T) {
 					c.Data.Pods[len(c.Data.Pods)-1].DeletionTimestamp = &metav1.Time{Time: time.Now()}
 				}},
 			warnings: []string{"replacing it now starts them elsewhere beside those copies"}},
+		// A drain's evictions make the replacements at once: only a
+		// volume holds one until the failover's evidence.
+		"a drain of a worker not Ready with an app no volume holds": {node: "node-w",
+			edits:    []func(*change.DrainCheck){notReady("node-w"), appPod("edge-cache", "node-w", false, corev1.PodRunning)},
+			warnings: []string{"draining it now starts them elsewhere beside those copies", "then drain it"},
+			notes:    []string{"app edge-cache's pod eve-kube-app/edge-cache-pod is bound to node-w"}},
+		"a drain of a worker not Ready whose app a volume holds": {node: "node-w",
+			edits: []func(*change.DrainCheck){notReady("node-w"), appPod("plc-gateway", "node-w", false, corev1.PodRunning), func(c *change.DrainCheck) {
+				pod := c.Data.Pods[len(c.Data.Pods)-1]
+				pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "plc-data"}}}}
+			}}, clean: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := runPreflight(t, tc)

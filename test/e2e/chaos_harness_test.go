@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -40,7 +41,8 @@ import (
 // node's agent bootstrapping for real in its own namespace, the k3s
 // stand-in running its etcd member, the fence on) with the demo's apps
 // (auto and pinned, VMs and containers, each with a three-replica Longhorn
-// volume) and the container runtime simulator, so that every pod a node
+// volume) and one auto container app with no volume, and the container
+// runtime simulator, so that every pod a node
 // runs is a real process. A schedule (test/chaos) is staged step by step
 // with sitebox's faults and sitecon's own commands, while a checker reads
 // the invariants from outside the product: the processes in the nodes'
@@ -85,6 +87,25 @@ type chaosSite struct {
 	// a node's namespace reaches the API server: through the node's k3s
 	// on 127.0.0.1:6443, as on a device.
 	inNodeKubeconfig string
+}
+
+// chaosAppWithoutVolume is the chaos site's auto container app that has
+// no volume.
+const chaosAppWithoutVolume = "edge-cache"
+
+// writeAppWithoutVolume writes the config of an auto container app with no
+// volume, designated to node, into an apps directory.
+func writeAppWithoutVolume(dir, name, node string) error {
+	cfg := apps.AppConfig{
+		UUID: "5b0f7c1e-2d3a-4b5c-8d9e-0f1a2b3c4d99", DisplayName: name, Activate: true, Kind: apps.KindContainer,
+		Image: "registry.local/" + name + ":1.0", DesignatedNodeID: sitebox.NodeUUID(node), Affinity: apps.AffinityPreferred,
+		Resources: apps.AppResources{CPU: "100m", Memory: "64Mi"},
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "apps", name+".json"), append(data, '\n'), 0o644)
 }
 
 // startChaosSite starts a bootstrap-mode site of n nodes (the first three
@@ -139,6 +160,12 @@ func startChaosSite(t *testing.T, n int) *chaosSite {
 			cs.auto = append(cs.auto, a.Name)
 		}
 	}
+	// And an auto app with no volume: no attachment holds its
+	// replacement, only the failover's own rule does.
+	if err := writeAppWithoutVolume(appsDir, chaosAppWithoutVolume, "node-c"); err != nil {
+		t.Fatal(err)
+	}
+	cs.all, cs.auto = append(cs.all, chaosAppWithoutVolume), append(cs.auto, chaosAppWithoutVolume)
 	// Every app pod's UID to its app, from a watch kept all along.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -331,8 +358,8 @@ func (c *chaosSite) whole(ctx context.Context) string {
 	if err != nil {
 		return "volumes: " + err.Error()
 	}
-	if len(vols.Items) < len(c.all) {
-		return fmt.Sprintf("%d volumes, want %d", len(vols.Items), len(c.all))
+	if len(vols.Items) < len(sitebox.DemoApps) {
+		return fmt.Sprintf("%d volumes, want %d (one per demo app)", len(vols.Items), len(sitebox.DemoApps))
 	}
 	for _, v := range vols.Items {
 		if v.Status.Robustness != "healthy" {
