@@ -21,22 +21,26 @@ import (
 func TestChaosAppWithoutVolumeOnAPausedHost(t *testing.T) {
 	c := startChaosSite(t, 3)
 	s := chaos.Schedule{Seed: 4, Steps: []chaos.Step{
-		{Kind: chaos.Pause, Nodes: []string{"node-c"}, Part: "host", Hold: 60 * time.Second},
+		{Kind: chaos.Pause, Nodes: []string{"node-c"}, Part: "host", Hold: 90 * time.Second},
 		{Kind: chaos.Heal, Hold: 2 * time.Second},
 	}}
 	res := c.run(t, s)
 	for _, v := range res.violations {
 		t.Errorf("%s", v)
 	}
+	t.Logf("%s ran on %v", chaosAppWithoutVolume, res.ranOn[chaosAppWithoutVolume])
 	// Its kubelet alone stopped: the node NotReady, its agent and the app
 	// running on; the agent's proof of life holds the failover.
 	kubelet := chaos.Schedule{Seed: 5, Steps: []chaos.Step{
-		{Kind: chaos.Pause, Nodes: []string{"node-c"}, Part: "kubelet", Hold: 60 * time.Second},
+		// On node-c again, if the first schedule moved it.
+		{Kind: chaos.Migrate, App: chaosAppWithoutVolume, Nodes: []string{"node-c"}, Hold: 20 * time.Second},
+		{Kind: chaos.Pause, Nodes: []string{"node-c"}, Part: "kubelet", Hold: 90 * time.Second},
 		{Kind: chaos.Heal, Hold: 2 * time.Second},
 	}}
 	res2 := c.run(t, kubelet)
 	for _, v := range res2.violations {
 		t.Errorf("%s", v)
 	}
+	t.Logf("%s ran on %v", chaosAppWithoutVolume, res2.ranOn[chaosAppWithoutVolume])
 	t.Logf("\n%s", chaosTable([]chaosRun{res, res2}))
 }
