@@ -16,8 +16,9 @@ import (
 
 // The doctor screen (7): what `sitecon doctor` finds, from the same
 // doctor.Diagnose the command runs (the command line gives the function,
-// with the command's deadlines), run in the background the first time
-// the screen is shown and again on r. It needs no live cluster: with the
+// with the command's deadlines), run in the background once the cluster
+// is read whole (or the first time the screen is shown, if sooner) and
+// again on r. It needs no live cluster: with the
 // API down the doctor says so (SC-API-UNREACHABLE) and still runs the
 // checks of this node and of each node's own report. It only reads, so
 // read-only consoles have it too.
@@ -69,9 +70,15 @@ func (a *App) onDoctor(msg doctorMsg) {
 	a.refresh()
 }
 
-// doctorStart starts the first run when the doctor screen is shown.
+// doctorStart starts the first run when the doctor screen is shown, or
+// by itself once the cluster has been read whole: the quiet overview
+// points at what it finds (it said "none" while the doctor, never run,
+// would have found errors).
 func (a *App) doctorStart() tea.Cmd {
-	if _, ok := a.screens[a.current].(*doctorScreen); !ok || a.doctor.asked || a.logs != nil {
+	if a.doctor.asked || a.logs != nil {
+		return nil
+	}
+	if _, shown := a.screens[a.current].(*doctorScreen); !shown && !a.frame.Synced {
 		return nil
 	}
 	return a.doctor.start(a.ctx.Now())

@@ -1,12 +1,14 @@
 package views
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,6 +218,34 @@ func TestGoldenStaleFrames(t *testing.T) {
 		got := a.View() + "\n"
 		path := filepath.Join("testdata", name+"-stale-80x24.golden")
 		checkGolden(t, path, got)
+	}
+}
+
+// Issue 38: the doctor ran only once its screen was opened, so a quiet
+// overview pointed at nothing it would find. It runs by itself once the
+// cluster is read whole (not on a partial read), once.
+func TestDoctorRunsOnceTheClusterIsRead(t *testing.T) {
+	a := NewApp(testContext(120, 40))
+	var runs atomic.Int32
+	a.SetDoctor(context.Background(), func(context.Context) doctor.Report { runs.Add(1); return doctorReport() })
+	_, cmd := a.Update(FrameMsg(Frame{Problem: "reading the cluster", Synced: false}))
+	runCmd(a, cmd)
+	if runs.Load() != 0 {
+		t.Fatalf("the doctor ran before the cluster was read whole")
+	}
+	_, cmd = a.Update(FrameMsg(FrameFromData(healthySiteData(kube.Health{Connected: true, Since: now.Add(-time.Hour), LastContact: now}), true, nil, "", now)))
+	runCmd(a, cmd)
+	if runs.Load() != 1 {
+		t.Fatalf("the cluster read whole: %d doctor runs, want 1", runs.Load())
+	}
+	if v := ansi.Strip(a.View()); !strings.Contains(v, "the doctor's last run (0s ago) found 1 error(s), 3 warning(s): 7 shows them") {
+		t.Errorf("the quiet overview does not point at what the doctor found by itself:\n%s", v)
+	}
+	_, cmd = a.Update(FrameMsg(FrameFromData(healthySiteData(kube.Health{Connected: true, Since: now.Add(-time.Hour), LastContact: now}), true, nil, "", now)))
+	runCmd(a, cmd)
+	runCmd(a, press(a, "7"))
+	if runs.Load() != 1 {
+		t.Errorf("later frames or the doctor's screen ran it again by themselves: %d runs", runs.Load())
 	}
 }
 

@@ -220,8 +220,12 @@ func decideOnEvidence(pod *corev1.Pod, nodeObj *corev1.Node, since time.Time, le
 		return FailoverVerdict{Action: FailoverRefuse, Since: since,
 			Reason: fmt.Sprintf("not force-deleting %s: no up-to-date replica off %s for %s", pod.Name, node, strings.Join(unsafe, ", "))}
 	}
+	volumes := "every volume has an up-to-date replica elsewhere"
+	if len(podClaims(pod)) == 0 {
+		volumes = "it mounts no volume"
+	}
 	return FailoverVerdict{Action: FailoverForceDelete, Since: since,
-		Reason: fmt.Sprintf("force-deleting %s stuck on lost node %s (no sign of life: %s); every volume has an up-to-date replica elsewhere", pod.Name, node, ev.Probe)}
+		Reason: fmt.Sprintf("force-deleting %s stuck on lost node %s (no sign of life: %s); %s", pod.Name, node, ev.Probe, volumes)}
 }
 
 // claimUnsafe says why a claim's data could be lost with the pod's node

@@ -193,7 +193,7 @@ func TestDecideFailover(t *testing.T) {
 		// volume, so the taint never evicts its pod and the guard's own
 		// rule moves it: the timer, then silence or the node's word.
 		"no volume: not evicted, the timer out, node silent": {FailoverInput{App: noVolume, Pod: noVolumePod, Node: lost, FirstSeen: expired, Evidence: silent()},
-			FailoverForceDelete, "no sign of life"},
+			FailoverForceDelete, "no sign of life: 10.0.0.2:12346 is silent (dial tcp 10.0.0.2:12346: i/o timeout)); it mounts no volume"},
 		"no volume: not evicted, the timer not out": {FailoverInput{App: noVolume, Pod: noVolumePod, Node: lost, FirstSeen: now.Add(-30 * time.Second), Evidence: silent()},
 			FailoverWait, "for 30s of 1m0s"},
 		"no volume: a paused host holds it": {FailoverInput{App: noVolume, Pod: noVolumePod, Node: lost, FirstSeen: expired,
