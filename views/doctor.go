@@ -29,9 +29,12 @@ type doctorRunner struct {
 	ctx context.Context
 	// run is the doctor; nil: not available here (SetDoctor not called).
 	run func(context.Context) doctor.Report
-	// asked: a run was started once (the first showing of the screen
-	// starts one; r the next).
-	asked   bool
+	// asked: the screen's first showing has had its run (it starts one,
+	// or finds one under way); r starts the next.
+	asked bool
+	// auto: the run the console starts by itself once the cluster has
+	// been read whole has started.
+	auto    bool
 	running bool
 	started time.Time
 	report  *doctor.Report
@@ -54,7 +57,7 @@ func (d *doctorRunner) start(now time.Time) tea.Cmd {
 	if d.run == nil || d.running {
 		return nil
 	}
-	d.asked, d.running, d.started = true, true, now
+	d.running, d.started = true, now
 	ctx, run := d.ctx, d.run
 	if ctx == nil {
 		ctx = context.Background()
@@ -75,12 +78,23 @@ func (a *App) onDoctor(msg doctorMsg) {
 // points at what it finds (it said "none" while the doctor, never run,
 // would have found errors).
 func (a *App) doctorStart() tea.Cmd {
-	if a.doctor.asked || a.logs != nil {
+	if a.logs != nil || a.doctor.run == nil {
 		return nil
 	}
-	if _, shown := a.screens[a.current].(*doctorScreen); !shown && !a.frame.Synced {
+	if _, shown := a.screens[a.current].(*doctorScreen); shown {
+		if a.doctor.asked {
+			return nil
+		}
+		// A fresh run for the screen; none while the automatic one is
+		// under way (the screen says it runs). It stands for the
+		// automatic one too.
+		a.doctor.asked, a.doctor.auto = true, true
+		return a.doctor.start(a.ctx.Now())
+	}
+	if a.doctor.auto || !a.frame.Synced {
 		return nil
 	}
+	a.doctor.auto = true
 	return a.doctor.start(a.ctx.Now())
 }
 
