@@ -82,12 +82,13 @@ func (a *App) doctorStart() tea.Cmd {
 		return nil
 	}
 	if _, shown := a.screens[a.current].(*doctorScreen); shown {
-		if a.doctor.asked {
+		// A fresh run for the screen, once the automatic one (which may
+		// have begun before what the technician came to look at) is over;
+		// the screen says it runs meanwhile. It stands for the automatic
+		// one too.
+		if a.doctor.asked || a.doctor.running {
 			return nil
 		}
-		// A fresh run for the screen; none while the automatic one is
-		// under way (the screen says it runs). It stands for the
-		// automatic one too.
 		a.doctor.asked, a.doctor.auto = true, true
 		return a.doctor.start(a.ctx.Now())
 	}

@@ -247,7 +247,19 @@ func TestDoctorRunsOnceTheClusterIsRead(t *testing.T) {
 	if runs.Load() != 1 {
 		t.Errorf("a later frame ran it again: %d runs", runs.Load())
 	}
-	// The screen's first showing still runs it afresh.
+	// The screen's first showing still runs it afresh, after an automatic
+	// run still under way.
+	a2 := NewApp(testContext(120, 40))
+	var runs2 atomic.Int32
+	a2.SetDoctor(context.Background(), func(context.Context) doctor.Report { runs2.Add(1); return doctorReport() })
+	_, auto := a2.Update(FrameMsg(sampleFrame()))
+	if cmd := press(a2, "7"); cmd != nil && runs2.Load() == 0 {
+		runCmd(a2, cmd) // nothing new may start while the automatic run is under way
+	}
+	runCmd(a2, auto)
+	if runs2.Load() != 2 {
+		t.Errorf("the screen shown while the automatic run was under way: %d runs, want 2 (it, then the screen's own)", runs2.Load())
+	}
 	runCmd(a, press(a, "7"))
 	runCmd(a, press(a, "1"))
 	if runs.Load() != 2 {
