@@ -478,6 +478,9 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 
 	var actions sync.WaitGroup
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	// removalsAsked are the nodes a removal was asked of: each is looked
+	// for at the end, and joined anew if it went.
+	removalsAsked := map[string]bool{}
 	// actWith runs an action (run: its output and whether it failed) and
 	// then checks invariants 2 and 4 across it.
 	actWith := func(kind chaos.Kind, args []string, run func() ([]byte, error)) {
@@ -499,6 +502,10 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			mu.Lock()
 			res.actions[string(kind)+" "+outcome]++
 			quiet := faultsStaged == before
+			if kind == chaos.Remove {
+				// Whatever it said: a removal may fail after the Node went.
+				removalsAsked[args[2]] = true
+			}
 			mu.Unlock()
 			// What it was: its command and its object ("node remove node-d").
 			named := args[:2]
@@ -631,7 +638,7 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 	}
 	actions.Wait()
 	for _, n := range c.nodes {
-		if err := c.joinAgain(ctx, t, n); err != nil {
+		if err := c.joinAgain(ctx, t, n, removalsAsked[n]); err != nil {
 			t.Errorf("%s joining again: %v", n, err)
 		}
 	}
@@ -770,8 +777,10 @@ func (c *chaosSite) leave(ctx context.Context, node, audit string) ([]byte, erro
 // its next poll); a node removed is joined anew as the same device: its
 // power cut (the device wiped), its records of the old membership gone,
 // its Node registered again by its kubelet, then booted. Nothing for a
-// node that is a member.
-func (c *chaosSite) joinAgain(ctx context.Context, t *testing.T, node string) error {
+// node that is a member. askedRemoved: a removal of node was asked; only
+// then is its Node looked for, once the API server answers again (the
+// last heal may have just brought its quorum back).
+func (c *chaosSite) joinAgain(ctx context.Context, t *testing.T, node string, askedRemoved bool) error {
 	records := formation.Records{Dir: c.site.StateDir(node)}
 	if _, err := os.Stat(records.LeaveRequestFile()); err == nil {
 		t.Logf("%s left: its leave request removed, it joins again", node)
@@ -779,9 +788,19 @@ func (c *chaosSite) joinAgain(ctx context.Context, t *testing.T, node string) er
 			return err
 		}
 	}
-	getCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err := c.cs.CoreV1().Nodes().Get(getCtx, node, metav1.GetOptions{})
+	if !askedRemoved {
+		return nil
+	}
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
+		getCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = c.cs.CoreV1().Nodes().Get(getCtx, node, metav1.GetOptions{})
+		cancel()
+		if err == nil || apierrors.IsNotFound(err) {
+			break
+		}
+		time.Sleep(time.Second) // polling the API server's return, bounded by the deadline
+	}
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
