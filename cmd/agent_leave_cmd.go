@@ -44,7 +44,8 @@ func newAgentLeaveCmd(g *globalFlags) *cobra.Command {
   2. the node is cordoned and drained as sitecon drain does it (its pods
      evicted, disruption budgets and Longhorn respected, the volumes
      watched): its apps start elsewhere while it is still there;
-  3. its etcd member is removed (a server), through this node's etcd;
+  3. its etcd member is removed (a server): the member list read through
+     this node's etcd, the removal asked of the members that stay;
   4. the leave request is written in the agent's state directory
      (--state-dir, leave.json; the one the agent answering on
      --agent-socket reads, refused otherwise, or an agent too old to say
@@ -183,7 +184,7 @@ out: it must be gone for --config-absent-grace, or this request written.`,
 	cmd.Flags().StringVar(&configPath, "config", filepath.Join(DefaultConfigDir, "cluster.json"), "this node's cluster config")
 	cmd.Flags().StringVar(&k3sDataDir, "k3s-data-dir", k3s.DefaultPaths.DataDir, "k3s data directory (its etcd client certificate)")
 	stateDirFlag(cmd, &stateDir)
-	cmd.Flags().StringVar(&etcd.Endpoint, "etcd-endpoint", nodestate.K3sEtcdAccess("").Endpoint, "this node's etcd member, through which its membership is removed")
+	cmd.Flags().StringVar(&etcd.Endpoint, "etcd-endpoint", nodestate.K3sEtcdAccess("").Endpoint, "this node's etcd member, through which the member list is read (the removal is asked of the members that stay)")
 	cmd.Flags().StringVar(&etcd.CertFile, "etcd-cert", "", "etcd client certificate (default <k3s-data-dir>/server/tls/etcd/client.crt; unused for http)")
 	cmd.Flags().StringVar(&etcd.KeyFile, "etcd-key", "", "etcd client key (default <k3s-data-dir>/server/tls/etcd/client.key)")
 	cmd.Flags().StringVar(&etcd.CAFile, "etcd-ca", "", "etcd server CA (default <k3s-data-dir>/server/tls/etcd/server-ca.crt)")

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
@@ -56,11 +58,13 @@ const (
 	SubresourcesAPIService = "v1." + SubresourcesGroup
 )
 
+var vmiGVR = kvv1.SchemeGroupVersion.WithResource("virtualmachineinstances")
+
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 type virtAPISimulator struct {
-	vmis cache.Store
-	log  *slog.Logger
+	dyn dynamic.Interface
+	log *slog.Logger
 
 	mu       sync.Mutex
 	sessions map[string]*vncSession // by namespace/name
@@ -97,7 +101,7 @@ func runVirtAPISimulator(ctx context.Context, core kubernetes.Interface, dyn dyn
 	if err != nil {
 		return err
 	}
-	sim := &virtAPISimulator{vmis: vmiInf.GetStore(), log: log, sessions: map[string]*vncSession{}}
+	sim := &virtAPISimulator{dyn: dyn, log: log, sessions: map[string]*vncSession{}}
 	_, _ = vmiInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) { sim.vmiChanged(obj) },
 		DeleteFunc: func(obj any) {
@@ -259,12 +263,21 @@ func subresourcesGroup() metav1.APIGroup {
 func (sim *virtAPISimulator) vnc(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("ns"), r.PathValue("name")
 	key := ns + "/" + name
-	obj, exists, _ := sim.vmis.GetByKey(key)
-	if !exists {
+	// Read live, as virt-api does (its subresource handler GETs the VMI):
+	// an informer's copy may not have seen a VMI created a moment ago.
+	obj, err := sim.dyn.Resource(vmiGVR).Namespace(ns).Get(r.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("virtualmachineinstance %q not found", key))
 		return
 	}
-	vmi := obj.(*kvv1.VirtualMachineInstance)
+	vmi := &kvv1.VirtualMachineInstance{}
+	if err == nil {
+		err = runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, vmi)
+	}
+	if err != nil {
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("reading virtualmachineinstance %q: %v", key, err))
+		return
+	}
 	if vmi.Status.Phase != kvv1.Running || vmi.DeletionTimestamp != nil {
 		writeStatus(w, http.StatusConflict, metav1.StatusReasonConflict,
 			fmt.Sprintf("Unable to connect to VirtualMachineInstance because phase is %s instead of Running", vmi.Status.Phase))
