@@ -25,6 +25,7 @@ import (
 	"github.com/sitecon/sitecon/agent/drainrequest"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/nodestate"
@@ -206,6 +207,8 @@ type Agent struct {
 	super  *k3s.Supervisor
 	leader *apps.StatsLeader
 	apps   *apps.Controller
+	// vnc serves this node's VM consoles once the node is in its cluster.
+	vnc *vncbridge.Bridges
 	// drains runs the drains the device requests.
 	drains *drainrequest.Runner
 	// etcdSeen is this node's etcd member's view, observed in the

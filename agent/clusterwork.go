@@ -139,6 +139,9 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 	// remote-console service.
 	vnc := vncbridge.New(vncbridge.Options{Node: node, BindAddress: a.opts.VNCBindAddress,
 		Log: a.log.With("component", "vnc")}, snap)
+	a.mu.Lock()
+	a.vnc = vnc
+	a.mu.Unlock()
 	go func() { _ = vnc.Run(ctx) }()
 	if a.opts.Apps.AppsDir == "" {
 		return

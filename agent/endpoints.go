@@ -9,7 +9,7 @@ import (
 
 // serveLocalAPI serves the agent's state, its apps part's state and its
 // timeline on its unix socket, mode 0600, and takes the device's drain
-// requests there.
+// requests and its requests for a VM console's one-time password there.
 func (a *Agent) serveLocalAPI() (*http.Server, error) {
 	return localapi.ServeWith(a.opts.SocketPath, map[string]func() any{
 		localapi.PathDrain:  func() any { return a.drains.Status() },
@@ -26,7 +26,8 @@ func (a *Agent) serveLocalAPI() (*http.Server, error) {
 			}
 			return apps.PublishedNode{Node: a.State().Node, Status: apps.PublishedDown, Reason: "not connected to the cluster yet"}
 		},
-	}, map[string]localapi.Post{localapi.PathDrain: a.postDrain, localapi.PathDrainCancel: a.postDrainCancel})
+	}, map[string]localapi.Post{localapi.PathDrain: a.postDrain, localapi.PathDrainCancel: a.postDrainCancel,
+		localapi.PathVNCSession: a.postVNCSession})
 }
 
 // orEmpty is list(part), or an empty list (JSON [], not null) while the

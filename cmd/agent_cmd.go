@@ -33,6 +33,7 @@ func newAgentCmd(g *globalFlags) *cobra.Command {
 	var k3sConfig, k3sDataDir, clusterTokenFile, stateDir, hostRoot string
 	var etcd nodestate.EtcdAccess
 	var gcPercent int
+	var vncExpose bool
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run the node agent: cluster address and firewall, /status, k3s in its role",
@@ -61,6 +62,9 @@ nodes' proofs of life, and with --status-addr it serves /status and its own
 proof there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !loopbackAddress(opts.VNCBindAddress) && !vncExpose {
+				return fmt.Errorf("--vnc-address %s would serve the consoles of this node's VMs (each behind a one-time password, VNC's weak DES challenge) to whoever reaches this device there; give --vnc-expose as well to do so, or leave it at %s", opts.VNCBindAddress, vncbridge.DefaultBindAddress)
+			}
 			if err := agent.SetGCPercent(gcPercent, cmd.Flags().Changed("gc-percent"), os.Getenv); err != nil {
 				return err
 			}
@@ -137,7 +141,8 @@ proof there.`,
 	f.StringVar(&stateDir, "state-dir", formation.DefaultStateDir, "the agent's own directory, on persistent storage, the agent's alone (created 0700; never the config's directory): "+
 		"its records of this node's membership (seed.json, formed.json, leave.json, removed.json; an upgrade moves them here once from beside the config) "+
 		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
-	f.StringVar(&opts.VNCBindAddress, "vnc-address", vncbridge.DefaultBindAddress, "where the consoles (VNC, 5900+vnc_display) of the VM apps running on this node are served, for the device's remote-console service")
+	f.StringVar(&opts.VNCBindAddress, "vnc-address", vncbridge.DefaultBindAddress, "where the consoles (VNC, 5900+vnc_display) of the VM apps running on this node are served, for the device's remote-console service (off loopback only with --vnc-expose)")
+	f.BoolVar(&vncExpose, "vnc-expose", false, "let --vnc-address be off loopback")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
 	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", apps.DefaultMoveAfter, "how long auto-migration apps tolerate an unreachable or not-ready node")
 	f.DurationVar(&opts.Apps.FileAbsentGrace, "app-file-absent-grace", apps.DefaultFileAbsentGrace, "how long an app or volume file must be absent from its readable directory before its app or volume leaves the config (and its workload is removed); a file back within it changes nothing")
@@ -149,7 +154,7 @@ proof there.`,
 	f.DurationVar(&opts.LeaderDurations.RetryPeriod, "leader-retry-period", apps.DefaultLeaderDurations.RetryPeriod, "stats-leader retry period")
 	f.IntVar(&opts.DrainAttempts, "drain-attempts", drainrequest.DefaultAttempts, "how many times a drain the device requests is tried while its preflight holds it (the last healthy replica of a volume, etcd quorum) or its evictions fail")
 	f.DurationVar(&opts.DrainRetryInterval, "drain-retry-interval", drainrequest.DefaultRetryInterval, "how long a held drain request waits before its next attempt")
-	cmd.AddCommand(newAgentRenderCmd(), newAgentLeaveCmd(g), newAgentDrainRequestCmd())
+	cmd.AddCommand(newAgentRenderCmd(), newAgentLeaveCmd(g), newAgentDrainRequestCmd(), newAgentVNCPasswordCmd())
 	return cmd
 }
 

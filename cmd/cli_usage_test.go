@@ -156,3 +156,20 @@ func TestVNCOffLoopbackNeedsExpose(t *testing.T) {
 		t.Errorf("vnc --expose: %v, want it to go on (and fail on the missing kubeconfig)", err)
 	}
 }
+
+// The agent's VM consoles off loopback need --vnc-expose, refused before
+// the agent does anything; with it, the agent goes on (to the next flag it
+// checks, here a --gc-percent of 0).
+func TestAgentVNCOffLoopbackNeedsExpose(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-config.json")
+	for _, addr := range []string{"0.0.0.0", "10.1.2.3"} {
+		_, err := runCLI(t, filepath.Join(t.TempDir(), "audit.jsonl"), "agent", "--config", missing, "--vnc-address", addr)
+		if err == nil || !strings.Contains(err.Error(), "--vnc-expose") {
+			t.Errorf("agent --vnc-address %s: %v, want a refusal naming --vnc-expose", addr, err)
+		}
+	}
+	_, err := runCLI(t, filepath.Join(t.TempDir(), "audit.jsonl"), "agent", "--config", missing, "--vnc-address", "0.0.0.0", "--vnc-expose", "--gc-percent", "0")
+	if err == nil || !strings.Contains(err.Error(), "--gc-percent") {
+		t.Errorf("agent --vnc-expose: %v, want it to go on (and stop at --gc-percent 0)", err)
+	}
+}

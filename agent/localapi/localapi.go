@@ -39,6 +39,9 @@ const (
 	// PathDrainCancel: POST calls the drain request off
 	// (drainrequest.Request naming who asks; drainrequest.Status).
 	PathDrainCancel = "/v1/drain/cancel"
+	// PathVNCSession: POST issues a one-time password for a VM console
+	// this node serves (vncbridge.SessionRequest, vncbridge.Session).
+	PathVNCSession = "/v1/vnc/session"
 )
 
 // Post answers a POST with the request's body (at most MaxBody bytes):

@@ -7,6 +7,12 @@
 // ran in a cluster. The port moves with the VM: it is closed when the VMI
 // leaves this node or stops, and the node the VM lands on opens it.
 //
+// A port serves only a viewer that answers with a one-time password
+// (RFB's VNC Authentication) the agent issued over its socket, which is
+// root's alone (Session; `sitecon agent vnc-password`): a process that
+// merely reaches the port, a host-network pod's for one, neither sees the
+// VM nor holds its one viewer slot.
+//
 // It reads the VMIs from the agent's snapshot (its informer) and acts on
 // its change notifications; it never polls. A port it cannot listen on
 // (another process holds it) is tried again every RetryListen.
@@ -15,6 +21,7 @@ package vncbridge
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -52,11 +59,13 @@ type Options struct {
 	Log         *slog.Logger
 }
 
-// Target is one console to serve: the VMI and the port.
+// Target is one console to serve: the VMI, its app and the port.
 type Target struct {
 	Port      int
 	Namespace string
 	VMI       string
+	// App is the app's name (its VMI's sitecon.io/app-name label).
+	App string
 }
 
 // Want is which consoles this node serves, by port: the Running VMIs on
@@ -73,7 +82,7 @@ func Want(vmis []*kvv1.VirtualMachineInstance, node string) (want map[int]Target
 		if err != nil || port <= 0 || port > 65535 {
 			continue
 		}
-		candidates = append(candidates, Target{Port: port, Namespace: vmi.Namespace, VMI: vmi.Name})
+		candidates = append(candidates, Target{Port: port, Namespace: vmi.Namespace, VMI: vmi.Name, App: vmi.Labels[kube.LabelAppName]})
 	}
 	slices.SortFunc(candidates, func(a, b Target) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), strings.Compare(a.VMI, b.VMI))
@@ -99,10 +108,60 @@ type Bridges struct {
 }
 
 type running struct {
-	target Target
-	addr   string
-	cancel context.CancelFunc
-	done   chan struct{}
+	target    Target
+	addr      string
+	passwords *streams.VNCPasswords
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// SessionTTL is how long a password Session issues may wait for its
+// viewer.
+const SessionTTL = time.Minute
+
+// SessionRequest asks for a Session: Console names it as Session's ref.
+type SessionRequest struct {
+	Console string `json:"console"`
+}
+
+// Session is one viewer's way in: where, and the password that opens one
+// session there within its lifetime.
+type Session struct {
+	App      string    `json:"app,omitempty"`
+	VMI      string    `json:"vmi"`
+	Address  string    `json:"address"`
+	Password string    `json:"password"`
+	Expires  time.Time `json:"expires"`
+}
+
+// Session issues a one-time password for the console ref names: its port
+// (5900+vnc_display, what the device's remote-console service knows), its
+// app's name or its VMI's name. The error says what this node serves when
+// ref names none of it.
+func (b *Bridges) Session(ref string) (Session, error) {
+	b.mu.Lock()
+	var found *running
+	var served []string
+	for _, r := range b.running {
+		served = append(served, fmt.Sprintf("%s (%s, port %d)", cmp.Or(r.target.App, r.target.VMI), r.target.VMI, r.target.Port))
+		if ref == strconv.Itoa(r.target.Port) || ref == r.target.VMI || (r.target.App != "" && ref == r.target.App) {
+			found = r
+		}
+	}
+	b.mu.Unlock()
+	if found == nil {
+		slices.Sort(served)
+		if len(served) == 0 {
+			return Session{}, fmt.Errorf("no console %q: this node serves none (a VM app with enable_vnc running here)", ref)
+		}
+		return Session{}, fmt.Errorf("no console %q on this node (it serves %s)", ref, strings.Join(served, ", "))
+	}
+	password, expires, err := found.passwords.Issue(SessionTTL)
+	if err != nil {
+		return Session{}, err
+	}
+	return Session{App: found.target.App, VMI: found.target.Namespace + "/" + found.target.VMI, Address: found.addr,
+		Password: password, Expires: expires.UTC()}, nil
 }
 
 // New makes the bridges of one node.
@@ -186,10 +245,10 @@ func (b *Bridges) reconcile(ctx context.Context) (failed bool) {
 			continue
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		r := &running{target: t, addr: addr, cancel: cancel, done: make(chan struct{})}
+		r := &running{target: t, addr: addr, passwords: &streams.VNCPasswords{}, cancel: cancel, done: make(chan struct{})}
 		log := b.opts.Log.With("vmi", t.Namespace+"/"+t.VMI, "addr", addr)
 		bridge := &streams.VNCBridge{Config: b.src.Clients().Config, Namespace: t.Namespace, VMI: t.VMI,
-			Events: func(e streams.VNCEvent) { log.Info("vnc: " + e.String()) }}
+			Passwords: r.passwords, Events: func(e streams.VNCEvent) { log.Info("vnc: " + e.String()) }}
 		go func() {
 			defer close(r.done)
 			if err := bridge.Serve(rctx, ln); err != nil {

@@ -108,6 +108,11 @@ type VNCBridge struct {
 	Events func(VNCEvent)
 	// DialTimeout bounds the opening of KubeVirt's websocket (0: 15s).
 	DialTimeout time.Duration
+	// Passwords, if set, are what a viewer must answer with (RFB's VNC
+	// Authentication), checked before the viewer takes the one viewer
+	// slot or the bridge asks KubeVirt for anything; nil: no
+	// authentication (a bridge only its own user's processes reach).
+	Passwords *VNCPasswords
 
 	mu     sync.Mutex
 	viewer net.Conn
@@ -135,6 +140,14 @@ func (b *VNCBridge) Serve(ctx context.Context, ln net.Listener) error {
 				return nil
 			}
 			return err
+		}
+		if b.Passwords != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b.authenticated(ctx, c)
+			}()
+			continue
 		}
 		b.mu.Lock()
 		busy := b.viewer != nil
@@ -167,6 +180,67 @@ func (b *VNCBridge) tell(e VNCEvent) {
 	}
 }
 
+// viewerHandshakeTimeout bounds a viewer's handshake with an
+// authenticating bridge: one that stalls holds no slot, but its socket.
+const viewerHandshakeTimeout = 15 * time.Second
+
+// authenticated serves one viewer of a bridge with passwords: the viewer's
+// handshake and its password first, then the viewer slot, then KubeVirt's
+// console and its handshake (choosing none), and only then the security
+// result, so that whatever refuses the viewer is said in RFB's own words.
+func (b *VNCBridge) authenticated(ctx context.Context, viewer net.Conn) {
+	defer viewer.Close()
+	stop := context.AfterFunc(ctx, func() { _ = viewer.Close() })
+	defer stop()
+	who := viewer.RemoteAddr().String()
+	_ = viewer.SetDeadline(time.Now().Add(viewerHandshakeTimeout))
+	minor, ok, err := viewerHandshake(viewer, b.Passwords)
+	if err != nil {
+		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: err})
+		return
+	}
+	if !ok {
+		_ = sendSecurityResult(viewer, minor, errVNCAuthFailed)
+		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: errVNCAuthFailed})
+		return
+	}
+	b.mu.Lock()
+	busy := b.viewer != nil
+	if !busy {
+		b.viewer = viewer
+	}
+	b.mu.Unlock()
+	if busy {
+		_ = sendSecurityResult(viewer, minor, ErrVNCBusy)
+		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: ErrVNCBusy})
+		return
+	}
+	defer func() {
+		b.mu.Lock()
+		b.viewer = nil
+		b.mu.Unlock()
+	}()
+	upstream, err := b.dial(ctx)
+	if err == nil {
+		_ = upstream.SetDeadline(time.Now().Add(viewerHandshakeTimeout))
+		if err = upstreamHandshake(upstream); err != nil {
+			_ = upstream.Close()
+		}
+	}
+	if err != nil {
+		_ = sendSecurityResult(viewer, minor, err)
+		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: err})
+		return
+	}
+	if err := sendSecurityResult(viewer, minor, nil); err != nil {
+		_ = upstream.Close()
+		return
+	}
+	_ = viewer.SetDeadline(time.Time{})
+	_ = upstream.SetDeadline(time.Time{})
+	b.splice(ctx, viewer, upstream)
+}
+
 // bridge copies between the viewer and the VM until either ends.
 func (b *VNCBridge) bridge(ctx context.Context, viewer net.Conn) {
 	defer viewer.Close()
@@ -175,6 +249,12 @@ func (b *VNCBridge) bridge(ctx context.Context, viewer net.Conn) {
 		b.turnAway(viewer, err)
 		return
 	}
+	b.splice(ctx, viewer, upstream)
+}
+
+// splice copies between the viewer and the VM until either ends, and
+// closes both.
+func (b *VNCBridge) splice(ctx context.Context, viewer, upstream net.Conn) {
 	defer upstream.Close()
 	b.tell(VNCEvent{Kind: VNCViewerConnected, Viewer: viewer.RemoteAddr().String()})
 	done := make(chan error, 2)

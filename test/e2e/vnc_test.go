@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -28,8 +29,10 @@ import (
 
 	"github.com/sitecon/sitecon/agent"
 	"github.com/sitecon/sitecon/agent/apps"
+	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/access"
+	"github.com/sitecon/sitecon/kube/streams"
 	"github.com/sitecon/sitecon/test/sitebox"
 	"github.com/sitecon/sitecon/test/syncbuf"
 )
@@ -37,7 +40,11 @@ import (
 // rfbHandshake speaks a VNC viewer's side of the RFB handshake (RFC 6143:
 // version 3.8, security type None, ClientInit shared) and returns the
 // desktop name ServerInit carries.
-func rfbHandshake(c net.Conn) (string, error) {
+func rfbHandshake(c net.Conn) (string, error) { return rfbHandshakeWith(c, "") }
+
+// rfbHandshakeWith is rfbHandshake answering VNC Authentication with
+// password, when one is given (and then only that).
+func rfbHandshakeWith(c net.Conn, password string) (string, error) {
 	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
 	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	version := make([]byte, 12)
@@ -54,22 +61,42 @@ func rfbHandshake(c net.Conn) (string, error) {
 	if _, err := io.ReadFull(c, count); err != nil {
 		return "", fmt.Errorf("security types: %w", err)
 	}
+	if count[0] == 0 {
+		return "", fmt.Errorf("refused: %s", rfbReason(c))
+	}
 	types := make([]byte, count[0])
 	if _, err := io.ReadFull(c, types); err != nil {
 		return "", err
 	}
-	if !strings.ContainsRune(string(types), 1) {
-		return "", fmt.Errorf("security types %v: no None", types)
+	want := byte(1)
+	if password != "" {
+		want = 2
 	}
-	if _, err := c.Write([]byte{1}); err != nil {
+	if !strings.ContainsRune(string(types), rune(want)) {
+		return "", fmt.Errorf("security types %v: no %d", types, want)
+	}
+	if _, err := c.Write([]byte{want}); err != nil {
 		return "", err
+	}
+	if password != "" {
+		challenge := make([]byte, 16)
+		if _, err := io.ReadFull(c, challenge); err != nil {
+			return "", fmt.Errorf("challenge: %w", err)
+		}
+		response, err := streams.VNCAuthResponse(challenge, password)
+		if err != nil {
+			return "", err
+		}
+		if _, err := c.Write(response); err != nil {
+			return "", err
+		}
 	}
 	result := make([]byte, 4)
 	if _, err := io.ReadFull(c, result); err != nil {
 		return "", fmt.Errorf("security result: %w", err)
 	}
 	if binary.BigEndian.Uint32(result) != 0 {
-		return "", fmt.Errorf("security result %v", result)
+		return "", fmt.Errorf("security result %v: %s", result, rfbReason(c))
 	}
 	if _, err := c.Write([]byte{1}); err != nil { // ClientInit: shared
 		return "", err
@@ -83,6 +110,29 @@ func rfbHandshake(c net.Conn) (string, error) {
 		return "", fmt.Errorf("server init name: %w", err)
 	}
 	return string(name), nil
+}
+
+func mustDial(t *testing.T, dial func(string) (net.Conn, error), node string) net.Conn {
+	t.Helper()
+	c, err := dial(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// rfbReason reads RFB's length-prefixed reason.
+func rfbReason(c net.Conn) string {
+	n := make([]byte, 4)
+	if _, err := io.ReadFull(c, n); err != nil {
+		return fmt.Sprintf("no reason (%v)", err)
+	}
+	reason := make([]byte, min(binary.BigEndian.Uint32(n), 4096))
+	if _, err := io.ReadFull(c, reason); err != nil {
+		return fmt.Sprintf("no reason (%v)", err)
+	}
+	return string(reason)
 }
 
 // closedWithin: the connection ends (EOF or reset) within d.
@@ -446,13 +496,36 @@ func TestAgentServesVMConsoleWhereTheVMRuns(t *testing.T) {
 	waitAgents(t, all, app, 60*time.Second, "running on node-a", runningOn("node-a"))
 
 	port := fmt.Sprint(5900 + display)
+	dial := func(node string) (net.Conn, error) {
+		return net.DialTimeout("tcp", net.JoinHostPort(nodeAddr(t, site, node), port), 5*time.Second)
+	}
+	// A one-time password from the node's agent, through its socket, as
+	// the device's remote-console service asks for one.
+	password := func(node string) (string, error) {
+		out, errOut, err := runSitecon(t, "agent", "vnc-password", port, "--json", "--socket", agents[node].socket)
+		if err != nil {
+			return "", fmt.Errorf("%v: %s", err, errOut)
+		}
+		var s vncbridge.Session
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			return "", fmt.Errorf("%q: %v", out, err)
+		}
+		if s.Address != net.JoinHostPort(nodeAddr(t, site, node), port) {
+			return "", fmt.Errorf("session at %s, want port %s on %s", s.Address, port, node)
+		}
+		return s.Password, nil
+	}
 	console := func(node string) (string, error) {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(nodeAddr(t, site, node), port), 5*time.Second)
+		c, err := dial(node)
 		if err != nil {
 			return "", err
 		}
 		defer c.Close()
-		return rfbHandshake(c)
+		pw, err := password(node)
+		if err != nil {
+			return "", err
+		}
+		return rfbHandshakeWith(c, pw)
 	}
 	vmiOn := func(node string) string {
 		vmis, err := site.Clients(t).KubeVirt.KubevirtV1().VirtualMachineInstances(kube.AppNamespace).List(t.Context(), metav1.ListOptions{})
@@ -488,7 +561,40 @@ func TestAgentServesVMConsoleWhereTheVMRuns(t *testing.T) {
 			return "", true
 		}, func(s string) string { return s })
 	}
+	// Issue 37: reaching the port is not enough. A viewer without a
+	// password, or with a wrong or spent one, is turned away in RFB's words
+	// and sees nothing; one that connects and stalls holds no slot.
+	until(t, 60*time.Second, "node-a serving the console's port", func() (error, bool) {
+		c, err := dial("node-a")
+		if err == nil {
+			_ = c.Close()
+		}
+		return err, err == nil
+	}, func(err error) string { return fmt.Sprint(err) })
+	if name, err := rfbHandshake(mustDial(t, dial, "node-a")); err == nil || !strings.Contains(err.Error(), "no 1") {
+		t.Fatalf("a viewer asking for no authentication: %q, %v; want only VNC Authentication offered", name, err)
+	}
 	servedOnlyOn("node-a")
+
+	if name, err := rfbHandshakeWith(mustDial(t, dial, "node-a"), "wrong-pw"); err == nil || !strings.Contains(err.Error(), "authentication failed") {
+		t.Errorf("a viewer with a wrong password: %q, %v; want authentication failed", name, err)
+	}
+	staller := mustDial(t, dial, "node-a") // never answers the handshake
+	defer staller.Close()
+	pw, err := password("node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, err := rfbHandshakeWith(mustDial(t, dial, "node-a"), pw); err != nil || name == "" {
+		t.Errorf("a viewer with a password beside one that stalls: %q, %v", name, err)
+	}
+	if name, err := rfbHandshakeWith(mustDial(t, dial, "node-a"), pw); err == nil || !strings.Contains(err.Error(), "authentication failed") {
+		t.Errorf("a password used a second time: %q, %v; want authentication failed", name, err)
+	}
+	if out, errOut, err := runSitecon(t, "agent", "vnc-password", "no-such-console", "--socket", agents["node-a"].socket); err == nil ||
+		!strings.Contains(errOut, port) {
+		t.Errorf("a password for a console the node does not serve: %v %s%s; want refused, naming what it serves", err, out, errOut)
+	}
 
 	if out, err := act(t, site, auditLog, "migrate", app, "node-b", "--yes", "--timeout", "90s"); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
