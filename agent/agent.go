@@ -9,10 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -130,6 +127,11 @@ type Options struct {
 	// VNCBindAddress is where the consoles of this node's VM apps are
 	// served (agent/vncbridge; default 127.0.0.1).
 	VNCBindAddress string
+	// VNCKubeconfig is the credential the consoles are opened with: this
+	// node's own identity, never an admin's. Empty: the agent's own when
+	// that is its node's (a worker), else k3s's node kubeconfig
+	// (K3sPaths: agent/kubelet.kubeconfig, on servers too).
+	VNCKubeconfig string
 	// Version is this agent's build, as its node report says it.
 	Version string
 	// NodeChecks makes the node report's own checks (Longhorn's
@@ -207,8 +209,10 @@ type Agent struct {
 	super  *k3s.Supervisor
 	leader *apps.StatsLeader
 	apps   *apps.Controller
-	// vnc serves this node's VM consoles once the node is in its cluster.
-	vnc *vncbridge.Bridges
+	// vnc serves this node's VM consoles once the node is in its cluster
+	// and its identity is known; vncWhyNot says why not until then.
+	vnc       *vncbridge.Bridges
+	vncWhyNot error
 	// drains runs the drains the device requests.
 	drains *drainrequest.Runner
 	// etcdSeen is this node's etcd member's view, observed in the
@@ -516,37 +520,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// lockInstance makes sure one agent runs per node (per socket, or per
-// config file without one): a second agent would take the first one's
-// socket and start a second k3s. The lock is an flock, so it goes with the
-// process however it ends.
-func (a *Agent) lockInstance() (func(), error) {
-	path := a.opts.SocketPath
-	if path == "" {
-		path = a.opts.ConfigPath
-	}
-	if path == "" {
-		return func() {}, nil
-	}
-	path += ".lock"
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("agent lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		return nil, fmt.Errorf("another sitecon agent already runs here (lock %s held by pid %s): stop it first",
-			path, strings.TrimSpace(string(holder)))
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return func() { f.Close() }, nil
 }
 
 // serveMetrics serves Prometheus metrics until ctx ends, retrying the

@@ -12,7 +12,6 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
-	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/access"
 	"github.com/sitecon/sitecon/kube/nodestate"
@@ -136,13 +135,8 @@ func (a *Agent) startClusterWork(ctx context.Context, snap *kube.Snapshot, node,
 		a.startAppLogs(ctx, snap, node)
 	}
 	// The consoles of the VM apps running here, for the device's
-	// remote-console service.
-	vnc := vncbridge.New(vncbridge.Options{Node: node, BindAddress: a.opts.VNCBindAddress,
-		Log: a.log.With("component", "vnc")}, snap)
-	a.mu.Lock()
-	a.vnc = vnc
-	a.mu.Unlock()
-	go func() { _ = vnc.Run(ctx) }()
+	// remote-console service, opened with this node's own identity.
+	go a.serveConsoles(ctx, snap, node, nodeIdentity)
 	if a.opts.Apps.AppsDir == "" {
 		return
 	}

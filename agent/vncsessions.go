@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 
@@ -16,10 +17,10 @@ func (a *Agent) postVNCSession(body []byte) (int, any) {
 		return http.StatusBadRequest, map[string]string{"error": `a console session request is JSON {"console": PORT, APP or VMI}`}
 	}
 	a.mu.Lock()
-	bridges := a.vnc
+	bridges, whyNot := a.vnc, cmp.Or(a.vncWhyNot, errNoConsolesYet)
 	a.mu.Unlock()
 	if bridges == nil {
-		return http.StatusServiceUnavailable, map[string]string{"error": "this node is not in its cluster yet: it serves no console"}
+		return http.StatusServiceUnavailable, map[string]string{"error": whyNot.Error()}
 	}
 	s, err := bridges.Session(req.Console)
 	if err != nil {

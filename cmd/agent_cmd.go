@@ -143,6 +143,7 @@ proof there.`,
 		"and the JSON status files (apps.json, node.json, events.json, cluster.json on the leader)")
 	f.StringVar(&opts.VNCBindAddress, "vnc-address", vncbridge.DefaultBindAddress, "where the consoles (VNC, 5900+vnc_display) of the VM apps running on this node are served, for the device's remote-console service (off loopback only with --vnc-expose)")
 	f.BoolVar(&vncExpose, "vnc-expose", false, "let --vnc-address be off loopback")
+	f.StringVar(&opts.VNCKubeconfig, "vnc-kubeconfig", "", "this node's own identity, which the VM consoles are opened with (default: the agent's own on a worker, <k3s-data-dir>/agent/kubelet.kubeconfig on a server; never an admin's)")
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", "127.0.0.1:9812", "Prometheus metrics address (empty: none)")
 	f.DurationVar(&opts.Apps.Placement.MoveAfter, "move-after", apps.DefaultMoveAfter, "how long auto-migration apps tolerate an unreachable or not-ready node")
 	f.DurationVar(&opts.Apps.FileAbsentGrace, "app-file-absent-grace", apps.DefaultFileAbsentGrace, "how long an app or volume file must be absent from its readable directory before its app or volume leaves the config (and its workload is removed); a file back within it changes nothing")

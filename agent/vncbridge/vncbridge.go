@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/rest"
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sitecon/sitecon/kube"
@@ -43,7 +44,6 @@ const DefaultBindAddress = "127.0.0.1"
 type Source interface {
 	Subscribe() (<-chan struct{}, func())
 	VMIs() []*kvv1.VirtualMachineInstance
-	Clients() *kube.Clients
 }
 
 // Options configure the bridges.
@@ -53,6 +53,8 @@ type Options struct {
 	// BindAddress is the address the ports are served on (default
 	// DefaultBindAddress; tests give each simulated node its own).
 	BindAddress string
+	// Config opens the consoles: this node's own identity.
+	Config *rest.Config
 	// RetryListen is how soon a port that could not be opened is tried
 	// again (default 5s).
 	RetryListen time.Duration
@@ -247,7 +249,7 @@ func (b *Bridges) reconcile(ctx context.Context) (failed bool) {
 		rctx, cancel := context.WithCancel(ctx)
 		r := &running{target: t, addr: addr, passwords: &streams.VNCPasswords{}, cancel: cancel, done: make(chan struct{})}
 		log := b.opts.Log.With("vmi", t.Namespace+"/"+t.VMI, "addr", addr)
-		bridge := &streams.VNCBridge{Config: b.src.Clients().Config, Namespace: t.Namespace, VMI: t.VMI,
+		bridge := &streams.VNCBridge{Config: b.opts.Config, Namespace: t.Namespace, VMI: t.VMI,
 			Passwords: r.passwords, Events: func(e streams.VNCEvent) { log.Info("vnc: " + e.String()) }}
 		go func() {
 			defer close(r.done)

@@ -87,8 +87,8 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		t.Fatal(err)
 	}
 	opts := agent.Options{
-		VNCBindAddress: vncAddr,
-		NoBootstrap:    true, NodeName: node, RESTConfig: counter.wrap(site.Config),
+		VNCBindAddress: vncAddr, VNCKubeconfig: site.NodeKubeconfig(node),
+		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
 		SocketPath: filepath.Join(logDir, node+".sock"),
 		ClusterID:  site.ClusterID, ClusterToken: token, StatusAddr: statusAddr,
 		Apps: apps.Options{

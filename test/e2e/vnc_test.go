@@ -733,3 +733,20 @@ func TestConsoleVNC(t *testing.T) {
 		return err, err != nil
 	}, func(err error) string { return fmt.Sprint(err) })
 }
+
+// Issue 37: a server's agent opens its node's VM consoles with the node's
+// own identity, never with the admin credential it holds for the rest
+// of its work: given the admin's, it serves no console and says why when
+// asked for one.
+func TestAgentOpensConsolesWithItsNodesIdentityOnly(t *testing.T) {
+	site := sitebox.Shared(t)
+	site.WaitSettled(t, 90*time.Second)
+	a := startAgentWith(t, site, "node-a", t.TempDir(), t.TempDir(), func(o *agent.Options) {
+		o.VNCKubeconfig = site.Kubeconfig()
+	})
+	t.Cleanup(a.stop)
+	until(t, 60*time.Second, "the agent refusing consoles for want of its node's identity", func() (string, bool) {
+		_, errOut, err := runSitecon(t, "agent", "vnc-password", "5901", "--socket", a.socket)
+		return errOut, err != nil && strings.Contains(errOut, "not node node-a's own identity")
+	}, func(s string) string { return s })
+}
