@@ -116,6 +116,18 @@ func runSiteNode(confPath, sub, dataDir, nodeIP string) (*siteNode, error) {
 		return nil, err
 	}
 	s := &siteNode{exited: make(chan struct{})}
+	if conf.NodeKubeconfig != "" {
+		identity, err := os.ReadFile(conf.NodeKubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Join(dataDir, "agent"), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dataDir, "agent", "kubelet.kubeconfig"), identity, 0o600); err != nil {
+			return nil, err
+		}
+	}
 	// The node's own processes reach the site's API server on
 	// 127.0.0.1:6443 (an agent's k3s load balancer is there too). A
 	// server's answers there only once its etcd member runs from the data

@@ -165,7 +165,16 @@ func (s *Site) writeBootFiles() error {
 		if err != nil {
 			return err
 		}
-		conf := sitemode.Node{HostNetns: filepath.Join("/run/netns", s.hostNetns()), APIServer: fmt.Sprintf("127.0.0.1:%d", s.APIPort), ServerCA: s.pki("ca.crt"), ServerCAKey: s.pki("ca.key")}
+		conf := sitemode.Node{HostNetns: filepath.Join("/run/netns", s.hostNetns()), APIServer: fmt.Sprintf("127.0.0.1:%d", s.APIPort), ServerCA: s.pki("ca.crt"), ServerCAKey: s.pki("ca.key"),
+			NodeKubeconfig: filepath.Join(s.BootDir(n.Name), "node-identity.kubeconfig")}
+		identity, err := os.ReadFile(s.NodeKubeconfig(n.Name))
+		if err != nil {
+			return err
+		}
+		identity = []byte(strings.Replace(string(identity), fmt.Sprintf("https://127.0.0.1:%d", s.APIPort), "https://127.0.0.1:6443", 1))
+		if err := os.WriteFile(conf.NodeKubeconfig, identity, 0o600); err != nil {
+			return err
+		}
 		if m, ok := s.EtcdMemberOf(n.Name); ok {
 			conf.Etcd = &sitemode.Etcd{CommandFile: s.cmdFile(etcdProcess(n.Name)), PIDFile: s.pidFile(etcdProcess(n.Name)),
 				LogFile: filepath.Join(s.Dir, "logs", etcdProcess(n.Name)+".log"), Client: strings.TrimPrefix(m.ClientURL(), "http://")}

@@ -29,6 +29,10 @@ type Node struct {
 	// k3s keeps its server CA key (<data-dir>/server/tls/server-ca.key), as
 	// k3s's bootstrap data gives it to every server; workers get none.
 	ServerCAKey string `json:"serverCAKey,omitempty"`
+	// NodeKubeconfig is the node's own identity (system:node:NAME), naming
+	// 127.0.0.1:6443: written where k3s writes the one it issued the
+	// node, <data-dir>/agent/kubelet.kubeconfig, servers included.
+	NodeKubeconfig string `json:"nodeKubeconfig,omitempty"`
 	// Etcd is the node's etcd member; nil on a worker.
 	Etcd *Etcd `json:"etcd,omitempty"`
 }
