@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/sitecon/sitecon/audit"
 	"github.com/sitecon/sitecon/doctor"
 	"github.com/sitecon/sitecon/kube"
+	"github.com/sitecon/sitecon/kube/access"
 	"github.com/sitecon/sitecon/ui"
 	"github.com/sitecon/sitecon/views"
 )
@@ -220,7 +222,7 @@ drill in and out, ? for help, q to quit.`
 	}
 	root.AddCommand(newStatusCmd(g), newAgentCmd(g), newFormCmd(g), newJoinInfoCmd(g),
 		newCordonCmd(g, true), newCordonCmd(g, false), newDrainCmd(g), newMaintenanceCmd(g), newMigrateCmd(g), newReturnHomeCmd(g), newSeedCmd(g), newNodeCmd(g),
-		newVersionCmd(), newLogsCmd(g), newVNCCmd(g))
+		newVersionCmd(), newLogsCmd(g), newVNCCmd(g), newReadOnlyKubeconfigCmd(g))
 	root.AddCommand(newGenDocsCmd(root), newDoctorCmd(g), newBundleCmd(g))
 	// --version prints what `sitecon version` prints (cobra reads the
 	// template as text/template: the report holds no braces).
@@ -423,6 +425,20 @@ func withNodeReports(cmd *cobra.Command, src nodeReports, known []kube.NodeStatu
 	return apiDown
 }
 
+// identityReadsOnly: the API server says the credential may not cordon a
+// node, the least of the console's actions. Asked once, briefly: with no
+// answer the console offers its actions and the API server judges each.
+func identityReadsOnly(ctx context.Context, cfg *rest.Config) bool {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	may, err := access.MayChangeNodes(ctx, cs)
+	return err == nil && !may
+}
+
 // runConsole opens the console with what the flags say: the cluster (or
 // why it cannot be read), the agent's socket, the audit log, and the join
 // info of this node's cluster config for :add and :replace.
@@ -451,6 +467,12 @@ func runConsole(ctx context.Context, g *globalFlags, agentSocket, hint string, j
 		snap := opts.Snap
 		snap.Start(ctx)
 		opts.JoinInfo = join.fromSnapshot(snap)
+		if !opts.ReadOnly && identityReadsOnly(ctx, cfg) {
+			// The cluster's own word (a read-only account's kubeconfig,
+			// sitecon readonly-kubeconfig): offer no action it would refuse.
+			opts.ReadOnly = true
+			opts.Hint = strings.TrimSpace("read-only: this identity may not change the cluster. " + opts.Hint)
+		}
 	}
 	// While the cluster API does not answer, the overview shows what each
 	// node's agent reports, asked with this node's cluster config.
