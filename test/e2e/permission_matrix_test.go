@@ -56,6 +56,8 @@ const (
 	// and a host on the LAN with no credential at all.
 	asApp       = "an app"
 	asAnonymous = "anonymous"
+	// The technician's read-only account (sitecon readonly-kubeconfig).
+	asReadOnly = "read-only account"
 )
 
 // permissionMatrix is the whole of it, written once. Every resource and
@@ -171,6 +173,18 @@ var permissionMatrix = []permissionCell{
 	{asAnonymous, "delete", "a pod on another node", refused, ""},
 	{asAnonymous, "get", "the console of a VMI on its node", refused, ""},
 	{asAnonymous, "get", "the log of a pod on another node", refused, ""},
+	// The technician's read-only account: reads, and writes nothing.
+	{asReadOnly, "get", "the log of a pod on another node", allowed, ""},
+	{asReadOnly, "patch", "the cluster record", refused, ""},
+	{asReadOnly, "patch", "another Node", refused, ""},
+	{asReadOnly, "delete", "a pod on another node", refused, ""},
+	{asReadOnly, "create", "an eviction of a pod on another node", refused, ""},
+	{asReadOnly, "create", "a Deployment for another node", refused, ""},
+	{asReadOnly, "create", "a claim", refused, ""},
+	{asReadOnly, "delete", "a VolumeAttachment", refused, ""},
+	{asReadOnly, "update", "the stats-leader Lease", refused, ""},
+	{asReadOnly, "create", "an Event", refused, ""},
+	{asReadOnly, "get", "the console of a VMI on its node", refused, ""},
 }
 
 // matrixObject is an object of the matrix: its resource, and how to make
@@ -204,8 +218,25 @@ func TestPermissionMatrix(t *testing.T) {
 	}
 	appCfg := rest.AnonymousClientConfig(site.Config)
 	appCfg.BearerToken = tok.Status.Token
+	if err := access.EnsureReadOnlyAccount(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	readOnlyToken, _, err := access.ReadOnlyToken(ctx, admin, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnlyCfg := rest.AnonymousClientConfig(site.Config)
+	readOnlyCfg.BearerToken = readOnlyToken
 	configs := map[string]*rest.Config{asWorker: workerIdentity(t, site, "node-c"), asController: controllerCfg, asServer: site.Config,
-		asApp: appCfg, asAnonymous: rest.AnonymousClientConfig(site.Config)}
+		asApp: appCfg, asAnonymous: rest.AnonymousClientConfig(site.Config), asReadOnly: readOnlyCfg}
+	// The read-only role reads: a write verb added to it fails here.
+	for _, r := range access.ReadOnlyRules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("the read-only role grants %s on %v", v, r.Resources)
+			}
+		}
+	}
 	const own, other = "node-c", "node-a"
 	objects := matrixObjects(t, ctx, site, admin, own, other)
 
