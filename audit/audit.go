@@ -68,6 +68,10 @@ type Record struct {
 	Error     string   `json:"error,omitempty"`
 	// Detail is what the action did (the override written, pods evicted).
 	Detail string `json:"detail,omitempty"`
+	// Prev chains the log: the SHA-256 of the line before this one, as
+	// written (ChainHash; "" for the first). A line changed or removed
+	// breaks the chain at the line after it (VerifyChain).
+	Prev string `json:"prev,omitempty"`
 }
 
 // Log appends records to one regular file.
@@ -79,7 +83,7 @@ type Log struct {
 // openFlags never follow a symlink and never block: opening a FIFO for
 // writing would wait for a reader (with O_NONBLOCK it fails instead, or
 // opens and is refused by the check that follows).
-const openFlags = os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+const openFlags = os.O_RDWR | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 
 // Open checks that the log can be written before any action runs: an
 // action that cannot be recorded is not taken. The log must be a regular
@@ -184,9 +188,12 @@ func rootsAlone(dir string) error {
 func (l *Log) Path() string { return l.path }
 
 // Write appends one record, synced to disk, in a single write so
-// concurrent writers never interleave within a line. The file is opened
-// again for every record with the same checks as Open: a log replaced by
-// a symlink or a device since is refused, not followed.
+// concurrent writers never interleave within a line, chained to the line
+// before it under an exclusive lock on the file (every sitecon process
+// that writes the log takes it: the console, the commands, the agent).
+// The file is opened again for every record with the same checks as
+// Open: a log replaced by a symlink or a device since is refused, not
+// followed.
 func (l *Log) Write(r Record) error {
 	if r.Time.IsZero() {
 		r.Time = time.Now()
@@ -197,18 +204,32 @@ func (l *Log) Write(r Record) error {
 	if r.User == "" {
 		CurrentIdentity().stamp(&r)
 	}
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f, err := openRegular(l.path)
 	if err != nil {
 		return fmt.Errorf("audit log %s: %w", l.path, err)
 	}
-	_, werr := f.Write(append(data, '\n'))
-	return errors.Join(werr, f.Sync(), f.Close())
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("audit log %s: lock: %w", l.path, err)
+	}
+	last, err := lastLine(f)
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", l.path, err)
+	}
+	r.Prev = ""
+	if last != nil {
+		r.Prev = ChainHash(last)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // Entry is an action whose intent is on disk: its outcome is still to be

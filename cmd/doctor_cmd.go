@@ -78,7 +78,7 @@ const defaultDoctorTimeout = 20 * time.Second
 // doctorOptions are the doctor's: the cluster the flags name, this
 // machine's k3s data dir, and its agent when its socket is there.
 func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket, clusterConfig string, apiWait time.Duration) doctor.Options {
-	opts := doctor.Options{APIWait: apiWait, K3sDataDir: k3sDataDir, Log: log, ClusterPorts: doctorClusterPorts()}
+	opts := doctor.Options{APIWait: apiWait, K3sDataDir: k3sDataDir, Log: log, ClusterPorts: doctorClusterPorts(), AuditLog: g.auditLog}
 	if cfg, err := g.restConfig(); err != nil {
 		opts.ConfigProblem = err.Error()
 	} else {

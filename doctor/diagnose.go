@@ -39,7 +39,9 @@ type Options struct {
 	// address.
 	LocalNode    func() (LocalNode, error)
 	ClusterPorts []ClusterPort
-	Log          *slog.Logger
+	// AuditLog is this machine's audit log, whose chain is checked.
+	AuditLog string
+	Log      *slog.Logger
 	// Checks replaces the full list (tests); nil: Checks().
 	Checks []Check
 }
@@ -51,7 +53,7 @@ type Options struct {
 // from its watch cache, and those answers may be old.
 func Diagnose(ctx context.Context, opts Options) Report {
 	env := &Env{K3sDataDir: opts.K3sDataDir, AgentConfigErrors: opts.AgentConfigErrors, NodeReports: opts.NodeReports,
-		StatusScan: opts.StatusScan, Dial: opts.Dial, LocalNode: opts.LocalNode, ClusterPorts: opts.ClusterPorts}
+		StatusScan: opts.StatusScan, Dial: opts.Dial, LocalNode: opts.LocalNode, ClusterPorts: opts.ClusterPorts, AuditLog: opts.AuditLog}
 	// Several checks read the reports: Run asks the nodes once for all.
 	checks := opts.Checks
 	if checks == nil {

@@ -127,6 +127,8 @@ type Env struct {
 	// node's cluster address (netcfg's list, from main).
 	LocalNode    func() (LocalNode, error)
 	ClusterPorts []ClusterPort
+	// AuditLog is this machine's audit log ("" : none given).
+	AuditLog string
 }
 
 // Check is one named check.

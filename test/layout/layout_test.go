@@ -55,7 +55,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/workloads":    {},
 		// sitecon doctor's checks: they read the cluster (kube) and the
 		// quorum arithmetic, nothing of the agent or the console.
-		"doctor": {"kube", "kube/nodestate", "kube/safety", "nodecheck"},
+		"doctor": {"kube", "kube/nodestate", "kube/safety", "nodecheck", "audit"},
 		// The checks that need the node itself, made by each agent for its
 		// report (and by the doctor on this machine): the report's shapes.
 		"nodecheck": {"kube", "kube/nodestate"},
