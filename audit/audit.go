@@ -210,12 +210,13 @@ func (l *Log) Write(r Record) error {
 	if err != nil {
 		return fmt.Errorf("audit log %s: %w", l.path, err)
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("audit log %s: lock: %w", l.path, err)
+	if err := lockWithin(f, lockWait); err != nil {
+		f.Close()
+		return fmt.Errorf("audit log %s: %w", l.path, err)
 	}
-	last, err := lastLine(f)
+	last, cut, err := lastLine(f)
 	if err != nil {
+		f.Close()
 		return fmt.Errorf("audit log %s: %w", l.path, err)
 	}
 	r.Prev = ""
@@ -224,12 +225,43 @@ func (l *Log) Write(r Record) error {
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
+		f.Close()
 		return err
 	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
+	line := append(data, '\n')
+	if cut {
+		// The last write was cut off (a full disk, a crash): this record
+		// starts a line of its own, chained to the fragment.
+		line = append([]byte{'\n'}, line...)
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
 		return err
 	}
-	return f.Sync()
+	return errors.Join(f.Sync(), f.Close())
+}
+
+// lockWait bounds the wait for another writer's lock: a writer stopped
+// (ctrl-z) or stuck on a hung disk must not hold every action back for
+// good; the action then is not taken, with the reason.
+const lockWait = 5 * time.Second
+
+// lockWithin takes f's exclusive lock, trying for at most wait.
+func lockWithin(f *os.File, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another writer has held its lock for over %s (a sitecon process stopped or stuck?)", wait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Entry is an action whose intent is on disk: its outcome is still to be

@@ -25,34 +25,34 @@ func ChainHash(line []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// lastLine is the file's last complete line (nil for an empty file), read
-// backwards from the end in growing steps, up to MaxLineBytes.
-func lastLine(f *os.File) ([]byte, error) {
+// lastLine is the file's last line (nil for an empty file), read
+// backwards from the end in growing steps, up to what ChainHash reads of
+// it; cut when it has no newline (the last write was cut off: the next
+// record chains to that fragment, so what was cut shows too).
+func lastLine(f *os.File) (line []byte, cut bool, err error) {
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	size := st.Size()
 	if size == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	for step := int64(4 << 10); ; step *= 4 {
 		n := min(step, size)
 		buf := make([]byte, n)
 		if _, err := f.ReadAt(buf, size-n); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
+			return nil, false, err
 		}
-		// A log whose last write was cut off (a full disk, a crash) ends
-		// without a newline: the next record chains to that fragment, so
-		// what was cut shows too.
+		cut = buf[len(buf)-1] != '\n'
 		body := bytes.TrimSuffix(buf, []byte("\n"))
 		if i := bytes.LastIndexByte(body, '\n'); i >= 0 {
-			return body[i+1:], nil
+			return body[i+1:], cut, nil
 		}
 		if n == size || n > MaxLineBytes {
 			// The whole file is one line, or the line is longer than
 			// ChainHash reads of it.
-			return body, nil
+			return body, cut, nil
 		}
 	}
 }
@@ -70,9 +70,11 @@ type ChainReport struct {
 
 // VerifyChain reads the log at path and checks every line's Prev against
 // the line before it. A missing log is an empty one. It shows a change
-// made by hand to a line or a removal of lines; root can still rewrite
-// the whole chain from the change on, which only records kept off the
-// machine would show.
+// made by hand to a line, a removal of lines within the log, and a line
+// put in after the chain began. It does not show lines cut off the end,
+// lines without a chain put in before its first chained line (they look
+// older than the chain), nor a log rewritten whole from the change on:
+// only records kept off the machine would.
 func VerifyChain(path string) (ChainReport, error) {
 	var rep ChainReport
 	f, err := os.Open(path)
@@ -113,7 +115,10 @@ func VerifyChain(path string) (ChainReport, error) {
 			if prev != nil {
 				want = ChainHash(prev)
 			}
-			if r.Prev != want {
+			switch {
+			case r.Prev == "":
+				rep.Breaks = append(rep.Breaks, fmt.Sprintf("line %d carries no chain: put in by hand, or written by a sitecon older than the chain (restart its agent)", rep.Lines))
+			case r.Prev != want:
 				rep.Breaks = append(rep.Breaks, fmt.Sprintf("line %d does not follow line %d as written: a line was changed, removed or put in there", rep.Lines, rep.Lines-1))
 			}
 		}

@@ -48,7 +48,7 @@ func TestAuditLogIsChained(t *testing.T) {
 		data []byte
 		want string
 	}{
-		"a line changed": {changed, "does not follow line"},
+		"a line changed":  {changed, "does not follow line"},
 		"line 11 removed": {removed, "line 11 does not follow line 10"},
 	} {
 		tampered := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -98,5 +98,38 @@ func TestAuditChainOverAnOldLogAndJunk(t *testing.T) {
 	rep, err = VerifyChain(path)
 	if err != nil || rep.Lines != 7 || len(rep.Breaks) != 1 || !strings.Contains(rep.Breaks[0], "line 6 is not a record") {
 		t.Fatalf("after a junk line: %+v, %v; want the junk line alone reported", rep, err)
+	}
+}
+
+// A log whose last write was cut off (a full disk, a crash) ends without a
+// newline: the next record starts a line of its own, chained to the
+// fragment, and is read back; the fragment is what the chain reports.
+func TestARecordAfterACutLineStandsAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	log, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Write(Record{Action: "cordon", Target: "node-a", Outcome: OutcomeDone}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"action":"drain","tar`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := log.Write(Record{Action: "uncordon", Target: "node-a", Outcome: OutcomeDone}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := Read(path)
+	if err != nil || len(recs) != 2 || recs[1].Action != "uncordon" {
+		t.Fatalf("records after a cut line: %+v, %v; want the cordon and the uncordon", recs, err)
+	}
+	rep, err := VerifyChain(path)
+	if err != nil || rep.Lines != 3 || len(rep.Breaks) != 1 || !strings.Contains(rep.Breaks[0], "line 2 is not a record") {
+		t.Fatalf("the chain over a cut line: %+v, %v; want the fragment alone reported", rep, err)
 	}
 }

@@ -142,27 +142,31 @@ type Session struct {
 // ref names none of it.
 func (b *Bridges) Session(ref string) (Session, error) {
 	b.mu.Lock()
-	var found *running
+	var found []*running
 	var served []string
 	for _, r := range b.running {
 		served = append(served, fmt.Sprintf("%s (%s, port %d)", cmp.Or(r.target.App, r.target.VMI), r.target.VMI, r.target.Port))
 		if ref == strconv.Itoa(r.target.Port) || ref == r.target.VMI || (r.target.App != "" && ref == r.target.App) {
-			found = r
+			found = append(found, r)
 		}
 	}
 	b.mu.Unlock()
-	if found == nil {
-		slices.Sort(served)
-		if len(served) == 0 {
-			return Session{}, fmt.Errorf("no console %q: this node serves none (a VM app with enable_vnc running here)", ref)
-		}
+	slices.Sort(served)
+	switch {
+	case len(found) > 1:
+		// Never a guess: a password for the wrong VM is someone else's screen.
+		return Session{}, fmt.Errorf("%q names more than one console here (%s): name it by its port", ref, strings.Join(served, ", "))
+	case len(found) == 0 && len(served) == 0:
+		return Session{}, fmt.Errorf("no console %q: this node serves none (a VM app with enable_vnc running here)", ref)
+	case len(found) == 0:
 		return Session{}, fmt.Errorf("no console %q on this node (it serves %s)", ref, strings.Join(served, ", "))
 	}
-	password, expires, err := found.passwords.Issue(SessionTTL)
+	r := found[0]
+	password, expires, err := r.passwords.Issue(SessionTTL)
 	if err != nil {
 		return Session{}, err
 	}
-	return Session{App: found.target.App, VMI: found.target.Namespace + "/" + found.target.VMI, Address: found.addr,
+	return Session{App: r.target.App, VMI: r.target.Namespace + "/" + r.target.VMI, Address: r.addr,
 		Password: password, Expires: expires.UTC()}, nil
 }
 

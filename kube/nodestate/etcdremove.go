@@ -61,19 +61,31 @@ func RemoveEtcdMember(ctx context.Context, access EtcdAccess, node string, nodes
 	if err != nil {
 		return "", fmt.Errorf("etcd member list from %s: %w", access.Endpoint, err)
 	}
-	var leaving *etcdserverpb.Member
+	var leavingMembers []*etcdserverpb.Member
 	var staying []string
 	for _, m := range list.Members {
 		st := EtcdMemberStatus{ID: strconv.FormatUint(m.ID, 16), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs}
-		if EtcdMemberNode(st, nodes) == node {
-			leaving = m
-			continue
+		switch {
+		case EtcdMemberNode(st, nodes) == node:
+			leavingMembers = append(leavingMembers, m)
+		case !m.IsLearner:
+			// A learner (a server still joining) refuses a removal and
+			// a linearizable read: only voting members are asked.
+			staying = append(staying, m.ClientURLs...)
 		}
-		staying = append(staying, m.ClientURLs...)
 	}
-	if leaving == nil {
+	switch len(leavingMembers) {
+	case 0:
 		return "", nil
+	case 1:
+	default:
+		var names []string
+		for _, m := range leavingMembers {
+			names = append(names, m.Name)
+		}
+		return "", fmt.Errorf("%d etcd members are %s's (%s): nothing removed; remove the stale one by hand (etcdctl member remove) and leave again", len(names), node, strings.Join(names, ", "))
 	}
+	leaving := leavingMembers[0]
 	id := strconv.FormatUint(leaving.ID, 16)
 	through := client
 	if len(staying) > 0 {

@@ -88,9 +88,9 @@ func (p *VNCPasswords) dropExpired(now time.Time) {
 	p.pending = kept
 }
 
-// use spends the password whose answer to challenge is response; false
-// when none is.
-func (p *VNCPasswords) use(challenge, response []byte) bool {
+// use spends the password whose answer to challenge is response and
+// returns it; nil when none is.
+func (p *VNCPasswords) use(challenge, response []byte) *pendingPassword {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dropExpired(p.clock())
@@ -98,10 +98,20 @@ func (p *VNCPasswords) use(challenge, response []byte) bool {
 		want, err := VNCAuthResponse(challenge, pw.password)
 		if err == nil && subtle.ConstantTimeCompare(want, response) == 1 {
 			p.pending = append(p.pending[:i], p.pending[i+1:]...)
-			return true
+			return &pw
 		}
 	}
-	return false
+	return nil
+}
+
+// giveBack returns a spent password that opened no session (the slot
+// busy, KubeVirt failing: not the viewer's doing), with its lifetime as it
+// was.
+func (p *VNCPasswords) giveBack(pw pendingPassword) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = append(p.pending, pw)
+	p.dropExpired(p.clock())
 }
 
 // VNCAuthResponse is a viewer's answer to a VNC Authentication challenge:
@@ -132,48 +142,48 @@ var errVNCAuthFailed = errors.New("authentication failed: ask this device's agen
 // viewerHandshake is the bridge's side of a viewer's handshake up to the
 // security result: the version, VNC Authentication offered alone, the
 // challenge and the viewer's answer. It returns the minor version the
-// viewer speaks and whether a password matched (spent if so); the result
-// is sent by sendSecurityResult, once the bridge knows whether it can
-// serve the viewer.
-func viewerHandshake(c net.Conn, passwords *VNCPasswords) (minor int, ok bool, err error) {
+// viewer speaks and the password it matched (spent; nil: none did); the
+// result is sent by sendSecurityResult, once the bridge knows whether it
+// can serve the viewer.
+func viewerHandshake(c net.Conn, passwords *VNCPasswords) (minor int, spent *pendingPassword, err error) {
 	if _, err := io.WriteString(c, rfbVersion38); err != nil {
-		return 0, false, err
+		return 0, nil, err
 	}
 	version := make([]byte, 12)
 	if _, err := io.ReadFull(c, version); err != nil {
-		return 0, false, fmt.Errorf("viewer's version: %w", err)
+		return 0, nil, fmt.Errorf("viewer's version: %w", err)
 	}
 	minor, err = rfbMinor(version)
 	if err != nil {
-		return 0, false, err
+		return 0, nil, err
 	}
 	if minor < 7 {
 		// 3.3: the server names the one type.
 		if _, err := c.Write(binary.BigEndian.AppendUint32(nil, rfbSecurityVNC)); err != nil {
-			return minor, false, err
+			return minor, nil, err
 		}
 	} else {
 		if _, err := c.Write([]byte{1, rfbSecurityVNC}); err != nil {
-			return minor, false, err
+			return minor, nil, err
 		}
 		choice := make([]byte, 1)
 		if _, err := io.ReadFull(c, choice); err != nil {
-			return minor, false, fmt.Errorf("viewer's security type: %w", err)
+			return minor, nil, fmt.Errorf("viewer's security type: %w", err)
 		}
 		if choice[0] != rfbSecurityVNC {
-			return minor, false, fmt.Errorf("viewer chose security type %d, only VNC Authentication (2) is offered", choice[0])
+			return minor, nil, fmt.Errorf("viewer chose security type %d, only VNC Authentication (2) is offered", choice[0])
 		}
 	}
 	challenge := make([]byte, 16)
 	if _, err := rand.Read(challenge); err != nil {
-		return minor, false, err
+		return minor, nil, err
 	}
 	if _, err := c.Write(challenge); err != nil {
-		return minor, false, err
+		return minor, nil, err
 	}
 	response := make([]byte, 16)
 	if _, err := io.ReadFull(c, response); err != nil {
-		return minor, false, fmt.Errorf("viewer's answer to the challenge: %w", err)
+		return minor, nil, fmt.Errorf("viewer's answer to the challenge: %w", err)
 	}
 	return minor, passwords.use(challenge, response), nil
 }

@@ -49,17 +49,24 @@ func TestVNCPasswordsOpenOneSessionWithinTheirLifetime(t *testing.T) {
 	if first == second {
 		t.Fatalf("two passwords alike: %q", first)
 	}
-	if p.use(challenge, answer("not-it")) {
+	if p.use(challenge, answer("not-it")) != nil {
 		t.Error("a wrong password opened a session")
 	}
-	if !p.use(challenge, answer(second)) {
-		t.Error("the second password did not open a session")
+	spent := p.use(challenge, answer(second))
+	if spent == nil {
+		t.Fatal("the second password did not open a session")
 	}
-	if p.use(challenge, answer(second)) {
+	if p.use(challenge, answer(second)) != nil {
 		t.Error("a spent password opened a second session")
 	}
+	// Given back (the slot was busy): good again, for its lifetime only.
+	p.giveBack(*spent)
+	if p.use(challenge, answer(second)) == nil {
+		t.Error("a password given back did not open a session")
+	}
+	p.giveBack(*spent)
 	now = now.Add(time.Minute)
-	if p.use(challenge, answer(first)) {
+	if p.use(challenge, answer(first)) != nil || p.use(challenge, answer(second)) != nil {
 		t.Error("a password past its lifetime opened a session")
 	}
 	if n := p.Pending(); n != 0 {
@@ -103,7 +110,8 @@ func TestViewerHandshake(t *testing.T) {
 			}
 			got := make(chan result, 1)
 			go func() {
-				minor, ok, err := viewerHandshake(bridge, passwords)
+				minor, spent, err := viewerHandshake(bridge, passwords)
+				ok := spent != nil
 				if err == nil {
 					why := errVNCAuthFailed
 					if ok {

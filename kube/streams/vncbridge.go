@@ -133,6 +133,7 @@ func (b *VNCBridge) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		b.mu.Unlock()
 	}()
+	pending := make(chan struct{}, maxPendingViewers)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -142,9 +143,19 @@ func (b *VNCBridge) Serve(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 		if b.Passwords != nil {
+			select {
+			case pending <- struct{}{}:
+			default:
+				// Too many handshakes at once: nobody's session is
+				// at stake in closing this one.
+				b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: c.RemoteAddr().String(), Err: errTooManyPending})
+				_ = c.Close()
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer func() { <-pending }()
 				b.authenticated(ctx, c)
 			}()
 			continue
@@ -181,28 +192,44 @@ func (b *VNCBridge) tell(e VNCEvent) {
 }
 
 // viewerHandshakeTimeout bounds a viewer's handshake with an
-// authenticating bridge: one that stalls holds no slot, but its socket.
-const viewerHandshakeTimeout = 15 * time.Second
+// authenticating bridge, a person typing the password at a prompt
+// included: one that stalls holds no slot, but a socket, so at most
+// maxPendingViewers wait at once and the rest are closed at once.
+const (
+	viewerHandshakeTimeout = time.Minute
+	maxPendingViewers      = 16
+)
+
+// upstreamHandshakeTimeout bounds the VM console's handshake, once
+// KubeVirt's websocket is open.
+const upstreamHandshakeTimeout = 15 * time.Second
 
 // authenticated serves one viewer of a bridge with passwords: the viewer's
 // handshake and its password first, then the viewer slot, then KubeVirt's
 // console and its handshake (choosing none), and only then the security
 // result, so that whatever refuses the viewer is said in RFB's own words.
+// A password refused for a reason that is not the viewer's (the slot
+// busy, KubeVirt failing) is not spent.
 func (b *VNCBridge) authenticated(ctx context.Context, viewer net.Conn) {
 	defer viewer.Close()
 	stop := context.AfterFunc(ctx, func() { _ = viewer.Close() })
 	defer stop()
 	who := viewer.RemoteAddr().String()
 	_ = viewer.SetDeadline(time.Now().Add(viewerHandshakeTimeout))
-	minor, ok, err := viewerHandshake(viewer, b.Passwords)
+	minor, spent, err := viewerHandshake(viewer, b.Passwords)
 	if err != nil {
 		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: err})
 		return
 	}
-	if !ok {
+	if spent == nil {
 		_ = sendSecurityResult(viewer, minor, errVNCAuthFailed)
 		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: errVNCAuthFailed})
 		return
+	}
+	refuse := func(why error) {
+		b.Passwords.giveBack(*spent)
+		_ = sendSecurityResult(viewer, minor, why)
+		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: why})
 	}
 	b.mu.Lock()
 	busy := b.viewer != nil
@@ -211,8 +238,7 @@ func (b *VNCBridge) authenticated(ctx context.Context, viewer net.Conn) {
 	}
 	b.mu.Unlock()
 	if busy {
-		_ = sendSecurityResult(viewer, minor, ErrVNCBusy)
-		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: ErrVNCBusy})
+		refuse(ErrVNCBusy)
 		return
 	}
 	defer func() {
@@ -220,20 +246,25 @@ func (b *VNCBridge) authenticated(ctx context.Context, viewer net.Conn) {
 		b.viewer = nil
 		b.mu.Unlock()
 	}()
+	// The viewer waits while KubeVirt is asked: a deadline of its own.
+	_ = viewer.SetDeadline(time.Now().Add(b.dialTimeout() + upstreamHandshakeTimeout + 5*time.Second))
 	upstream, err := b.dial(ctx)
 	if err == nil {
-		_ = upstream.SetDeadline(time.Now().Add(viewerHandshakeTimeout))
-		if err = upstreamHandshake(upstream); err != nil {
+		closeOnStop := context.AfterFunc(ctx, func() { _ = upstream.Close() })
+		_ = upstream.SetDeadline(time.Now().Add(upstreamHandshakeTimeout))
+		err = upstreamHandshake(upstream)
+		closeOnStop()
+		if err != nil {
 			_ = upstream.Close()
 		}
 	}
 	if err != nil {
-		_ = sendSecurityResult(viewer, minor, err)
-		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: err})
+		refuse(err)
 		return
 	}
 	if err := sendSecurityResult(viewer, minor, nil); err != nil {
 		_ = upstream.Close()
+		b.tell(VNCEvent{Kind: VNCViewerLeft, Viewer: who, Err: fmt.Errorf("the viewer left during its handshake: %w", err)})
 		return
 	}
 	_ = viewer.SetDeadline(time.Time{})
@@ -283,14 +314,21 @@ func (b *VNCBridge) splice(ctx context.Context, viewer, upstream net.Conn) {
 	b.tell(VNCEvent{Kind: VNCViewerLeft, Viewer: viewer.RemoteAddr().String(), Err: why})
 }
 
+// errTooManyPending closes a viewer beyond maxPendingViewers.
+var errTooManyPending = fmt.Errorf("%d viewers are already in their handshake", maxPendingViewers)
+
+func (b *VNCBridge) dialTimeout() time.Duration {
+	if b.DialTimeout > 0 {
+		return b.DialTimeout
+	}
+	return 15 * time.Second
+}
+
 // dial opens KubeVirt's vnc websocket, asking it to keep a session someone
 // else holds. AsyncSubresourceHelper takes no context: a dial that outlives
 // ctx or the timeout is closed when it arrives.
 func (b *VNCBridge) dial(ctx context.Context) (net.Conn, error) {
-	timeout := b.DialTimeout
-	if timeout <= 0 {
-		timeout = 15 * time.Second
-	}
+	timeout := b.dialTimeout()
 	type result struct {
 		conn net.Conn
 		err  error
