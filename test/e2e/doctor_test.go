@@ -109,8 +109,9 @@ func runDoctor(t *testing.T, site *sitebox.TestSite, args ...string) (string, in
 // runDoctorWith runs the binary with args and no k3s data dir.
 func runDoctorWith(t *testing.T, site *sitebox.TestSite, args ...string) (string, int) {
 	t.Helper()
+	// Its own audit log: the machine's is no test's to judge.
 	out, errOut, err := runSitecon(t, append([]string{"doctor", "--kubeconfig", site.Kubeconfig(),
-		"--k3s-data-dir", t.TempDir()}, args...)...)
+		"--k3s-data-dir", t.TempDir(), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl")}, args...)...)
 	code := 0
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -455,7 +456,7 @@ current-context: c
 	dataDir := filepath.Join(dir, "k3s")
 	testcert.Write(t, filepath.Join(dataDir, "server", "tls", "client-admin.crt"), time.Now().Add(20*24*time.Hour))
 	out, errOut, err := runSitecon(t, "doctor", "--kubeconfig", kubeconfig, "--timeout", "4s", "--k3s-data-dir", dataDir,
-		"--agent-socket", filepath.Join(dir, "none.sock"), "-o", "json")
+		"--agent-socket", filepath.Join(dir, "none.sock"), "--audit-log", filepath.Join(dir, "audit.jsonl"), "-o", "json")
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != doctor.ExitAPIUnreachable {
 		t.Fatalf("exit %v, want %d; %s%s", err, doctor.ExitAPIUnreachable, out, errOut)
