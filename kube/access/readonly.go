@@ -14,6 +14,8 @@ import (
 	rbacapply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/sitecon/sitecon/kube"
 )
 
 // The technician's read-only account: a ServiceAccount the cluster itself
@@ -38,7 +40,7 @@ var readOnlyLabels = map[string]string{"app.kubernetes.io/managed-by": "sitecon"
 // (AgentRules), the logs the console and `sitecon logs` show, the events
 // of the events screen, and the workloads behind the pods.
 var ReadOnlyRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "pods/log", "configmaps", "persistentvolumeclaims", "persistentvolumes", "namespaces", "events"},
+	{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "pods/log", "persistentvolumeclaims", "persistentvolumes", "namespaces", "events"},
 		Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch"}},
@@ -52,7 +54,15 @@ var ReadOnlyRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses", "volumeattachments"}, Verbs: []string{"get", "list", "watch"}},
 }
 
-// EnsureReadOnlyAccount puts the account, its role and its binding in
+// ReadOnlyAppNamespaceRules are what the account reads in the app
+// namespace alone: sitecon's ConfigMaps (the cluster record, the etcd
+// members' view, the designations) live there, and other namespaces'
+// ConfigMaps are none of its business.
+var ReadOnlyAppNamespaceRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+}
+
+// EnsureReadOnlyAccount puts the account, its roles and their bindings in
 // place (server-side apply: run again, it changes nothing).
 func EnsureReadOnlyAccount(ctx context.Context, cs kubernetes.Interface) error {
 	opts := metav1.ApplyOptions{FieldManager: "sitecon", Force: true}
@@ -75,6 +85,19 @@ func EnsureReadOnlyAccount(ctx context.Context, cs kubernetes.Interface) error {
 		WithSubjects(rbacapply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(ReadOnlyName).WithNamespace(ReadOnlyNamespace))
 	if _, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, binding, opts); err != nil {
 		return fmt.Errorf("read-only role binding: %w", err)
+	}
+	appRole := rbacapply.Role(ReadOnlyName, kube.AppNamespace).WithLabels(readOnlyLabels)
+	for _, r := range ReadOnlyAppNamespaceRules {
+		appRole.WithRules(rbacapply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...))
+	}
+	if _, err := cs.RbacV1().Roles(kube.AppNamespace).Apply(ctx, appRole, opts); err != nil {
+		return fmt.Errorf("read-only role in %s: %w", kube.AppNamespace, err)
+	}
+	appBinding := rbacapply.RoleBinding(ReadOnlyName, kube.AppNamespace).WithLabels(readOnlyLabels).
+		WithRoleRef(rbacapply.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(ReadOnlyName)).
+		WithSubjects(rbacapply.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(ReadOnlyName).WithNamespace(ReadOnlyNamespace))
+	if _, err := cs.RbacV1().RoleBindings(kube.AppNamespace).Apply(ctx, appBinding, opts); err != nil {
+		return fmt.Errorf("read-only role binding in %s: %w", kube.AppNamespace, err)
 	}
 	return nil
 }

@@ -230,7 +230,7 @@ func TestPermissionMatrix(t *testing.T) {
 	configs := map[string]*rest.Config{asWorker: workerIdentity(t, site, "node-c"), asController: controllerCfg, asServer: site.Config,
 		asApp: appCfg, asAnonymous: rest.AnonymousClientConfig(site.Config), asReadOnly: readOnlyCfg}
 	// The read-only role reads: a write verb added to it fails here.
-	for _, r := range access.ReadOnlyRules {
+	for _, r := range slices.Concat(access.ReadOnlyRules, access.ReadOnlyAppNamespaceRules) {
 		for _, v := range r.Verbs {
 			if v != "get" && v != "list" && v != "watch" {
 				t.Errorf("the read-only role grants %s on %v", v, r.Resources)

@@ -60,6 +60,13 @@ func TestReadOnlyKubeconfig(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list Secrets: %v, want Forbidden", err)
 	}
+	// sitecon's ConfigMaps, in the app namespace; no other namespace's.
+	if _, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list the app namespace's ConfigMaps: %v", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list kube-system's ConfigMaps: %v, want Forbidden", err)
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "readonly-probe", Namespace: kube.AppNamespace}}
 	if _, err := cs.CoreV1().ConfigMaps(kube.AppNamespace).Create(ctx, cm, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("create a ConfigMap: %v, want Forbidden", err)
