@@ -158,7 +158,7 @@ func playViewer(c net.Conn, version string, choose byte, password string) (reaso
 	if _, err := io.WriteString(c, version); err != nil {
 		return "", err
 	}
-	minor := 8
+	var minor int
 	switch version {
 	case "RFB 003.003\n":
 		minor = 3

@@ -101,7 +101,7 @@ func TestReadOnlyKubeconfig(t *testing.T) {
 	if out, err := act(t, site, auditLog, "readonly-kubeconfig", "--revoke"); err != nil {
 		t.Fatalf("--revoke: %v\n%s", err, out)
 	}
-	until(t, 20*time.Second, "the revoked token refused", func() (error, bool) {
+	_ = until(t, 20*time.Second, "the revoked token refused", func() (error, bool) {
 		_, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		return err, apierrors.IsUnauthorized(err)
 	}, func(err error) string { return "list nodes: " + errString(err) })

@@ -564,7 +564,7 @@ func TestAgentServesVMConsoleWhereTheVMRuns(t *testing.T) {
 	// Issue 37: reaching the port is not enough. A viewer without a
 	// password, or with a wrong or spent one, is turned away in RFB's words
 	// and sees nothing; one that connects and stalls holds no slot.
-	until(t, 60*time.Second, "node-a serving the console's port", func() (error, bool) {
+	_ = until(t, 60*time.Second, "node-a serving the console's port", func() (error, bool) {
 		c, err := dial("node-a")
 		if err == nil {
 			_ = c.Close()
