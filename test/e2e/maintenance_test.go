@@ -135,7 +135,13 @@ type sample struct {
 func TestMaintenanceAllOneNodeAtATime(t *testing.T) {
 	// Its own site: the shared one holds other tests' detached one-copy
 	// volumes, which a walk takes only with the node's name typed.
-	site, err := sitebox.StartTestSite(sitebox.TestOptions(t.TempDir()))
+	opts := sitebox.TestOptions(t.TempDir())
+	// Long enough that each rebuild outlasts the walk's steps 3 and 4
+	// (a look a second, behind the watch) on a loaded machine: at 2 s the
+	// rebuild was done before step 4 looked, once in CI, and the walk had
+	// nothing to wait on.
+	opts.Simulators.RebuildTime = 8 * time.Second
+	site, err := sitebox.StartTestSite(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

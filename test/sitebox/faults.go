@@ -64,12 +64,15 @@ func (s *Site) Recover(node string) error {
 	if err := s.StartEtcdMember(node); err != nil {
 		return err
 	}
-	if err := s.startKubelet(n); err != nil {
+	// The device booted: its kubelet's first status carries the new boot
+	// ID with Ready (kwok keeps whatever the Node says), so the ID is set
+	// before the simulated kubelet starts. Set after, the Node showed
+	// Ready with the old ID for a moment: a blink to the maintenance walk,
+	// while Longhorn's simulator had already begun the rebuild.
+	if err := s.newBootID(node); err != nil {
 		return err
 	}
-	// The device booted: a kubelet reports a new boot id (kwok keeps
-	// whatever the Node says).
-	if err := s.newBootID(node); err != nil {
+	if err := s.startKubelet(n); err != nil {
 		return err
 	}
 	if err := s.unsilence(node); err != nil {
