@@ -1,6 +1,6 @@
 // Package chaos makes the fault explorer's schedules: from a seed, a
 // sequence of faults (cuts, one-way loss, pauses, power, agent restarts,
-// full disks) and operator actions (drain, uncordon, migrate, return
+// full disks, clock steps) and operator actions (drain, uncordon, migrate, return
 // home, a device's drain request and its reboot, the maintenance walk,
 // node remove, leave), with a hold after each,
 // that replays exactly; and shrinks a failing schedule to the fewest
@@ -36,7 +36,10 @@ const (
 	RestartAgent Kind = "restart-agent"
 	// FillDisk fills Nodes[0]'s agent state disk.
 	FillDisk Kind = "fill-disk"
-	// Heal undoes every cut, drop, pause and full disk.
+	// StepClock steps Nodes[0]'s clock by Clock from the true time.
+	StepClock Kind = "clock-step"
+	// Heal undoes every cut, drop, pause and full disk, and sets every
+	// clock right.
 	Heal Kind = "heal"
 
 	// The operator's actions, through sitecon's own commands.
@@ -79,6 +82,8 @@ type Step struct {
 	// settings changed while its node is cut off: a longer
 	// --failover-timeout, or --no-fence), for good.
 	Flags []string `json:"flags,omitempty"`
+	// Clock is StepClock's step.
+	Clock time.Duration `json:"clock,omitempty"`
 	// Hold is how long the schedule waits after the step.
 	Hold time.Duration `json:"hold"`
 }
@@ -95,6 +100,8 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %s to %s", s.App, s.Nodes[0])
 	case ReturnHome:
 		fmt.Fprintf(&b, " %s", s.App)
+	case StepClock:
+		fmt.Fprintf(&b, " %s by %+ds", s.Nodes[0], int(s.Clock.Seconds()))
 	case RestartAgent:
 		b.WriteString(" " + s.Nodes[0])
 		if len(s.Flags) > 0 {
@@ -159,14 +166,18 @@ type Site struct {
 	Length time.Duration
 	// MinHold and MaxHold bound each step's hold.
 	MinHold, MaxHold time.Duration
+	// ClockSteps says the site's nodes can have their clocks stepped
+	// (sitebox's clock overlay); without it no schedule steps one, and a
+	// seed's schedule is what it was before clock steps existed.
+	ClockSteps bool
 }
 
 // model is what the steps so far have done, so that each next step is one
 // that can be taken: a node powered on is off, a part resumed is paused.
 type model struct {
-	off, cut, cordoned, full map[string]bool
-	paused                   map[string][]string
-	drops                    int
+	off, cut, cordoned, full, clocked map[string]bool
+	paused                            map[string][]string
+	drops                             int
 }
 
 func (m *model) up(nodes []string) []string {
@@ -177,7 +188,7 @@ func (m *model) up(nodes []string) []string {
 // the same schedule.
 func Generate(seed uint64, site Site) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x5173c0))
-	m := &model{off: map[string]bool{}, cut: map[string]bool{}, cordoned: map[string]bool{}, full: map[string]bool{}, paused: map[string][]string{}}
+	m := &model{off: map[string]bool{}, cut: map[string]bool{}, cordoned: map[string]bool{}, full: map[string]bool{}, clocked: map[string]bool{}, paused: map[string][]string{}}
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }
 	subset := func(from []string, max int) []string {
 		s := slices.Clone(from)
@@ -290,10 +301,25 @@ func Generate(seed uint64, site Site) Schedule {
 				return Step{Kind: FillDisk, Nodes: []string{n}}
 			}})
 		}
-		if len(m.cut) > 0 || len(paused) > 0 || m.drops > 0 || len(m.full) > 0 {
+		// A clock stepped ahead or back by up to two minutes, on a node
+		// that runs or not (it stays wrong across a power cycle, until
+		// the heal).
+		if site.ClockSteps {
+			choices = append(choices, choice{2, func() Step {
+				n := pick(site.Nodes)
+				m.clocked[n] = true
+				d := time.Duration(10+rng.IntN(111)) * time.Second
+				if rng.IntN(2) == 0 {
+					d = -d
+				}
+				return Step{Kind: StepClock, Nodes: []string{n}, Clock: d}
+			}})
+		}
+		if len(m.cut) > 0 || len(paused) > 0 || m.drops > 0 || len(m.full) > 0 || len(m.clocked) > 0 {
 			choices = append(choices, choice{4, func() Step {
 				clear(m.cut)
 				clear(m.full)
+				clear(m.clocked)
 				clear(m.paused)
 				m.drops = 0
 				return Step{Kind: Heal}

@@ -29,9 +29,14 @@ func TestGenerateReplays(t *testing.T) {
 // paused; a cut takes nodes not cut and leaves one node with the API
 // server; an agent is restarted only on a node that is up.
 func TestGenerateOnlyFeasibleSteps(t *testing.T) {
+	clockSite := testSite
+	clockSite.ClockSteps = true
 	kinds := map[Kind]int{}
 	for seed := range uint64(300) {
-		s := Generate(seed, testSite)
+		if s := Generate(seed, testSite); slices.ContainsFunc(s.Steps, func(st Step) bool { return st.Kind == StepClock }) {
+			t.Fatalf("seed %d steps a clock on a site whose clocks cannot be stepped:\n%s", seed, s)
+		}
+		s := Generate(seed, clockSite)
 		off, cut, full, paused := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string][]string{}
 		for i, st := range s.Steps {
 			kinds[st.Kind]++
@@ -96,6 +101,10 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 					fail(st.Nodes[0] + "'s disk is already full")
 				}
 				full[st.Nodes[0]] = true
+			case StepClock:
+				if d := st.Clock.Abs(); d < 10*time.Second || d > 2*time.Minute {
+					fail("a clock step outside 10 s to 2 minutes either way")
+				}
 			case Heal:
 				clear(cut)
 				clear(paused)
@@ -108,7 +117,7 @@ func TestGenerateOnlyFeasibleSteps(t *testing.T) {
 		}
 	}
 	// Over 300 seeds every kind comes up.
-	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, "restart-agent with other fence settings", FillDisk, Heal, Drain, Uncordon, Migrate, ReturnHome, DrainRequest, Maintenance, Remove, Leave} {
+	for _, k := range []Kind{Cut, Drop, Pause, Resume, PowerOff, PowerOn, RestartAgent, "restart-agent with other fence settings", FillDisk, StepClock, Heal, Drain, Uncordon, Migrate, ReturnHome, DrainRequest, Maintenance, Remove, Leave} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s step in 300 schedules", k)
 		}

@@ -39,13 +39,16 @@ func TestChaosExplore(t *testing.T) {
 		}
 		seed = s
 	}
-	c := startChaosSite(t, nodes)
+	// Clock steps need sitecon built again with sitebox's clock overlay
+	// (minutes, once): CHAOS_CLOCKS=0 leaves them out.
+	clocks := os.Getenv("CHAOS_CLOCKS") != "0"
+	c := startChaosSiteWith(t, nodes, clocks)
 	var done []chaosRun
 	// The table, however the runs end (a site that did not heal ends them).
 	defer func() {
 		t.Logf("make chaos: %d schedules from seed %d, %d nodes, %s each\n%s", len(done), seed, nodes, length, chaosTable(done))
 	}()
-	site := chaos.Site{Nodes: c.nodes, AutoApps: c.auto, Length: length, MinHold: 2 * time.Second, MaxHold: 25 * time.Second}
+	site := chaos.Site{Nodes: c.nodes, AutoApps: c.auto, Length: length, MinHold: 2 * time.Second, MaxHold: 25 * time.Second, ClockSteps: clocks}
 	for i := range runs {
 		s := chaos.Generate(seed+uint64(i), site)
 		res := c.run(t, s)

@@ -34,6 +34,7 @@ import (
 	"github.com/sitecon/sitecon/test/netns"
 	"github.com/sitecon/sitecon/test/prereq"
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/test/sitebox/clockstep"
 	"github.com/sitecon/sitecon/test/syncbuf"
 )
 
@@ -113,6 +114,14 @@ func writeAppWithoutVolume(dir, name, node string) error {
 // it is whole.
 func startChaosSite(t *testing.T, n int) *chaosSite {
 	t.Helper()
+	return startChaosSiteWith(t, n, false)
+}
+
+// startChaosSiteWith starts a chaos site whose nodes' clocks can be
+// stepped (clocks: its sitecon and k3s stand-in built with sitebox's
+// clock overlay) or not (the binaries the other tests run).
+func startChaosSiteWith(t *testing.T, n int, clocks bool) *chaosSite {
+	t.Helper()
 	netns.Skip(t)
 	_, v1 := os.Stat("/sys/fs/cgroup/pids/cgroup.procs")
 	_, v2 := os.Stat("/sys/fs/cgroup/cgroup.procs")
@@ -139,6 +148,10 @@ func startChaosSite(t *testing.T, n int) *chaosSite {
 		logSiteOnFailure(t, site.Dir, logs...)
 	})
 	site.K3sStandin = filepath.Join(bins, "k3sstandin")
+	agentBin := sitecon
+	if clocks {
+		agentBin, site.K3sStandin = buildClockedBinaries(t)
+	}
 	admin, err := os.ReadFile(site.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +200,7 @@ func startChaosSite(t *testing.T, n int) *chaosSite {
 	factory.Start(ctx.Done())
 
 	began := time.Now()
-	if err := site.StartAgents(sitecon, appsDir, chaosTimings); err != nil {
+	if err := site.StartAgents(agentBin, appsDir, chaosTimings); err != nil {
 		t.Fatal(err)
 	}
 	until(t, 3*time.Minute, "the chaos site's first bring-up", func() (string, bool) {
@@ -204,6 +217,39 @@ func startChaosSite(t *testing.T, n int) *chaosSite {
 		cs.initStarts[node] = cs.clusterInits(t, node)
 	}
 	return cs
+}
+
+// buildClockedBinaries builds sitecon and the k3s stand-in with sitebox's
+// clock overlay (test/sitebox/clockstep), once per test process: the
+// first build compiles the whole tree again (minutes; go's build cache
+// keeps it for the next).
+func buildClockedBinaries(t *testing.T) (siteconBin, standinBin string) {
+	t.Helper()
+	clockedBuild.Do(func() {
+		dir := filepath.Join(binDir, "clocked")
+		overlay, err := clockstep.Overlay("go", filepath.Join(dir, "overlay"))
+		if err != nil {
+			clockedBuild.err = err
+			return
+		}
+		clockedBuild.sitecon, clockedBuild.standin = filepath.Join(dir, "sitecon"), filepath.Join(dir, "k3s")
+		for bin, pkg := range map[string]string{clockedBuild.sitecon: "github.com/sitecon/sitecon", clockedBuild.standin: "github.com/sitecon/sitecon/test/k3sstandin"} {
+			if out, err := exec.Command("go", "build", "-overlay", overlay, "-o", bin, pkg).CombinedOutput(); err != nil {
+				clockedBuild.err = fmt.Errorf("build %s with the clock overlay: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if clockedBuild.err != nil {
+		t.Fatal(clockedBuild.err)
+	}
+	return clockedBuild.sitecon, clockedBuild.standin
+}
+
+var clockedBuild struct {
+	sync.Once
+	sitecon, standin string
+	err              error
 }
 
 // clusterInits counts node's k3s starts with cluster-init.
@@ -579,6 +625,8 @@ func (c *chaosSite) run(t *testing.T, s chaos.Schedule) chaosRun {
 			}
 		case chaos.FillDisk:
 			err = c.site.FillDisk(st.Nodes[0])
+		case chaos.StepClock:
+			err = c.site.StepClock(st.Nodes[0], st.Clock)
 		case chaos.Heal:
 			err = c.site.Heal()
 		case chaos.Drain:

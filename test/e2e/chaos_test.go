@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,11 @@ import (
 // checked all along, from outside the product.
 func TestChaosShortSchedule(t *testing.T) {
 	c := startChaosSite(t, 3)
+	// Its sitecon was built without sitebox's clock overlay: a clock step
+	// would change nothing, and is refused rather than staged.
+	if err := c.site.StepClock("node-b", time.Minute); err == nil || !strings.Contains(err.Error(), "does not read a clock step") {
+		t.Errorf("a clock step on a site built without the clock overlay: %v, want it refused", err)
+	}
 	s := chaos.Schedule{Seed: 0, Steps: []chaos.Step{
 		{Kind: chaos.FillDisk, Nodes: []string{"node-b"}, Hold: 2 * time.Second},
 		{Kind: chaos.Cut, Nodes: []string{"node-b"}, Hold: 5 * time.Second},

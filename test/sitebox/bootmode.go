@@ -20,6 +20,7 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/test/k3sstandin/sitemode"
+	"github.com/sitecon/sitecon/test/sitebox/clockstep"
 )
 
 // Bootstrap mode (Options.Bootstrap, `sitebox up --bootstrap`): each node's
@@ -305,13 +306,22 @@ func (s *Site) startBootAgents(sitecon, appsDir string, timings AgentTimings) er
 	if err != nil {
 		return err
 	}
+	// A sitecon built with the clock overlay reads its node's clock step
+	// (StepClock); its k3s inherits the variable.
+	clocked, err := clockstep.Reads(sitecon)
+	if err != nil {
+		return err
+	}
 	order := slices.Clone(s.Nodes)
 	slices.Reverse(order)
 	for _, n := range order {
 		i := slices.IndexFunc(s.Nodes, func(m Node) bool { return m.Name == n.Name })
 		boot := s.BootDir(n.Name)
-		args := []string{"netns", "exec", s.Netns(n.Name),
-			"env", sitemode.Env + "=" + filepath.Join(boot, "standin.json"),
+		env := []string{sitemode.Env + "=" + filepath.Join(boot, "standin.json")}
+		if clocked {
+			env = append(env, clockstep.EnvVar+"="+s.clockStepFile(n.Name))
+		}
+		args := append(append([]string{"netns", "exec", s.Netns(n.Name), "env"}, env...),
 			sitecon, "agent", "--config", s.ClusterConfig(n.Name),
 			"--k3s-bin", standin, "--k3s-config", filepath.Join(boot, "k3s", "config.yaml"),
 			"--k3s-data-dir", s.K3sDataDir(n.Name), "--k3s-log", filepath.Join(s.Dir, "logs", "k3s-"+n.Name+".log"),
@@ -327,7 +337,7 @@ func (s *Site) startBootAgents(sitecon, appsDir string, timings AgentTimings) er
 			// node's pods go only when that node fences (kwok's pods
 			// run no process here, so it stops nothing).
 			"--log-file", filepath.Join(s.Dir, "logs", "agent-"+n.Name+".log"),
-		}
+		)
 		// Where k3s serves its etcd on a server (the stand-in relays it).
 		if _, ok := s.EtcdMemberOf(n.Name); ok {
 			args = append(args, "--etcd-endpoint", "http://127.0.0.1:2379")

@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/test/sitebox/clockstep"
 )
 
 // The faults a fault explorer (and a person, through sitebox's commands)
@@ -34,7 +36,12 @@ import (
 //     memory or I/O pressure; Resume lets it go on.
 //   - FillDisk: a node's agent state disk full (Options.StateDisks), as a
 //     full /persist: every write there fails with ENOSPC.
-//   - Heal: every cut, drop, pause and full disk undone.
+//   - StepClock: a node's clock stepped ahead or back, as a device whose
+//     real-time clock lost its time or that an NTP server corrects; its
+//     agent and k3s read the step (clockstep), the machine's other programs
+//     do not. The step outlives a power cycle, as a wrong clock does.
+//   - Heal: every cut, drop, pause and full disk undone, every clock set
+//     right (a step back to the true time, as NTP makes).
 //
 // What is staged is recorded in DIR/run/chaos.json, so that each command
 // applies the whole of it: a heal of a cut leaves a pause in place, and
@@ -50,6 +57,8 @@ type Faults struct {
 	Paused map[string][]PausePart `json:"paused,omitempty"`
 	// FullDisks are the nodes whose state disk is full (disk.go).
 	FullDisks []string `json:"fullDisks,omitempty"`
+	// Clocks are the nodes' clock steps.
+	Clocks map[string]time.Duration `json:"clocks,omitempty"`
 }
 
 // OneWay is packets from From to To lost.
@@ -110,7 +119,7 @@ func (f Faults) paused(node string, part PausePart) bool {
 
 // Staged says whether node has any fault staged on it.
 func (f Faults) Staged(node string) bool {
-	if f.cutGroup(node) != nil || len(f.Paused[node]) > 0 || slices.Contains(f.FullDisks, node) {
+	if f.cutGroup(node) != nil || len(f.Paused[node]) > 0 || slices.Contains(f.FullDisks, node) || f.Clocks[node] != 0 {
 		return true
 	}
 	return slices.ContainsFunc(f.Drops, func(d OneWay) bool { return d.From == node || d.To == node })
@@ -187,7 +196,57 @@ func (s *Site) FillDisk(node string) error {
 	})
 }
 
-// Heal undoes every cut, drop, pause and full disk.
+// maxClockStep bounds a step: far enough for any skew sitecon judges
+// (its reports refuse 5 minutes), near enough that certificates a day old
+// stay valid.
+const maxClockStep = time.Hour
+
+// StepClock steps node's clock by d from the true time (0: set right).
+// Refused when the node's agent was not built to read a step
+// (clockstep): a fault that changes nothing is not staged.
+func (s *Site) StepClock(node string, d time.Duration) error {
+	if d > maxClockStep || d < -maxClockStep {
+		return fmt.Errorf("a clock step of %s: at most %s either way", d, maxClockStep)
+	}
+	if _, err := s.node(node); err != nil {
+		return err
+	}
+	cmd, err := os.ReadFile(s.cmdFile(agentProcess(node)))
+	if err != nil {
+		return fmt.Errorf("node %s's agent: %w", node, err)
+	}
+	if !strings.Contains(string(cmd), clockstep.EnvVar+"=") {
+		return fmt.Errorf("node %s's agent does not read a clock step: start the site with sitecon and the k3s stand-in built with the clock overlay (go build -overlay \"$(sitebox clock-overlay DIR)\")", node)
+	}
+	return s.stage(func(f *Faults) error {
+		if f.Clocks == nil {
+			f.Clocks = map[string]time.Duration{}
+		}
+		f.Clocks[node] = d
+		if d == 0 {
+			delete(f.Clocks, node)
+		}
+		return nil
+	})
+}
+
+// clockStepFile is where node's processes read their clock step.
+func (s *Site) clockStepFile(node string) string { return filepath.Join(s.BootDir(node), "clock_step") }
+
+// applyClock writes node's clock step, or removes it when none.
+func (s *Site) applyClock(node string, f Faults) error {
+	d := f.Clocks[node]
+	if d == 0 {
+		if err := os.Remove(s.clockStepFile(node)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return config.WriteFileAtomic(s.clockStepFile(node), []byte(d.String()+"\n"), 0o644)
+}
+
+// Heal undoes every cut, drop, pause and full disk, and sets every clock
+// right.
 func (s *Site) Heal() error {
 	return s.stage(func(f *Faults) error { *f = Faults{}; return nil })
 }
@@ -228,11 +287,14 @@ func (s *Site) faultNodes(f Faults) []string {
 	for n := range f.Paused {
 		nodes = append(nodes, n)
 	}
+	for n := range f.Clocks {
+		nodes = append(nodes, n)
+	}
 	return append(nodes, f.FullDisks...)
 }
 
-// applyFaults makes every node's firewall table, frozen processes and
-// state disk what f says; a node that is off has no firewall or processes
+// applyFaults makes every node's firewall table, frozen processes, state
+// disk and clock what f says; a node that is off has no firewall or processes
 // (its namespace is gone): those are left as they are, its disk is not.
 func (s *Site) applyFaults(f Faults) error {
 	var errs []error
@@ -244,6 +306,8 @@ func (s *Site) applyFaults(f Faults) error {
 				errs = append(errs, s.emptyDisk(n.Name))
 			}
 		}
+		// A node off keeps its wrong clock for its next boot.
+		errs = append(errs, s.applyClock(n.Name, f))
 		if !netnsExists(s.Netns(n.Name)) {
 			continue
 		}

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sitecon/sitecon/test/sitebox"
+	"github.com/sitecon/sitecon/test/sitebox/clockstep"
 )
 
 // faultCommands are the faults a person stages by hand on a bootstrap-mode
@@ -71,15 +73,41 @@ func faultCommands(dir *string) []*cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE:  withSite(func(site *sitebox.Site, args []string) error { return site.FillDisk(args[0]) }),
 	}
+	clockStep := &cobra.Command{
+		Use:   "clock-step NODE DURATION",
+		Short: "Step a node's clock ahead (90s) or back (-2m) from the true time; 0 sets it right (the site's sitecon and k3s stand-in built with clock-overlay)",
+		Example: `  go build -overlay "$(sitebox clock-overlay /tmp/clock)" -o /tmp/sitecon-clock .
+  sitebox clock-step node-b -- -2m`,
+		Args: cobra.ExactArgs(2),
+		RunE: withSite(func(site *sitebox.Site, args []string) error {
+			d, err := time.ParseDuration(args[1])
+			if err != nil {
+				return fmt.Errorf("clock step %q: %w", args[1], err)
+			}
+			return site.StepClock(args[0], d)
+		}),
+	}
+	clockOverlay := &cobra.Command{
+		Use:   "clock-overlay DIR",
+		Short: "Write the overlay of Go's time package that gives a node a clock of its own, and print the path for go build -overlay",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			path, err := clockstep.Overlay("go", args[0])
+			if err == nil {
+				fmt.Println(path)
+			}
+			return err
+		},
+	}
 	heal := &cobra.Command{
 		Use:   "heal",
-		Short: "Undo every cut, drop, pause and full disk",
+		Short: "Undo every cut, drop, pause and full disk, and set every clock right",
 		Args:  cobra.NoArgs,
 		RunE:  withSite(func(site *sitebox.Site, _ []string) error { return site.Heal() }),
 	}
 	faults := &cobra.Command{
 		Use:   "faults",
-		Short: "Show the cuts, drops, pauses and full disks staged",
+		Short: "Show the cuts, drops, pauses, full disks and clock steps staged",
 		Args:  cobra.NoArgs,
 		RunE: withSite(func(site *sitebox.Site, _ []string) error {
 			f, err := site.StagedFaults()
@@ -97,6 +125,9 @@ func faultCommands(dir *string) []*cobra.Command {
 			}
 			for _, n := range f.FullDisks {
 				fmt.Printf("disk full: %s\n", n)
+			}
+			for n, d := range f.Clocks {
+				fmt.Printf("clock stepped: %s %s\n", n, d)
 			}
 			return nil
 		}),
@@ -132,5 +163,5 @@ Flags after -- are added to its command for this start and every later one
 		},
 	}
 	runtime.Flags().StringVar(&runtimeNode, "node", "", "the node whose pods to run")
-	return []*cobra.Command{cut, drop, pause, resume, fillDisk, heal, faults, killAgent, restartAgent, runtime}
+	return []*cobra.Command{cut, drop, pause, resume, fillDisk, clockStep, clockOverlay, heal, faults, killAgent, restartAgent, runtime}
 }
