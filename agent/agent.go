@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/sitecon/sitecon/agent/drainrequest"
 	"github.com/sitecon/sitecon/agent/formation"
 	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/agent/nodecred"
 	"github.com/sitecon/sitecon/agent/vncbridge"
 	"github.com/sitecon/sitecon/agent/workloads"
 	"github.com/sitecon/sitecon/kube"
@@ -127,11 +129,17 @@ type Options struct {
 	// VNCBindAddress is where the consoles of this node's VM apps are
 	// served (agent/vncbridge; default 127.0.0.1).
 	VNCBindAddress string
-	// VNCKubeconfig is the credential the consoles are opened with: this
-	// node's own identity, never an admin's. Empty: the agent's own when
-	// that is its node's (a worker), else k3s's node kubeconfig
-	// (K3sPaths: agent/kubelet.kubeconfig, on servers too).
-	VNCKubeconfig string
+	// NodeKubeconfig is this node's own identity, never an admin's: the
+	// consoles are opened with it, and the node's word to its peers (its
+	// proof of life, that it fenced, that it reaches the API server) is
+	// signed with its key (agent/nodecred). Empty: k3s's node kubeconfig
+	// (K3sPaths: agent/kubelet.kubeconfig, on servers too); for the
+	// consoles, the agent's own when that is its node's (a worker).
+	NodeKubeconfig string
+	// NodeClientCA is the cluster's client CA, which issued every node's
+	// identity: a peer's signed word is checked against it. Empty: k3s's
+	// (K3sPaths: agent/client-ca.crt).
+	NodeClientCA string
 	// Version is this agent's build, as its node report says it.
 	Version string
 	// NodeChecks makes the node report's own checks (Longhorn's
@@ -235,6 +243,9 @@ type Agent struct {
 	// life is this node's contact with the quorum and its fence, kept by
 	// the fence watch and signed into its proof of life.
 	life *config.LifeStatus
+	// nodeWord signs this node's word to its peers with its own
+	// credential and checks theirs (agent/nodecred).
+	nodeWord *nodecred.Credential
 }
 
 // New prepares an agent.
@@ -279,14 +290,18 @@ func New(opts Options) *Agent {
 	if opts.Etcd == (nodestate.EtcdAccess{}) {
 		opts.Etcd = nodestate.K3sEtcdAccess(opts.K3sPaths.DataDir)
 	}
+	if opts.NodeClientCA == "" {
+		opts.NodeClientCA = k3s.ClientCA(opts.K3sPaths)
+	}
 	a := &Agent{opts: opts, log: opts.Log, state: State{Phase: PhaseStarting, Since: time.Now(), StateDir: opts.StateDir},
-		life: config.NewLifeStatus(!opts.Apps.Fence.Disabled, opts.Apps.EffectiveFailoverTimeout())}
+		life:     config.NewLifeStatus(!opts.Apps.Fence.Disabled, opts.Apps.EffectiveFailoverTimeout()),
+		nodeWord: nodecred.New(cmp.Or(opts.NodeKubeconfig, k3s.NodeKubeconfig(opts.K3sPaths)), opts.NodeClientCA)}
 	a.drains = newDrainRunner(opts)
 	a.bringUp = bringup.New(bringup.Options{
 		Records: a.records(), K3sBin: opts.K3sBin, K3sPaths: opts.K3sPaths, K3sLogFile: opts.K3sLogFile,
 		K3sBackoffMin: opts.K3sBackoffMin, Workloads: opts.Workloads, Kubeconfig: opts.Kubeconfig, Etcd: opts.Etcd,
 		InNetNS: opts.InNetNS, JoinUnverifiedCA: opts.JoinUnverifiedCA, MembershipTimeout: opts.MembershipTimeout,
-		LinkWait: opts.LinkWait, Log: opts.Log, Report: a.nodeReport, Life: a.life,
+		LinkWait: opts.LinkWait, Log: opts.Log, Report: a.nodeReport, Life: a.life, NodeWord: a.nodeWord,
 		FailoverTimeout: publishedTimeout(opts.Apps),
 	}, bringUpHost{a})
 	return a

@@ -53,7 +53,7 @@ func (a *Agent) serveConsoles(ctx context.Context, snap *kube.Snapshot, node str
 // consoleIdentity is the credential this node's consoles are opened with,
 // checked with the API server to be node's own.
 func (a *Agent) consoleIdentity(ctx context.Context, snap *kube.Snapshot, node string, agentIsNode bool) (*rest.Config, error) {
-	path := a.opts.VNCKubeconfig
+	path := a.opts.NodeKubeconfig
 	if path == "" && agentIsNode {
 		// The agent's own credential is its node's (a worker).
 		return snap.Clients().Config, nil

@@ -16,7 +16,7 @@ import (
 // refused, no node shown dead) when the config has no token, which
 // validation does not let through.
 func (a *Agent) lifeKey(clusterID string, token config.Secret) config.LifeKey {
-	return bringup.LifeKey(clusterID, token, a.log)
+	return bringup.LifeKey(clusterID, token, a.nodeWord, a.log)
 }
 
 // externalLifeKey is the key of --no-bootstrap's --cluster-id and token;

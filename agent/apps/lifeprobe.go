@@ -135,7 +135,7 @@ func (p LifeProbe) Probe(ctx context.Context, addr, node string) NodeLife {
 		return stranger("GET " + config.LifeProofPath + " answered " + resp.Status)
 	}
 	var answer config.LifeProofAnswer
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&answer); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<10)).Decode(&answer); err != nil {
 		return stranger("not a proof: " + err.Error())
 	}
 	if err := p.Key.Verify(node, nonce, answer); err != nil {

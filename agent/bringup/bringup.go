@@ -78,6 +78,9 @@ type Options struct {
 	Report func() nodestate.NodeReport
 	// Life is this node's fence state, signed into its proof of life.
 	Life *config.LifeStatus
+	// NodeWord signs this node's proof of life with its own credential and
+	// checks its peers' (agent/nodecred); nil: the token's MAC alone.
+	NodeWord config.NodeWord
 	// FailoverTimeout is this agent's --failover-timeout, written into the
 	// cluster record as the cluster's when the record has none.
 	FailoverTimeout time.Duration
@@ -159,7 +162,7 @@ func (r *Runner) Run(ctx context.Context, v *config.Validated) {
 	defer endBringUp()
 	// The fence first: what follows may wait for seconds (the membership
 	// question, k3s's start) while the leader's timer runs.
-	r.host.StartFence(ctx, v.NodeName, LifeKey(v.ClusterID, v.Token, r.log))
+	r.host.StartFence(ctx, v.NodeName, LifeKey(v.ClusterID, v.Token, r.opts.NodeWord, r.log))
 	onRemoved := func(evidence string) {
 		if err := formation.MarkRemoved(removedMarker, formation.RemovedMarker{ClusterID: v.ClusterID, NodeName: v.NodeName, Evidence: evidence}); err != nil {
 			// Unrecorded, the removal is still acted on now; a restart

@@ -46,7 +46,7 @@ func (r *Runner) linkCluster(ctx context.Context, v *config.Validated, role k3s.
 	kubeconfig := k3s.AgentKubeconfig(r.opts.Kubeconfig, role, r.opts.K3sPaths, kube.K3sKubeconfig)
 	m := &clusterLink{node: v.NodeName, kubeconfig: kubeconfig, log: r.log}
 	m.connected = func(ctx context.Context, snap *kube.Snapshot) {
-		r.host.StartClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, LifeKey(v.ClusterID, v.Token, r.log))
+		r.host.StartClusterWork(ctx, snap, v.NodeName, v.NodeUUID, role, LifeKey(v.ClusterID, v.Token, r.opts.NodeWord, r.log))
 		// The cluster record lists the servers only: a worker's Node
 		// deleted by hand (k3s registers it again) is no removal.
 		if role != k3s.RoleAgent {

@@ -61,7 +61,7 @@ func (r *Runner) serveStatus(ctx context.Context, v *config.Validated, member st
 	if err != nil {
 		return fmt.Errorf("/status server on %s: %w", addr, err)
 	}
-	key := LifeKey(v.ClusterID, v.Token, r.log)
+	key := LifeKey(v.ClusterID, v.Token, r.opts.NodeWord, r.log)
 	// Beside /status and the proof of life, this node vouches for the
 	// cluster's CA its k3s holds (a joiner whose token pins none checks the
 	// server it joins against it) and answers whether a node is still a
@@ -84,13 +84,19 @@ func (r *Runner) serveStatus(ctx context.Context, v *config.Validated, member st
 	return nil
 }
 
-// LifeKey is the proof-of-life key of a cluster; none (every proof
-// refused, no node shown dead) when there is no token, which validation
-// does not let through: said in log.
-func LifeKey(clusterID string, token config.Secret, log *slog.Logger) config.LifeKey {
+// LifeKey is the proof-of-life key of a cluster, this node's answers
+// signed with its own credential and its peers' checked against theirs
+// (word; nil: the token's MAC alone); none (every proof refused, no node
+// shown dead) when there is no token, which validation does not let
+// through: said in log.
+func LifeKey(clusterID string, token config.Secret, word config.NodeWord, log *slog.Logger) config.LifeKey {
 	key, err := config.NewLifeKey(clusterID, token)
 	if err != nil {
 		log.Error("no proof of life: lost nodes cannot be shown dead, and this node cannot prove it runs", "err", err)
+		return key
+	}
+	if word != nil {
+		key = key.WithNodeWord(word)
 	}
 	return key
 }

@@ -39,6 +39,8 @@ const LifeNonceSize = 32
 const (
 	lifeProofLabel = "sitecon life-proof v1"
 	lifeStateLabel = "sitecon life-proof v2 state"
+	// lifeNodeLabel: an answer signed with the node's own credential.
+	lifeNodeLabel = "sitecon life-proof v3 node"
 )
 
 // LifeKey proves and checks proofs of life for one cluster. The zero value
@@ -46,6 +48,30 @@ const (
 type LifeKey struct {
 	clusterID string
 	key       []byte
+	// word, when set, signs this node's answers with its own credential
+	// and requires another node's to be so signed (WithNodeWord).
+	word NodeWord
+}
+
+// NodeWord signs a node's word with the node's own credential and checks
+// another node's (agent/nodecred): the token's MAC shows only that some
+// node of the cluster signed, and every node holds the token.
+type NodeWord interface {
+	// Sign signs digest as node: node's certificate (DER) and the
+	// signature. It fails when this node's credential is not node's own.
+	Sign(node string, digest []byte) (cert, sig []byte, err error)
+	// Check checks that sig over digest was made with node's own
+	// credential, cert showing it.
+	Check(node string, digest, cert, sig []byte) error
+}
+
+// WithNodeWord is k with this node's answers signed by word as well, and
+// another node's answers good only when signed so: a worker that holds
+// the token cannot answer in another node's name (say that it fenced, or
+// that it reaches the API server).
+func (k LifeKey) WithNodeWord(word NodeWord) LifeKey {
+	k.word = word
+	return k
 }
 
 // NewLifeKey derives the proof-of-life key of the cluster from its token.
@@ -98,16 +124,48 @@ type LifeProofAnswer struct {
 	// Proof is the hex HMAC over the cluster id, the node and the nonce,
 	// and the state when there is one.
 	Proof string `json:"proof"`
+	// NodeCert and NodeSig are the node's own certificate (DER) and its
+	// signature over what Proof covers (WithNodeWord); empty when the
+	// node could not sign with its credential.
+	NodeCert []byte `json:"node_cert,omitempty"`
+	NodeSig  []byte `json:"node_sig,omitempty"`
 }
 
 // Answer is node's answer to the challenge nonce, without a state.
 func (k LifeKey) Answer(node string, nonce []byte) LifeProofAnswer {
-	return LifeProofAnswer{ClusterID: k.clusterID, Node: node, Proof: hex.EncodeToString(k.mac(node, nonce))}
+	a := LifeProofAnswer{ClusterID: k.clusterID, Node: node, Proof: hex.EncodeToString(k.mac(node, nonce))}
+	k.signAsNode(&a, nonce)
+	return a
 }
 
 // AnswerWith is node's answer to the challenge nonce, vouching for state.
 func (k LifeKey) AnswerWith(node string, nonce []byte, state LifeState) LifeProofAnswer {
-	return LifeProofAnswer{ClusterID: k.clusterID, Node: node, State: &state, Proof: hex.EncodeToString(k.stateMAC(node, nonce, state))}
+	a := LifeProofAnswer{ClusterID: k.clusterID, Node: node, State: &state, Proof: hex.EncodeToString(k.stateMAC(node, nonce, state))}
+	k.signAsNode(&a, nonce)
+	return a
+}
+
+// nodeDigest is what a node signs of its answer with its own credential:
+// the cluster, the node, the nonce and the state (none: an empty field).
+func (k LifeKey) nodeDigest(node string, nonce []byte, state *LifeState) []byte {
+	var st []byte
+	if state != nil {
+		st = state.macField()
+	}
+	return framedSum(lifeNodeLabel, []byte(k.clusterID), []byte(node), nonce, st)
+}
+
+// signAsNode adds the node's own signature to a, when this key has a
+// NodeWord that can sign as a.Node; an answer it cannot sign goes without
+// and its reader treats it as the word of an unknown signer.
+func (k LifeKey) signAsNode(a *LifeProofAnswer, nonce []byte) {
+	if k.word == nil {
+		return
+	}
+	cert, sig, err := k.word.Sign(a.Node, k.nodeDigest(a.Node, nonce, a.State))
+	if err == nil {
+		a.NodeCert, a.NodeSig = cert, sig
+	}
 }
 
 // stateMAC is the keyed MAC of an answer with a state.
@@ -134,6 +192,15 @@ func (k LifeKey) Verify(node string, nonce []byte, a LifeProofAnswer) error {
 	got, err := hex.DecodeString(a.Proof)
 	if err != nil || !hmac.Equal(got, want) {
 		return errors.New("its proof does not verify with the cluster's key (another cluster's token, or an answer to another challenge)")
+	}
+	if k.word == nil {
+		return nil
+	}
+	if len(a.NodeSig) == 0 {
+		return fmt.Errorf("it is not signed with node %s's own credential (an agent whose node has no credential yet, or another node answering in its name)", node)
+	}
+	if err := k.word.Check(node, k.nodeDigest(node, nonce, a.State), a.NodeCert, a.NodeSig); err != nil {
+		return fmt.Errorf("its signature as node %s does not hold: %w", node, err)
 	}
 	return nil
 }

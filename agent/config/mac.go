@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"hash"
 )
 
 // keyedMAC is HMAC-SHA256 under key over the domain label and the fields,
@@ -12,7 +13,16 @@ import (
 // (proof of life, the CA's proof, a membership verdict) from standing for
 // another's.
 func keyedMAC(key []byte, label string, fields ...[]byte) []byte {
-	m := hmac.New(sha256.New, key)
+	return framed(hmac.New(sha256.New, key), label, fields...)
+}
+
+// framedSum is the SHA-256 of the same framing as keyedMAC, without a key:
+// what a node signs with its own credential (NodeWord).
+func framedSum(label string, fields ...[]byte) []byte {
+	return framed(sha256.New(), label, fields...)
+}
+
+func framed(m hash.Hash, label string, fields ...[]byte) []byte {
 	write := func(field []byte) {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(field)))

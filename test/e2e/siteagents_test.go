@@ -87,7 +87,7 @@ func startAgentWith(t testing.TB, site *sitebox.TestSite, node, appsDir, logDir 
 		t.Fatal(err)
 	}
 	opts := agent.Options{
-		VNCBindAddress: vncAddr, VNCKubeconfig: site.NodeKubeconfig(node),
+		VNCBindAddress: vncAddr, NodeKubeconfig: site.NodeKubeconfig(node), NodeClientCA: site.NodeClientCA(node),
 		NoBootstrap: true, NodeName: node, RESTConfig: counter.wrap(site.Config),
 		SocketPath: filepath.Join(logDir, node+".sock"),
 		ClusterID:  site.ClusterID, ClusterToken: token, StatusAddr: statusAddr,

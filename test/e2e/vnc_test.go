@@ -742,7 +742,7 @@ func TestAgentOpensConsolesWithItsNodesIdentityOnly(t *testing.T) {
 	site := sitebox.Shared(t)
 	site.WaitSettled(t, 90*time.Second)
 	a := startAgentWith(t, site, "node-a", t.TempDir(), t.TempDir(), func(o *agent.Options) {
-		o.VNCKubeconfig = site.Kubeconfig()
+		o.NodeKubeconfig = site.Kubeconfig()
 	})
 	t.Cleanup(a.stop)
 	until(t, 60*time.Second, "the agent refusing consoles for want of its node's identity", func() (string, bool) {

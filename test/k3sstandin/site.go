@@ -127,6 +127,17 @@ func runSiteNode(confPath, sub, dataDir, nodeIP string) (*siteNode, error) {
 		if err := os.WriteFile(filepath.Join(dataDir, "agent", "kubelet.kubeconfig"), identity, 0o600); err != nil {
 			return nil, err
 		}
+		// And the CA that issued it, beside it, as k3s keeps it on
+		// every node: the agents check each other's signed word with it.
+		if conf.NodeClientCA != "" {
+			clientCA, err := os.ReadFile(conf.NodeClientCA)
+			if err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(filepath.Join(dataDir, "agent", "client-ca.crt"), clientCA, 0o644); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// The node's own processes reach the site's API server on
 	// 127.0.0.1:6443 (an agent's k3s load balancer is there too). A

@@ -36,7 +36,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"ui":     {"keymap", "kube"},
 		"keymap": {},
 		"agent": {"agent/config", "agent/k3s", "agent/formation", "agent/statusserver", "agent/configwatch",
-			"agent/bringup", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "agent/drainrequest", "kube", "kube/access", "kube/nodestate", "kube/flow", "kube/safety", "audit", "nodecheck",
+			"agent/bringup", "agent/nodecred", "agent/apps", "agent/applogs", "agent/localapi", "agent/workloads", "agent/vncbridge", "agent/drainrequest", "kube", "kube/access", "kube/nodestate", "kube/flow", "kube/safety", "audit", "nodecheck",
 			// The node report's network section: the cluster interface's MTU, the address probe.
 			"netcfg"},
 		// The agent's parts, each below the Agent that wires them.
@@ -49,6 +49,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/apps":         {"agent/config", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
 		"agent/applogs":      {"agent/config", "kube", "kube/streams"},
 		"agent/config":       {},
+		"agent/nodecred":     {},
 		// The drains the device requests run the drain flow.
 		"agent/drainrequest": {"agent/config", "kube", "kube/change", "kube/flow"},
 		"agent/localapi":     {},

@@ -167,7 +167,7 @@ func (s *Site) writeBootFiles() error {
 			return err
 		}
 		conf := sitemode.Node{HostNetns: filepath.Join("/run/netns", s.hostNetns()), APIServer: fmt.Sprintf("127.0.0.1:%d", s.APIPort), ServerCA: s.pki("ca.crt"), ServerCAKey: s.pki("ca.key"),
-			NodeKubeconfig: filepath.Join(s.BootDir(n.Name), "node-identity.kubeconfig")}
+			NodeKubeconfig: filepath.Join(s.BootDir(n.Name), "node-identity.kubeconfig"), NodeClientCA: s.NodeClientCA(n.Name)}
 		identity, err := os.ReadFile(s.NodeKubeconfig(n.Name))
 		if err != nil {
 			return err

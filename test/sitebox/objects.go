@@ -168,7 +168,7 @@ func (s *Site) StartAgents(sitecon, appsDir string, timings AgentTimings) error 
 			"--node-name", n.Name, "--kubeconfig", kubeconfig,
 			// The VM consoles on the node's own address, as on 127.0.0.1
 			// of a device: the simulated nodes share this machine's.
-			"--vnc-address", n.IP, "--vnc-kubeconfig", s.NodeKubeconfig(n.Name),
+			"--vnc-address", n.IP, "--node-kubeconfig", s.NodeKubeconfig(n.Name), "--node-client-ca", s.NodeClientCA(n.Name),
 			"--apps-dir", appsDir, "--state-dir", filepath.Join(dir, "state", n.Name),
 			"--socket", filepath.Join(dir, "run", "agent-"+n.Name+".sock"), "--metrics-addr", n.MetricsAddr(),
 			"--move-after", timings.MoveAfter.String(), "--failover-timeout", timings.FailoverTimeout.String(),

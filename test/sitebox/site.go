@@ -271,6 +271,12 @@ func (s *Site) NodeKubeconfig(node string) string {
 	return filepath.Join(s.NodeDataDirs(), node, "agent", "kubelet.kubeconfig")
 }
 
+// NodeClientCA is the CA that issued the nodes' identities, in node's
+// data dir as k3s keeps it (client-ca.crt beside the kubeconfig).
+func (s *Site) NodeClientCA(node string) string {
+	return filepath.Join(s.NodeDataDirs(), node, "agent", "client-ca.crt")
+}
+
 // RESTConfig returns an admin config for the site.
 func (s *Site) RESTConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig())
@@ -571,6 +577,10 @@ current-context: local
 `, s.APIPort, base64.StdEncoding.EncodeToString(ca), base64.StdEncoding.EncodeToString(cert), base64.StdEncoding.EncodeToString(key))
 		for name, data := range map[string][]byte{
 			"client-kubelet.crt": cert, "client-kubelet.key": key, "server-ca.crt": ca, "kubelet.kubeconfig": []byte(kubeconfig),
+			// The CA that issued the nodes' identities, which each
+			// node's agent checks its peers' signed word against
+			// (sitebox's one CA issues every certificate).
+			"client-ca.crt": ca,
 		} {
 			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 				return err

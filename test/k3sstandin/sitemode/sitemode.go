@@ -33,6 +33,9 @@ type Node struct {
 	// 127.0.0.1:6443: written where k3s writes the one it issued the
 	// node, <data-dir>/agent/kubelet.kubeconfig, servers included.
 	NodeKubeconfig string `json:"nodeKubeconfig,omitempty"`
+	// NodeClientCA is the CA that issued the nodes' identities, written
+	// beside the node's kubeconfig as <data-dir>/agent/client-ca.crt.
+	NodeClientCA string `json:"nodeClientCA,omitempty"`
 	// Etcd is the node's etcd member; nil on a worker.
 	Etcd *Etcd `json:"etcd,omitempty"`
 }
