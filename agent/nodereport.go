@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"sync"
 	"time"
@@ -61,7 +62,26 @@ func (a *Agent) nodeReport() nodestate.NodeReport {
 	// few hundred small local reads and one syscall, no waiting; made
 	// at most once per nodeChecksFresh however often the report is asked.
 	a.nodeChecksSeen.fill(&r, a.opts.NodeChecks, time.Now())
+	r.Credential = a.credentialReport(st.Node)
 	return r
+}
+
+// credentialReport says whether this node signs its proof of life with
+// its own credential so that a peer's check holds: a signature made and
+// checked here as the peers check it.
+func (a *Agent) credentialReport(node string) *nodestate.CredentialReport {
+	if node == "" {
+		return &nodestate.CredentialReport{Problem: "the node's name is not known yet"}
+	}
+	digest := sha256.Sum256([]byte("sitecon node credential self-check"))
+	cert, sig, err := a.nodeWord.Sign(node, digest[:])
+	if err == nil {
+		err = a.nodeWord.Check(node, digest[:], cert, sig)
+	}
+	if err != nil {
+		return &nodestate.CredentialReport{Problem: err.Error()}
+	}
+	return &nodestate.CredentialReport{}
 }
 
 // nodeChecksFresh is how long one round of the node checks serves the

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodecheck"
+	"github.com/sitecon/sitecon/test/testcert"
 )
 
 // The node report is the published state, k3s's and etcd's, the agent's
@@ -117,5 +119,41 @@ func TestNodeReportMakesTheNodeChecksOncePerRound(t *testing.T) {
 	a.nodeReport()
 	if n := asked.Load(); n != 2 {
 		t.Errorf("a report after %s made the node checks %d times in all, want 2", nodeChecksFresh, n)
+	}
+}
+
+// The report says whether the agent signs its proof of life with its
+// node's own credential as its peers check it: not before k3s wrote the
+// credential and the client CA (the default paths under the k3s data
+// dir), nor with another node's credential; once both are there, it does.
+func TestNodeReportSaysWhetherTheNodeSignsAsItself(t *testing.T) {
+	dir := t.TempDir()
+	paths := k3s.Paths{DataDir: dir, ConfigFile: filepath.Join(dir, "config.yaml")}
+	a := New(Options{K3sPaths: paths})
+	a.mu.Lock()
+	a.state = State{Node: "node-b"}
+	a.mu.Unlock()
+	if r := a.nodeReport(); r.Credential == nil || !strings.Contains(r.Credential.Problem, "own credential") {
+		t.Fatalf("no credential yet: %+v", r.Credential)
+	}
+	agentDir := filepath.Join(dir, "agent")
+	if err := os.MkdirAll(agentDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca := testcert.NewClientCA(t, agentDir)
+	if err := os.Rename(ca.Kubeconfig(t, "node-c", "system:node:node-c", "system:nodes"), k3s.NodeKubeconfig(paths)); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.nodeReport(); r.Credential == nil || !strings.Contains(r.Credential.Problem, "not node node-b's own identity") {
+		t.Fatalf("another node's credential: %+v", r.Credential)
+	}
+	if err := os.Rename(ca.Kubeconfig(t, "node-b", "system:node:node-b", "system:nodes"), k3s.NodeKubeconfig(paths)); err != nil {
+		t.Fatal(err)
+	}
+	if ca.Path != k3s.ClientCA(paths) {
+		t.Fatalf("the CA at %s, want k3s's %s", ca.Path, k3s.ClientCA(paths))
+	}
+	if r := a.nodeReport(); r.Credential == nil || r.Credential.Problem != "" {
+		t.Fatalf("its own credential and the client CA: %+v", r.Credential)
 	}
 }

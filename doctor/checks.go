@@ -31,6 +31,7 @@ const (
 	IDFenceSettings        = "SC-FENCE-SETTINGS"
 	IDNodePolicy           = "SC-NODE-POLICY"
 	IDAuditChain           = "SC-AUDIT-CHAIN"
+	IDNodeCredential       = "SC-NODE-CREDENTIAL"
 )
 
 // oneServerAtATime ends every next step that restarts k3s on more than
@@ -102,6 +103,8 @@ func Checks() []Check {
 			Next: "on the node: timedatectl status; give it an NTP server it reaches", Run: checkTimeSync},
 		{ID: IDTokenAge, Area: AreaControlPlane, Title: "the cluster token's age on every node", Deadline: checkDeadline,
 			Next: tokenRotateNext, Run: checkTokenAge},
+		{ID: IDNodeCredential, Area: AreaNodes, Title: "nodes' own credentials, which sign their proofs of life", Deadline: checkDeadline,
+			Next: credentialNext, Run: checkNodeCredentials},
 		{ID: IDAuditChain, Area: AreaThisNode, Title: "this machine's audit log whole", Deadline: checkDeadline,
 			Next: "keep the log as it is (it is evidence); compare it with the support bundles taken before, and ask who had root here", Run: checkAuditChain},
 	}

@@ -182,6 +182,28 @@ func checkTimeSync(ctx context.Context, env *Env) []Finding {
 		})
 }
 
+// credentialNext is what to do about a node that cannot sign with its
+// own credential: k3s writes it, and the client CA, when it runs.
+const credentialNext = "on the node: is k3s running (systemctl status sitecon-agent)? It writes the node's credential and the cluster's client CA " +
+	"(<k3s-data-dir>/agent/kubelet.kubeconfig, client-ca.crt); restart the agent once they are there"
+
+// checkNodeCredentials finds the nodes whose agent cannot sign its proof
+// of life with the node's own credential, or check one against the
+// cluster's client CA: their word that they fenced does not count, so a
+// failover off them waits for their silence, and a leader among them
+// takes no node's word.
+func checkNodeCredentials(ctx context.Context, env *Env) []Finding {
+	return eachNodeReport(ctx, env, "own credential", func(r *nodestate.NodeReport) bool { return r.Credential != nil },
+		func(node string, r *nodestate.NodeReport) []Finding {
+			if r.Credential.Problem == "" {
+				return nil
+			}
+			return []Finding{{Severity: Warn, Subject: node, Summary: node + " cannot sign its proof of life with its own credential",
+				Evidence: []string{r.Credential.Problem, "its peers do not take its word that it fenced: a failover off it waits until it is silent or powered off"},
+				Next:     strings.Replace(credentialNext, "on the node", "on "+node, 1)}}
+		})
+}
+
 // timexText says the kernel's answer as adjtimex gave it.
 func timexText(t nodestate.TimeReport) string {
 	var flags []string

@@ -22,7 +22,8 @@ func healthyReport(node string, now time.Time) *nodestate.NodeReport {
 		Time:    &nodestate.TimeReport{Synchronized: true, MaxError: 20 * time.Millisecond},
 		Certs: &nodestate.CertsReport{DataDir: "/var/lib/rancher/k3s", Found: true,
 			Files: []nodestate.CertFile{{Path: "/var/lib/rancher/k3s/server/tls/client-admin.crt", Subject: "system:admin", NotAfter: now.Add(300 * 24 * time.Hour)}}},
-		Token: &nodestate.TokenReport{Since: now.Add(-30 * 24 * time.Hour), Source: "first applied by this node's agent"}}
+		Token:      &nodestate.TokenReport{Since: now.Add(-30 * 24 * time.Hour), Source: "first applied by this node's agent"},
+		Credential: &nodestate.CredentialReport{}}
 }
 
 // Each node-side check per node: quiet when every node's report is
@@ -39,6 +40,7 @@ func TestNodeSideChecks(t *testing.T) {
 	older := answered(&nodestate.NodeReport{Node: "node-c", Version: "v1.2.0"})
 	checks := map[string]func(context.Context, *Env) []Finding{
 		IDLonghornPrereq: checkLonghornPrereqs, IDNodeCertExpiry: checkNodeCerts, IDTimeUnsynced: checkTimeSync,
+		IDNodeCredential: checkNodeCredentials,
 	}
 	type want struct {
 		sev     Severity
@@ -70,11 +72,15 @@ func TestNodeSideChecks(t *testing.T) {
 		{"time not synchronised", nil, func(r *nodestate.NodeReport) {
 			r.Time = &nodestate.TimeReport{Status: unix.STA_UNSYNC, State: unix.TIME_ERROR, MaxError: 16 * time.Second, EstError: 16 * time.Second}
 		}, map[string][]want{IDTimeUnsynced: {{Warn, "node-b", "node-b's clock is not synchronised"}}}},
+		{"no credential to sign with", nil, func(r *nodestate.NodeReport) {
+			r.Credential = &nodestate.CredentialReport{Problem: "this node's own credential: stat /var/lib/rancher/k3s/agent/kubelet.kubeconfig: no such file or directory"}
+		}, map[string][]want{IDNodeCredential: {{Warn, "node-b", "node-b cannot sign its proof of life with its own credential"}}}},
 		{"one silent, one older", []nodestate.NodeAnswer{answered(healthyReport("node-a", now)), older, silent}, nil,
 			map[string][]want{
 				IDLonghornPrereq: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
 				IDNodeCertExpiry: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
 				IDTimeUnsynced:   {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
+				IDNodeCredential: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},
 			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -131,7 +137,7 @@ func TestRunAsksTheNodesOnce(t *testing.T) {
 		t.Errorf("asked the nodes %d times", n)
 	}
 	for _, f := range r.Findings {
-		if (f.ID == IDLonghornPrereq || f.ID == IDNodeCertExpiry || f.ID == IDTimeUnsynced || f.ID == IDTokenAge) && f.Severity != OK {
+		if (f.ID == IDLonghornPrereq || f.ID == IDNodeCertExpiry || f.ID == IDTimeUnsynced || f.ID == IDTokenAge || f.ID == IDNodeCredential) && f.Severity != OK {
 			t.Errorf("healthy node: %+v", f)
 		}
 	}

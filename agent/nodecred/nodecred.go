@@ -24,6 +24,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -57,10 +58,14 @@ func New(kubeconfig, clientCA string) *Credential {
 	return &Credential{kubeconfig: kubeconfig, clientCA: clientCA}
 }
 
-// fileStamp tells a file changed since it was read.
+// fileStamp tells a file changed since it was read: a file put in its
+// place (a new inode) or written again (its times, which the kernel keeps
+// to a clock tick, and its size).
 type fileStamp struct {
-	mod  time.Time
-	size int64
+	ino   uint64
+	mod   time.Time
+	ctime syscall.Timespec
+	size  int64
 }
 
 func stampOf(path string) (fileStamp, error) {
@@ -68,7 +73,11 @@ func stampOf(path string) (fileStamp, error) {
 	if err != nil {
 		return fileStamp{}, err
 	}
-	return fileStamp{st.ModTime(), st.Size()}, nil
+	stamp := fileStamp{mod: st.ModTime(), size: st.Size()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		stamp.ino, stamp.ctime = sys.Ino, sys.Ctim
+	}
+	return stamp, nil
 }
 
 // Sign signs digest as node: it returns node's certificate (DER) and the

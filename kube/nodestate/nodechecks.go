@@ -91,3 +91,13 @@ type TokenReport struct {
 	// there is no token to date (no cluster config applied).
 	Problem string `json:"problem,omitempty"`
 }
+
+// CredentialReport is whether the node's agent can sign its proof of life
+// with the node's own credential and check the result against the
+// cluster's client CA, as its peers do (agent/nodecred). A node that
+// cannot is not taken at its word that it fenced: the failover of its
+// apps waits for its silence.
+type CredentialReport struct {
+	// Problem is why it cannot ("" when it can).
+	Problem string `json:"problem,omitempty"`
+}

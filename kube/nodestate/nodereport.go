@@ -55,6 +55,9 @@ type NodeReport struct {
 	// Token is since when this node applies its cluster token; nil from
 	// an agent older than it, or one with no config applied.
 	Token *TokenReport `json:"token,omitempty"`
+	// Credential is whether the agent signs its proof of life with the
+	// node's own credential; nil from an agent older than it.
+	Credential *CredentialReport `json:"credential,omitempty"`
 }
 
 // NodePeer is a node as another node's agent last saw it.

@@ -19,6 +19,22 @@ import (
 // chaos's clock steps could change nothing and no one would know.
 func TestChaosClockStepReachesTheNode(t *testing.T) {
 	c := startChaosSiteWith(t, 3, true)
+	// And every node signs its proof of life as itself: its k3s wrote its
+	// credential and the client CA where the agent reads them.
+	until(t, 60*time.Second, "every node signing its proof of life with its own credential", func() (string, bool) {
+		r := c.doctorOnNodeA(t)
+		var bad []string
+		checked := false
+		for _, f := range r.Findings {
+			if f.ID == doctor.IDNodeCredential {
+				checked = checked || f.Severity == doctor.OK
+				if f.Severity > doctor.OK {
+					bad = append(bad, f.Summary+": "+strings.Join(f.Evidence, "; "))
+				}
+			}
+		}
+		return fmt.Sprintf("ok seen %v, %v", checked, bad), checked && len(bad) == 0
+	}, func(s string) string { return s })
 	if err := c.site.StepClock("node-b", 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +52,21 @@ func TestChaosClockStepReachesTheNode(t *testing.T) {
 	}, func(s string) string { return s })
 }
 
-// clockFinding runs sitecon doctor on node-a, in its namespace with its
-// cluster config, and returns SC-CLOCK-SKEW's finding about node (false:
-// none, the node's clock in step).
+// clockFinding is SC-CLOCK-SKEW's finding about node in the doctor's
+// report on node-a (false: none, the node's clock in step).
 func (c *chaosSite) clockFinding(t *testing.T, node string) (doctor.Finding, bool) {
+	t.Helper()
+	for _, f := range c.doctorOnNodeA(t).Findings {
+		if f.ID == doctor.IDClockSkew && f.Subject == node {
+			return f, true
+		}
+	}
+	return doctor.Finding{}, false
+}
+
+// doctorOnNodeA is sitecon doctor's report, run on node-a in its
+// namespace with its cluster config, as a technician there runs it.
+func (c *chaosSite) doctorOnNodeA(t *testing.T) doctor.Report {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", c.site.Netns("node-a"), sitecon, "doctor", "-o", "json",
 		"--config", c.site.ClusterConfig("node-a"), "--kubeconfig", c.inNodeKubeconfig,
@@ -49,10 +76,5 @@ func (c *chaosSite) clockFinding(t *testing.T, node string) (doctor.Finding, boo
 	if jerr := json.Unmarshal(out, &r); jerr != nil {
 		t.Fatalf("sitecon doctor on node-a: %v, %v:\n%s", err, jerr, out)
 	}
-	for _, f := range r.Findings {
-		if f.ID == doctor.IDClockSkew && f.Subject == node {
-			return f, true
-		}
-	}
-	return doctor.Finding{}, false
+	return r
 }
