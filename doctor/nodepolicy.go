@@ -16,10 +16,11 @@ import (
 // and what keeps that identity to its own node and its own apps are two
 // ValidatingAdmissionPolicies a server's agent puts in force, and the
 // record of designations the stats leader keeps, which the second reads.
-// Without them the grant stands and the confinement does not: a worker
-// could write any app's workload. An error while a worker is in the
-// cluster, a warning otherwise (the next worker to join would be
-// unconfined).
+// A policy removed by hand leaves the grant without the confinement: a
+// worker could write any app's workload. An API server without the
+// policy API gets no write grant (access.EnsureAgentAccess): its workers
+// lay out no app. An error while a worker is in the cluster, a warning
+// otherwise (the next worker to join would be unconfined, or idle).
 func checkNodePolicies(ctx context.Context, env *Env) []Finding {
 	if env.Clients == nil {
 		return []Finding{{Severity: Warn, NotChecked: true, Summary: "not checked: no client of the cluster API to read the policies with"}}
@@ -40,7 +41,7 @@ func checkNodePolicies(ctx context.Context, env *Env) []Finding {
 		return []Finding{{Severity: Warn, NotChecked: true, Summary: "not checked: the API server's admission resources could not be listed: " + err.Error()}}
 	}
 	if !slices.ContainsFunc(served.APIResources, func(r metav1.APIResource) bool { return r.Name == "validatingadmissionpolicies" }) {
-		return []Finding{{Severity: severity, Summary: "this API server has no ValidatingAdmissionPolicy (Kubernetes before 1.30): " + whom + " may write any app's workload",
+		return []Finding{{Severity: severity, Summary: "this API server has no ValidatingAdmissionPolicy (Kubernetes before 1.30): " + whom + " get reads only and lay out no app (unconfined, a node's identity could write any app's workload)",
 			Next: "run k3s 1.30 or later on the servers, " + oneServerAtATime}}
 	}
 	admission := env.Clients.Core.AdmissionregistrationV1()

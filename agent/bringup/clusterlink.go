@@ -207,9 +207,10 @@ func (r *Runner) GrantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
 		err := access.EnsureAgentAccess(ctx, snap.Clients().Core)
 		switch {
 		case errors.Is(err, access.ErrNodePolicy) && !warned:
-			// Said once, loudly: the grant stands, the confinement not.
+			// Said once, loudly: without the confinement the nodes'
+			// identities get the reads alone.
 			warned = true
-			r.log.Warn("workers' agents reach the cluster, but their writes are not confined to their own nodes", "err", err)
+			r.log.Warn("this API server cannot confine the nodes' writes to their own nodes and apps: workers' agents read the cluster but lay out no app", "err", err)
 			return false
 		case err != nil:
 			r.log.Debug("agent access for workers not granted yet", "err", err)

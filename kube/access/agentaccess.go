@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	admissionapply "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	rbacapply "k8s.io/client-go/applyconfigurations/rbac/v1"
@@ -185,18 +187,36 @@ var nodePolicyValidations = []struct{ expr, msg string }{
 		"a node's identity lays out no VM with the host's disks or devices"},
 }
 
-// EnsureAgentAccess grants the nodes' own identities what a worker's agent
-// needs (ClusterRole and Role AgentRoleName, bound to NodesGroup), puts the
-// policy NodePolicyName in force, and takes back the grant earlier versions
-// gave the shared k3s controller identity. Server-side apply makes it
-// idempotent and puts drifted rules right. A server's agent calls it.
+// EnsureAgentAccess puts the policy NodePolicyName (and the apps policy)
+// in force, then grants the nodes' own identities what a worker's agent
+// needs (ClusterRole and Role AgentRoleName, bound to NodesGroup), and
+// takes back the grant earlier versions gave the shared k3s controller
+// identity. Server-side apply makes it idempotent and puts drifted rules
+// right. A server's agent calls it.
+//
+// The policy first: the writes it confines are granted only once it is
+// in force. An API server without the policy API (Kubernetes before 1.30)
+// gets the reads alone, any write grant an earlier run made taken back,
+// and ErrNodePolicy: unconfined, a node's identity could lay out or remove
+// any node's apps. Any other failure to write the policy changes no grant.
 func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 	labels := map[string]string{"app.kubernetes.io/managed-by": "sitecon"}
 	opts := metav1.ApplyOptions{FieldManager: "sitecon", Force: true}
+	policyErr := ensureNodePolicy(ctx, cs, labels, opts)
+	if policyErr == nil {
+		policyErr = ensureNodeAppsPolicy(ctx, cs, labels, opts)
+	}
+	confined := policyErr == nil
+	if !confined && !apierrors.IsNotFound(policyErr) {
+		return fmt.Errorf("the node policy %s not written (the grants unchanged): %w", kube.NodePolicyName, policyErr)
+	}
 	nodes := rbacapply.Subject().WithAPIGroup(rbacv1.GroupName).WithKind(rbacv1.GroupKind).WithName(NodesGroup)
-
+	rules := AgentRules
+	if !confined {
+		rules = readRules(AgentRules)
+	}
 	role := rbacapply.ClusterRole(kube.AgentRoleName).WithLabels(labels)
-	for _, r := range AgentRules {
+	for _, r := range rules {
 		role.WithRules(rbacapply.PolicyRule().WithAPIGroups(r.APIGroups...).WithResources(r.Resources...).WithVerbs(r.Verbs...))
 	}
 	if _, err := cs.RbacV1().ClusterRoles().Apply(ctx, role, opts); err != nil {
@@ -209,6 +229,13 @@ func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 		WithSubjects(nodes)
 	if _, err := cs.RbacV1().ClusterRoleBindings().Apply(ctx, binding, opts); err != nil {
 		return fmt.Errorf("agent ClusterRoleBinding: %w", err)
+	}
+	if !confined {
+		err := cs.RbacV1().RoleBindings(kube.AppNamespace).Delete(ctx, kube.AgentRoleName, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("taking back the agents' layout grant: %w", err)
+		}
+		return fmt.Errorf("%w (the nodes' identities are granted reads only: workers' agents lay out no app): %w", ErrNodePolicy, policyErr)
 	}
 	layout := rbacapply.Role(kube.AgentRoleName, kube.AppNamespace).WithLabels(labels)
 	for _, r := range AgentLayoutRules {
@@ -223,13 +250,24 @@ func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.RbacV1().RoleBindings(kube.AppNamespace).Apply(ctx, layoutBinding, opts); err != nil {
 		return fmt.Errorf("agent RoleBinding: %w", err)
 	}
-	if err := ensureNodePolicy(ctx, cs, labels, opts); err != nil {
-		return fmt.Errorf("%w: %w", ErrNodePolicy, err)
-	}
-	if err := ensureNodeAppsPolicy(ctx, cs, labels, opts); err != nil {
-		return fmt.Errorf("%w: %w", ErrNodePolicy, err)
-	}
 	return nil
+}
+
+// readRules are rules with their writes left out, but recording Events:
+// what the nodes' identities keep without the policy that confines them.
+func readRules(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range rules {
+		if slices.Contains(r.Resources, "events") {
+			out = append(out, r)
+			continue
+		}
+		r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v != "get" && v != "list" && v != "watch" })
+		if len(r.Verbs) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func ensureNodePolicy(ctx context.Context, cs kubernetes.Interface, labels map[string]string, opts metav1.ApplyOptions) error {

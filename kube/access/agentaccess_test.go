@@ -2,6 +2,8 @@ package access
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -73,19 +75,66 @@ func TestAgentRulesWriteNoClusterState(t *testing.T) {
 
 // An API server that cannot take the node policy (no
 // ValidatingAdmissionPolicy before Kubernetes 1.30: a real one of this
-// project's version always can, hence the fake) still gets the grants,
-// and the caller learns the confinement is missing.
+// project's version always can, hence the fake) gets no write grant for
+// the nodes' identities: the confinement is what makes them safe to give
+// (docs/SECURITY.md, gap 7). The reads stay, so workers' agents still see
+// the cluster; a layout grant an earlier run left is taken back; and the
+// caller learns the confinement is missing. An error that is not the API's
+// absence (a hiccup) changes no grant.
 func TestEnsureAgentAccessWithoutPolicyAPI(t *testing.T) {
 	cs := fake.NewClientset()
+	// What a run with the policy in force left.
+	if err := EnsureAgentAccess(t.Context(), cs); err != nil {
+		t.Fatal(err)
+	}
+	absent := apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}, kube.NodePolicyName)
+	var policyErr error = absent
 	cs.PrependReactor("patch", "validatingadmissionpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}, kube.NodePolicyName)
+		return true, nil, policyErr
 	})
+	writes := func() []string {
+		var out []string
+		role, err := cs.RbacV1().ClusterRoles().Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			for _, v := range r.Verbs {
+				if v != "get" && v != "list" && v != "watch" && !slices.Contains(r.Resources, "events") {
+					out = append(out, v+" "+strings.Join(r.Resources, ","))
+				}
+			}
+		}
+		if _, err := cs.RbacV1().RoleBindings(kube.AppNamespace).Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{}); err == nil {
+			out = append(out, "the layout Role's binding")
+		} else if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if w := writes(); len(w) == 0 {
+		t.Fatal("with the policy in force the nodes have no write grant: the test sees nothing")
+	}
+
+	// A hiccup: the grants stay as they are.
+	policyErr = apierrors.NewServiceUnavailable("etcd leader changed")
+	if err := EnsureAgentAccess(t.Context(), cs); err == nil {
+		t.Fatal("EnsureAgentAccess with the policy's write failing: nil error")
+	}
+	if w := writes(); len(w) == 0 {
+		t.Fatal("a hiccup writing the policy took the grants back")
+	}
+
+	policyErr = absent
 	err := EnsureAgentAccess(t.Context(), cs)
 	if !errors.Is(err, ErrNodePolicy) {
 		t.Fatalf("EnsureAgentAccess = %v, want ErrNodePolicy", err)
 	}
+	if w := writes(); len(w) != 0 {
+		t.Errorf("without the policy the nodes' identities may still %v", w)
+	}
 	binding, err := cs.RbacV1().ClusterRoleBindings().Get(t.Context(), kube.AgentRoleName, metav1.GetOptions{})
 	if err != nil || len(binding.Subjects) != 1 || binding.Subjects[0].Name != NodesGroup {
-		t.Errorf("the grant without the policy: %+v %v", binding, err)
+		t.Errorf("the read grant without the policy: %+v %v", binding, err)
 	}
 }
