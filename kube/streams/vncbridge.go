@@ -160,13 +160,7 @@ func (b *VNCBridge) Serve(ctx context.Context, ln net.Listener) error {
 			}()
 			continue
 		}
-		b.mu.Lock()
-		busy := b.viewer != nil
-		if !busy {
-			b.viewer = c
-		}
-		b.mu.Unlock()
-		if busy {
+		if !b.claimViewer(c) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -177,12 +171,29 @@ func (b *VNCBridge) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer b.releaseViewer()
 			b.bridge(ctx, c)
-			b.mu.Lock()
-			b.viewer = nil
-			b.mu.Unlock()
 		}()
 	}
+}
+
+// claimViewer takes the bridge's one viewer slot for viewer; false: another
+// viewer holds it.
+func (b *VNCBridge) claimViewer(viewer net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.viewer != nil {
+		return false
+	}
+	b.viewer = viewer
+	return true
+}
+
+// releaseViewer frees the viewer slot.
+func (b *VNCBridge) releaseViewer() {
+	b.mu.Lock()
+	b.viewer = nil
+	b.mu.Unlock()
 }
 
 func (b *VNCBridge) tell(e VNCEvent) {
@@ -231,21 +242,11 @@ func (b *VNCBridge) authenticated(ctx context.Context, viewer net.Conn) {
 		_ = sendSecurityResult(viewer, minor, why)
 		b.tell(VNCEvent{Kind: VNCViewerTurnedAway, Viewer: who, Err: why})
 	}
-	b.mu.Lock()
-	busy := b.viewer != nil
-	if !busy {
-		b.viewer = viewer
-	}
-	b.mu.Unlock()
-	if busy {
+	if !b.claimViewer(viewer) {
 		refuse(ErrVNCBusy)
 		return
 	}
-	defer func() {
-		b.mu.Lock()
-		b.viewer = nil
-		b.mu.Unlock()
-	}()
+	defer b.releaseViewer()
 	// The viewer waits while KubeVirt is asked: a deadline of its own.
 	_ = viewer.SetDeadline(time.Now().Add(b.dialTimeout() + upstreamHandshakeTimeout + 5*time.Second))
 	upstream, err := b.dial(ctx)
