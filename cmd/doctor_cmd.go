@@ -92,7 +92,7 @@ func doctorOptions(g *globalFlags, log *slog.Logger, k3sDataDir, agentSocket, cl
 	}
 	if _, err := os.Stat(clusterConfig); err == nil {
 		opts.NodeReports = func(ctx context.Context) nodestate.NodeReports {
-			return nodeReports{configPath: clusterConfig}.gather(ctx, nil)
+			return nodeReports{configPath: clusterConfig, k3sDataDir: k3sDataDir}.gather(ctx, nil)
 		}
 		opts.StatusScan = clusterNetwork{configPath: clusterConfig}.statusScan
 		opts.LocalNode = clusterNetwork{configPath: clusterConfig}.localNode

@@ -7,9 +7,12 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"os"
 
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/formation"
+	"github.com/sitecon/sitecon/agent/k3s"
+	"github.com/sitecon/sitecon/agent/nodecred"
 	"github.com/sitecon/sitecon/kube"
 	"github.com/sitecon/sitecon/kube/nodestate"
 	"github.com/sitecon/sitecon/nodereport"
@@ -22,6 +25,11 @@ import (
 // the nodes last seen in the cluster (their addresses and names).
 type nodeReports struct {
 	configPath string
+	// k3sDataDir holds this machine's client CA (agent/client-ca.crt): a
+	// report is taken only when signed with its node's own credential as
+	// that CA shows, where the CA is there (on a device; "": k3s's
+	// default). Without it the token's MAC alone is checked.
+	k3sDataDir string
 	// dial opens the connections (nil: a plain dialer; tests dial from a
 	// network namespace).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -43,7 +51,21 @@ func (s nodeReports) gather(ctx context.Context, known []kube.NodeStatus) nodest
 	if err != nil {
 		return nodestate.NodeReports{Problem: err.Error()}
 	}
+	dataDir := s.k3sDataDir
+	if dataDir == "" {
+		dataDir = k3s.DefaultPaths.DataDir
+	}
+	if ca := k3s.ClientCA(k3s.Paths{DataDir: dataDir}); fileExists(ca) {
+		// Every node holds the token: a worker could answer in another
+		// node's name with its MAC alone.
+		key = key.WithNodeWord(nodecred.New("", ca))
+	}
 	return nodereport.Reader{Key: key, Dial: s.dial}.Ask(ctx, reportTargets(v, known))
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // config is this node's validated cluster config; its interface is not

@@ -234,6 +234,9 @@ func (r Reader) askOne(ctx context.Context, client *http.Client, t Target, deadl
 	if err := r.Key.VerifyReport(report.Node, req.Nonce, body, resp.Header.Get(config.NodeReportProofHeader)); err != nil {
 		return fail("answered, but not with this cluster's key: %v", err)
 	}
+	if err := r.Key.VerifyReportAsNode(report.Node, req.Nonce, body, resp.Header.Get(config.NodeReportCertHeader), resp.Header.Get(config.NodeReportSigHeader)); err != nil {
+		return fail("answered, but not as the node itself: %v", err)
+	}
 	answer.Answered, answer.Report = true, &report
 	// The node's clock against the middle of the exchange.
 	mid := asked.Add(answered.Sub(asked) / 2)

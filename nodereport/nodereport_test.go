@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/sitecon/sitecon/agent/config"
+	"github.com/sitecon/sitecon/agent/nodecred"
 	"github.com/sitecon/sitecon/agent/statusserver"
 	"github.com/sitecon/sitecon/kube/nodestate"
+	"github.com/sitecon/sitecon/test/testcert"
 )
 
 const cluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
@@ -151,5 +153,47 @@ func TestAskWithoutKey(t *testing.T) {
 	got := Ask(context.Background(), config.LifeKey{}, []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}, 0)
 	if len(got.Answers) != 0 || !strings.Contains(got.Problem, "no cluster key") {
 		t.Errorf("%+v", got)
+	}
+}
+
+// Every node holds the token, so its MAC alone lets a worker answer at
+// another node's address with a report in that node's name (gap 4 of
+// docs/SECURITY.md). Where the reader holds the cluster's client CA (on
+// a device), a report counts only when signed with its node's own
+// credential; an agent that does not sign (one whose node has no
+// credential yet, or an older one) is said, not taken.
+func TestAskTakesAReportOnlyFromTheNodeItself(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewClientCA(t, dir)
+	word := func(node string) config.NodeWord {
+		return nodecred.New(ca.Kubeconfig(t, node, "system:node:"+node, "system:nodes"), ca.Path)
+	}
+	key := lifeKey(t, "s3cret-password")
+	own := agentAt(t, key.WithNodeWord(word("node-b")), "node-b", 0, nil)
+	forged := agentAt(t, key.WithNodeWord(word("node-d")), "node-b", 0, nil)
+	unsigned := agentAt(t, key, "node-c", 0, nil)
+	targets := []Target{{Address: own, Node: "node-b"}, {Address: forged, Node: "node-b"}, {Address: unsigned, Node: "node-c"}}
+	answers := func(r Reader) map[netip.AddrPort]nodestate.NodeAnswer {
+		out := map[netip.AddrPort]nodestate.NodeAnswer{}
+		for _, a := range r.Ask(context.Background(), targets).Answers {
+			out[netip.MustParseAddrPort(a.Address)] = a
+		}
+		return out
+	}
+	// The token's MAC alone: the forged report passes.
+	if a := answers(Reader{Key: key})[forged]; !a.Answered {
+		t.Fatalf("with the token alone a worker's report in node-b's name is refused (%q): the test shows no gap", a.Problem)
+	}
+	got := answers(Reader{Key: key.WithNodeWord(nodecred.New("", ca.Path))})
+	if a := got[own]; !a.Answered || a.Report == nil || a.Report.Node != "node-b" {
+		t.Errorf("node-b's own report: %+v", a)
+	}
+	for addr, want := range map[netip.AddrPort]string{
+		forged:   "not signed with node node-b's own credential",
+		unsigned: "not signed with node node-c's own credential",
+	} {
+		if a := got[addr]; a.Answered || a.Report != nil || !strings.Contains(a.Problem, "not as the node itself") || !strings.Contains(a.Problem, want) {
+			t.Errorf("%s: answered %v, %q; want refused with %q", addr, a.Answered, a.Problem, want)
+		}
 	}
 }

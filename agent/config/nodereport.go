@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -36,6 +37,14 @@ const NodeReportPath = "/status/report"
 // NodeReportProofHeader carries the answer's MAC (hex).
 const NodeReportProofHeader = "Sitecon-Report-Proof"
 
+// NodeReportCertHeader and NodeReportSigHeader carry the node's own
+// certificate (DER) and its signature over the answer (base64), when the
+// agent signs with the node's credential (LifeKey.WithNodeWord).
+const (
+	NodeReportCertHeader = "Sitecon-Report-Node-Cert"
+	NodeReportSigHeader  = "Sitecon-Report-Node-Sig"
+)
+
 // NodeReportWindow is how far the reader's clock may be from the agent's:
 // a request dated further away is refused, with the difference said.
 const NodeReportWindow = 5 * time.Minute
@@ -45,6 +54,8 @@ const NodeReportWindow = 5 * time.Minute
 const (
 	reportRequestLabel = "sitecon node-report request v1"
 	reportAnswerLabel  = "sitecon node-report answer v1"
+	// reportNodeLabel: an answer signed with the node's own credential.
+	reportNodeLabel = "sitecon node-report answer v2 node"
 )
 
 // ReportRequest is a reader's request for a node's report.
@@ -152,6 +163,47 @@ func (k LifeKey) VerifyReport(node string, nonce, body []byte, proof string) err
 	got, err := hex.DecodeString(proof)
 	if err != nil || !hmac.Equal(got, k.answerMAC(node, nonce, body)) {
 		return errors.New("its report does not verify with this cluster's key (another cluster's token, an answer to another request, or a body changed on the way)")
+	}
+	return nil
+}
+
+// reportNodeDigest is what a node signs of its report with its own
+// credential: the cluster, the node, the reader's nonce and the body's
+// SHA-256.
+func (k LifeKey) reportNodeDigest(node string, nonce, body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return framedSum(reportNodeLabel, []byte(k.clusterID), []byte(node), nonce, sum[:])
+}
+
+// SignReportAsNode signs body, node's answer to nonce, with the node's
+// own credential (base64 certificate and signature for the headers);
+// ok is false without a NodeWord or when the node cannot sign as itself.
+func (k LifeKey) SignReportAsNode(node string, nonce, body []byte) (cert, sig string, ok bool) {
+	if k.word == nil {
+		return "", "", false
+	}
+	c, s, err := k.word.Sign(node, k.reportNodeDigest(node, nonce, body))
+	if err != nil {
+		return "", "", false
+	}
+	return base64.StdEncoding.EncodeToString(c), base64.StdEncoding.EncodeToString(s), true
+}
+
+// VerifyReportAsNode checks that body, node's answer to nonce, is signed
+// with node's own credential (the headers' base64 certificate and
+// signature): the token's MAC shows only that some node of the cluster
+// answered. Without a NodeWord there is nothing to check it with: nil.
+func (k LifeKey) VerifyReportAsNode(node string, nonce, body []byte, cert, sig string) error {
+	if k.word == nil {
+		return nil
+	}
+	c, err1 := base64.StdEncoding.DecodeString(cert)
+	s, err2 := base64.StdEncoding.DecodeString(sig)
+	if cert == "" || sig == "" || err1 != nil || err2 != nil {
+		return fmt.Errorf("its report is not signed with node %s's own credential (an agent whose node has no credential yet or that predates it, or another node answering in its name)", node)
+	}
+	if err := k.word.Check(node, k.reportNodeDigest(node, nonce, body), c, s); err != nil {
+		return fmt.Errorf("its report's signature as node %s does not hold: %w", node, err)
 	}
 	return nil
 }

@@ -132,6 +132,10 @@ func (s *ReportServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set(config.NodeReportProofHeader, s.Key.SignReport(s.Node, req.Nonce, body))
+	if cert, sig, ok := s.Key.SignReportAsNode(s.Node, req.Nonce, body); ok {
+		w.Header().Set(config.NodeReportCertHeader, cert)
+		w.Header().Set(config.NodeReportSigHeader, sig)
+	}
 	_, _ = w.Write(body)
 }
 
