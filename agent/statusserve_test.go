@@ -11,15 +11,23 @@ import (
 	"github.com/sitecon/sitecon/agent/config"
 	"github.com/sitecon/sitecon/agent/localapi"
 	"github.com/sitecon/sitecon/agent/statusserver"
+	"github.com/sitecon/sitecon/test/testcert"
 )
 
 // The agent's /status server answers the failover guard's challenge for its
-// own node, and GET /status as before. A node joined with the secure token
-// form and one configured with the password alone prove to each other.
+// own node, signed with its node's own credential, and GET /status as
+// before. A node joined with the secure token form and one configured
+// with the password alone prove to each other.
 func TestStatusServerProvesLife(t *testing.T) {
 	const cluster = "7f3e2a10-8c4b-4f8e-9a55-2b1c3d4e5f60"
-	a := New(Options{})
-	nodeB := a.lifeKey(cluster, config.Secret(config.SecureToken("pw", []byte("ca"))))
+	// Each node's own credential, as k3s issues it, and the client CA.
+	dir := t.TempDir()
+	ca := testcert.NewClientCA(t, dir)
+	agentOf := func(node string) *Agent {
+		return New(Options{NodeKubeconfig: ca.Kubeconfig(t, node, "system:node:"+node, "system:nodes"), NodeClientCA: ca.Path})
+	}
+	a, b := agentOf("node-a"), agentOf("node-b")
+	nodeB := b.lifeKey(cluster, config.Secret(config.SecureToken("pw", []byte("ca"))))
 	srv := httptest.NewUnstartedServer(statusserver.WithLifeProof(statusserver.Handler(cluster, func() bool { return true }), nodeB, "node-b", nil))
 	srv.Config = localapi.NewServer(srv.Config.Handler)
 	srv.Start()
