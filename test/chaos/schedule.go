@@ -305,7 +305,7 @@ func Generate(seed uint64, site Site) Schedule {
 		// that runs or not (it stays wrong across a power cycle, until
 		// the heal).
 		if site.ClockSteps {
-			choices = append(choices, choice{2, func() Step {
+			choices = append(choices, choice{3, func() Step {
 				n := pick(site.Nodes)
 				m.clocked[n] = true
 				d := time.Duration(10+rng.IntN(111)) * time.Second
