@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -193,7 +194,27 @@ const credentialNext = "on the node: is k3s running (systemctl status sitecon-ag
 // failover off them waits for their silence, and a leader among them
 // takes no node's word.
 func checkNodeCredentials(ctx context.Context, env *Env) []Finding {
-	return eachNodeReport(ctx, env, "own credential", func(r *nodestate.NodeReport) bool { return r.Credential != nil },
+	// A node that cannot sign as itself cannot sign its report either: a
+	// reader that checks the signature keeps that report aside (NotOwn),
+	// and what it says of the node's credential is the finding, not "no
+	// report".
+	var notOwn []Finding
+	if env.NodeReports != nil {
+		for _, a := range env.NodeReports(ctx).Answers {
+			if a.Answered || a.NotOwn == nil {
+				continue
+			}
+			name := a.Name()
+			ev := []string{a.Problem}
+			if a.NotOwn.Credential != nil && a.NotOwn.Credential.Problem != "" {
+				ev = append(ev, "its agent says (unsigned as the node): "+a.NotOwn.Credential.Problem)
+			}
+			notOwn = append(notOwn, Finding{Severity: Warn, Subject: name, Summary: name + " cannot sign its proof of life and report with its own credential",
+				Evidence: append(ev, "its peers do not take its word that it fenced: a failover off it waits until it is silent or powered off"),
+				Next:     strings.Replace(credentialNext, "on the node", "on "+name, 1)})
+		}
+	}
+	found := eachNodeReport(ctx, env, "own credential", func(r *nodestate.NodeReport) bool { return r.Credential != nil },
 		func(node string, r *nodestate.NodeReport) []Finding {
 			if r.Credential.Problem == "" {
 				return nil
@@ -202,6 +223,15 @@ func checkNodeCredentials(ctx context.Context, env *Env) []Finding {
 				Evidence: []string{r.Credential.Problem, "its peers do not take its word that it fenced: a failover off it waits until it is silent or powered off"},
 				Next:     strings.Replace(credentialNext, "on the node", "on "+node, 1)}}
 		})
+	if len(notOwn) == 0 {
+		return found
+	}
+	// The "gave no report" of those nodes is the finding above.
+	seen := map[string]bool{}
+	for _, f := range notOwn {
+		seen[f.Subject] = true
+	}
+	return append(notOwn, slices.DeleteFunc(found, func(f Finding) bool { return seen[f.Subject] })...)
 }
 
 // timexText says the kernel's answer as adjtimex gave it.

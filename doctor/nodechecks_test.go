@@ -75,6 +75,17 @@ func TestNodeSideChecks(t *testing.T) {
 		{"no credential to sign with", nil, func(r *nodestate.NodeReport) {
 			r.Credential = &nodestate.CredentialReport{Problem: "this node's own credential: stat /var/lib/rancher/k3s/agent/kubelet.kubeconfig: no such file or directory"}
 		}, map[string][]want{IDNodeCredential: {{Warn, "node-b", "node-b cannot sign its proof of life with its own credential"}}}},
+		{"a report not signed as the node's own", func() []nodestate.NodeAnswer {
+			b := healthyReport("node-b", now)
+			b.Credential = &nodestate.CredentialReport{Problem: "this node's own credential: stat kubelet.kubeconfig: no such file or directory"}
+			return []nodestate.NodeAnswer{answered(healthyReport("node-a", now)), {Node: "node-b", Address: "10.244.244.2:12346", NotOwn: b,
+				Problem: "answered, but not as the node itself: its report is not signed with node node-b's own credential"}}
+		}(), nil, map[string][]want{
+			IDNodeCredential: {{Warn, "node-b", "node-b cannot sign its proof of life and report with its own credential"}},
+			IDLonghornPrereq: {{Warn, "node-b", "its agent gave no report"}},
+			IDNodeCertExpiry: {{Warn, "node-b", "its agent gave no report"}},
+			IDTimeUnsynced:   {{Warn, "node-b", "its agent gave no report"}},
+		}},
 		{"one silent, one older", []nodestate.NodeAnswer{answered(healthyReport("node-a", now)), older, silent}, nil,
 			map[string][]want{
 				IDLonghornPrereq: {{Warn, "node-c", "predates this check"}, {Warn, "node-d", "its agent gave no report"}},

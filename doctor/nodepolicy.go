@@ -3,7 +3,6 @@ package doctor
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,11 +35,11 @@ func checkNodePolicies(ctx context.Context, env *Env) []Finding {
 		severity, whom = Error, "the workers ("+strings.Join(workers, ", ")+")"
 	}
 	restart := "restart a server's agent (systemctl restart sitecon-agent): it puts the node policies in force at start"
-	served, err := env.Clients.Core.Discovery().ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1")
+	served, err := kube.PolicyAPIServed(env.Clients.Core)
 	if err != nil {
 		return []Finding{{Severity: Warn, NotChecked: true, Summary: "not checked: the API server's admission resources could not be listed: " + err.Error()}}
 	}
-	if !slices.ContainsFunc(served.APIResources, func(r metav1.APIResource) bool { return r.Name == "validatingadmissionpolicies" }) {
+	if !served {
 		return []Finding{{Severity: severity, Summary: "this API server has no ValidatingAdmissionPolicy (Kubernetes before 1.30): " + whom + " get reads only and lay out no app (unconfined, a node's identity could write any app's workload)",
 			Next: "run k3s 1.30 or later on the servers, " + oneServerAtATime}}
 	}

@@ -235,7 +235,12 @@ func (r Reader) askOne(ctx context.Context, client *http.Client, t Target, deadl
 		return fail("answered, but not with this cluster's key: %v", err)
 	}
 	if err := r.Key.VerifyReportAsNode(report.Node, req.Nonce, body, resp.Header.Get(config.NodeReportCertHeader), resp.Header.Get(config.NodeReportSigHeader)); err != nil {
-		return fail("answered, but not as the node itself: %v", err)
+		// Made with the cluster's key, so by some node of the cluster:
+		// kept aside for what it says of its own credential, never as
+		// the node's word.
+		answer, silent := fail("answered, but not as the node itself: %v", err)
+		answer.NotOwn = &report
+		return answer, silent
 	}
 	answer.Answered, answer.Report = true, &report
 	// The node's clock against the middle of the exchange.

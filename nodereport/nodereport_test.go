@@ -171,8 +171,10 @@ func TestAskTakesAReportOnlyFromTheNodeItself(t *testing.T) {
 	key := lifeKey(t, "s3cret-password")
 	own := agentAt(t, key.WithNodeWord(word("node-b")), "node-b", 0, nil)
 	forged := agentAt(t, key.WithNodeWord(word("node-d")), "node-b", 0, nil)
+	// node-d signing a report in node-b's name with its own credential.
+	ownSigned := agentAt(t, key.WithNodeWord(testcert.SignsAs{NodeWord: word("node-d"), As: "node-d"}), "node-b", 0, nil)
 	unsigned := agentAt(t, key, "node-c", 0, nil)
-	targets := []Target{{Address: own, Node: "node-b"}, {Address: forged, Node: "node-b"}, {Address: unsigned, Node: "node-c"}}
+	targets := []Target{{Address: own, Node: "node-b"}, {Address: forged, Node: "node-b"}, {Address: ownSigned, Node: "node-b"}, {Address: unsigned, Node: "node-c"}}
 	answers := func(r Reader) map[netip.AddrPort]nodestate.NodeAnswer {
 		out := map[netip.AddrPort]nodestate.NodeAnswer{}
 		for _, a := range r.Ask(context.Background(), targets).Answers {
@@ -189,11 +191,16 @@ func TestAskTakesAReportOnlyFromTheNodeItself(t *testing.T) {
 		t.Errorf("node-b's own report: %+v", a)
 	}
 	for addr, want := range map[netip.AddrPort]string{
-		forged:   "not signed with node node-b's own credential",
-		unsigned: "not signed with node node-c's own credential",
+		forged:    "not signed with node node-b's own credential",
+		ownSigned: "not node node-b's own identity",
+		unsigned:  "not signed with node node-c's own credential",
 	} {
 		if a := got[addr]; a.Answered || a.Report != nil || !strings.Contains(a.Problem, "not as the node itself") || !strings.Contains(a.Problem, want) {
 			t.Errorf("%s: answered %v, %q; want refused with %q", addr, a.Answered, a.Problem, want)
+		}
+		// Kept aside for what it says of its credential, never as a report.
+		if a := got[addr]; a.NotOwn == nil {
+			t.Errorf("%s: the unsigned report not kept aside for the doctor", addr)
 		}
 	}
 }

@@ -2,6 +2,9 @@ package apps
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,6 +38,21 @@ func TestLifeProbeTakesAFenceOnlyFromTheNodeItself(t *testing.T) {
 	// node-b's agent before its k3s wrote its credential: it cannot sign.
 	unsigned := serve(t, config.LifeProofHandler(key.WithNodeWord(nodecred.New(filepath.Join(dir, "none"), ca.Path)), "node-b", fenced))
 
+	// node-d signing node-b's answer with its own credential (its valid
+	// certificate, its own name in it).
+	ownSigned := serve(t, config.LifeProofHandler(key.WithNodeWord(testcert.SignsAs{NodeWord: word("node-d"), As: "node-d"}), "node-b", fenced))
+	// A token holder that takes node-b's own signed answer (not fenced),
+	// says fenced instead and makes the token's MAC again.
+	notFenced := config.NewLifeStatus(true, DefaultFailoverTimeout)
+	nodeBKey := key.WithNodeWord(word("node-b"))
+	restated := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nonce, _ := hex.DecodeString(r.URL.Query().Get("nonce"))
+		genuine := nodeBKey.AnswerWith("node-b", nonce, notFenced.State(time.Now()))
+		forged := key.AnswerWith("node-b", nonce, fenced.State(time.Now()))
+		forged.NodeCert, forged.NodeSig = genuine.NodeCert, genuine.NodeSig
+		_ = json.NewEncoder(w).Encode(forged)
+	}))
+
 	leader := LifeProbe{Key: key.WithNodeWord(word("node-a")), FailoverTimeout: DefaultFailoverTimeout}
 	tokenOnly := LifeProbe{Key: key, FailoverTimeout: DefaultFailoverTimeout}
 	noCA := LifeProbe{Key: key.WithNodeWord(nodecred.New(filepath.Join(dir, "none"), filepath.Join(dir, "no-ca.crt"))), FailoverTimeout: DefaultFailoverTimeout}
@@ -50,7 +68,10 @@ func TestLifeProbeTakesAFenceOnlyFromTheNodeItself(t *testing.T) {
 		{"a worker's word in node-b's name, checked with the token alone", tokenOnly, forger, LifeFenced, "has fenced"},
 		{"a worker's word in node-b's name", leader, forger, LifeStranger, "not signed with node node-b's own credential"},
 		{"node-b's agent without its credential yet", leader, unsigned, LifeStranger, "not signed with node node-b's own credential"},
-		{"a leader without the client CA to check with", noCA, nodeB, LifeStranger, "client CA"},
+		{"a worker's word in node-b's name, signed with its own credential", leader, ownSigned, LifeStranger, "not node node-b's own identity"},
+		{"node-b's signature on an unfenced answer, its state changed to fenced", leader, restated, LifeStranger, "does not verify"},
+		// The leader's own fault, said as its own: never the node's death.
+		{"a leader without the client CA to check with", noCA, nodeB, LifeUnknown, "this node cannot check node-b's signed proof of life"},
 	} {
 		life := c.probe.Probe(context.Background(), c.addr, "node-b")
 		if life.Evidence != c.evidence || !strings.Contains(life.Detail, c.detail) {

@@ -139,6 +139,11 @@ func (p LifeProbe) Probe(ctx context.Context, addr, node string) NodeLife {
 		return stranger("not a proof: " + err.Error())
 	}
 	if err := p.Key.Verify(node, nonce, answer); err != nil {
+		if errors.Is(err, config.ErrCannotCheckNodeWord) {
+			// This node's fault, not the answering node's: said so.
+			return NodeLife{Alive: true, Evidence: LifeUnknown,
+				Detail: fmt.Sprintf("%s answered, but this node cannot check %s's signed proof of life (%v): its death cannot be shown; see sitecon doctor's SC-NODE-CREDENTIAL for this node", addr, node, err)}
+		}
 		return stranger(err.Error())
 	}
 	life := NodeLife{Alive: true, Evidence: LifeProven, State: answer.State,

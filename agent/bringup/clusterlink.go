@@ -197,12 +197,36 @@ func (r *Runner) recordCluster(ctx context.Context, snap *kube.Snapshot, v *conf
 
 // GrantAgentAccess lets the agents of worker nodes reach the cluster with
 // their nodes' own identities, and no further than their nodes: the
-// servers (with k3s's admin kubeconfig) grant the node identities the
-// agent's rules and put the node policy in force. A server grants once it
+// servers (with k3s's admin kubeconfig) put the node policy in force and
+// grant the node identities the agent's rules. A server grants once it
 // joined (Run); the agent run with a server's credential against a cluster
-// it did not form grants too.
+// it did not form grants too. It grants again every AgentAccessRenewal:
+// a policy or grant removed by hand is put back, and a grant another
+// server took back (its API server without the policy API, mid-upgrade)
+// returns once every server serves it.
 func (r *Runner) GrantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
-	warned := false
+	for said := false; ; said = true {
+		r.grantAgentAccess(ctx, snap, said)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(AgentAccessRenewal):
+		}
+	}
+}
+
+// AgentAccessRenewal is how often a server puts the agents' grant and the
+// node policies right: a few applies that change nothing when all is well.
+const AgentAccessRenewal = 10 * time.Minute
+
+// grantAgentAccessWarnAfter is how many failed tries in a row are worth a
+// warning: one or two fail while the API server starts.
+const grantAgentAccessWarnAfter = 5
+
+// grantAgentAccess grants until it is done; said: a grant in place was
+// logged already (the renewals are not).
+func (r *Runner) grantAgentAccess(ctx context.Context, snap *kube.Snapshot, said bool) {
+	warned, failed := false, 0
 	r.host.Retry(ctx, func() bool {
 		err := access.EnsureAgentAccess(ctx, snap.Clients().Core)
 		switch {
@@ -213,10 +237,16 @@ func (r *Runner) GrantAgentAccess(ctx context.Context, snap *kube.Snapshot) {
 			r.log.Warn("this API server cannot confine the nodes' writes to their own nodes and apps: workers' agents read the cluster but lay out no app", "err", err)
 			return false
 		case err != nil:
-			r.log.Debug("agent access for workers not granted yet", "err", err)
+			if failed++; failed == grantAgentAccessWarnAfter {
+				r.log.Warn("agent access for workers still not granted: their agents cannot read the cluster or lay out their apps", "tries", failed, "err", err)
+			} else {
+				r.log.Debug("agent access for workers not granted yet", "err", err)
+			}
 			return false
 		}
-		r.log.Info("agent access for worker nodes in place", "clusterrole", kube.AgentRoleName, "group", access.NodesGroup, "policy", kube.NodePolicyName)
+		if !said {
+			r.log.Info("agent access for worker nodes in place", "clusterrole", kube.AgentRoleName, "group", access.NodesGroup, "policy", kube.NodePolicyName)
+		}
 		return true
 	})
 }

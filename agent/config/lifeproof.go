@@ -65,6 +65,11 @@ type NodeWord interface {
 	Check(node string, digest, cert, sig []byte) error
 }
 
+// ErrCannotCheckNodeWord: this node cannot check another node's signed
+// word (it lacks the cluster's client CA): a fault of the reader, not of
+// the node that answered.
+var ErrCannotCheckNodeWord = errors.New("this node cannot check a node's own signature")
+
 // WithNodeWord is k with this node's answers signed by word as well, and
 // another node's answers good only when signed so: a worker that holds
 // the token cannot answer in another node's name (say that it fenced, or

@@ -17,6 +17,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -24,10 +25,10 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"syscall"
-	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sitecon/sitecon/agent/config"
 )
 
 // The identity k3s gives a node (and the API server's Node authorizer
@@ -44,9 +45,12 @@ const (
 type Credential struct {
 	kubeconfig, clientCA string
 
-	mu       sync.Mutex
-	cert     *tls.Certificate
-	certFrom fileStamp
+	mu   sync.Mutex
+	cert *tls.Certificate
+	// certFrom are the files the certificate was read from (the
+	// kubeconfig, and the certificate and key files it names, as k3s's
+	// does) and their stamps then: k3s renews the files it names.
+	certFrom map[string]fileStamp
 	roots    *x509.CertPool
 	rootFrom fileStamp
 }
@@ -58,32 +62,27 @@ func New(kubeconfig, clientCA string) *Credential {
 	return &Credential{kubeconfig: kubeconfig, clientCA: clientCA}
 }
 
-// fileStamp tells a file changed since it was read: a file put in its
-// place (a new inode) or written again (its times, which the kernel keeps
-// to a clock tick, and its size).
-type fileStamp struct {
-	ino   uint64
-	mod   time.Time
-	ctime syscall.Timespec
-	size  int64
-}
+// fileStamp tells a file changed since it was read: the SHA-256 of its
+// content. The files are small and read at most once per proof; their
+// times, which the kernel keeps to a clock tick, could not tell a file
+// written twice within one.
+type fileStamp [sha256.Size]byte
 
 func stampOf(path string) (fileStamp, error) {
-	st, err := os.Stat(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return fileStamp{}, err
 	}
-	stamp := fileStamp{mod: st.ModTime(), size: st.Size()}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		stamp.ino, stamp.ctime = sys.Ino, sys.Ctim
-	}
-	return stamp, nil
+	return sha256.Sum256(data), nil
 }
 
 // Sign signs digest as node: it returns node's certificate (DER) and the
 // signature. A credential that is not node's own (another node's, an
 // admin's) signs nothing.
 func (c *Credential) Sign(node string, digest []byte) (certDER, sig []byte, err error) {
+	if c == nil {
+		return nil, nil, errors.New("this node has no credential to sign with")
+	}
 	cert, err := c.certificate()
 	if err != nil {
 		return nil, nil, err
@@ -111,6 +110,9 @@ func (c *Credential) Sign(node string, digest []byte) (certDER, sig []byte, err 
 // client authentication to system:node:NODE in group system:nodes, valid
 // now, whose key made sig.
 func (c *Credential) Check(node string, digest, certDER, sig []byte) error {
+	if c == nil {
+		return fmt.Errorf("%w: no client CA given", config.ErrCannotCheckNodeWord)
+	}
 	roots, err := c.rootPool()
 	if err != nil {
 		return err
@@ -151,30 +153,56 @@ func isNode(cert *x509.Certificate, node string) error {
 	return nil
 }
 
+// unchanged says whether every file the certificate was read from is as
+// it was then.
+func (c *Credential) unchanged() bool {
+	if c.cert == nil {
+		return false
+	}
+	for path, was := range c.certFrom {
+		if now, err := stampOf(path); err != nil || now != was {
+			return false
+		}
+	}
+	return true
+}
+
 // certificate is the node's client certificate and key, read again when
-// the kubeconfig changed.
+// the kubeconfig or a file it names changed.
 func (c *Credential) certificate() (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unchanged() {
+		return c.cert, nil
+	}
+	// Stamped before they are read: a change while reading is read next
+	// time.
+	from := map[string]fileStamp{}
 	stamp, err := stampOf(c.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("this node's own credential: %w", err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cert != nil && stamp == c.certFrom {
-		return c.cert, nil
-	}
+	from[c.kubeconfig] = stamp
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("this node's own credential %s: %w", c.kubeconfig, err)
 	}
 	certPEM, keyPEM := cfg.CertData, cfg.KeyData
+	readNamed := func(path string) ([]byte, error) {
+		stamp, err := stampOf(path)
+		if err != nil {
+			return nil, fmt.Errorf("this node's own credential: %w", err)
+		}
+		from[path] = stamp
+		return os.ReadFile(path)
+	}
 	if len(certPEM) == 0 && cfg.CertFile != "" {
-		if certPEM, err = os.ReadFile(cfg.CertFile); err != nil {
+		if certPEM, err = readNamed(cfg.CertFile); err != nil {
 			return nil, err
 		}
 	}
 	if len(keyPEM) == 0 && cfg.KeyFile != "" {
-		if keyPEM, err = os.ReadFile(cfg.KeyFile); err != nil {
+		if keyPEM, err = readNamed(cfg.KeyFile); err != nil {
 			return nil, err
 		}
 	}
@@ -185,7 +213,7 @@ func (c *Credential) certificate() (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("this node's own credential %s: %w", c.kubeconfig, err)
 	}
-	c.cert, c.certFrom = &cert, stamp
+	c.cert, c.certFrom = &cert, from
 	return c.cert, nil
 }
 
@@ -193,7 +221,7 @@ func (c *Credential) certificate() (*tls.Certificate, error) {
 func (c *Credential) rootPool() (*x509.CertPool, error) {
 	stamp, err := stampOf(c.clientCA)
 	if err != nil {
-		return nil, fmt.Errorf("the cluster's client CA, to check a node's credential with: %w", err)
+		return nil, fmt.Errorf("%w: the cluster's client CA: %w", config.ErrCannotCheckNodeWord, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -202,11 +230,11 @@ func (c *Credential) rootPool() (*x509.CertPool, error) {
 	}
 	data, err := os.ReadFile(c.clientCA)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: the cluster's client CA: %w", config.ErrCannotCheckNodeWord, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {
-		return nil, errors.New("the cluster's client CA " + c.clientCA + " holds no certificate")
+		return nil, fmt.Errorf("%w: the cluster's client CA %s holds no certificate", config.ErrCannotCheckNodeWord, c.clientCA)
 	}
 	c.roots, c.rootFrom = pool, stamp
 	return pool, nil

@@ -93,3 +93,34 @@ func TestNodeWordWithoutItsFiles(t *testing.T) {
 		t.Errorf("a certificate that does not parse: %v", err)
 	}
 }
+
+// k3s's kubelet.kubeconfig names its certificate and key files, and k3s
+// renews those files in place: the renewed certificate is the one signed
+// with, though the kubeconfig did not change.
+func TestNodeWordFollowsRenewedCertificateFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewClientCA(t, dir)
+	c := New(ca.KubeconfigWithFiles(t, "kubelet", "system:node:node-a", "system:nodes"), ca.Path)
+	if _, _, err := c.Sign("node-a", digest("x")); err != nil {
+		t.Fatal(err)
+	}
+	// Renewed (here: to another name, so that it shows).
+	ca.IssueFiles(t, "kubelet", "system:node:node-b", "system:nodes")
+	if _, _, err := c.Sign("node-a", digest("x")); err == nil || !strings.Contains(err.Error(), `"system:node:node-b"`) {
+		t.Fatalf("after the certificate file changed: %v, want it read again", err)
+	}
+	cert, sig, err := c.Sign("node-b", digest("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check("node-b", digest("x"), cert, sig); err != nil {
+		t.Fatal(err)
+	}
+	var none *Credential
+	if _, _, err := none.Sign("node-a", digest("x")); err == nil {
+		t.Error("no credential signed")
+	}
+	if err := none.Check("node-a", digest("x"), cert, sig); err == nil {
+		t.Error("no client CA checked a signature")
+	}
+}

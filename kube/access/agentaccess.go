@@ -195,10 +195,11 @@ var nodePolicyValidations = []struct{ expr, msg string }{
 // right. A server's agent calls it.
 //
 // The policy first: the writes it confines are granted only once it is
-// in force. An API server without the policy API (Kubernetes before 1.30)
-// gets the reads alone, any write grant an earlier run made taken back,
-// and ErrNodePolicy: unconfined, a node's identity could lay out or remove
-// any node's apps. Any other failure to write the policy changes no grant.
+// in force. An API server without the policy API (Kubernetes before 1.30,
+// by its discovery) gets the reads alone, any write grant an earlier run
+// made taken back, and ErrNodePolicy: unconfined, a node's identity could
+// lay out or remove any node's apps. Any other failure to write the
+// policy changes no grant.
 func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 	labels := map[string]string{"app.kubernetes.io/managed-by": "sitecon"}
 	opts := metav1.ApplyOptions{FieldManager: "sitecon", Force: true}
@@ -207,8 +208,13 @@ func EnsureAgentAccess(ctx context.Context, cs kubernetes.Interface) error {
 		policyErr = ensureNodeAppsPolicy(ctx, cs, labels, opts)
 	}
 	confined := policyErr == nil
-	if !confined && !apierrors.IsNotFound(policyErr) {
-		return fmt.Errorf("the node policy %s not written (the grants unchanged): %w", kube.NodePolicyName, policyErr)
+	if !confined {
+		// Absent only on the API server's own word (discovery), not on a
+		// NotFound alone, which a server still starting also answers.
+		served, err := kube.PolicyAPIServed(cs)
+		if err != nil || served {
+			return fmt.Errorf("the node policy %s not written (the grants unchanged): %w", kube.NodePolicyName, policyErr)
+		}
 	}
 	nodes := rbacapply.Subject().WithAPIGroup(rbacv1.GroupName).WithKind(rbacv1.GroupKind).WithName(NodesGroup)
 	rules := AgentRules

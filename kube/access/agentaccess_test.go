@@ -80,7 +80,8 @@ func TestAgentRulesWriteNoClusterState(t *testing.T) {
 // (docs/SECURITY.md, gap 7). The reads stay, so workers' agents still see
 // the cluster; a layout grant an earlier run left is taken back; and the
 // caller learns the confinement is missing. An error that is not the API's
-// absence (a hiccup) changes no grant.
+// absence by the server's discovery (a hiccup, a server still starting)
+// changes no grant.
 func TestEnsureAgentAccessWithoutPolicyAPI(t *testing.T) {
 	cs := fake.NewClientset()
 	// What a run with the policy in force left.
@@ -116,15 +117,29 @@ func TestEnsureAgentAccessWithoutPolicyAPI(t *testing.T) {
 		t.Fatal("with the policy in force the nodes have no write grant: the test sees nothing")
 	}
 
-	// A hiccup: the grants stay as they are.
-	policyErr = apierrors.NewServiceUnavailable("etcd leader changed")
-	if err := EnsureAgentAccess(t.Context(), cs); err == nil {
-		t.Fatal("EnsureAgentAccess with the policy's write failing: nil error")
+	// The API server's discovery says whether it serves the policy API.
+	served := func(policies bool) {
+		list := &metav1.APIResourceList{GroupVersion: "admissionregistration.k8s.io/v1",
+			APIResources: []metav1.APIResource{{Name: "validatingwebhookconfigurations"}}}
+		if policies {
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: "validatingadmissionpolicies"})
+		}
+		cs.Resources = []*metav1.APIResourceList{list}
 	}
-	if w := writes(); len(w) == 0 {
-		t.Fatal("a hiccup writing the policy took the grants back")
+	// Hiccups: the grants stay as they are. A NotFound from a server
+	// whose discovery serves the policy API (one still starting) is one.
+	served(true)
+	for _, hiccup := range []error{apierrors.NewServiceUnavailable("etcd leader changed"), absent} {
+		policyErr = hiccup
+		if err := EnsureAgentAccess(t.Context(), cs); err == nil || errors.Is(err, ErrNodePolicy) {
+			t.Fatalf("EnsureAgentAccess with the policy's write failing (%v): %v, want an error that is not ErrNodePolicy", hiccup, err)
+		}
+		if w := writes(); len(w) == 0 {
+			t.Fatalf("a hiccup writing the policy (%v) took the grants back", hiccup)
+		}
 	}
 
+	served(false)
 	policyErr = absent
 	err := EnsureAgentAccess(t.Context(), cs)
 	if !errors.Is(err, ErrNodePolicy) {

@@ -188,6 +188,11 @@ type NodeAnswer struct {
 	// the connection refused), a refusal (the clocks differ), or an answer
 	// not made with this cluster's key.
 	Problem string `json:"problem,omitempty"`
+	// NotOwn is a report made with this cluster's key but not signed with
+	// its node's own credential where the reader checks that: never the
+	// node's word (Report stays nil), kept only so the doctor can say why
+	// the node cannot sign (its Credential section).
+	NotOwn *NodeReport `json:"notOwn,omitempty"`
 	// ClockSkew is the node's clock minus the reader's (the middle of the
 	// exchange), when it answered.
 	ClockSkew time.Duration `json:"clockSkewNanoseconds,omitempty"`

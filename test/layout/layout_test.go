@@ -49,7 +49,7 @@ func TestPackagesImportOnlyDownTheLayout(t *testing.T) {
 		"agent/apps":         {"agent/config", "agent/localapi", "agent/workloads", "kube", "kube/safety"},
 		"agent/applogs":      {"agent/config", "kube", "kube/streams"},
 		"agent/config":       {},
-		"agent/nodecred":     {},
+		"agent/nodecred":     {"agent/config"},
 		// The drains the device requests run the drain flow.
 		"agent/drainrequest": {"agent/config", "kube", "kube/change", "kube/flow"},
 		"agent/localapi":     {},

@@ -56,6 +56,60 @@ func NewClientCA(t testing.TB, dir string) *ClientCA {
 // "system:node:NODE", "system:nodes"), with its key, and returns its path.
 func (ca *ClientCA) Kubeconfig(t testing.TB, name, cn string, orgs ...string) string {
 	t.Helper()
+	certPEM, keyPEM := ca.issue(t, cn, orgs...)
+	b64 := base64.StdEncoding.EncodeToString
+	path := filepath.Join(ca.dir, name+".kubeconfig")
+	writeKubeconfig(t, path, "client-certificate-data: "+b64(certPEM)+", client-key-data: "+b64(keyPEM))
+	return path
+}
+
+// KubeconfigWithFiles writes dir/NAME.kubeconfig naming the certificate
+// and key files dir/NAME.crt and dir/NAME.key, as k3s's
+// kubelet.kubeconfig names client-kubelet.crt and .key, and returns the
+// kubeconfig's path; IssueFiles writes (and renews) the files.
+func (ca *ClientCA) KubeconfigWithFiles(t testing.TB, name, cn string, orgs ...string) string {
+	t.Helper()
+	ca.IssueFiles(t, name, cn, orgs...)
+	path := filepath.Join(ca.dir, name+".kubeconfig")
+	writeKubeconfig(t, path, fmt.Sprintf("client-certificate: %q, client-key: %q", filepath.Join(ca.dir, name+".crt"), filepath.Join(ca.dir, name+".key")))
+	return path
+}
+
+// IssueFiles writes dir/NAME.crt and dir/NAME.key: a certificate the CA
+// issued to cn in orgs, and its key.
+func (ca *ClientCA) IssueFiles(t testing.TB, name, cn string, orgs ...string) {
+	t.Helper()
+	certPEM, keyPEM := ca.issue(t, cn, orgs...)
+	for file, data := range map[string][]byte{name + ".crt": certPEM, name + ".key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(ca.dir, file), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeKubeconfig(t testing.TB, path, user string) {
+	t.Helper()
+	text := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:6443"}
+users:
+- name: u
+  user: {%s}
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+`, user)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// issue is a certificate the CA issued to cn in orgs, and its key (PEM).
+func (ca *ClientCA) issue(t testing.TB, cn string, orgs ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -71,25 +125,23 @@ func (ca *ClientCA) Kubeconfig(t testing.TB, name, cn string, orgs ...string) st
 	if err != nil {
 		t.Fatal(err)
 	}
-	b64 := func(typ string, der []byte) string {
-		return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
-	}
-	path := filepath.Join(ca.dir, name+".kubeconfig")
-	text := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "https://127.0.0.1:6443"}
-users:
-- name: u
-  user: {client-certificate-data: %s, client-key-data: %s}
-contexts:
-- name: c
-  context: {cluster: c, user: u}
-current-context: c
-`, b64("CERTIFICATE", der), b64("EC PRIVATE KEY", keyDER))
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// NodeWord is what agent/config.NodeWord asks of a node's credential.
+type NodeWord interface {
+	Sign(node string, digest []byte) (cert, sig []byte, err error)
+	Check(node string, digest, cert, sig []byte) error
+}
+
+// SignsAs is a forger's node word: it signs every answer with the
+// credential of node As, whatever node the answer is for.
+type SignsAs struct {
+	NodeWord
+	As string
+}
+
+// Sign signs digest with As's credential.
+func (w SignsAs) Sign(_ string, digest []byte) ([]byte, []byte, error) {
+	return w.NodeWord.Sign(w.As, digest)
 }
