@@ -8,6 +8,7 @@ import (
 	"time"
 
 	lhv1beta2 "github.com/longhorn/longhorn-manager/k8s/pkg/apis/longhorn/v1beta2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -86,23 +87,42 @@ func TestSnapshotEngineWritesWakeReadersOnlyForRebuilds(t *testing.T) {
 			t.Fatalf("the snapshot never held the engine at resourceVersion %s", rv)
 		}
 	}
-	cached(e.ResourceVersion)
 	changes, unsubscribe := snap.Subscribe()
 	defer unsubscribe()
-	select { // what came before this point is not the test's
-	case <-changes:
-	default:
+	// update writes change over the engine as the cache holds it, what
+	// came before not the test's; the simulator may write the engine
+	// between the read and the write (a conflict): then again, from its
+	// write.
+	update := func(change func(*lhv1beta2.Engine)) *lhv1beta2.Engine {
+		t.Helper()
+		for try := 1; ; try++ {
+			cached(e.ResourceVersion)
+			select {
+			case <-changes:
+			default:
+			}
+			next := e.DeepCopy()
+			change(next)
+			written, err := engines.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+			if err == nil {
+				cached(written.ResourceVersion)
+				e = written
+				return written
+			}
+			if !apierrors.IsConflict(err) || try == 5 {
+				t.Fatal(err)
+			}
+			if e, err = engines.Get(ctx, e.Name, metav1.GetOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 
 	// A write of what no screen shows: the engine's size and expansion.
-	quiet := e.DeepCopy()
-	quiet.Status.CurrentSize = quiet.Status.CurrentSize + 4096
-	quiet.Status.IsExpanding = !quiet.Status.IsExpanding
-	written, err := engines.UpdateStatus(ctx, quiet, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached(written.ResourceVersion)
+	written := update(func(quiet *lhv1beta2.Engine) {
+		quiet.Status.CurrentSize = quiet.Status.CurrentSize + 4096
+		quiet.Status.IsExpanding = !quiet.Status.IsExpanding
+	})
 	select {
 	case <-changes:
 		t.Errorf("an engine write that changes no rebuild woke the snapshot's readers")
@@ -114,13 +134,9 @@ func TestSnapshotEngineWritesWakeReadersOnlyForRebuilds(t *testing.T) {
 	for name, addr = range written.Status.CurrentReplicaAddressMap {
 		break
 	}
-	loud := written.DeepCopy()
-	loud.Status.RebuildStatus = map[string]*lhv1beta2.RebuildStatus{addr: {IsRebuilding: true, Progress: 30, State: "in_progress"}}
-	written, err = engines.UpdateStatus(ctx, loud, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cached(written.ResourceVersion)
+	update(func(loud *lhv1beta2.Engine) {
+		loud.Status.RebuildStatus = map[string]*lhv1beta2.RebuildStatus{addr: {IsRebuilding: true, Progress: 30, State: "in_progress"}}
+	})
 	select {
 	case <-changes:
 	case <-time.After(5 * time.Second):
