@@ -159,7 +159,7 @@ func TestOverlayStepsTheWallClockOnly(t *testing.T) {
 	deadline = time.Now().Add(5 * time.Second)
 	for {
 		wall, _ := stepped.read(t)
-		if d := wall.Sub(time.Now()); d > -time.Second && d < time.Second {
+		if d := time.Until(wall); d > -time.Second && d < time.Second {
 			break
 		}
 		if time.Now().After(deadline) {
