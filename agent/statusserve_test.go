@@ -24,7 +24,7 @@ func TestStatusServerProvesLife(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcert.NewClientCA(t, dir)
 	agentOf := func(node string) *Agent {
-		return New(Options{NodeKubeconfig: ca.Kubeconfig(t, node, "system:node:"+node, "system:nodes"), NodeClientCA: ca.Path})
+		return New(Options{NodeKubeconfig: ca.NodeKubeconfig(t, node), NodeClientCA: ca.Path})
 	}
 	a, b := agentOf("node-a"), agentOf("node-b")
 	nodeB := b.lifeKey(cluster, config.Secret(config.SecureToken("pw", []byte("ca"))))

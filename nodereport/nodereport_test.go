@@ -166,7 +166,7 @@ func TestAskTakesAReportOnlyFromTheNodeItself(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcert.NewClientCA(t, dir)
 	word := func(node string) config.NodeWord {
-		return nodecred.New(ca.Kubeconfig(t, node, "system:node:"+node, "system:nodes"), ca.Path)
+		return nodecred.New(ca.NodeKubeconfig(t, node), ca.Path)
 	}
 	key := lifeKey(t, "s3cret-password")
 	own := agentAt(t, key.WithNodeWord(word("node-b")), "node-b", 0, nil)

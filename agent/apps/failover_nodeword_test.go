@@ -25,7 +25,7 @@ func TestLifeProbeTakesAFenceOnlyFromTheNodeItself(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcert.NewClientCA(t, dir)
 	word := func(node string) config.NodeWord {
-		return nodecred.New(ca.Kubeconfig(t, node, "system:node:"+node, "system:nodes"), ca.Path)
+		return nodecred.New(ca.NodeKubeconfig(t, node), ca.Path)
 	}
 	key := testLifeKey(t, "cluster-password")
 	fenced := config.NewLifeStatus(true, DefaultFailoverTimeout)

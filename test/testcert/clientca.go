@@ -63,6 +63,13 @@ func (ca *ClientCA) Kubeconfig(t testing.TB, name, cn string, orgs ...string) st
 	return path
 }
 
+// NodeKubeconfig writes dir/NODE.kubeconfig holding node's own identity,
+// as k3s issues it (system:node:NODE in group system:nodes).
+func (ca *ClientCA) NodeKubeconfig(t testing.TB, node string) string {
+	t.Helper()
+	return ca.Kubeconfig(t, node, "system:node:"+node, "system:nodes")
+}
+
 // KubeconfigWithFiles writes dir/NAME.kubeconfig naming the certificate
 // and key files dir/NAME.crt and dir/NAME.key, as k3s's
 // kubelet.kubeconfig names client-kubelet.crt and .key, and returns the
